@@ -1,0 +1,21 @@
+"""dispatchrl: reinforcement learning as generic functions over device-tagged static-shape arrays.
+
+Every generic function takes the device first and writes into outputs passed in::
+
+    import dispatchrl as drl
+    dev = drl.CPU()
+    a, b, out = drl.zeros(dev, (4, 3)), drl.zeros(dev, (3, 2)), drl.zeros(dev, (4, 2))
+    drl.matmul(dev, a, b, out)
+"""
+
+from .arrays import Array, asarray, assign, to_numpy, zeros
+from .devices import C, CPU, CUDA, Device, Generic
+from .dispatch import GENERIC_FUNCTIONS, GenericFunction, generic
+from .errors import ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError
+from .kernels.api import (ACTIVATIONS, adam_step, copy, dense_backward, dense_forward, fill, gelu,
+                          identity, matmul, mse_gradient, mse_loss, polyak_update, random_normal,
+                          random_uniform, relu, rng, tanh)
+from .staging import Step, compile_step, fuse, launch
+from . import kernels  # noqa: F401  (registers the Generic and CPU methods)
+
+__version__ = "0.1.0"

@@ -1,0 +1,144 @@
+"""Device-tagged arrays whose type carries device, dtype and static shape.
+
+``Array[CPU, np.float32, (100, 64)]`` is a concrete plum parametric type, so shapes are part of
+what dispatch and staging see. ``__faithful__ = True`` keeps plum's dispatch cache on for them.
+"""
+
+import numpy as np
+from plum import parametric
+
+from .devices import Device
+from .errors import DeviceError, DTypeError, ShapeError
+
+__all__ = ["Array", "zeros", "asarray", "to_numpy", "assign", "DTYPES"]
+
+#: dtypes arrays may hold
+DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64)
+
+
+def _dtype_type(dtype, name="dtype"):
+    try:
+        t = np.dtype(dtype).type
+    except TypeError:
+        raise DTypeError(f"{name}: {dtype!r} is not a dtype") from None
+    if t not in DTYPES:
+        raise DTypeError(f"{name}: dtype {np.dtype(t).name} is not supported; expected one of "
+                         + ", ".join(np.dtype(d).name for d in DTYPES))
+    return t
+
+
+def _shape_tuple(shape, name="shape"):
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError:
+        raise ShapeError(f"{name}: expected a tuple of ints, got {shape!r}") from None
+    if not shape or any(s <= 0 for s in shape):
+        raise ShapeError(f"{name}: expected a non-empty tuple of positive ints, got {shape}")
+    return shape
+
+
+@parametric
+class Array:
+    """An array on one device. ``.data`` is the raw numpy array (host devices) or numba device
+    array (CUDA); kernels receive ``.data``, never the wrapper."""
+
+    __faithful__ = True
+
+    @classmethod
+    def __init_type_parameter__(cls, device_type, dtype, shape):
+        if not (isinstance(device_type, type) and issubclass(device_type, Device)):
+            raise DeviceError(f"Array device parameter must be a Device class, got {device_type!r}")
+        return device_type, _dtype_type(dtype), _shape_tuple(shape)
+
+    @classmethod
+    def __infer_type_parameter__(cls, device, data):
+        return type(device), data.dtype.type, tuple(data.shape)
+
+    def __init__(self, device, data):
+        if device.memory == "host":
+            if not isinstance(data, np.ndarray):
+                raise DeviceError(f"Array on {device!r} needs a numpy array, got {type(data).__name__}")
+            contiguous = data.flags.c_contiguous
+        else:
+            from numba import cuda
+
+            if not cuda.is_cuda_array(data):
+                raise DeviceError(f"Array on {device!r} needs a CUDA device array, got {type(data).__name__}")
+            contiguous = data.is_c_contiguous()
+        if not contiguous:
+            raise ShapeError("Array data must be C-contiguous; copy it with dispatchrl.asarray")
+        self.device = device
+        self.data = data
+
+    @property
+    def shape(self):
+        return type(self).type_parameter[2]
+
+    @property
+    def dtype(self):
+        return np.dtype(type(self).type_parameter[1])
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+    def __repr__(self):
+        return f"Array[{self.device!r}, {self.dtype.name}, {self.shape}]"
+
+
+def _check_device(device):
+    if not isinstance(device, Device):
+        raise DeviceError(f"device: expected a dispatchrl Device (e.g. CPU()), got {device!r}")
+
+
+def zeros(device, shape, dtype=np.float32):
+    """A zero-filled array of ``shape`` and ``dtype`` on ``device``."""
+    _check_device(device)
+    host = np.zeros(_shape_tuple(shape), dtype=_dtype_type(dtype))
+    return asarray(device, host)
+
+
+def asarray(device, x, dtype=None):
+    """Copy ``x`` (numpy data, or an Array on any device) to ``device``. Transfers are explicit:
+    this is the host→device one."""
+    _check_device(device)
+    if isinstance(x, Array):
+        x = to_numpy(x)
+    host = np.array(x, dtype=_dtype_type(dtype if dtype is not None else np.asarray(x).dtype), order="C")
+    if host.ndim == 0:
+        host = host.reshape(1)
+    _shape_tuple(host.shape, "x.shape")
+    if device.memory == "cuda":
+        from numba import cuda
+
+        return Array(device, cuda.to_device(host))
+    return Array(device, host)
+
+
+def to_numpy(x):
+    """A host numpy copy of an Array (device→host transfer for CUDA)."""
+    if not isinstance(x, Array):
+        raise DeviceError(f"to_numpy: expected a dispatchrl Array, got {type(x).__name__}")
+    if x.device.memory == "cuda":
+        return x.data.copy_to_host()
+    return x.data.copy()
+
+
+def assign(x, values):
+    """Overwrite the contents of Array ``x`` with host ``values`` (same shape, cast to x's dtype)."""
+    if not isinstance(x, Array):
+        raise DeviceError(f"assign: expected a dispatchrl Array, got {type(x).__name__}")
+    values = np.asarray(values)
+    if values.shape != x.shape:
+        raise ShapeError(f"assign: values has shape {values.shape}, expected {x.shape}")
+    values = np.ascontiguousarray(values, dtype=x.dtype)
+    if x.device.memory == "cuda":
+        x.data.copy_to_device(values)
+    else:
+        x.data[...] = values

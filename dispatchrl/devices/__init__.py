@@ -1,0 +1,73 @@
+"""Device tags: plain values passed first to every generic function, as in RLtools.
+
+The class hierarchy is the fallback order plum uses: a method for ``Generic`` serves ``CPU``
+(and any device derived from it) unless a more specific method exists.
+
+    Device
+    ├── Generic      pure numpy reference, always available
+    │   └── CPU      Numba-jitted kernels, BLAS for matrix products
+    ├── CUDA         numba.cuda kernels, data in GPU memory
+    └── C            generated C99 compiled by the host compiler
+"""
+
+from ..errors import DeviceError
+
+__all__ = ["Device", "Generic", "CPU", "CUDA", "C"]
+
+
+class Device:
+    """Abstract device tag. Instances are interchangeable values: ``CPU() == CPU()``."""
+
+    #: where arrays of this device live: "host" (numpy) or "cuda" (GPU memory)
+    memory = "host"
+
+    def __init__(self):
+        if type(self) is Device:
+            raise DeviceError("Device is abstract: use Generic(), CPU(), CUDA() or C()")
+
+    def __eq__(self, other):
+        return type(self) is type(other)
+
+    def __hash__(self):
+        return hash(type(self))
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class Generic(Device):
+    """Pure numpy reference implementation of every generic function."""
+
+
+class CPU(Generic):
+    """Numba-jitted CPU kernels; falls back to Generic where no CPU method exists."""
+
+
+class CUDA(Device):
+    """numba.cuda kernels on an NVIDIA GPU (or the CUDA simulator, NUMBA_ENABLE_CUDASIM=1)."""
+
+    memory = "cuda"
+
+    def __init__(self):
+        from numba import cuda
+
+        if not cuda.is_available():
+            raise DeviceError(
+                "CUDA device requested but no usable NVIDIA GPU/driver was found; "
+                "use CPU(), or set NUMBA_ENABLE_CUDASIM=1 to run CUDA kernels in the simulator"
+            )
+        # Registering the CUDA methods imports numba.cuda; do it only when a CUDA device exists.
+        from ..kernels import cuda as _cuda_methods  # noqa: F401
+
+
+class C(Device):
+    """Generated C99 kernels compiled by the host C compiler."""
+
+
+def device_from_name(name):
+    """``"cpu"`` → ``CPU()`` etc., for command lines and configs."""
+    names = {"generic": Generic, "cpu": CPU, "cuda": CUDA, "c": C}
+    try:
+        return names[name.lower()]()
+    except KeyError:
+        raise DeviceError(f"unknown device {name!r}; expected one of {sorted(names)}") from None

@@ -1,0 +1,21 @@
+"""The exceptions dispatchrl raises for bad input, all refused before any kernel runs."""
+
+
+class DispatchRLError(Exception):
+    """Base class of every error dispatchrl raises on purpose."""
+
+
+class ShapeError(DispatchRLError, ValueError):
+    """An array has the wrong shape, rank or memory layout."""
+
+
+class DTypeError(DispatchRLError, TypeError):
+    """An array has the wrong dtype."""
+
+
+class DeviceError(DispatchRLError, RuntimeError):
+    """A device is unavailable, or arguments live on different devices."""
+
+
+class ConfigError(DispatchRLError, ValueError):
+    """A configuration value or option is invalid."""

@@ -1,0 +1,4 @@
+"""Kernels: generic-function declarations (api) and one module of methods per backend.
+The CUDA methods register when a CUDA device is first created (importing numba.cuda is slow)."""
+
+from . import api, generic, cpu  # noqa: F401  (importing registers the methods)

@@ -1,0 +1,246 @@
+"""Staged dispatch: resolve a sequence of generic-function calls once, run it compiled many times.
+
+Device methods never compute directly; they call :func:`launch` with a kernel and its arguments.
+Called eagerly, ``launch`` runs the kernel at once. Inside :func:`fuse`, it records the call
+instead, so tracing a step function once yields the flat list of (kernel, arguments) with all
+plum dispatch and validation already done. :func:`compile_step` (a generic function itself)
+turns that list into something runnable for the device: on CPU one generated ``@njit`` function
+that loops ``n`` times over the kernel calls, cached on disk by a hash of its source and of every
+kernel source it depends on (so it never goes stale); on Generic and CUDA a prepared loop of
+calls/launches with the arrays already unwrapped.
+"""
+
+import contextvars
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import plum
+
+from .arrays import Array
+from .devices import CPU, CUDA, Generic
+from .errors import ConfigError
+
+__all__ = ["launch", "fuse", "compile_step", "Step", "cache_dir"]
+
+_recording = contextvars.ContextVar("dispatchrl_recording", default=None)
+_dispatch = plum.Dispatcher()
+
+
+def _raw(x):
+    return x.data if isinstance(x, Array) else x
+
+
+def launch(device, kernel, *args):
+    """Run ``kernel(*raw args)`` now, or record it while a step is being staged by :func:`fuse`."""
+    calls = _recording.get()
+    if calls is not None:
+        calls.append((kernel, args))
+        return
+    kernel(*[_raw(a) for a in args])
+
+
+class Step:
+    """A staged step: ``step()`` runs it once, ``step(n)`` n times (on CPU in one compiled call)."""
+
+    def __init__(self, device, run, calls, compile_seconds):
+        self.device = device
+        self._run = run
+        self.calls = calls
+        self.compile_seconds = compile_seconds
+
+    def __call__(self, n=1):
+        self._run(int(n))
+
+    def __repr__(self):
+        return f"<Step on {self.device!r}: {len(self.calls)} kernel calls>"
+
+
+def fuse(device, fn, *args, **kwargs):
+    """Trace ``fn(device, *args, **kwargs)`` once and compile it into a :class:`Step`.
+
+    ``fn`` must be a straight sequence of generic-function calls on persistent arrays (outputs
+    passed in); nothing executes while tracing, so it must not read array values.
+    """
+    calls = []
+    token = _recording.set(calls)
+    try:
+        fn(device, *args, **kwargs)
+    finally:
+        _recording.reset(token)
+    start = time.perf_counter()
+    run = compile_step(device, calls)
+    return Step(device, run, calls, time.perf_counter() - start)
+
+
+@_dispatch
+def compile_step(device: Generic, calls: list):
+    return _python_loop(calls)
+
+
+@_dispatch
+def compile_step(device: CUDA, calls: list):  # noqa: F811
+    return _python_loop(calls)
+
+
+@_dispatch
+def compile_step(device: CPU, calls: list):  # noqa: F811
+    # Consecutive Numba kernels fuse into one njit function; anything else (a Generic fallback
+    # method) runs from Python between the fused segments.
+    segments, current = [], []
+    for kernel, args in calls:
+        if _is_numba(kernel):
+            current.append((kernel, args))
+        else:
+            if current:
+                segments.append(_njit_segment(current))
+                current = []
+            segments.append(_python_loop([(kernel, args)]))
+    if current:
+        segments.append(_njit_segment(current))
+    if len(segments) == 1:
+        return segments[0]
+
+    def run(n):
+        for _ in range(n):
+            for segment in segments:
+                segment(1)
+
+    return run
+
+
+def _python_loop(calls):
+    prepared = [(kernel, [_raw(a) for a in args]) for kernel, args in calls]
+
+    def run(n):
+        for _ in range(n):
+            for kernel, args in prepared:
+                kernel(*args)
+
+    return run
+
+
+def _is_numba(kernel):
+    from numba.core.dispatcher import Dispatcher
+
+    return isinstance(kernel, Dispatcher)
+
+
+def cache_dir():
+    """Where generated sources (and their Numba caches) live; DISPATCHRL_CACHE_DIR overrides."""
+    root = os.environ.get("DISPATCHRL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dispatchrl")
+    return Path(root)
+
+
+def _literal(value):
+    if isinstance(value, (bool, np.bool_)):
+        return repr(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return repr(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if value is None:
+        return "None"
+    raise ConfigError(f"cannot stage a kernel argument of type {type(value).__name__}: "
+                      "pass Arrays or plain numbers")
+
+
+_fingerprints = {}
+
+
+def _module_fingerprint(module_name):
+    """Hash of a module's source file (memoised per process)."""
+    if module_name not in _fingerprints:
+        path = getattr(sys.modules.get(module_name), "__file__", None)
+        _fingerprints[module_name] = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else ""
+    return _fingerprints[module_name]
+
+
+def _package_fingerprint():
+    # Kernels may call helpers from other dispatchrl modules, which Numba's own cache check would
+    # not notice: hash the whole package source, so no edit can leave a stale fused step.
+    if "<package>" not in _fingerprints:
+        digest = hashlib.sha256()
+        for path in sorted(Path(__file__).parent.rglob("*.py")):
+            digest.update(path.read_bytes())
+        _fingerprints["<package>"] = digest.hexdigest()
+    return _fingerprints["<package>"]
+
+
+def _importable(kernel):
+    module = sys.modules.get(kernel.py_func.__module__)
+    return (module is not None and module.__name__ != "__main__"
+            and getattr(module, kernel.py_func.__name__, None) is kernel)
+
+
+def _njit_segment(calls):
+    kernels, arrays = {}, {}
+    body = []
+    for kernel, args in calls:
+        name = kernels.setdefault(kernel, f"k{len(kernels)}")
+        rendered = []
+        for a in args:
+            if isinstance(a, Array):
+                rendered.append(arrays.setdefault(id(a.data), (f"a{len(arrays)}", a.data))[0])
+            else:
+                rendered.append(_literal(a))
+        body.append(f"        {name}({', '.join(rendered)})")
+    params = ", ".join(name for name, _ in arrays.values())
+    raw = [data for _, data in arrays.values()]
+    cacheable = all(_importable(k) for k in kernels)
+    imports = [f"from {k.py_func.__module__} import {k.py_func.__name__} as {name}"
+               for k, name in kernels.items()] if cacheable else []
+    source = "\n".join([
+        "# generated by dispatchrl.staging: one fused step, do not edit",
+        "from numba import njit",
+        *imports,
+        "",
+        "",
+        f"@njit(cache={cacheable}, nogil=True)",
+        f"def fused_step(n{', ' if params else ''}{params}):",
+        "    for _ in range(n):",
+        *body,
+        "",
+    ])
+    if cacheable:
+        fused = _load_cached(source, {k.py_func.__module__ for k in kernels})
+    else:
+        namespace = {name: k for k, name in kernels.items()}
+        exec(compile(source, "<dispatchrl fused step>", "exec"), namespace)
+        fused = namespace["fused_step"]
+    fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
+
+    def run(n):
+        fused(n, *raw)
+
+    return run
+
+
+def _load_cached(source, kernel_modules):
+    digest = hashlib.sha256(source.encode())
+    digest.update(_package_fingerprint().encode())
+    for module_name in sorted(kernel_modules):
+        digest.update(_module_fingerprint(module_name).encode())
+    name = f"fused_{digest.hexdigest()[:24]}"
+    directory = cache_dir() / "fused"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.py"
+    if not path.exists():
+        tmp = directory / f".{name}.{os.getpid()}.tmp"
+        tmp.write_text(source)
+        os.replace(tmp, path)  # atomic: concurrent processes never see half a file
+    module_name = f"dispatchrl_fused.{name}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return module.fused_step

@@ -13,7 +13,7 @@ from .errors import DeviceError, DTypeError, ShapeError
 __all__ = ["Array", "zeros", "asarray", "to_numpy", "assign", "DTYPES"]
 
 #: dtypes arrays may hold
-DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64)
+DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_)
 
 
 def _dtype_type(dtype, name="dtype"):

@@ -62,9 +62,8 @@ class Array:
                 raise DeviceError(f"Array on {device!r} needs a numpy array, got {type(data).__name__}")
             contiguous = data.flags.c_contiguous
         else:
-            from numba import cuda
-
-            if not cuda.is_cuda_array(data):
+            # numba device arrays, real or simulated (the simulator lacks cuda.is_cuda_array)
+            if not (hasattr(data, "copy_to_host") and hasattr(data, "is_c_contiguous")):
                 raise DeviceError(f"Array on {device!r} needs a CUDA device array, got {type(data).__name__}")
             contiguous = data.is_c_contiguous()
         if not contiguous:

@@ -10,6 +10,8 @@ The class hierarchy is the fallback order plum uses: a method for ``Generic`` se
     └── C            generated C99 compiled by the host compiler
 """
 
+import importlib
+
 from ..errors import DeviceError
 
 __all__ = ["Device", "Generic", "CPU", "CUDA", "C"]
@@ -47,6 +49,9 @@ class CUDA(Device):
     """numba.cuda kernels on an NVIDIA GPU (or the CUDA simulator, NUMBA_ENABLE_CUDASIM=1)."""
 
     memory = "cuda"
+    #: modules holding CUDA methods, imported (so registered) when a CUDA device is first made:
+    #: importing numba.cuda is slow, and CPU-only users should not pay for it
+    method_modules = ["dispatchrl.kernels.cuda"]
 
     def __init__(self):
         from numba import cuda
@@ -56,8 +61,8 @@ class CUDA(Device):
                 "CUDA device requested but no usable NVIDIA GPU/driver was found; "
                 "use CPU(), or set NUMBA_ENABLE_CUDASIM=1 to run CUDA kernels in the simulator"
             )
-        # Registering the CUDA methods imports numba.cuda; do it only when a CUDA device exists.
-        from ..kernels import cuda as _cuda_methods  # noqa: F401
+        for module in self.method_modules:
+            importlib.import_module(module)
 
 
 class C(Device):

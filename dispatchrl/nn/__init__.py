@@ -1,0 +1,7 @@
+"""Neural-network building blocks written once against the generic functions."""
+
+from .mlp import (MLP, MLPBuffers, Parameter, adam_update, mlp, mlp_backward, mlp_buffers,
+                  mlp_forward, mlp_train_step, parameter)
+
+__all__ = ["MLP", "MLPBuffers", "Parameter", "adam_update", "mlp", "mlp_backward", "mlp_buffers",
+           "mlp_forward", "mlp_train_step", "parameter"]

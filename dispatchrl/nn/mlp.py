@@ -1,0 +1,129 @@
+"""Multi-layer perceptrons as plain structs of Arrays plus functions over them (RLtools style).
+
+Parameters (value, gradient, Adam moments, step counter) live in :class:`MLP`; activations and
+their gradients for one static batch size live in :class:`MLPBuffers`, so one network can be
+evaluated at several batch sizes (acting vs training) without reallocation.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..arrays import zeros
+from ..errors import ConfigError, ShapeError
+from ..kernels.api import (ACTIVATIONS, adam_step, dense_backward, dense_forward, mse_gradient,
+                           mse_loss, random_uniform, rng)
+
+
+@dataclass
+class Parameter:
+    value: object
+    grad: object
+    m: object  # Adam first moment
+    v: object  # Adam second moment
+    t: object  # Adam step counter, int64 (1,)
+
+
+def parameter(device, shape, dtype=np.float32):
+    return Parameter(*(zeros(device, shape, dtype) for _ in range(4)), zeros(device, 1, np.int64))
+
+
+@dataclass
+class MLP:
+    sizes: tuple
+    activation: str
+    output_activation: str
+    weights: list  # Parameter (in, out) per layer
+    biases: list   # Parameter (out,) per layer
+
+    def activation_of(self, layer):
+        return self.output_activation if layer == len(self.weights) - 1 else self.activation
+
+    def parameters(self):
+        return [p for pair in zip(self.weights, self.biases) for p in pair]
+
+
+@dataclass
+class MLPBuffers:
+    batch: int
+    pre: list     # pre-activations per layer
+    out: list     # outputs per layer; out[-1] is the network output
+    d_pre: list   # gradient w.r.t. pre-activations
+    d_in: list    # gradient w.r.t. each layer's input (None for layer 0 unless asked for)
+    d_output: object  # gradient w.r.t. the network output, filled by a loss gradient
+
+    @property
+    def output(self):
+        return self.out[-1]
+
+
+def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np.float32, seed=0):
+    """An MLP with layer widths ``sizes`` (input first), initialised like PyTorch's Linear:
+    U(±1/√fan_in) for weights and biases, drawn from the counter RNG so every device agrees."""
+    sizes = tuple(int(s) for s in sizes)
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise ConfigError(f"mlp: 'sizes' needs at least two positive widths, got {sizes}")
+    for name, act in (("activation", activation), ("output_activation", output_activation)):
+        if act not in ACTIVATIONS:
+            raise ConfigError(f"mlp: '{name}' must be one of {sorted(ACTIVATIONS)}, got {act!r}")
+    stream = rng(device, seed)
+    weights, biases = [], []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        bound = 1.0 / np.sqrt(n_in)
+        w, b = parameter(device, (n_in, n_out), dtype), parameter(device, (n_out,), dtype)
+        random_uniform(device, stream, w.value, -bound, bound)
+        random_uniform(device, stream, b.value, -bound, bound)
+        weights.append(w)
+        biases.append(b)
+    return MLP(sizes, activation, output_activation, weights, biases)
+
+
+def mlp_buffers(device, net, batch, input_gradient=False):
+    """Buffers for evaluating ``net`` on ``batch`` rows; ``input_gradient`` also keeps the
+    gradient w.r.t. the network input (needed to backpropagate through a critic into an actor)."""
+    dtype = net.weights[0].value.dtype
+    widths = net.sizes[1:]
+    d_in = [zeros(device, (batch, net.sizes[0]), dtype) if input_gradient else None]
+    d_in += [zeros(device, (batch, w), dtype) for w in widths[:-1]]
+    return MLPBuffers(batch,
+                      [zeros(device, (batch, w), dtype) for w in widths],
+                      [zeros(device, (batch, w), dtype) for w in widths],
+                      [zeros(device, (batch, w), dtype) for w in widths],
+                      d_in,
+                      zeros(device, (batch, widths[-1]), dtype))
+
+
+def mlp_forward(device, net, buffers, x):
+    if x.shape != (buffers.batch, net.sizes[0]):
+        raise ShapeError(f"mlp_forward: argument 'x' has shape {x.shape}, expected "
+                         f"({buffers.batch}, {net.sizes[0]})")
+    inp = x
+    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+        dense_forward(device, inp, w.value, b.value, buffers.pre[i], buffers.out[i], net.activation_of(i))
+        inp = buffers.out[i]
+
+
+def mlp_backward(device, net, buffers, x, d_output):
+    """Backpropagate ``d_output`` (gradient w.r.t. the output) into every parameter's ``grad``."""
+    d_out = d_output
+    for i in reversed(range(len(net.weights))):
+        inp = x if i == 0 else buffers.out[i - 1]
+        dense_backward(device, inp, net.weights[i].value, buffers.pre[i], buffers.out[i], d_out,
+                       buffers.d_pre[i], net.weights[i].grad, net.biases[i].grad, buffers.d_in[i],
+                       net.activation_of(i))
+        d_out = buffers.d_in[i]
+
+
+def adam_update(device, net, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+    for p in net.parameters():
+        adam_step(device, p.value, p.grad, p.m, p.v, p.t, lr, beta1, beta2, eps)
+
+
+def mlp_train_step(device, net, buffers, x, y, loss, lr=1e-3):
+    """One supervised step: forward, MSE loss, backward, Adam. Written once; :func:`dispatchrl.fuse`
+    compiles it per device."""
+    mlp_forward(device, net, buffers, x)
+    mse_loss(device, buffers.output, y, loss)
+    mse_gradient(device, buffers.output, y, buffers.d_output)
+    mlp_backward(device, net, buffers, x, buffers.d_output)
+    adam_update(device, net, lr)

@@ -1,0 +1,73 @@
+"""A deployable deterministic policy: an MLP plus observation normalisation and action scaling."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..arrays import to_numpy
+from ..errors import ShapeError
+from .mlp import MLP
+
+
+@dataclass
+class Policy:
+    """``action = low + (tanh-squashed net output + 1) / 2 * (high - low)`` when ``squash`` is
+    "tanh" (TD3/SAC actors end in tanh already, so the net output is in [-1, 1]); with "clip" the
+    raw output is clipped to [low, high] (PPO's Gaussian mean). Observations are normalised as
+    ``(obs - obs_mean) / obs_std`` first when those are given."""
+
+    weights: list          # host float32 arrays (in, out) per layer
+    biases: list           # host float32 arrays (out,) per layer
+    activation: str
+    output_activation: str
+    action_low: np.ndarray
+    action_high: np.ndarray
+    squash: str = "tanh"
+    obs_mean: np.ndarray = field(default=None)
+    obs_std: np.ndarray = field(default=None)
+
+    @classmethod
+    def from_mlp(cls, net: MLP, action_low, action_high, squash="tanh", obs_mean=None, obs_std=None):
+        return cls([to_numpy(w.value) for w in net.weights], [to_numpy(b.value) for b in net.biases],
+                   net.activation, net.output_activation,
+                   np.asarray(action_low, np.float32), np.asarray(action_high, np.float32),
+                   squash, obs_mean, obs_std)
+
+    @property
+    def observation_dim(self):
+        return self.weights[0].shape[0]
+
+    @property
+    def action_dim(self):
+        return self.weights[-1].shape[1]
+
+    def __call__(self, obs):
+        """Actions for a batch (B, obs_dim) or a single observation (obs_dim,), in float32."""
+        obs = np.asarray(obs, dtype=np.float32)
+        single = obs.ndim == 1
+        x = obs[None] if single else obs
+        if x.ndim != 2 or x.shape[1] != self.observation_dim:
+            raise ShapeError(f"policy: argument 'obs' has shape {obs.shape}, expected "
+                             f"({self.observation_dim},) or (batch, {self.observation_dim})")
+        if self.obs_mean is not None:
+            x = (x - self.obs_mean) / self.obs_std
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            x = x @ w + b
+            act = self.output_activation if i == len(self.weights) - 1 else self.activation
+            x = _ACTIVATIONS[act](x)
+        if self.squash == "tanh":
+            x = self.action_low + (x + 1) * 0.5 * (self.action_high - self.action_low)
+        else:
+            x = np.clip(x, self.action_low, self.action_high)
+        x = x.astype(np.float32)
+        return x[0] if single else x
+
+
+def _gelu(x):
+    from scipy.special import erf
+
+    return 0.5 * x * (1 + erf(x / np.sqrt(2)))
+
+
+_ACTIVATIONS = {"identity": lambda x: x, "relu": lambda x: np.maximum(x, 0), "tanh": np.tanh,
+                "gelu": _gelu}

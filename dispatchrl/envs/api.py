@@ -1,0 +1,197 @@
+"""Native environments as generic functions: env descriptions, per-device state, declarations.
+
+An env description (:class:`Pendulum`, :class:`AcrobotContinuous`) is a frozen dataclass of
+static configuration; :func:`env_state` allocates its per-device arrays; :func:`env_reset`,
+:func:`env_step` and :func:`env_reset_done` are generic functions dispatching on the device and
+on the env type. Their methods only ``launch`` kernels, so they can be staged with
+:func:`dispatchrl.fuse` into one compiled training step.
+
+Physics state is float64 (gymnasium integrates in float64; float32 state drifts away from its
+trajectories within an episode); observations and rewards are float32.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..arrays import Array, to_numpy, zeros
+from ..dispatch import generic
+from ..errors import ConfigError, DTypeError, ShapeError
+from ..kernels.api import check_array, check_device
+
+__all__ = ["Pendulum", "AcrobotContinuous", "EnvState", "env_state", "env_reset", "env_step",
+           "env_reset_done", "check_action", "NATIVE_ENVS"]
+
+
+def _check_count(cls, name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"{cls}: '{name}' must be an int >= {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Pendulum:
+    """gymnasium Pendulum-v1, batched over ``num_envs``. Actions are torques in [-2, 2]
+    (gymnasium's scale) or, with ``normalized_actions``, in [-1, 1] scaled by 2 (RLtools)."""
+
+    num_envs: int = 1
+    normalized_actions: bool = False
+    max_episode_steps: int = 200
+    g: float = 10.0
+
+    observation_dim = 3
+    action_dim = 1
+    physics_dim = 2  # theta, theta_dot
+    #: gymnasium's constants, kept here so every backend reads the same values
+    max_speed = 8.0
+    max_torque = 2.0
+    dt = 0.05
+
+    def __post_init__(self):
+        _check_count("Pendulum", "num_envs", self.num_envs)
+        _check_count("Pendulum", "max_episode_steps", self.max_episode_steps)
+        if not isinstance(self.normalized_actions, (bool, np.bool_)):
+            raise ConfigError(f"Pendulum: 'normalized_actions' must be a bool, got {self.normalized_actions!r}")
+        if not (isinstance(self.g, (int, float)) and math.isfinite(self.g)):
+            raise ConfigError(f"Pendulum: 'g' must be a finite number, got {self.g!r}")
+
+    @property
+    def action_scale(self):
+        """Torque per unit of action."""
+        return self.max_torque if self.normalized_actions else 1.0
+
+    @property
+    def action_low(self):
+        return np.full(1, -1.0 if self.normalized_actions else -self.max_torque, np.float32)
+
+    @property
+    def action_high(self):
+        return np.full(1, 1.0 if self.normalized_actions else self.max_torque, np.float32)
+
+    @property
+    def observation_high(self):
+        return np.array([1.0, 1.0, self.max_speed], np.float32)
+
+
+@dataclass(frozen=True)
+class AcrobotContinuous:
+    """gymnasium Acrobot-v1 ("book" dynamics, one RK4 step of 0.2 s) with a continuous torque
+    ``clip(action, -1, 1)`` (RLtools paper, appendix I)."""
+
+    num_envs: int = 1
+    max_episode_steps: int = 500
+
+    observation_dim = 6
+    action_dim = 1
+    physics_dim = 4  # theta1, theta2, dtheta1, dtheta2
+    max_vel_1 = 4 * math.pi
+    max_vel_2 = 9 * math.pi
+
+    def __post_init__(self):
+        _check_count("AcrobotContinuous", "num_envs", self.num_envs)
+        _check_count("AcrobotContinuous", "max_episode_steps", self.max_episode_steps)
+
+    action_low = property(lambda self: np.full(1, -1.0, np.float32))
+    action_high = property(lambda self: np.full(1, 1.0, np.float32))
+
+    @property
+    def observation_high(self):
+        return np.array([1, 1, 1, 1, self.max_vel_1, self.max_vel_2], np.float32)
+
+
+NATIVE_ENVS = (Pendulum, AcrobotContinuous)
+
+
+@dataclass
+class EnvState:
+    """Per-device state of a batch of N native envs. ``terminated``/``truncated``/``reward``
+    describe the last transition and are left alone by :func:`env_reset_done`."""
+
+    physics: object     # (N, physics_dim) float64
+    steps: object       # (N,) int64, steps since the last reset
+    obs: object         # (N, observation_dim) float32
+    reward: object      # (N,) float32
+    terminated: object  # (N,) bool
+    truncated: object   # (N,) bool
+
+
+def _check_env(fn, env):
+    if not isinstance(env, NATIVE_ENVS):
+        raise ConfigError(f"{fn}: argument 'env' must be one of "
+                          f"{', '.join(c.__name__ for c in NATIVE_ENVS)}, got {type(env).__name__}")
+
+
+def env_state(device, env):
+    """Allocate the state arrays of ``env`` on ``device`` (zeros: call :func:`env_reset`)."""
+    check_device("env_state", device)
+    _check_env("env_state", env)
+    n = env.num_envs
+    return EnvState(zeros(device, (n, env.physics_dim), np.float64), zeros(device, n, np.int64),
+                    zeros(device, (n, env.observation_dim), np.float32), zeros(device, n, np.float32),
+                    zeros(device, n, np.bool_), zeros(device, n, np.bool_))
+
+
+def _check_state(fn, device, env, state):
+    _check_env(fn, env)
+    if not isinstance(state, EnvState):
+        raise ConfigError(f"{fn}: argument 'state' must be an EnvState from env_state(device, env), "
+                          f"got {type(state).__name__}")
+    n = env.num_envs
+    check_array(fn, "state.physics", state.physics, device, (n, env.physics_dim), np.float64)
+    check_array(fn, "state.steps", state.steps, device, (n,), np.int64)
+    check_array(fn, "state.obs", state.obs, device, (n, env.observation_dim), np.float32)
+    check_array(fn, "state.reward", state.reward, device, (n,), np.float32)
+    check_array(fn, "state.terminated", state.terminated, device, (n,), np.bool_)
+    check_array(fn, "state.truncated", state.truncated, device, (n,), np.bool_)
+
+
+def _check_rng(fn, device, rng):
+    check_array(fn, "rng", rng, device, (2,), np.uint64)
+
+
+@generic
+def env_reset(device, env, state, rng):
+    """Reset all N envs from the counter random stream ``rng``: draws from gymnasium's reset
+    distribution, writes ``state.obs`` and clears step counters, rewards and flags."""
+    check_device("env_reset", device)
+    _check_state("env_reset", device, env, state)
+    _check_rng("env_reset", device, rng)
+    return device, env, state, rng
+
+
+@generic
+def env_step(device, env, state, action):
+    """Advance all N envs by one step with ``action`` (N, action_dim) float32; writes the next
+    observation, reward, terminated and truncated (step count reached max_episode_steps) into
+    ``state``. Envs are not reset here: see :func:`env_reset_done`."""
+    check_device("env_step", device)
+    _check_state("env_step", device, env, state)
+    check_array("env_step", "action", action, device, (env.num_envs, env.action_dim), np.float32)
+    return device, env, state, action
+
+
+@generic
+def env_reset_done(device, env, state, rng):
+    """Reset the envs whose ``terminated | truncated`` flag is set, writing their fresh
+    observation into ``state.obs``. The stream advances by the same amount whatever is done
+    (every env draws, only done envs use the draw), so all devices stay in step."""
+    check_device("env_reset_done", device)
+    _check_state("env_reset_done", device, env, state)
+    _check_rng("env_reset_done", device, rng)
+    return device, env, state, rng
+
+
+def check_action(env, action, name="action"):
+    """Refuse an action batch of the wrong shape or dtype, or holding NaN/inf (reads values:
+    a Python-level check for APIs outside fused steps)."""
+    host = to_numpy(action) if isinstance(action, Array) else np.asarray(action)
+    shape = (env.num_envs, env.action_dim)
+    if host.dtype != np.float32:
+        raise DTypeError(f"{name}: has dtype {host.dtype}, expected float32")
+    if host.shape != shape:
+        raise ShapeError(f"{name}: has shape {host.shape}, expected {shape}")
+    bad = ~np.isfinite(host)
+    if bad.any():
+        raise ConfigError(f"{name}: must be finite, got {host[bad][0]} at index "
+                          f"{tuple(int(i) for i in np.argwhere(bad)[0])}")
+    return host

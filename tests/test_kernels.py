@@ -1,0 +1,187 @@
+"""Every core kernel on every device against a float64 numpy reference on random inputs."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.special import erf
+
+import dispatchrl as drl
+
+ACTIVATION_REF = {
+    "identity": (lambda x: x, lambda x: np.ones_like(x)),
+    "relu": (lambda x: np.maximum(x, 0), lambda x: (x > 0).astype(float)),
+    "tanh": (np.tanh, lambda x: 1 - np.tanh(x) ** 2),
+    "gelu": (lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2))),
+             lambda x: 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)),
+}
+dims = st.integers(1, 6)
+seeds = st.integers(0, 2**32 - 1)
+
+
+def examples(device):
+    # The CUDA simulator runs each thread in Python: fewer examples there.
+    return settings(max_examples=4 if isinstance(device, drl.CUDA) else 15, deadline=None)
+
+
+def put(device, x, dtype=np.float32):
+    return drl.asarray(device, np.asarray(x, dtype=dtype))
+
+
+def close(actual, expected, dtype=np.float32):
+    tol = 2e-5 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(drl.to_numpy(actual), expected, rtol=tol * 10, atol=tol * 10)
+
+
+def test_matmul(device):
+    @examples(device)
+    @given(dims, dims, dims, seeds, st.sampled_from([np.float32, np.float64]))
+    def check(m, k, n, seed, dtype):
+        g = np.random.default_rng(seed)
+        a, b = g.normal(size=(m, k)), g.normal(size=(k, n))
+        out = drl.zeros(device, (m, n), dtype)
+        drl.matmul(device, put(device, a, dtype), put(device, b, dtype), out)
+        close(out, a.astype(dtype).astype(float) @ b.astype(dtype).astype(float), dtype)
+
+    check()
+
+
+@pytest.mark.parametrize("m,k,n", [(100, 64, 64), (37, 33, 17)])
+def test_cpu_blas_matmul(m, k, n):
+    """Shapes large enough that the CPU method picks the BLAS kernel."""
+    g = np.random.default_rng(0)
+    a, b = g.normal(size=(m, k)).astype(np.float32), g.normal(size=(k, n)).astype(np.float32)
+    out = drl.zeros(drl.CPU(), (m, n))
+    drl.matmul(drl.CPU(), put(drl.CPU(), a), put(drl.CPU(), b), out)
+    close(out, a.astype(float) @ b.astype(float))
+
+
+@pytest.mark.parametrize("name", list(ACTIVATION_REF))
+def test_activations(device, name):
+    @examples(device)
+    @given(dims, dims, seeds)
+    def check(m, n, seed):
+        x = np.random.default_rng(seed).normal(size=(m, n)) * 3
+        out = drl.zeros(device, (m, n))
+        getattr(drl, name)(device, put(device, x), out)
+        close(out, ACTIVATION_REF[name][0](x.astype(np.float32).astype(float)))
+
+    check()
+
+
+@pytest.mark.parametrize("activation", list(ACTIVATION_REF))
+def test_dense_forward_backward(device, activation):
+    f, df = ACTIVATION_REF[activation]
+
+    @examples(device)
+    @given(dims, dims, dims, seeds, st.booleans())
+    def check(batch, n_in, n_out, seed, input_gradient):
+        g = np.random.default_rng(seed)
+        x, W, b, d_out = (g.normal(size=s).astype(np.float32).astype(float)
+                          for s in ((batch, n_in), (n_in, n_out), (n_out,), (batch, n_out)))
+        arrays = [put(device, v) for v in (x, W, b)]
+        pre, out = drl.zeros(device, (batch, n_out)), drl.zeros(device, (batch, n_out))
+        drl.dense_forward(device, *arrays, pre, out, activation)
+        ref_pre = x @ W + b
+        close(pre, ref_pre)
+        close(out, f(ref_pre))
+        d_pre, dW, db = (drl.zeros(device, s) for s in ((batch, n_out), (n_in, n_out), (n_out,)))
+        d_x = drl.zeros(device, (batch, n_in)) if input_gradient else None
+        drl.dense_backward(device, arrays[0], arrays[1], pre, out, put(device, d_out), d_pre, dW, db,
+                           d_x, activation)
+        ref_d_pre = d_out * df(ref_pre)
+        close(d_pre, ref_d_pre)
+        close(dW, x.T @ ref_d_pre)
+        close(db, ref_d_pre.sum(0))
+        if input_gradient:
+            close(d_x, ref_d_pre @ W.T)
+
+    check()
+
+
+def test_mse(device):
+    @examples(device)
+    @given(dims, dims, seeds)
+    def check(m, n, seed):
+        g = np.random.default_rng(seed)
+        pred, target = g.normal(size=(m, n)).astype(np.float32), g.normal(size=(m, n)).astype(np.float32)
+        loss, grad = drl.zeros(device, 1), drl.zeros(device, (m, n))
+        drl.mse_loss(device, put(device, pred), put(device, target), loss)
+        drl.mse_gradient(device, put(device, pred), put(device, target), grad)
+        diff = pred.astype(float) - target
+        close(loss, [np.mean(diff ** 2)])
+        close(grad, 2 * diff / diff.size)
+
+    check()
+
+
+def test_adam_step(device):
+    @examples(device)
+    @given(dims, dims, seeds, st.floats(1e-4, 1e-1))
+    def check(m, n, seed, lr):
+        g = np.random.default_rng(seed)
+        p = g.normal(size=(m, n))
+        arrays = [put(device, p)] + [drl.zeros(device, (m, n)) for _ in range(3)]
+        t = drl.zeros(device, 1, np.int64)
+        ref_p, ref_m, ref_v = p.astype(np.float32).astype(float), np.zeros((m, n)), np.zeros((m, n))
+        for step in range(1, 4):
+            grad = g.normal(size=(m, n)).astype(np.float32).astype(float)
+            drl.assign(arrays[1], grad)
+            drl.adam_step(device, *arrays, t, lr, 0.9, 0.999, 1e-8)
+            ref_m = 0.9 * ref_m + 0.1 * grad
+            ref_v = 0.999 * ref_v + 0.001 * grad ** 2
+            ref_p = ref_p - lr * (ref_m / (1 - 0.9 ** step)) / (np.sqrt(ref_v / (1 - 0.999 ** step)) + 1e-8)
+        close(arrays[0], ref_p)
+        close(arrays[2], ref_m)
+        assert drl.to_numpy(t)[0] == 3
+
+    check()
+
+
+def test_polyak_fill_copy(device):
+    @examples(device)
+    @given(dims, dims, seeds, st.floats(0, 1))
+    def check(m, n, seed, polyak):
+        g = np.random.default_rng(seed)
+        target, source = g.normal(size=(m, n)).astype(np.float32), g.normal(size=(m, n)).astype(np.float32)
+        t = put(device, target)
+        drl.polyak_update(device, t, put(device, source), polyak)
+        close(t, polyak * target.astype(float) + (1 - polyak) * source)
+        drl.fill(device, t, 1.5)
+        close(t, np.full((m, n), 1.5))
+        drl.copy(device, put(device, source), t)
+        close(t, source)
+
+    check()
+
+
+def test_random_streams_agree_across_devices(device):
+    reference = []
+    for dev in (drl.Generic(), device):
+        stream = drl.rng(dev, 1234)
+        u, z = drl.zeros(dev, (3, 5)), drl.zeros(dev, (7,), np.float64)
+        drl.random_uniform(dev, stream, u, -2.0, 3.0)
+        drl.random_normal(dev, stream, z, 1.0, 0.5)
+        reference.append((drl.to_numpy(u), drl.to_numpy(z), drl.to_numpy(stream)))
+    (u0, z0, s0), (u1, z1, s1) = reference
+    np.testing.assert_allclose(u1, u0, rtol=1e-6)
+    np.testing.assert_allclose(z1, z0, rtol=1e-12)
+    np.testing.assert_array_equal(s1, s0)
+    assert s0[1] == 15 + 14  # uniform consumes one position per value, normal two
+    assert u0.min() >= -2 and u0.max() < 3
+
+
+def test_random_statistics():
+    cpu = drl.CPU()
+    stream = drl.rng(cpu, 7)
+    z, u = drl.zeros(cpu, 20000, np.float64), drl.zeros(cpu, 20000, np.float64)
+    drl.random_normal(cpu, stream, z)
+    drl.random_uniform(cpu, stream, u)
+    z, u = drl.to_numpy(z), drl.to_numpy(u)
+    assert abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05
+    assert abs(u.mean() - 0.5) < 0.02 and 0 <= u.min() and u.max() < 1
+    # different seeds give different streams
+    other = drl.zeros(cpu, 20000, np.float64)
+    drl.random_normal(cpu, drl.rng(cpu, 8), other)
+    assert np.abs(drl.to_numpy(other) - z).max() > 1

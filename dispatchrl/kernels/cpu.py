@@ -15,7 +15,8 @@ from ..devices import CPU
 from ..staging import launch
 from . import api
 
-_fast = dict(cache=True, nogil=True, fastmath=True)
+# error_model="numpy": no ZeroDivisionError checks, which would block vectorisation
+_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy")
 _exact = dict(cache=True, nogil=True)  # RNG: no fastmath, so streams match numpy bit for bit
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -24,8 +25,8 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 
-#: below this many multiply-adds per output row a hand loop beats the BLAS call overhead
-_BLAS_MIN_WORK = 256
+#: below this many multiply-adds a hand loop beats the BLAS call overhead
+_BLAS_MIN_WORK = 2048
 
 
 @njit(**_fast)
@@ -82,14 +83,14 @@ def matmul_loop(a, b, out):
                 out[i, j] += aip * b[p, j]
 
 
-def _use_blas(k, n):
+def _use_blas(m, k, n):
     # Static shapes decide the kernel once, when the call is staged.
-    return k * n >= _BLAS_MIN_WORK
+    return m * k * n >= _BLAS_MIN_WORK
 
 
 @api.matmul.dispatch
 def matmul(device: CPU, a, b, out):
-    kernel = matmul_blas if _use_blas(a.shape[1], b.shape[1]) else matmul_loop
+    kernel = matmul_blas if _use_blas(*a.shape, b.shape[1]) else matmul_loop
     launch(device, kernel, a, b, out)
 
 
@@ -124,28 +125,40 @@ def dense_forward_loop(x, W, b, pre, out, code):
 
 @api.dense_forward.dispatch
 def dense_forward(device: CPU, x, W, b, pre, out, activation):
-    kernel = dense_forward_blas if _use_blas(*W.shape) else dense_forward_loop
+    kernel = dense_forward_blas if _use_blas(x.shape[0], *W.shape) else dense_forward_loop
     launch(device, kernel, x, W, b, pre, out, api.ACTIVATIONS[activation])
 
 
 @njit(**_fast)
 def _activation_backward(pre, out, d_out, d_pre, db, code):
-    """d_pre = d_out * activation'(pre), and db = column sums of d_pre, in one pass."""
+    """d_pre = d_out * activation'(pre), and db = column sums of d_pre, in one pass.
+    One loop per activation, so each inner loop vectorises."""
     m, n = pre.shape
     for j in range(n):
         db[j] = 0
     for i in range(m):
-        for j in range(n):
-            g = d_out[i, j]
-            if code == 1:
-                g = g if pre[i, j] > 0 else 0
-            elif code == 2:
-                g = g * (1 - out[i, j] * out[i, j])
-            elif code == 3:
+        if code == 1:
+            for j in range(n):
+                g = d_out[i, j] if pre[i, j] > 0 else 0
+                d_pre[i, j] = g
+                db[j] += g
+        elif code == 2:
+            for j in range(n):
+                g = d_out[i, j] * (1 - out[i, j] * out[i, j])
+                d_pre[i, j] = g
+                db[j] += g
+        elif code == 3:
+            for j in range(n):
                 v = pre[i, j]
-                g = g * (0.5 * (1.0 + math.erf(v * _SQRT_HALF)) + v * math.exp(-0.5 * v * v) * _INV_SQRT_2PI)
-            d_pre[i, j] = g
-            db[j] += g
+                g = d_out[i, j] * (0.5 * (1.0 + math.erf(v * _SQRT_HALF))
+                                   + v * math.exp(-0.5 * v * v) * _INV_SQRT_2PI)
+                d_pre[i, j] = g
+                db[j] += g
+        else:
+            for j in range(n):
+                g = d_out[i, j]
+                d_pre[i, j] = g
+                db[j] += g
 
 
 @njit(**_fast)
@@ -203,7 +216,7 @@ def dense_backward_input_loop(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
 @api.dense_backward.dispatch
 def dense_backward(device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation):
     code = api.ACTIVATIONS[activation]
-    blas = _use_blas(*W.shape)
+    blas = _use_blas(x.shape[0], *W.shape)
     if d_x is None:
         kernel = dense_backward_blas if blas else dense_backward_loop
         launch(device, kernel, x, W, pre, out, d_out, d_pre, dW, db, code)
@@ -246,17 +259,24 @@ def mse_gradient(device: CPU, pred, target, d_pred):
 @njit(**_fast)
 def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
     t[0] += 1
-    correction1 = 1.0 - beta1 ** t[0]
-    correction2 = 1.0 - beta2 ** t[0]
+    # Scalars in the array's dtype, so float32 parameters update in float32 SIMD lanes.
+    real = param.dtype.type
+    b1, b2 = real(beta1), real(beta2)
+    one_minus_b1, one_minus_b2 = real(1 - beta1), real(1 - beta2)
+    step_size = real(lr / (1.0 - beta1 ** t[0]))
+    inv_sqrt_correction2 = real(1.0 / math.sqrt(1.0 - beta2 ** t[0]))
+    epsilon = real(eps)
     p = param.reshape(param.size)
     g = grad.reshape(grad.size)
     m_ = m.reshape(m.size)
     v_ = v.reshape(v.size)
     for i in range(p.size):
         gi = g[i]
-        m_[i] = beta1 * m_[i] + (1 - beta1) * gi
-        v_[i] = beta2 * v_[i] + (1 - beta2) * gi * gi
-        p[i] -= lr * (m_[i] / correction1) / (math.sqrt(v_[i] / correction2) + eps)
+        mi = b1 * m_[i] + one_minus_b1 * gi
+        vi = b2 * v_[i] + one_minus_b2 * gi * gi
+        m_[i] = mi
+        v_[i] = vi
+        p[i] -= step_size * mi / (math.sqrt(vi) * inv_sqrt_correction2 + epsilon)
 
 
 @api.adam_step.dispatch
@@ -266,10 +286,12 @@ def adam_step(device: CPU, param, grad, m, v, t, lr, beta1, beta2, eps):
 
 @njit(**_fast)
 def polyak_update_kernel(target, source, polyak):
+    real = target.dtype.type
+    keep, take = real(polyak), real(1 - polyak)
     t = target.reshape(target.size)
     s = source.reshape(source.size)
     for i in range(t.size):
-        t[i] = polyak * t[i] + (1 - polyak) * s[i]
+        t[i] = keep * t[i] + take * s[i]
 
 
 @api.polyak_update.dispatch

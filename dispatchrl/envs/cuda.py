@@ -1,0 +1,172 @@
+"""CUDA methods of the native envs: one thread per env.
+
+The scalar physics are the CPU backend's helpers compiled as device functions from the same
+Python source, so CPU and CUDA evaluate identical expressions. Imported when a CUDA device is
+first created (see ``CUDA.method_modules``)."""
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from ..devices import CUDA
+from ..kernels.cuda import Launch, grid_1d, increment_kernel, uniform01
+from ..staging import launch
+from . import api, cpu
+from .api import AcrobotContinuous, Pendulum
+
+PI = math.pi
+TWO_PI = 2 * math.pi
+ACROBOT_MAX_VEL_1 = 4 * math.pi
+ACROBOT_MAX_VEL_2 = 9 * math.pi
+
+pendulum_dynamics = cuda.jit(device=True)(cpu.pendulum_dynamics.py_func)
+acrobot_dsdt = cuda.jit(device=True)(cpu.acrobot_dsdt.py_func)
+wrap_angle = cuda.jit(device=True)(cpu.wrap_angle.py_func)
+acrobot_terminal = cuda.jit(device=True)(cpu.acrobot_terminal.py_func)
+
+
+@cuda.jit(device=True)
+def acrobot_rk4(s0, s1, s2, s3, torque):
+    """Same as envs/cpu.py acrobot_rk4 (it calls CPU-compiled helpers, so is repeated here)."""
+    dt2 = 0.1
+    k10, k11, k12, k13 = acrobot_dsdt(s0, s1, s2, s3, torque)
+    k20, k21, k22, k23 = acrobot_dsdt(s0 + dt2 * k10, s1 + dt2 * k11, s2 + dt2 * k12, s3 + dt2 * k13, torque)
+    k30, k31, k32, k33 = acrobot_dsdt(s0 + dt2 * k20, s1 + dt2 * k21, s2 + dt2 * k22, s3 + dt2 * k23, torque)
+    k40, k41, k42, k43 = acrobot_dsdt(s0 + 0.2 * k30, s1 + 0.2 * k31, s2 + 0.2 * k32, s3 + 0.2 * k33, torque)
+    h = 0.2 / 6.0
+    n0 = s0 + h * (k10 + 2 * k20 + 2 * k30 + k40)
+    n1 = s1 + h * (k11 + 2 * k21 + 2 * k31 + k41)
+    n2 = s2 + h * (k12 + 2 * k22 + 2 * k32 + k42)
+    n3 = s3 + h * (k13 + 2 * k23 + 2 * k33 + k43)
+    n0 = wrap_angle(n0)
+    n1 = wrap_angle(n1)
+    n2 = min(max(n2, -ACROBOT_MAX_VEL_1), ACROBOT_MAX_VEL_1)
+    n3 = min(max(n3, -ACROBOT_MAX_VEL_2), ACROBOT_MAX_VEL_2)
+    return n0, n1, n2, n3
+
+
+@cuda.jit
+def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm,
+                         max_steps):
+    i = cuda.grid(1)
+    if i < physics.shape[0]:
+        u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
+        th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
+        physics[i, 0] = th
+        physics[i, 1] = thdot
+        obs[i, 0] = math.cos(th)
+        obs[i, 1] = math.sin(th)
+        obs[i, 2] = thdot
+        reward[i] = -cost
+        steps[i] += 1
+        terminated[i] = False
+        truncated[i] = steps[i] >= max_steps
+
+
+@cuda.jit
+def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
+    i = cuda.grid(1)
+    if i < physics.shape[0] and (not only_done or terminated[i] or truncated[i]):
+        th = -PI + TWO_PI * uniform01(rng[0], rng[1] + np.uint64(2 * i))
+        thdot = -1.0 + 2.0 * uniform01(rng[0], rng[1] + np.uint64(2 * i + 1))
+        physics[i, 0] = th
+        physics[i, 1] = thdot
+        obs[i, 0] = math.cos(th)
+        obs[i, 1] = math.sin(th)
+        obs[i, 2] = thdot
+        steps[i] = 0
+        if not only_done:
+            reward[i] = 0.0
+            terminated[i] = False
+            truncated[i] = False
+
+
+@cuda.jit
+def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    i = cuda.grid(1)
+    if i < physics.shape[0]:
+        torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
+        s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
+        physics[i, 0] = s0
+        physics[i, 1] = s1
+        physics[i, 2] = s2
+        physics[i, 3] = s3
+        obs[i, 0] = math.cos(s0)
+        obs[i, 1] = math.sin(s0)
+        obs[i, 2] = math.cos(s1)
+        obs[i, 3] = math.sin(s1)
+        obs[i, 4] = s2
+        obs[i, 5] = s3
+        done = acrobot_terminal(s0, s1)
+        reward[i] = 0.0 if done else -1.0
+        terminated[i] = done
+        steps[i] += 1
+        truncated[i] = steps[i] >= max_steps
+
+
+@cuda.jit
+def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
+    i = cuda.grid(1)
+    if i < physics.shape[0] and (not only_done or terminated[i] or truncated[i]):
+        for j in range(4):
+            # gymnasium draws the reset state in float64 and stores it as float32
+            physics[i, j] = np.float32(-0.1 + 0.2 * uniform01(rng[0], rng[1] + np.uint64(4 * i + j)))
+        obs[i, 0] = math.cos(physics[i, 0])
+        obs[i, 1] = math.sin(physics[i, 0])
+        obs[i, 2] = math.cos(physics[i, 1])
+        obs[i, 3] = math.sin(physics[i, 1])
+        obs[i, 4] = physics[i, 2]
+        obs[i, 5] = physics[i, 3]
+        steps[i] = 0
+        if not only_done:
+            reward[i] = 0.0
+            terminated[i] = False
+            truncated[i] = False
+
+
+def _launch_per_env(device, kernel, n, *args):
+    launch(device, Launch(kernel, *grid_1d(n)), *args)
+
+
+def _state_args(state):
+    return state.physics, state.steps, state.obs, state.reward, state.terminated, state.truncated
+
+
+def _reset(device, kernel, env, state, rng, only_done, draws_per_env):
+    _launch_per_env(device, kernel, env.num_envs, rng, *_state_args(state), only_done)
+    # the counter advances after every thread has read it (a separate launch orders the two)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(draws_per_env * env.num_envs))
+
+
+@api.env_step.dispatch
+def env_step(device: CUDA, env: Pendulum, state, action):
+    _launch_per_env(device, pendulum_step_kernel, env.num_envs, state.physics, state.steps, action,
+                    state.obs, state.reward, state.terminated, state.truncated, env.action_scale,
+                    cpu.pendulum_gterm(env), env.max_episode_steps)
+
+
+@api.env_reset.dispatch
+def env_reset(device: CUDA, env: Pendulum, state, rng):
+    _reset(device, pendulum_reset_kernel, env, state, rng, False, 2)
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: CUDA, env: Pendulum, state, rng):
+    _reset(device, pendulum_reset_kernel, env, state, rng, True, 2)
+
+
+@api.env_step.dispatch
+def env_step(device: CUDA, env: AcrobotContinuous, state, action):  # noqa: F811
+    _launch_per_env(device, acrobot_step_kernel, env.num_envs, state.physics, state.steps, action,
+                    state.obs, state.reward, state.terminated, state.truncated, env.max_episode_steps)
+
+
+@api.env_reset.dispatch
+def env_reset(device: CUDA, env: AcrobotContinuous, state, rng):  # noqa: F811
+    _reset(device, acrobot_reset_kernel, env, state, rng, False, 4)
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: CUDA, env: AcrobotContinuous, state, rng):  # noqa: F811
+    _reset(device, acrobot_reset_kernel, env, state, rng, True, 4)

@@ -22,6 +22,7 @@ _exact = dict(cache=True, nogil=True)
 PI = math.pi
 TWO_PI = 2 * math.pi
 ACROBOT_MAX_VEL_1 = 4 * math.pi
+U_COST = float(np.float32(0.001))  # gymnasium's 0.001, as float32 arithmetic sees it
 ACROBOT_MAX_VEL_2 = 9 * math.pi
 
 
@@ -31,14 +32,13 @@ ACROBOT_MAX_VEL_2 = 9 * math.pi
 
 @njit(**_exact)
 def pendulum_dynamics(th, thdot, u, gterm):
-    """gymnasium PendulumEnv.step: cost on the pre-step state, velocity first, then angle."""
-    # angle_normalize: Python's float % (numpy's remainder too), spelled with fmod for CUDA
-    r = math.fmod(th + PI, TWO_PI)
-    if r < 0.0:
-        r += TWO_PI
-    r -= PI
-    cost = r ** 2 + 0.1 * thdot ** 2 + 0.001 * (u ** 2)
-    newthdot = thdot + (gterm * math.sin(th) + 3.0 * u) * 0.05
+    """gymnasium PendulumEnv.step: cost on the pre-step state, velocity first, then angle.
+    gymnasium's torque ``u`` is a float32 scalar, so its two torque terms are float32 products
+    (3.0 * u and 0.001 * u**2) added to float64: rounded the same way here."""
+    torque_term = np.float64(np.float32(3.0 * u))
+    torque_cost = np.float64(np.float32(U_COST * np.float64(np.float32(u * u))))
+    cost = ((th + PI) % TWO_PI - PI) ** 2 + 0.1 * thdot ** 2 + torque_cost
+    newthdot = thdot + (gterm * math.sin(th) + torque_term) * 0.05
     newthdot = min(max(newthdot, -8.0), 8.0)
     newth = th + newthdot * 0.05
     return newth, newthdot, cost

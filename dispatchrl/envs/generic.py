@@ -18,8 +18,10 @@ def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, trunca
                          max_steps):
     th, thdot = physics[:, 0].copy(), physics[:, 1].copy()
     u = np.clip(action[:, 0].astype(np.float64) * scale, -2.0, 2.0)
-    cost = (((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot**2 + 0.001 * (u**2)
-    newthdot = np.clip(thdot + (gterm * np.sin(th) + 3.0 * u) * 0.05, -8.0, 8.0)
+    # gymnasium's torque is a float32 scalar: its torque terms are float32 products
+    u32 = u.astype(np.float32)
+    cost = (((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot**2 + 0.001 * (u32**2)
+    newthdot = np.clip(thdot + (gterm * np.sin(th) + 3.0 * u32) * 0.05, -8.0, 8.0)
     newth = th + newthdot * 0.05
     physics[:, 0], physics[:, 1] = newth, newthdot
     obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(newth), np.sin(newth), newthdot

@@ -1,0 +1,120 @@
+"""The host C compiler behind the C device: find it, turn generated C into shared libraries cached
+on disk by a hash of (source, compiler, flags), and load them with ctypes.
+
+Compiler choice: ``$CC`` if set, else ``cc``/``gcc``/``clang`` on PATH, else ``zig cc`` (from the
+``ziglang`` package, ``pip install 'dispatchrl[cross]'``).
+"""
+
+import ctypes
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import DeviceError
+from ..staging import cache_dir
+
+__all__ = ["host_compiler", "zig_command", "compile_shared", "load_library", "run_compiler"]
+
+#: -ffp-contract=off: no fused multiply-adds, so results (and the RNG stream) round like numpy's;
+#: -fopenmp-simd honours the `omp simd reduction` pragmas without -ffast-math's other liberties
+HOST_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
+              "-fno-trapping-math", "-fopenmp-simd")
+
+INSTALL_HINT = ("install a C compiler (Debian/Ubuntu: apt-get install gcc), point $CC at one, "
+                "or pip install 'dispatchrl[cross]' for zig cc")
+
+
+@lru_cache(maxsize=None)
+def zig_command():
+    """``zig cc`` as a command prefix: a ``zig`` on PATH or the ``ziglang`` package; None if neither."""
+    if shutil.which("zig"):
+        return (shutil.which("zig"), "cc")
+    try:
+        import ziglang  # noqa: F401
+    except ImportError:
+        return None
+    return (sys.executable, "-m", "ziglang", "cc")
+
+
+@lru_cache(maxsize=None)
+def host_compiler():
+    """Command prefix of the host C compiler; DeviceError naming what to install if there is none."""
+    if os.environ.get("CC"):
+        command = tuple(shlex.split(os.environ["CC"]))
+        if not shutil.which(command[0]):
+            raise DeviceError(f"$CC is {os.environ['CC']!r} but {command[0]!r} is not on PATH; "
+                              + INSTALL_HINT)
+        return command
+    for name in ("cc", "gcc", "clang"):
+        if shutil.which(name):
+            return (shutil.which(name),)
+    if zig_command():
+        return zig_command()
+    raise DeviceError("the C device needs a C compiler and none was found: " + INSTALL_HINT)
+
+
+@lru_cache(maxsize=None)
+def _identity(command):
+    """The compiler's version banner: part of every cache key, so an upgrade recompiles."""
+    try:
+        done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120)
+    except OSError as e:
+        raise DeviceError(f"cannot run the C compiler {' '.join(command)}: {e}; " + INSTALL_HINT) from None
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else " ".join(command)
+
+
+def _native_flags(command):
+    # Host libraries never leave this machine: let the compiler use every instruction it has
+    # (zig cc targets the native CPU by default and spells the flag differently).
+    is_zig = any(Path(part).name == "zig" or part == "ziglang" for part in command)
+    return () if is_zig else ("-march=native",)
+
+
+def run_compiler(command, args, what):
+    """Run ``command + args``; DeviceError with the compiler's message if it fails."""
+    try:
+        done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=600)
+    except OSError as e:
+        raise DeviceError(f"cannot run the C compiler {' '.join(command)}: {e}; " + INSTALL_HINT) from None
+    if done.returncode != 0:
+        raise DeviceError(f"C compiler failed on {what}:\n{' '.join([*command, *args])}\n"
+                          f"{done.stderr.strip()[-4000:]}")
+    return done
+
+
+def compile_shared(source, prefix="step"):
+    """Path of the shared library built from C ``source`` by the host compiler, compiling it only
+    when no library for the same (source, compiler, flags) is cached yet."""
+    command = host_compiler()
+    flags = HOST_FLAGS + _native_flags(command)
+    digest = hashlib.sha256("\0".join([source, _identity(command), *flags]).encode()).hexdigest()[:24]
+    directory = cache_dir() / "c"
+    directory.mkdir(parents=True, exist_ok=True)
+    library = directory / f"{prefix}_{digest}.so"
+    if library.exists():
+        return library
+    src = directory / f"{prefix}_{digest}.c"  # kept beside the library for reading
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        tmp_src, tmp_lib = Path(tmp) / src.name, Path(tmp) / library.name
+        tmp_src.write_text(source)
+        run_compiler(command, [*flags, str(tmp_src), "-o", str(tmp_lib), "-lm"], f"generated {src.name}")
+        os.replace(tmp_src, src)
+        os.replace(tmp_lib, library)  # atomic: concurrent processes never load half a library
+    return library
+
+
+_libraries = {}
+
+
+def load_library(path):
+    """ctypes handle of a shared library, loaded once per process."""
+    path = str(path)
+    if path not in _libraries:
+        _libraries[path] = ctypes.CDLL(path)
+    return _libraries[path]

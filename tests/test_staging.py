@@ -62,6 +62,7 @@ def test_trace_records_resolved_kernels_only():
 
 def test_cpu_fused_source_is_cached_on_disk_and_reused(tmp_path):
     env = dict(os.environ, DISPATCHRL_CACHE_DIR=str(tmp_path))
+    env.pop("NUMBA_CACHE_DIR", None)  # Numba then caches beside the generated source
     script = ("import numpy as np, dispatchrl as drl\n"
               "from dispatchrl import nn\n"
               "d = drl.CPU(); net = nn.mlp(d, (3, 4, 1)); b = nn.mlp_buffers(d, net, 2)\n"

@@ -1,13 +1,38 @@
-"""Environments: native batched envs as generic functions (Pendulum, continuous Acrobot) with
-Generic / CPU / CUDA methods, a threaded MuJoCo Ant, a wrapper for any gymnasium Box env, and
-gymnasium registration of ``dispatchrl/Pendulum-v1``, ``dispatchrl/AcrobotContinuous-v1`` and
-``dispatchrl/Ant-v5`` (importing this package registers them)."""
+"""Environments.
+
+- Native batched envs as generic functions: :class:`Pendulum`, :class:`AcrobotContinuous` with
+  :func:`env_state`, :func:`env_reset`, :func:`env_step`, :func:`env_reset_done` (Generic, CPU
+  and CUDA methods; fusable into training steps).
+- Batches with a numpy API and same-step autoreset (see :mod:`dispatchrl.envs.batch`):
+  :class:`NativeBatch`, :func:`from_gymnasium` for any gymnasium Box env, and the threaded MuJoCo
+  :class:`~dispatchrl.envs.ant.AntBatch` (``dispatchrl.envs.AntBatch``; imports mujoco lazily).
+- gymnasium ids ``dispatchrl/Pendulum-v1``, ``dispatchrl/AcrobotContinuous-v1`` and
+  ``dispatchrl/Ant-v5``, registered when this package is imported (``gymnasium.make`` and
+  ``gymnasium.make_vec`` both work).
+"""
 
 from ..devices import CUDA
 from . import generic, cpu  # noqa: F401  (importing registers the Generic and CPU methods)
 from .api import (NATIVE_ENVS, AcrobotContinuous, EnvState, Pendulum, check_action, env_reset,
                   env_reset_done, env_state, env_step)
+from .batch import BatchVectorEnv, GymnasiumBatch, NativeBatch, check_actions, from_gymnasium
+from .gym import ENV_IDS, AcrobotContinuousEnv, PendulumEnv, register_envs
+
+__all__ = ["Pendulum", "AcrobotContinuous", "EnvState", "NATIVE_ENVS", "env_state", "env_reset",
+           "env_step", "env_reset_done", "check_action", "check_actions", "NativeBatch",
+           "GymnasiumBatch", "BatchVectorEnv", "from_gymnasium", "AntBatch", "PendulumEnv",
+           "AcrobotContinuousEnv", "ENV_IDS", "register_envs"]
 
 # CUDA methods register when a CUDA device is first made (numba.cuda is slow to import)
 if "dispatchrl.envs.cuda" not in CUDA.method_modules:
     CUDA.method_modules.append("dispatchrl.envs.cuda")
+
+register_envs()
+
+
+def __getattr__(name):
+    if name == "AntBatch":  # lazily: the ant module is light, but keep mujoco users explicit
+        from .ant import AntBatch
+
+        return AntBatch
+    raise AttributeError(f"module 'dispatchrl.envs' has no attribute {name!r}")

@@ -1,0 +1,222 @@
+"""Batched env objects with a numpy API, and their gymnasium VectorEnv form.
+
+Every batch (:class:`NativeBatch` for Pendulum/Acrobot on a device, :class:`GymnasiumBatch`
+for any gymnasium Box env, :class:`dispatchrl.envs.ant.AntBatch` for threaded MuJoCo Ant) has:
+
+- ``num_envs``, ``observation_dim``, ``action_dim``, ``action_low``, ``action_high``;
+- ``reset(seed=None) -> obs`` (N, observation_dim) float32;
+- ``step(actions) -> obs, reward, terminated, truncated, info`` with **same-step autoreset**: an
+  env that terminated or truncated is reset inside the step, so ``obs`` row i is already the
+  first observation of its next episode, while ``final_obs`` row i holds the true next
+  observation of the transition that ended (rows of envs that did not end equal ``obs``). Store
+  ``final_obs`` as next_obs in a replay buffer and act on ``obs``.
+
+Arrays returned are fresh copies the caller may keep. Actions must be (N, action_dim) numbers
+without NaN/inf; anything else raises a dispatchrl error before the envs are touched.
+"""
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from ..arrays import assign, to_numpy, zeros
+from ..devices import CPU, Device
+from ..errors import ConfigError, DTypeError, ShapeError
+from ..kernels.api import copy, rng
+from ..staging import fuse
+from .api import NATIVE_ENVS, AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step
+
+__all__ = ["NativeBatch", "GymnasiumBatch", "BatchVectorEnv", "from_gymnasium", "check_actions",
+           "make_pendulum_vector", "make_acrobot_vector"]
+
+
+def check_actions(actions, num_envs, action_dim, name="actions"):
+    """Host action batch → float32 (num_envs, action_dim), refusing bad shapes, dtypes, NaN/inf."""
+    a = np.asarray(actions)
+    if a.dtype.kind not in "fiu":
+        raise DTypeError(f"{name}: expected real numbers (float32), got dtype {a.dtype}")
+    if a.shape != (num_envs, action_dim):
+        raise ShapeError(f"{name}: has shape {a.shape}, expected ({num_envs}, {action_dim})")
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if not np.isfinite(a).all():
+        bad = np.argwhere(~np.isfinite(a))[0]
+        raise ConfigError(f"{name}: must be finite, got {a[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+    return a
+
+
+def _seed_from(seed):
+    if seed is None:
+        return int(np.random.SeedSequence().entropy % (2**63))
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise ConfigError(f"seed: expected None or an int in [0, 2**63), got {seed!r}")
+    return int(seed)
+
+
+class NativeBatch:
+    """N native envs (``Pendulum``/``AcrobotContinuous`` description) stepped on ``device`` by one
+    staged step per call: env_step, copy of the next obs to ``final_obs``, env_reset_done.
+    Resets draw from dispatchrl's counter stream seeded by ``reset(seed)``, so they are the same
+    on every device (but not gymnasium's own reset draws: use the gymnasium env for those)."""
+
+    def __init__(self, env, device=None):
+        if not isinstance(env, NATIVE_ENVS):
+            raise ConfigError(f"NativeBatch: 'env' must be one of "
+                              f"{', '.join(c.__name__ for c in NATIVE_ENVS)}, got {type(env).__name__}")
+        device = CPU() if device is None else device
+        if not isinstance(device, Device):
+            raise ConfigError(f"NativeBatch: 'device' must be a dispatchrl Device, got {device!r}")
+        self.env, self.device = env, device
+        self.num_envs, self.observation_dim, self.action_dim = env.num_envs, env.observation_dim, env.action_dim
+        self.action_low, self.action_high = env.action_low, env.action_high
+        self.state = env_state(device, env)
+        self.rng = rng(device, 0)
+        self.action = zeros(device, (env.num_envs, env.action_dim), np.float32)
+        self.final = zeros(device, (env.num_envs, env.observation_dim), np.float32)
+        self._step = fuse(device, self._staged_step)
+        self.final_obs = None
+
+    def _staged_step(self, device):
+        env_step(device, self.env, self.state, self.action)
+        copy(device, self.state.obs, self.final)
+        env_reset_done(device, self.env, self.state, self.rng)
+
+    def reset(self, seed=None):
+        assign(self.rng, to_numpy(rng(self.device, _seed_from(seed))))
+        env_reset(self.device, self.env, self.state, self.rng)
+        obs = to_numpy(self.state.obs)
+        self.final_obs = obs.copy()
+        return obs
+
+    def step(self, actions):
+        if self.final_obs is None:
+            raise ConfigError("step: call reset() before the first step")
+        assign(self.action, check_actions(actions, self.num_envs, self.action_dim))
+        self._step()
+        s = self.state
+        self.final_obs = to_numpy(self.final)
+        return (to_numpy(s.obs), to_numpy(s.reward), to_numpy(s.terminated), to_numpy(s.truncated), {})
+
+    def close(self):
+        pass
+
+
+class GymnasiumBatch:
+    """N copies of a gymnasium env with Box spaces, stepped one after another from Python (the
+    generic path: any env works, but it is far slower than a native batch). Env i is reset with
+    ``seed + i``, as gymnasium's vector envs do; observations are returned as float32."""
+
+    def __init__(self, envs):
+        self.envs = envs
+        space, act = envs[0].observation_space, envs[0].action_space
+        for name, s in (("observation_space", space), ("action_space", act)):
+            if not isinstance(s, gymnasium.spaces.Box):
+                raise ConfigError(f"from_gymnasium: the env's {name} must be a gymnasium Box, "
+                                  f"got {type(s).__name__}")
+        self.num_envs = len(envs)
+        self.observation_dim = int(np.prod(space.shape))
+        self.action_dim = int(np.prod(act.shape))
+        self._action_shape = act.shape
+        self.action_low = act.low.reshape(-1).astype(np.float32)
+        self.action_high = act.high.reshape(-1).astype(np.float32)
+        self._act_dtype = act.dtype
+        self.final_obs = None
+
+    def reset(self, seed=None):
+        obs = np.empty((self.num_envs, self.observation_dim), np.float32)
+        for i, env in enumerate(self.envs):
+            obs[i] = np.asarray(env.reset(seed=None if seed is None else int(seed) + i)[0]).reshape(-1)
+        self.final_obs = obs.copy()
+        return obs
+
+    def step(self, actions):
+        if self.final_obs is None:
+            raise ConfigError("step: call reset() before the first step")
+        actions = check_actions(actions, self.num_envs, self.action_dim)
+        n = self.num_envs
+        obs, final = np.empty((n, self.observation_dim), np.float32), np.empty((n, self.observation_dim), np.float32)
+        reward = np.empty(n, np.float32)
+        terminated, truncated = np.empty(n, bool), np.empty(n, bool)
+        for i, env in enumerate(self.envs):
+            o, r, te, tr, _ = env.step(actions[i].reshape(self._action_shape).astype(self._act_dtype))
+            final[i] = np.asarray(o).reshape(-1)
+            reward[i], terminated[i], truncated[i] = r, te, tr
+            obs[i] = np.asarray(env.reset()[0]).reshape(-1) if te or tr else final[i]
+        self.final_obs = final
+        return obs, reward, terminated, truncated, {}
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+def from_gymnasium(id_or_env, num_envs=1, **kwargs):
+    """Wrap any gymnasium env with Box observation and action spaces as a batch of ``num_envs``
+    (an id is passed to ``gymnasium.make`` with ``kwargs``; an env instance is used as env 0 and
+    copied through its spec). Python-stepped: use the native envs where they exist."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
+        raise ConfigError(f"from_gymnasium: 'num_envs' must be an int >= 1, got {num_envs!r}")
+
+    def make(spec):
+        try:
+            return gymnasium.make(spec, **kwargs)
+        except gymnasium.error.Error as e:
+            raise ConfigError(f"from_gymnasium: cannot make env {getattr(spec, 'id', spec)!r}: {e}") from None
+
+    if isinstance(id_or_env, str):
+        envs = [make(id_or_env) for _ in range(num_envs)]
+    elif isinstance(id_or_env, gymnasium.Env):
+        if num_envs > 1 and id_or_env.spec is None:
+            raise ConfigError("from_gymnasium: an env instance without a spec cannot be copied; "
+                              "pass its id or num_envs=1")
+        envs = [id_or_env] + [make(id_or_env.spec) for _ in range(num_envs - 1)]
+    else:
+        raise ConfigError(f"from_gymnasium: expected an env id or a gymnasium.Env, got {type(id_or_env).__name__}")
+    return GymnasiumBatch(envs)
+
+
+class BatchVectorEnv(VectorEnv):
+    """A batch as a gymnasium ``VectorEnv`` (autoreset mode SAME_STEP: ``info["final_obs"]``
+    holds, as gymnasium does, an object array with the final observation of each env that
+    ended, masked by ``info["_final_obs"]``; ``batch.final_obs`` has them as one array)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(self, batch, observation_high=None):
+        self.batch = batch
+        self.num_envs = batch.num_envs
+        high = (np.full(batch.observation_dim, np.inf, np.float32) if observation_high is None
+                else np.asarray(observation_high, np.float32))
+        self.single_observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
+        self.single_action_space = gymnasium.spaces.Box(batch.action_low, batch.action_high, dtype=np.float32)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+    def reset(self, *, seed=None, options=None):
+        return self.batch.reset(seed), {}
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.batch.step(actions)
+        done = terminated | truncated
+        if done.any():
+            final = np.full(self.num_envs, None, dtype=object)
+            for i in np.flatnonzero(done):
+                final[i] = self.batch.final_obs[i]
+            info = dict(info, final_obs=final, _final_obs=done.copy())
+        return obs, reward, terminated, truncated, info
+
+    def close_extras(self, **kwargs):
+        self.batch.close()
+
+
+def make_pendulum_vector(num_envs=1, max_episode_steps=200, normalized_actions=False, g=10.0,
+                         device=None, render_mode=None):
+    """``gymnasium.make_vec("dispatchrl/Pendulum-v1", num_envs)`` entry point."""
+    env = Pendulum(num_envs, normalized_actions=normalized_actions, max_episode_steps=max_episode_steps, g=g)
+    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
+
+
+def make_acrobot_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None):
+    """``gymnasium.make_vec("dispatchrl/AcrobotContinuous-v1", num_envs)`` entry point."""
+    env = AcrobotContinuous(num_envs, max_episode_steps=max_episode_steps)
+    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)

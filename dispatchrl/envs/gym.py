@@ -1,0 +1,118 @@
+"""gymnasium ``Env`` classes over the native kernels, and the gymnasium registration.
+
+``gymnasium.make("dispatchrl/Pendulum-v1")`` gives an env that steps with dispatchrl's CPU
+kernels (one staged step per call) but draws its resets from ``self.np_random`` exactly as
+gymnasium's Pendulum-v1 / Acrobot-v1 do, so with the same seed and actions the two produce the
+same episodes. Truncation comes from gymnasium's TimeLimit (``max_episode_steps`` of the spec).
+"""
+
+import math
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from ..arrays import assign, to_numpy, zeros
+from ..devices import CPU
+from ..errors import ConfigError, ShapeError
+from ..staging import fuse
+from .api import AcrobotContinuous, Pendulum, env_state, env_step
+
+_NO_LIMIT = 2**62  # the kernels' own truncation is switched off: TimeLimit does it
+
+ENV_IDS = ("dispatchrl/Pendulum-v1", "dispatchrl/AcrobotContinuous-v1", "dispatchrl/Ant-v5")
+
+
+class _NativeEnv(gymnasium.Env):
+    metadata = {"render_modes": [], "render_fps": 20}
+
+    def __init__(self, env, render_mode=None):
+        if render_mode is not None:
+            raise ConfigError(f"{type(self).__name__}: rendering is not supported, got render_mode={render_mode!r}")
+        self.render_mode = None
+        self._env = env
+        self._device = CPU()
+        self._state = env_state(self._device, env)
+        self._action = zeros(self._device, (1, env.action_dim), np.float32)
+        self._step = fuse(self._device, lambda device: env_step(device, env, self._state, self._action))
+        self._ready = False
+        self.action_space = spaces.Box(env.action_low, env.action_high, dtype=np.float32)
+        self.observation_space = spaces.Box(-env.observation_high, env.observation_high, dtype=np.float32)
+
+    def _set_physics(self, physics):
+        assign(self._state.physics, np.asarray(physics, np.float64).reshape(1, -1))
+        self._ready = True
+
+    def step(self, action):
+        if not self._ready:
+            raise ConfigError(f"{type(self).__name__}: call reset() before step()")
+        a = np.asarray(action, dtype=np.float32)
+        if a.shape != self.action_space.shape:
+            raise ShapeError(f"step: argument 'action' has shape {a.shape}, expected {self.action_space.shape}")
+        if not np.isfinite(a).all():
+            raise ConfigError(f"step: argument 'action' must be finite, got {a}")
+        self._action.data[0] = a
+        self._step()
+        s = self._state
+        return (s.obs.data[0].copy(), float(s.reward.data[0]), bool(s.terminated.data[0]), False, {})
+
+    @property
+    def state(self):
+        """The float64 physics state, as gymnasium's env keeps it."""
+        return to_numpy(self._state.physics)[0]
+
+
+class PendulumEnv(_NativeEnv):
+    """gymnasium Pendulum-v1 on dispatchrl's kernels; ``normalized_actions=True`` takes actions in
+    [-1, 1] (scaled by the max torque 2, as in the RLtools paper) instead of torques in [-2, 2]."""
+
+    def __init__(self, render_mode=None, g=10.0, normalized_actions=False):
+        super().__init__(Pendulum(1, normalized_actions=normalized_actions, max_episode_steps=_NO_LIMIT,
+                                  g=float(g)), render_mode)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        x, y = math.pi, 1.0  # gymnasium's DEFAULT_X, DEFAULT_Y and its reset options
+        if options is not None:
+            from gymnasium.envs.classic_control import utils
+
+            x = utils.verify_number_and_cast(options.get("x_init", x))
+            y = utils.verify_number_and_cast(options.get("y_init", y))
+        high = np.array([x, y])
+        th, thdot = self.np_random.uniform(low=-high, high=high)
+        self._set_physics([th, thdot])
+        return np.array([np.cos(th), np.sin(th), thdot], dtype=np.float32), {}
+
+
+class AcrobotContinuousEnv(_NativeEnv):
+    """Acrobot-v1 with a continuous torque in [-1, 1] (RLtools paper, appendix I). With actions
+    -1, 0, 1 it reproduces gymnasium Acrobot-v1 with actions 0, 1, 2."""
+
+    def __init__(self, render_mode=None):
+        super().__init__(AcrobotContinuous(1, max_episode_steps=_NO_LIMIT), render_mode)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        from gymnasium.envs.classic_control import utils
+
+        low, high = utils.maybe_parse_reset_bounds(options, -0.1, 0.1)
+        s = self.np_random.uniform(low=low, high=high, size=(4,)).astype(np.float32)
+        self._set_physics(s)
+        return np.array([np.cos(s[0]), np.sin(s[0]), np.cos(s[1]), np.sin(s[1]), s[2], s[3]],
+                        dtype=np.float32), {}
+
+
+def register_envs():
+    """Register the dispatchrl ids with gymnasium (idempotent)."""
+    specs = [
+        dict(id="dispatchrl/Pendulum-v1", entry_point="dispatchrl.envs.gym:PendulumEnv",
+             vector_entry_point="dispatchrl.envs.batch:make_pendulum_vector", max_episode_steps=200),
+        dict(id="dispatchrl/AcrobotContinuous-v1", entry_point="dispatchrl.envs.gym:AcrobotContinuousEnv",
+             vector_entry_point="dispatchrl.envs.batch:make_acrobot_vector", max_episode_steps=500),
+        dict(id="dispatchrl/Ant-v5", entry_point="dispatchrl.envs.ant:AntEnv",
+             vector_entry_point="dispatchrl.envs.ant:make_ant_vector", max_episode_steps=1000,
+             reward_threshold=6000.0),
+    ]
+    for spec in specs:
+        if spec["id"] not in gymnasium.registry:
+            gymnasium.register(**spec)

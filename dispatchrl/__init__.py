@@ -14,8 +14,8 @@ from .dispatch import GENERIC_FUNCTIONS, GenericFunction, generic
 from .errors import ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError
 from .kernels.api import (ACTIVATIONS, adam_step, copy, dense_backward, dense_forward, fill, gelu,
                           identity, matmul, mse_gradient, mse_loss, polyak_update, random_normal,
-                          random_uniform, relu, rng, tanh)
-from .staging import Step, compile_step, fuse, launch
+                          random_uniform, relu, rng, tanh, increment)
+from .staging import Below, Every, Step, compile_step, fuse, launch, when
 from . import kernels  # noqa: F401  (registers the Generic and CPU methods)
 
 __version__ = "0.1.0"

@@ -11,6 +11,7 @@ calls/launches with the arrays already unwrapped.
 """
 
 import contextvars
+import functools
 import hashlib
 import importlib.util
 import math
@@ -26,7 +27,7 @@ from .arrays import Array
 from .devices import CPU, CUDA, Generic
 from .errors import ConfigError
 
-__all__ = ["launch", "fuse", "compile_step", "Step", "cache_dir"]
+__all__ = ["launch", "fuse", "when", "Every", "Below", "compile_step", "Step", "cache_dir"]
 
 _recording = contextvars.ContextVar("dispatchrl_recording", default=None)
 _dispatch = plum.Dispatcher()
@@ -45,6 +46,77 @@ def launch(device, kernel, *args):
     kernel(*[_raw(a) for a in args])
 
 
+class Every:
+    """Condition ``counter[0] % period == offset`` on an int64 (1,) counter Array."""
+
+    def __init__(self, counter, period, offset=0):
+        _check_counter(counter)
+        if int(period) < 1 or not 0 <= int(offset) < int(period):
+            raise ConfigError(f"Every: need period >= 1 and 0 <= offset < period, got {period}, {offset}")
+        self.counter, self.period, self.offset = counter, int(period), int(offset)
+
+    def holds(self, count):
+        return count % self.period == self.offset
+
+    def expression(self, name):
+        return f"{name}[0] % {self.period} == {self.offset}"
+
+
+class Below:
+    """Condition ``counter[0] < limit`` on an int64 (1,) counter Array."""
+
+    def __init__(self, counter, limit):
+        _check_counter(counter)
+        self.counter, self.limit = counter, int(limit)
+
+    def holds(self, count):
+        return count < self.limit
+
+    def expression(self, name):
+        return f"{name}[0] < {self.limit}"
+
+
+def _check_counter(counter):
+    if not (isinstance(counter, Array) and counter.shape == (1,) and counter.dtype == np.int64):
+        raise ConfigError(f"a staged condition needs an int64 Array of shape (1,) as counter, got {counter!r}")
+
+
+class Branch:
+    """A staged ``if``: ``then`` and ``otherwise`` are lists of recorded calls (and branches)."""
+
+    def __init__(self, condition):
+        self.condition, self.then, self.otherwise = condition, [], []
+
+
+def when(device, condition, then, otherwise=None):
+    """``then(device)`` if ``condition`` holds, else ``otherwise(device)``: evaluated now when
+    called eagerly; inside :func:`fuse`, both branches are traced and the test runs in the step."""
+    calls = _recording.get()
+    if calls is None:
+        branch = then if condition.holds(int(_raw(condition.counter)[0])) else otherwise
+        if branch is not None:
+            branch(device)
+        return
+    node = Branch(condition)
+    calls.append(node)
+    for target, fn in ((node.then, then), (node.otherwise, otherwise)):
+        if fn is not None:
+            token = _recording.set(target)
+            try:
+                fn(device)
+            finally:
+                _recording.reset(token)
+
+
+def _kernel_calls(nodes):
+    for node in nodes:
+        if isinstance(node, Branch):
+            yield from _kernel_calls(node.then)
+            yield from _kernel_calls(node.otherwise)
+        else:
+            yield node
+
+
 class Step:
     """A staged step: ``step()`` runs it once, ``step(n)`` n times (on CPU in one compiled call)."""
 
@@ -57,15 +129,21 @@ class Step:
     def __call__(self, n=1):
         self._run(int(n))
 
+    @property
+    def kernel_calls(self):
+        """Every recorded (kernel, args), both sides of every branch included."""
+        return list(_kernel_calls(self.calls))
+
     def __repr__(self):
-        return f"<Step on {self.device!r}: {len(self.calls)} kernel calls>"
+        return f"<Step on {self.device!r}: {len(self.kernel_calls)} kernel calls>"
 
 
 def fuse(device, fn, *args, **kwargs):
     """Trace ``fn(device, *args, **kwargs)`` once and compile it into a :class:`Step`.
 
-    ``fn`` must be a straight sequence of generic-function calls on persistent arrays (outputs
-    passed in); nothing executes while tracing, so it must not read array values.
+    ``fn`` must be a sequence of generic-function calls on persistent arrays (outputs passed in),
+    with data-dependent control flow expressed by :func:`when`; nothing executes while tracing,
+    so it must not read array values.
     """
     calls = []
     token = _recording.set(calls)
@@ -80,31 +158,33 @@ def fuse(device, fn, *args, **kwargs):
 
 @_dispatch
 def compile_step(device: Generic, calls: list):
-    return _python_loop(calls)
+    return _python_program(calls)
 
 
 @_dispatch
 def compile_step(device: CUDA, calls: list):  # noqa: F811
-    return _python_loop(calls)
+    return _python_program(calls)
 
 
 @_dispatch
 def compile_step(device: CPU, calls: list):  # noqa: F811
-    # Consecutive Numba kernels fuse into one njit function; anything else (a Generic fallback
-    # method) runs from Python between the fused segments.
+    if all(_is_numba(kernel) for kernel, _ in _kernel_calls(calls)):
+        return _njit_program(calls)
+    if any(isinstance(node, Branch) for node in calls):
+        return _python_program(calls)
+    # Consecutive Numba kernels fuse into njit segments; anything else (a Generic fallback
+    # method) runs from Python between them.
     segments, current = [], []
     for kernel, args in calls:
         if _is_numba(kernel):
             current.append((kernel, args))
         else:
             if current:
-                segments.append(_njit_segment(current))
+                segments.append(_njit_program(current))
                 current = []
-            segments.append(_python_loop([(kernel, args)]))
+            segments.append(_python_program([(kernel, args)]))
     if current:
-        segments.append(_njit_segment(current))
-    if len(segments) == 1:
-        return segments[0]
+        segments.append(_njit_program(current))
 
     def run(n):
         for _ in range(n):
@@ -114,13 +194,32 @@ def compile_step(device: CPU, calls: list):  # noqa: F811
     return run
 
 
-def _python_loop(calls):
-    prepared = [(kernel, [_raw(a) for a in args]) for kernel, args in calls]
+def _python_program(calls):
+    """Prepared closures over raw arrays; branches read their counter (for CUDA, a small copy)."""
+
+    def prepare(nodes):
+        ops = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                counter, holds = _raw(node.condition.counter), node.condition.holds
+                then, otherwise = prepare(node.then), prepare(node.otherwise)
+
+                def op(counter=counter, holds=holds, then=then, otherwise=otherwise):
+                    for inner in (then if holds(int(counter[0])) else otherwise):
+                        inner()
+
+                ops.append(op)
+            else:
+                kernel, args = node
+                ops.append(functools.partial(kernel, *[_raw(a) for a in args]))
+        return ops
+
+    ops = prepare(calls)
 
     def run(n):
         for _ in range(n):
-            for kernel, args in prepared:
-                kernel(*args)
+            for op in ops:
+                op()
 
     return run
 
@@ -180,18 +279,29 @@ def _importable(kernel):
             and getattr(module, kernel.py_func.__name__, None) is kernel)
 
 
-def _njit_segment(calls):
+def _njit_program(calls):
     kernels, arrays = {}, {}
-    body = []
-    for kernel, args in calls:
-        name = kernels.setdefault(kernel, f"k{len(kernels)}")
-        rendered = []
-        for a in args:
-            if isinstance(a, Array):
-                rendered.append(arrays.setdefault(id(a.data), (f"a{len(arrays)}", a.data))[0])
+
+    def array_name(a):
+        return arrays.setdefault(id(a.data), (f"a{len(arrays)}", a.data))[0]
+
+    def render(nodes, indent):
+        lines = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                lines.append(f"{indent}if {node.condition.expression(array_name(node.condition.counter))}:")
+                lines += render(node.then, indent + "    ") or [indent + "    pass"]
+                if node.otherwise:
+                    lines.append(f"{indent}else:")
+                    lines += render(node.otherwise, indent + "    ")
             else:
-                rendered.append(_literal(a))
-        body.append(f"        {name}({', '.join(rendered)})")
+                kernel, args = node
+                name = kernels.setdefault(kernel, f"k{len(kernels)}")
+                rendered = [array_name(a) if isinstance(a, Array) else _literal(a) for a in args]
+                lines.append(f"{indent}{name}({', '.join(rendered)})")
+        return lines
+
+    body = render(calls, "        ")
     params = ", ".join(name for name, _ in arrays.values())
     raw = [data for _, data in arrays.values()]
     cacheable = all(_importable(k) for k in kernels)
@@ -206,7 +316,7 @@ def _njit_segment(calls):
         f"@njit(cache={cacheable}, nogil=True)",
         f"def fused_step(n{', ' if params else ''}{params}):",
         "    for _ in range(n):",
-        *body,
+        *(body or ["        pass"]),
         "",
     ])
     if cacheable:

@@ -56,8 +56,8 @@ def test_trace_records_resolved_kernels_only():
     problem = make_problem(drl.CPU())
     step = drl.fuse(drl.CPU(), nn.mlp_train_step, *problem)
     # 3 dense_forward + mse_loss + mse_gradient + 3 dense_backward + 6 adam_step
-    assert len(step.calls) == 14
-    assert all(staging._is_numba(kernel) for kernel, _ in step.calls)
+    assert len(step.kernel_calls) == 14
+    assert all(staging._is_numba(kernel) for kernel, _ in step.kernel_calls)
 
 
 def test_cpu_fused_source_is_cached_on_disk_and_reused(tmp_path):
@@ -107,6 +107,7 @@ def sample_arguments(device):
         "copy": (device, v, drl.zeros(device, 2)),
         "random_uniform": (device, drl.rng(device, 0), v, 0.0, 1.0),
         "random_normal": (device, drl.rng(device, 0), v, 0.0, 1.0),
+        "increment": (device, t, 1),
     }
 
 
@@ -144,3 +145,35 @@ def test_custom_backend_example_runs():
     assert result.returncode == 0, result.stderr
     assert "60 dense_forward calls" in result.stdout
     assert "same weights on both devices" in result.stdout
+
+
+def branching_step(device, counter, x, evens, below):
+    """x += 1 every step; evens += 1 on even counts; below counts steps while counter < 3."""
+    drl.when(device, drl.Every(counter, 2), lambda d: drl.increment(d, evens))
+    drl.when(device, drl.Below(counter, 3), lambda d: drl.increment(d, below),
+             lambda d: drl.polyak_update(d, x, x, 0.5))
+    drl.increment(device, counter)
+
+
+def test_staged_branches_match_eager(device):
+    results = []
+    for fused in (False, True):
+        arrays = [drl.zeros(device, 1, np.int64) for _ in range(3)]
+        counter, evens, below = arrays
+        x = drl.zeros(device, 1)
+        if fused:
+            drl.fuse(device, branching_step, counter, x, evens, below)(7)
+        else:
+            for _ in range(7):
+                branching_step(device, counter, x, evens, below)
+        results.append([int(drl.to_numpy(a)[0]) for a in arrays])
+    assert results[0] == results[1] == [7, 4, 3]
+
+
+def test_staged_branch_is_generated_as_if(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISPATCHRL_CACHE_DIR", str(tmp_path))
+    dev = drl.CPU()
+    counter, evens, below = (drl.zeros(dev, 1, np.int64) for _ in range(3))
+    drl.fuse(dev, branching_step, counter, drl.zeros(dev, 1), evens, below)(1)
+    source = next((tmp_path / "fused").glob("fused_*.py")).read_text()
+    assert "if a0[0] % 2 == 0:" in source and "else:" in source

@@ -230,3 +230,13 @@ def rng(device, seed):
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
     return asarray(device, np.array([z ^ (z >> 31), 0], dtype=np.uint64))
+
+
+@generic
+def increment(device, counter, amount=1):
+    """``counter[0] += amount`` on an int64 (1,) counter (step counts that fused steps branch on)."""
+    check_device("increment", device)
+    check_array("increment", "counter", counter, device, shape=(1,), dtype=np.int64)
+    if not isinstance(amount, (int, np.integer)):
+        raise ConfigError(f"increment: argument 'amount' must be an int, got {amount!r}")
+    return device, counter, int(amount)

@@ -362,3 +362,13 @@ def random_normal_kernel(rng, out, mean, std):
 @api.random_normal.dispatch
 def random_normal(device: CPU, rng, out, mean, std):
     launch(device, random_normal_kernel, rng, out, mean, std)
+
+
+@njit(**_exact)
+def increment_kernel(counter, amount):
+    counter[0] += amount
+
+
+@api.increment.dispatch
+def increment(device: CPU, counter, amount):
+    launch(device, increment_kernel, counter, amount)

@@ -182,3 +182,12 @@ def random_normal_kernel(rng, out, mean, std):
 @api.random_normal.dispatch
 def random_normal(device: Generic, rng, out, mean, std):
     launch(device, random_normal_kernel, rng, out, mean, std)
+
+
+def increment_kernel(counter, amount):
+    counter[0] += amount
+
+
+@api.increment.dispatch
+def increment(device: Generic, counter, amount):
+    launch(device, increment_kernel, counter, amount)

@@ -299,3 +299,15 @@ def test_bad_input():
         single.step(np.array([np.nan], np.float32))
     with pytest.raises(ShapeError):
         single.step(np.zeros(2, np.float32))
+
+
+def test_env_functions_stay_cache_friendly():
+    """plum caches the dispatch on (device, env type, state, action): no slow path per call."""
+    dev, env = drl.CPU(), E.AcrobotContinuous(2)
+    state, action, rng = E.env_state(dev, env), drl.zeros(dev, (2, 1)), drl.rng(dev, 0)
+    for fn, args in ((E.env_reset, (dev, env, state, rng)), (E.env_step, (dev, env, state, action)),
+                     (E.env_reset_done, (dev, env, state, rng))):
+        assert fn.function._resolver.is_faithful
+        fn(*args)
+        fn(*args)
+        assert tuple(map(type, args)) in fn.function._cache

@@ -273,6 +273,23 @@ def _package_fingerprint():
     return _fingerprints["<package>"]
 
 
+def _configure_numba_cache():
+    """Put Numba's disk cache in a folder named by the hash of dispatchrl's sources.
+
+    Numba checks only the timestamp of a kernel's own file, so a kernel calling a helper from
+    another module (or a fused step embedding both) could load stale machine code after the
+    helper changed. A per-source-hash folder makes any edit start a fresh cache.
+    NUMBA_CACHE_DIR, if set, is the parent of that folder.
+    """
+    import numba
+
+    base = numba.config.CACHE_DIR or str(cache_dir() / "numba")
+    numba.config.CACHE_DIR = os.path.join(base, f"dispatchrl-{_package_fingerprint()[:16]}")
+
+
+_configure_numba_cache()  # before any kernel module is imported: Numba reads it at decoration
+
+
 def _importable(kernel):
     module = sys.modules.get(kernel.py_func.__module__)
     return (module is not None and module.__name__ != "__main__"

@@ -62,7 +62,7 @@ def test_trace_records_resolved_kernels_only():
 
 def test_cpu_fused_source_is_cached_on_disk_and_reused(tmp_path):
     env = dict(os.environ, DISPATCHRL_CACHE_DIR=str(tmp_path))
-    env.pop("NUMBA_CACHE_DIR", None)  # Numba then caches beside the generated source
+    env.pop("NUMBA_CACHE_DIR", None)  # Numba's cache then lives under DISPATCHRL_CACHE_DIR too
     script = ("import numpy as np, dispatchrl as drl\n"
               "from dispatchrl import nn\n"
               "d = drl.CPU(); net = nn.mlp(d, (3, 4, 1)); b = nn.mlp_buffers(d, net, 2)\n"
@@ -72,7 +72,13 @@ def test_cpu_fused_source_is_cached_on_disk_and_reused(tmp_path):
         subprocess.run([sys.executable, "-c", script], env=env, check=True, cwd=ROOT)
         generated = sorted((tmp_path / "fused").glob("fused_*.py"))
         assert len(generated) == 1  # the second process found the same source by its hash
-        assert list((tmp_path / "fused" / "__pycache__").glob("fused_*.nbi"))  # Numba's cache index
+        assert list((tmp_path / "numba").rglob("fused_*.nbi"))  # Numba's cache index for the step
+
+
+def test_numba_cache_folder_is_keyed_on_package_source():
+    import numba
+
+    assert numba.config.CACHE_DIR.endswith(f"dispatchrl-{staging._package_fingerprint()[:16]}")
 
 
 def test_fused_cache_key_covers_kernel_sources(tmp_path, monkeypatch):

@@ -17,5 +17,8 @@ from .kernels.api import (ACTIVATIONS, adam_step, copy, dense_backward, dense_fo
                           random_uniform, relu, rng, tanh, increment)
 from .staging import Below, Every, Step, compile_step, fuse, launch, when
 from . import kernels  # noqa: F401  (registers the Generic and CPU methods)
+from . import envs  # noqa: F401  (env methods; gymnasium ids dispatchrl/Pendulum-v1, AcrobotContinuous-v1, Ant-v5)
+from .envs import (AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step,
+                   from_gymnasium)
 
 __version__ = "0.1.0"

@@ -352,13 +352,15 @@ def mse_gradient(device: C, pred, target, d_pred):
 
 ADAM_STEP = """
 t[0] += 1;
-const double correction1 = 1.0 - pow(beta1, (double)t[0]);
-const double correction2 = 1.0 - pow(beta2, (double)t[0]);
+/* bias corrections in double, the elementwise update in T (it vectorises) */
+const T b1 = (T)beta1, b2 = (T)beta2, rate = (T)lr, epsilon = (T)eps;
+const T scale1 = (T)(1.0 / (1.0 - pow(beta1, (double)t[0])));
+const T scale2 = (T)(1.0 / (1.0 - pow(beta2, (double)t[0])));
 for (int i = 0; i < SIZE; i++) {
-    const double g = grad[i];
-    m[i] = (T)(beta1 * m[i] + (1.0 - beta1) * g);
-    v[i] = (T)(beta2 * v[i] + (1.0 - beta2) * g * g);
-    param[i] = (T)(param[i] - lr * (m[i] / correction1) / (sqrt(v[i] / correction2) + eps));
+    const T g = grad[i];
+    m[i] = b1 * m[i] + ((T)1 - b1) * g;
+    v[i] = b2 * v[i] + ((T)1 - b2) * g * g;
+    param[i] -= rate * (m[i] * scale1) / (sqrt_T(v[i] * scale2) + epsilon);
 }
 """
 

@@ -1,0 +1,59 @@
+"""Deploy a trained :class:`dispatchrl.nn.Policy` as C: sources, host and cross builds.
+
+    header, source = dispatchrl.export.c_source(policy)
+    paths = dispatchrl.export.write_policy(policy, "out", target="cortex-m4")
+"""
+
+import ctypes
+from pathlib import Path
+
+from ..kernels.c_compiler import host_compiler, load_library, run_compiler
+from .elf import code_size, undefined_symbols
+from .source import SELFTEST_TOLERANCE, c_source, check_policy, main_source, selftest_observations
+from .targets import LIBM_SYMBOLS, TARGETS, build, get_target, run_executable, target_compiler
+
+__all__ = ["c_source", "write_policy", "host_library", "check_policy", "selftest_observations",
+           "run_executable", "build", "target_compiler", "TARGETS", "LIBM_SYMBOLS",
+           "SELFTEST_TOLERANCE", "code_size", "undefined_symbols"]
+
+
+def write_policy(policy, out_dir, target=None, name="policy"):
+    """Write ``<name>.h`` and ``<name>.c`` for ``policy`` into ``out_dir`` and, if ``target`` is
+    given (see :data:`TARGETS`), build them: Linux targets get ``<name>_main.c`` and an executable
+    (``<name>`` on the host, ``<name>-<target>`` otherwise) that runs the self-test and prints
+    actions; ``cortex-m4`` gets the object ``<name>-cortex-m4.o``.
+
+    Returns ``{"header", "source"[, "main"], ["binary"]}`` → Path. Bad policies raise
+    ShapeError/ConfigError, unknown targets ConfigError, a missing compiler DeviceError naming
+    what to install, all before anything is written."""
+    spec = get_target(target) if target is not None else None
+    header, source = c_source(policy, name)
+    if spec is not None:
+        target_compiler(spec)  # fail before writing when the toolchain is missing
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"header": out / f"{name}.h", "source": out / f"{name}.c"}
+    paths["header"].write_text(header)
+    paths["source"].write_text(source)
+    if spec is None:
+        return paths
+    if spec.output == "executable":
+        paths["main"] = out / f"{name}_main.c"
+        paths["main"].write_text(main_source(name))
+    paths["binary"] = build(spec, paths["source"], paths.get("main"))
+    return paths
+
+
+def host_library(source, extra_sources=(), name=None):
+    """Compile an exported ``<name>.c`` (plus ``extra_sources``, e.g. a benchmark loop) into a
+    shared library next to it with the host compiler, and load it with ctypes."""
+    source = Path(source)
+    library = source.with_name(f"lib{name or source.stem}.so")
+    run_compiler(host_compiler(), ["-O2", "-std=c99", "-ffp-contract=off", "-fPIC", "-shared",
+                                   "-I", str(source.parent), str(source), *map(str, extra_sources),
+                                   "-o", str(library), "-lm"], f"{source.name} for the host")
+    lib = load_library(library)
+    forward = getattr(lib, f"{source.stem}_forward")
+    forward.argtypes, forward.restype = (ctypes.POINTER(ctypes.c_float),) * 2, None
+    getattr(lib, f"{source.stem}_selftest").restype = ctypes.c_int
+    return lib

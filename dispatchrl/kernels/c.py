@@ -444,3 +444,12 @@ rng[1] = base + 2 * (uint64_t)SIZE;
 def random_normal(device: C, rng, out, mean, std):
     launch(device, CKernel("random_normal", RANDOM_NORMAL, ("rng", "out", "mean", "std"), ("rng", "out"),
                            {"SIZE": out.size}, out.dtype, (UNIFORM01,)), rng, out, mean, std)
+
+
+INCREMENT = "counter[0] += (int64_t)amount;"
+
+
+@api.increment.dispatch
+def increment(device: C, counter, amount):
+    launch(device, CKernel("increment", INCREMENT, ("counter", "amount"), ("counter",), {}, counter.dtype),
+           counter, amount)

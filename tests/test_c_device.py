@@ -1,0 +1,232 @@
+"""The C device: every core kernel against the float64 numpy reference (the Generic device on
+float64 copies), fused steps, the MLP training step against CPU, and its error messages.
+
+Shapes are drawn by hypothesis with derandomize=True, so after the first run every generated
+library comes from the disk cache."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import dispatchrl as drl
+import dispatchrl.kernels.c as ckernels  # noqa: F401  (registers the C methods until kernels/__init__ does)
+from dispatchrl.kernels import api, c_compiler
+from dispatchrl.nn import mlp, mlp_buffers, mlp_train_step
+
+C, REF = drl.C(), drl.Generic()
+ACTS = sorted(api.ACTIVATIONS)
+cases = settings(max_examples=6, derandomize=True, deadline=None)
+dims = st.integers(1, 9)
+seeds = st.integers(0, 2**32 - 1)
+
+
+def on_both(fn, host, dtype=np.float32):
+    """Run ``fn(device, *arrays)`` on C (floats as ``dtype``) and on the float64 reference; return
+    every array afterwards from both (inputs too: kernels must not write them)."""
+    results = []
+    for device, dt in ((C, dtype), (REF, np.float64)):
+        arrays = [None if h is None else drl.asarray(device, h, dt if h.dtype.kind == "f" else None)
+                  for h in host]
+        fn(device, *arrays)
+        results.append([None if a is None else drl.to_numpy(a) for a in arrays])
+    return results
+
+
+def assert_close(results, tol=2e-5):
+    for got, want in zip(*results):
+        if got is not None:
+            scale = max(1.0, float(np.abs(want).max()))
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale)
+
+
+def normal(seed, *shape):
+    return np.random.default_rng(seed).normal(size=shape)
+
+
+def test_every_core_generic_function_has_a_c_method():
+    core = [fn for fn in drl.GENERIC_FUNCTIONS if fn.__module__ == api.__name__]
+    missing = [fn.__name__ for fn in core
+               if not any(m.signature.types[0] is drl.C for m in fn.function.methods)]
+    assert len(core) >= 16 and not missing
+
+
+@cases
+@given(m=dims, k=dims, n=dims, seed=seeds)
+def test_matmul(m, k, n, seed):
+    assert_close(on_both(drl.matmul, [normal(seed, m, k), normal(seed + 1, k, n), np.zeros((m, n))]))
+
+
+@cases
+@given(shape=st.lists(dims, min_size=1, max_size=3), activation=st.sampled_from(ACTS), seed=seeds)
+def test_activations(shape, activation, seed):
+    fn = getattr(drl, activation)
+    assert_close(on_both(fn, [normal(seed, *shape) * 3, np.zeros(shape)]))
+
+
+def test_activation_in_place():  # x is out: the kernel must not claim restrict
+    x = normal(0, 5, 7)
+    got, want = on_both(lambda d, a: drl.tanh(d, a, a), [x])
+    assert_close(([got[0]], [want[0]]))
+
+
+@cases
+@given(batch=dims, n_in=dims, n_out=st.integers(1, 70), activation=st.sampled_from(ACTS), seed=seeds)
+def test_dense_forward(batch, n_in, n_out, activation, seed):
+    host = [normal(seed, batch, n_in), normal(seed + 1, n_in, n_out), normal(seed + 2, n_out),
+            np.zeros((batch, n_out)), np.zeros((batch, n_out))]
+    assert_close(on_both(lambda d, *a: drl.dense_forward(d, *a, activation=activation), host))
+
+
+@cases
+@given(batch=dims, n_in=dims, n_out=st.integers(1, 70), activation=st.sampled_from(ACTS),
+       input_gradient=st.booleans(), seed=seeds)
+def test_dense_backward(batch, n_in, n_out, activation, input_gradient, seed):
+    x, W = normal(seed, batch, n_in), normal(seed + 1, n_in, n_out)
+    pre = x @ W
+    out = {"identity": pre, "relu": np.maximum(pre, 0), "tanh": np.tanh(pre)}.get(activation, pre)
+    host = [x, W, pre, out, normal(seed + 2, batch, n_out), np.zeros((batch, n_out)), np.zeros(W.shape),
+            np.zeros(n_out), np.zeros(x.shape) if input_gradient else None]
+    assert_close(on_both(lambda d, *a: drl.dense_backward(d, *a, activation=activation), host))
+
+
+@cases
+@given(shape=st.lists(dims, min_size=1, max_size=3), seed=seeds)
+def test_mse_loss_and_gradient(shape, seed):
+    pred, target = normal(seed, *shape), normal(seed + 1, *shape)
+    assert_close(on_both(drl.mse_loss, [pred, target, np.zeros(1)]))
+    assert_close(on_both(drl.mse_gradient, [pred, target, np.zeros(shape)]))
+
+
+@cases
+@given(shape=st.lists(dims, min_size=1, max_size=2), steps=st.integers(1, 3), seed=seeds)
+def test_adam_step(shape, steps, seed):
+    def fn(device, param, grad, m, v, t):
+        for _ in range(steps):
+            drl.adam_step(device, param, grad, m, v, t, 1e-2, 0.8, 0.99, 1e-6)
+
+    host = [normal(seed, *shape), normal(seed + 1, *shape), np.zeros(shape), np.zeros(shape),
+            np.zeros(1, np.int64)]
+    assert_close(on_both(fn, host))
+
+
+@cases
+@given(shape=st.lists(dims, min_size=1, max_size=3), polyak=st.floats(0, 1), seed=seeds)
+def test_polyak_update(shape, polyak, seed):
+    assert_close(on_both(lambda d, t, s: drl.polyak_update(d, t, s, polyak),
+                         [normal(seed, *shape), normal(seed + 1, *shape)]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_])
+def test_fill_and_copy_every_dtype(dtype):
+    src = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
+    got, want = on_both(lambda d, s, o: (drl.copy(d, s, o), drl.fill(d, s, 3)),
+                        [src, np.zeros((3, 4), dtype)], dtype=dtype)
+    for g, w in zip(got, want):
+        assert g.dtype == np.dtype(dtype) and np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["uniform", "normal"])
+def test_random_streams_match_generic_exactly(kind, dtype):
+    results = []
+    for device in (C, REF):
+        stream, out = drl.rng(device, 7), drl.zeros(device, (33, 5), dtype)
+        fn = drl.random_uniform if kind == "uniform" else drl.random_normal
+        fn(device, stream, out, -1.5, 2.5)
+        fn(device, stream, out, -1.5, 2.5)  # the counter advanced: a fresh draw
+        results.append((drl.to_numpy(stream), drl.to_numpy(out)))
+    assert np.array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+def test_fused_step_is_one_c_function_and_runs_n_times():
+    x, y = drl.asarray(C, normal(1, 4, 3).astype(np.float32)), drl.zeros(C, (4, 3))
+
+    def double_then_relu(device):
+        drl.polyak_update(device, x, x, 0.5)  # x ← x (aliased arguments)
+        drl.relu(device, x, y)
+        drl.polyak_update(device, y, x, 0.0)  # y ← x
+
+    step = drl.fuse(C, double_then_relu)
+    assert step._run.source.count("void dispatchrl_step(") == 1
+    assert "static void" in step._run.source and "enum { SIZE = 12 }" in step._run.source
+    step(3)
+    np.testing.assert_allclose(drl.to_numpy(y), drl.to_numpy(x))
+
+
+def test_mlp_train_step_fused_on_c_equals_cpu():
+    params, losses = {}, {}
+    for device in (drl.CPU(), C):
+        net = mlp(device, (5, 32, 32, 3), "relu", "tanh", seed=4)
+        buffers = mlp_buffers(device, net, 16)
+        x = drl.asarray(device, normal(0, 16, 5).astype(np.float32))
+        y = drl.asarray(device, (0.5 * normal(1, 16, 3)).astype(np.float32))
+        loss = drl.zeros(device, 1)
+        step = drl.fuse(device, mlp_train_step, net, buffers, x, y, loss, 1e-3)
+        step(5)
+        params[type(device)] = [drl.to_numpy(p.value) for p in net.parameters()]
+        losses[type(device)] = drl.to_numpy(loss)[0]
+    # Adam normalises each gradient, so a few steps keep the two within float32 noise
+    for got, want in zip(params[drl.C], params[drl.CPU]):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert losses[drl.C] == pytest.approx(losses[drl.CPU], rel=1e-4)
+
+
+def test_host_method_borrowed_between_c_segments():
+    @drl.generic
+    def halve(device, x):
+        return device, x
+
+    @halve.dispatch
+    def halve_generic(device: drl.Generic, x):
+        drl.launch(device, _halve_kernel, x)
+
+    drl.GENERIC_FUNCTIONS.remove(halve)  # a test-local function: keep the registry clean
+    ckernels.borrow_methods(halve)
+    x, out = drl.asarray(C, np.arange(6, dtype=np.float32)), drl.zeros(C, 6)
+
+    def step_fn(device):
+        drl.fill(device, out, 1.0)
+        halve(device, x)
+        drl.polyak_update(device, out, x, 0.0)
+
+    step = drl.fuse(C, step_fn)
+    step(2)
+    np.testing.assert_allclose(drl.to_numpy(out), np.arange(6) / 4)
+
+
+def _halve_kernel(x):
+    x *= 0.5
+
+
+def test_compiled_libraries_are_cached_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISPATCHRL_CACHE_DIR", str(tmp_path))
+    source = "void dispatchrl_step(long n, void *const *a) { (void)n; (void)a; }\n"
+    first = c_compiler.compile_shared(source)
+    stamp = first.stat().st_mtime_ns
+    assert c_compiler.compile_shared(source) == first and first.stat().st_mtime_ns == stamp
+    assert first.with_suffix(".c").read_text() == source
+
+
+def test_missing_compiler_names_what_to_install(monkeypatch):
+    c_compiler.host_compiler.cache_clear()
+    monkeypatch.setenv("CC", "no-such-cc-dispatchrl")
+    try:
+        with pytest.raises(drl.DeviceError, match="apt-get install gcc"):
+            c_compiler.host_compiler()
+    finally:
+        monkeypatch.delenv("CC")
+        c_compiler.host_compiler.cache_clear()
+
+
+def test_bad_input_refused_before_compiling():
+    with pytest.raises(drl.ShapeError, match="'b'"):
+        drl.matmul(C, drl.zeros(C, (2, 3)), drl.zeros(C, (4, 2)), drl.zeros(C, (2, 2)))
+    with pytest.raises(drl.DeviceError, match="'x'"):
+        drl.relu(C, drl.zeros(drl.CPU(), 3), drl.zeros(C, 3))
+
+
+def test_increment():
+    got, want = on_both(lambda d, c: (drl.increment(d, c), drl.increment(d, c, -3)),
+                        [np.array([5], np.int64)])
+    assert got[0][0] == want[0][0] == 3

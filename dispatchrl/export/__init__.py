@@ -44,12 +44,12 @@ def write_policy(policy, out_dir, target=None, name="policy"):
     return paths
 
 
-def host_library(source, extra_sources=(), name=None):
+def host_library(source, extra_sources=(), name=None, flags=("-O2",)):
     """Compile an exported ``<name>.c`` (plus ``extra_sources``, e.g. a benchmark loop) into a
-    shared library next to it with the host compiler, and load it with ctypes."""
+    shared library ``lib<name>.so`` next to it with the host compiler, and load it with ctypes."""
     source = Path(source)
     library = source.with_name(f"lib{name or source.stem}.so")
-    run_compiler(host_compiler(), ["-O2", "-std=c99", "-ffp-contract=off", "-fPIC", "-shared",
+    run_compiler(host_compiler(), [*flags, "-std=c99", "-ffp-contract=off", "-fPIC", "-shared",
                                    "-I", str(source.parent), str(source), *map(str, extra_sources),
                                    "-o", str(library), "-lm"], f"{source.name} for the host")
     lib = load_library(library)

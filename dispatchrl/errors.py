@@ -19,3 +19,7 @@ class DeviceError(DispatchRLError, RuntimeError):
 
 class ConfigError(DispatchRLError, ValueError):
     """A configuration value or option is invalid."""
+
+
+class CheckpointError(DispatchRLError, ValueError):
+    """A checkpoint file is missing, truncated, malformed or does not match the run."""

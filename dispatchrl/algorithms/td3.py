@@ -1,0 +1,185 @@
+"""TD3 (Fujimoto et al. 2018) written once over generic functions; the device decides the rest.
+
+Per environment step: act (uniform random during warm-up, then actor + Gaussian noise), store
+the transition, and after warm-up train the twin critics on a replay batch every step and the
+actor and the target networks every ``policy_delay`` steps. :func:`common.native_step` fuses all
+of it, env included, into one compiled kernel per device for native envs.
+"""
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..arrays import zeros
+from ..data import episode_log, replay_buffer, transitions
+from ..kernels.api import copy, fill, mse_gradient, polyak_update, random_uniform, rng
+from ..kernels.rl.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
+from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward
+from ..staging import Below, Every, when
+from . import common
+
+
+@dataclass
+class Config:
+    """Defaults: the RLtools paper's Pendulum benchmark (and the TD3 paper)."""
+
+    total_steps: int = 10_000
+    warmup_steps: int = 100          # uniform random actions, no updates
+    batch_size: int = 100
+    hidden: tuple = (64, 64)
+    activation: str = "relu"
+    gamma: float = 0.99
+    polyak: float = 0.995            # target ← polyak·target + (1 − polyak)·online
+    actor_lr: float = 1e-3
+    critic_lr: float = 1e-3
+    policy_delay: int = 2            # actor and target updates every 2nd step
+    exploration_noise: float = 0.1
+    target_noise: float = 0.2
+    target_noise_clip: float = 0.5
+    replay_capacity: int = None      # None: total_steps
+    num_envs: int = 1
+
+    def validate(self):
+        common.validate_fields(self, {
+            "total_steps": (common.positive_int, "a positive int"),
+            "warmup_steps": (lambda v: isinstance(v, int) and v >= 0, "an int >= 0"),
+            "batch_size": (common.positive_int, "a positive int"),
+            "hidden": (lambda v: len(v) >= 1 and all(common.positive_int(h) for h in v), "a tuple of positive ints"),
+            "activation": (lambda v: v in ("relu", "tanh", "gelu"), "'relu', 'tanh' or 'gelu'"),
+            "gamma": (common.unit_interval, "in [0, 1]"),
+            "polyak": (common.unit_interval, "in [0, 1]"),
+            "actor_lr": (common.positive, "a positive number"),
+            "critic_lr": (common.positive, "a positive number"),
+            "policy_delay": (common.positive_int, "a positive int"),
+            "exploration_noise": (lambda v: v >= 0, "a number >= 0"),
+            "target_noise": (lambda v: v >= 0, "a number >= 0"),
+            "target_noise_clip": (lambda v: v >= 0, "a number >= 0"),
+            "replay_capacity": (lambda v: v is None or common.positive_int(v), "None or a positive int"),
+            "num_envs": (common.positive_int, "a positive int"),
+        })
+        if self.total_steps < self.num_envs:
+            raise common.ConfigError(f"Config.total_steps ({self.total_steps}) must be >= num_envs ({self.num_envs})")
+
+    @property
+    def capacity(self):
+        return self.replay_capacity or self.total_steps
+
+
+@dataclass
+class State:
+    actor: object
+    critic1: object
+    critic2: object
+    actor_target: object
+    critic1_target: object
+    critic2_target: object
+    actor_act: object           # actor buffers, N rows (acting)
+    actor_train: object         # actor buffers, B rows
+    actor_next: object          # target actor buffers on next observations
+    critic1_train: object
+    critic2_train: object
+    critic1_next: object
+    critic2_next: object
+    critic1_actor: object       # critic 1 on the actor's actions, with the input gradient
+    critic_in: object           # [obs, action] of the batch
+    critic_next_in: object      # [next_obs, smoothed target action]
+    actor_critic_in: object     # [obs, actor(obs)]
+    q_target: object
+    d_action: object            # ∂(−mean Q)/∂action
+    replay: object
+    batch: object
+    io: object                  # the current transition, N rows
+    action: object              # (N, A) in [-1, 1]
+    log: object
+    rng: object
+    step: object                # int64 (1,): environment steps taken (per env)
+    env_state: object = None
+
+
+def build(device, config, obs_dim, action_dim, seed):
+    n, b = config.num_envs, config.batch_size
+    actor_sizes = (obs_dim, *config.hidden, action_dim)
+    critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
+
+    def net(sizes, output, k):
+        return mlp(device, sizes, config.activation, output, seed=seed * 8 + k)
+
+    actor, critic1, critic2 = net(actor_sizes, "tanh", 0), net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)
+    targets = [net(actor_sizes, "tanh", 0), net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)]
+    return State(actor, critic1, critic2, *targets,
+                 mlp_buffers(device, actor, n), mlp_buffers(device, actor, b), mlp_buffers(device, actor, b),
+                 mlp_buffers(device, critic1, b), mlp_buffers(device, critic2, b),
+                 mlp_buffers(device, critic1, b), mlp_buffers(device, critic2, b),
+                 mlp_buffers(device, critic1, b, input_gradient=True),
+                 zeros(device, (b, obs_dim + action_dim)), zeros(device, (b, obs_dim + action_dim)),
+                 zeros(device, (b, obs_dim + action_dim)), zeros(device, (b, 1)), zeros(device, (b, action_dim)),
+                 replay_buffer(device, config.capacity, obs_dim, action_dim),
+                 transitions(device, b, obs_dim, action_dim), transitions(device, n, obs_dim, action_dim),
+                 zeros(device, (n, action_dim)), episode_log(device, n, common.EPISODE_LOG_CAPACITY),
+                 rng(device, seed), zeros(device, 1, np.int64))
+
+
+def act(device, config, s, obs):
+    def explore(device):
+        mlp_forward(device, s.actor, s.actor_act, obs)
+        copy(device, s.actor_act.output, s.action)
+        add_clipped_noise(device, s.rng, s.action, config.exploration_noise, None, -1.0, 1.0)
+
+    when(device, Below(s.step, config.warmup_steps),
+         lambda device: random_uniform(device, s.rng, s.action, -1.0, 1.0), explore)
+
+
+def update_critics(device, config, s):
+    replay_sample(device, s.rng, s.replay, s.batch)
+    # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
+    mlp_forward(device, s.actor_target, s.actor_next, s.batch.next_obs)
+    add_clipped_noise(device, s.rng, s.actor_next.output, config.target_noise, config.target_noise_clip, -1.0, 1.0)
+    concat_columns(device, s.batch.next_obs, s.actor_next.output, s.critic_next_in)
+    mlp_forward(device, s.critic1_target, s.critic1_next, s.critic_next_in)
+    mlp_forward(device, s.critic2_target, s.critic2_next, s.critic_next_in)
+    td_target(device, s.batch.reward, s.batch.terminated, s.critic1_next.output, s.critic2_next.output,
+              config.gamma, s.q_target)
+    concat_columns(device, s.batch.obs, s.batch.action, s.critic_in)
+    for critic, buffers in ((s.critic1, s.critic1_train), (s.critic2, s.critic2_train)):
+        mlp_forward(device, critic, buffers, s.critic_in)
+        mse_gradient(device, buffers.output, s.q_target, buffers.d_output)
+        mlp_backward(device, critic, buffers, s.critic_in, buffers.d_output)
+        adam_update(device, critic, config.critic_lr)
+
+
+def update_actor(device, config, s):
+    # maximise Q1(s, π(s)): backpropagate −1/B through critic 1 into the action, then the actor
+    mlp_forward(device, s.actor, s.actor_train, s.batch.obs)
+    concat_columns(device, s.batch.obs, s.actor_train.output, s.actor_critic_in)
+    mlp_forward(device, s.critic1, s.critic1_actor, s.actor_critic_in)
+    fill(device, s.critic1_actor.d_output, -1.0 / config.batch_size)
+    mlp_backward(device, s.critic1, s.critic1_actor, s.actor_critic_in, s.critic1_actor.d_output)
+    slice_columns(device, s.critic1_actor.d_in[0], s.batch.obs.shape[1], s.d_action)
+    mlp_backward(device, s.actor, s.actor_train, s.batch.obs, s.d_action)
+    adam_update(device, s.actor, config.actor_lr)
+
+
+def update_targets(device, config, s):
+    for online, target in ((s.actor, s.actor_target), (s.critic1, s.critic1_target), (s.critic2, s.critic2_target)):
+        for p, p_target in zip(online.parameters(), target.parameters()):
+            polyak_update(device, p_target.value, p.value, config.polyak)
+
+
+def learn(device, config, s):
+    def train(device):
+        update_critics(device, config, s)
+        delayed = Every(s.step, config.policy_delay, (config.warmup_steps + config.policy_delay - 1) % config.policy_delay)
+        when(device, delayed, lambda device: (update_actor(device, config, s), update_targets(device, config, s)))
+
+    when(device, Below(s.step, config.warmup_steps), None, train)
+
+
+def policy(s, action_low, action_high):
+    return Policy.from_mlp(s.actor, action_low, action_high, squash="tanh")
+
+
+def train(device, env="pendulum", config=None, seed=0, progress=None, resume=None):
+    """Train TD3; returns a :class:`common.TrainResult` (``.policy`` acts on numpy observations,
+    ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``)."""
+    return common.train_off_policy(sys.modules[__name__], "td3", device, env, config, seed, progress, resume)

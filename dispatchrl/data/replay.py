@@ -1,0 +1,72 @@
+"""Replay buffer and episode log: preallocated per device, written only by kernels.
+
+``replay_add`` / ``replay_sample`` / ``track_episodes`` (dispatchrl.kernels.rl) operate on them,
+so they can live inside a fused training step.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..arrays import to_numpy, zeros
+from ..errors import ConfigError
+
+
+@dataclass
+class Transitions:
+    """Rows of (obs, action, reward, next_obs, terminated, truncated): a batch, or a buffer's storage."""
+
+    obs: object
+    action: object
+    reward: object
+    next_obs: object
+    terminated: object
+    truncated: object
+
+
+@dataclass
+class ReplayBuffer(Transitions):
+    position: object = None  # int64 (1,): next row to write
+    size: object = None      # int64 (1,): rows filled so far
+
+    @property
+    def capacity(self):
+        return self.obs.shape[0]
+
+
+def transitions(device, rows, obs_dim, action_dim, dtype=np.float32):
+    return Transitions(zeros(device, (rows, obs_dim), dtype), zeros(device, (rows, action_dim), dtype),
+                       zeros(device, rows, dtype), zeros(device, (rows, obs_dim), dtype),
+                       zeros(device, rows, np.bool_), zeros(device, rows, np.bool_))
+
+
+def replay_buffer(device, capacity, obs_dim, action_dim, dtype=np.float32):
+    """A circular buffer of ``capacity`` transitions on ``device``."""
+    for name, value in (("capacity", capacity), ("obs_dim", obs_dim), ("action_dim", action_dim)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigError(f"replay_buffer: '{name}' must be a positive int, got {value!r}")
+    rows = transitions(device, capacity, obs_dim, action_dim, dtype)
+    return ReplayBuffer(**vars(rows), position=zeros(device, 1, np.int64), size=zeros(device, 1, np.int64))
+
+
+@dataclass
+class EpisodeLog:
+    """Per-env running return/length and the returns, lengths and end steps of finished episodes."""
+
+    running_return: object  # (N,) float64
+    running_length: object  # (N,) int64
+    returns: object         # (capacity,) float64
+    lengths: object         # (capacity,) int64
+    end_steps: object       # (capacity,) int64: global step at which each episode ended
+    count: object           # (1,) int64: episodes finished (may exceed capacity; later ones are dropped)
+
+    def finished(self):
+        """Host copies of (end_steps, returns, lengths) of the logged episodes."""
+        n = min(int(to_numpy(self.count)[0]), self.returns.shape[0])
+        return to_numpy(self.end_steps)[:n], to_numpy(self.returns)[:n], to_numpy(self.lengths)[:n]
+
+
+def episode_log(device, num_envs, capacity):
+    return EpisodeLog(zeros(device, num_envs, np.float64), zeros(device, num_envs, np.int64),
+                      zeros(device, capacity, np.float64), zeros(device, capacity, np.int64),
+                      zeros(device, capacity, np.int64), zeros(device, 1, np.int64))

@@ -1,0 +1,208 @@
+"""Declarations of the reinforcement-learning generic functions: replay storage, column
+plumbing, exploration noise, TD targets, episode bookkeeping and the SAC Gaussian head.
+
+Struct arguments (replay buffers, batches, episode logs) are plain objects with Array fields;
+the declarations check every field, methods unpack them into flat kernel calls.
+"""
+
+import numpy as np
+
+from ...dispatch import generic
+from ...errors import ShapeError
+from ..api import check_array, check_device, check_number
+
+#: SAC log-std clamp (Stable-Baselines3's LOG_STD_MIN / LOG_STD_MAX)
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+
+def _check_transitions(fn, device, name, t, rows=None):
+    """obs (R, O), action (R, A), reward (R,), next_obs (R, O), terminated/truncated (R,) bool."""
+    check_array(fn, f"{name}.obs", t.obs, device, shape=(rows, None))
+    rows, obs_dim = t.obs.shape
+    check_array(fn, f"{name}.action", t.action, device, shape=(rows, None), dtype=t.obs.dtype)
+    check_array(fn, f"{name}.reward", t.reward, device, shape=(rows,), dtype=t.obs.dtype)
+    check_array(fn, f"{name}.next_obs", t.next_obs, device, shape=(rows, obs_dim), dtype=t.obs.dtype)
+    for flag in ("terminated", "truncated"):
+        check_array(fn, f"{name}.{flag}", getattr(t, flag), device, shape=(rows,), dtype=np.bool_)
+    return rows, obs_dim, t.action.shape[1]
+
+
+@generic
+def replay_add(device, buffer, obs, action, reward, next_obs, terminated, truncated):
+    """Append one transition per environment row to the circular ``buffer`` (overwriting the
+    oldest when full). ``terminated`` and ``truncated`` are stored apart, so TD targets bootstrap
+    through truncation but not through termination."""
+    fn = "replay_add"
+    check_device(fn, device)
+    _, obs_dim, action_dim = _check_transitions(fn, device, "buffer", buffer)
+    check_array(fn, "buffer.position", buffer.position, device, shape=(1,), dtype=np.int64)
+    check_array(fn, "buffer.size", buffer.size, device, shape=(1,), dtype=np.int64)
+    check_array(fn, "obs", obs, device, shape=(None, obs_dim), dtype=buffer.obs.dtype)
+    n = obs.shape[0]
+    check_array(fn, "action", action, device, shape=(n, action_dim), dtype=buffer.obs.dtype)
+    check_array(fn, "reward", reward, device, shape=(n,), dtype=buffer.obs.dtype)
+    check_array(fn, "next_obs", next_obs, device, shape=(n, obs_dim), dtype=buffer.obs.dtype)
+    check_array(fn, "terminated", terminated, device, shape=(n,), dtype=np.bool_)
+    check_array(fn, "truncated", truncated, device, shape=(n,), dtype=np.bool_)
+    if n > buffer.obs.shape[0]:
+        raise ShapeError(f"{fn}: {n} rows do not fit a buffer of capacity {buffer.obs.shape[0]}")
+    return device, buffer, obs, action, reward, next_obs, terminated, truncated
+
+
+@generic
+def replay_sample(device, rng, buffer, batch):
+    """Fill ``batch`` with rows drawn uniformly (with replacement) from the filled part of
+    ``buffer``, using the counter stream ``rng``. The buffer must hold at least one transition."""
+    fn = "replay_sample"
+    check_device(fn, device)
+    check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
+    _, obs_dim, action_dim = _check_transitions(fn, device, "buffer", buffer)
+    check_array(fn, "buffer.size", buffer.size, device, shape=(1,), dtype=np.int64)
+    rows, batch_obs, batch_action = _check_transitions(fn, device, "batch", batch)
+    if (batch_obs, batch_action) != (obs_dim, action_dim) or batch.obs.dtype != buffer.obs.dtype:
+        raise ShapeError(f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
+                         f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}")
+    return device, rng, buffer, batch
+
+
+@generic
+def concat_columns(device, a, b, out):
+    """``out = [a, b]`` side by side (critic input = observation and action)."""
+    check_device("concat_columns", device)
+    check_array("concat_columns", "a", a, device, shape=(None, None))
+    check_array("concat_columns", "b", b, device, shape=(a.shape[0], None), dtype=a.dtype)
+    check_array("concat_columns", "out", out, device, shape=(a.shape[0], a.shape[1] + b.shape[1]), dtype=a.dtype)
+    return device, a, b, out
+
+
+@generic
+def slice_columns(device, x, start, out):
+    """``out = x[:, start:start + out.shape[1]]`` (the action part of a critic's input gradient)."""
+    check_device("slice_columns", device)
+    check_array("slice_columns", "x", x, device, shape=(None, None))
+    check_array("slice_columns", "out", out, device, shape=(x.shape[0], None), dtype=x.dtype)
+    if not isinstance(start, (int, np.integer)) or not 0 <= start <= x.shape[1] - out.shape[1]:
+        raise ShapeError(f"slice_columns: columns {start}:{start}+{out.shape[1]} do not fit x of shape {x.shape}")
+    return device, x, int(start), out
+
+
+@generic
+def add_clipped_noise(device, rng, x, std, noise_clip, low, high):
+    """``x = clip(x + clip(std·ε, ±noise_clip), low, high)`` with ε ~ N(0, 1) from ``rng``
+    (TD3 exploration noise, ``noise_clip=None`` for none, and target policy smoothing)."""
+    fn = "add_clipped_noise"
+    check_device(fn, device)
+    check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
+    check_array(fn, "x", x, device)
+    noise_clip = np.inf if noise_clip is None else check_number(fn, "noise_clip", noise_clip, 0)
+    low = check_number(fn, "low", low)
+    return device, rng, x, check_number(fn, "std", std, 0), noise_clip, low, check_number(fn, "high", high, low)
+
+
+@generic
+def td_target(device, reward, terminated, q1, q2, gamma, target):
+    """``target = reward + γ (1 - terminated) min(q1, q2)`` (clipped double-Q, TD3)."""
+    fn = "td_target"
+    check_device(fn, device)
+    check_array(fn, "reward", reward, device, shape=(None,))
+    n = reward.shape[0]
+    check_array(fn, "terminated", terminated, device, shape=(n,), dtype=np.bool_)
+    for name, arr in (("q1", q1), ("q2", q2), ("target", target)):
+        check_array(fn, name, arr, device, shape=(n, 1), dtype=reward.dtype)
+    return device, reward, terminated, q1, q2, check_number(fn, "gamma", gamma, 0, 1), target
+
+
+@generic
+def track_episodes(device, log, reward, terminated, truncated, step):
+    """Accumulate per-environment returns and lengths; when an episode ends, append its return,
+    length and the global ``step`` to the log (while it has room) and restart the running sums."""
+    fn = "track_episodes"
+    check_device(fn, device)
+    check_array(fn, "reward", reward, device, shape=(None,))
+    n = reward.shape[0]
+    check_array(fn, "terminated", terminated, device, shape=(n,), dtype=np.bool_)
+    check_array(fn, "truncated", truncated, device, shape=(n,), dtype=np.bool_)
+    check_array(fn, "step", step, device, shape=(1,), dtype=np.int64)
+    check_array(fn, "log.running_return", log.running_return, device, shape=(n,), dtype=np.float64)
+    check_array(fn, "log.running_length", log.running_length, device, shape=(n,), dtype=np.int64)
+    check_array(fn, "log.returns", log.returns, device, shape=(None,), dtype=np.float64)
+    capacity = log.returns.shape[0]
+    check_array(fn, "log.lengths", log.lengths, device, shape=(capacity,), dtype=np.int64)
+    check_array(fn, "log.end_steps", log.end_steps, device, shape=(capacity,), dtype=np.int64)
+    check_array(fn, "log.count", log.count, device, shape=(1,), dtype=np.int64)
+    return device, log, reward, terminated, truncated, step
+
+
+def _check_gaussian(fn, device, actor_out, action):
+    check_array(fn, "actor_out", actor_out, device, shape=(None, None))
+    batch, width = actor_out.shape
+    if width % 2:
+        raise ShapeError(f"{fn}: argument 'actor_out' needs 2·action_dim columns (mean, log_std), got {width}")
+    check_array(fn, "action", action, device, shape=(batch, width // 2), dtype=actor_out.dtype)
+    return batch
+
+
+@generic
+def gaussian_tanh_sample(device, rng, actor_out, noise, action, log_prob):
+    """SAC's squashed Gaussian: ``actor_out = [mean, log_std]`` (log_std clamped to
+    [LOG_STD_MIN, LOG_STD_MAX]), ``noise`` ← ε ~ N(0, 1), ``action = tanh(mean + exp(log_std) ε)``
+    and ``log_prob`` its log-density including the tanh correction."""
+    fn = "gaussian_tanh_sample"
+    check_device(fn, device)
+    check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
+    batch = _check_gaussian(fn, device, actor_out, action)
+    check_array(fn, "noise", noise, device, shape=action.shape, dtype=action.dtype)
+    check_array(fn, "log_prob", log_prob, device, shape=(batch, 1), dtype=action.dtype)
+    return device, rng, actor_out, noise, action, log_prob
+
+
+@generic
+def gaussian_tanh_backward(device, actor_out, noise, action, d_action, log_alpha, d_actor_out):
+    """Gradient of ``mean_b(α log_prob - Q)`` w.r.t. ``actor_out = [mean, log_std]`` by
+    reparameterisation, given ``d_action`` = ∂(-mean_b Q)/∂action from the critic."""
+    fn = "gaussian_tanh_backward"
+    check_device(fn, device)
+    batch = _check_gaussian(fn, device, actor_out, action)
+    for name, arr in (("noise", noise), ("d_action", d_action)):
+        check_array(fn, name, arr, device, shape=action.shape, dtype=action.dtype)
+    check_array(fn, "log_alpha", log_alpha, device, shape=(1,), dtype=action.dtype)
+    check_array(fn, "d_actor_out", d_actor_out, device, shape=actor_out.shape, dtype=action.dtype)
+    return device, actor_out, noise, action, d_action, log_alpha, d_actor_out
+
+
+@generic
+def soft_td_target(device, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    """``target = reward + γ (1 - terminated) (min(q1, q2) - α log_prob)`` (SAC)."""
+    fn = "soft_td_target"
+    check_device(fn, device)
+    check_array(fn, "reward", reward, device, shape=(None,))
+    n = reward.shape[0]
+    check_array(fn, "terminated", terminated, device, shape=(n,), dtype=np.bool_)
+    for name, arr in (("q1", q1), ("q2", q2), ("log_prob", log_prob), ("target", target)):
+        check_array(fn, name, arr, device, shape=(n, 1), dtype=reward.dtype)
+    check_array(fn, "log_alpha", log_alpha, device, shape=(1,), dtype=reward.dtype)
+    return device, reward, terminated, q1, q2, log_prob, log_alpha, check_number(fn, "gamma", gamma, 0, 1), target
+
+
+@generic
+def entropy_temperature_gradient(device, log_prob, target_entropy, grad):
+    """Gradient of SAC's temperature loss ``-mean(log_α (log_prob + target_entropy))`` w.r.t. log_α."""
+    fn = "entropy_temperature_gradient"
+    check_device(fn, device)
+    check_array(fn, "log_prob", log_prob, device, shape=(None, 1))
+    check_array(fn, "grad", grad, device, shape=(1,), dtype=log_prob.dtype)
+    return device, log_prob, check_number(fn, "target_entropy", target_entropy), grad
+
+
+@generic
+def select_min_rows(device, a, b, x, y, out):
+    """Row i of ``out`` is row i of ``x`` where ``a[i, 0] <= b[i, 0]``, else row i of ``y``:
+    the gradient of ``min(a, b)`` routed to the smaller critic (SAC's clipped double-Q)."""
+    fn = "select_min_rows"
+    check_device(fn, device)
+    check_array(fn, "a", a, device, shape=(None, 1))
+    check_array(fn, "b", b, device, shape=a.shape, dtype=a.dtype)
+    check_array(fn, "x", x, device, shape=(a.shape[0], None), dtype=a.dtype)
+    check_array(fn, "y", y, device, shape=x.shape, dtype=a.dtype)
+    check_array(fn, "out", out, device, shape=x.shape, dtype=a.dtype)
+    return device, a, b, x, y, out

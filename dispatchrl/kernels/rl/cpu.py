@@ -1,0 +1,229 @@
+"""CPU (Numba) methods of the RL generic functions."""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ...devices import CPU
+from ...staging import launch
+from ..cpu import uniform01
+from . import api
+
+_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy")
+_exact = dict(cache=True, nogil=True, error_model="numpy")
+
+
+def _transitions(t):
+    return t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated
+
+
+@njit(**_exact)
+def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
+                      b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, position, size):
+    capacity = b_obs.shape[0]
+    for i in range(obs.shape[0]):
+        row = position[0]
+        b_obs[row] = obs[i]
+        b_action[row] = action[i]
+        b_reward[row] = reward[i]
+        b_next_obs[row] = next_obs[i]
+        b_terminated[row] = terminated[i]
+        b_truncated[row] = truncated[i]
+        position[0] = (row + 1) % capacity
+        size[0] = min(size[0] + 1, capacity)
+
+
+@api.replay_add.dispatch
+def replay_add(device: CPU, buffer, obs, action, reward, next_obs, terminated, truncated):
+    launch(device, replay_add_kernel, obs, action, reward, next_obs, terminated, truncated,
+           *_transitions(buffer), buffer.position, buffer.size)
+
+
+@njit(**_exact)
+def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, size,
+                         obs, action, reward, next_obs, terminated, truncated):
+    key, base = rng[0], rng[1]
+    filled = size[0]
+    for k in range(obs.shape[0]):
+        row = np.int64(uniform01(key, base + np.uint64(k)) * filled)
+        obs[k] = b_obs[row]
+        action[k] = b_action[row]
+        reward[k] = b_reward[row]
+        next_obs[k] = b_next_obs[row]
+        terminated[k] = b_terminated[row]
+        truncated[k] = b_truncated[row]
+    rng[1] = base + np.uint64(obs.shape[0])
+
+
+@api.replay_sample.dispatch
+def replay_sample(device: CPU, rng, buffer, batch):
+    launch(device, replay_sample_kernel, rng, *_transitions(buffer), buffer.size, *_transitions(batch))
+
+
+@njit(**_fast)
+def concat_columns_kernel(a, b, out):
+    na = a.shape[1]
+    for i in range(a.shape[0]):
+        for j in range(na):
+            out[i, j] = a[i, j]
+        for j in range(b.shape[1]):
+            out[i, na + j] = b[i, j]
+
+
+@api.concat_columns.dispatch
+def concat_columns(device: CPU, a, b, out):
+    launch(device, concat_columns_kernel, a, b, out)
+
+
+@njit(**_fast)
+def slice_columns_kernel(x, start, out):
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = x[i, start + j]
+
+
+@api.slice_columns.dispatch
+def slice_columns(device: CPU, x, start, out):
+    launch(device, slice_columns_kernel, x, start, out)
+
+
+@njit(**_exact)
+def standard_normal(key, counter):
+    """N(0, 1) from stream positions counter, counter + 1 (Box–Muller, as random_normal)."""
+    u1 = uniform01(key, counter)
+    u2 = uniform01(key, counter + np.uint64(1))
+    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@njit(**_exact)
+def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):
+    flat = x.reshape(x.size)
+    key, base = rng[0], rng[1]
+    for i in range(flat.size):
+        noise = min(max(std * standard_normal(key, base + np.uint64(2 * i)), -noise_clip), noise_clip)
+        flat[i] = min(max(flat[i] + noise, low), high)
+    rng[1] = base + np.uint64(2 * flat.size)
+
+
+@api.add_clipped_noise.dispatch
+def add_clipped_noise(device: CPU, rng, x, std, noise_clip, low, high):
+    launch(device, add_clipped_noise_kernel, rng, x, std, noise_clip, low, high)
+
+
+@njit(**_fast)
+def td_target_kernel(reward, terminated, q1, q2, gamma, target):
+    for i in range(reward.shape[0]):
+        bootstrap = 0.0 if terminated[i] else gamma * min(q1[i, 0], q2[i, 0])
+        target[i, 0] = reward[i] + bootstrap
+
+
+@api.td_target.dispatch
+def td_target(device: CPU, reward, terminated, q1, q2, gamma, target):
+    launch(device, td_target_kernel, reward, terminated, q1, q2, gamma, target)
+
+
+@njit(**_exact)
+def track_episodes_kernel(reward, terminated, truncated, step, running_return, running_length,
+                          returns, lengths, end_steps, count):
+    for i in range(reward.shape[0]):
+        running_return[i] += reward[i]
+        running_length[i] += 1
+        if terminated[i] or truncated[i]:
+            slot = count[0]
+            if slot < returns.shape[0]:
+                returns[slot] = running_return[i]
+                lengths[slot] = running_length[i]
+                end_steps[slot] = step[0]
+            count[0] = slot + 1
+            running_return[i] = 0.0
+            running_length[i] = 0
+
+
+@api.track_episodes.dispatch
+def track_episodes(device: CPU, log, reward, terminated, truncated, step):
+    launch(device, track_episodes_kernel, reward, terminated, truncated, step, log.running_return,
+           log.running_length, log.returns, log.lengths, log.end_steps, log.count)
+
+
+@njit(**_exact)
+def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
+    batch, a_dim = action.shape
+    key, base = rng[0], rng[1]
+    for i in range(batch):
+        total = 0.0
+        for j in range(a_dim):
+            eps = standard_normal(key, base + np.uint64(2 * (i * a_dim + j)))
+            log_std = min(max(np.float64(actor_out[i, a_dim + j]), api.LOG_STD_MIN), api.LOG_STD_MAX)
+            a = math.tanh(actor_out[i, j] + math.exp(log_std) * eps)
+            noise[i, j] = eps
+            action[i, j] = a
+            total += -0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi) - math.log(1.0 - a * a + 1e-6)
+        log_prob[i, 0] = total
+    rng[1] = base + np.uint64(2 * batch * a_dim)
+
+
+@api.gaussian_tanh_sample.dispatch
+def gaussian_tanh_sample(device: CPU, rng, actor_out, noise, action, log_prob):
+    launch(device, gaussian_tanh_sample_kernel, rng, actor_out, noise, action, log_prob)
+
+
+@njit(**_fast)
+def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out):
+    batch, a_dim = action.shape
+    scale = math.exp(log_alpha[0]) / batch
+    for i in range(batch):
+        for j in range(a_dim):
+            a = np.float64(action[i, j])
+            one_minus = 1.0 - a * a
+            d_u = d_action[i, j] * one_minus + scale * 2.0 * a * one_minus / (one_minus + 1e-6)
+            d_actor_out[i, j] = d_u
+            raw = actor_out[i, a_dim + j]
+            if api.LOG_STD_MIN < raw < api.LOG_STD_MAX:
+                d_actor_out[i, a_dim + j] = d_u * math.exp(raw) * noise[i, j] - scale
+            else:
+                d_actor_out[i, a_dim + j] = 0.0
+
+
+@api.gaussian_tanh_backward.dispatch
+def gaussian_tanh_backward(device: CPU, actor_out, noise, action, d_action, log_alpha, d_actor_out):
+    launch(device, gaussian_tanh_backward_kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
+
+
+@njit(**_fast)
+def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    alpha = math.exp(log_alpha[0])
+    for i in range(reward.shape[0]):
+        soft_q = min(q1[i, 0], q2[i, 0]) - alpha * log_prob[i, 0]
+        target[i, 0] = reward[i] + (0.0 if terminated[i] else gamma * soft_q)
+
+
+@api.soft_td_target.dispatch
+def soft_td_target(device: CPU, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    launch(device, soft_td_target_kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
+
+
+@njit(**_fast)
+def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad):
+    total = 0.0
+    for i in range(log_prob.shape[0]):
+        total += log_prob[i, 0] + target_entropy
+    grad[0] = -total / log_prob.shape[0]
+
+
+@api.entropy_temperature_gradient.dispatch
+def entropy_temperature_gradient(device: CPU, log_prob, target_entropy, grad):
+    launch(device, entropy_temperature_gradient_kernel, log_prob, target_entropy, grad)
+
+
+@njit(**_fast)
+def select_min_rows_kernel(a, b, x, y, out):
+    for i in range(x.shape[0]):
+        source = x if a[i, 0] <= b[i, 0] else y
+        for j in range(x.shape[1]):
+            out[i, j] = source[i, j]
+
+
+@api.select_min_rows.dispatch
+def select_min_rows(device: CPU, a, b, x, y, out):
+    launch(device, select_min_rows_kernel, a, b, x, y, out)

@@ -1,0 +1,235 @@
+"""CUDA methods of the RL generic functions (one thread per row or element)."""
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from ...devices import CUDA
+from ...staging import launch
+from ..cuda import Launch, flat, increment_kernel, launch_1d, launch_2d, uniform01
+from . import api
+
+
+def _transitions(t):
+    return t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated
+
+
+@cuda.jit
+def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
+                      b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, position):
+    i = cuda.grid(1)
+    if i < obs.shape[0]:
+        row = (position[0] + i) % b_obs.shape[0]
+        for j in range(obs.shape[1]):
+            b_obs[row, j] = obs[i, j]
+            b_next_obs[row, j] = next_obs[i, j]
+        for j in range(action.shape[1]):
+            b_action[row, j] = action[i, j]
+        b_reward[row] = reward[i]
+        b_terminated[row] = terminated[i]
+        b_truncated[row] = truncated[i]
+
+
+@cuda.jit
+def advance_ring_kernel(position, size, rows, capacity):
+    if cuda.grid(1) == 0:  # after every row was written at the old position
+        position[0] = (position[0] + rows) % capacity
+        size[0] = min(size[0] + rows, capacity)
+
+
+@api.replay_add.dispatch
+def replay_add(device: CUDA, buffer, obs, action, reward, next_obs, terminated, truncated):
+    launch_1d(device, replay_add_kernel, obs.shape[0], obs, action, reward, next_obs, terminated, truncated,
+              *_transitions(buffer), buffer.position)
+    launch(device, Launch(advance_ring_kernel, (1,), (1,)), buffer.position, buffer.size, obs.shape[0],
+           buffer.obs.shape[0])
+
+
+@cuda.jit
+def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, size,
+                         obs, action, reward, next_obs, terminated, truncated):
+    k = cuda.grid(1)
+    if k < obs.shape[0]:
+        row = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
+        for j in range(obs.shape[1]):
+            obs[k, j] = b_obs[row, j]
+            next_obs[k, j] = b_next_obs[row, j]
+        for j in range(action.shape[1]):
+            action[k, j] = b_action[row, j]
+        reward[k] = b_reward[row]
+        terminated[k] = b_terminated[row]
+        truncated[k] = b_truncated[row]
+
+
+@api.replay_sample.dispatch
+def replay_sample(device: CUDA, rng, buffer, batch):
+    rows = batch.obs.shape[0]
+    launch_1d(device, replay_sample_kernel, rows, rng, *_transitions(buffer), buffer.size, *_transitions(batch))
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(rows))
+
+
+@cuda.jit
+def concat_columns_kernel(a, b, out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = a[i, j] if j < a.shape[1] else b[i, j - a.shape[1]]
+
+
+@api.concat_columns.dispatch
+def concat_columns(device: CUDA, a, b, out):
+    launch_2d(device, concat_columns_kernel, out.shape, a, b, out)
+
+
+@cuda.jit
+def slice_columns_kernel(x, start, out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = x[i, start + j]
+
+
+@api.slice_columns.dispatch
+def slice_columns(device: CUDA, x, start, out):
+    launch_2d(device, slice_columns_kernel, out.shape, x, start, out)
+
+
+@cuda.jit(device=True)
+def standard_normal(key, counter):
+    u1 = uniform01(key, counter)
+    u2 = uniform01(key, counter + np.uint64(1))
+    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@cuda.jit
+def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):
+    i = cuda.grid(1)
+    if i < x.size:
+        noise = min(max(std * standard_normal(rng[0], rng[1] + np.uint64(2 * i)), -noise_clip), noise_clip)
+        x[i] = min(max(x[i] + noise, low), high)
+
+
+@api.add_clipped_noise.dispatch
+def add_clipped_noise(device: CUDA, rng, x, std, noise_clip, low, high):
+    launch_1d(device, add_clipped_noise_kernel, x.size, rng, flat(x), std, noise_clip, low, high)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * x.size))
+
+
+@cuda.jit
+def td_target_kernel(reward, terminated, q1, q2, gamma, target):
+    i = cuda.grid(1)
+    if i < reward.shape[0]:
+        bootstrap = 0.0 if terminated[i] else gamma * min(q1[i, 0], q2[i, 0])
+        target[i, 0] = reward[i] + bootstrap
+
+
+@api.td_target.dispatch
+def td_target(device: CUDA, reward, terminated, q1, q2, gamma, target):
+    launch_1d(device, td_target_kernel, reward.shape[0], reward, terminated, q1, q2, gamma, target)
+
+
+@cuda.jit
+def track_episodes_kernel(reward, terminated, truncated, step, running_return, running_length,
+                          returns, lengths, end_steps, count):
+    i = cuda.grid(1)
+    if i < reward.shape[0]:
+        running_return[i] += reward[i]
+        running_length[i] += 1
+        if terminated[i] or truncated[i]:
+            slot = cuda.atomic.add(count, 0, 1)
+            if slot < returns.shape[0]:
+                returns[slot] = running_return[i]
+                lengths[slot] = running_length[i]
+                end_steps[slot] = step[0]
+            running_return[i] = 0.0
+            running_length[i] = 0
+
+
+@api.track_episodes.dispatch
+def track_episodes(device: CUDA, log, reward, terminated, truncated, step):
+    launch_1d(device, track_episodes_kernel, reward.shape[0], reward, terminated, truncated, step,
+              log.running_return, log.running_length, log.returns, log.lengths, log.end_steps, log.count)
+
+
+@cuda.jit
+def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
+    i = cuda.grid(1)
+    batch, a_dim = action.shape
+    if i < batch:
+        total = 0.0
+        for j in range(a_dim):
+            eps = standard_normal(rng[0], rng[1] + np.uint64(2 * (i * a_dim + j)))
+            log_std = min(max(np.float64(actor_out[i, a_dim + j]), api.LOG_STD_MIN), api.LOG_STD_MAX)
+            a = math.tanh(actor_out[i, j] + math.exp(log_std) * eps)
+            noise[i, j] = eps
+            action[i, j] = a
+            total += -0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi) - math.log(1.0 - a * a + 1e-6)
+        log_prob[i, 0] = total
+
+
+@api.gaussian_tanh_sample.dispatch
+def gaussian_tanh_sample(device: CUDA, rng, actor_out, noise, action, log_prob):
+    launch_1d(device, gaussian_tanh_sample_kernel, action.shape[0], rng, actor_out, noise, action, log_prob)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * action.size))
+
+
+@cuda.jit
+def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out):
+    i, j = cuda.grid(2)
+    batch, a_dim = action.shape
+    if i < batch and j < a_dim:
+        scale = math.exp(log_alpha[0]) / batch
+        a = np.float64(action[i, j])
+        one_minus = 1.0 - a * a
+        d_u = d_action[i, j] * one_minus + scale * 2.0 * a * one_minus / (one_minus + 1e-6)
+        d_actor_out[i, j] = d_u
+        raw = actor_out[i, a_dim + j]
+        if api.LOG_STD_MIN < raw < api.LOG_STD_MAX:
+            d_actor_out[i, a_dim + j] = d_u * math.exp(raw) * noise[i, j] - scale
+        else:
+            d_actor_out[i, a_dim + j] = 0.0
+
+
+@api.gaussian_tanh_backward.dispatch
+def gaussian_tanh_backward(device: CUDA, actor_out, noise, action, d_action, log_alpha, d_actor_out):
+    launch_2d(device, gaussian_tanh_backward_kernel, action.shape, actor_out, noise, action, d_action,
+              log_alpha, d_actor_out)
+
+
+@cuda.jit
+def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    i = cuda.grid(1)
+    if i < reward.shape[0]:
+        soft_q = min(q1[i, 0], q2[i, 0]) - math.exp(log_alpha[0]) * log_prob[i, 0]
+        target[i, 0] = reward[i] + (0.0 if terminated[i] else gamma * soft_q)
+
+
+@api.soft_td_target.dispatch
+def soft_td_target(device: CUDA, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    launch_1d(device, soft_td_target_kernel, reward.shape[0], reward, terminated, q1, q2, log_prob,
+              log_alpha, gamma, target)
+
+
+@cuda.jit
+def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad):
+    if cuda.grid(1) == 0:  # batch-sized reduction: one thread is enough
+        total = 0.0
+        for i in range(log_prob.shape[0]):
+            total += log_prob[i, 0] + target_entropy
+        grad[0] = -total / log_prob.shape[0]
+
+
+@api.entropy_temperature_gradient.dispatch
+def entropy_temperature_gradient(device: CUDA, log_prob, target_entropy, grad):
+    launch(device, Launch(entropy_temperature_gradient_kernel, (1,), (1,)), log_prob, target_entropy, grad)
+
+
+@cuda.jit
+def select_min_rows_kernel(a, b, x, y, out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = x[i, j] if a[i, 0] <= b[i, 0] else y[i, j]
+
+
+@api.select_min_rows.dispatch
+def select_min_rows(device: CUDA, a, b, x, y, out):
+    launch_2d(device, select_min_rows_kernel, out.shape, a, b, x, y, out)

@@ -1,0 +1,172 @@
+"""Generic (numpy) methods of the RL generic functions: the reference and the fallback."""
+
+import math
+
+import numpy as np
+
+from ...devices import Generic
+from ...staging import launch
+from ..generic import uniform01
+from . import api
+
+
+def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
+                      b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, position, size):
+    capacity = b_obs.shape[0]
+    rows = (position[0] + np.arange(obs.shape[0])) % capacity
+    for dst, src in ((b_obs, obs), (b_action, action), (b_reward, reward), (b_next_obs, next_obs),
+                     (b_terminated, terminated), (b_truncated, truncated)):
+        dst[rows] = src
+    position[0] = (position[0] + obs.shape[0]) % capacity
+    size[0] = min(size[0] + obs.shape[0], capacity)
+
+
+def _transitions(t):
+    return t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated
+
+
+@api.replay_add.dispatch
+def replay_add(device: Generic, buffer, obs, action, reward, next_obs, terminated, truncated):
+    launch(device, replay_add_kernel, obs, action, reward, next_obs, terminated, truncated,
+           *_transitions(buffer), buffer.position, buffer.size)
+
+
+def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, size,
+                         obs, action, reward, next_obs, terminated, truncated):
+    rows = (uniform01(rng, obs.shape[0]) * size[0]).astype(np.int64)
+    for dst, src in ((obs, b_obs), (action, b_action), (reward, b_reward), (next_obs, b_next_obs),
+                     (terminated, b_terminated), (truncated, b_truncated)):
+        dst[...] = src[rows]
+
+
+@api.replay_sample.dispatch
+def replay_sample(device: Generic, rng, buffer, batch):
+    launch(device, replay_sample_kernel, rng, *_transitions(buffer), buffer.size, *_transitions(batch))
+
+
+def concat_columns_kernel(a, b, out):
+    out[:, :a.shape[1]] = a
+    out[:, a.shape[1]:] = b
+
+
+@api.concat_columns.dispatch
+def concat_columns(device: Generic, a, b, out):
+    launch(device, concat_columns_kernel, a, b, out)
+
+
+def slice_columns_kernel(x, start, out):
+    out[...] = x[:, start:start + out.shape[1]]
+
+
+@api.slice_columns.dispatch
+def slice_columns(device: Generic, x, start, out):
+    launch(device, slice_columns_kernel, x, start, out)
+
+
+def standard_normal(rng, count):
+    """``count`` N(0, 1) samples (Box–Muller, two stream positions each, as random_normal)."""
+    u = uniform01(rng, 2 * count)
+    return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * math.pi * u[1::2])
+
+
+def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):
+    noise = np.clip(std * standard_normal(rng, x.size).reshape(x.shape), -noise_clip, noise_clip)
+    x[...] = np.clip(x + noise, low, high)
+
+
+@api.add_clipped_noise.dispatch
+def add_clipped_noise(device: Generic, rng, x, std, noise_clip, low, high):
+    launch(device, add_clipped_noise_kernel, rng, x, std, noise_clip, low, high)
+
+
+def td_target_kernel(reward, terminated, q1, q2, gamma, target):
+    target[:, 0] = reward + gamma * (1.0 - terminated) * np.minimum(q1[:, 0], q2[:, 0])
+
+
+@api.td_target.dispatch
+def td_target(device: Generic, reward, terminated, q1, q2, gamma, target):
+    launch(device, td_target_kernel, reward, terminated, q1, q2, gamma, target)
+
+
+def track_episodes_kernel(reward, terminated, truncated, step, running_return, running_length,
+                          returns, lengths, end_steps, count):
+    running_return += reward
+    running_length += 1
+    for i in np.flatnonzero(terminated | truncated):
+        slot = count[0]
+        if slot < returns.shape[0]:
+            returns[slot], lengths[slot], end_steps[slot] = running_return[i], running_length[i], step[0]
+        count[0] += 1
+        running_return[i], running_length[i] = 0.0, 0
+
+
+@api.track_episodes.dispatch
+def track_episodes(device: Generic, log, reward, terminated, truncated, step):
+    launch(device, track_episodes_kernel, reward, terminated, truncated, step, log.running_return,
+           log.running_length, log.returns, log.lengths, log.end_steps, log.count)
+
+
+def _mean_log_std(actor_out):
+    a = actor_out.shape[1] // 2
+    return actor_out[:, :a], np.clip(actor_out[:, a:], api.LOG_STD_MIN, api.LOG_STD_MAX)
+
+
+def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
+    mean, log_std = _mean_log_std(actor_out.astype(np.float64))
+    eps = standard_normal(rng, noise.size).reshape(noise.shape)
+    noise[...] = eps
+    a = np.tanh(mean + np.exp(log_std) * eps)
+    action[...] = a
+    log_prob[:, 0] = np.sum(-0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi)
+                            - np.log(1.0 - a * a + 1e-6), axis=1)
+
+
+@api.gaussian_tanh_sample.dispatch
+def gaussian_tanh_sample(device: Generic, rng, actor_out, noise, action, log_prob):
+    launch(device, gaussian_tanh_sample_kernel, rng, actor_out, noise, action, log_prob)
+
+
+def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out):
+    batch, a_dim = action.shape
+    raw_log_std = actor_out[:, a_dim:].astype(np.float64)
+    std = np.exp(np.clip(raw_log_std, api.LOG_STD_MIN, api.LOG_STD_MAX))
+    a = action.astype(np.float64)
+    scale = math.exp(float(log_alpha[0])) / batch  # α / B: the entropy term of the mean loss
+    one_minus = 1.0 - a * a
+    d_u = d_action * one_minus + scale * 2.0 * a * one_minus / (one_minus + 1e-6)
+    d_actor_out[:, :a_dim] = d_u
+    inside = (raw_log_std > api.LOG_STD_MIN) & (raw_log_std < api.LOG_STD_MAX)
+    d_actor_out[:, a_dim:] = np.where(inside, d_u * std * noise - scale, 0.0)
+
+
+@api.gaussian_tanh_backward.dispatch
+def gaussian_tanh_backward(device: Generic, actor_out, noise, action, d_action, log_alpha, d_actor_out):
+    launch(device, gaussian_tanh_backward_kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
+
+
+def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    soft_q = np.minimum(q1[:, 0], q2[:, 0]) - math.exp(float(log_alpha[0])) * log_prob[:, 0]
+    target[:, 0] = reward + gamma * (1.0 - terminated) * soft_q
+
+
+@api.soft_td_target.dispatch
+def soft_td_target(device: Generic, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    launch(device, soft_td_target_kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
+
+
+def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad):
+    grad[0] = -np.mean(log_prob[:, 0].astype(np.float64) + target_entropy)
+
+
+@api.entropy_temperature_gradient.dispatch
+def entropy_temperature_gradient(device: Generic, log_prob, target_entropy, grad):
+    launch(device, entropy_temperature_gradient_kernel, log_prob, target_entropy, grad)
+
+
+def select_min_rows_kernel(a, b, x, y, out):
+    out[...] = np.where(a <= b, x, y)
+
+
+@api.select_min_rows.dispatch
+def select_min_rows(device: Generic, a, b, x, y, out):
+    launch(device, select_min_rows_kernel, a, b, x, y, out)

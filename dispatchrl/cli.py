@@ -1,6 +1,7 @@
-"""The ``dispatchrl`` command line."""
+"""The ``dispatchrl`` command line: train, eval, export, demo."""
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -28,7 +29,6 @@ def demo(args):
     g = np.random.default_rng(0)
     x = g.uniform(-2, 2, size=(args.batch, 4))
     y = np.sin(x).sum(axis=1, keepdims=True)
-    results = []
     for device in available_devices():
         net = nn.mlp(device, (4, 64, 64, 1), activation="relu", seed=0)
         buffers = nn.mlp_buffers(device, net, args.batch)
@@ -45,23 +45,145 @@ def demo(args):
         record = {"device": repr(device), "steps": args.steps, "first_loss": round(first, 4),
                   "final_loss": round(float(drl.to_numpy(loss)[0]), 5), "build_seconds": round(build, 3),
                   "microseconds_per_step": round(seconds / max(args.steps - 1, 1) * 1e6, 2)}
-        results.append(record)
         print(json.dumps(record) if args.json else
               f"{record['device']:>10}: loss {first:.4f} -> {record['final_loss']:.5f} in {args.steps} fused "
               f"steps, {record['microseconds_per_step']:.1f} µs/step (built in {build:.2f} s)", flush=True)
-    return results
+
+
+def _algorithms():
+    from dispatchrl.algorithms import sac, td3
+
+    algorithms = {"td3": td3, "sac": sac}
+    try:
+        from dispatchrl.algorithms import ppo
+
+        algorithms["ppo"] = ppo
+    except ImportError:
+        pass
+    return algorithms
+
+
+def _parse_overrides(config, pairs):
+    """``--set key=value`` (JSON values; lists become tuples) onto a config dataclass."""
+    from dispatchrl import ConfigError
+
+    names = {f.name for f in dataclasses.fields(config)}
+    changes = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or key not in names:
+            raise ConfigError(f"--set {pair!r}: expected key=value with key one of {sorted(names)}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        changes[key] = tuple(value) if isinstance(value, list) else value
+    return dataclasses.replace(config, **changes)
+
+
+def train(args):
+    import dispatchrl as drl
+    from dispatchrl.algorithms import common
+    from dispatchrl.devices import device_from_name
+
+    algo = _algorithms()[args.algo]
+    config = algo.Config()
+    if args.steps is not None:
+        config = dataclasses.replace(config, total_steps=args.steps)
+    if args.num_envs is not None:
+        config = dataclasses.replace(config, num_envs=args.num_envs)
+    config = _parse_overrides(config, args.set or [])
+    config.validate()
+    device = device_from_name(args.device)
+    result = algo.train(device, args.env, config, seed=args.seed, progress=None if not args.json else False,
+                        resume=args.resume)
+    if args.save:
+        result.save(args.save)
+    eval_return, eval_returns = (None, []) if args.no_eval else common.evaluate(result.policy, result.spec.eval_id)
+    summary = {**result.summary(), "eval_return": None if eval_return is None else round(eval_return, 3),
+               "eval_returns": [round(r, 3) for r in eval_returns], "saved": str(args.save) if args.save else None}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{summary['algo']} on {summary['env']} ({summary['device']}): {summary['steps']} steps in "
+              f"{summary['train_seconds']:.2f} s (+{summary['compile_seconds']:.2f} s compile)"
+              + ("" if eval_return is None else f", evaluation return {eval_return:.1f} over {len(eval_returns)} episodes")
+              + (f"; saved {args.save}" if args.save else ""))
+    return summary
+
+
+def evaluate(args):
+    from dispatchrl.algorithms import common
+
+    algo, name, spec, config, state = common.load_run(args.checkpoint, _algorithms())
+    policy = algo.policy(state, spec.action_low, spec.action_high)
+    seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else common.EVAL_SEEDS[:args.episodes]
+    mean, returns = common.evaluate(policy, spec.eval_id, seeds)
+    summary = {"algo": name, "env": spec.name, "checkpoint": str(args.checkpoint), "episodes": len(returns),
+               "eval_return": round(mean, 3), "eval_returns": [round(r, 3) for r in returns]}
+    print(json.dumps(summary) if args.json else f"{name} on {spec.name}: mean return {mean:.1f} over {len(returns)} episodes")
+    return summary
+
+
+def export(args):
+    from dispatchrl import export as c_export
+    from dispatchrl.algorithms import common
+
+    algo, name, spec, config, state = common.load_run(args.checkpoint, _algorithms())
+    policy = algo.policy(state, spec.action_low, spec.action_high)
+    written = c_export.write_policy(policy, args.out, target=args.target, name=args.name)
+    for kind, path in written.items():
+        print(f"{kind}: {path}")
+    return written
 
 
 def main(argv=None):
+    from dispatchrl import DispatchRLError
+
     parser = argparse.ArgumentParser(prog="dispatchrl", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("demo", help="run one MLP training step, written once, on every available device")
+
+    p = commands.add_parser("train", help="train an agent, evaluate it, optionally save a checkpoint")
+    p.add_argument("algo", choices=sorted(_algorithms()))
+    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, ant, or any gymnasium id")
+    p.add_argument("--steps", type=int, default=None, help="total environment steps (default: the config's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu, generic, cuda or c")
+    p.add_argument("--num-envs", type=int, default=None)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (JSON value)")
+    p.add_argument("--save", metavar="PATH", help="write the full training state (PATH.npz + PATH.json)")
+    p.add_argument("--resume", metavar="PATH", help="continue from a checkpoint written by --save")
+    p.add_argument("--no-eval", action="store_true", help="skip the 10 evaluation episodes")
+    p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
+    p.set_defaults(run=train)
+
+    p = commands.add_parser("eval", help="evaluate a checkpoint's deterministic policy")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=None, help="first reset seed (default: the fixed evaluation seeds)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=evaluate)
+
+    p = commands.add_parser("export", help="write a checkpoint's policy as dependency-free C (policy.h, policy.c)")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--target", default=None,
+                   help="also build for host, aarch64-linux, armhf-linux, riscv64-linux or cortex-m4")
+    p.add_argument("--name", default="policy")
+    p.set_defaults(run=export)
+
+    p = commands.add_parser("demo", help="train one small MLP, written once, fused on every available device")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=100)
-    p.add_argument("--json", action="store_true", help="one JSON object per device")
+    p.add_argument("--json", action="store_true")
     p.set_defaults(run=demo)
+
     args = parser.parse_args(argv)
-    args.run(args)
+    try:
+        args.run(args)
+    except DispatchRLError as error:
+        print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

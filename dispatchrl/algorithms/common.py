@@ -180,6 +180,7 @@ class TrainResult:
         return checkpoint.save(path, self.state, {
             "algo": self.algo, "env": self.env, "num_envs": self.config.num_envs, "seed": self.seed,
             "steps": self.steps, "config": dataclasses.asdict(self.config),
+            "obs_dim": self.spec.obs_dim, "action_dim": self.spec.action_dim,
             "action_low": self.spec.action_low.tolist(), "action_high": self.spec.action_high.tolist(),
             "eval_id": self.spec.eval_id})
 
@@ -193,10 +194,7 @@ def train_off_policy(algo, name, device, env, config, seed, progress=None, resum
     seed = int(seed)
     spec = resolve_env(env, config.num_envs)
     start = time.perf_counter()
-    state = algo.build(device, config, spec.obs_dim, spec.action_dim, seed)
-    if spec.native is not None:
-        state.env_state = env_state(device, spec.native)
-        env_reset(device, spec.native, state.env_state, state.rng)
+    state = build_state(algo, device, spec, config, seed)
     if resume is not None:
         seed = _resume(resume, name, spec, config, state)
     iterations = config.total_steps // config.num_envs
@@ -224,6 +222,15 @@ def train_off_policy(algo, name, device, env, config, seed, progress=None, resum
                        algo.policy(state, spec.action_low, spec.action_high),
                        {"steps": ends * config.num_envs, "returns": returns, "lengths": lengths},
                        train_seconds, compile_seconds, state, spec)
+
+
+def build_state(algo, device, spec, config, seed):
+    """The algorithm's state, plus the env state (reset from the run's stream) for native envs."""
+    state = algo.build(device, config, spec.obs_dim, spec.action_dim, seed)
+    if spec.native is not None:
+        state.env_state = env_state(device, spec.native)
+        env_reset(device, spec.native, state.env_state, state.rng)
+    return state
 
 
 def _train_python_stepped(algo, device, spec, config, state, done, iterations, seed, bar, start):
@@ -290,6 +297,33 @@ def _grow_replay(arrays, state):
         grown[:old.shape[0]] = arrays[key]
         arrays[key] = grown
     arrays["replay.position"] = np.array([size], np.int64)
+
+
+def load_run(path, algorithms, device=None):
+    """(algo module, name, spec, config, state) of a checkpoint, restored on ``device``
+    (default Generic); ``algorithms`` maps names to algorithm modules."""
+    from ..devices import Generic
+
+    meta = checkpoint.load_metadata(path)
+    name = meta.get("algo")
+    if name not in algorithms:
+        raise CheckpointError(f"checkpoint {path}: unknown algorithm {name!r}; expected one of {sorted(algorithms)}")
+    algo = algorithms[name]
+    try:
+        fields = dict(meta["config"])
+        fields["hidden"] = tuple(fields.get("hidden", ()))
+        config = algo.Config(**fields)
+        config.validate()
+        spec = resolve_env(meta["env"], config.num_envs)
+        seed = int(meta["seed"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {path}: metadata does not describe a run: {e}") from None
+    if (meta.get("obs_dim"), meta.get("action_dim")) != (spec.obs_dim, spec.action_dim):
+        raise CheckpointError(f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
+                              f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})")
+    state = build_state(algo, device or Generic(), spec, config, seed)
+    checkpoint.restore(state, checkpoint.load_arrays(path), source=str(path))
+    return algo, name, spec, config, state
 
 
 # ---------------------------------------------------------------- evaluation

@@ -15,6 +15,7 @@ import sys
 
 from ..devices import CUDA
 from . import generic, cpu  # noqa: F401  (importing registers the Generic and CPU methods)
+from . import c  # noqa: F401  (C methods; compiling is lazy)
 from .api import (NATIVE_ENVS, AcrobotContinuous, EnvState, Pendulum, check_action, env_reset,
                   env_reset_done, env_state, env_step)
 from .batch import BatchVectorEnv, GymnasiumBatch, NativeBatch, check_actions, from_gymnasium

@@ -20,7 +20,7 @@ import numpy as np
 from ..arrays import Array
 from ..devices import C, CPU
 from ..errors import ConfigError
-from ..staging import compile_step, launch
+from ..staging import Below, Branch, Every, compile_step, launch
 from . import api
 from .c_compiler import compile_shared, load_library
 
@@ -118,19 +118,42 @@ HEADER = """\
 
 
 def render_step(calls):
-    """C source of one fused step over ``calls`` [(CKernel, raw args)], and its arrays in
-    parameter order: ``void dispatchrl_step(int64_t n, void *const *arrays)`` calling one
-    static function per distinct specialised kernel (inlined by the compiler)."""
-    names, arrays, helpers, functions, body = {}, [], {}, {}, []
-    for kernel, args in calls:
-        helpers.update(dict.fromkeys(kernel.helpers))
-        for a in args:
-            if isinstance(a, np.ndarray) and id(a) not in names:
-                names[id(a)] = f"a{len(arrays)}"
-                arrays.append(a)
-        text = render_function(kernel, args, "@NAME")
-        name = functions.setdefault(text, f"k{len(functions)}")
-        body.append("        " + render_invocation(name, args, lambda a: names[id(a)]))
+    """C source of one fused step over ``calls`` [(CKernel, args)] and staged branches (whose
+    kernels are all CKernels, see :func:`renders_in_c`), and its arrays in parameter order:
+    ``void dispatchrl_step(int64_t n, void *const *arrays)`` calling one static function per
+    distinct specialised kernel (inlined by the compiler); a branch becomes an ``if`` on its
+    counter, tested every time round the loop."""
+    names, arrays, helpers, functions = {}, [], {}, {}
+
+    def name_of(a):
+        if id(a) not in names:
+            names[id(a)] = f"a{len(arrays)}"
+            arrays.append(a)
+        return names[id(a)]
+
+    def render(nodes, indent):
+        lines = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                lines.append(f"{indent}if ({_condition(node.condition, name_of(_raw(node.condition.counter)))}) {{")
+                lines += render(node.then, indent + "    ")
+                if node.otherwise:
+                    lines.append(f"{indent}}} else {{")
+                    lines += render(node.otherwise, indent + "    ")
+                lines.append(f"{indent}}}")
+                continue
+            kernel, args = node
+            args = [_raw(a) for a in args]
+            helpers.update(dict.fromkeys(kernel.helpers))
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    name_of(a)
+            text = render_function(kernel, args, "@NAME")
+            name = functions.setdefault(text, f"k{len(functions)}")
+            lines.append(indent + render_invocation(name, args, lambda a: names[id(a)]))
+        return lines
+
+    body = render(calls, "        ")
     pointers = [f"    {CTYPES[a.dtype]} *const a{i} = ({CTYPES[a.dtype]} *)arrays[{i}];"
                 for i, a in enumerate(arrays)]
     source = "\n".join([
@@ -147,6 +170,35 @@ def render_step(calls):
         "",
     ])
     return source, arrays
+
+
+def _condition(condition, counter):
+    """A staged condition as a C expression over the int64 counter array ``counter`` (Python's
+    floored ``%``, so a negative counter tests as on the other devices)."""
+    if type(condition) is Every:
+        p = condition.period  # at most 2**62 (renders_in_c): c % p + p cannot overflow
+        return f"(({counter}[0] % INT64_C({p})) + INT64_C({p})) % INT64_C({p}) == {condition.offset}"
+    if type(condition) is Below:
+        limit = condition.limit
+        if not -2**63 < limit < 2**63:  # beyond int64: always or never
+            return "1" if limit > 0 else "0"
+        return f"{counter}[0] < INT64_C({limit})"
+    raise ConfigError(f"C device: cannot render a {type(condition).__name__} condition in C")
+
+
+def renders_in_c(nodes):
+    """Whether ``nodes`` (recorded calls and branches) can become one C function: every kernel a
+    CKernel, every condition an Every or Below on an int64 counter."""
+    for node in nodes:
+        if isinstance(node, Branch):
+            if (type(node.condition) not in (Every, Below) or _raw(node.condition.counter).dtype != np.int64
+                    or getattr(node.condition, "period", 1) > 2**62):
+                return False
+            if not (renders_in_c(node.then) and renders_in_c(node.otherwise)):
+                return False
+        elif not isinstance(node[0], CKernel):
+            return False
+    return True
 
 
 _functions = {}
@@ -169,7 +221,7 @@ def _raw(x):
 
 
 def _c_segment(calls):
-    source, arrays = render_step([(kernel, [_raw(a) for a in args]) for kernel, args in calls])
+    source, arrays = render_step(calls)
     fn, pointers = _step_function(source), _pointers(arrays)
 
     def run(n):
@@ -181,19 +233,51 @@ def _c_segment(calls):
 
 @compile_step.dispatch
 def compile_step(device: C, calls: list):
-    # Consecutive C kernels become one C function; host kernels borrowed from another device
-    # (see borrow_methods) run between them as the CPU device would run them.
+    return _program(calls)
+
+
+def _program(nodes):
+    """One C function when everything renders in C (branches included). Otherwise a Python loop
+    over segments: runs of C nodes become C functions, runs of host kernels borrowed from another
+    device (see borrow_methods) run as the CPU device runs them, and a branch containing host
+    kernels tests its condition from Python, each time round, before running its side's program."""
+    if renders_in_c(nodes):
+        return _c_segment(nodes)
+
+    def kind(node):
+        if renders_in_c([node]):
+            return "c"
+        return "branch" if isinstance(node, Branch) else "host"
+
     segments = []
-    for native, group in itertools.groupby(calls, key=lambda call: isinstance(call[0], CKernel)):
+    for key, group in itertools.groupby(nodes, key=kind):
         group = list(group)
-        segments.append(_c_segment(group) if native else compile_step(CPU(), group))
-    if len(segments) == 1:
-        return segments[0]
+        if key == "c":
+            segments.append(_c_segment(group))
+        elif key == "host":
+            segments.append(compile_step(CPU(), group))
+        else:
+            segments += [_python_branch(node) for node in group]
 
     def run(n):
         for _ in range(n):
             for segment in segments:
                 segment(1)
+
+    run.segments = segments
+    return run
+
+
+def _python_branch(node):
+    counter, holds = _raw(node.condition.counter), node.condition.holds
+    then = _program(node.then) if node.then else None
+    otherwise = _program(node.otherwise) if node.otherwise else None
+
+    def run(n):
+        for _ in range(n):
+            side = then if holds(int(counter[0])) else otherwise
+            if side is not None:
+                side(1)
 
     return run
 

@@ -1,0 +1,271 @@
+"""C methods of the RL generic functions: C99 blocks with static shapes (see :mod:`..c`).
+
+They mirror the CPU kernels statement by statement: scalars in double where the CPU kernels
+compute in float64, and the same counter-based SplitMix64 stream positions, so replay rows and
+noise are the same numbers on every device.
+"""
+
+import math
+
+from ...devices import C
+from ...staging import launch
+from ..c import UNIFORM01, CKernel
+from . import api
+
+#: N(0, 1) from stream positions counter, counter + 1: Box–Muller as random_normal
+STANDARD_NORMAL = """\
+static inline double dispatchrl_standard_normal(uint64_t key, uint64_t counter)
+{
+    const double u1 = dispatchrl_uniform01(key, counter);
+    const double u2 = dispatchrl_uniform01(key, counter + 1);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+}
+"""
+
+_RANDOM = (UNIFORM01,)
+_NORMAL = (UNIFORM01, STANDARD_NORMAL)
+_TRANSITION = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+
+
+def _transitions(t):
+    return t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated
+
+
+REPLAY_ADD = """
+for (int i = 0; i < N; i++) {
+    const int64_t row = position[0];
+    for (int j = 0; j < O; j++) b_obs[row * O + j] = obs[i * O + j];
+    for (int j = 0; j < A; j++) b_action[row * A + j] = action[i * A + j];
+    b_reward[row] = reward[i];
+    for (int j = 0; j < O; j++) b_next_obs[row * O + j] = next_obs[i * O + j];
+    b_terminated[row] = terminated[i];
+    b_truncated[row] = truncated[i];
+    position[0] = (row + 1) % CAPACITY;
+    size[0] = size[0] + 1 < CAPACITY ? size[0] + 1 : CAPACITY;
+}
+"""
+
+
+@api.replay_add.dispatch
+def replay_add(device: C, buffer, obs, action, reward, next_obs, terminated, truncated):
+    (n, o), a = obs.shape, action.shape[1]
+    params = (*_TRANSITION, *("b_" + p for p in _TRANSITION), "position", "size")
+    kernel = CKernel("replay_add", REPLAY_ADD, params, params[6:],
+                     dict(N=n, O=o, A=a, CAPACITY=buffer.obs.shape[0]), obs.dtype)
+    launch(device, kernel, obs, action, reward, next_obs, terminated, truncated,
+           *_transitions(buffer), buffer.position, buffer.size)
+
+
+REPLAY_SAMPLE = """
+const uint64_t key = rng[0], base = rng[1];
+const double filled = (double)size[0];
+for (int k = 0; k < B; k++) {
+    const int64_t row = (int64_t)(dispatchrl_uniform01(key, base + (uint64_t)k) * filled);
+    for (int j = 0; j < O; j++) obs[k * O + j] = b_obs[row * O + j];
+    for (int j = 0; j < A; j++) action[k * A + j] = b_action[row * A + j];
+    reward[k] = b_reward[row];
+    for (int j = 0; j < O; j++) next_obs[k * O + j] = b_next_obs[row * O + j];
+    terminated[k] = b_terminated[row];
+    truncated[k] = b_truncated[row];
+}
+rng[1] = base + B;
+"""
+
+
+@api.replay_sample.dispatch
+def replay_sample(device: C, rng, buffer, batch):
+    (b, o), a = batch.obs.shape, batch.action.shape[1]
+    params = ("rng", *("b_" + p for p in _TRANSITION), "size", *_TRANSITION)
+    kernel = CKernel("replay_sample", REPLAY_SAMPLE, params, ("rng", *_TRANSITION), dict(B=b, O=o, A=a),
+                     batch.obs.dtype, _RANDOM)
+    launch(device, kernel, rng, *_transitions(buffer), buffer.size, *_transitions(batch))
+
+
+CONCAT_COLUMNS = """
+for (int i = 0; i < M; i++) {
+    for (int j = 0; j < NA; j++) out[i * (NA + NB) + j] = a[i * NA + j];
+    for (int j = 0; j < NB; j++) out[i * (NA + NB) + NA + j] = b[i * NB + j];
+}
+"""
+
+
+@api.concat_columns.dispatch
+def concat_columns(device: C, a, b, out):
+    kernel = CKernel("concat_columns", CONCAT_COLUMNS, ("a", "b", "out"), ("out",),
+                     dict(M=a.shape[0], NA=a.shape[1], NB=b.shape[1]), a.dtype)
+    launch(device, kernel, a, b, out)
+
+
+SLICE_COLUMNS = """
+for (int i = 0; i < M; i++)
+    for (int j = 0; j < NOUT; j++) out[i * NOUT + j] = x[i * NX + START + j];
+"""
+
+
+@api.slice_columns.dispatch
+def slice_columns(device: C, x, start, out):
+    kernel = CKernel("slice_columns", SLICE_COLUMNS, ("x", "out"), ("out",),
+                     dict(M=x.shape[0], NX=x.shape[1], NOUT=out.shape[1], START=start), x.dtype)
+    launch(device, kernel, x, out)
+
+
+ADD_CLIPPED_NOISE = """
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < SIZE; i++) {
+    const double e = std * dispatchrl_standard_normal(key, base + 2 * (uint64_t)i);
+    const double noise = fmin(fmax(e, -noise_clip), noise_clip);
+    x[i] = (T)fmin(fmax((double)x[i] + noise, low), high);
+}
+rng[1] = base + 2 * (uint64_t)SIZE;
+"""
+
+
+@api.add_clipped_noise.dispatch
+def add_clipped_noise(device: C, rng, x, std, noise_clip, low, high):
+    kernel = CKernel("add_clipped_noise", ADD_CLIPPED_NOISE, ("rng", "x", "std", "noise_clip", "low", "high"),
+                     ("rng", "x"), {"SIZE": x.size}, x.dtype, _NORMAL)
+    launch(device, kernel, rng, x, std, noise_clip, low, high)
+
+
+TD_TARGET = """
+for (int i = 0; i < N; i++) {
+    const double q = q1[i] < q2[i] ? (double)q1[i] : (double)q2[i];
+    target[i] = (T)((double)reward[i] + (terminated[i] ? 0.0 : gamma * q));
+}
+"""
+
+
+@api.td_target.dispatch
+def td_target(device: C, reward, terminated, q1, q2, gamma, target):
+    kernel = CKernel("td_target", TD_TARGET, ("reward", "terminated", "q1", "q2", "gamma", "target"),
+                     ("target",), {"N": reward.shape[0]}, reward.dtype)
+    launch(device, kernel, reward, terminated, q1, q2, gamma, target)
+
+
+TRACK_EPISODES = """
+for (int i = 0; i < N; i++) {
+    running_return[i] += (double)reward[i];
+    running_length[i] += 1;
+    if (terminated[i] || truncated[i]) {
+        const int64_t slot = count[0];
+        if (slot >= 0 && slot < CAPACITY) {
+            returns[slot] = running_return[i];
+            lengths[slot] = running_length[i];
+            end_steps[slot] = step[0];
+        }
+        count[0] = slot + 1;
+        running_return[i] = 0.0;
+        running_length[i] = 0;
+    }
+}
+"""
+
+
+@api.track_episodes.dispatch
+def track_episodes(device: C, log, reward, terminated, truncated, step):
+    params = ("reward", "terminated", "truncated", "step", "running_return", "running_length", "returns",
+              "lengths", "end_steps", "count")
+    kernel = CKernel("track_episodes", TRACK_EPISODES, params, params[4:],
+                     dict(N=reward.shape[0], CAPACITY=log.returns.shape[0]), reward.dtype)
+    launch(device, kernel, reward, terminated, truncated, step, log.running_return, log.running_length,
+           log.returns, log.lengths, log.end_steps, log.count)
+
+
+_CLAMP_LOG_STD = f"fmin(fmax(@, {api.LOG_STD_MIN!r}), {api.LOG_STD_MAX!r})"
+_HALF_LOG_2PI = repr(0.5 * math.log(2 * math.pi))
+
+GAUSSIAN_TANH_SAMPLE = f"""
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < B; i++) {{
+    double total = 0.0;
+    for (int j = 0; j < A; j++) {{
+        const double eps = dispatchrl_standard_normal(key, base + 2 * (uint64_t)(i * A + j));
+        const double log_std = {_CLAMP_LOG_STD.replace("@", "(double)actor_out[i * 2 * A + A + j]")};
+        const double a = tanh((double)actor_out[i * 2 * A + j] + exp(log_std) * eps);
+        noise[i * A + j] = (T)eps;
+        action[i * A + j] = (T)a;
+        total += -0.5 * eps * eps - log_std - {_HALF_LOG_2PI} - log(1.0 - a * a + 1e-6);
+    }}
+    log_prob[i] = (T)total;
+}}
+rng[1] = base + 2 * (uint64_t)(B * A);
+"""
+
+
+@api.gaussian_tanh_sample.dispatch
+def gaussian_tanh_sample(device: C, rng, actor_out, noise, action, log_prob):
+    kernel = CKernel("gaussian_tanh_sample", GAUSSIAN_TANH_SAMPLE,
+                     ("rng", "actor_out", "noise", "action", "log_prob"), ("rng", "noise", "action", "log_prob"),
+                     dict(B=action.shape[0], A=action.shape[1]), action.dtype, _NORMAL)
+    launch(device, kernel, rng, actor_out, noise, action, log_prob)
+
+
+GAUSSIAN_TANH_BACKWARD = f"""
+const double scale = exp((double)log_alpha[0]) / B;
+for (int i = 0; i < B; i++) {{
+    for (int j = 0; j < A; j++) {{
+        const double a = (double)action[i * A + j];
+        const double one_minus = 1.0 - a * a;
+        const double d_u = (double)d_action[i * A + j] * one_minus + scale * 2.0 * a * one_minus / (one_minus + 1e-6);
+        const double raw = (double)actor_out[i * 2 * A + A + j];
+        d_actor_out[i * 2 * A + j] = (T)d_u;
+        d_actor_out[i * 2 * A + A + j] = ({api.LOG_STD_MIN!r} < raw && raw < {api.LOG_STD_MAX!r})
+            ? (T)(d_u * exp(raw) * (double)noise[i * A + j] - scale) : (T)0;
+    }}
+}}
+"""
+
+
+@api.gaussian_tanh_backward.dispatch
+def gaussian_tanh_backward(device: C, actor_out, noise, action, d_action, log_alpha, d_actor_out):
+    kernel = CKernel("gaussian_tanh_backward", GAUSSIAN_TANH_BACKWARD,
+                     ("actor_out", "noise", "action", "d_action", "log_alpha", "d_actor_out"), ("d_actor_out",),
+                     dict(B=action.shape[0], A=action.shape[1]), action.dtype)
+    launch(device, kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
+
+
+SOFT_TD_TARGET = """
+const double alpha = exp((double)log_alpha[0]);
+for (int i = 0; i < N; i++) {
+    const double q = q1[i] < q2[i] ? (double)q1[i] : (double)q2[i];
+    const double soft_q = q - alpha * (double)log_prob[i];
+    target[i] = (T)((double)reward[i] + (terminated[i] ? 0.0 : gamma * soft_q));
+}
+"""
+
+
+@api.soft_td_target.dispatch
+def soft_td_target(device: C, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    kernel = CKernel("soft_td_target", SOFT_TD_TARGET,
+                     ("reward", "terminated", "q1", "q2", "log_prob", "log_alpha", "gamma", "target"), ("target",),
+                     {"N": reward.shape[0]}, reward.dtype)
+    launch(device, kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
+
+
+ENTROPY_TEMPERATURE_GRADIENT = """
+double total = 0.0;
+for (int i = 0; i < N; i++) total += (double)log_prob[i] + target_entropy;
+grad[0] = (T)(-total / N);
+"""
+
+
+@api.entropy_temperature_gradient.dispatch
+def entropy_temperature_gradient(device: C, log_prob, target_entropy, grad):
+    kernel = CKernel("entropy_temperature_gradient", ENTROPY_TEMPERATURE_GRADIENT,
+                     ("log_prob", "target_entropy", "grad"), ("grad",), {"N": log_prob.shape[0]}, log_prob.dtype)
+    launch(device, kernel, log_prob, target_entropy, grad)
+
+
+SELECT_MIN_ROWS = """
+for (int i = 0; i < M; i++) {
+    const T *source = a[i] <= b[i] ? x : y;
+    for (int j = 0; j < N; j++) out[i * N + j] = source[i * N + j];
+}
+"""
+
+
+@api.select_min_rows.dispatch
+def select_min_rows(device: C, a, b, x, y, out):
+    kernel = CKernel("select_min_rows", SELECT_MIN_ROWS, ("a", "b", "x", "y", "out"), ("out",),
+                     dict(M=x.shape[0], N=x.shape[1]), x.dtype)
+    launch(device, kernel, a, b, x, y, out)

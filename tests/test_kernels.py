@@ -96,6 +96,13 @@ def test_dense_forward_backward(device, activation):
         close(db, ref_d_pre.sum(0))
         if input_gradient:
             close(d_x, ref_d_pre @ W.T)
+        # the input half alone leaves parameter gradients untouched
+        d_pre2, d_x2 = drl.zeros(device, (batch, n_out)), drl.zeros(device, (batch, n_in))
+        drl.fill(device, dW, 7.0)
+        drl.dense_input_gradient(device, arrays[1], pre, out, put(device, d_out), d_pre2, d_x2, activation)
+        close(d_pre2, ref_d_pre)
+        close(d_x2, ref_d_pre @ W.T)
+        close(dW, np.full((n_in, n_out), 7.0))
 
     check()
 

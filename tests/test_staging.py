@@ -105,6 +105,8 @@ def sample_arguments(device):
         "dense_forward": (device, a, b, v, out, drl.zeros(device, (3, 2)), "relu"),
         "dense_backward": (device, a, b, out, out, out, drl.zeros(device, (3, 2)), drl.zeros(device, (4, 2)),
                            drl.zeros(device, 2), drl.zeros(device, (3, 4)), "tanh"),
+        "dense_input_gradient": (device, b, out, out, out, drl.zeros(device, (3, 2)), drl.zeros(device, (3, 4)),
+                                 "gelu"),
         "mse_loss": (device, out, out, drl.zeros(device, 1)),
         "mse_gradient": (device, out, out, drl.zeros(device, (3, 2))),
         "adam_step": (device, v, v, drl.zeros(device, 2), drl.zeros(device, 2), t, 1e-3, 0.9, 0.999, 1e-8),

@@ -1,3 +1,3 @@
 """Algorithms written once over generic functions: no device code in here."""
 
-from . import sac, td3  # noqa: F401
+from . import ppo, sac, td3  # noqa: F401

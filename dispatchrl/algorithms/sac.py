@@ -176,7 +176,7 @@ def update_actor(device, config, s):
     for critic, buffers in ((s.critic1, s.critic1_actor), (s.critic2, s.critic2_actor)):
         mlp_forward(device, critic, buffers, s.actor_critic_in)
         fill(device, buffers.d_output, -1.0 / config.batch_size)
-        mlp_backward(device, critic, buffers, s.actor_critic_in, buffers.d_output)
+        mlp_backward(device, critic, buffers, s.actor_critic_in, buffers.d_output, parameters=False)
     select_min_rows(device, s.critic1_actor.output, s.critic2_actor.output, s.critic1_actor.d_in[0],
                     s.critic2_actor.d_in[0], s.d_critic_in)
     slice_columns(device, s.d_critic_in, s.batch.obs.shape[1], s.d_action)

@@ -154,7 +154,7 @@ def update_actor(device, config, s):
     concat_columns(device, s.batch.obs, s.actor_train.output, s.actor_critic_in)
     mlp_forward(device, s.critic1, s.critic1_actor, s.actor_critic_in)
     fill(device, s.critic1_actor.d_output, -1.0 / config.batch_size)
-    mlp_backward(device, s.critic1, s.critic1_actor, s.actor_critic_in, s.critic1_actor.d_output)
+    mlp_backward(device, s.critic1, s.critic1_actor, s.actor_critic_in, s.critic1_actor.d_output, parameters=False)
     slice_columns(device, s.critic1_actor.d_in[0], s.batch.obs.shape[1], s.d_action)
     mlp_backward(device, s.actor, s.actor_train, s.batch.obs, s.d_action)
     adam_update(device, s.actor, config.actor_lr)

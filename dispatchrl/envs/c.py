@@ -18,6 +18,16 @@ from .cpu import ACROBOT_MAX_VEL_1, ACROBOT_MAX_VEL_2, U_COST, pendulum_gterm
 
 PI, TWO_PI = repr(math.pi), repr(2 * math.pi)
 
+#: float64 -> float32 -> float64, as gymnasium's float32 values round. Through a volatile: GCC 12
+#: at -O3 -march=native vectorises a plain ``(double)(float)x`` into no rounding at all
+ROUND_F32 = """\
+static inline double dispatchrl_round_f32(double x)
+{
+    volatile float f = (float)x;
+    return (double)f;
+}
+"""
+
 PHYSICS = f"""\
 /* Python's float %: the result takes the divisor's sign (CPython's float_rem, as Numba) */
 static inline double dispatchrl_floor_mod(double x, double y)
@@ -36,8 +46,8 @@ static inline double dispatchrl_floor_mod(double x, double y)
 static inline void dispatchrl_pendulum(double th, double thdot, double u, double gterm,
                                        double *newth, double *newthdot, double *cost)
 {{
-    const double torque_term = (double)(float)(3.0 * u);
-    const double torque_cost = (double)(float)({U_COST!r} * (double)(float)(u * u));
+    const double torque_term = dispatchrl_round_f32(3.0 * u);
+    const double torque_cost = dispatchrl_round_f32({U_COST!r} * dispatchrl_round_f32(u * u));
     const double wrapped = dispatchrl_floor_mod(th + {PI}, {TWO_PI}) - {PI};
     *cost = wrapped * wrapped + 0.1 * (thdot * thdot) + torque_cost;
     double v = thdot + (gterm * sin(th) + torque_term) * 0.05;
@@ -165,7 +175,7 @@ for (int i = 0; i < N; i++) {
     if (ONLY_DONE && !(terminated[i] || truncated[i])) continue;
     /* gymnasium draws the reset state in float64 and stores it as float32 */
     for (int j = 0; j < 4; j++)
-        physics[4 * i + j] = (double)(float)(-0.1 + 0.2 * dispatchrl_uniform01(key, base + (uint64_t)(4 * i + j)));
+        physics[4 * i + j] = dispatchrl_round_f32(-0.1 + 0.2 * dispatchrl_uniform01(key, base + (uint64_t)(4 * i + j)));
     obs[6 * i] = (float)cos(physics[4 * i]);
     obs[6 * i + 1] = (float)sin(physics[4 * i]);
     obs[6 * i + 2] = (float)cos(physics[4 * i + 1]);
@@ -186,12 +196,12 @@ rng[1] = base + 4 * (uint64_t)N;
 def _step(name, body, env, numbers):
     consts = dict(N=env.num_envs, MAX_STEPS=env.max_episode_steps)
     params = ("physics", "steps", "action", "obs", "reward", "terminated", "truncated", *numbers)
-    return CKernel(name, body, params, _STATE_OUT, consts, np.float32, (PHYSICS,))
+    return CKernel(name, body, params, _STATE_OUT, consts, np.float32, (ROUND_F32, PHYSICS))
 
 
 def _reset(name, body, env, only_done):
     consts = dict(N=env.num_envs, ONLY_DONE=int(only_done))
-    return CKernel(name, body, ("rng", *_STATE), {"rng", *_STATE}, consts, np.float32, (UNIFORM01,))
+    return CKernel(name, body, ("rng", *_STATE), {"rng", *_STATE}, consts, np.float32, (UNIFORM01, ROUND_F32))
 
 
 def _state_args(state):

@@ -130,6 +130,23 @@ def dense_backward(device, x, W, pre, out, d_out, d_pre, dW, db, d_x=None, activ
 
 
 @generic
+def dense_input_gradient(device, W, pre, out, d_out, d_pre, d_x, activation="identity"):
+    """The input half of :func:`dense_backward`: ``d_pre = d_out * activation'(pre)`` and
+    ``d_x = d_pre Wᵀ``, leaving parameter gradients alone (backpropagating through a network
+    that is not being trained, e.g. a critic into an actor)."""
+    fn = "dense_input_gradient"
+    check_device(fn, device)
+    check_array(fn, "W", W, device, shape=(None, None))
+    n_in, n_out = W.shape
+    check_array(fn, "pre", pre, device, shape=(None, n_out), dtype=W.dtype)
+    batch = pre.shape[0]
+    for name, arr in (("out", out), ("d_out", d_out), ("d_pre", d_pre)):
+        check_array(fn, name, arr, device, shape=(batch, n_out), dtype=W.dtype)
+    check_array(fn, "d_x", d_x, device, shape=(batch, n_in), dtype=W.dtype)
+    return device, W, pre, out, d_out, d_pre, d_x, check_activation(fn, activation)
+
+
+@generic
 def mse_loss(device, pred, target, loss):
     """``loss[0] = mean((pred - target)²)`` over all elements."""
     check_device("mse_loss", device)

@@ -404,6 +404,22 @@ def dense_backward(device: C, x, W, pre, out, d_out, d_pre, dW, db, d_x, activat
     launch(device, kernel, *args)
 
 
+ACTIVATION_GRADIENT = """
+for (int i = 0; i < M * N; i++) {
+    const T v = pre[i], y = out[i];
+    d_pre[i] = d_out[i] * @DERIVATIVE;
+}
+"""
+
+
+@api.dense_input_gradient.dispatch
+def dense_input_gradient(device: C, W, pre, out, d_out, d_pre, d_x, activation):
+    body = ACTIVATION_GRADIENT.replace("@DERIVATIVE", DERIVATIVE[activation]) + INPUT_GRADIENT
+    kernel = CKernel(f"dense_input_gradient {activation}", body, ("W", "pre", "out", "d_out", "d_pre", "d_x"),
+                     ("d_pre", "d_x"), dict(M=pre.shape[0], K=W.shape[0], N=W.shape[1]), W.dtype)
+    launch(device, kernel, W, pre, out, d_out, d_pre, d_x)
+
+
 # --- losses and optimisers ---------------------------------------------------------------------
 
 MSE_LOSS = """

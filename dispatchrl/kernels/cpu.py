@@ -99,32 +99,42 @@ def matmul(device: CPU, a, b, out):
 
 
 @njit(**_fast)
-def _add_bias(pre, b):
+def _bias_activate(pre, b, out, code):
+    """pre += b and out = activation(pre) in one pass over the rows (pre and out may alias)."""
     m, n = pre.shape
     for i in range(m):
-        for j in range(n):
-            pre[i, j] += b[j]
+        if code == 1:
+            for j in range(n):
+                v = pre[i, j] + b[j]
+                pre[i, j] = v
+                out[i, j] = v if v > 0 else 0
+        elif code == 2:
+            for j in range(n):
+                v = pre[i, j] + b[j]
+                pre[i, j] = v
+                out[i, j] = math.tanh(v)
+        elif code == 3:
+            for j in range(n):
+                v = pre[i, j] + b[j]
+                pre[i, j] = v
+                out[i, j] = 0.5 * v * (1.0 + math.erf(v * _SQRT_HALF))
+        else:
+            for j in range(n):
+                v = pre[i, j] + b[j]
+                pre[i, j] = v
+                out[i, j] = v
 
 
 @njit(**_fast)
 def dense_forward_blas(x, W, b, pre, out, code):
     np.dot(x, W, pre)
-    _add_bias(pre, b)
-    _activate(pre, out, code)
+    _bias_activate(pre, b, out, code)
 
 
 @njit(**_fast)
 def dense_forward_loop(x, W, b, pre, out, code):
-    m, k = x.shape
-    n = W.shape[1]
-    for i in range(m):
-        for j in range(n):
-            pre[i, j] = b[j]
-        for p in range(k):
-            xip = x[i, p]
-            for j in range(n):
-                pre[i, j] += xip * W[p, j]
-    _activate(pre, out, code)
+    matmul_loop(x, W, pre)
+    _bias_activate(pre, b, out, code)
 
 
 @api.dense_forward.dispatch
@@ -215,6 +225,44 @@ def dense_backward_input_loop(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
     _activation_backward(pre, out, d_out, d_pre, db, code)
     _weight_gradient_loop(x, d_pre, dW)
     _input_gradient_loop(d_pre, W, d_x)
+
+
+@njit(**_fast)
+def _activation_backward_only(pre, out, d_out, d_pre, code):
+    m, n = pre.shape
+    for i in range(m):
+        if code == 1:
+            for j in range(n):
+                d_pre[i, j] = d_out[i, j] if pre[i, j] > 0 else 0
+        elif code == 2:
+            for j in range(n):
+                d_pre[i, j] = d_out[i, j] * (1 - out[i, j] * out[i, j])
+        elif code == 3:
+            for j in range(n):
+                v = pre[i, j]
+                d_pre[i, j] = d_out[i, j] * (0.5 * (1.0 + math.erf(v * _SQRT_HALF))
+                                             + v * math.exp(-0.5 * v * v) * _INV_SQRT_2PI)
+        else:
+            for j in range(n):
+                d_pre[i, j] = d_out[i, j]
+
+
+@njit(**_fast)
+def dense_input_gradient_blas(W, pre, out, d_out, d_pre, d_x, code):
+    _activation_backward_only(pre, out, d_out, d_pre, code)
+    np.dot(d_pre, W.T, d_x)
+
+
+@njit(**_fast)
+def dense_input_gradient_loop(W, pre, out, d_out, d_pre, d_x, code):
+    _activation_backward_only(pre, out, d_out, d_pre, code)
+    _input_gradient_loop(d_pre, W, d_x)
+
+
+@api.dense_input_gradient.dispatch
+def dense_input_gradient(device: CPU, W, pre, out, d_out, d_pre, d_x, activation):
+    kernel = dense_input_gradient_blas if _use_blas(pre.shape[0], *W.shape) else dense_input_gradient_loop
+    launch(device, kernel, W, pre, out, d_out, d_pre, d_x, api.ACTIVATIONS[activation])
 
 
 @api.dense_backward.dispatch

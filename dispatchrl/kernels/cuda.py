@@ -178,6 +178,13 @@ def dense_backward(device: CUDA, x, W, pre, out, d_out, d_pre, dW, db, d_x, acti
         launch_2d(device, input_gradient_kernel, d_x.shape, d_pre, W, d_x)
 
 
+@api.dense_input_gradient.dispatch
+def dense_input_gradient(device: CUDA, W, pre, out, d_out, d_pre, d_x, activation):
+    launch_1d(device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out), flat(d_pre),
+              api.ACTIVATIONS[activation])
+    launch_2d(device, input_gradient_kernel, d_x.shape, d_pre, W, d_x)
+
+
 @cuda.jit
 def mse_loss_kernel(pred, target, loss):
     partial = cuda.shared.array(REDUCE_THREADS, dtype=np.float64)

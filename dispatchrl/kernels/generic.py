@@ -90,6 +90,16 @@ def dense_backward(device: Generic, x, W, pre, out, d_out, d_pre, dW, db, d_x, a
            api.ACTIVATIONS[activation])
 
 
+def dense_input_gradient_kernel(W, pre, out, d_out, d_pre, d_x, code):
+    np.multiply(d_out, _activation_derivative(pre, out, code), out=d_pre)
+    np.matmul(d_pre, W.T, out=d_x)
+
+
+@api.dense_input_gradient.dispatch
+def dense_input_gradient(device: Generic, W, pre, out, d_out, d_pre, d_x, activation):
+    launch(device, dense_input_gradient_kernel, W, pre, out, d_out, d_pre, d_x, api.ACTIVATIONS[activation])
+
+
 def mse_loss_kernel(pred, target, loss):
     diff = pred.astype(np.float64) - target
     loss[0] = np.mean(diff * diff)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..arrays import zeros
 from ..errors import ConfigError, ShapeError
-from ..kernels.api import (ACTIVATIONS, adam_step, dense_backward, dense_forward, mse_gradient,
+from ..kernels.api import (ACTIVATIONS, adam_step, dense_backward, dense_forward, dense_input_gradient, mse_gradient,
                            mse_loss, random_uniform, rng)
 
 
@@ -85,11 +85,7 @@ def mlp_buffers(device, net, batch, input_gradient=False):
     widths = net.sizes[1:]
     d_in = [zeros(device, (batch, net.sizes[0]), dtype) if input_gradient else None]
     d_in += [zeros(device, (batch, w), dtype) for w in widths[:-1]]
-    return MLPBuffers(batch,
-                      [zeros(device, (batch, w), dtype) for w in widths],
-                      [zeros(device, (batch, w), dtype) for w in widths],
-                      [zeros(device, (batch, w), dtype) for w in widths],
-                      d_in,
+    return MLPBuffers(batch, *([zeros(device, (batch, w), dtype) for w in widths] for _ in range(3)), d_in,
                       zeros(device, (batch, widths[-1]), dtype))
 
 
@@ -103,14 +99,22 @@ def mlp_forward(device, net, buffers, x):
         inp = buffers.out[i]
 
 
-def mlp_backward(device, net, buffers, x, d_output):
-    """Backpropagate ``d_output`` (gradient w.r.t. the output) into every parameter's ``grad``."""
+def mlp_backward(device, net, buffers, x, d_output, parameters=True):
+    """Backpropagate ``d_output`` (gradient w.r.t. the output) into every parameter's ``grad``;
+    with ``parameters=False`` only into ``buffers.d_in[0]``, the gradient w.r.t. the input
+    (buffers made with ``input_gradient=True``), skipping the weight gradients."""
+    if not parameters and buffers.d_in[0] is None:
+        raise ConfigError("mlp_backward: parameters=False needs buffers made with input_gradient=True")
     d_out = d_output
     for i in reversed(range(len(net.weights))):
-        inp = x if i == 0 else buffers.out[i - 1]
-        dense_backward(device, inp, net.weights[i].value, buffers.pre[i], buffers.out[i], d_out,
-                       buffers.d_pre[i], net.weights[i].grad, net.biases[i].grad, buffers.d_in[i],
-                       net.activation_of(i))
+        if parameters:
+            inp = x if i == 0 else buffers.out[i - 1]
+            dense_backward(device, inp, net.weights[i].value, buffers.pre[i], buffers.out[i], d_out,
+                           buffers.d_pre[i], net.weights[i].grad, net.biases[i].grad, buffers.d_in[i],
+                           net.activation_of(i))
+        else:
+            dense_input_gradient(device, net.weights[i].value, buffers.pre[i], buffers.out[i], d_out,
+                                 buffers.d_pre[i], buffers.d_in[i], net.activation_of(i))
         d_out = buffers.d_in[i]
 
 

@@ -45,12 +45,14 @@ def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminate
                          obs, action, reward, next_obs, terminated, truncated):
     key, base = rng[0], rng[1]
     filled = size[0]
-    for k in range(obs.shape[0]):
+    for k in range(obs.shape[0]):  # element loops: row slices would build array views
         row = np.int64(uniform01(key, base + np.uint64(k)) * filled)
-        obs[k] = b_obs[row]
-        action[k] = b_action[row]
+        for j in range(obs.shape[1]):
+            obs[k, j] = b_obs[row, j]
+            next_obs[k, j] = b_next_obs[row, j]
+        for j in range(action.shape[1]):
+            action[k, j] = b_action[row, j]
         reward[k] = b_reward[row]
-        next_obs[k] = b_next_obs[row]
         terminated[k] = b_terminated[row]
         truncated[k] = b_truncated[row]
     rng[1] = base + np.uint64(obs.shape[0])

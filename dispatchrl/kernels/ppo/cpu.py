@@ -1,0 +1,342 @@
+"""CPU (Numba) methods of the PPO generic functions.
+
+GAE runs backwards in time with the envs as the inner, contiguous loop, so every time step is
+one vectorised sweep over N envs (a (T, N) layout; Tianshou's flat buffer recursion is serial)."""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ...devices import CPU
+from ...staging import launch
+from ..cpu import uniform01
+from ..rl.cpu import standard_normal
+from . import api
+from .generic import gather_arguments, store_arguments
+
+_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy")
+_exact = dict(cache=True, nogil=True, error_model="numpy")
+
+_LOG_2PI = api.LOG_2PI
+_NORMALIZE_EPS = api.NORMALIZE_EPS
+
+
+@njit(**_fast)
+def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+    steps, envs = reward.shape
+    real = reward.dtype.type
+    g, gl, zero, one = real(gamma), real(gamma * lam), real(0), real(1)
+    t = steps - 1
+    for j in range(envs):
+        keep = one - real(terminated[t, j])
+        v = value[t, j]
+        a = reward[t, j] + g * keep * next_value[t, j] - v
+        advantage[t, j] = a
+        returns[t, j] = a + v
+    for t in range(steps - 2, -1, -1):
+        for j in range(envs):
+            term = real(terminated[t, j])
+            cont = gl * (one - term) * (one - real(truncated[t, j]))
+            v = value[t, j]
+            a = reward[t, j] + g * (one - term) * next_value[t, j] - v + cont * advantage[t + 1, j]
+            advantage[t, j] = a
+            returns[t, j] = a + v
+
+
+@api.gae.dispatch
+def gae(device: CPU, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+    launch(device, gae_kernel, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns)
+
+
+@njit(**_fast)
+def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, returns, n):
+    steps, envs = reward.shape
+    if n >= steps:  # return-to-go: one backward sweep
+        for t in range(steps - 1, -1, -1):
+            for j in range(envs):
+                if terminated[t, j]:
+                    tail = 0.0
+                elif truncated[t, j] or t == steps - 1:
+                    tail = next_value[t, j]
+                else:
+                    tail = returns[t + 1, j]
+                returns[t, j] = reward[t, j] + gamma * tail
+        return
+    for t in range(steps):
+        for j in range(envs):
+            total = 0.0
+            discount = 1.0
+            for k in range(min(n, steps - t)):
+                i = t + k
+                total += discount * reward[i, j]
+                discount *= gamma
+                if terminated[i, j]:
+                    break
+                if truncated[i, j] or k == n - 1 or i == steps - 1:
+                    total += discount * next_value[i, j]
+                    break
+            returns[t, j] = total
+
+
+@api.discounted_returns.dispatch
+def discounted_returns(device: CPU, reward, next_value, terminated, truncated, gamma, returns, n):
+    launch(device, discounted_returns_kernel, reward, next_value, terminated, truncated, gamma, returns, n)
+
+
+@njit(**_exact)
+def running_stats_update_kernel(x, mean, var, count, nonfinite):
+    rows, dim = x.shape
+    old = count[0]
+    total = old + rows
+    for d in range(dim):
+        s = 0.0
+        finite = True
+        for i in range(rows):
+            xi = np.float64(x[i, d])
+            if not math.isfinite(xi):
+                finite = False
+            s += xi
+        if not finite:
+            nonfinite[0] += 1
+            continue
+        batch_mean = s / rows
+        m2 = 0.0
+        for i in range(rows):
+            dx = np.float64(x[i, d]) - batch_mean
+            m2 += dx * dx
+        delta = batch_mean - mean[d]
+        mean[d] += delta * rows / total
+        var[d] = (var[d] * old + m2 + delta * delta * old * rows / total) / total
+    count[0] = total
+
+
+@api.running_stats_update.dispatch
+def running_stats_update(device: CPU, stats, x):
+    launch(device, running_stats_update_kernel, x, stats.mean, stats.var, stats.count, stats.nonfinite)
+
+
+@njit(**_fast)
+def normalize_observations_kernel(x, mean, var, out):
+    rows, dim = x.shape
+    real = out.dtype.type
+    for i in range(rows):
+        for d in range(dim):
+            out[i, d] = real((x[i, d] - mean[d]) / math.sqrt(var[d] + _NORMALIZE_EPS))
+
+
+@api.normalize_observations.dispatch
+def normalize_observations(device: CPU, stats, x, out):
+    launch(device, normalize_observations_kernel, x, stats.mean, stats.var, out)
+
+
+@njit(**_exact)
+def gaussian_sample_kernel(rng, mean, log_std, action, log_prob):
+    batch, a_dim = mean.shape
+    key, base = rng[0], rng[1]
+    for i in range(batch):
+        total = 0.0
+        for j in range(a_dim):
+            eps = standard_normal(key, base + np.uint64(2 * (i * a_dim + j)))
+            ls = np.float64(log_std[j])
+            action[i, j] = mean[i, j] + math.exp(ls) * eps
+            total += -0.5 * eps * eps - ls - 0.5 * _LOG_2PI
+        log_prob[i] = total
+    rng[1] = base + np.uint64(2 * batch * a_dim)
+
+
+@api.gaussian_sample.dispatch
+def gaussian_sample(device: CPU, rng, mean, log_std, action, log_prob):
+    launch(device, gaussian_sample_kernel, rng, mean, log_std, action, log_prob)
+
+
+@njit(**_fast)
+def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
+    batch, a_dim = mean.shape
+    for i in range(batch):
+        total = 0.0
+        for j in range(a_dim):
+            ls = np.float64(log_std[j])
+            z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
+            total += -0.5 * z * z - ls - 0.5 * _LOG_2PI
+        log_prob[i] = total
+
+
+@api.gaussian_log_prob.dispatch
+def gaussian_log_prob(device: CPU, mean, log_std, action, log_prob):
+    launch(device, gaussian_log_prob_kernel, mean, log_std, action, log_prob)
+
+
+@njit(**_fast)
+def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
+                               clip, entropy_coef, normalize, d_mean, d_log_std, info):
+    batch, a_dim = mean.shape
+    shift, scale = 0.0, 1.0
+    if normalize:
+        s = 0.0
+        for i in range(batch):
+            s += advantage[i]
+        shift = s / batch
+        s2 = 0.0
+        for i in range(batch):
+            d = advantage[i] - shift
+            s2 += d * d
+        scale = 1.0 / (math.sqrt(s2 / batch) + 1e-8)
+    grad_log_std = np.zeros(a_dim)
+    kl_total, surrogate_total, clipped_count = 0.0, 0.0, 0
+    for i in range(batch):
+        lp = 0.0
+        kl = 0.0
+        for j in range(a_dim):
+            ls = np.float64(log_std[j])
+            z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
+            lp += -0.5 * z * z - ls - 0.5 * _LOG_2PI
+            old_ls = np.float64(old_log_std[j])
+            diff = np.float64(mean[i, j]) - old_mean[i, j]
+            kl += ls - old_ls + (math.exp(2 * old_ls) + diff * diff) * 0.5 * math.exp(-2 * ls) - 0.5
+        kl_total += kl
+        adv = (advantage[i] - shift) * scale
+        ratio = math.exp(lp - old_log_prob[i])
+        unclipped = ratio * adv
+        clipped = min(max(ratio, 1.0 - clip), 1.0 + clip) * adv
+        if abs(ratio - 1.0) > clip:
+            clipped_count += 1
+        if unclipped <= clipped:
+            surrogate_total += unclipped
+            g = -adv * ratio / batch
+        else:
+            surrogate_total += clipped
+            g = 0.0
+        for j in range(a_dim):
+            ls = np.float64(log_std[j])
+            inv_std = math.exp(-ls)
+            z = (np.float64(action[i, j]) - mean[i, j]) * inv_std
+            d_mean[i, j] = g * z * inv_std
+            grad_log_std[j] += g * (z * z - 1.0)
+    entropy = 0.0
+    for j in range(a_dim):
+        d_log_std[j] = grad_log_std[j] - entropy_coef
+        entropy += np.float64(log_std[j]) + 0.5 * (_LOG_2PI + 1.0)
+    info[0] = kl_total / batch
+    info[1] = surrogate_total / batch
+    info[2] = entropy
+    info[3] = clipped_count / batch
+
+
+@api.ppo_policy_gradient.dispatch
+def ppo_policy_gradient(device: CPU, mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
+                        clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info):
+    launch(device, ppo_policy_gradient_kernel, mean, log_std, action, old_log_prob, advantage, old_mean,
+           old_log_std, clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info)
+
+
+@njit(**_exact)
+def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
+    if kl[0] < 0.5 * target:
+        lr[0] = min(max(lr[0] * factor, low), high)
+    elif kl[0] > 2.0 * target:
+        lr[0] = min(max(lr[0] / factor, low), high)
+
+
+@api.adaptive_learning_rate.dispatch
+def adaptive_learning_rate(device: CPU, kl, lr, target, factor, low, high):
+    launch(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
+
+
+@njit(**_fast)
+def adam_step_scheduled_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
+    t[0] += 1
+    real = param.dtype.type
+    b1, b2 = real(beta1), real(beta2)
+    one_minus_b1, one_minus_b2 = real(1 - beta1), real(1 - beta2)
+    step_size = real(lr[0] / (1.0 - beta1 ** t[0]))
+    inv_sqrt_correction2 = real(1.0 / math.sqrt(1.0 - beta2 ** t[0]))
+    epsilon = real(eps)
+    p = param.reshape(param.size)
+    g = grad.reshape(grad.size)
+    m_ = m.reshape(m.size)
+    v_ = v.reshape(v.size)
+    for i in range(p.size):
+        gi = g[i]
+        mi = b1 * m_[i] + one_minus_b1 * gi
+        vi = b2 * v_[i] + one_minus_b2 * gi * gi
+        m_[i] = mi
+        v_[i] = vi
+        p[i] -= step_size * mi / (math.sqrt(vi) * inv_sqrt_correction2 + epsilon)
+
+
+@api.adam_step_scheduled.dispatch
+def adam_step_scheduled(device: CPU, param, grad, m, v, t, lr, beta1, beta2, eps):
+    launch(device, adam_step_scheduled_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
+
+
+@njit(**_exact)
+def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
+                         r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated,
+                         r_truncated):
+    steps, envs = r_reward.shape
+    t = step[0] % steps
+    for n in range(envs):
+        row = t * envs + n
+        for d in range(obs.shape[1]):
+            r_obs[row, d] = obs[n, d]
+        for d in range(action.shape[1]):
+            r_action[row, d] = action[n, d]
+            r_mean[row, d] = mean[n, d]
+        r_log_prob[t, n] = log_prob[n]
+        r_value[t, n] = value[n, 0]
+        r_next_value[t, n] = next_value[n, 0]
+        r_reward[t, n] = reward[n]
+        r_terminated[t, n] = terminated[n]
+        r_truncated[t, n] = truncated[n]
+
+
+@api.rollout_store.dispatch
+def rollout_store(device: CPU, rollout, step, obs, action, mean, log_prob, value, next_value, reward,
+                  terminated, truncated):
+    launch(device, rollout_store_kernel, step, obs, action, mean, log_prob, value, next_value, reward,
+           terminated, truncated, *store_arguments(rollout))
+
+
+@njit(**_exact)
+def random_permutation_kernel(rng, perm):
+    n = perm.shape[0]
+    key, base = rng[0], rng[1]
+    for i in range(n):
+        perm[i] = i
+    for i in range(n - 1, 0, -1):
+        j = min(np.int64(uniform01(key, base + np.uint64(i)) * (i + 1)), i)
+        tmp = perm[i]
+        perm[i] = perm[j]
+        perm[j] = tmp
+    rng[1] = base + np.uint64(n)
+
+
+@api.random_permutation.dispatch
+def random_permutation(device: CPU, rng, perm):
+    launch(device, random_permutation_kernel, rng, perm)
+
+
+@njit(**_exact)
+def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns,
+                            b_obs, b_action, b_mean, b_log_prob, b_advantage, b_returns):
+    rows = b_obs.shape[0]
+    k = counter[0] % (perm.shape[0] // rows)
+    flat_log_prob = log_prob.reshape(log_prob.size)
+    flat_advantage = advantage.reshape(advantage.size)
+    flat_returns = returns.reshape(returns.size)
+    for i in range(rows):
+        src = perm[k * rows + i]
+        for d in range(obs.shape[1]):
+            b_obs[i, d] = obs[src, d]
+        for d in range(action.shape[1]):
+            b_action[i, d] = action[src, d]
+            b_mean[i, d] = mean[src, d]
+        b_log_prob[i] = flat_log_prob[src]
+        b_advantage[i] = flat_advantage[src]
+        b_returns[i, 0] = flat_returns[src]
+
+
+@api.gather_minibatch.dispatch
+def gather_minibatch(device: CPU, rollout, perm, counter, batch):
+    launch(device, gather_minibatch_kernel, perm, counter, *gather_arguments(rollout, batch))

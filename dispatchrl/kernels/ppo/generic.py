@@ -1,0 +1,224 @@
+"""Generic (numpy) methods of the PPO generic functions: the reference and the fallback."""
+
+import numpy as np
+
+from ...devices import Generic
+from ...staging import launch
+from ..generic import uniform01
+from ..rl.generic import standard_normal
+from . import api
+
+
+def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+    delta = reward + gamma * np.where(terminated, 0.0, next_value) - value
+    carry = np.where(terminated | truncated, 0.0, gamma * lam)
+    running = np.zeros(reward.shape[1])
+    for t in range(reward.shape[0] - 1, -1, -1):
+        running = delta[t] + (carry[t] * running if t + 1 < reward.shape[0] else 0.0)
+        advantage[t] = running
+    returns[...] = advantage + value
+
+
+@api.gae.dispatch
+def gae(device: Generic, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+    launch(device, gae_kernel, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns)
+
+
+def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, returns, n):
+    steps = reward.shape[0]
+    out = np.zeros(reward.shape)
+    for t in range(steps):
+        total = np.zeros(reward.shape[1])
+        discount = np.ones(reward.shape[1])
+        open_ = np.ones(reward.shape[1], dtype=bool)  # still summing this env's rewards
+        for k in range(min(n, steps - t)):
+            j = t + k
+            total += np.where(open_, discount * reward[j], 0.0)
+            discount = discount * gamma
+            end = terminated[j] | truncated[j] | (k == n - 1) | (j == steps - 1)
+            bootstrap = open_ & end & ~terminated[j]
+            total += np.where(bootstrap, discount * next_value[j], 0.0)
+            open_ &= ~end
+        out[t] = total
+    returns[...] = out
+
+
+@api.discounted_returns.dispatch
+def discounted_returns(device: Generic, reward, next_value, terminated, truncated, gamma, returns, n):
+    launch(device, discounted_returns_kernel, reward, next_value, terminated, truncated, gamma, returns, n)
+
+
+def running_stats_update_kernel(x, mean, var, count, nonfinite):
+    x = x.astype(np.float64)
+    finite = np.all(np.isfinite(x), axis=0)
+    nonfinite[0] += int(np.sum(~finite))
+    rows = x.shape[0]
+    batch_mean = np.mean(np.where(finite, x, 0.0), axis=0)
+    batch_var = np.var(np.where(finite, x, 0.0), axis=0)
+    total = count[0] + rows
+    delta = batch_mean - mean
+    new_mean = mean + delta * rows / total
+    new_var = (var * count[0] + batch_var * rows + delta * delta * count[0] * rows / total) / total
+    mean[...] = np.where(finite, new_mean, mean)
+    var[...] = np.where(finite, new_var, var)
+    count[0] = total
+
+
+@api.running_stats_update.dispatch
+def running_stats_update(device: Generic, stats, x):
+    launch(device, running_stats_update_kernel, x, stats.mean, stats.var, stats.count, stats.nonfinite)
+
+
+def normalize_observations_kernel(x, mean, var, out):
+    out[...] = (x - mean) / np.sqrt(var + api.NORMALIZE_EPS)
+
+
+@api.normalize_observations.dispatch
+def normalize_observations(device: Generic, stats, x, out):
+    launch(device, normalize_observations_kernel, x, stats.mean, stats.var, out)
+
+
+def gaussian_sample_kernel(rng, mean, log_std, action, log_prob):
+    eps = standard_normal(rng, mean.size).reshape(mean.shape)
+    ls = log_std.astype(np.float64)
+    action[...] = mean + np.exp(ls) * eps
+    log_prob[...] = np.sum(-0.5 * eps * eps - ls - 0.5 * api.LOG_2PI, axis=1)
+
+
+@api.gaussian_sample.dispatch
+def gaussian_sample(device: Generic, rng, mean, log_std, action, log_prob):
+    launch(device, gaussian_sample_kernel, rng, mean, log_std, action, log_prob)
+
+
+def _log_prob(mean, log_std, action):
+    ls = log_std.astype(np.float64)
+    z = (action.astype(np.float64) - mean) / np.exp(ls)
+    return np.sum(-0.5 * z * z - ls - 0.5 * api.LOG_2PI, axis=1), z
+
+
+def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
+    log_prob[...] = _log_prob(mean, log_std, action)[0]
+
+
+@api.gaussian_log_prob.dispatch
+def gaussian_log_prob(device: Generic, mean, log_std, action, log_prob):
+    launch(device, gaussian_log_prob_kernel, mean, log_std, action, log_prob)
+
+
+def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
+                               clip, entropy_coef, normalize, d_mean, d_log_std, info):
+    batch = mean.shape[0]
+    adv = advantage.astype(np.float64)
+    if normalize:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    log_prob, z = _log_prob(mean, log_std, action)
+    std = np.exp(log_std.astype(np.float64))
+    ratio = np.exp(log_prob - old_log_prob)
+    unclipped = ratio * adv
+    clipped = np.clip(ratio, 1 - clip, 1 + clip) * adv
+    take = unclipped <= clipped  # min(): the unclipped term carries the gradient
+    g = np.where(take, -adv * ratio / batch, 0.0)  # ∂loss/∂log π(a_i)
+    d_mean[...] = g[:, None] * z / std
+    d_log_std[...] = np.sum(g[:, None] * (z * z - 1), axis=0) - entropy_coef
+    old_std = np.exp(old_log_std.astype(np.float64))
+    diff = mean.astype(np.float64) - old_mean
+    kl = np.log(std / old_std) + (old_std ** 2 + diff ** 2) / (2 * std ** 2) - 0.5
+    info[0] = np.mean(np.sum(kl, axis=1))
+    info[1] = np.mean(np.minimum(unclipped, clipped))
+    info[2] = np.sum(np.log(std) + 0.5 * (api.LOG_2PI + 1))
+    info[3] = np.mean(np.abs(ratio - 1) > clip)
+
+
+@api.ppo_policy_gradient.dispatch
+def ppo_policy_gradient(device: Generic, mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
+                        clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info):
+    launch(device, ppo_policy_gradient_kernel, mean, log_std, action, old_log_prob, advantage, old_mean,
+           old_log_std, clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info)
+
+
+def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
+    if kl[0] < 0.5 * target:
+        lr[0] = min(max(lr[0] * factor, low), high)
+    elif kl[0] > 2.0 * target:
+        lr[0] = min(max(lr[0] / factor, low), high)
+
+
+@api.adaptive_learning_rate.dispatch
+def adaptive_learning_rate(device: Generic, kl, lr, target, factor, low, high):
+    launch(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
+
+
+def adam_step_scheduled_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
+    t[0] += 1
+    m *= beta1
+    m += (1 - beta1) * grad
+    v *= beta2
+    v += (1 - beta2) * grad * grad
+    m_hat = m / (1 - beta1 ** t[0])
+    v_hat = v / (1 - beta2 ** t[0])
+    param -= (lr[0] * m_hat / (np.sqrt(v_hat) + eps)).astype(param.dtype)
+
+
+@api.adam_step_scheduled.dispatch
+def adam_step_scheduled(device: Generic, param, grad, m, v, t, lr, beta1, beta2, eps):
+    launch(device, adam_step_scheduled_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
+
+
+def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
+                         r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated,
+                         r_truncated):
+    steps, envs = r_reward.shape
+    t = int(step[0]) % steps
+    rows = slice(t * envs, (t + 1) * envs)
+    r_obs[rows], r_action[rows], r_mean[rows] = obs, action, mean
+    r_log_prob[t], r_value[t], r_next_value[t] = log_prob, value[:, 0], next_value[:, 0]
+    r_reward[t], r_terminated[t], r_truncated[t] = reward, terminated, truncated
+
+
+def store_arguments(rollout):
+    return (rollout.obs, rollout.action, rollout.mean, rollout.log_prob, rollout.value, rollout.next_value,
+            rollout.reward, rollout.terminated, rollout.truncated)
+
+
+@api.rollout_store.dispatch
+def rollout_store(device: Generic, rollout, step, obs, action, mean, log_prob, value, next_value, reward,
+                  terminated, truncated):
+    launch(device, rollout_store_kernel, step, obs, action, mean, log_prob, value, next_value, reward,
+           terminated, truncated, *store_arguments(rollout))
+
+
+def random_permutation_kernel(rng, perm):
+    n = perm.shape[0]
+    u = uniform01(rng, n)
+    p = np.arange(n, dtype=np.int64)
+    for i in range(n - 1, 0, -1):
+        j = min(int(u[i] * (i + 1)), i)
+        p[i], p[j] = p[j], p[i]
+    perm[...] = p
+
+
+@api.random_permutation.dispatch
+def random_permutation(device: Generic, rng, perm):
+    launch(device, random_permutation_kernel, rng, perm)
+
+
+def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns,
+                            b_obs, b_action, b_mean, b_log_prob, b_advantage, b_returns):
+    rows = b_obs.shape[0]
+    k = int(counter[0]) % (perm.shape[0] // rows)
+    idx = perm[k * rows:(k + 1) * rows]
+    b_obs[...], b_action[...], b_mean[...] = obs[idx], action[idx], mean[idx]
+    b_log_prob[...] = log_prob.reshape(-1)[idx]
+    b_advantage[...] = advantage.reshape(-1)[idx]
+    b_returns[:, 0] = returns.reshape(-1)[idx]
+
+
+def gather_arguments(rollout, batch):
+    return (rollout.obs, rollout.action, rollout.mean, rollout.log_prob, rollout.advantage, rollout.returns,
+            batch.obs, batch.action, batch.mean, batch.log_prob, batch.advantage, batch.returns)
+
+
+@api.gather_minibatch.dispatch
+def gather_minibatch(device: Generic, rollout, perm, counter, batch):
+    launch(device, gather_minibatch_kernel, perm, counter, *gather_arguments(rollout, batch))
+

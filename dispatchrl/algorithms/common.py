@@ -55,6 +55,32 @@ def positive(v):
     return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
 
 
+def non_negative(v):
+    return isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+
+
+def validate_off_policy(config, extra_rules):
+    """The fields TD3 and SAC share, then the algorithm's own."""
+    validate_fields(config, {
+        "total_steps": (positive_int, "a positive int"),
+        "warmup_steps": (lambda v: isinstance(v, int) and v >= 0, "an int >= 0"),
+        "batch_size": (positive_int, "a positive int"),
+        "hidden": (lambda v: len(v) >= 1 and all(positive_int(h) for h in v), "a tuple of positive ints"),
+        "activation": (lambda v: v in ("relu", "tanh", "gelu"), "'relu', 'tanh' or 'gelu'"),
+        "gamma": (unit_interval, "in [0, 1]"),
+        "polyak": (unit_interval, "in [0, 1]"),
+        "actor_lr": (positive, "a positive number"),
+        "critic_lr": (positive, "a positive number"),
+        "policy_delay": (positive_int, "a positive int"),
+        "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
+        "num_envs": (positive_int, "a positive int"),
+        **extra_rules,
+    })
+    if config.total_steps < config.num_envs:
+        raise ConfigError(f"{type(config).__name__}.total_steps ({config.total_steps}) must be >= "
+                          f"num_envs ({config.num_envs})")
+
+
 # ---------------------------------------------------------------- environments
 
 @dataclass

@@ -42,25 +42,11 @@ class Config:
     num_envs: int = 1
 
     def validate(self):
-        common.validate_fields(self, {
-            "total_steps": (common.positive_int, "a positive int"),
-            "warmup_steps": (lambda v: isinstance(v, int) and v >= 0, "an int >= 0"),
-            "batch_size": (common.positive_int, "a positive int"),
-            "hidden": (lambda v: len(v) >= 1 and all(common.positive_int(h) for h in v), "a tuple of positive ints"),
-            "activation": (lambda v: v in ("relu", "tanh", "gelu"), "'relu', 'tanh' or 'gelu'"),
-            "gamma": (common.unit_interval, "in [0, 1]"),
-            "polyak": (common.unit_interval, "in [0, 1]"),
-            "actor_lr": (common.positive, "a positive number"),
-            "critic_lr": (common.positive, "a positive number"),
+        common.validate_off_policy(self, {
             "alpha_lr": (common.positive, "a positive number"),
             "initial_alpha": (common.positive, "a positive number"),
             "target_entropy": (lambda v: v is None or np.isfinite(v), "None or a finite number"),
-            "policy_delay": (common.positive_int, "a positive int"),
-            "replay_capacity": (lambda v: v is None or common.positive_int(v), "None or a positive int"),
-            "num_envs": (common.positive_int, "a positive int"),
         })
-        if self.total_steps < self.num_envs:
-            raise common.ConfigError(f"Config.total_steps ({self.total_steps}) must be >= num_envs ({self.num_envs})")
 
     @property
     def capacity(self):

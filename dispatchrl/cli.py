@@ -87,7 +87,8 @@ def train(args):
     from dispatchrl.devices import device_from_name
 
     algo = _algorithms()[args.algo]
-    config = algo.Config()
+    # algorithms whose budget and hyperparameters depend on the env (PPO) provide config_for(env)
+    config = algo.config_for(args.env) if hasattr(algo, "config_for") else algo.Config()
     if args.steps is not None:
         config = dataclasses.replace(config, total_steps=args.steps)
     if args.num_envs is not None:
@@ -146,7 +147,7 @@ def main(argv=None):
     p = commands.add_parser("train", help="train an agent, evaluate it, optionally save a checkpoint")
     p.add_argument("algo", choices=sorted(_algorithms()))
     p.add_argument("--env", default="pendulum", help="pendulum, acrobot, ant, or any gymnasium id")
-    p.add_argument("--steps", type=int, default=None, help="total environment steps (default: the config's)")
+    p.add_argument("--steps", type=int, default=None, help="total environment steps (default: the config's; PPO: the env's own config)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu, generic, cuda or c")
     p.add_argument("--num-envs", type=int, default=None)

@@ -1,11 +1,14 @@
 """Learning quality: does each algorithm reach good returns, across seeds?
 
     python benchmarks/quality.py [--algos td3,sac] [--pendulum-seeds 10] [--acrobot-seeds 5]
+    python benchmarks/quality.py --algos ppo [--ppo-pendulum-seeds 5] [--ppo-ant-seeds 2] [--ppo-ant-steps 1000000]
 
 Prints one JSON line per run and one summary line per (algorithm, env). Targets (issue 5): TD3 and
 SAC on Pendulum-v1, 10k steps, 10 seeds: median evaluation return >= -170 and worst >= -400. The
 continuous Acrobot (50k steps, 5 seeds) reports how many seeds swing up (evaluation return > -400,
 i.e. the tip reaches the line within the 500-step limit on average).
+PPO (issue 6): Pendulum with its zoo config, 5 seeds, median evaluation return >= -250; Ant-v5 for
+1M steps on 2 seeds, the learning curve to CSV and the env-steps/s of the whole training loop.
 """
 
 import argparse
@@ -49,7 +52,66 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds):
             emit(**summary)
 
 
-FAMILIES = {"td3": off_policy, "sac": off_policy}
+def _single_threaded_blas():
+    """BLAS inside fused steps is called on small matrices: its own threads only contend with the
+    training loop on a shared machine (2 cores here), so pin it to one thread when possible."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
+
+def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="ppo_ant_curve.csv"):
+    """PPO (issue 6): Pendulum with its zoo config over ``pendulum_seeds`` seeds (target: median
+    evaluation return >= -250), Ant-v5 for ``ant_steps`` steps over ``ant_seeds`` seeds with every
+    training episode written to ``ant_csv`` (seed, env_steps, return, length) and the env-steps/s of
+    the whole training loop (env stepping included)."""
+    import csv
+
+    ppo = drl.ppo
+    with _single_threaded_blas():
+        evals = []
+        for seed in range(pendulum_seeds):
+            result = ppo.train(drl.CPU(), "pendulum", ppo.config_for("pendulum"), seed=seed, progress=False)
+            mean, _ = common.evaluate(result.policy, result.spec.eval_id)
+            evals.append(mean)
+            emit(benchmark="quality", algo="ppo", env="pendulum", seed=seed, steps=result.steps,
+                 eval_return=round(mean, 2), train_seconds=round(result.train_seconds, 3),
+                 env_steps_per_second=round(result.steps / result.train_seconds))
+        if evals:
+            emit(benchmark="quality", algo="ppo", env="pendulum", seeds=pendulum_seeds, steps=result.steps,
+                 median_eval_return=round(statistics.median(evals), 2), worst_eval_return=round(min(evals), 2),
+                 eval_returns=[round(e, 1) for e in evals], target="median >= -250",
+                 meets_target=bool(statistics.median(evals) >= -250))
+        if not ant_seeds:
+            return
+        finals = []
+        with open(ant_csv, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["seed", "env_steps", "episode_return", "episode_length"])
+            for seed in range(ant_seeds):
+                config = ppo.config_for("ant")
+                config.total_steps = ant_steps
+                result = ppo.train(drl.CPU(), "ant", config, seed=seed, progress=False)
+                history = result.history
+                for row in zip(history["steps"], history["returns"], history["lengths"]):
+                    writer.writerow([seed, int(row[0]), round(float(row[1]), 3), int(row[2])])
+                f.flush()
+                mean, _ = common.evaluate(result.policy, result.spec.eval_id)
+                recent = float(np.mean(history["returns"][-100:])) if len(history["returns"]) else None
+                finals.append(mean)
+                emit(benchmark="quality", algo="ppo", env="ant", seed=seed, steps=result.steps,
+                     eval_return=round(mean, 2), final_training_return=None if recent is None else round(recent, 2),
+                     train_seconds=round(result.train_seconds, 2), compile_seconds=round(result.compile_seconds, 2),
+                     env_steps_per_second=round(result.steps / result.train_seconds), curve_csv=ant_csv)
+        emit(benchmark="quality", algo="ppo", env="ant", seeds=ant_seeds, steps=ant_steps,
+             eval_returns=[round(e, 1) for e in finals], long_run_goal=">= 3000 (RLtools / rl_games)")
+
+
+FAMILIES = {"td3": off_policy, "sac": off_policy, "ppo": on_policy}
 
 
 def main():
@@ -57,6 +119,10 @@ def main():
     parser.add_argument("--algos", default="td3,sac")
     parser.add_argument("--pendulum-seeds", type=int, default=10)
     parser.add_argument("--acrobot-seeds", type=int, default=5)
+    parser.add_argument("--ppo-pendulum-seeds", type=int, default=5)
+    parser.add_argument("--ppo-ant-seeds", type=int, default=2)
+    parser.add_argument("--ppo-ant-steps", type=int, default=1_000_000)
+    parser.add_argument("--ppo-ant-csv", default="ppo_ant_curve.csv", help="Ant learning curve (every episode)")
     args = parser.parse_args()
     algos = [a for a in args.algos.split(",") if a]
     unknown = sorted(set(algos) - set(FAMILIES))
@@ -65,6 +131,8 @@ def main():
     off = [a for a in algos if FAMILIES[a] is off_policy]
     if off:
         off_policy(off, args.pendulum_seeds, args.acrobot_seeds)
+    if "ppo" in algos:
+        on_policy(["ppo"], args.ppo_pendulum_seeds, args.ppo_ant_seeds, args.ppo_ant_steps, args.ppo_ant_csv)
 
 
 if __name__ == "__main__":

@@ -298,7 +298,8 @@ def _resume(path, name, spec, config, state):
     if meta.get("num_envs") != config.num_envs:
         raise CheckpointError(f"checkpoint {path} has num_envs={meta.get('num_envs')}, this run {config.num_envs}")
     arrays = checkpoint.load_arrays(path)
-    _grow_replay(arrays, state)
+    if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
+        _grow_replay(arrays, state)
     checkpoint.restore(state, arrays, source=str(path))
     return int(meta.get("seed", 0))
 

@@ -36,7 +36,7 @@ from . import common
 class Config:
     """Defaults: Pendulum, as the RLtools zoo's PPO (with 64 envs × 128 steps)."""
 
-    total_steps: int = 1_048_576       # 128 iterations of 64 × 128 steps
+    total_steps: int = 5_242_880       # 640 iterations of 64 × 128 steps
     num_envs: int = 64
     steps_per_env: int = 128           # T: rollout length per env and iteration
     batch_size: int = 1024             # minibatch rows; must divide num_envs × steps_per_env

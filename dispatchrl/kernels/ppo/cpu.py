@@ -26,22 +26,22 @@ _NORMALIZE_EPS = api.NORMALIZE_EPS
 def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
     steps, envs = reward.shape
     real = reward.dtype.type
-    g, gl, zero, one = real(gamma), real(gamma * lam), real(0), real(1)
+    g, gl, zero = real(gamma), real(gamma * lam), real(0)
     t = steps - 1
-    for j in range(envs):
-        keep = one - real(terminated[t, j])
+    for j in range(envs):  # the last row: a cut rollout bootstraps, nothing to continue from
         v = value[t, j]
-        a = reward[t, j] + g * keep * next_value[t, j] - v
+        a = reward[t, j] - v + (zero if terminated[t, j] else g * next_value[t, j])
         advantage[t, j] = a
         returns[t, j] = a + v
     for t in range(steps - 2, -1, -1):
+        # row views: one contiguous, branch-free (select) sweep over the envs per time step
+        r, va, nv, te, tr = reward[t], value[t], next_value[t], terminated[t], truncated[t]
+        ahead, adv, ret = advantage[t + 1], advantage[t], returns[t]
         for j in range(envs):
-            term = real(terminated[t, j])
-            cont = gl * (one - term) * (one - real(truncated[t, j]))
-            v = value[t, j]
-            a = reward[t, j] + g * (one - term) * next_value[t, j] - v + cont * advantage[t + 1, j]
-            advantage[t, j] = a
-            returns[t, j] = a + v
+            v = va[j]
+            a = r[j] - v + (zero if te[j] else g * nv[j] + (zero if tr[j] else gl * ahead[j]))
+            adv[j] = a
+            ret[j] = a + v
 
 
 @api.gae.dispatch

@@ -3,7 +3,8 @@ Tianshou's numba ``_gae`` and a NumPy reference, in the same run.
 
     python benchmarks/gae.py [--repeats 30]
 
-dispatchrl runs on the (time, envs) = (1000, 1000) float32 layout it stores rollouts in, with
+dispatchrl is timed as a generic-function call (validation and dispatch included) and inside a
+one-call fused step (how PPO runs it). It runs on the (time, envs) = (1000, 1000) float32 layout it stores rollouts in, with
 terminated/truncated flags and next values (partial-episode bootstrapping). Tianshou runs its core
 recursion on its flat buffer layout (the 1000 trajectories one after another, 1M steps, end flags
 = done or trajectory end, next values already masked), exactly what ``compute_episodic_return``
@@ -80,7 +81,9 @@ def main():
     np_adv, np_ret = np.zeros((STEPS, ENVS), np.float32), np.zeros((STEPS, ENVS), np.float32)
     numpy_gae(*data, np_adv, np_ret)
     np.testing.assert_allclose(drl.to_numpy(advantage), np_adv, rtol=1e-3, atol=1e-3)
-    runners = {"dispatchrl_cpu": lambda: step(), "numpy": lambda: numpy_gae(*data, np_adv, np_ret)}
+    runners = {"dispatchrl_cpu": lambda: gae(cpu, *arrays, GAMMA, LAM, advantage, returns),
+               "dispatchrl_cpu_fused": lambda: step(),
+               "numpy": lambda: numpy_gae(*data, np_adv, np_ret)}
     skipped = None
     try:
         from tianshou.algorithm.algorithm_base import _gae as tianshou_gae

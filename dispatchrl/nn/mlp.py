@@ -85,7 +85,12 @@ def mlp_buffers(device, net, batch, input_gradient=False):
     widths = net.sizes[1:]
     d_in = [zeros(device, (batch, net.sizes[0]), dtype) if input_gradient else None]
     d_in += [zeros(device, (batch, w), dtype) for w in widths[:-1]]
-    return MLPBuffers(batch, *([zeros(device, (batch, w), dtype) for w in widths] for _ in range(3)), d_in,
+    out = [zeros(device, (batch, w), dtype) for w in widths]
+    # Only GELU's derivative needs the pre-activation (ReLU's sign and tanh's value survive the
+    # activation), so other layers activate in place: pre is out, one memory stream less.
+    pre = [zeros(device, (batch, w), dtype) if net.activation_of(i) == "gelu" else out[i]
+           for i, w in enumerate(widths)]
+    return MLPBuffers(batch, pre, out, [zeros(device, (batch, w), dtype) for w in widths], d_in,
                       zeros(device, (batch, widths[-1]), dtype))
 
 

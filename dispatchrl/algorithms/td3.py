@@ -61,16 +61,12 @@ class State:
     critic1_target: object
     critic2_target: object
     actor_act: object           # actor buffers, N rows (acting)
-    actor_train: object         # actor buffers, B rows
-    actor_next: object          # target actor buffers on next observations
-    critic1_train: object
-    critic2_train: object
-    critic1_next: object
-    critic2_next: object
-    critic1_actor: object       # critic 1 on the actor's actions, with the input gradient
-    critic_in: object           # [obs, action] of the batch
-    critic_next_in: object      # [next_obs, smoothed target action]
-    actor_critic_in: object     # [obs, actor(obs)]
+    # B-row buffers, shared by the target and online nets of a kind: their uses never overlap,
+    # and a smaller working set stays in cache
+    actor_batch: object
+    critic1_batch: object       # keeps the input gradient, for the actor update
+    critic2_batch: object
+    critic_input: object        # [obs, action] rows, refilled before each use
     q_target: object
     d_action: object            # ∂(−mean Q)/∂action
     replay: object
@@ -88,17 +84,15 @@ def build(device, config, obs_dim, action_dim, seed):
     actor_sizes = (obs_dim, *config.hidden, action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
 
-    def net(sizes, output, k):
-        return mlp(device, sizes, config.activation, output, seed=seed * 8 + k)
+    def net(sizes, output, k, trainable=True):
+        return mlp(device, sizes, config.activation, output, seed=seed * 8 + k, trainable=trainable)
 
     actor, critic1, critic2 = net(actor_sizes, "tanh", 0), net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)
-    targets = [net(actor_sizes, "tanh", 0), net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)]
+    targets = [net(actor_sizes, "tanh", 0, False), net(critic_sizes, "identity", 1, False),
+               net(critic_sizes, "identity", 2, False)]
     return State(actor, critic1, critic2, *targets,
-                 mlp_buffers(device, actor, n), mlp_buffers(device, actor, b), mlp_buffers(device, actor, b),
-                 mlp_buffers(device, critic1, b), mlp_buffers(device, critic2, b),
-                 mlp_buffers(device, critic1, b), mlp_buffers(device, critic2, b),
-                 mlp_buffers(device, critic1, b, input_gradient=True),
-                 zeros(device, (b, obs_dim + action_dim)), zeros(device, (b, obs_dim + action_dim)),
+                 mlp_buffers(device, actor, n), mlp_buffers(device, actor, b),
+                 mlp_buffers(device, critic1, b, input_gradient=True), mlp_buffers(device, critic2, b),
                  zeros(device, (b, obs_dim + action_dim)), zeros(device, (b, 1)), zeros(device, (b, action_dim)),
                  replay_buffer(device, config.capacity, obs_dim, action_dim),
                  transitions(device, b, obs_dim, action_dim), transitions(device, n, obs_dim, action_dim),
@@ -119,30 +113,30 @@ def act(device, config, s, obs):
 def update_critics(device, config, s):
     replay_sample(device, s.rng, s.replay, s.batch)
     # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
-    mlp_forward(device, s.actor_target, s.actor_next, s.batch.next_obs)
-    add_clipped_noise(device, s.rng, s.actor_next.output, config.target_noise, config.target_noise_clip, -1.0, 1.0)
-    concat_columns(device, s.batch.next_obs, s.actor_next.output, s.critic_next_in)
-    mlp_forward(device, s.critic1_target, s.critic1_next, s.critic_next_in)
-    mlp_forward(device, s.critic2_target, s.critic2_next, s.critic_next_in)
-    td_target(device, s.batch.reward, s.batch.terminated, s.critic1_next.output, s.critic2_next.output,
+    mlp_forward(device, s.actor_target, s.actor_batch, s.batch.next_obs)
+    add_clipped_noise(device, s.rng, s.actor_batch.output, config.target_noise, config.target_noise_clip, -1.0, 1.0)
+    concat_columns(device, s.batch.next_obs, s.actor_batch.output, s.critic_input)
+    mlp_forward(device, s.critic1_target, s.critic1_batch, s.critic_input)
+    mlp_forward(device, s.critic2_target, s.critic2_batch, s.critic_input)
+    td_target(device, s.batch.reward, s.batch.terminated, s.critic1_batch.output, s.critic2_batch.output,
               config.gamma, s.q_target)
-    concat_columns(device, s.batch.obs, s.batch.action, s.critic_in)
-    for critic, buffers in ((s.critic1, s.critic1_train), (s.critic2, s.critic2_train)):
-        mlp_forward(device, critic, buffers, s.critic_in)
+    concat_columns(device, s.batch.obs, s.batch.action, s.critic_input)
+    for critic, buffers in ((s.critic1, s.critic1_batch), (s.critic2, s.critic2_batch)):
+        mlp_forward(device, critic, buffers, s.critic_input)
         mse_gradient(device, buffers.output, s.q_target, buffers.d_output)
-        mlp_backward(device, critic, buffers, s.critic_in, buffers.d_output)
+        mlp_backward(device, critic, buffers, s.critic_input, buffers.d_output, input_gradient=False)
         adam_update(device, critic, config.critic_lr)
 
 
 def update_actor(device, config, s):
     # maximise Q1(s, π(s)): backpropagate −1/B through critic 1 into the action, then the actor
-    mlp_forward(device, s.actor, s.actor_train, s.batch.obs)
-    concat_columns(device, s.batch.obs, s.actor_train.output, s.actor_critic_in)
-    mlp_forward(device, s.critic1, s.critic1_actor, s.actor_critic_in)
-    fill(device, s.critic1_actor.d_output, -1.0 / config.batch_size)
-    mlp_backward(device, s.critic1, s.critic1_actor, s.actor_critic_in, s.critic1_actor.d_output, parameters=False)
-    slice_columns(device, s.critic1_actor.d_in[0], s.batch.obs.shape[1], s.d_action)
-    mlp_backward(device, s.actor, s.actor_train, s.batch.obs, s.d_action)
+    mlp_forward(device, s.actor, s.actor_batch, s.batch.obs)
+    concat_columns(device, s.batch.obs, s.actor_batch.output, s.critic_input)
+    mlp_forward(device, s.critic1, s.critic1_batch, s.critic_input)
+    fill(device, s.critic1_batch.d_output, -1.0 / config.batch_size)
+    mlp_backward(device, s.critic1, s.critic1_batch, s.critic_input, s.critic1_batch.d_output, parameters=False)
+    slice_columns(device, s.critic1_batch.d_in[0], s.batch.obs.shape[1], s.d_action)
+    mlp_backward(device, s.actor, s.actor_batch, s.batch.obs, s.d_action)
     adam_update(device, s.actor, config.actor_lr)
 
 

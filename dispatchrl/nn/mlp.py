@@ -24,7 +24,11 @@ class Parameter:
     t: object  # Adam step counter, int64 (1,)
 
 
-def parameter(device, shape, dtype=np.float32):
+def parameter(device, shape, dtype=np.float32, trainable=True):
+    """A parameter with its gradient and Adam state; ``trainable=False`` keeps the value only
+    (target networks, moved by Polyak averaging, never by gradients)."""
+    if not trainable:
+        return Parameter(zeros(device, shape, dtype), None, None, None, None)
     return Parameter(*(zeros(device, shape, dtype) for _ in range(4)), zeros(device, 1, np.int64))
 
 
@@ -57,7 +61,8 @@ class MLPBuffers:
         return self.out[-1]
 
 
-def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np.float32, seed=0):
+def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np.float32, seed=0,
+        trainable=True):
     """An MLP with layer widths ``sizes`` (input first), initialised like PyTorch's Linear:
     U(±1/√fan_in) for weights and biases, drawn from the counter RNG so every device agrees."""
     sizes = tuple(int(s) for s in sizes)
@@ -70,7 +75,7 @@ def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np
     weights, biases = [], []
     for n_in, n_out in zip(sizes[:-1], sizes[1:]):
         bound = 1.0 / np.sqrt(n_in)
-        w, b = parameter(device, (n_in, n_out), dtype), parameter(device, (n_out,), dtype)
+        w, b = parameter(device, (n_in, n_out), dtype, trainable), parameter(device, (n_out,), dtype, trainable)
         random_uniform(device, stream, w.value, -bound, bound)
         random_uniform(device, stream, b.value, -bound, bound)
         weights.append(w)
@@ -104,18 +109,20 @@ def mlp_forward(device, net, buffers, x):
         inp = buffers.out[i]
 
 
-def mlp_backward(device, net, buffers, x, d_output, parameters=True):
-    """Backpropagate ``d_output`` (gradient w.r.t. the output) into every parameter's ``grad``;
-    with ``parameters=False`` only into ``buffers.d_in[0]``, the gradient w.r.t. the input
-    (buffers made with ``input_gradient=True``), skipping the weight gradients."""
-    if not parameters and buffers.d_in[0] is None:
-        raise ConfigError("mlp_backward: parameters=False needs buffers made with input_gradient=True")
+def mlp_backward(device, net, buffers, x, d_output, parameters=True, input_gradient=None):
+    """Backpropagate ``d_output`` (gradient w.r.t. the output) into every parameter's ``grad``
+    and, if the buffers keep one (``input_gradient=True``) and ``input_gradient`` is not False,
+    into ``buffers.d_in[0]``, the gradient w.r.t. the input. ``parameters=False`` computes only
+    that input gradient, skipping the weight gradients."""
+    if (not parameters or input_gradient) and buffers.d_in[0] is None:
+        raise ConfigError("mlp_backward: an input gradient needs buffers made with input_gradient=True")
     d_out = d_output
     for i in reversed(range(len(net.weights))):
         if parameters:
             inp = x if i == 0 else buffers.out[i - 1]
+            d_x = None if i == 0 and input_gradient is False else buffers.d_in[i]
             dense_backward(device, inp, net.weights[i].value, buffers.pre[i], buffers.out[i], d_out,
-                           buffers.d_pre[i], net.weights[i].grad, net.biases[i].grad, buffers.d_in[i],
+                           buffers.d_pre[i], net.weights[i].grad, net.biases[i].grad, d_x,
                            net.activation_of(i))
         else:
             dense_input_gradient(device, net.weights[i].value, buffers.pre[i], buffers.out[i], d_out,

@@ -185,3 +185,11 @@ def test_staged_branch_is_generated_as_if(tmp_path, monkeypatch):
     drl.fuse(dev, branching_step, counter, drl.zeros(dev, 1), evens, below)(1)
     source = next((tmp_path / "fused").glob("fused_*.py")).read_text()
     assert "if a0[0] % 2 == 0:" in source and "else:" in source
+
+
+def test_blas_runs_single_threaded_by_default():
+    """Small RL matrices: BLAS threads only add synchronisation (DISPATCHRL_BLAS_THREADS=0 opts out)."""
+    from threadpoolctl import threadpool_info
+
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    assert blas and all(info["num_threads"] == 1 for info in blas)

@@ -174,3 +174,21 @@ def test_python_stepped_gymnasium_env():
     assert int(drl.to_numpy(result.state.replay.size)[0]) == 300
     action = result.policy(np.zeros(2, np.float32))
     assert action.shape == (1,) and -1 <= action[0] <= 1
+
+
+def test_cli_export_of_a_trained_checkpoint(saved, tmp_path, capsys):
+    """dispatchrl export writes policy.h/.c whose host build acts like the Python policy."""
+    from dispatchrl import export
+
+    assert main(["export", "--checkpoint", str(saved), "--out", str(tmp_path / "c"), "--target", "host"]) == 0
+    paths = {line.split(": ")[0]: line.split(": ")[1] for line in capsys.readouterr().out.splitlines()}
+    assert {"header", "source", "main", "binary"} <= paths.keys()
+    algo, _, spec, _, state = load(saved)
+    policy = algo.policy(state, spec.action_low, spec.action_high)
+    obs = np.random.default_rng(1).normal(size=(3, 3)).astype(np.float32)
+    np.testing.assert_allclose(export.run_executable(paths["binary"], "host", obs), policy(obs), atol=1e-5)
+
+
+def test_cli_export_refuses_a_bad_checkpoint(tmp_path):
+    (tmp_path / "x.json").write_text("{}")
+    assert main(["export", "--checkpoint", str(tmp_path / "x"), "--out", str(tmp_path / "c")]) == 2

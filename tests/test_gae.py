@@ -96,6 +96,19 @@ def test_gae_matches_float64_reference(device, p_term, p_trunc):
     np.testing.assert_allclose(ret, ref_ret, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_advantages_only(device, fused):
+    """returns=None computes the same advantages and writes no returns."""
+    arrays = rollout_arrays(7, 5, seed=3)
+    args = [drl.asarray(device, x) for x in arrays]
+    advantage = drl.zeros(device, arrays[0].shape)
+    if fused:
+        drl.fuse(device, lambda d: gae(d, *args, GAMMA, LAM, advantage))()
+    else:
+        gae(device, *args, GAMMA, LAM, advantage)
+    np.testing.assert_allclose(drl.to_numpy(advantage), reference_gae(*arrays, GAMMA, LAM)[0], rtol=2e-5, atol=2e-5)
+
+
 @settings(max_examples=25, deadline=None)
 @given(steps=st.integers(1, 12), envs=st.integers(1, 5), seed=st.integers(0, 2**16),
        gamma=st.floats(0, 1), lam=st.floats(0, 1))

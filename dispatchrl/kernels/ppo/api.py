@@ -47,17 +47,18 @@ def _check_flags(fn, device, shape, terminated, truncated):
 
 
 @generic
-def gae(device, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+def gae(device, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns=None):
     """Generalised advantage estimation over a (T, N) rollout with partial-episode bootstrapping:
     ``δ_t = r_t + γ (1 − terminated_t) next_value_t − value_t`` and
     ``A_t = δ_t + γλ (1 − terminated_t)(1 − truncated_t) A_{t+1}`` with ``A_T = 0``;
     ``returns = A + value`` (the TD(λ) target). ``next_value_t`` is V of the true next
     observation (of the final observation on truncation, of the observation after the rollout on
-    the last row). See the module docstring for the timestep types."""
+    the last row). See the module docstring for the timestep types. ``returns=None`` skips the
+    returns (one output stream less, for callers that need only advantages)."""
     fn = "gae"
     check_device(fn, device)
-    _check_timesteps(fn, device, reward, (("value", value), ("next_value", next_value),
-                                          ("advantage", advantage), ("returns", returns)))
+    outputs = (("advantage", advantage),) + ((("returns", returns),) if returns is not None else ())
+    _check_timesteps(fn, device, reward, (("value", value), ("next_value", next_value)) + outputs)
     _check_flags(fn, device, reward.shape, terminated, truncated)
     return (device, reward, value, next_value, terminated, truncated,
             check_number(fn, "gamma", gamma, 0, 1), check_number(fn, "lam", lam, 0, 1), advantage, returns)

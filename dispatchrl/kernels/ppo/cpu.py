@@ -32,16 +32,18 @@ def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, adv
         v = value[t, j]
         a = reward[t, j] - v + (zero if terminated[t, j] else g * next_value[t, j])
         advantage[t, j] = a
-        returns[t, j] = a + v
+        if returns is not None:  # None is a compile-time type: the branch is pruned
+            returns[t, j] = a + v
     for t in range(steps - 2, -1, -1):
         # row views: one contiguous, branch-free (select) sweep over the envs per time step
         r, va, nv, te, tr = reward[t], value[t], next_value[t], terminated[t], truncated[t]
-        ahead, adv, ret = advantage[t + 1], advantage[t], returns[t]
+        ahead, adv = advantage[t + 1], advantage[t]
         for j in range(envs):
             v = va[j]
             a = r[j] - v + (zero if te[j] else g * nv[j] + (zero if tr[j] else gl * ahead[j]))
             adv[j] = a
-            ret[j] = a + v
+            if returns is not None:
+                returns[t, j] = a + v
 
 
 @api.gae.dispatch

@@ -41,7 +41,8 @@ def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, adv
             v = value[t, j]
             a = reward[t, j] + bootstrap - v + gamma * lam * carry
             advantage[t, j] = a
-            returns[t, j] = a + v
+            if returns is not None:
+                returns[t, j] = a + v
             carry = a
 
 

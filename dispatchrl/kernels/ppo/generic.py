@@ -16,7 +16,8 @@ def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, adv
     for t in range(reward.shape[0] - 1, -1, -1):
         running = delta[t] + (carry[t] * running if t + 1 < reward.shape[0] else 0.0)
         advantage[t] = running
-    returns[...] = advantage + value
+    if returns is not None:
+        returns[...] = advantage + value
 
 
 @api.gae.dispatch

@@ -10,7 +10,7 @@ from numba import njit
 
 from ...devices import CPU
 from ...staging import launch
-from ..cpu import uniform01
+from ..cpu import adam_step_kernel, uniform01
 from ..rl.cpu import standard_normal
 from . import api
 from .generic import gather_arguments, store_arguments
@@ -247,24 +247,7 @@ def adaptive_learning_rate(device: CPU, kl, lr, target, factor, low, high):
 
 @njit(**_fast)
 def adam_step_scheduled_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
-    t[0] += 1
-    real = param.dtype.type
-    b1, b2 = real(beta1), real(beta2)
-    one_minus_b1, one_minus_b2 = real(1 - beta1), real(1 - beta2)
-    step_size = real(lr[0] / (1.0 - beta1 ** t[0]))
-    inv_sqrt_correction2 = real(1.0 / math.sqrt(1.0 - beta2 ** t[0]))
-    epsilon = real(eps)
-    p = param.reshape(param.size)
-    g = grad.reshape(grad.size)
-    m_ = m.reshape(m.size)
-    v_ = v.reshape(v.size)
-    for i in range(p.size):
-        gi = g[i]
-        mi = b1 * m_[i] + one_minus_b1 * gi
-        vi = b2 * v_[i] + one_minus_b2 * gi * gi
-        m_[i] = mi
-        v_[i] = vi
-        p[i] -= step_size * mi / (math.sqrt(vi) * inv_sqrt_correction2 + epsilon)
+    adam_step_kernel(param, grad, m, v, t, lr[0], beta1, beta2, eps)
 
 
 @api.adam_step_scheduled.dispatch

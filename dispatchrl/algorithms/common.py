@@ -162,9 +162,10 @@ class Progress:
         self.enabled = stream.isatty() if enabled is None else enabled
         self.start = time.perf_counter()
 
-    def update(self, done, recent_return):
-        if not self.enabled:
+    def update(self, done, state):
+        if not self.enabled:  # reading the episode log copies it: only for a visible bar
             return
+        recent_return = _recent_return(state)
         rate = done / max(time.perf_counter() - self.start, 1e-9)
         width = 30
         filled = int(width * done / max(self.total, 1))
@@ -237,7 +238,7 @@ def train_off_policy(algo, name, device, env, config, seed, progress=None, resum
             n = min(chunk, iterations - done)
             step(n)
             done += n
-            bar.update(done * config.num_envs, _recent_return(state))
+            bar.update(done * config.num_envs, state)
         train_seconds = time.perf_counter() - loop_start
     else:
         compile_seconds, train_seconds = _train_python_stepped(algo, device, spec, config, state, done,
@@ -279,7 +280,7 @@ def _train_python_stepped(algo, device, spec, config, state, done, iterations, s
             learn()
             done += 1
             if done % 200 == 0 or done == iterations:
-                bar.update(done * config.num_envs, _recent_return(state))
+                bar.update(done * config.num_envs, state)
     finally:
         batch.close()
     return compile_seconds, time.perf_counter() - loop_start

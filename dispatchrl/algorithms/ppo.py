@@ -308,7 +308,7 @@ def train(device, env="pendulum", config=None, seed=0, progress=None, resume=Non
             _check_observations(state)
             update(updates_per_iteration)
             done += 1
-            bar.update(done * steps_per_iteration, common._recent_return(state))
+            bar.update(done * steps_per_iteration, state)
         train_seconds = time.perf_counter() - loop_start
     else:
         compile_seconds, train_seconds = _train_python_stepped(device, spec, config, state, done, seed, bar,
@@ -345,7 +345,7 @@ def _train_python_stepped(device, spec, config, state, done, seed, bar, update, 
                 store_step()
             update(updates_per_iteration)
             done += 1
-            bar.update(done * config.num_envs * config.steps_per_env, common._recent_return(state))
+            bar.update(done * config.num_envs * config.steps_per_env, state)
     finally:
         batch.close()
     return compile_seconds, time.perf_counter() - loop_start

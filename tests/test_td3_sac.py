@@ -192,3 +192,20 @@ def test_cli_export_of_a_trained_checkpoint(saved, tmp_path, capsys):
 def test_cli_export_refuses_a_bad_checkpoint(tmp_path):
     (tmp_path / "x.json").write_text("{}")
     assert main(["export", "--checkpoint", str(tmp_path / "x"), "--out", str(tmp_path / "c")]) == 2
+
+
+def test_progress_bar_on_a_terminal_only():
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    result = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=400), progress=False)
+    shown, piped = Terminal(), io.StringIO()
+    for stream in (shown, piped):
+        bar = common.Progress(400, stream=stream)
+        bar.update(400, result.state)
+        bar.close()
+    assert "400/400 steps" in shown.getvalue() and "steps/s" in shown.getvalue() and "return" in shown.getvalue()
+    assert piped.getvalue() == ""

@@ -210,6 +210,13 @@ def _activation_backward(pre, out, d_out, d_pre, db, code):
     vectorise better than one pass with a column accumulator."""
     _activation_backward_only(pre, out, d_out, d_pre, code)
     m, n = d_pre.shape
+    if n == 1:  # an output layer: one plain sum (a row loop of one element costs per row)
+        total = d_pre[0, 0] * 0
+        flat = d_pre.reshape(m)
+        for i in range(m):
+            total += flat[i]
+        db[0] = total
+        return
     for j in range(n):
         db[j] = 0
     for i in range(m):

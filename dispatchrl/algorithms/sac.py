@@ -35,7 +35,7 @@ class Config:
     actor_lr: float = 1e-3
     critic_lr: float = 1e-3
     alpha_lr: float = 1e-3
-    initial_alpha: float = 1.0
+    initial_alpha: float = 0.2        # the SAC paper's temperature; tuned automatically from there
     target_entropy: float = None     # None: −action_dim
     policy_delay: int = 1            # actor and temperature updates every step
     replay_capacity: int = None      # None: total_steps

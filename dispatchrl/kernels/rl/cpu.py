@@ -171,20 +171,24 @@ def gaussian_tanh_sample(device: CPU, rng, actor_out, noise, action, log_prob):
 
 
 @njit(**_fast)
+def gaussian_tanh_grad(a, d_a, raw_log_std, eps, scale):
+    """(∂L/∂mean, ∂L/∂log_std) of one action component; ``scale`` = α / batch. Also compiled as
+    the CUDA device function, so both backends share this math."""
+    one_minus = 1.0 - a * a
+    d_u = d_a * one_minus + scale * 2.0 * a * one_minus / (one_minus + 1e-6)
+    if api.LOG_STD_MIN < raw_log_std < api.LOG_STD_MAX:
+        return d_u, d_u * math.exp(raw_log_std) * eps - scale
+    return d_u, 0.0
+
+
+@njit(**_fast)
 def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out):
     batch, a_dim = action.shape
     scale = math.exp(log_alpha[0]) / batch
     for i in range(batch):
         for j in range(a_dim):
-            a = np.float64(action[i, j])
-            one_minus = 1.0 - a * a
-            d_u = d_action[i, j] * one_minus + scale * 2.0 * a * one_minus / (one_minus + 1e-6)
-            d_actor_out[i, j] = d_u
-            raw = actor_out[i, a_dim + j]
-            if api.LOG_STD_MIN < raw < api.LOG_STD_MAX:
-                d_actor_out[i, a_dim + j] = d_u * math.exp(raw) * noise[i, j] - scale
-            else:
-                d_actor_out[i, a_dim + j] = 0.0
+            d_actor_out[i, j], d_actor_out[i, a_dim + j] = gaussian_tanh_grad(
+                np.float64(action[i, j]), d_action[i, j], actor_out[i, a_dim + j], noise[i, j], scale)
 
 
 @api.gaussian_tanh_backward.dispatch

@@ -8,7 +8,9 @@ from numba import cuda
 from ...devices import CUDA
 from ...staging import launch
 from ..cuda import Launch, flat, increment_kernel, launch_1d, launch_2d, uniform01
-from . import api
+from . import api, cpu
+
+gaussian_tanh_grad = cuda.jit(device=True)(cpu.gaussian_tanh_grad.py_func)
 
 
 def _transitions(t):
@@ -177,16 +179,10 @@ def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha,
     i, j = cuda.grid(2)
     batch, a_dim = action.shape
     if i < batch and j < a_dim:
-        scale = math.exp(log_alpha[0]) / batch
-        a = np.float64(action[i, j])
-        one_minus = 1.0 - a * a
-        d_u = d_action[i, j] * one_minus + scale * 2.0 * a * one_minus / (one_minus + 1e-6)
-        d_actor_out[i, j] = d_u
-        raw = actor_out[i, a_dim + j]
-        if api.LOG_STD_MIN < raw < api.LOG_STD_MAX:
-            d_actor_out[i, a_dim + j] = d_u * math.exp(raw) * noise[i, j] - scale
-        else:
-            d_actor_out[i, a_dim + j] = 0.0
+        d_mean, d_log_std = gaussian_tanh_grad(np.float64(action[i, j]), d_action[i, j], actor_out[i, a_dim + j],
+                                               noise[i, j], math.exp(log_alpha[0]) / batch)
+        d_actor_out[i, j] = d_mean
+        d_actor_out[i, a_dim + j] = d_log_std
 
 
 @api.gaussian_tanh_backward.dispatch

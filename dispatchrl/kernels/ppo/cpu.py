@@ -52,6 +52,25 @@ def gae(device: CPU, reward, value, next_value, terminated, truncated, gamma, la
 
 
 @njit(**_fast)
+def n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n):
+    """G_t of env j: up to n rewards, stopping at the episode's or the rollout's end; also
+    compiled as the CUDA device function, so both backends share it."""
+    steps = reward.shape[0]
+    total = 0.0
+    discount = 1.0
+    for k in range(min(n, steps - t)):
+        i = t + k
+        total += discount * reward[i, j]
+        discount *= gamma
+        if terminated[i, j]:
+            break
+        if truncated[i, j] or k == n - 1 or i == steps - 1:
+            total += discount * next_value[i, j]
+            break
+    return total
+
+
+@njit(**_fast)
 def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, returns, n):
     steps, envs = reward.shape
     if n >= steps:  # return-to-go: one backward sweep
@@ -67,18 +86,7 @@ def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, 
         return
     for t in range(steps):
         for j in range(envs):
-            total = 0.0
-            discount = 1.0
-            for k in range(min(n, steps - t)):
-                i = t + k
-                total += discount * reward[i, j]
-                discount *= gamma
-                if terminated[i, j]:
-                    break
-                if truncated[i, j] or k == n - 1 or i == steps - 1:
-                    total += discount * next_value[i, j]
-                    break
-            returns[t, j] = total
+            returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
 
 
 @api.discounted_returns.dispatch

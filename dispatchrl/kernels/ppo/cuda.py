@@ -12,8 +12,10 @@ from ...errors import ShapeError
 from ...staging import launch
 from ..cuda import Launch, flat, increment_kernel, launch_1d, launch_2d, uniform01
 from ..rl.cuda import standard_normal
-from . import api
+from . import api, cpu
 from .generic import gather_arguments, store_arguments
+
+n_step_return = cuda.jit(device=True)(cpu.n_step_return.py_func)
 
 _LOG_2PI = api.LOG_2PI
 _NORMALIZE_EPS = api.NORMALIZE_EPS
@@ -58,18 +60,7 @@ def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, 
     steps, envs = reward.shape
     if j < envs:
         for t in range(steps):
-            total = 0.0
-            discount = 1.0
-            for k in range(min(n, steps - t)):
-                i = t + k
-                total += discount * reward[i, j]
-                discount *= gamma
-                if terminated[i, j]:
-                    break
-                if truncated[i, j] or k == n - 1 or i == steps - 1:
-                    total += discount * next_value[i, j]
-                    break
-            returns[t, j] = total
+            returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
 
 
 @api.discounted_returns.dispatch

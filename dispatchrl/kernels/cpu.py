@@ -17,6 +17,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from ..devices import CPU
+from ..errors import ConfigError
 from ..staging import launch
 from . import api
 
@@ -40,7 +41,10 @@ def limit_blas_threads():
     The matrices of RL networks are small: BLAS threads only add synchronisation, and on a busy
     machine a thread waiting for a taken core turns a 30 µs product into milliseconds. This
     applies to every BLAS in the process (numpy's too), from when dispatchrl is imported."""
-    threads = int(os.environ.get("DISPATCHRL_BLAS_THREADS", "1"))
+    setting = os.environ.get("DISPATCHRL_BLAS_THREADS", "1")
+    if not setting.isdigit():
+        raise ConfigError(f"DISPATCHRL_BLAS_THREADS must be a non-negative int, got {setting!r}")
+    threads = int(setting)
     if threads > 0:
         import scipy.linalg.cython_blas  # noqa: F401  (loads the BLAS Numba's np.dot calls)
         from threadpoolctl import threadpool_limits

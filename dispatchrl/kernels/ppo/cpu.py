@@ -264,24 +264,32 @@ def adam_step_scheduled(device: CPU, param, grad, m, v, t, lr, beta1, beta2, eps
 
 
 @njit(**_exact)
+def store_env_step(n, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
+                   r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated, r_truncated):
+    """Write env n's step into the rollout's row block step[0] mod T; also compiled as the CUDA
+    device function, so both backends share it."""
+    steps, envs = r_reward.shape
+    t = step[0] % steps
+    row = t * envs + n
+    for d in range(obs.shape[1]):
+        r_obs[row, d] = obs[n, d]
+    for d in range(action.shape[1]):
+        r_action[row, d] = action[n, d]
+        r_mean[row, d] = mean[n, d]
+    r_log_prob[t, n] = log_prob[n]
+    r_value[t, n] = value[n, 0]
+    r_next_value[t, n] = next_value[n, 0]
+    r_reward[t, n] = reward[n]
+    r_terminated[t, n] = terminated[n]
+    r_truncated[t, n] = truncated[n]
+
+
+@njit(**_exact)
 def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
                          r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated,
                          r_truncated):
-    steps, envs = r_reward.shape
-    t = step[0] % steps
-    for n in range(envs):
-        row = t * envs + n
-        for d in range(obs.shape[1]):
-            r_obs[row, d] = obs[n, d]
-        for d in range(action.shape[1]):
-            r_action[row, d] = action[n, d]
-            r_mean[row, d] = mean[n, d]
-        r_log_prob[t, n] = log_prob[n]
-        r_value[t, n] = value[n, 0]
-        r_next_value[t, n] = next_value[n, 0]
-        r_reward[t, n] = reward[n]
-        r_terminated[t, n] = terminated[n]
-        r_truncated[t, n] = truncated[n]
+    for n in range(r_reward.shape[1]):
+        store_env_step(n, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated, r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated, r_truncated)
 
 
 @api.rollout_store.dispatch

@@ -16,6 +16,7 @@ from . import api, cpu
 from .generic import gather_arguments, store_arguments
 
 n_step_return = cuda.jit(device=True)(cpu.n_step_return.py_func)
+store_env_step = cuda.jit(device=True)(cpu.store_env_step.py_func)
 
 _LOG_2PI = api.LOG_2PI
 _NORMALIZE_EPS = api.NORMALIZE_EPS
@@ -295,21 +296,8 @@ def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, r
                          r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated,
                          r_truncated):
     n = cuda.grid(1)
-    steps, envs = r_reward.shape
-    if n < envs:
-        t = step[0] % steps
-        row = t * envs + n
-        for d in range(obs.shape[1]):
-            r_obs[row, d] = obs[n, d]
-        for d in range(action.shape[1]):
-            r_action[row, d] = action[n, d]
-            r_mean[row, d] = mean[n, d]
-        r_log_prob[t, n] = log_prob[n]
-        r_value[t, n] = value[n, 0]
-        r_next_value[t, n] = next_value[n, 0]
-        r_reward[t, n] = reward[n]
-        r_terminated[t, n] = terminated[n]
-        r_truncated[t, n] = truncated[n]
+    if n < r_reward.shape[1]:
+        store_env_step(n, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated, r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated, r_truncated)
 
 
 @api.rollout_store.dispatch

@@ -96,6 +96,20 @@ def _check_device(device):
         raise DeviceError(f"device: expected a dispatchrl Device (e.g. CPU()), got {device!r}")
 
 
+#: host arrays start on a cache-line boundary: numpy's allocator gives 16-byte alignment, and
+#: 64-byte vector loads that straddle two lines made the fused TD3 kernels ~10% slower
+ALIGNMENT = 64
+
+
+def _aligned_copy(host):
+    """A C-contiguous copy of ``host`` whose data starts on an ``ALIGNMENT``-byte boundary."""
+    raw = np.empty(host.nbytes + ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    out = raw[start:start + host.nbytes].view(host.dtype).reshape(host.shape)
+    out[...] = host
+    return out
+
+
 def zeros(device, shape, dtype=np.float32):
     """A zero-filled array of ``shape`` and ``dtype`` on ``device``."""
     _check_device(device)
@@ -117,7 +131,7 @@ def asarray(device, x, dtype=None):
         from numba import cuda
 
         return Array(device, cuda.to_device(host))
-    return Array(device, host)
+    return Array(device, _aligned_copy(host))
 
 
 def to_numpy(x):

@@ -107,6 +107,34 @@ def test_dense_forward_backward(device, activation):
     check()
 
 
+@pytest.mark.parametrize("batch,n_in,n_out", [(100, 64, 64), (37, 20, 45), (50, 70, 66)])
+def test_cpu_blas_dense_input_gradient(batch, n_in, n_out):
+    """BLAS-sized layers: d_x goes through a blocked transpose of W, ragged edges included."""
+    cpu, g = drl.CPU(), np.random.default_rng(batch)
+    x, W, b, d_out = (g.normal(size=s).astype(np.float32).astype(float)
+                      for s in ((batch, n_in), (n_in, n_out), (n_out,), (batch, n_out)))
+    pre, out = drl.zeros(cpu, (batch, n_out)), drl.zeros(cpu, (batch, n_out))
+    drl.dense_forward(cpu, put(cpu, x), put(cpu, W), put(cpu, b), pre, out, "relu")
+    ref_d_pre = d_out * (x @ W + b > 0)
+    d_pre, dW, db, d_x = (drl.zeros(cpu, s) for s in ((batch, n_out), (n_in, n_out), (n_out,), (batch, n_in)))
+    drl.dense_backward(cpu, put(cpu, x), put(cpu, W), pre, out, put(cpu, d_out), d_pre, dW, db, d_x, "relu")
+    close(d_x, ref_d_pre @ W.T)
+    close(dW, x.T @ ref_d_pre)
+    drl.fill(cpu, d_x, 0.0)
+    drl.dense_input_gradient(cpu, put(cpu, W), pre, out, put(cpu, d_out), d_pre, d_x, "relu")
+    close(d_x, ref_d_pre @ W.T)
+
+
+def test_host_arrays_are_cache_line_aligned():
+    for device in (drl.CPU(), drl.Generic()):
+        for shape, dtype in (((100, 64), np.float32), ((3,), np.int64), ((7, 5), np.float64)):
+            a = drl.zeros(device, shape, dtype)
+            b = drl.asarray(device, np.arange(np.prod(shape)).reshape(shape).astype(dtype))
+            for arr in (a, b):
+                assert arr.data.ctypes.data % 64 == 0 and arr.data.flags.c_contiguous and arr.data.flags.writeable
+            np.testing.assert_array_equal(b.data, np.arange(np.prod(shape)).reshape(shape).astype(dtype))
+
+
 def test_mse(device):
     @examples(device)
     @given(dims, dims, seeds)

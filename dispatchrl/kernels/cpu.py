@@ -16,6 +16,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+from ..arrays import zeros
 from ..devices import CPU
 from ..errors import ConfigError
 from ..staging import launch
@@ -255,18 +256,34 @@ def _input_gradient_loop(d_pre, W, d_x):
 
 
 @njit(**_fast)
-def _input_gradient_blas(d_pre, W, d_x):
-    """d_x = d_pre Wᵀ. For wide inputs as an untransposed GEMM on a transposed copy of W:
-    OpenBLAS's NT sgemm is ~40% slower than NN at these sizes, the copy costs a fraction."""
+def _transpose(W, WT):
+    """WT = Wᵀ in 8×8 blocks (a plain loop strides through W one element per cache line)."""
     k, n = W.shape
-    if k < 16:
+    kb, nb = k - k % 8, n - n % 8
+    for jb in range(0, nb, 8):
+        for pb in range(0, kb, 8):
+            for j in range(8):
+                for p in range(8):
+                    WT[jb + j, pb + p] = W[pb + p, jb + j]
+    for j in range(n):  # ragged edges
+        for p in range(kb if j < nb else 0, k):
+            WT[j, p] = W[p, j]
+
+
+@njit(**_fast)
+def _input_gradient_blas(d_pre, W, WT, d_x):
+    """d_x = d_pre Wᵀ. For wide inputs as an untransposed GEMM on the transposed copy WT of W:
+    OpenBLAS's NT sgemm is ~40% slower than NN at these sizes, the copy costs a fraction."""
+    if W.shape[0] < 16:
         np.dot(d_pre, W.T, d_x)
         return
-    WT = np.empty((n, k), dtype=W.dtype)
-    for j in range(n):
-        for p in range(k):
-            WT[j, p] = W[p, j]
+    _transpose(W, WT)
     np.dot(d_pre, WT, d_x)
+
+
+def _transpose_scratch(device, W):
+    """Per call site scratch for Wᵀ, made when the call is staged (no allocation per step)."""
+    return zeros(device, W.shape[::-1], W.dtype.type)
 
 
 @njit(**_fast)
@@ -276,10 +293,10 @@ def dense_backward_blas(x, W, pre, out, d_out, d_pre, dW, db, code):
 
 
 @njit(**_fast)
-def dense_backward_input_blas(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
+def dense_backward_input_blas(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, code):
     _activation_backward(pre, out, d_out, d_pre, db, code)
     np.dot(x.T, d_pre, dW)
-    _input_gradient_blas(d_pre, W, d_x)
+    _input_gradient_blas(d_pre, W, WT, d_x)
 
 
 @njit(**_fast)
@@ -318,9 +335,9 @@ def _activation_backward_only(pre, out, d_out, d_pre, code):
 
 
 @njit(**_fast)
-def dense_input_gradient_blas(W, pre, out, d_out, d_pre, d_x, code):
+def dense_input_gradient_blas(W, WT, pre, out, d_out, d_pre, d_x, code):
     _activation_backward_only(pre, out, d_out, d_pre, code)
-    _input_gradient_blas(d_pre, W, d_x)
+    _input_gradient_blas(d_pre, W, WT, d_x)
 
 
 @njit(**_fast)
@@ -331,8 +348,11 @@ def dense_input_gradient_loop(W, pre, out, d_out, d_pre, d_x, code):
 
 @api.dense_input_gradient.dispatch
 def dense_input_gradient(device: CPU, W, pre, out, d_out, d_pre, d_x, activation):
-    kernel = dense_input_gradient_blas if _use_blas(pre.shape[0], *W.shape) else dense_input_gradient_loop
-    launch(device, kernel, W, pre, out, d_out, d_pre, d_x, api.ACTIVATIONS[activation])
+    code = api.ACTIVATIONS[activation]
+    if _use_blas(pre.shape[0], *W.shape):
+        launch(device, dense_input_gradient_blas, W, _transpose_scratch(device, W), pre, out, d_out, d_pre, d_x, code)
+    else:
+        launch(device, dense_input_gradient_loop, W, pre, out, d_out, d_pre, d_x, code)
 
 
 @api.dense_backward.dispatch
@@ -342,9 +362,11 @@ def dense_backward(device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x, activ
     if d_x is None:
         kernel = dense_backward_blas if blas else dense_backward_loop
         launch(device, kernel, x, W, pre, out, d_out, d_pre, dW, db, code)
+    elif blas:
+        launch(device, dense_backward_input_blas, x, W, _transpose_scratch(device, W), pre, out, d_out, d_pre, dW, db,
+               d_x, code)
     else:
-        kernel = dense_backward_input_blas if blas else dense_backward_input_loop
-        launch(device, kernel, x, W, pre, out, d_out, d_pre, dW, db, d_x, code)
+        launch(device, dense_backward_input_loop, x, W, pre, out, d_out, d_pre, dW, db, d_x, code)
 
 
 @njit(**_fast)

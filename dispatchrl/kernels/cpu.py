@@ -274,7 +274,7 @@ def _transpose(W, WT):
 def _input_gradient_blas(d_pre, W, WT, d_x):
     """d_x = d_pre Wᵀ. For wide inputs as an untransposed GEMM on the transposed copy WT of W:
     OpenBLAS's NT sgemm is ~40% slower than NN at these sizes, the copy costs a fraction."""
-    if W.shape[0] < 16:
+    if WT.shape != W.shape[::-1]:  # narrow inputs: NT directly (see _transpose_scratch)
         np.dot(d_pre, W.T, d_x)
         return
     _transpose(W, WT)
@@ -282,8 +282,9 @@ def _input_gradient_blas(d_pre, W, WT, d_x):
 
 
 def _transpose_scratch(device, W):
-    """Per call site scratch for Wᵀ, made when the call is staged (no allocation per step)."""
-    return zeros(device, W.shape[::-1], W.dtype.type)
+    """Per call site scratch for Wᵀ, made when the call is staged (no allocation per step); a
+    (1, 1) placeholder for inputs narrower than 16, where the transposed GEMM is no slower."""
+    return zeros(device, W.shape[::-1] if W.shape[0] >= 16 else (1, 1), W.dtype.type)
 
 
 @njit(**_fast)

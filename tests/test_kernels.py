@@ -135,6 +135,16 @@ def test_host_arrays_are_cache_line_aligned():
             np.testing.assert_array_equal(b.data, np.arange(np.prod(shape)).reshape(shape).astype(dtype))
 
 
+def test_device_twin_refuses_cpu_jitted_callees():
+    """A CUDA twin whose callee still resolves to a CPU dispatcher would only fail on a real GPU."""
+    from dispatchrl.envs import cpu as env_cpu, cuda as env_cuda
+    from dispatchrl.kernels.cuda import device_twin
+
+    with pytest.raises(TypeError, match="acrobot_dsdt"):
+        device_twin(env_cpu.acrobot_rk4, wrap_angle=env_cuda.wrap_angle)
+    assert env_cuda.acrobot_rk4.py_func.__globals__["acrobot_dsdt"] is env_cuda.acrobot_dsdt
+
+
 def test_mse(device):
     @examples(device)
     @given(dims, dims, seeds)

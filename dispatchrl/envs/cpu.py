@@ -26,8 +26,8 @@ U_COST = float(np.float32(0.001))  # gymnasium's 0.001, as float32 arithmetic se
 ACROBOT_MAX_VEL_2 = 9 * math.pi
 
 
-# --- scalar physics: self-contained helpers, compiled here with njit and by envs/cuda.py as CUDA
-# device functions from the same Python source (``.py_func``), so the backends cannot drift ----
+# --- scalar physics, compiled here with njit and by envs/cuda.py as CUDA device functions from
+# the same Python source (``device_twin``), so the backends cannot drift -------------------------
 
 
 @njit(**_exact)
@@ -85,9 +85,6 @@ def acrobot_terminal(theta1, theta2):
     return -math.cos(theta1) - math.cos(theta2 + theta1) > 1.0
 
 
-# --- CPU kernels -------------------------------------------------------------------------------
-
-
 @njit(**_exact)
 def acrobot_rk4(s0, s1, s2, s3, torque):
     """gymnasium's rk4 over [0, dt]: one step with dt = 0.2, then wrap and clip."""
@@ -106,6 +103,9 @@ def acrobot_rk4(s0, s1, s2, s3, torque):
     n2 = min(max(n2, -ACROBOT_MAX_VEL_1), ACROBOT_MAX_VEL_1)
     n3 = min(max(n3, -ACROBOT_MAX_VEL_2), ACROBOT_MAX_VEL_2)
     return n0, n1, n2, n3
+
+
+# --- CPU kernels -------------------------------------------------------------------------------
 
 
 @njit(**_exact)

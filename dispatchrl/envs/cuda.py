@@ -1,8 +1,10 @@
 """CUDA methods of the native envs: one thread per env.
 
 The scalar physics are the CPU backend's helpers compiled as device functions from the same
-Python source, so CPU and CUDA evaluate identical expressions. Imported when a CUDA device is
-first created (see ``CUDA.method_modules``)."""
+Python source (:func:`device_twin`), so CPU and CUDA evaluate identical expressions. The per-env
+loop bodies stay per backend: moved into a shared function taking the env arrays, Acrobot's CPU
+step ran 1.5x slower (181 vs 122 ns per env; Numba's inline="always" did not help). Imported
+when a CUDA device is first created (see ``CUDA.method_modules``)."""
 
 import math
 
@@ -10,40 +12,19 @@ import numpy as np
 from numba import cuda
 
 from ..devices import CUDA
-from ..kernels.cuda import Launch, grid_1d, increment_kernel, uniform01
+from ..kernels.cuda import Launch, device_twin, grid_1d, increment_kernel, uniform01
 from ..staging import launch
 from . import api, cpu
 from .api import AcrobotContinuous, Pendulum
 
 PI = math.pi
 TWO_PI = 2 * math.pi
-ACROBOT_MAX_VEL_1 = 4 * math.pi
-ACROBOT_MAX_VEL_2 = 9 * math.pi
 
-pendulum_dynamics = cuda.jit(device=True)(cpu.pendulum_dynamics.py_func)
-acrobot_dsdt = cuda.jit(device=True)(cpu.acrobot_dsdt.py_func)
-wrap_angle = cuda.jit(device=True)(cpu.wrap_angle.py_func)
-acrobot_terminal = cuda.jit(device=True)(cpu.acrobot_terminal.py_func)
-
-
-@cuda.jit(device=True)
-def acrobot_rk4(s0, s1, s2, s3, torque):
-    """Same as envs/cpu.py acrobot_rk4 (it calls CPU-compiled helpers, so is repeated here)."""
-    dt2 = 0.1
-    k10, k11, k12, k13 = acrobot_dsdt(s0, s1, s2, s3, torque)
-    k20, k21, k22, k23 = acrobot_dsdt(s0 + dt2 * k10, s1 + dt2 * k11, s2 + dt2 * k12, s3 + dt2 * k13, torque)
-    k30, k31, k32, k33 = acrobot_dsdt(s0 + dt2 * k20, s1 + dt2 * k21, s2 + dt2 * k22, s3 + dt2 * k23, torque)
-    k40, k41, k42, k43 = acrobot_dsdt(s0 + 0.2 * k30, s1 + 0.2 * k31, s2 + 0.2 * k32, s3 + 0.2 * k33, torque)
-    h = 0.2 / 6.0
-    n0 = s0 + h * (k10 + 2 * k20 + 2 * k30 + k40)
-    n1 = s1 + h * (k11 + 2 * k21 + 2 * k31 + k41)
-    n2 = s2 + h * (k12 + 2 * k22 + 2 * k32 + k42)
-    n3 = s3 + h * (k13 + 2 * k23 + 2 * k33 + k43)
-    n0 = wrap_angle(n0)
-    n1 = wrap_angle(n1)
-    n2 = min(max(n2, -ACROBOT_MAX_VEL_1), ACROBOT_MAX_VEL_1)
-    n3 = min(max(n3, -ACROBOT_MAX_VEL_2), ACROBOT_MAX_VEL_2)
-    return n0, n1, n2, n3
+pendulum_dynamics = device_twin(cpu.pendulum_dynamics)
+acrobot_dsdt = device_twin(cpu.acrobot_dsdt)
+wrap_angle = device_twin(cpu.wrap_angle)
+acrobot_terminal = device_twin(cpu.acrobot_terminal)
+acrobot_rk4 = device_twin(cpu.acrobot_rk4, acrobot_dsdt=acrobot_dsdt, wrap_angle=wrap_angle)
 
 
 @cuda.jit

@@ -5,23 +5,37 @@ Methods pick the launch configuration from the static shapes and hand a :class:`
 stay within the subset real numba.cuda compiles (the simulator would accept more)."""
 
 import math
+import types
 
 import numpy as np
 from numba import cuda
+from numba.core.registry import CPUDispatcher
 
 from ..devices import CUDA
 from ..staging import launch
-from . import api
+from . import api, cpu
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 
 BLOCK_1D = 128
 BLOCK_2D = (16, 8)
 REDUCE_THREADS = 128  # one block reduces a whole array (shared memory tree)
+
+
+def device_twin(cpu_function, **callees):
+    """The CPU ``@njit`` helper ``cpu_function`` compiled as a CUDA device function from the same
+    Python source, so the backends evaluate identical expressions and cannot drift. ``callees``
+    rebinds the jitted helpers it calls to their device twins; a CPU-jitted callee left unbound is
+    refused here, because real CUDA cannot call it and the simulator would not notice."""
+    py = cpu_function.py_func
+    scope = {**py.__globals__, **callees}
+    stray = sorted(name for name in py.__code__.co_names if isinstance(scope.get(name), CPUDispatcher))
+    if stray:
+        raise TypeError(f"device_twin({py.__name__}): it calls CPU-jitted {', '.join(stray)}; "
+                        "pass their device twins as keyword arguments")
+    return cuda.jit(device=True)(types.FunctionType(py.__code__, scope, py.__name__, py.__defaults__,
+                                                    py.__closure__))
 
 
 def grid_1d(n):
@@ -282,14 +296,7 @@ def copy(device: CUDA, src, dst):
     launch_1d(device, copy_kernel, src.size, flat(src), flat(dst))
 
 
-@cuda.jit(device=True)
-def uniform01(key, counter):
-    """Uniform in [0, 1) for stream position ``counter`` (SplitMix64; same as generic.py)."""
-    z = key + (counter + np.uint64(1)) * _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    z = z ^ (z >> np.uint64(31))
-    return np.float64(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+uniform01 = device_twin(cpu.uniform01)
 
 
 @cuda.jit

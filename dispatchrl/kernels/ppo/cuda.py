@@ -10,13 +10,13 @@ from numba import cuda
 from ...devices import CUDA
 from ...errors import ShapeError
 from ...staging import launch
-from ..cuda import Launch, flat, increment_kernel, launch_1d, launch_2d, uniform01
+from ..cuda import Launch, device_twin, flat, increment_kernel, launch_1d, launch_2d, uniform01
 from ..rl.cuda import standard_normal
 from . import api, cpu
 from .generic import gather_arguments, store_arguments
 
-n_step_return = cuda.jit(device=True)(cpu.n_step_return.py_func)
-store_env_step = cuda.jit(device=True)(cpu.store_env_step.py_func)
+n_step_return = device_twin(cpu.n_step_return)
+store_env_step = device_twin(cpu.store_env_step)
 
 _LOG_2PI = api.LOG_2PI
 _NORMALIZE_EPS = api.NORMALIZE_EPS

@@ -7,10 +7,10 @@ from numba import cuda
 
 from ...devices import CUDA
 from ...staging import launch
-from ..cuda import Launch, flat, increment_kernel, launch_1d, launch_2d, uniform01
+from ..cuda import Launch, device_twin, flat, increment_kernel, launch_1d, launch_2d, uniform01
 from . import api, cpu
 
-gaussian_tanh_grad = cuda.jit(device=True)(cpu.gaussian_tanh_grad.py_func)
+gaussian_tanh_grad = device_twin(cpu.gaussian_tanh_grad)
 
 
 def _transitions(t):
@@ -95,11 +95,7 @@ def slice_columns(device: CUDA, x, start, out):
     launch_2d(device, slice_columns_kernel, out.shape, x, start, out)
 
 
-@cuda.jit(device=True)
-def standard_normal(key, counter):
-    u1 = uniform01(key, counter)
-    u2 = uniform01(key, counter + np.uint64(1))
-    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+standard_normal = device_twin(cpu.standard_normal, uniform01=uniform01)
 
 
 @cuda.jit

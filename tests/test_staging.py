@@ -187,6 +187,28 @@ def test_staged_branch_is_generated_as_if(tmp_path, monkeypatch):
     assert "if a0[0] % 2 == 0:" in source and "else:" in source
 
 
+def test_fused_step_drops_numba_runtime_only_for_pinned_kernels(tmp_path, monkeypatch):
+    """dispatchrl's kernels pin Numba's runtime on, so a fused step of them runs without it (no
+    refcounting per call); a user's kernel that allocates and pins nothing keeps it."""
+    from numba import njit
+
+    monkeypatch.setenv("DISPATCHRL_CACHE_DIR", str(tmp_path))
+    dev = drl.CPU()
+    counter, evens, below = (drl.zeros(dev, 1, np.int64) for _ in range(3))
+    drl.fuse(dev, branching_step, counter, drl.zeros(dev, 1), evens, below)(1)
+    assert "_nrt=False" in next((tmp_path / "fused").glob("fused_*.py")).read_text()
+
+    @njit
+    def doubled_via_temporary(x, out):
+        tmp = np.empty_like(x)  # needs the runtime
+        tmp[:] = 2 * x
+        out[:] = tmp
+
+    x, out = drl.asarray(dev, np.arange(4.0)), drl.zeros(dev, 4, np.float64)
+    drl.fuse(dev, lambda d: drl.launch(d, doubled_via_temporary, x, out))(3)
+    np.testing.assert_array_equal(drl.to_numpy(out), 2 * np.arange(4.0))
+
+
 def test_blas_runs_single_threaded_by_default():
     """Small RL matrices: BLAS threads only add synchronisation (DISPATCHRL_BLAS_THREADS=0 opts out)."""
     from threadpoolctl import threadpool_info

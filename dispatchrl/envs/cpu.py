@@ -17,7 +17,7 @@ from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum
 
-_exact = dict(cache=True, nogil=True)
+_exact = dict(cache=True, nogil=True, _nrt=True)
 
 PI = math.pi
 TWO_PI = 2 * math.pi

@@ -22,9 +22,10 @@ from ..errors import ConfigError
 from ..staging import launch
 from . import api
 
-# error_model="numpy": no ZeroDivisionError checks, which would block vectorisation
-_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy")
-_exact = dict(cache=True, nogil=True)  # RNG: no fastmath, so streams match numpy bit for bit
+# error_model="numpy": no ZeroDivisionError checks, which would block vectorisation. _nrt=True:
+# kernels keep Numba's runtime when a fused step without it calls them (staging._njit_program)
+_fast = dict(cache=True, nogil=True, _nrt=True, fastmath=True, error_model="numpy")
+_exact = dict(cache=True, nogil=True, _nrt=True)  # RNG: no fastmath, so streams match numpy bit for bit
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

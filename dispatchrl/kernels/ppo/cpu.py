@@ -15,8 +15,8 @@ from ..rl.cpu import standard_normal
 from . import api
 from .generic import gather_arguments, store_arguments
 
-_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy")
-_exact = dict(cache=True, nogil=True, error_model="numpy")
+_fast = dict(cache=True, nogil=True, _nrt=True, fastmath=True, error_model="numpy")
+_exact = dict(cache=True, nogil=True, _nrt=True, error_model="numpy")
 
 _LOG_2PI = api.LOG_2PI
 _NORMALIZE_EPS = api.NORMALIZE_EPS

@@ -10,8 +10,8 @@ from ...staging import launch
 from ..cpu import uniform01
 from . import api
 
-_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy")
-_exact = dict(cache=True, nogil=True, error_model="numpy")
+_fast = dict(cache=True, nogil=True, _nrt=True, fastmath=True, error_model="numpy")
+_exact = dict(cache=True, nogil=True, _nrt=True, error_model="numpy")
 
 
 def _transitions(t):

@@ -328,8 +328,9 @@ def _njit_program(calls):
 
     # The loop allocates nothing; without Numba's runtime each kernel call skips an incref/decref
     # call pair per array argument (100 calls: 6.3 -> 2.9 µs). Callees that do not set ``_nrt``
-    # inherit the caller's, so only kernels that pin ``_nrt=True`` (dispatchrl's own) allow it.
-    runtime = not all(k.targetoptions.get("_nrt") for k in (*kernels, cpu.flush_denormals_enter))
+    # inherit the caller's, so only kernels that pin it on (cpu.PIN_RUNTIME: dispatchrl's) allow it.
+    pinned = all(k.targetoptions.get("_nrt") for k in (*kernels, cpu.flush_denormals_enter))
+    runtime = not (cpu.PIN_RUNTIME and pinned)
     # The loop runs with denormals flushed, as code built with -ffast-math does (see kernels.cpu).
     flush = cpu.FLUSH_DENORMALS
     enter, exit_ = cpu.flush_denormals_enter, cpu.flush_denormals_exit
@@ -341,7 +342,7 @@ def _njit_program(calls):
         *imports,
         "",
         "",
-        f"@njit(cache={cacheable}, nogil=True, _nrt={runtime})",
+        f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'})",
         f"def fused_step(n{', ' if params else ''}{params}):",
         *(["    fp_mode = flush_denormals_enter()"] if flush else []),
         "    for _ in range(n):",

@@ -12,12 +12,12 @@ import numpy as np
 from numba import njit
 
 from ..devices import CPU
-from ..kernels.cpu import uniform01
+from ..kernels.cpu import PIN_RUNTIME, uniform01
 from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum
 
-_exact = dict(cache=True, nogil=True, _nrt=True)
+_exact = dict(cache=True, nogil=True, **PIN_RUNTIME)
 
 PI = math.pi
 TWO_PI = 2 * math.pi

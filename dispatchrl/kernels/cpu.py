@@ -14,6 +14,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
+from numba.core.cpu import CPUTargetOptions
 from numba.extending import intrinsic, overload
 
 from ..arrays import zeros
@@ -22,10 +23,12 @@ from ..errors import ConfigError
 from ..staging import launch
 from . import api
 
-# error_model="numpy": no ZeroDivisionError checks, which would block vectorisation. _nrt=True:
-# kernels keep Numba's runtime when a fused step without it calls them (staging._njit_program)
-_fast = dict(cache=True, nogil=True, _nrt=True, fastmath=True, error_model="numpy")
-_exact = dict(cache=True, nogil=True, _nrt=True)  # RNG: no fastmath, so streams match numpy bit for bit
+#: Kernels pin Numba's runtime on, so a fused step calling them may run without it (see
+#: staging._njit_program); a Numba without the (internal) option keeps the runtime everywhere.
+PIN_RUNTIME = {"_nrt": True} if hasattr(CPUTargetOptions, "_nrt") else {}
+# error_model="numpy": no ZeroDivisionError checks, which would block vectorisation
+_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
+_exact = dict(cache=True, nogil=True, **PIN_RUNTIME)  # RNG: no fastmath, so streams match numpy bit for bit
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -10,13 +10,13 @@ from numba import njit
 
 from ...devices import CPU
 from ...staging import launch
-from ..cpu import adam_step_kernel, uniform01
+from ..cpu import PIN_RUNTIME, adam_step_kernel, uniform01
 from ..rl.cpu import standard_normal
 from . import api
 from .generic import gather_arguments, store_arguments
 
-_fast = dict(cache=True, nogil=True, _nrt=True, fastmath=True, error_model="numpy")
-_exact = dict(cache=True, nogil=True, _nrt=True, error_model="numpy")
+_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
+_exact = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
 
 _LOG_2PI = api.LOG_2PI
 _NORMALIZE_EPS = api.NORMALIZE_EPS

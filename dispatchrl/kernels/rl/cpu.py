@@ -7,11 +7,11 @@ from numba import njit
 
 from ...devices import CPU
 from ...staging import launch
-from ..cpu import uniform01
+from ..cpu import PIN_RUNTIME, uniform01
 from . import api
 
-_fast = dict(cache=True, nogil=True, _nrt=True, fastmath=True, error_model="numpy")
-_exact = dict(cache=True, nogil=True, _nrt=True, error_model="numpy")
+_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
+_exact = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
 
 
 def _transitions(t):

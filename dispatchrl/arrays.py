@@ -10,7 +10,7 @@ from plum import parametric
 from .devices import Device
 from .errors import DeviceError, DTypeError, ShapeError
 
-__all__ = ["Array", "zeros", "asarray", "to_numpy", "assign", "DTYPES"]
+__all__ = ["Array", "zeros", "asarray", "to_numpy", "assign", "view", "DTYPES"]
 
 #: dtypes arrays may hold
 DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_)
@@ -115,6 +115,16 @@ def zeros(device, shape, dtype=np.float32):
     _check_device(device)
     host = np.zeros(_shape_tuple(shape), dtype=_dtype_type(dtype))
     return asarray(device, host)
+
+
+def view(flat, offset, shape):
+    """An Array over ``flat``'s elements [offset, offset + prod(shape)), shaped ``shape``: same
+    memory, on the same device (host or CUDA)."""
+    shape = _shape_tuple(shape)
+    size = int(np.prod(shape))
+    if flat.ndim != 1 or not 0 <= offset <= flat.size - size:
+        raise ShapeError(f"view: elements [{offset}, {offset + size}) do not fit a flat array of {flat.shape}")
+    return Array(flat.device, flat.data[offset:offset + size].reshape(shape))
 
 
 def asarray(device, x, dtype=None):

@@ -22,12 +22,14 @@ VERSION = 1
 
 
 def named_arrays(tree, prefix=""):
-    """(path, Array) for every Array leaf of a tree of dataclasses, lists and tuples."""
+    """(path, Array) for every Array leaf of a tree of dataclasses, lists and tuples, except under
+    fields marked ``metadata={"checkpoint": False}`` (storage the other leaves are views of)."""
     if isinstance(tree, Array):
         yield prefix, tree
     elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
         for field in dataclasses.fields(tree):
-            yield from named_arrays(getattr(tree, field.name), f"{prefix}{field.name}.")
+            if field.metadata.get("checkpoint", True):
+                yield from named_arrays(getattr(tree, field.name), f"{prefix}{field.name}.")
     elif isinstance(tree, (list, tuple)):
         for i, item in enumerate(tree):
             yield from named_arrays(item, f"{prefix}{i}.")

@@ -52,10 +52,42 @@ def test_fused_step_learns_on_cpu():
     assert drl.to_numpy(problem[4])[0] < 0.1 * first
 
 
+def test_mlp_tensors_share_flat_storage_and_update_bit_identically(device):
+    """Tensors of a multiple of 64 elements are views of one flat Parameter, updated by one Adam
+    kernel; the result equals Adam run on each tensor alone, bit for bit on CPU."""
+    from dispatchrl.checkpoint import named_arrays
+
+    net = nn.mlp(device, (3, 64, 64, 1), seed=3)
+    flat = net.groups[0]
+    members = [p for p in net.parameters() if p.t is flat.t]
+    assert [p.value.shape for p in members] == [(3, 64), (64,), (64, 64), (64,), (64, 1)]
+    assert [p.value.shape for p in net.groups[1:]] == [(1,)]  # the output bias keeps its own storage
+    g = np.random.default_rng(0)
+    alone = []
+    for p in net.parameters():
+        drl.assign(p.grad, g.normal(size=p.value.shape))
+        copies = [drl.asarray(device, drl.to_numpy(a)) for a in (p.value, p.grad, p.m, p.v)]
+        alone.append((*copies, drl.zeros(device, 1, np.int64)))
+    for _ in range(3):
+        nn.adam_update(device, net, 1e-2)
+        for arrays in alone:
+            drl.adam_step(device, *arrays, 1e-2, 0.9, 0.999, 1e-8)
+    for p, arrays in zip(net.parameters(), alone):
+        got, want = drl.to_numpy(p.value), drl.to_numpy(arrays[0])
+        if isinstance(device, drl.CPU):
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert int(drl.to_numpy(flat.t)[0]) == 3
+    # checkpoints see the per-layer tensors only, never the flat storage twice
+    assert all(name.startswith(("weights.", "biases.")) for name, _ in named_arrays(net))
+
+
 def test_trace_records_resolved_kernels_only():
     problem = make_problem(drl.CPU())
     step = drl.fuse(drl.CPU(), nn.mlp_train_step, *problem)
-    # 3 dense_forward + mse_loss + mse_gradient + 3 dense_backward + 6 adam_step
+    # 3 dense_forward + mse_loss + mse_gradient + 3 dense_backward + 6 adam_step (of these widths
+    # only the 8×8 weight joins the flat storage, which then holds it alone)
     assert len(step.kernel_calls) == 14
     assert all(staging._is_numba(kernel) for kernel, _ in step.kernel_calls)
 

@@ -237,7 +237,7 @@ def minibatch_update(device, config, s):
     mlp_forward(device, s.critic, s.critic_train, b.obs)
     mse_gradient(device, s.critic_train.output, b.returns, s.critic_train.d_output)
     mlp_backward(device, s.critic, s.critic_train, b.obs, s.critic_train.d_output)
-    for p in [*s.actor.parameters(), s.log_std, *s.critic.parameters()]:
+    for p in (*s.actor.groups, s.log_std, *s.critic.groups):
         adam_step_scheduled(device, p.value, p.grad, p.m, p.v, p.t, s.lr, 0.9, 0.999, config.adam_eps)
     increment(device, s.updates)
 

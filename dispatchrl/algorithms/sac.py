@@ -14,11 +14,11 @@ import numpy as np
 
 from ..arrays import zeros
 from ..data import episode_log, replay_buffer, transitions
-from ..kernels.api import adam_step, fill, mse_gradient, polyak_update, random_uniform, rng
+from ..kernels.api import adam_step, fill, mse_gradient, random_uniform, rng
 from ..kernels.rl.api import (concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
                               gaussian_tanh_sample, replay_sample, select_min_rows, slice_columns,
                               soft_td_target)
-from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter
+from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter, polyak_average
 from ..staging import Below, Every, when
 from . import common
 
@@ -174,8 +174,7 @@ def update_actor(device, config, s):
 
 def update_targets(device, config, s):
     for online, target in ((s.critic1, s.critic1_target), (s.critic2, s.critic2_target)):
-        for p, p_target in zip(online.parameters(), target.parameters()):
-            polyak_update(device, p_target.value, p.value, config.polyak)
+        polyak_average(device, target, online, config.polyak)
 
 
 def learn(device, config, s):

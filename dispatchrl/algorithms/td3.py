@@ -13,9 +13,9 @@ import numpy as np
 
 from ..arrays import zeros
 from ..data import episode_log, replay_buffer, transitions
-from ..kernels.api import copy, fill, mse_gradient, polyak_update, random_uniform, rng
+from ..kernels.api import copy, fill, mse_gradient, random_uniform, rng
 from ..kernels.rl.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
-from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward
+from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, polyak_average
 from ..staging import Below, Every, when
 from . import common
 
@@ -142,8 +142,7 @@ def update_actor(device, config, s):
 
 def update_targets(device, config, s):
     for online, target in ((s.actor, s.actor_target), (s.critic1, s.critic1_target), (s.critic2, s.critic2_target)):
-        for p, p_target in zip(online.parameters(), target.parameters()):
-            polyak_update(device, p_target.value, p.value, config.polyak)
+        polyak_average(device, target, online, config.polyak)
 
 
 def learn(device, config, s):

@@ -2,7 +2,7 @@
 
 from .policy import Policy
 from .mlp import (MLP, MLPBuffers, Parameter, adam_update, mlp, mlp_backward, mlp_buffers,
-                  mlp_forward, mlp_train_step, parameter)
+                  mlp_forward, mlp_train_step, parameter, polyak_average)
 
 __all__ = ["MLP", "MLPBuffers", "Parameter", "Policy", "adam_update", "mlp", "mlp_backward", "mlp_buffers",
-           "mlp_forward", "mlp_train_step", "parameter"]
+           "mlp_forward", "mlp_train_step", "parameter", "polyak_average"]

@@ -4,7 +4,8 @@
     python benchmarks/quality.py --algos ppo [--ppo-pendulum-seeds 5] [--ppo-ant-seeds 2] [--ppo-ant-steps 1000000]
 
 Prints one JSON line per run and one summary line per (algorithm, env). Targets (issue 5): TD3 and
-SAC on Pendulum-v1, 10k steps, 10 seeds: median evaluation return >= -170 and worst >= -400. The
+SAC on Pendulum-v1, 10k steps, 10 seeds: median evaluation return >= -170 and worst >= -400 (the
+summary also counts the seeds below -400; --pendulum-seeds 40 estimates that rate). The
 continuous Acrobot (50k steps, 5 seeds) reports how many seeds swing up (evaluation return > -400,
 i.e. the tip reaches the line within the 500-step limit on average).
 PPO (issue 6): Pendulum with its zoo config, 5 seeds, median evaluation return >= -250; Ant-v5 for
@@ -45,8 +46,11 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds):
                        "median_eval_return": round(statistics.median(evals), 2),
                        "worst_eval_return": round(min(evals), 2), "eval_returns": [round(e, 1) for e in evals]}
             if env == "pendulum":
+                # the rate says more than the worst seed: a policy snapshot at exactly 10k steps
+                # sometimes sits in a short collapse (NOTES.md), so run more seeds to estimate it
                 summary.update(target="median >= -170 and worst >= -400",
-                               meets_target=bool(np.median(evals) >= -170 and min(evals) >= -400))
+                               meets_target=bool(np.median(evals) >= -170 and min(evals) >= -400),
+                               seeds_below_minus_400=int(sum(e < -400 for e in evals)))
             else:
                 summary.update(swung_up=int(sum(e > SWING_UP_RETURN for e in evals)))
             emit(**summary)

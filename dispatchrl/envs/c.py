@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from ..devices import C
-from ..kernels.c import UNIFORM01, CKernel
+from ..backends.c import CKernel
+from ..kernels.random.c import UNIFORM01
 from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum

@@ -1,4 +1,4 @@
-"""C methods of the native envs: one C loop over the N envs per call (see :mod:`..kernels.c`).
+"""C methods of the native envs: one C loop over the N envs per call (see :mod:`dispatchrl.backends.c`).
 
 The physics is :mod:`.cpu`'s, expression by expression (same constants, same evaluation order,
 float64, no contraction into fused multiply-adds, Python's floored ``%``), so trajectories match

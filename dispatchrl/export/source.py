@@ -3,7 +3,7 @@
 Weights are ``static const float`` arrays, ``policy_forward`` keeps its activations on the stack
 (no heap, reentrant) and needs nothing beyond libm, and ``policy_selftest`` replays input/output
 vectors computed by the Python policy. The dense layers are the C device's own ``dense_forward``
-blocks (:mod:`dispatchrl.kernels.c`) specialised to batch 1, so training and deployment share one
+blocks (:mod:`dispatchrl.kernels.core.c`) specialised to batch 1, so training and deployment share one
 implementation.
 """
 

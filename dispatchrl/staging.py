@@ -25,7 +25,7 @@ from .arrays import Array
 from .devices import Generic
 from .errors import ConfigError
 
-__all__ = ["launch", "fuse", "when", "Every", "Below", "Branch", "Step", "compile_step", "kernel_calls",
+__all__ = ["launch", "fuse", "when", "Every", "Below", "Branch", "Step", "Program", "compile_step", "kernel_calls",
            "python_program", "segments", "segmented_program", "raw"]
 
 #: a compiled or prepared step: ``run(n)`` runs it n times

@@ -14,9 +14,13 @@ from ...checks import check_activation, check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ConfigError
 
-__all__ = ["Activation", "ACTIVATIONS", "ACTIVATION_FUNCTIONS", "register_activation_methods", "matmul", "identity",
-           "relu", "tanh", "gelu", "dense_forward", "dense_backward", "dense_input_gradient", "mse_loss",
-           "mse_gradient", "adam_step", "polyak_update", "fill", "copy", "increment"]
+__all__ = ["SQRT_HALF", "INV_SQRT_2PI", "Activation", "ACTIVATIONS", "ACTIVATION_FUNCTIONS", "register_activation_methods",
+           "matmul", "identity", "relu", "tanh", "gelu", "dense_forward", "dense_backward", "dense_input_gradient",
+           "mse_loss", "mse_gradient", "adam_step", "polyak_update", "fill", "copy", "increment"]
+
+#: GELU's constants: x Φ(x) = x (1 + erf(x SQRT_HALF)) / 2, Φ'(x) = INV_SQRT_2PI exp(-x²/2)
+SQRT_HALF = 0.7071067811865476
+INV_SQRT_2PI = 0.3989422804014327
 
 
 @generic

@@ -14,7 +14,7 @@ from . import api
 __all__ = ["ACTIVATE", "DERIVATIVE", "dense_forward_kernel"]
 
 #: activation(v) and its derivative given v = pre-activation, y = activation(v)
-_SQRT_HALF, _INV_SQRT_2PI = "(T)0.70710678118654752", "(T)0.39894228040143268"
+_SQRT_HALF, _INV_SQRT_2PI = f"(T){api.SQRT_HALF!r}", f"(T){api.INV_SQRT_2PI!r}"
 ACTIVATE = {Activation.IDENTITY: "v", Activation.RELU: "(v > 0 ? v : (T)0)", Activation.TANH: "tanh_T(v)",
             Activation.GELU: f"(T)0.5 * v * ((T)1 + erf_T(v * {_SQRT_HALF}))"}
 DERIVATIVE = {Activation.IDENTITY: "(T)1", Activation.RELU: "(v > 0 ? (T)1 : (T)0)",

@@ -18,11 +18,10 @@ from ...backends.cpu import JIT_EXACT, JIT_FAST
 from ...devices import CPU
 from ...staging import launch
 from . import api
+from .api import INV_SQRT_2PI, SQRT_HALF
 
 __all__ = ["tanh", "activation_kernel", "matmul_blas", "matmul_loop", "adam_step_kernel", "adam_step_lr_array_kernel"]
 
-_SQRT_HALF = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
 
 #: below this many multiply-adds a hand loop beats the BLAS call overhead
 _BLAS_MIN_WORK = 2048
@@ -69,7 +68,7 @@ def _activate(pre, out, code):
     elif code == Activation.GELU:
         for i in range(flat_pre.size):
             v = flat_pre[i]
-            flat_out[i] = 0.5 * v * (1.0 + math.erf(v * _SQRT_HALF))
+            flat_out[i] = 0.5 * v * (1.0 + math.erf(v * SQRT_HALF))
     else:
         for i in range(flat_pre.size):
             flat_out[i] = flat_pre[i]
@@ -300,7 +299,7 @@ def _activation_backward_only(pre, out, d_out, d_pre, code):
     elif code == Activation.GELU:
         for i in range(p.size):
             v = p[i]
-            d[i] = g[i] * (0.5 * (1.0 + math.erf(v * _SQRT_HALF)) + v * math.exp(-0.5 * v * v) * _INV_SQRT_2PI)
+            d[i] = g[i] * (0.5 * (1.0 + math.erf(v * SQRT_HALF)) + v * math.exp(-0.5 * v * v) * INV_SQRT_2PI)
     else:
         for i in range(p.size):
             d[i] = g[i]

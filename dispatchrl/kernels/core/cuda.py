@@ -15,11 +15,10 @@ from ...backends.cuda import REDUCE_THREADS, Launch, flat, launch_1d, launch_2d
 from ...devices import CUDA
 from ...staging import launch
 from . import api
+from .api import INV_SQRT_2PI, SQRT_HALF
 
 __all__ = ["increment_kernel", "adam_update"]
 
-_SQRT_HALF = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
 
 
 @cuda.jit(device=True)
@@ -29,7 +28,7 @@ def _activate(v, code):
     if code == Activation.TANH:
         return math.tanh(v)
     if code == Activation.GELU:
-        return 0.5 * v * (1.0 + math.erf(v * _SQRT_HALF))
+        return 0.5 * v * (1.0 + math.erf(v * SQRT_HALF))
     return v
 
 
@@ -40,7 +39,7 @@ def _activation_derivative(pre, out, code):
     if code == Activation.TANH:
         return 1.0 - out * out
     if code == Activation.GELU:
-        return 0.5 * (1.0 + math.erf(pre * _SQRT_HALF)) + pre * math.exp(-0.5 * pre * pre) * _INV_SQRT_2PI
+        return 0.5 * (1.0 + math.erf(pre * SQRT_HALF)) + pre * math.exp(-0.5 * pre * pre) * INV_SQRT_2PI
     return 1.0
 
 

@@ -6,7 +6,7 @@ from ...backends.c import CKernel
 from ...devices import C
 from ...staging import launch
 from . import api
-from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2
+from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
 __all__ = ["UNIFORM01", "STANDARD_NORMAL", "UNIFORM_HELPERS", "NORMAL_HELPERS"]
 
@@ -24,7 +24,7 @@ static inline double dispatchrl_uniform01(uint64_t key, uint64_t counter)
     z = (z ^ (z >> 30)) * UINT64_C({_hex(SPLITMIX_MIX1)});
     z = (z ^ (z >> 27)) * UINT64_C({_hex(SPLITMIX_MIX2)});
     z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(z >> 11) * {UNIFORM01_SCALE!r};
 }}
 """
 

@@ -94,3 +94,11 @@ def test_numba_cuda_is_imported_only_for_a_cuda_device():
               "assert not [m for m in sys.modules if m.startswith(('numba.cuda', 'dispatchrl.backends.cuda'))]\n"
               "assert all(m in sys.modules for m in ('dispatchrl.backends.cpu', 'dispatchrl.backends.c'))\n")
     subprocess.run([sys.executable, "-c", script], check=True, cwd=PACKAGE.parent)
+
+
+def test_every_cuda_module_registers_with_the_cuda_device():
+    from dispatchrl.devices import CUDA
+
+    cuda_modules = {module_name(p) for p in PACKAGE.rglob("cuda.py")}
+    assert cuda_modules == set(CUDA.method_modules)
+    assert CUDA.method_modules[0] == "dispatchrl.backends.cuda"  # the runtime before the methods

@@ -13,7 +13,7 @@ from numba import njit
 
 import dispatchrl as drl
 from dispatchrl import nn
-from dispatchrl.kernels import cpu as cpu_kernels
+from dispatchrl.kernels.core import cpu as cpu_kernels
 
 
 def per_call(fn, calls, repeats=7):
@@ -35,7 +35,7 @@ def dispatch_costs():
     dev = drl.CPU()
     x, out = drl.zeros(dev, (4, 4)), drl.zeros(dev, (4, 4))
     raw_x, raw_out = x.data, out.data
-    relu_code = drl.ACTIVATIONS["relu"]
+    relu_code = int(drl.Activation.RELU)
     method = drl.relu.resolve(dev, x, out)
     step = drl.fuse(dev, lambda d: drl.relu(d, x, out))
     n = 20000

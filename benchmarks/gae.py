@@ -26,7 +26,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import dispatchrl as drl  # noqa: E402
-from dispatchrl.kernels.ppo import gae  # noqa: E402
+from dispatchrl.kernels.onpolicy import gae  # noqa: E402
 
 STEPS, ENVS, P_DONE = 1000, 1000, 0.001
 GAMMA, LAM = 0.99, 0.95

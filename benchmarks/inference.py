@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 import dispatchrl as drl
-import dispatchrl.kernels.c  # noqa: F401  (C methods, until dispatchrl.kernels imports them)
 from dispatchrl import export
 from dispatchrl.nn import Policy, mlp, mlp_buffers, mlp_forward
 

@@ -4,36 +4,39 @@ Device methods never compute directly; they call :func:`launch` with a kernel an
 Called eagerly, ``launch`` runs the kernel at once. Inside :func:`fuse`, it records the call
 instead, so tracing a step function once yields the flat list of (kernel, arguments) with all
 plum dispatch and validation already done. :func:`compile_step` (a generic function itself)
-turns that list into something runnable for the device: on CPU one generated ``@njit`` function
-that loops ``n`` times over the kernel calls, cached on disk by a hash of its source and of every
-kernel source it depends on (so it never goes stale); on Generic and CUDA a prepared loop of
-calls/launches with the arrays already unwrapped.
+turns that list into something runnable for the device. Its methods live with each backend's
+runtime (:mod:`dispatchrl.backends`): on CPU one generated ``@njit`` function looping ``n`` times
+over the kernel calls, on C one generated C function, on CUDA a prepared loop of launches; here
+only the Generic one, a prepared loop of calls with the arrays already unwrapped
+(:func:`python_program`), and :func:`segmented_program`, the split into compiled runs and host
+calls that devices compiling only some kernels share.
 """
 
 import contextvars
 import functools
-import hashlib
-import importlib.util
-import math
-import os
-import sys
+import itertools
 import time
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import plum
 
 from .arrays import Array
-from .devices import CPU, CUDA, Generic
+from .devices import Generic
 from .errors import ConfigError
 
-__all__ = ["launch", "fuse", "when", "Every", "Below", "compile_step", "Step", "cache_dir"]
+__all__ = ["launch", "fuse", "when", "Every", "Below", "Branch", "Step", "Program", "compile_step", "kernel_calls",
+           "python_program", "segments", "segmented_program", "raw"]
+
+#: a compiled or prepared step: ``run(n)`` runs it n times
+Program = Callable[[int], None]
 
 _recording = contextvars.ContextVar("dispatchrl_recording", default=None)
 _dispatch = plum.Dispatcher()
 
 
-def _raw(x):
+def raw(x: object) -> object:
+    """The device buffer of an Array; anything else unchanged."""
     return x.data if isinstance(x, Array) else x
 
 
@@ -43,7 +46,7 @@ def launch(device, kernel, *args):
     if calls is not None:
         calls.append((kernel, args))
         return
-    kernel(*[_raw(a) for a in args])
+    kernel(*[raw(a) for a in args])
 
 
 class Every:
@@ -93,7 +96,7 @@ def when(device, condition, then, otherwise=None):
     called eagerly; inside :func:`fuse`, both branches are traced and the test runs in the step."""
     calls = _recording.get()
     if calls is None:
-        branch = then if condition.holds(int(_raw(condition.counter)[0])) else otherwise
+        branch = then if condition.holds(int(raw(condition.counter)[0])) else otherwise
         if branch is not None:
             branch(device)
         return
@@ -108,11 +111,12 @@ def when(device, condition, then, otherwise=None):
                 _recording.reset(token)
 
 
-def _kernel_calls(nodes):
+def kernel_calls(nodes: list) -> Iterator[tuple]:
+    """Every recorded (kernel, args) in ``nodes``, both sides of every branch included."""
     for node in nodes:
         if isinstance(node, Branch):
-            yield from _kernel_calls(node.then)
-            yield from _kernel_calls(node.otherwise)
+            yield from kernel_calls(node.then)
+            yield from kernel_calls(node.otherwise)
         else:
             yield node
 
@@ -132,7 +136,7 @@ class Step:
     @property
     def kernel_calls(self):
         """Every recorded (kernel, args), both sides of every branch included."""
-        return list(_kernel_calls(self.calls))
+        return list(kernel_calls(self.calls))
 
     def __repr__(self):
         return f"<Step on {self.device!r}: {len(self.kernel_calls)} kernel calls>"
@@ -157,51 +161,20 @@ def fuse(device, fn, *args, **kwargs):
 
 
 @_dispatch
-def compile_step(device: Generic, calls: list):
-    return _python_program(calls)
+def compile_step(device: Generic, calls: list) -> Program:
+    """The runnable program of a traced step (``calls``) for ``device``: a generic function whose
+    other methods live with the backends (dispatchrl.backends.cpu, .cuda, .c)."""
+    return python_program(calls)
 
 
-@_dispatch
-def compile_step(device: CUDA, calls: list):  # noqa: F811
-    return _python_program(calls)
-
-
-@_dispatch
-def compile_step(device: CPU, calls: list):  # noqa: F811
-    if all(_is_numba(kernel) for kernel, _ in _kernel_calls(calls)):
-        return _njit_program(calls)
-    if any(isinstance(node, Branch) for node in calls):
-        return _python_program(calls)
-    # Consecutive Numba kernels fuse into njit segments; anything else (a Generic fallback
-    # method) runs from Python between them.
-    segments, current = [], []
-    for kernel, args in calls:
-        if _is_numba(kernel):
-            current.append((kernel, args))
-        else:
-            if current:
-                segments.append(_njit_program(current))
-                current = []
-            segments.append(_python_program([(kernel, args)]))
-    if current:
-        segments.append(_njit_program(current))
-
-    def run(n):
-        for _ in range(n):
-            for segment in segments:
-                segment(1)
-
-    return run
-
-
-def _python_program(calls):
+def python_program(calls: list) -> Program:
     """Prepared closures over raw arrays; branches read their counter (for CUDA, a small copy)."""
 
     def prepare(nodes):
         ops = []
         for node in nodes:
             if isinstance(node, Branch):
-                counter, holds = _raw(node.condition.counter), node.condition.holds
+                counter, holds = raw(node.condition.counter), node.condition.holds
                 then, otherwise = prepare(node.then), prepare(node.otherwise)
 
                 def op(counter=counter, holds=holds, then=then, otherwise=otherwise):
@@ -211,7 +184,7 @@ def _python_program(calls):
                 ops.append(op)
             else:
                 kernel, args = node
-                ops.append(functools.partial(kernel, *[_raw(a) for a in args]))
+                ops.append(functools.partial(kernel, *[raw(a) for a in args]))
         return ops
 
     ops = prepare(calls)
@@ -224,165 +197,63 @@ def _python_program(calls):
     return run
 
 
-def _is_numba(kernel):
-    from numba.core.dispatcher import Dispatcher
+def segments(nodes: list, compiles: Callable[[object], bool]) -> Iterator[tuple[str, list]]:
+    """Split recorded ``nodes`` for a device that compiles some of them into one program and runs
+    the rest from the host: maximal runs of nodes ``compiles`` accepts as ("compiled", nodes),
+    maximal runs of other kernel calls as ("host", calls), and every other branch alone as
+    ("branch", [branch]) (its condition is then tested on the host, its sides split in turn)."""
 
-    return isinstance(kernel, Dispatcher)
+    def kind(node):
+        if compiles(node):
+            return "compiled"
+        return "branch" if isinstance(node, Branch) else "host"
 
-
-def cache_dir():
-    """Where generated sources (and their Numba caches) live; DISPATCHRL_CACHE_DIR overrides."""
-    root = os.environ.get("DISPATCHRL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dispatchrl")
-    return Path(root)
-
-
-def _literal(value):
-    if isinstance(value, (bool, np.bool_)):
-        return repr(bool(value))
-    if isinstance(value, (int, np.integer)):
-        return repr(int(value))
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
-    if value is None:
-        return "None"
-    raise ConfigError(f"cannot stage a kernel argument of type {type(value).__name__}: "
-                      "pass Arrays or plain numbers")
+    for key, group in itertools.groupby(nodes, key=kind):
+        group = list(group)
+        if key == "branch":
+            for node in group:
+                yield key, [node]
+        else:
+            yield key, group
 
 
-_fingerprints = {}
-
-
-def _module_fingerprint(module_name):
-    """Hash of a module's source file (memoised per process)."""
-    if module_name not in _fingerprints:
-        path = getattr(sys.modules.get(module_name), "__file__", None)
-        _fingerprints[module_name] = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else ""
-    return _fingerprints[module_name]
-
-
-def _package_fingerprint():
-    # Kernels may call helpers from other dispatchrl modules, which Numba's own cache check would
-    # not notice: hash the whole package source, so no edit can leave a stale fused step.
-    if "<package>" not in _fingerprints:
-        digest = hashlib.sha256()
-        for path in sorted(Path(__file__).parent.rglob("*.py")):
-            digest.update(path.read_bytes())
-        _fingerprints["<package>"] = digest.hexdigest()
-    return _fingerprints["<package>"]
-
-
-def _configure_numba_cache():
-    """Put Numba's disk cache in a folder named by the hash of dispatchrl's sources.
-
-    Numba checks only the timestamp of a kernel's own file, so a kernel calling a helper from
-    another module (or a fused step embedding both) could load stale machine code after the
-    helper changed. A per-source-hash folder makes any edit start a fresh cache.
-    NUMBA_CACHE_DIR, if set, is the parent of that folder.
-    """
-    import numba
-
-    base = numba.config.CACHE_DIR or str(cache_dir() / "numba")
-    numba.config.CACHE_DIR = os.path.join(base, f"dispatchrl-{_package_fingerprint()[:16]}")
-
-
-_configure_numba_cache()  # before any kernel module is imported: Numba reads it at decoration
-
-
-def _importable(kernel):
-    module = sys.modules.get(kernel.py_func.__module__)
-    return (module is not None and module.__name__ != "__main__"
-            and getattr(module, kernel.py_func.__name__, None) is kernel)
-
-
-def _njit_program(calls):
-    kernels, arrays = {}, {}
-
-    def array_name(a):
-        return arrays.setdefault(id(a.data), (f"a{len(arrays)}", a.data))[0]
-
-    def render(nodes, indent):
-        lines = []
-        for node in nodes:
-            if isinstance(node, Branch):
-                lines.append(f"{indent}if {node.condition.expression(array_name(node.condition.counter))}:")
-                lines += render(node.then, indent + "    ") or [indent + "    pass"]
-                if node.otherwise:
-                    lines.append(f"{indent}else:")
-                    lines += render(node.otherwise, indent + "    ")
-            else:
-                kernel, args = node
-                name = kernels.setdefault(kernel, f"k{len(kernels)}")
-                rendered = [array_name(a) if isinstance(a, Array) else _literal(a) for a in args]
-                lines.append(f"{indent}{name}({', '.join(rendered)})")
-        return lines
-
-    body = render(calls, "        ")
-    params = ", ".join(name for name, _ in arrays.values())
-    raw = [data for _, data in arrays.values()]
-    cacheable = all(_importable(k) for k in kernels)
-    imports = [f"from {k.py_func.__module__} import {k.py_func.__name__} as {name}"
-               for k, name in kernels.items()] if cacheable else []
-    from .kernels import cpu
-
-    # The loop allocates nothing; without Numba's runtime each kernel call skips an incref/decref
-    # call pair per array argument (100 calls: 6.3 -> 2.9 µs). Callees that do not set ``_nrt``
-    # inherit the caller's, so only kernels that pin it on (cpu.PIN_RUNTIME: dispatchrl's) allow it.
-    pinned = all(k.targetoptions.get("_nrt") for k in (*kernels, cpu.flush_denormals_enter))
-    runtime = not (cpu.PIN_RUNTIME and pinned)
-    # The loop runs with denormals flushed, as code built with -ffast-math does (see kernels.cpu).
-    flush = cpu.FLUSH_DENORMALS
-    enter, exit_ = cpu.flush_denormals_enter, cpu.flush_denormals_exit
-    if flush and cacheable:
-        imports.append("from dispatchrl.kernels.cpu import flush_denormals_enter, flush_denormals_exit")
-    source = "\n".join([
-        "# generated by dispatchrl.staging: one fused step, do not edit",
-        "from numba import njit",
-        *imports,
-        "",
-        "",
-        f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'})",
-        f"def fused_step(n{', ' if params else ''}{params}):",
-        *(["    fp_mode = flush_denormals_enter()"] if flush else []),
-        "    for _ in range(n):",
-        *(body or ["        pass"]),
-        *(["    flush_denormals_exit(fp_mode)"] if flush else []),
-        "",
-    ])
-    if cacheable:
-        fused = _load_cached(source, {k.py_func.__module__ for k in kernels})
-    else:
-        namespace = {name: k for k, name in kernels.items()}
-        namespace.update(flush_denormals_enter=enter, flush_denormals_exit=exit_)
-        exec(compile(source, "<dispatchrl fused step>", "exec"), namespace)
-        fused = namespace["fused_step"]
-    fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
+def segmented_program(nodes: list, compiles: Callable[[object], bool], compile_run: Callable[[list], Program],
+                      host_run: Callable[[list], Program]) -> Program:
+    """One ``compile_run(nodes)`` program if ``compiles`` accepts every node; otherwise a host loop
+    over the :func:`segments`: compiled runs by ``compile_run``, host calls by ``host_run``, and
+    a branch that cannot compile whole tested on the host each time round, its sides split in
+    turn. ``run.segments`` lists the parts."""
+    if all(compiles(node) for node in nodes):
+        return compile_run(nodes)
+    parts = []
+    for key, group in segments(nodes, compiles):
+        if key == "compiled":
+            parts.append(compile_run(group))
+        elif key == "host":
+            parts.append(host_run(group))
+        else:
+            parts.append(_host_branch(group[0], lambda side: segmented_program(side, compiles, compile_run,
+                                                                                host_run)))
 
     def run(n):
-        fused(n, *raw)
+        for _ in range(n):
+            for part in parts:
+                part(1)
 
+    run.segments = parts
     return run
 
 
-def _load_cached(source, kernel_modules):
-    digest = hashlib.sha256(source.encode())
-    digest.update(_package_fingerprint().encode())
-    for module_name in sorted(kernel_modules):
-        digest.update(_module_fingerprint(module_name).encode())
-    name = f"fused_{digest.hexdigest()[:24]}"
-    directory = cache_dir() / "fused"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.py"
-    if not path.exists():
-        tmp = directory / f".{name}.{os.getpid()}.tmp"
-        tmp.write_text(source)
-        os.replace(tmp, path)  # atomic: concurrent processes never see half a file
-    module_name = f"dispatchrl_fused.{name}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return module.fused_step
+def _host_branch(node: Branch, program: Callable[[list], Program]) -> Program:
+    counter, holds = raw(node.condition.counter), node.condition.holds
+    then = program(node.then) if node.then else None
+    otherwise = program(node.otherwise) if node.otherwise else None
+
+    def run(n):
+        for _ in range(n):
+            side = then if holds(int(counter[0])) else otherwise
+            if side is not None:
+                side(1)
+
+    return run
+

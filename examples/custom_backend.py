@@ -17,20 +17,22 @@ class Counting(drl.CPU):
 
 
 counts = {"dense_forward": 0, "multiply_adds": 0}
-ACTIVATIONS = {0: lambda x: x, 1: lambda x: np.maximum(x, 0), 2: np.tanh}
+ACTIVATE = {drl.Activation.IDENTITY: lambda x: x, drl.Activation.RELU: lambda x: np.maximum(x, 0),
+            drl.Activation.TANH: np.tanh}
 
 
-def counting_dense_forward(x, W, b, pre, out, code):
+def counting_dense_forward(x, W, b, pre, out, activation):
     counts["dense_forward"] += 1
     counts["multiply_adds"] += x.shape[0] * W.shape[0] * W.shape[1]
     np.matmul(x, W, out=pre)
     pre += b
-    out[...] = ACTIVATIONS[code](pre)
+    out[...] = ACTIVATE[activation](pre)
 
 
 @drl.dense_forward.dispatch
 def dense_forward(device: Counting, x, W, b, pre, out, activation):
-    drl.launch(device, counting_dense_forward, x, W, b, pre, out, drl.ACTIVATIONS[activation])
+    # `activation` arrives as a drl.Activation member, whether the caller named it or passed one
+    drl.launch(device, counting_dense_forward, x, W, b, pre, out, activation)
 
 
 def train(device, steps=20):

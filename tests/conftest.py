@@ -15,7 +15,8 @@ def cuda_device():
     return dispatchrl.CUDA()
 
 
-@pytest.fixture(params=["generic", "cpu", "cuda"])
+@pytest.fixture(params=["generic", "cpu", "cuda", "c"])
 def device(request):
-    """Every backend in turn (CUDA under the simulator unless a GPU is configured)."""
+    """Every backend in turn (CUDA under the simulator unless a GPU is configured; C with the host
+    compiler)."""
     return dispatchrl.devices.device_from_name(request.param)

@@ -1,23 +1,19 @@
-"""The C device: every core kernel against the float64 numpy reference (the Generic device on
-float64 copies), fused steps, the MLP training step against CPU, and its error messages.
-
-Shapes are drawn by hypothesis with derandomize=True, so after the first run every generated
-library comes from the disk cache."""
+"""What only the C device has: restrict-qualified aliasing, every dtype, random streams equal to
+the Generic ones bit for bit, one C function per fused step, the MLP training step against CPU,
+borrowed host methods, the compiler and its cache. The core kernels against float64 references
+run on C with every other device (the ``device`` fixture, tests/test_kernels.py)."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
 
 import dispatchrl as drl
-import dispatchrl.kernels.c as ckernels  # noqa: F401  (registers the C methods until kernels/__init__ does)
-from dispatchrl.kernels import api, c_compiler
+from dispatchrl.backends.c import borrow_methods
+from dispatchrl.backends.c import compiler as c_compiler
+from dispatchrl.kernels.core import api as core_api
+from dispatchrl.kernels.random import api as random_api
 from dispatchrl.nn import mlp, mlp_buffers, mlp_train_step
 
 C, REF = drl.C(), drl.Generic()
-ACTS = sorted(api.ACTIVATIONS)
-cases = settings(max_examples=6, derandomize=True, deadline=None)
-dims = st.integers(1, 9)
-seeds = st.integers(0, 2**32 - 1)
 
 
 def on_both(fn, host, dtype=np.float32):
@@ -44,76 +40,16 @@ def normal(seed, *shape):
 
 
 def test_every_core_generic_function_has_a_c_method():
-    core = [fn for fn in drl.GENERIC_FUNCTIONS if fn.__module__ == api.__name__]
+    core = [fn for fn in drl.GENERIC_FUNCTIONS if fn.__module__ in (core_api.__name__, random_api.__name__)]
     missing = [fn.__name__ for fn in core
                if not any(m.signature.types[0] is drl.C for m in fn.function.methods)]
     assert len(core) >= 16 and not missing
-
-
-@cases
-@given(m=dims, k=dims, n=dims, seed=seeds)
-def test_matmul(m, k, n, seed):
-    assert_close(on_both(drl.matmul, [normal(seed, m, k), normal(seed + 1, k, n), np.zeros((m, n))]))
-
-
-@cases
-@given(shape=st.lists(dims, min_size=1, max_size=3), activation=st.sampled_from(ACTS), seed=seeds)
-def test_activations(shape, activation, seed):
-    fn = getattr(drl, activation)
-    assert_close(on_both(fn, [normal(seed, *shape) * 3, np.zeros(shape)]))
 
 
 def test_activation_in_place():  # x is out: the kernel must not claim restrict
     x = normal(0, 5, 7)
     got, want = on_both(lambda d, a: drl.tanh(d, a, a), [x])
     assert_close(([got[0]], [want[0]]))
-
-
-@cases
-@given(batch=dims, n_in=dims, n_out=st.integers(1, 70), activation=st.sampled_from(ACTS), seed=seeds)
-def test_dense_forward(batch, n_in, n_out, activation, seed):
-    host = [normal(seed, batch, n_in), normal(seed + 1, n_in, n_out), normal(seed + 2, n_out),
-            np.zeros((batch, n_out)), np.zeros((batch, n_out))]
-    assert_close(on_both(lambda d, *a: drl.dense_forward(d, *a, activation=activation), host))
-
-
-@cases
-@given(batch=dims, n_in=dims, n_out=st.integers(1, 70), activation=st.sampled_from(ACTS),
-       input_gradient=st.booleans(), seed=seeds)
-def test_dense_backward(batch, n_in, n_out, activation, input_gradient, seed):
-    x, W = normal(seed, batch, n_in), normal(seed + 1, n_in, n_out)
-    pre = x @ W
-    out = {"identity": pre, "relu": np.maximum(pre, 0), "tanh": np.tanh(pre)}.get(activation, pre)
-    host = [x, W, pre, out, normal(seed + 2, batch, n_out), np.zeros((batch, n_out)), np.zeros(W.shape),
-            np.zeros(n_out), np.zeros(x.shape) if input_gradient else None]
-    assert_close(on_both(lambda d, *a: drl.dense_backward(d, *a, activation=activation), host))
-
-
-@cases
-@given(shape=st.lists(dims, min_size=1, max_size=3), seed=seeds)
-def test_mse_loss_and_gradient(shape, seed):
-    pred, target = normal(seed, *shape), normal(seed + 1, *shape)
-    assert_close(on_both(drl.mse_loss, [pred, target, np.zeros(1)]))
-    assert_close(on_both(drl.mse_gradient, [pred, target, np.zeros(shape)]))
-
-
-@cases
-@given(shape=st.lists(dims, min_size=1, max_size=2), steps=st.integers(1, 3), seed=seeds)
-def test_adam_step(shape, steps, seed):
-    def fn(device, param, grad, m, v, t):
-        for _ in range(steps):
-            drl.adam_step(device, param, grad, m, v, t, 1e-2, 0.8, 0.99, 1e-6)
-
-    host = [normal(seed, *shape), normal(seed + 1, *shape), np.zeros(shape), np.zeros(shape),
-            np.zeros(1, np.int64)]
-    assert_close(on_both(fn, host))
-
-
-@cases
-@given(shape=st.lists(dims, min_size=1, max_size=3), polyak=st.floats(0, 1), seed=seeds)
-def test_polyak_update(shape, polyak, seed):
-    assert_close(on_both(lambda d, t, s: drl.polyak_update(d, t, s, polyak),
-                         [normal(seed, *shape), normal(seed + 1, *shape)]))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_])
@@ -182,7 +118,7 @@ def test_host_method_borrowed_between_c_segments():
         drl.launch(device, _halve_kernel, x)
 
     drl.GENERIC_FUNCTIONS.remove(halve)  # a test-local function: keep the registry clean
-    ckernels.borrow_methods(halve)
+    borrow_methods(halve)
     x, out = drl.asarray(C, np.arange(6, dtype=np.float32)), drl.zeros(C, 6)
 
     def step_fn(device):

@@ -12,8 +12,8 @@ import dispatchrl.envs as E
 from dispatchrl import checkpoint
 from dispatchrl.algorithms import common, sac, td3
 from dispatchrl.data import episode_log, replay_buffer, transitions
-from dispatchrl.kernels import c as ckernels
-from dispatchrl.kernels.rl import api as rl
+from dispatchrl.backends import c as ckernels
+from dispatchrl.kernels.offpolicy import api as rl
 
 C, REF = drl.C(), drl.Generic()
 DTYPES = [np.float32, np.float64]

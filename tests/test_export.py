@@ -10,7 +10,7 @@ import pytest
 import dispatchrl as drl
 from dispatchrl import export
 from dispatchrl.export import targets
-from dispatchrl.kernels.c_compiler import host_compiler, zig_command
+from dispatchrl.backends.c.compiler import host_compiler, zig_command
 from dispatchrl.nn import Policy, mlp
 
 TOLERANCE = 1e-5

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dispatchrl as drl
-from dispatchrl.kernels.ppo import discounted_returns, gae
+from dispatchrl.kernels.onpolicy import discounted_returns, gae
 
 GAMMA, LAM = 0.9, 0.8
 

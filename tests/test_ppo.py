@@ -12,10 +12,10 @@ import pytest
 import dispatchrl as drl
 from dispatchrl import cli
 from dispatchrl.algorithms import common, ppo
-from dispatchrl.kernels.ppo import (adam_step_scheduled, adaptive_learning_rate, gather_minibatch,
-                                    gaussian_log_prob, gaussian_sample, minibatch, normalize_observations,
-                                    obs_stats, ppo_policy_gradient, random_permutation, rollout, rollout_store,
-                                    running_stats_update)
+from dispatchrl.data import minibatch, obs_stats, rollout
+from dispatchrl.kernels.onpolicy import (adaptive_learning_rate, gather_minibatch, gaussian_log_prob, gaussian_sample,
+                                         normalize_observations, ppo_policy_gradient, random_permutation,
+                                         rollout_store, running_stats_update)
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -147,22 +147,21 @@ def test_adaptive_learning_rate_stays_in_bounds(device):
     assert host(lr)[0] == pytest.approx(1e-6)
 
 
-def test_adam_step_scheduled_equals_adam_step(device):
+def test_adam_step_with_lr_array_equals_adam_step(device):
     g = np.random.default_rng(3)
     p0, grad = g.normal(size=(3, 4)).astype(np.float32), g.normal(size=(3, 4)).astype(np.float32)
     params = {}
-    for name in ("fixed", "scheduled"):
+    for name in ("fixed", "array"):
         p, m, v, t = (drl.asarray(device, p0), drl.zeros(device, (3, 4)), drl.zeros(device, (3, 4)),
                       drl.zeros(device, 1, np.int64))
         for _ in range(3):
             if name == "fixed":
                 drl.adam_step(device, p, drl.asarray(device, grad), m, v, t, 2e-3)
             else:
-                adam_step_scheduled(device, p, drl.asarray(device, grad), m, v, t,
-                                    drl.asarray(device, np.array([2e-3])))
+                drl.adam_step(device, p, drl.asarray(device, grad), m, v, t, drl.asarray(device, np.array([2e-3])))
         params[name] = host(p)
         assert host(t)[0] == 3
-    np.testing.assert_allclose(params["scheduled"], params["fixed"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(params["array"], params["fixed"], rtol=1e-6, atol=1e-7)
 
 
 # ---------------------------------------------------------------- rollout storage and minibatches
@@ -289,8 +288,8 @@ def test_kernel_bad_input_names_the_argument():
     with pytest.raises(drl.ShapeError, match="'stats.mean'"):
         running_stats_update(dev, stats, drl.zeros(dev, (2, 4)))
     with pytest.raises(drl.DTypeError, match="'lr'"):
-        adam_step_scheduled(dev, drl.zeros(dev, 2), drl.zeros(dev, 2), drl.zeros(dev, 2), drl.zeros(dev, 2),
-                            drl.zeros(dev, 1, np.int64), drl.zeros(dev, 1, np.float32))
+        drl.adam_step(dev, drl.zeros(dev, 2), drl.zeros(dev, 2), drl.zeros(dev, 2), drl.zeros(dev, 2),
+                      drl.zeros(dev, 1, np.int64), drl.zeros(dev, 1, np.float32))
     with pytest.raises(drl.ConfigError, match="'clip'"):
         ppo_policy_gradient(dev, *[drl.zeros(dev, s) for s in ((2, 1), 1, (2, 1), 2, 2, (2, 1), 1)], -0.1, 0.0,
                             True, drl.zeros(dev, (2, 1)), drl.zeros(dev, 1), drl.zeros(dev, 4, np.float64))

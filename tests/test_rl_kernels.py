@@ -7,7 +7,7 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl.data import episode_log, replay_buffer, transitions
-from dispatchrl.kernels.rl import api as rl
+from dispatchrl.kernels.offpolicy import api as rl
 
 G = np.random.default_rng(0)
 
@@ -32,7 +32,7 @@ def test_replay_add_wraps_and_sample_draws_stored_rows(device):
     for k in range(3):  # 3 × 2 rows into capacity 5: wraps once
         rows = random_rows(2, seed=k)
         stored.append(rows)
-        drl.kernels.rl.api.replay_add(device, buffer, *(put(device, r, np.bool_ if r.dtype == bool else np.float32)
+        drl.kernels.offpolicy.api.replay_add(device, buffer, *(put(device, r, np.bool_ if r.dtype == bool else np.float32)
                                                         for r in rows))
     assert host(buffer.position)[0] == 1 and host(buffer.size)[0] == 5
     expected_obs = np.concatenate([r[0] for r in stored]).astype(np.float32)

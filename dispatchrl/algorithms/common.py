@@ -22,8 +22,8 @@ from ..arrays import assign, to_numpy
 from ..envs import (AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step,
                     from_gymnasium)
 from ..errors import CheckpointError, ConfigError
-from ..kernels.api import copy, increment
-from ..kernels.rl.api import replay_add, track_episodes
+from ..kernels.core.api import copy, increment
+from ..kernels.offpolicy.api import replay_add, track_episodes
 from ..staging import fuse
 
 #: evaluation episodes and their fixed reset seeds (disjoint from training seeds' streams)

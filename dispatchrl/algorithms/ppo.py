@@ -18,15 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import assign, asarray, to_numpy, zeros
-from ..data import episode_log, transitions
+from ..data import episode_log, minibatch, obs_stats, rollout, transitions
 from ..envs import env_reset_done, env_step
 from ..errors import ConfigError
-from ..kernels.api import copy, fill, increment, mse_gradient, rng
-from ..kernels.ppo import (adam_step_scheduled, adaptive_learning_rate, gae, gather_minibatch, gaussian_sample,
-                           minibatch, normalize_observations, obs_stats, ppo_policy_gradient, random_permutation,
-                           rollout, rollout_store, running_stats_update)
-from ..kernels.ppo.api import NORMALIZE_EPS
-from ..kernels.rl.api import track_episodes
+from ..kernels.core.api import adam_step as adam_step_scheduled  # adam_step with lr: Array
+from ..kernels.core.api import copy, fill, increment, mse_gradient
+from ..kernels.offpolicy.api import track_episodes
+from ..kernels.onpolicy.api import (NORMALIZE_EPS, adaptive_learning_rate, gae, gather_minibatch, gaussian_sample,
+                                    normalize_observations, ppo_policy_gradient, random_permutation, rollout_store,
+                                    running_stats_update)
+from ..kernels.random.api import rng
 from ..nn import Policy, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter
 from ..staging import Every, fuse, when
 from . import common

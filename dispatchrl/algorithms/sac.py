@@ -14,10 +14,11 @@ import numpy as np
 
 from ..arrays import zeros
 from ..data import episode_log, replay_buffer, transitions
-from ..kernels.api import adam_step, fill, mse_gradient, random_uniform, rng
-from ..kernels.rl.api import (concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
-                              gaussian_tanh_sample, replay_sample, select_min_rows, slice_columns,
-                              soft_td_target)
+from ..kernels.core.api import adam_step, fill, mse_gradient
+from ..kernels.offpolicy.api import (concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
+                                     gaussian_tanh_sample, replay_sample, select_min_rows, slice_columns,
+                                     soft_td_target)
+from ..kernels.random.api import random_uniform, rng
 from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter, polyak_average
 from ..staging import Below, Every, when
 from . import common

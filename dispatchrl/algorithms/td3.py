@@ -13,8 +13,9 @@ import numpy as np
 
 from ..arrays import zeros
 from ..data import episode_log, replay_buffer, transitions
-from ..kernels.api import copy, fill, mse_gradient, random_uniform, rng
-from ..kernels.rl.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
+from ..kernels.core.api import copy, fill, mse_gradient
+from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
+from ..kernels.random.api import random_uniform, rng
 from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, polyak_average
 from ..staging import Below, Every, when
 from . import common

@@ -1,6 +1,6 @@
 """Replay buffer and episode log: preallocated per device, written only by kernels.
 
-``replay_add`` / ``replay_sample`` / ``track_episodes`` (dispatchrl.kernels.rl) operate on them,
+``replay_add`` / ``replay_sample`` / ``track_episodes`` (dispatchrl.kernels.offpolicy) operate on them,
 so they can live inside a fused training step.
 """
 

@@ -49,9 +49,11 @@ class CUDA(Device):
     """numba.cuda kernels on an NVIDIA GPU (or the CUDA simulator, NUMBA_ENABLE_CUDASIM=1)."""
 
     memory = "cuda"
-    #: modules holding CUDA methods, imported (so registered) when a CUDA device is first made:
-    #: importing numba.cuda is slow, and CPU-only users should not pay for it
-    method_modules = ["dispatchrl.kernels.cuda"]
+    #: the CUDA runtime and the modules holding CUDA methods, imported (so registered) when a CUDA
+    #: device is first made: importing numba.cuda is slow, and CPU-only users should not pay for it.
+    #: The one place dispatchrl names modules by string; a backend added outside dispatchrl appends.
+    method_modules = ["dispatchrl.backends.cuda", "dispatchrl.kernels.core.cuda", "dispatchrl.kernels.random.cuda",
+                      "dispatchrl.kernels.offpolicy.cuda", "dispatchrl.kernels.onpolicy.cuda", "dispatchrl.envs.cuda"]
 
     def __init__(self):
         from numba import cuda

@@ -11,9 +11,7 @@
   ``gymnasium.make_vec`` both work).
 """
 
-import sys
 
-from ..devices import CUDA
 from . import generic, cpu  # noqa: F401  (importing registers the Generic and CPU methods)
 from . import c  # noqa: F401  (C methods; compiling is lazy)
 from .api import (NATIVE_ENVS, AcrobotContinuous, EnvState, Pendulum, check_action, env_reset,
@@ -26,13 +24,7 @@ __all__ = ["Pendulum", "AcrobotContinuous", "EnvState", "NATIVE_ENVS", "env_stat
            "GymnasiumBatch", "BatchVectorEnv", "from_gymnasium", "AntBatch", "PendulumEnv",
            "AcrobotContinuousEnv", "ENV_IDS", "register_envs"]
 
-# CUDA methods register when a CUDA device is first made (numba.cuda is slow to import); if one
-# was made before this package was imported, register them now
-if "dispatchrl.envs.cuda" not in CUDA.method_modules:
-    CUDA.method_modules.append("dispatchrl.envs.cuda")
-    if "dispatchrl.kernels.cuda" in sys.modules:
-        from . import cuda  # noqa: F401
-
+# CUDA methods register when a CUDA device is first made (dispatchrl.devices.CUDA.method_modules)
 register_envs()
 
 

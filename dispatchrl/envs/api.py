@@ -18,7 +18,7 @@ import numpy as np
 from ..arrays import Array, to_numpy, zeros
 from ..dispatch import generic
 from ..errors import ConfigError, DTypeError, ShapeError
-from ..kernels.api import check_array, check_device
+from ..checks import check_array, check_device
 
 __all__ = ["Pendulum", "AcrobotContinuous", "EnvState", "env_state", "env_reset", "env_step",
            "env_reset_done", "check_action", "NATIVE_ENVS"]

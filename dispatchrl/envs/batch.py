@@ -23,7 +23,8 @@ from gymnasium.vector.utils import batch_space
 from ..arrays import assign, to_numpy, zeros
 from ..devices import CPU, Device
 from ..errors import ConfigError, DTypeError, ShapeError
-from ..kernels.api import copy, rng
+from ..kernels.core.api import copy
+from ..kernels.random.api import rng
 from ..staging import fuse
 from .api import NATIVE_ENVS, AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step
 

@@ -1,4 +1,4 @@
-"""C methods of the native envs: one C loop over the N envs per call (see :mod:`..kernels.c`).
+"""C methods of the native envs: one C loop over the N envs per call (see :mod:`dispatchrl.backends.c`).
 
 The physics is :mod:`.cpu`'s, expression by expression (same constants, same evaluation order,
 float64, no contraction into fused multiply-adds, Python's floored ``%``), so trajectories match
@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from ..devices import C
-from ..kernels.c import UNIFORM01, CKernel
+from ..backends.c import CKernel
+from ..kernels.random.c import UNIFORM01
 from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum

@@ -12,12 +12,12 @@ import numpy as np
 from numba import njit
 
 from ..devices import CPU
-from ..kernels.cpu import PIN_RUNTIME, uniform01
+from ..backends.cpu import JIT_EXACT
+from ..kernels.random.cpu import uniform01
 from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum
 
-_exact = dict(cache=True, nogil=True, **PIN_RUNTIME)
 
 PI = math.pi
 TWO_PI = 2 * math.pi
@@ -30,7 +30,7 @@ ACROBOT_MAX_VEL_2 = 9 * math.pi
 # the same Python source (``device_twin``), so the backends cannot drift -------------------------
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def pendulum_dynamics(th, thdot, u, gterm):
     """gymnasium PendulumEnv.step: cost on the pre-step state, velocity first, then angle.
     gymnasium's torque ``u`` is a float32 scalar, so its two torque terms are float32 products
@@ -44,7 +44,7 @@ def pendulum_dynamics(th, thdot, u, gterm):
     return newth, newthdot, cost
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a):
     """gymnasium AcrobotEnv._dsdt, "book" dynamics, term by term with its constants."""
     m1 = 1.0
@@ -70,7 +70,7 @@ def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a):
     return dtheta1, dtheta2, ddtheta1, ddtheta2
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def wrap_angle(x):
     """gymnasium's wrap(x, -pi, pi)."""
     while x > PI:
@@ -80,12 +80,12 @@ def wrap_angle(x):
     return x
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def acrobot_terminal(theta1, theta2):
     return -math.cos(theta1) - math.cos(theta2 + theta1) > 1.0
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def acrobot_rk4(s0, s1, s2, s3, torque):
     """gymnasium's rk4 over [0, dt]: one step with dt = 0.2, then wrap and clip."""
     dt2 = 0.1
@@ -108,7 +108,7 @@ def acrobot_rk4(s0, s1, s2, s3, torque):
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm,
                          max_steps):
     for i in range(physics.shape[0]):
@@ -125,7 +125,7 @@ def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, trunca
         truncated[i] = steps[i] >= max_steps
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
     key, base = rng[0], rng[1]
     for i in range(physics.shape[0]):
@@ -146,7 +146,7 @@ def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
     rng[1] = base + np.uint64(2 * physics.shape[0])
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
     for i in range(physics.shape[0]):
         torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
@@ -168,7 +168,7 @@ def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncat
         truncated[i] = steps[i] >= max_steps
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
     key, base = rng[0], rng[1]
     for i in range(physics.shape[0]):

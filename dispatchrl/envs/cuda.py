@@ -12,7 +12,9 @@ import numpy as np
 from numba import cuda
 
 from ..devices import CUDA
-from ..kernels.cuda import Launch, device_twin, grid_1d, increment_kernel, uniform01
+from ..backends.cuda import Launch, device_twin, grid_1d
+from ..kernels.core.cuda import increment_kernel
+from ..kernels.random.cuda import uniform01
 from ..staging import launch
 from . import api, cpu
 from .api import AcrobotContinuous, Pendulum

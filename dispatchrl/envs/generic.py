@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..devices import Generic
-from ..kernels.generic import uniform01
+from ..kernels.random.generic import uniform01
 from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum

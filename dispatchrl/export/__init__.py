@@ -7,7 +7,7 @@
 import ctypes
 from pathlib import Path
 
-from ..kernels.c_compiler import host_compiler, load_library, run_compiler
+from ..backends.c.compiler import host_compiler, load_library, run_compiler
 from .elf import code_size, undefined_symbols
 from .source import SELFTEST_TOLERANCE, c_source, check_policy, main_source, selftest_observations
 from .targets import LIBM_SYMBOLS, TARGETS, build, get_target, run_executable, target_compiler

@@ -3,7 +3,7 @@
 Weights are ``static const float`` arrays, ``policy_forward`` keeps its activations on the stack
 (no heap, reentrant) and needs nothing beyond libm, and ``policy_selftest`` replays input/output
 vectors computed by the Python policy. The dense layers are the C device's own ``dense_forward``
-blocks (:mod:`dispatchrl.kernels.c`) specialised to batch 1, so training and deployment share one
+blocks (:mod:`dispatchrl.kernels.core.c`) specialised to batch 1, so training and deployment share one
 implementation.
 """
 
@@ -12,7 +12,9 @@ import re
 import numpy as np
 
 from ..errors import ConfigError, ShapeError
-from ..kernels.c import ACTIVATE, dense_forward_kernel, render_function, render_invocation
+from ..activation import ACTIVATIONS
+from ..backends.c import render_function, render_invocation
+from ..kernels.core.c import dense_forward_kernel
 
 __all__ = ["c_source", "check_policy", "selftest_observations", "SELFTEST_TOLERANCE"]
 
@@ -58,9 +60,9 @@ def check_policy(policy):
         ws.append(np.ascontiguousarray(w))
         bs.append(np.ascontiguousarray(b))
     for field in ("activation", "output_activation"):
-        if getattr(policy, field) not in ACTIVATE:
+        if getattr(policy, field) not in ACTIVATIONS:
             raise ConfigError(f"export: policy.{field} is {getattr(policy, field)!r}; expected one of "
-                              f"{sorted(ACTIVATE)}")
+                              f"{sorted(ACTIVATIONS)}")
     if policy.squash not in SQUASHES:
         raise ConfigError(f"export: policy.squash is {policy.squash!r}; expected one of {SQUASHES}")
     n_obs, n_act = ws[0].shape[0], ws[-1].shape[1]

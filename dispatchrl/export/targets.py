@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, DeviceError
-from ..kernels.c_compiler import host_compiler, run_compiler, zig_command
+from ..backends.c.compiler import host_compiler, run_compiler, zig_command
 
 __all__ = ["Target", "TARGETS", "get_target", "target_compiler", "build", "run_executable",
            "LIBM_SYMBOLS"]

@@ -1,5 +1,14 @@
-"""Kernels: generic-function declarations (api) and one module of methods per backend.
-The CUDA methods register when a CUDA device is first created (importing numba.cuda is slow)."""
+"""Kernels: generic-function families, each a package of declarations (``api``) and one module
+of methods per backend (``generic``, ``cpu``, ``cuda``, ``c``):
 
-from . import api, generic, cpu, rl  # noqa: F401  (importing registers the methods)
-from . import c  # noqa: F401  (C methods; compiling is lazy, needs no compiler at import)
+- :mod:`.core`: dense layers, activations, matmul, losses, Adam, Polyak, fill/copy/increment;
+- :mod:`.random`: the counter-based random stream;
+- :mod:`.offpolicy`: replay, exploration noise, TD targets, episode log, SAC's Gaussian head;
+- :mod:`.onpolicy`: GAE, returns, observation statistics, PPO's Gaussian policy gradient.
+
+The CUDA modules register when a CUDA device is first made (``CUDA.method_modules``: importing
+numba.cuda is slow)."""
+
+from . import core, offpolicy, onpolicy, random  # noqa: F401  (importing registers the methods)
+
+__all__ = ["core", "random", "offpolicy", "onpolicy"]

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..activation import ACTIVATIONS
 from ..arrays import view, zeros
 from ..errors import ConfigError, ShapeError
-from ..kernels.api import (ACTIVATIONS, adam_step, dense_backward, dense_forward, dense_input_gradient, mse_gradient,
-                           mse_loss, polyak_update, random_uniform, rng)
+from ..kernels.core.api import (adam_step, dense_backward, dense_forward, dense_input_gradient, mse_gradient, mse_loss,
+                                polyak_update)
+from ..kernels.random.api import random_uniform, rng
 
 
 @dataclass

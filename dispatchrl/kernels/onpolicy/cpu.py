@@ -8,21 +8,20 @@ import math
 import numpy as np
 from numba import njit
 
+from ...backends.cpu import JIT_EXACT, JIT_FAST
 from ...devices import CPU
 from ...staging import launch
-from ..cpu import PIN_RUNTIME, adam_step_kernel, uniform01
-from ..rl.cpu import standard_normal
+from ..random.cpu import standard_normal, uniform01
 from . import api
 from .generic import gather_arguments, store_arguments
 
-_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
-_exact = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
+__all__ = ["n_step_return", "store_env_step"]
 
 _LOG_2PI = api.LOG_2PI
 _NORMALIZE_EPS = api.NORMALIZE_EPS
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
     steps, envs = reward.shape
     real = reward.dtype.type
@@ -51,7 +50,7 @@ def gae(device: CPU, reward, value, next_value, terminated, truncated, gamma, la
     launch(device, gae_kernel, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n):
     """G_t of env j: up to n rewards, stopping at the episode's or the rollout's end; also
     compiled as the CUDA device function, so both backends share it."""
@@ -70,7 +69,7 @@ def n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n):
     return total
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, returns, n):
     steps, envs = reward.shape
     if n >= steps:  # return-to-go: one backward sweep
@@ -94,7 +93,7 @@ def discounted_returns(device: CPU, reward, next_value, terminated, truncated, g
     launch(device, discounted_returns_kernel, reward, next_value, terminated, truncated, gamma, returns, n)
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def running_stats_update_kernel(x, mean, var, count, nonfinite):
     rows, dim = x.shape
     old = count[0]
@@ -126,7 +125,7 @@ def running_stats_update(device: CPU, stats, x):
     launch(device, running_stats_update_kernel, x, stats.mean, stats.var, stats.count, stats.nonfinite)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def normalize_observations_kernel(x, mean, var, out):
     rows, dim = x.shape
     real = out.dtype.type
@@ -140,7 +139,7 @@ def normalize_observations(device: CPU, stats, x, out):
     launch(device, normalize_observations_kernel, x, stats.mean, stats.var, out)
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def gaussian_sample_kernel(rng, mean, log_std, action, log_prob):
     batch, a_dim = mean.shape
     key, base = rng[0], rng[1]
@@ -160,7 +159,7 @@ def gaussian_sample(device: CPU, rng, mean, log_std, action, log_prob):
     launch(device, gaussian_sample_kernel, rng, mean, log_std, action, log_prob)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
     batch, a_dim = mean.shape
     for i in range(batch):
@@ -177,7 +176,7 @@ def gaussian_log_prob(device: CPU, mean, log_std, action, log_prob):
     launch(device, gaussian_log_prob_kernel, mean, log_std, action, log_prob)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
                                clip, entropy_coef, normalize, d_mean, d_log_std, info):
     batch, a_dim = mean.shape
@@ -240,7 +239,7 @@ def ppo_policy_gradient(device: CPU, mean, log_std, action, old_log_prob, advant
            old_log_std, clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info)
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
     if kl[0] < 0.5 * target:
         lr[0] = min(max(lr[0] * factor, low), high)
@@ -253,17 +252,7 @@ def adaptive_learning_rate(device: CPU, kl, lr, target, factor, low, high):
     launch(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
 
 
-@njit(**_fast)
-def adam_step_scheduled_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
-    adam_step_kernel(param, grad, m, v, t, lr[0], beta1, beta2, eps)
-
-
-@api.adam_step_scheduled.dispatch
-def adam_step_scheduled(device: CPU, param, grad, m, v, t, lr, beta1, beta2, eps):
-    launch(device, adam_step_scheduled_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
-
-
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def store_env_step(n, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
                    r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated, r_truncated):
     """Write env n's step into the rollout's row block step[0] mod T; also compiled as the CUDA
@@ -284,7 +273,7 @@ def store_env_step(n, step, obs, action, mean, log_prob, value, next_value, rewa
     r_truncated[t, n] = truncated[n]
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
                          r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated,
                          r_truncated):
@@ -299,7 +288,7 @@ def rollout_store(device: CPU, rollout, step, obs, action, mean, log_prob, value
            terminated, truncated, *store_arguments(rollout))
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def random_permutation_kernel(rng, perm):
     n = perm.shape[0]
     key, base = rng[0], rng[1]
@@ -318,7 +307,7 @@ def random_permutation(device: CPU, rng, perm):
     launch(device, random_permutation_kernel, rng, perm)
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns,
                             b_obs, b_action, b_mean, b_log_prob, b_advantage, b_returns):
     rows = b_obs.shape[0]

@@ -4,9 +4,10 @@ import numpy as np
 
 from ...devices import Generic
 from ...staging import launch
-from ..generic import uniform01
-from ..rl.generic import standard_normal
+from ..random.generic import standard_normal, uniform01
 from . import api
+
+__all__ = ["store_arguments", "gather_arguments"]
 
 
 def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
@@ -147,22 +148,6 @@ def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
 @api.adaptive_learning_rate.dispatch
 def adaptive_learning_rate(device: Generic, kl, lr, target, factor, low, high):
     launch(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
-
-
-def adam_step_scheduled_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
-    t[0] += 1
-    m *= beta1
-    m += (1 - beta1) * grad
-    v *= beta2
-    v += (1 - beta2) * grad * grad
-    m_hat = m / (1 - beta1 ** t[0])
-    v_hat = v / (1 - beta2 ** t[0])
-    param -= (lr[0] * m_hat / (np.sqrt(v_hat) + eps)).astype(param.dtype)
-
-
-@api.adam_step_scheduled.dispatch
-def adam_step_scheduled(device: Generic, param, grad, m, v, t, lr, beta1, beta2, eps):
-    launch(device, adam_step_scheduled_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
 
 
 def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,

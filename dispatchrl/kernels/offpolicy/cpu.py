@@ -1,24 +1,21 @@
-"""CPU (Numba) methods of the RL generic functions."""
+"""CPU (Numba) methods of the off-policy generic functions."""
 
 import math
 
 import numpy as np
 from numba import njit
 
+from ...backends.cpu import JIT_EXACT, JIT_FAST
 from ...devices import CPU
 from ...staging import launch
-from ..cpu import PIN_RUNTIME, uniform01
+from ..random.cpu import standard_normal, uniform01
 from . import api
+from .api import transition_arrays
 
-_fast = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
-_exact = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
-
-
-def _transitions(t):
-    return t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated
+__all__ = ["gaussian_tanh_grad"]
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
                       b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, position, size):
     capacity = b_obs.shape[0]
@@ -37,10 +34,10 @@ def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
 @api.replay_add.dispatch
 def replay_add(device: CPU, buffer, obs, action, reward, next_obs, terminated, truncated):
     launch(device, replay_add_kernel, obs, action, reward, next_obs, terminated, truncated,
-           *_transitions(buffer), buffer.position, buffer.size)
+           *transition_arrays(buffer), buffer.position, buffer.size)
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, size,
                          obs, action, reward, next_obs, terminated, truncated):
     key, base = rng[0], rng[1]
@@ -60,10 +57,10 @@ def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminate
 
 @api.replay_sample.dispatch
 def replay_sample(device: CPU, rng, buffer, batch):
-    launch(device, replay_sample_kernel, rng, *_transitions(buffer), buffer.size, *_transitions(batch))
+    launch(device, replay_sample_kernel, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def concat_columns_kernel(a, b, out):
     na = a.shape[1]
     for i in range(a.shape[0]):
@@ -78,7 +75,7 @@ def concat_columns(device: CPU, a, b, out):
     launch(device, concat_columns_kernel, a, b, out)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def slice_columns_kernel(x, start, out):
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
@@ -90,15 +87,7 @@ def slice_columns(device: CPU, x, start, out):
     launch(device, slice_columns_kernel, x, start, out)
 
 
-@njit(**_exact)
-def standard_normal(key, counter):
-    """N(0, 1) from stream positions counter, counter + 1 (Box–Muller, as random_normal)."""
-    u1 = uniform01(key, counter)
-    u2 = uniform01(key, counter + np.uint64(1))
-    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
-
-
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):
     flat = x.reshape(x.size)
     key, base = rng[0], rng[1]
@@ -113,7 +102,7 @@ def add_clipped_noise(device: CPU, rng, x, std, noise_clip, low, high):
     launch(device, add_clipped_noise_kernel, rng, x, std, noise_clip, low, high)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def td_target_kernel(reward, terminated, q1, q2, gamma, target):
     for i in range(reward.shape[0]):
         bootstrap = 0.0 if terminated[i] else gamma * min(q1[i, 0], q2[i, 0])
@@ -125,7 +114,7 @@ def td_target(device: CPU, reward, terminated, q1, q2, gamma, target):
     launch(device, td_target_kernel, reward, terminated, q1, q2, gamma, target)
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def track_episodes_kernel(reward, terminated, truncated, step, running_return, running_length,
                           returns, lengths, end_steps, count):
     for i in range(reward.shape[0]):
@@ -148,7 +137,7 @@ def track_episodes(device: CPU, log, reward, terminated, truncated, step):
            log.running_length, log.returns, log.lengths, log.end_steps, log.count)
 
 
-@njit(**_exact)
+@njit(**JIT_EXACT)
 def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
     batch, a_dim = action.shape
     key, base = rng[0], rng[1]
@@ -170,7 +159,7 @@ def gaussian_tanh_sample(device: CPU, rng, actor_out, noise, action, log_prob):
     launch(device, gaussian_tanh_sample_kernel, rng, actor_out, noise, action, log_prob)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def gaussian_tanh_grad(a, d_a, raw_log_std, eps, scale):
     """(∂L/∂mean, ∂L/∂log_std) of one action component; ``scale`` = α / batch. Also compiled as
     the CUDA device function, so both backends share this math."""
@@ -181,7 +170,7 @@ def gaussian_tanh_grad(a, d_a, raw_log_std, eps, scale):
     return d_u, 0.0
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out):
     batch, a_dim = action.shape
     scale = math.exp(log_alpha[0]) / batch
@@ -196,7 +185,7 @@ def gaussian_tanh_backward(device: CPU, actor_out, noise, action, d_action, log_
     launch(device, gaussian_tanh_backward_kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
     alpha = math.exp(log_alpha[0])
     for i in range(reward.shape[0]):
@@ -209,7 +198,7 @@ def soft_td_target(device: CPU, reward, terminated, q1, q2, log_prob, log_alpha,
     launch(device, soft_td_target_kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad):
     total = 0.0
     for i in range(log_prob.shape[0]):
@@ -222,7 +211,7 @@ def entropy_temperature_gradient(device: CPU, log_prob, target_entropy, grad):
     launch(device, entropy_temperature_gradient_kernel, log_prob, target_entropy, grad)
 
 
-@njit(**_fast)
+@njit(**JIT_FAST)
 def select_min_rows_kernel(a, b, x, y, out):
     for i in range(x.shape[0]):
         source = x if a[i, 0] <= b[i, 0] else y

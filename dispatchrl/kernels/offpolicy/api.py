@@ -7,12 +7,24 @@ the declarations check every field, methods unpack them into flat kernel calls.
 
 import numpy as np
 
+from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ShapeError
-from ..api import check_array, check_device, check_number
+
+__all__ = ["LOG_STD_MIN", "LOG_STD_MAX", "TRANSITION_FIELDS", "transition_arrays", "replay_add", "replay_sample",
+           "concat_columns", "slice_columns", "add_clipped_noise", "td_target", "track_episodes",
+           "gaussian_tanh_sample", "gaussian_tanh_backward", "soft_td_target", "entropy_temperature_gradient",
+           "select_min_rows"]
 
 #: SAC log-std clamp (Stable-Baselines3's LOG_STD_MIN / LOG_STD_MAX)
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+#: the arrays of a Transitions (dispatchrl.data.replay), in the order kernels take them
+TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+
+
+def transition_arrays(t) -> tuple:
+    """The arrays of a Transitions (or ReplayBuffer) ``t`` in :data:`TRANSITION_FIELDS` order."""
+    return tuple(getattr(t, field) for field in TRANSITION_FIELDS)
 
 
 def _check_transitions(fn, device, name, t, rows=None):

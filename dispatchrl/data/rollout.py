@@ -1,13 +1,18 @@
-"""Structs of Arrays the PPO generic functions work on: running observation statistics, a
-(time, envs) rollout and a minibatch. Preallocated per device, written only by kernels."""
+"""Structs of Arrays the on-policy (PPO) generic functions work on: running observation
+statistics, a (time, envs) rollout and a minibatch. Preallocated per device, written only by
+kernels (dispatchrl.kernels.onpolicy)."""
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...arrays import asarray, zeros
-from ...errors import ConfigError
-from .api import STATS_INITIAL_COUNT
+from ..arrays import asarray, zeros
+from ..errors import ConfigError
+
+__all__ = ["STATS_INITIAL_COUNT", "ObsStats", "Rollout", "Minibatch", "obs_stats", "rollout", "minibatch"]
+
+#: running observation statistics start as gymnasium's RunningMeanStd: count ε, mean 0, var 1
+STATS_INITIAL_COUNT = 1e-4
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Declarations of the on-policy (PPO) generic functions: advantage estimation, returns,
-observation statistics, the Gaussian policy head, rollout storage and minibatching, and Adam
-with a learning rate held in an Array (so a fused step can change it).
+observation statistics, the Gaussian policy head, rollout storage and minibatching, and the
+adaptive learning rate (held in an Array that ``adam_step`` reads, so a fused step can change it).
 
 Rollouts are (time, envs) batches: scalar quantities are (T, N) arrays, per-step rows
 (observations, actions) are (T·N, D) arrays whose row ``t·N + n`` is env n at step t.
@@ -21,13 +21,16 @@ cut rollout   False        False       last row t = T − 1: γ·next_value (the
 
 import numpy as np
 
+from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ShapeError
-from ..api import check_array, check_device, check_number
+
+__all__ = ["FLOAT64", "NORMALIZE_EPS", "MAX_CUDA_ACTION_DIM", "LOG_2PI", "check_rollout", "gae",
+           "discounted_returns", "running_stats_update", "normalize_observations", "gaussian_sample",
+           "gaussian_log_prob", "ppo_policy_gradient", "adaptive_learning_rate", "rollout_store",
+           "random_permutation", "gather_minibatch"]
 
 FLOAT64 = np.dtype(np.float64)
-#: running observation statistics start as gymnasium's RunningMeanStd: count ε, mean 0, var 1
-STATS_INITIAL_COUNT = 1e-4
 #: normalised observation = (x − mean) / sqrt(var + NORMALIZE_EPS)
 NORMALIZE_EPS = 1e-8
 #: CUDA's policy-gradient kernel reduces per action dimension in shared memory
@@ -182,29 +185,12 @@ def adaptive_learning_rate(device, kl, lr, target, factor, low, high):
             check_number(fn, "factor", factor, 1), low, check_number(fn, "high", high, low))
 
 
-@generic
-def adam_step_scheduled(device, param, grad, m, v, t, lr, beta1=0.9, beta2=0.999, eps=1e-8):
-    """:func:`dispatchrl.adam_step` with the learning rate read from the float64 (1,) Array
-    ``lr`` when the step runs (so an adaptive schedule inside a fused step takes effect)."""
-    fn = "adam_step_scheduled"
-    check_device(fn, device)
-    check_array(fn, "param", param, device)
-    for name, arr in (("grad", grad), ("m", m), ("v", v)):
-        check_array(fn, name, arr, device, shape=param.shape, dtype=param.dtype)
-    check_array(fn, "t", t, device, shape=(1,), dtype=np.int64)
-    check_array(fn, "lr", lr, device, shape=(1,), dtype=FLOAT64)
-    return (device, param, grad, m, v, t, lr,
-            check_number(fn, "beta1", beta1, 0, 1, high_open=True),
-            check_number(fn, "beta2", beta2, 0, 1, high_open=True),
-            check_number(fn, "eps", eps, 0, low_open=True))
-
-
 def _rollout_fields(rollout):
     return (("rollout.obs", rollout.obs), ("rollout.action", rollout.action), ("rollout.mean", rollout.mean))
 
 
 def check_rollout(fn, device, rollout):
-    """(T, N, obs_dim, action_dim) of a Rollout (dispatchrl.kernels.ppo.storage), every field checked."""
+    """(T, N, obs_dim, action_dim) of a Rollout (dispatchrl.data.rollout), every field checked."""
     check_array(fn, "rollout.reward", rollout.reward, device, shape=(None, None))
     steps, envs = rollout.reward.shape
     dtype = rollout.reward.dtype

@@ -1,4 +1,4 @@
-"""Generic (numpy) methods of the RL generic functions: the reference and the fallback."""
+"""Generic (numpy) methods of the off-policy generic functions: the reference and the fallback."""
 
 import math
 
@@ -6,8 +6,11 @@ import numpy as np
 
 from ...devices import Generic
 from ...staging import launch
-from ..generic import uniform01
+from ..random.generic import standard_normal, uniform01
 from . import api
+from .api import transition_arrays
+
+__all__: list[str] = []
 
 
 def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
@@ -21,14 +24,10 @@ def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
     size[0] = min(size[0] + obs.shape[0], capacity)
 
 
-def _transitions(t):
-    return t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated
-
-
 @api.replay_add.dispatch
 def replay_add(device: Generic, buffer, obs, action, reward, next_obs, terminated, truncated):
     launch(device, replay_add_kernel, obs, action, reward, next_obs, terminated, truncated,
-           *_transitions(buffer), buffer.position, buffer.size)
+           *transition_arrays(buffer), buffer.position, buffer.size)
 
 
 def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, size,
@@ -41,7 +40,7 @@ def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminate
 
 @api.replay_sample.dispatch
 def replay_sample(device: Generic, rng, buffer, batch):
-    launch(device, replay_sample_kernel, rng, *_transitions(buffer), buffer.size, *_transitions(batch))
+    launch(device, replay_sample_kernel, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
 
 
 def concat_columns_kernel(a, b, out):
@@ -61,12 +60,6 @@ def slice_columns_kernel(x, start, out):
 @api.slice_columns.dispatch
 def slice_columns(device: Generic, x, start, out):
     launch(device, slice_columns_kernel, x, start, out)
-
-
-def standard_normal(rng, count):
-    """``count`` N(0, 1) samples (Box–Muller, two stream positions each, as random_normal)."""
-    u = uniform01(rng, 2 * count)
-    return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * math.pi * u[1::2])
 
 
 def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):

@@ -6,31 +6,31 @@ import math
 import numpy as np
 from scipy.special import erf as _erf
 
-from ..devices import Generic
-from ..staging import launch
+from ...activation import Activation
+from ...arrays import Array
+from ...devices import Generic
+from ...staging import launch
 from . import api
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
+__all__ = ["adam_step_kernel", "adam_step_lr_array_kernel"]
 
 
 def _activate(pre, code):
-    if code == 1:
+    if code == Activation.RELU:
         return np.maximum(pre, 0)
-    if code == 2:
+    if code == Activation.TANH:
         return np.tanh(pre)
-    if code == 3:
+    if code == Activation.GELU:
         return (0.5 * pre * (1.0 + _erf(pre / math.sqrt(2.0)))).astype(pre.dtype)
     return pre
 
 
 def _activation_derivative(pre, out, code):
-    if code == 1:
+    if code == Activation.RELU:
         return (pre > 0).astype(pre.dtype)
-    if code == 2:
+    if code == Activation.TANH:
         return 1 - out * out
-    if code == 3:
+    if code == Activation.GELU:
         cdf = 0.5 * (1.0 + _erf(pre / math.sqrt(2.0)))
         return (cdf + pre * np.exp(-0.5 * pre * pre) / math.sqrt(2.0 * math.pi)).astype(pre.dtype)
     return np.ones_like(pre)
@@ -43,8 +43,8 @@ def _elementwise_kernel(code):
     return kernel
 
 
-def _elementwise_method(code):
-    kernel = _elementwise_kernel(code)
+def _elementwise_method(activation):
+    kernel = _elementwise_kernel(activation)
 
     def method(device: Generic, x, out):
         launch(device, kernel, x, out)
@@ -52,8 +52,7 @@ def _elementwise_method(code):
     return method
 
 
-for _fn in (api.identity, api.relu, api.tanh, api.gelu):
-    _fn.dispatch(_elementwise_method(api.ACTIVATIONS[_fn.__name__]))
+api.register_activation_methods(_elementwise_method)
 
 
 def matmul_kernel(a, b, out):
@@ -73,7 +72,7 @@ def dense_forward_kernel(x, W, b, pre, out, code):
 
 @api.dense_forward.dispatch
 def dense_forward(device: Generic, x, W, b, pre, out, activation):
-    launch(device, dense_forward_kernel, x, W, b, pre, out, api.ACTIVATIONS[activation])
+    launch(device, dense_forward_kernel, x, W, b, pre, out, activation)
 
 
 def dense_backward_kernel(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
@@ -86,8 +85,7 @@ def dense_backward_kernel(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
 
 @api.dense_backward.dispatch
 def dense_backward(device: Generic, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation):
-    launch(device, dense_backward_kernel, x, W, pre, out, d_out, d_pre, dW, db, d_x,
-           api.ACTIVATIONS[activation])
+    launch(device, dense_backward_kernel, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation)
 
 
 def dense_input_gradient_kernel(W, pre, out, d_out, d_pre, d_x, code):
@@ -97,7 +95,7 @@ def dense_input_gradient_kernel(W, pre, out, d_out, d_pre, d_x, code):
 
 @api.dense_input_gradient.dispatch
 def dense_input_gradient(device: Generic, W, pre, out, d_out, d_pre, d_x, activation):
-    launch(device, dense_input_gradient_kernel, W, pre, out, d_out, d_pre, d_x, api.ACTIVATIONS[activation])
+    launch(device, dense_input_gradient_kernel, W, pre, out, d_out, d_pre, d_x, activation)
 
 
 def mse_loss_kernel(pred, target, loss):
@@ -130,9 +128,18 @@ def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
     param -= (lr * m_hat / (np.sqrt(v_hat) + eps)).astype(param.dtype)
 
 
+def adam_step_lr_array_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
+    adam_step_kernel(param, grad, m, v, t, lr[0], beta1, beta2, eps)
+
+
 @api.adam_step.dispatch
 def adam_step(device: Generic, param, grad, m, v, t, lr, beta1, beta2, eps):
     launch(device, adam_step_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
+
+
+@api.adam_step.dispatch
+def adam_step(device: Generic, param, grad, m, v, t, lr: Array, beta1, beta2, eps):  # noqa: F811
+    launch(device, adam_step_lr_array_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
 
 
 def polyak_update_kernel(target, source, polyak):
@@ -160,38 +167,6 @@ def copy_kernel(src, dst):
 @api.copy.dispatch
 def copy(device: Generic, src, dst):
     launch(device, copy_kernel, src, dst)
-
-
-def uniform01(rng, count):
-    """``count`` uniforms in [0, 1) from the stream, advancing its counter (SplitMix64 hash)."""
-    i = np.arange(count, dtype=np.uint64) + rng[1] + np.uint64(1)
-    z = rng[0] + i * _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    z = z ^ (z >> np.uint64(31))
-    rng[1] += np.uint64(count)
-    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
-
-
-def random_uniform_kernel(rng, out, low, high):
-    u = uniform01(rng, out.size).reshape(out.shape)
-    out[...] = low + (high - low) * u
-
-
-@api.random_uniform.dispatch
-def random_uniform(device: Generic, rng, out, low, high):
-    launch(device, random_uniform_kernel, rng, out, low, high)
-
-
-def random_normal_kernel(rng, out, mean, std):
-    u = uniform01(rng, 2 * out.size)
-    radius = np.sqrt(-2.0 * np.log(1.0 - u[0::2]))
-    out[...] = (mean + std * radius * np.cos(2.0 * math.pi * u[1::2])).reshape(out.shape)
-
-
-@api.random_normal.dispatch
-def random_normal(device: Generic, rng, out, mean, std):
-    launch(device, random_normal_kernel, rng, out, mean, std)
 
 
 def increment_kernel(counter, amount):

@@ -1,4 +1,5 @@
-"""C methods of the RL generic functions: C99 blocks with static shapes (see :mod:`..c`).
+"""C methods of the off-policy generic functions: C99 blocks with static shapes (see
+:mod:`dispatchrl.backends.c`).
 
 They mirror the CPU kernels statement by statement: scalars in double where the CPU kernels
 compute in float64, and the same counter-based SplitMix64 stream positions, so replay rows and
@@ -7,28 +8,14 @@ noise are the same numbers on every device.
 
 import math
 
+from ...backends.c import CKernel
 from ...devices import C
 from ...staging import launch
-from ..c import UNIFORM01, CKernel
+from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
 from . import api
+from .api import TRANSITION_FIELDS, transition_arrays
 
-#: N(0, 1) from stream positions counter, counter + 1: Box–Muller as random_normal
-STANDARD_NORMAL = """\
-static inline double dispatchrl_standard_normal(uint64_t key, uint64_t counter)
-{
-    const double u1 = dispatchrl_uniform01(key, counter);
-    const double u2 = dispatchrl_uniform01(key, counter + 1);
-    return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
-}
-"""
-
-_RANDOM = (UNIFORM01,)
-_NORMAL = (UNIFORM01, STANDARD_NORMAL)
-_TRANSITION = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
-
-
-def _transitions(t):
-    return t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated
+__all__: list[str] = []
 
 
 REPLAY_ADD = """
@@ -49,11 +36,11 @@ for (int i = 0; i < N; i++) {
 @api.replay_add.dispatch
 def replay_add(device: C, buffer, obs, action, reward, next_obs, terminated, truncated):
     (n, o), a = obs.shape, action.shape[1]
-    params = (*_TRANSITION, *("b_" + p for p in _TRANSITION), "position", "size")
+    params = (*TRANSITION_FIELDS, *("b_" + p for p in TRANSITION_FIELDS), "position", "size")
     kernel = CKernel("replay_add", REPLAY_ADD, params, params[6:],
                      dict(N=n, O=o, A=a, CAPACITY=buffer.obs.shape[0]), obs.dtype)
     launch(device, kernel, obs, action, reward, next_obs, terminated, truncated,
-           *_transitions(buffer), buffer.position, buffer.size)
+           *transition_arrays(buffer), buffer.position, buffer.size)
 
 
 REPLAY_SAMPLE = """
@@ -75,10 +62,10 @@ rng[1] = base + B;
 @api.replay_sample.dispatch
 def replay_sample(device: C, rng, buffer, batch):
     (b, o), a = batch.obs.shape, batch.action.shape[1]
-    params = ("rng", *("b_" + p for p in _TRANSITION), "size", *_TRANSITION)
-    kernel = CKernel("replay_sample", REPLAY_SAMPLE, params, ("rng", *_TRANSITION), dict(B=b, O=o, A=a),
-                     batch.obs.dtype, _RANDOM)
-    launch(device, kernel, rng, *_transitions(buffer), buffer.size, *_transitions(batch))
+    params = ("rng", *("b_" + p for p in TRANSITION_FIELDS), "size", *TRANSITION_FIELDS)
+    kernel = CKernel("replay_sample", REPLAY_SAMPLE, params, ("rng", *TRANSITION_FIELDS), dict(B=b, O=o, A=a),
+                     batch.obs.dtype, UNIFORM_HELPERS)
+    launch(device, kernel, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
 
 
 CONCAT_COLUMNS = """
@@ -123,7 +110,7 @@ rng[1] = base + 2 * (uint64_t)SIZE;
 @api.add_clipped_noise.dispatch
 def add_clipped_noise(device: C, rng, x, std, noise_clip, low, high):
     kernel = CKernel("add_clipped_noise", ADD_CLIPPED_NOISE, ("rng", "x", "std", "noise_clip", "low", "high"),
-                     ("rng", "x"), {"SIZE": x.size}, x.dtype, _NORMAL)
+                     ("rng", "x"), {"SIZE": x.size}, x.dtype, NORMAL_HELPERS)
     launch(device, kernel, rng, x, std, noise_clip, low, high)
 
 
@@ -196,7 +183,7 @@ rng[1] = base + 2 * (uint64_t)(B * A);
 def gaussian_tanh_sample(device: C, rng, actor_out, noise, action, log_prob):
     kernel = CKernel("gaussian_tanh_sample", GAUSSIAN_TANH_SAMPLE,
                      ("rng", "actor_out", "noise", "action", "log_prob"), ("rng", "noise", "action", "log_prob"),
-                     dict(B=action.shape[0], A=action.shape[1]), action.dtype, _NORMAL)
+                     dict(B=action.shape[0], A=action.shape[1]), action.dtype, NORMAL_HELPERS)
     launch(device, kernel, rng, actor_out, noise, action, log_prob)
 
 

@@ -7,13 +7,16 @@ import math
 import numpy as np
 from numba import cuda
 
+from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d
 from ...devices import CUDA
 from ...errors import ShapeError
 from ...staging import launch
-from ..cuda import Launch, device_twin, flat, increment_kernel, launch_1d, launch_2d, uniform01
-from ..rl.cuda import standard_normal
+from ..core.cuda import increment_kernel
+from ..random.cuda import standard_normal, uniform01
 from . import api, cpu
 from .generic import gather_arguments, store_arguments
+
+__all__ = ["n_step_return", "store_env_step"]
 
 n_step_return = device_twin(cpu.n_step_return)
 store_env_step = device_twin(cpu.store_env_step)
@@ -271,24 +274,6 @@ def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
 @api.adaptive_learning_rate.dispatch
 def adaptive_learning_rate(device: CUDA, kl, lr, target, factor, low, high):
     _single(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
-
-
-@cuda.jit
-def adam_step_scheduled_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
-    i = cuda.grid(1)
-    if i < param.size:
-        step = t[0] + 1  # the counter advances in increment_kernel, after every thread read it
-        g = grad[i]
-        m[i] = beta1 * m[i] + (1 - beta1) * g
-        v[i] = beta2 * v[i] + (1 - beta2) * g * g
-        param[i] -= lr[0] * (m[i] / (1.0 - beta1 ** step)) / (math.sqrt(v[i] / (1.0 - beta2 ** step)) + eps)
-
-
-@api.adam_step_scheduled.dispatch
-def adam_step_scheduled(device: CUDA, param, grad, m, v, t, lr, beta1, beta2, eps):
-    launch_1d(device, adam_step_scheduled_kernel, param.size, flat(param), flat(grad), flat(m), flat(v),
-              t, lr, beta1, beta2, eps)
-    launch(device, Launch(increment_kernel, (1,), (1,)), t, 0, 1)
 
 
 @cuda.jit

@@ -2,64 +2,25 @@
 
 Each declaration validates devices, dtypes and static shapes, raising a dispatchrl error that
 names the argument, and returns the positional arguments the device methods receive. Methods
-live in one module per backend: ``generic.py`` (numpy), ``cpu.py`` (Numba), ``cuda.py``.
+live in one module per backend: ``generic.py`` (numpy), ``cpu.py`` (Numba), ``cuda.py``, ``c.py``.
+Activation arguments arrive as names or :class:`Activation` members; methods receive the member.
 """
 
 import numpy as np
 
-from ..arrays import Array
-from ..devices import Device
-from ..dispatch import generic
-from ..errors import ConfigError, DeviceError, DTypeError, ShapeError
+from ...activation import ACTIVATIONS, Activation
+from ...arrays import Array
+from ...checks import check_activation, check_array, check_device, check_number
+from ...dispatch import generic
+from ...errors import ConfigError
 
-#: activation name → code the kernels branch on (a compile-time constant in fused steps)
-ACTIVATIONS = {"identity": 0, "relu": 1, "tanh": 2, "gelu": 3}
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+__all__ = ["SQRT_HALF", "INV_SQRT_2PI", "Activation", "ACTIVATIONS", "ACTIVATION_FUNCTIONS", "register_activation_methods",
+           "matmul", "identity", "relu", "tanh", "gelu", "dense_forward", "dense_backward", "dense_input_gradient",
+           "mse_loss", "mse_gradient", "adam_step", "polyak_update", "fill", "copy", "increment"]
 
-
-def check_device(fn, device):
-    if not isinstance(device, Device):
-        raise DeviceError(f"{fn}: argument 'device' must be a dispatchrl Device such as CPU(), "
-                          f"got {device!r}")
-
-
-def check_array(fn, name, x, device, shape=None, dtype=None, dtypes=FLOATS):
-    """Validate argument ``name``; ``shape`` may hold None for a free dimension."""
-    if not isinstance(x, Array):
-        raise DeviceError(f"{fn}: argument '{name}' must be a dispatchrl Array on {device!r}, got "
-                          f"{type(x).__name__} (wrap host data with dispatchrl.asarray(device, x))")
-    if type(x.device) is not type(device):
-        raise DeviceError(f"{fn}: argument '{name}' is on {x.device!r} but the call is on {device!r}"
-                          " (transfer it explicitly with dispatchrl.asarray)")
-    if dtype is not None and x.dtype != dtype:
-        raise DTypeError(f"{fn}: argument '{name}' has dtype {x.dtype.name}, expected {np.dtype(dtype).name}")
-    if dtype is None and dtypes is not None and x.dtype not in dtypes:
-        raise DTypeError(f"{fn}: argument '{name}' has dtype {x.dtype.name}, expected one of "
-                         + ", ".join(d.name for d in dtypes))
-    if shape is not None and (len(shape) != x.ndim or any(e is not None and e != s for e, s in zip(shape, x.shape))):
-        expected = "(" + ", ".join("*" if e is None else str(e) for e in shape) + ("," if len(shape) == 1 else "") + ")"
-        raise ShapeError(f"{fn}: argument '{name}' has shape {x.shape}, expected {expected}")
-    return x
-
-
-def check_number(fn, name, value, low=-np.inf, high=np.inf, low_open=False, high_open=False):
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{fn}: argument '{name}' must be a number, got {value!r}") from None
-    too_low = value <= low if low_open else value < low
-    too_high = value >= high if high_open else value > high
-    if not np.isfinite(value) or too_low or too_high:
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ConfigError(f"{fn}: argument '{name}' must be finite and in {interval}, got {value}")
-    return value
-
-
-def check_activation(fn, activation):
-    if activation not in ACTIVATIONS:
-        raise ConfigError(f"{fn}: argument 'activation' must be one of {sorted(ACTIVATIONS)}, "
-                          f"got {activation!r}")
-    return activation
+#: GELU's constants: x Φ(x) = x (1 + erf(x SQRT_HALF)) / 2, Φ'(x) = INV_SQRT_2PI exp(-x²/2)
+SQRT_HALF = 0.7071067811865476
+INV_SQRT_2PI = 0.3989422804014327
 
 
 @generic
@@ -89,6 +50,17 @@ identity = _elementwise("identity", "``out = x``")
 relu = _elementwise("relu", "``out = max(x, 0)``")
 tanh = _elementwise("tanh", "``out = tanh(x)``")
 gelu = _elementwise("gelu", "``out = x Φ(x)`` (exact GELU, with erf)")
+
+#: the elementwise generic function of each activation
+ACTIVATION_FUNCTIONS = {Activation.IDENTITY: identity, Activation.RELU: relu, Activation.TANH: tanh,
+                        Activation.GELU: gelu}
+
+
+def register_activation_methods(method_for) -> None:
+    """Register ``method_for(activation)`` as a backend's method of each activation's generic
+    function (``relu(device, x, out)`` ...)."""
+    for activation, fn in ACTIVATION_FUNCTIONS.items():
+        fn.dispatch(method_for(activation))
 
 
 def _check_dense(fn, device, x, W, b, pre, out):
@@ -169,15 +141,20 @@ def mse_gradient(device, pred, target, d_pred):
 @generic
 def adam_step(device, param, grad, m, v, t, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):
     """One Adam update of ``param`` (Kingma & Ba, bias-corrected). ``t`` is the parameter's
-    int64 step counter of shape (1,), advanced by the call."""
+    int64 step counter of shape (1,), advanced by the call. ``lr`` is a number, or a float64 (1,)
+    Array read when the step runs (so a schedule inside a fused step, such as
+    ``adaptive_learning_rate``, takes effect); methods dispatch on which."""
     fn = "adam_step"
     check_device(fn, device)
     check_array(fn, "param", param, device)
     for name, arr in (("grad", grad), ("m", m), ("v", v)):
         check_array(fn, name, arr, device, shape=param.shape, dtype=param.dtype)
     check_array(fn, "t", t, device, shape=(1,), dtype=np.int64)
-    return (device, param, grad, m, v, t,
-            check_number(fn, "lr", lr, 0, low_open=True),
+    if isinstance(lr, Array):
+        check_array(fn, "lr", lr, device, shape=(1,), dtype=np.float64)
+    else:
+        lr = check_number(fn, "lr", lr, 0, low_open=True)
+    return (device, param, grad, m, v, t, lr,
             check_number(fn, "beta1", beta1, 0, 1, high_open=True),
             check_number(fn, "beta2", beta2, 0, 1, high_open=True),
             check_number(fn, "eps", eps, 0, low_open=True))
@@ -207,46 +184,6 @@ def copy(device, src, dst):
     check_array("copy", "src", src, device, dtypes=None)
     check_array("copy", "dst", dst, device, shape=src.shape, dtype=src.dtype)
     return device, src, dst
-
-
-def _check_rng(fn, device, rng, out):
-    check_device(fn, device)
-    check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
-    check_array(fn, "out", out, device)
-
-
-@generic
-def random_uniform(device, rng, out, low=0.0, high=1.0):
-    """Fill ``out`` with uniform samples in [low, high) from the counter-based stream ``rng``
-    (see :func:`dispatchrl.rng`): the same seed gives the same numbers on every device."""
-    _check_rng("random_uniform", device, rng, out)
-    low = check_number("random_uniform", "low", low)
-    return device, rng, out, low, check_number("random_uniform", "high", high, low)
-
-
-@generic
-def random_normal(device, rng, out, mean=0.0, std=1.0):
-    """Fill ``out`` with normal samples (Box–Muller over the counter-based stream ``rng``)."""
-    _check_rng("random_normal", device, rng, out)
-    return (device, rng, out, check_number("random_normal", "mean", mean),
-            check_number("random_normal", "std", std, 0))
-
-
-def rng(device, seed):
-    """A counter-based random stream for ``seed`` on ``device``: uint64 ``[key, counter]``.
-
-    Sample ``i`` of the stream is a SplitMix64 hash of ``(key, counter + i)``, so every backend
-    draws the same numbers and a fused step carries its RNG state as an ordinary array.
-    """
-    from ..arrays import asarray
-
-    check_device("rng", device)
-    if not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**63:
-        raise ConfigError(f"rng: argument 'seed' must be an int in [0, 2**63), got {seed!r}")
-    z = (int(seed) + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return asarray(device, np.array([z ^ (z >> 31), 0], dtype=np.uint64))
 
 
 @generic

@@ -1,20 +1,21 @@
-"""CUDA methods of the RL generic functions (one thread per row or element)."""
+"""CUDA methods of the off-policy generic functions (one thread per row or element)."""
 
 import math
 
 import numpy as np
 from numba import cuda
 
+from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d
 from ...devices import CUDA
 from ...staging import launch
-from ..cuda import Launch, device_twin, flat, increment_kernel, launch_1d, launch_2d, uniform01
+from ..core.cuda import increment_kernel
+from ..random.cuda import standard_normal, uniform01
 from . import api, cpu
+from .api import transition_arrays
+
+__all__ = ["gaussian_tanh_grad"]
 
 gaussian_tanh_grad = device_twin(cpu.gaussian_tanh_grad)
-
-
-def _transitions(t):
-    return t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated
 
 
 @cuda.jit
@@ -43,7 +44,7 @@ def advance_ring_kernel(position, size, rows, capacity):
 @api.replay_add.dispatch
 def replay_add(device: CUDA, buffer, obs, action, reward, next_obs, terminated, truncated):
     launch_1d(device, replay_add_kernel, obs.shape[0], obs, action, reward, next_obs, terminated, truncated,
-              *_transitions(buffer), buffer.position)
+              *transition_arrays(buffer), buffer.position)
     launch(device, Launch(advance_ring_kernel, (1,), (1,)), buffer.position, buffer.size, obs.shape[0],
            buffer.obs.shape[0])
 
@@ -67,7 +68,7 @@ def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminate
 @api.replay_sample.dispatch
 def replay_sample(device: CUDA, rng, buffer, batch):
     rows = batch.obs.shape[0]
-    launch_1d(device, replay_sample_kernel, rows, rng, *_transitions(buffer), buffer.size, *_transitions(batch))
+    launch_1d(device, replay_sample_kernel, rows, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(rows))
 
 
@@ -93,9 +94,6 @@ def slice_columns_kernel(x, start, out):
 @api.slice_columns.dispatch
 def slice_columns(device: CUDA, x, start, out):
     launch_2d(device, slice_columns_kernel, out.shape, x, start, out)
-
-
-standard_normal = device_twin(cpu.standard_normal, uniform01=uniform01)
 
 
 @cuda.jit

@@ -16,10 +16,11 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import DeviceError
-from ..staging import cache_dir
+from ...cache import cache_dir
+from ...errors import DeviceError
 
-__all__ = ["host_compiler", "zig_command", "compile_shared", "load_library", "run_compiler"]
+__all__ = ["host_compiler", "zig_command", "compile_shared", "load_library", "run_compiler", "step_function",
+           "array_pointers"]
 
 #: -ffp-contract=off: no fused multiply-adds, so results (and the RNG stream) round like numpy's;
 #: -fopenmp-simd honours the `omp simd reduction` pragmas without -ffast-math's other liberties
@@ -118,3 +119,21 @@ def load_library(path):
     if path not in _libraries:
         _libraries[path] = ctypes.CDLL(path)
     return _libraries[path]
+
+
+_step_functions = {}
+
+
+def step_function(source: str):
+    """``void dispatchrl_step(int64_t n, void *const *arrays)`` of generated ``source``, compiled
+    (or loaded from the disk cache) once per process."""
+    if source not in _step_functions:
+        fn = load_library(compile_shared(source)).dispatchrl_step
+        fn.argtypes, fn.restype = (ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)), None
+        _step_functions[source] = fn
+    return _step_functions[source]
+
+
+def array_pointers(arrays: list):
+    """The data pointers of host ``arrays`` as the ``void *const *`` a step function takes."""
+    return (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])

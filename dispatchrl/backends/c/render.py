@@ -1,0 +1,203 @@
+"""C kernels and their rendering: a :class:`CKernel` is a block of C99 specialised to static
+shapes; :func:`render_step` turns a traced step of them (and staged branches) into the source of one
+C function, ``dispatchrl_step``, running the blocks in order ``n`` times.
+
+The same blocks are what :mod:`dispatchrl.export` writes out for microcontrollers, so C bodies use
+only float math when ``T`` is float (``tanh_T`` becomes ``tanhf``) and no libc beyond libm.
+"""
+
+import itertools
+import math
+
+import numpy as np
+
+from ...errors import ConfigError
+from ...staging import Below, Branch, Every, raw
+from .compiler import array_pointers, step_function
+
+__all__ = ["CTYPES", "CKernel", "render_function", "render_invocation", "render_step", "renders_in_c", "HEADER",
+           "FLUSH_DENORMALS"]
+
+#: numpy dtype → C type
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+          np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t",
+          np.dtype(np.uint64): "uint64_t", np.dtype(np.bool_): "bool"}
+
+
+class CKernel:
+    """A block of C over ``params`` (launch arguments in order: arrays become pointers, ``const``
+    unless listed in ``outputs``; numbers become ``const double``), with integer ``consts`` (the
+    static shapes) as an enum and ``T`` the element type. ``helpers`` are file-level functions
+    the body calls. In the body, ``name_T(`` is a libm call in T's precision."""
+
+    __slots__ = ("name", "body", "params", "outputs", "consts", "dtype", "helpers")
+
+    def __init__(self, name, body, params, outputs, consts, dtype, helpers=()):
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.body = body.strip("\n").replace("_T(", "f(" if self.dtype == np.float32 else "(")
+        self.params, self.outputs = tuple(params), frozenset(outputs)
+        self.consts, self.helpers = dict(consts), tuple(helpers)
+        for key, value in self.consts.items():
+            if not 0 <= value < 2**31:
+                raise ConfigError(f"C device: {name} constant {key}={value} does not fit a C int")
+
+    def __call__(self, *raw):
+        # Eager call: the one-block step for these shapes, compiled once per process (and disk).
+        source, arrays = render_step([(self, raw)])
+        step_function(source)(1, array_pointers(arrays))
+
+    def __repr__(self):
+        return f"<CKernel {self.name} {self.consts}>"
+
+
+def _literal(value):
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        return str(int(value))
+    value = float(value)
+    if math.isnan(value):
+        return "NAN"
+    if math.isinf(value):
+        return "INFINITY" if value > 0 else "-INFINITY"
+    return repr(value)
+
+
+def _disjoint(arrays):
+    return all(not np.may_share_memory(a, b) for a, b in itertools.combinations(arrays, 2))
+
+
+def render_function(kernel, args, name):
+    """``kernel`` specialised to ``args`` as ``static void name(pointers...)``: restrict-qualified
+    parameters (compilers trust restrict on parameters, not on block-scope pointers) unless two
+    arguments overlap; numbers become constants."""
+    if len(args) != len(kernel.params):
+        raise ConfigError(f"C kernel {kernel.name} takes {kernel.params}, got {len(args)} arguments")
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    restrict = "restrict " if _disjoint(arrays) else ""
+    params, lines = [], []
+    if kernel.consts:
+        lines.append("enum { " + ", ".join(f"{k} = {v}" for k, v in kernel.consts.items()) + " };")
+    lines.append(f"typedef {CTYPES[kernel.dtype]} T;")
+    for param, arg in zip(kernel.params, args):
+        if isinstance(arg, np.ndarray):
+            const = "" if param in kernel.outputs else "const "
+            params.append(f"{const}{CTYPES[arg.dtype]} *{restrict}{param}")
+        else:
+            lines.append(f"const double {param} = {_literal(arg)};")
+    lines += kernel.body.splitlines()
+    return "\n".join([f"/* {kernel.name} */", f"static void {name}({', '.join(params) or 'void'})", "{",
+                      *("    " + line if line else "" for line in lines), "}", ""])
+
+
+def render_invocation(name, args, name_of):
+    """The call of a function from :func:`render_function`; ``name_of(array)`` is its C name."""
+    return f"{name}({', '.join(name_of(a) for a in args if isinstance(a, np.ndarray))});"
+
+
+HEADER = """\
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+"""
+
+
+#: The step runs with denormals flushed to zero, as fused CPU steps do (backends/cpu.py) and as
+#: -ffast-math builds do: Adam's second moments of tiny gradients otherwise go denormal and every
+#: operation on them takes a slow microcode path. The caller's floating-point mode is restored.
+FLUSH_DENORMALS = """\
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define DISPATCHRL_FLUSH_ENTER const unsigned int dispatchrl_csr = _mm_getcsr(); _mm_setcsr(dispatchrl_csr | 0x8040u);
+#define DISPATCHRL_FLUSH_EXIT _mm_setcsr(dispatchrl_csr);
+#else
+#define DISPATCHRL_FLUSH_ENTER
+#define DISPATCHRL_FLUSH_EXIT
+#endif
+"""
+
+
+def render_step(calls):
+    """C source of one fused step over ``calls`` [(CKernel, args)] and staged branches (whose
+    kernels are all CKernels, see :func:`renders_in_c`), and its arrays in parameter order:
+    ``void dispatchrl_step(int64_t n, void *const *arrays)`` calling one static function per
+    distinct specialised kernel (inlined by the compiler); a branch becomes an ``if`` on its
+    counter, tested every time round the loop."""
+    names, arrays, helpers, functions = {}, [], {}, {}
+
+    def name_of(a):
+        if id(a) not in names:
+            names[id(a)] = f"a{len(arrays)}"
+            arrays.append(a)
+        return names[id(a)]
+
+    def render(nodes, indent):
+        lines = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                lines.append(f"{indent}if ({_condition(node.condition, name_of(raw(node.condition.counter)))}) {{")
+                lines += render(node.then, indent + "    ")
+                if node.otherwise:
+                    lines.append(f"{indent}}} else {{")
+                    lines += render(node.otherwise, indent + "    ")
+                lines.append(f"{indent}}}")
+                continue
+            kernel, args = node
+            args = [raw(a) for a in args]
+            helpers.update(dict.fromkeys(kernel.helpers))
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    name_of(a)
+            text = render_function(kernel, args, "@NAME")
+            name = functions.setdefault(text, f"k{len(functions)}")
+            lines.append(indent + render_invocation(name, args, lambda a: names[id(a)]))
+        return lines
+
+    body = render(calls, "        ")
+    pointers = [f"    {CTYPES[a.dtype]} *const a{i} = ({CTYPES[a.dtype]} *)arrays[{i}];"
+                for i, a in enumerate(arrays)]
+    source = "\n".join([
+        "/* generated by dispatchrl.backends.c: one fused step, do not edit */",
+        HEADER, *helpers,
+        *(text.replace("@NAME", name) for text, name in functions.items()),
+        FLUSH_DENORMALS,
+        "void dispatchrl_step(int64_t n, void *const *arrays)",
+        "{",
+        *pointers,
+        "    DISPATCHRL_FLUSH_ENTER",
+        "    for (int64_t step = 0; step < n; step++) {",
+        *body,
+        "    }",
+        "    DISPATCHRL_FLUSH_EXIT",
+        "}",
+        "",
+    ])
+    return source, arrays
+
+
+def _condition(condition, counter):
+    """A staged condition as a C expression over the int64 counter array ``counter`` (Python's
+    floored ``%``, so a negative counter tests as on the other devices)."""
+    if type(condition) is Every:
+        p = condition.period  # at most 2**62 (renders_in_c): c % p + p cannot overflow
+        return f"(({counter}[0] % INT64_C({p})) + INT64_C({p})) % INT64_C({p}) == {condition.offset}"
+    if type(condition) is Below:
+        limit = condition.limit
+        if not -2**63 < limit < 2**63:  # beyond int64: always or never
+            return "1" if limit > 0 else "0"
+        return f"{counter}[0] < INT64_C({limit})"
+    raise ConfigError(f"C device: cannot render a {type(condition).__name__} condition in C")
+
+
+def renders_in_c(nodes):
+    """Whether ``nodes`` (recorded calls and branches) can become one C function: every kernel a
+    CKernel, every condition an Every or Below on an int64 counter."""
+    for node in nodes:
+        if isinstance(node, Branch):
+            if (type(node.condition) not in (Every, Below) or raw(node.condition.counter).dtype != np.int64
+                    or getattr(node.condition, "period", 1) > 2**62):
+                return False
+            if not (renders_in_c(node.then) and renders_in_c(node.otherwise)):
+                return False
+        elif not isinstance(node[0], CKernel):
+            return False
+    return True

@@ -1,0 +1,234 @@
+"""The CPU runtime: Numba's options and disk cache, BLAS threads, denormal flushing, and
+``compile_step(CPU)``.
+
+Every CPU kernel is a module-level ``@njit(**JIT_FAST)`` or ``@njit(**JIT_EXACT)`` function over
+raw contiguous arrays, so the fused step generated here can import and inline it, and Numba's disk
+cache keeps it across processes. A traced step becomes one generated ``@njit`` function looping
+``n`` times over the kernel calls, written to the cache folder under a hash of its source and of
+every source it depends on (so it never goes stale).
+"""
+
+import hashlib
+import os
+import platform
+import sys
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.core.cpu import CPUTargetOptions
+from numba.core.dispatcher import Dispatcher
+from numba.extending import intrinsic
+
+from ..arrays import Array
+from ..cache import cache_dir, import_generated, module_fingerprint, package_fingerprint
+from ..devices import CPU
+from ..errors import ConfigError
+from ..staging import Branch, Program, compile_step, kernel_calls, python_program, segmented_program
+
+__all__ = ["PIN_RUNTIME", "JIT_FAST", "JIT_EXACT", "FLUSH_DENORMALS", "flush_denormals_enter",
+           "flush_denormals_exit", "limit_blas_threads", "configure_numba_cache", "is_numba", "njit_program"]
+
+#: Kernels pin Numba's runtime on, so a fused step calling them may run without it (see
+#: njit_program); a Numba without the (internal) option keeps the runtime everywhere.
+PIN_RUNTIME = {"_nrt": True} if hasattr(CPUTargetOptions, "_nrt") else {}
+#: Arithmetic kernels. error_model="numpy": no ZeroDivisionError checks, which would block
+#: vectorisation.
+JIT_FAST = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
+#: Random streams, environments, bookkeeping: no fastmath, so results match numpy bit for bit.
+JIT_EXACT = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
+
+
+def configure_numba_cache() -> None:
+    """Put Numba's disk cache in a folder named by the hash of dispatchrl's sources.
+
+    Numba checks only the timestamp of a kernel's own file, so a kernel calling a helper from
+    another module (or a fused step embedding both) could load stale machine code after the
+    helper changed. A per-source-hash folder makes any edit start a fresh cache.
+    NUMBA_CACHE_DIR, if set, is the parent of that folder.
+    """
+    base = numba.config.CACHE_DIR or str(cache_dir() / "numba")
+    numba.config.CACHE_DIR = os.path.join(base, f"dispatchrl-{package_fingerprint()[:16]}")
+
+
+configure_numba_cache()  # before any kernel module is decorated: Numba reads it at decoration
+
+
+def limit_blas_threads() -> None:
+    """Run BLAS on DISPATCHRL_BLAS_THREADS threads (default 1; 0 leaves it alone).
+
+    The matrices of RL networks are small: BLAS threads only add synchronisation, and on a busy
+    machine a thread waiting for a taken core turns a 30 µs product into milliseconds. This
+    applies to every BLAS in the process (numpy's too), from when dispatchrl is imported."""
+    setting = os.environ.get("DISPATCHRL_BLAS_THREADS", "1")
+    if not setting.isdigit():
+        raise ConfigError(f"DISPATCHRL_BLAS_THREADS must be a non-negative int, got {setting!r}")
+    threads = int(setting)
+    if threads > 0:
+        import scipy.linalg.cython_blas  # noqa: F401  (loads the BLAS Numba's np.dot calls)
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=threads, user_api="blas")
+
+
+limit_blas_threads()
+
+
+# Denormal floats (Adam's first moment decays into them for dead ReLU units) cost ~100× on x86.
+# RLtools, built with -ffast-math, runs with flush-to-zero and denormals-are-zero set process-wide;
+# fused CPU steps set the same MXCSR bits around their loop only and restore them afterwards.
+_FTZ_DAZ = 0x8040
+FLUSH_DENORMALS = platform.machine().lower() in ("x86_64", "amd64")
+
+
+@intrinsic
+def _mxcsr_read(typingctx):
+    def codegen(context, builder, signature, args):
+        slot = cgutils.alloca_once(builder, ir.IntType(32))
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()]),
+                                            "llvm.x86.sse.stmxcsr")
+        builder.call(fn, [builder.bitcast(slot, ir.IntType(8).as_pointer())])
+        return builder.load(slot)
+
+    return types.uint32(), codegen
+
+
+@intrinsic
+def _mxcsr_write(typingctx, value):
+    def codegen(context, builder, signature, args):
+        slot = cgutils.alloca_once_value(builder, args[0])
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()]),
+                                            "llvm.x86.sse.ldmxcsr")
+        builder.call(fn, [builder.bitcast(slot, ir.IntType(8).as_pointer())])
+        return context.get_dummy_value()
+
+    return types.void(types.uint32), codegen
+
+
+@njit(**JIT_EXACT)
+def flush_denormals_enter():
+    """Set flush-to-zero and denormals-are-zero; returns the previous MXCSR for the exit."""
+    previous = _mxcsr_read()
+    _mxcsr_write(previous | np.uint32(_FTZ_DAZ))
+    return previous
+
+
+@njit(**JIT_EXACT)
+def flush_denormals_exit(previous):
+    _mxcsr_write(previous)
+
+
+def is_numba(kernel: object) -> bool:
+    """Whether ``kernel`` is an ``@njit`` function (a fused step can call it)."""
+    return isinstance(kernel, Dispatcher)
+
+
+def _compiles(node: object) -> bool:
+    return all(is_numba(kernel) for kernel, _ in kernel_calls([node]))
+
+
+@compile_step.dispatch
+def compile_step(device: CPU, calls: list) -> Program:
+    # Runs of Numba kernels (branches included) fuse into njit programs; anything else (a Generic
+    # fallback method, a user's Python kernel) runs from Python between them.
+    return segmented_program(calls, _compiles, njit_program, python_program)
+
+
+def _literal(value: object) -> str:
+    """A staged kernel's number argument as Python source."""
+    if isinstance(value, (bool, np.bool_)):
+        return repr(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return repr(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return repr(value) if np.isfinite(value) else f"float({str(value)!r})"
+    if value is None:
+        return "None"
+    raise ConfigError(f"cannot stage a kernel argument of type {type(value).__name__}: "
+                      "pass Arrays or plain numbers")
+
+
+def _importable(kernel: Dispatcher) -> bool:
+    module = sys.modules.get(kernel.py_func.__module__)
+    return (module is not None and module.__name__ != "__main__"
+            and getattr(module, kernel.py_func.__name__, None) is kernel)
+
+
+def njit_program(calls: list) -> Program:
+    """One generated ``@njit`` function running ``calls`` (Numba kernels and branches over them)
+    ``n`` times; cached on disk when every kernel is importable by name."""
+    kernels, arrays = {}, {}
+
+    def array_name(a):
+        return arrays.setdefault(id(a.data), (f"a{len(arrays)}", a.data))[0]
+
+    def render(nodes, indent):
+        lines = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                lines.append(f"{indent}if {node.condition.expression(array_name(node.condition.counter))}:")
+                lines += render(node.then, indent + "    ") or [indent + "    pass"]
+                if node.otherwise:
+                    lines.append(f"{indent}else:")
+                    lines += render(node.otherwise, indent + "    ")
+            else:
+                kernel, args = node
+                name = kernels.setdefault(kernel, f"k{len(kernels)}")
+                rendered = [array_name(a) if isinstance(a, Array) else _literal(a) for a in args]
+                lines.append(f"{indent}{name}({', '.join(rendered)})")
+        return lines
+
+    body = render(calls, "        ")
+    params = ", ".join(name for name, _ in arrays.values())
+    raw = [data for _, data in arrays.values()]
+    cacheable = all(_importable(k) for k in kernels)
+    imports = [f"from {k.py_func.__module__} import {k.py_func.__name__} as {name}"
+               for k, name in kernels.items()] if cacheable else []
+    # The loop allocates nothing; without Numba's runtime each kernel call skips an incref/decref
+    # call pair per array argument (100 calls: 6.3 -> 2.9 µs). Callees that do not set ``_nrt``
+    # inherit the caller's, so only kernels that pin it on (PIN_RUNTIME: dispatchrl's) allow it.
+    pinned = all(k.targetoptions.get("_nrt") for k in (*kernels, flush_denormals_enter))
+    runtime = not (PIN_RUNTIME and pinned)
+    # The loop runs with denormals flushed, as code built with -ffast-math does.
+    flush = FLUSH_DENORMALS
+    if flush and cacheable:
+        imports.append(f"from {__name__} import flush_denormals_enter, flush_denormals_exit")
+    source = "\n".join([
+        "# generated by dispatchrl.backends.cpu: one fused step, do not edit",
+        "from numba import njit",
+        *imports,
+        "",
+        "",
+        f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'})",
+        f"def fused_step(n{', ' if params else ''}{params}):",
+        *(["    fp_mode = flush_denormals_enter()"] if flush else []),
+        "    for _ in range(n):",
+        *(body or ["        pass"]),
+        *(["    flush_denormals_exit(fp_mode)"] if flush else []),
+        "",
+    ])
+    if cacheable:
+        fused = _load_cached(source, {k.py_func.__module__ for k in kernels})
+    else:
+        namespace = {name: k for k, name in kernels.items()}
+        namespace.update(flush_denormals_enter=flush_denormals_enter, flush_denormals_exit=flush_denormals_exit)
+        exec(compile(source, "<dispatchrl fused step>", "exec"), namespace)
+        fused = namespace["fused_step"]
+    fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
+
+    def run(n):
+        fused(n, *raw)
+
+    return run
+
+
+def _load_cached(source: str, kernel_modules: set) -> Dispatcher:
+    digest = hashlib.sha256(source.encode())
+    digest.update(package_fingerprint().encode())
+    for module_name in sorted(kernel_modules):
+        digest.update(module_fingerprint(module_name).encode())
+    name = f"fused_{digest.hexdigest()[:24]}"
+    return import_generated(source, name, "fused", "dispatchrl_fused").fused_step

@@ -1,0 +1,66 @@
+"""The on-disk cache of generated code: where it lives, the source fingerprints its keys are made
+of, and the atomic "write a generated module and import it" step.
+
+Keys are hashes of sources, never timestamps: a fused step or a Numba cache built from one version
+of dispatchrl can never be loaded by another.
+"""
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["cache_dir", "module_fingerprint", "package_fingerprint", "import_generated"]
+
+_fingerprints: dict[str, str] = {}
+
+
+def cache_dir() -> Path:
+    """Where generated sources (and their Numba caches) live; DISPATCHRL_CACHE_DIR overrides."""
+    root = os.environ.get("DISPATCHRL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dispatchrl")
+    return Path(root)
+
+
+def module_fingerprint(module_name: str) -> str:
+    """Hash of a loaded module's source file (memoised per process); "" for one without a file."""
+    if module_name not in _fingerprints:
+        path = getattr(sys.modules.get(module_name), "__file__", None)
+        _fingerprints[module_name] = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else ""
+    return _fingerprints[module_name]
+
+
+def package_fingerprint() -> str:
+    """Hash of every source file of dispatchrl (memoised per process).
+
+    Kernels may call helpers from other dispatchrl modules, which Numba's own cache check would
+    not notice: keys built on the whole package source let no edit leave stale machine code."""
+    if "<package>" not in _fingerprints:
+        digest = hashlib.sha256()
+        for path in sorted(Path(__file__).parent.rglob("*.py")):
+            digest.update(path.read_bytes())
+        _fingerprints["<package>"] = digest.hexdigest()
+    return _fingerprints["<package>"]
+
+
+def import_generated(source: str, name: str, folder: str, package: str) -> ModuleType:
+    """Write ``source`` to ``cache_dir()/folder/name.py`` (once, atomically: concurrent processes
+    never see half a file) and import it as module ``package.name`` (once per process). ``name``
+    must identify ``source``, e.g. contain its hash."""
+    directory = cache_dir() / folder
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.py"
+    if not path.exists():
+        tmp = directory / f".{name}.{os.getpid()}.tmp"
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    module_name = f"{package}.{name}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return module

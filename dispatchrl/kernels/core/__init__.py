@@ -1,0 +1,8 @@
+"""Core generic functions: dense layers, activations, matrix products, losses, Adam, Polyak
+averaging, fill/copy/increment. Declarations in api, methods per backend; CUDA methods register
+when a CUDA device is first made."""
+
+from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
+from .api import *  # noqa: F401,F403
+
+__all__ = list(api.__all__)

@@ -1,0 +1,62 @@
+"""Declarations of the random-number generic functions over the counter-based stream shared by
+every device: ``rng`` makes a stream (uint64 ``[key, counter]``), sample ``i`` is a SplitMix64
+hash of ``(key, counter + i)``. The SplitMix64 constants live here, once; every backend's
+``uniform01`` (and the C helper text) is built from them."""
+
+import numpy as np
+
+from ...arrays import Array, asarray
+from ...checks import check_array, check_device, check_number
+from ...dispatch import generic
+from ...errors import ConfigError
+
+__all__ = ["SPLITMIX_GOLDEN", "SPLITMIX_MIX1", "SPLITMIX_MIX2", "UNIFORM01_SCALE", "rng", "random_uniform",
+           "random_normal"]
+
+#: SplitMix64 (Steele, Lea & Flood): the Weyl increment and the two multipliers of the finaliser
+SPLITMIX_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+SPLITMIX_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+SPLITMIX_MIX2 = np.uint64(0x94D049BB133111EB)
+#: the top 53 bits of a hash times 2**-53: a double in [0, 1)
+UNIFORM01_SCALE = 1.0 / 9007199254740992.0
+
+
+def _check_rng(fn, device, rng, out):
+    check_device(fn, device)
+    check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
+    check_array(fn, "out", out, device)
+
+
+@generic
+def random_uniform(device, rng, out, low=0.0, high=1.0):
+    """Fill ``out`` with uniform samples in [low, high) from the counter-based stream ``rng``
+    (see :func:`dispatchrl.rng`): the same seed gives the same numbers on every device."""
+    _check_rng("random_uniform", device, rng, out)
+    low = check_number("random_uniform", "low", low)
+    return device, rng, out, low, check_number("random_uniform", "high", high, low)
+
+
+@generic
+def random_normal(device, rng, out, mean=0.0, std=1.0):
+    """Fill ``out`` with normal samples (Box–Muller over the counter-based stream ``rng``)."""
+    _check_rng("random_normal", device, rng, out)
+    return (device, rng, out, check_number("random_normal", "mean", mean),
+            check_number("random_normal", "std", std, 0))
+
+
+def rng(device, seed) -> Array:
+    """A counter-based random stream for ``seed`` on ``device``: uint64 ``[key, counter]``.
+
+    Sample ``i`` of the stream is a SplitMix64 hash of ``(key, counter + i)``, so every backend
+    draws the same numbers and a fused step carries its RNG state as an ordinary array.
+    """
+    check_device("rng", device)
+    if not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**63:
+        raise ConfigError(f"rng: argument 'seed' must be an int in [0, 2**63), got {seed!r}")
+    mask = 0xFFFFFFFFFFFFFFFF
+    z = (int(seed) + int(SPLITMIX_GOLDEN)) & mask
+    z = ((z ^ (z >> 30)) * int(SPLITMIX_MIX1)) & mask
+    z = ((z ^ (z >> 27)) * int(SPLITMIX_MIX2)) & mask
+    return asarray(device, np.array([z ^ (z >> 31), 0], dtype=np.uint64))
+
+

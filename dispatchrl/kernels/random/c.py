@@ -1,0 +1,71 @@
+"""C methods of the random-number generic functions, and the C stream helpers (``UNIFORM01``,
+``STANDARD_NORMAL``) other families' C kernels list in their ``helpers``: the same counter-based
+SplitMix64 stream as every other backend."""
+
+from ...backends.c import CKernel
+from ...devices import C
+from ...staging import launch
+from . import api
+from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
+
+__all__ = ["UNIFORM01", "STANDARD_NORMAL", "UNIFORM_HELPERS", "NORMAL_HELPERS"]
+
+
+def _hex(constant) -> str:
+    return f"0x{int(constant):X}"
+
+
+#: stream helper: the same numbers as generic.uniform01 and cpu.uniform01
+UNIFORM01 = f"""\
+/* stream position -> uniform in [0, 1): SplitMix64, the same numbers as kernels/random/generic.py */
+static inline double dispatchrl_uniform01(uint64_t key, uint64_t counter)
+{{
+    uint64_t z = key + (counter + 1) * UINT64_C({_hex(SPLITMIX_GOLDEN)});
+    z = (z ^ (z >> 30)) * UINT64_C({_hex(SPLITMIX_MIX1)});
+    z = (z ^ (z >> 27)) * UINT64_C({_hex(SPLITMIX_MIX2)});
+    z ^= z >> 31;
+    return (double)(z >> 11) * {UNIFORM01_SCALE!r};
+}}
+"""
+
+#: N(0, 1) from stream positions counter, counter + 1: Box–Muller as random_normal
+STANDARD_NORMAL = """\
+static inline double dispatchrl_standard_normal(uint64_t key, uint64_t counter)
+{
+    const double u1 = dispatchrl_uniform01(key, counter);
+    const double u2 = dispatchrl_uniform01(key, counter + 1);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+}
+"""
+#: the helpers a kernel drawing uniforms, or normals, needs (CKernel.helpers)
+UNIFORM_HELPERS = (UNIFORM01,)
+NORMAL_HELPERS = (UNIFORM01, STANDARD_NORMAL)
+
+RANDOM_UNIFORM = """
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < SIZE; i++) out[i] = (T)(low + (high - low) * dispatchrl_uniform01(key, base + (uint64_t)i));
+rng[1] = base + SIZE;
+"""
+
+
+@api.random_uniform.dispatch
+def random_uniform(device: C, rng, out, low, high):
+    launch(device, CKernel("random_uniform", RANDOM_UNIFORM, ("rng", "out", "low", "high"), ("rng", "out"),
+                           {"SIZE": out.size}, out.dtype, UNIFORM_HELPERS), rng, out, low, high)
+
+
+RANDOM_NORMAL = """
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < SIZE; i++) {
+    const double u1 = dispatchrl_uniform01(key, base + 2 * (uint64_t)i);
+    const double u2 = dispatchrl_uniform01(key, base + 2 * (uint64_t)i + 1);
+    out[i] = (T)(mean + std * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2));
+}
+rng[1] = base + 2 * (uint64_t)SIZE;
+"""
+
+
+@api.random_normal.dispatch
+def random_normal(device: C, rng, out, mean, std):
+    launch(device, CKernel("random_normal", RANDOM_NORMAL, ("rng", "out", "mean", "std"), ("rng", "out"),
+                           {"SIZE": out.size}, out.dtype, UNIFORM_HELPERS), rng, out, mean, std)

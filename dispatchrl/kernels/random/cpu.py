@@ -1,0 +1,64 @@
+"""CPU methods of the random-number generic functions, and the stream helpers (``uniform01``,
+``standard_normal``) other families' CPU kernels call (their CUDA twins are compiled from this
+source). No fastmath here: the streams match numpy bit for bit."""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ...backends.cpu import JIT_EXACT
+from ...devices import CPU
+from ...staging import launch
+from . import api
+from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
+
+__all__ = ["uniform01", "standard_normal", "random_uniform_kernel", "random_normal_kernel"]
+
+
+@njit(**JIT_EXACT)
+def uniform01(key, counter):
+    """Uniform in [0, 1) for stream position ``counter`` (SplitMix64; same as generic.py)."""
+    z = key + (counter + np.uint64(1)) * SPLITMIX_GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * SPLITMIX_MIX1
+    z = (z ^ (z >> np.uint64(27))) * SPLITMIX_MIX2
+    z = z ^ (z >> np.uint64(31))
+    return np.float64(z >> np.uint64(11)) * UNIFORM01_SCALE
+
+
+@njit(**JIT_EXACT)
+def standard_normal(key, counter):
+    """N(0, 1) from stream positions counter, counter + 1 (Box–Muller, as random_normal)."""
+    u1 = uniform01(key, counter)
+    u2 = uniform01(key, counter + np.uint64(1))
+    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@njit(**JIT_EXACT)
+def random_uniform_kernel(rng, out, low, high):
+    o = out.reshape(out.size)
+    key, base = rng[0], rng[1]
+    for i in range(o.size):
+        o[i] = low + (high - low) * uniform01(key, base + np.uint64(i))
+    rng[1] = base + np.uint64(o.size)
+
+
+@api.random_uniform.dispatch
+def random_uniform(device: CPU, rng, out, low, high):
+    launch(device, random_uniform_kernel, rng, out, low, high)
+
+
+@njit(**JIT_EXACT)
+def random_normal_kernel(rng, out, mean, std):
+    o = out.reshape(out.size)
+    key, base = rng[0], rng[1]
+    for i in range(o.size):
+        u1 = uniform01(key, base + np.uint64(2 * i))
+        u2 = uniform01(key, base + np.uint64(2 * i + 1))
+        o[i] = mean + std * math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+    rng[1] = base + np.uint64(2 * o.size)
+
+
+@api.random_normal.dispatch
+def random_normal(device: CPU, rng, out, mean, std):
+    launch(device, random_normal_kernel, rng, out, mean, std)

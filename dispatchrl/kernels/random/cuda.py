@@ -1,0 +1,46 @@
+"""CUDA methods of the random-number generic functions, and the device twins of the CPU stream
+helpers (``uniform01``, ``standard_normal``) that other families' CUDA kernels call."""
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from ...backends.cuda import Launch, device_twin, flat, launch_1d
+from ...devices import CUDA
+from ...staging import launch
+from ..core.cuda import increment_kernel
+from . import api, cpu
+
+__all__ = ["uniform01", "standard_normal"]
+
+uniform01 = device_twin(cpu.uniform01)
+standard_normal = device_twin(cpu.standard_normal, uniform01=uniform01)
+
+
+@cuda.jit
+def random_uniform_kernel(rng, out, low, high):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = low + (high - low) * uniform01(rng[0], rng[1] + np.uint64(i))
+
+
+@api.random_uniform.dispatch
+def random_uniform(device: CUDA, rng, out, low, high):
+    launch_1d(device, random_uniform_kernel, out.size, rng, flat(out), low, high)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(out.size))
+
+
+@cuda.jit
+def random_normal_kernel(rng, out, mean, std):
+    i = cuda.grid(1)
+    if i < out.size:
+        u1 = uniform01(rng[0], rng[1] + np.uint64(2 * i))
+        u2 = uniform01(rng[0], rng[1] + np.uint64(2 * i + 1))
+        out[i] = mean + std * math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@api.random_normal.dispatch
+def random_normal(device: CUDA, rng, out, mean, std):
+    launch_1d(device, random_normal_kernel, out.size, rng, flat(out), mean, std)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * out.size))

@@ -1,0 +1,51 @@
+"""Generic (numpy) methods of the random-number generic functions, and the vectorised stream
+helpers (``uniform01``, ``standard_normal``) other families' Generic kernels draw from."""
+
+import math
+
+import numpy as np
+
+from ...devices import Generic
+from ...staging import launch
+from . import api
+from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
+
+__all__ = ["uniform01", "standard_normal"]
+
+
+def uniform01(rng, count):
+    """``count`` uniforms in [0, 1) from the stream, advancing its counter (SplitMix64 hash)."""
+    i = np.arange(count, dtype=np.uint64) + rng[1] + np.uint64(1)
+    z = rng[0] + i * SPLITMIX_GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * SPLITMIX_MIX1
+    z = (z ^ (z >> np.uint64(27))) * SPLITMIX_MIX2
+    z = z ^ (z >> np.uint64(31))
+    rng[1] += np.uint64(count)
+    return (z >> np.uint64(11)).astype(np.float64) * UNIFORM01_SCALE
+
+
+def standard_normal(rng, count):
+    """``count`` N(0, 1) samples (Box–Muller, two stream positions each, as random_normal)."""
+    u = uniform01(rng, 2 * count)
+    return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * math.pi * u[1::2])
+
+
+def random_uniform_kernel(rng, out, low, high):
+    u = uniform01(rng, out.size).reshape(out.shape)
+    out[...] = low + (high - low) * u
+
+
+@api.random_uniform.dispatch
+def random_uniform(device: Generic, rng, out, low, high):
+    launch(device, random_uniform_kernel, rng, out, low, high)
+
+
+def random_normal_kernel(rng, out, mean, std):
+    u = uniform01(rng, 2 * out.size)
+    radius = np.sqrt(-2.0 * np.log(1.0 - u[0::2]))
+    out[...] = (mean + std * radius * np.cos(2.0 * math.pi * u[1::2])).reshape(out.shape)
+
+
+@api.random_normal.dispatch
+def random_normal(device: Generic, rng, out, mean, std):
+    launch(device, random_normal_kernel, rng, out, mean, std)

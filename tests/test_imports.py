@@ -1,0 +1,104 @@
+"""The package's import graph has no cycles, and numba.cuda stays unimported until a CUDA device
+is made (the one string-named import: dispatchrl.devices.CUDA.method_modules)."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "dispatchrl"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module → the dispatchrl modules it imports, at any depth (lazy imports inside functions
+    count: they are cycles deferred, not removed). A package's own parents, which Python imports
+    implicitly, are not edges."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{base}.{node.module}" if node.module else base
+                else:
+                    base = node.module or ""
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
+                           for alias in node.names]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in files and t != name)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                return stack[stack.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_graph_sees_relative_and_absolute_imports():
+    graph = import_graph()
+    assert "dispatchrl.staging" in graph["dispatchrl.backends.cpu"]      # from ..staging import
+    assert "dispatchrl.kernels.core.api" in graph["dispatchrl.kernels.core.cpu"]  # from . import api
+    assert "dispatchrl.backends.c.compiler" in graph["dispatchrl.backends.c.render"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_backends_define_no_generic_function_methods():
+    """Backends are runtimes: methods of generic functions live in kernels/ and envs/ (only
+    compile_step, the staging function, has methods there)."""
+    for path in (PACKAGE / "backends").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for decorator in node.decorator_list:
+                    text = ast.unparse(decorator)
+                    assert not text.endswith(".dispatch") or text == "compile_step.dispatch", (path, node.name)
+
+
+def test_numba_cuda_is_imported_only_for_a_cuda_device():
+    script = ("import sys, dispatchrl as drl\n"
+              "assert not [m for m in sys.modules if m.startswith(('numba.cuda', 'dispatchrl.backends.cuda'))]\n"
+              "assert all(m in sys.modules for m in ('dispatchrl.backends.cpu', 'dispatchrl.backends.c'))\n")
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=PACKAGE.parent)
+
+
+def test_every_cuda_module_registers_with_the_cuda_device():
+    from dispatchrl.devices import CUDA
+
+    cuda_modules = {module_name(p) for p in PACKAGE.rglob("cuda.py")}
+    assert cuda_modules == set(CUDA.method_modules)
+    assert CUDA.method_modules[0] == "dispatchrl.backends.cuda"  # the runtime before the methods

@@ -99,9 +99,10 @@ def train(args: argparse.Namespace) -> dict:
 
 
 def evaluate(args: argparse.Namespace) -> dict:
-    from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, evaluate as evaluate_policy, load_run
+    from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, load_run
+    from dispatchrl.algorithms import evaluate as evaluate_policy
 
-    algo, name, spec, config, state = load_run(args.checkpoint, ALGORITHMS)
+    algo, name, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
     policy = algo.policy(state, spec.action_low, spec.action_high)
     seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else EVAL_SEEDS[:args.episodes]
     mean, returns = evaluate_policy(policy, spec.eval_id, seeds)
@@ -115,7 +116,7 @@ def export(args: argparse.Namespace) -> dict:
     from dispatchrl import export as c_export
     from dispatchrl.algorithms import ALGORITHMS, load_run
 
-    algo, name, spec, config, state = load_run(args.checkpoint, ALGORITHMS)
+    algo, _, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
     policy = algo.policy(state, spec.action_low, spec.action_high)
     written = c_export.write_policy(policy, args.out, target=args.target, name=args.name)
     for kind, path in written.items():

@@ -33,7 +33,7 @@ def validate_fields(config: object, rules: Mapping[str, Rule]) -> None:
 
 
 def positive_int(v: object) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= 1)
 
 
 def non_negative_int(v: object) -> bool:

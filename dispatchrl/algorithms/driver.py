@@ -23,7 +23,7 @@ from ..devices import Device
 from ..errors import ConfigError
 from ..staging import Step, fuse
 from .envspec import EnvSpec, resolve_env
-from .runs import TrainResult, build_state, restore_for_resume
+from .runs import TrainResult, build_state, restore_for_resume, save_run
 
 if TYPE_CHECKING:  # protocol.py imports the algorithm modules, which import this one
     from .protocol import Algorithm
@@ -77,6 +77,10 @@ class TrainingRun:
     def finished(self) -> bool:
         return self.done >= self.iterations
 
+    def save(self, path: str | Path) -> tuple[Path, Path]:
+        """Checkpoint the run as it stands; ``train(..., resume=path)`` continues it bit for bit."""
+        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state)
+
 
 #: called with the run after every chunk (the last call has ``run.finished``); raising stops the run
 Hook = Callable[[TrainingRun], None]
@@ -125,10 +129,11 @@ def check_seed(seed: object) -> int:
     return int(seed)
 
 
-def check_config(algo: Algorithm, config: object) -> None:
+def check_config(algo: Algorithm, config: Any) -> None:
     """``config`` must be ``algo``'s own Config (a SAC config given to TD3 is refused), and valid."""
-    if not isinstance(config, algo.Config):
-        module = algo.Config.__module__
+    expected: Any = algo.Config
+    if not isinstance(config, expected):
+        module = expected.__module__
         raise ConfigError(f"config must be a {module}.Config, got {type(config).__module__}."
                           f"{type(config).__name__}")
     config.validate()
@@ -162,7 +167,7 @@ def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed
                       done=int(to_numpy(state.step)[0]) // schedule.env_steps)
     if run.done > iterations:
         raise ConfigError(f"the checkpoint is at {run.steps} steps, past total_steps={config.total_steps}")
-    all_hooks = [Progress(run.total_steps, progress), *hooks]
+    all_hooks: list[Hook] = [Progress(run.total_steps, progress), *hooks]
     loop = _NativeLoop(run) if spec.native is not None else _PythonLoop(run)
     try:
         compile_seconds = time.perf_counter() - start

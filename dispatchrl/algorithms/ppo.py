@@ -225,6 +225,7 @@ def record_step(device: Device, config: Config, state: State, next_obs: Array, r
 def native_step(device: Device, config: Config, env: Any, state: State) -> None:
     """One step of a native env, fused whole: act, env step, record, reset the finished envs."""
     env_now = state.env_state
+    assert env_now is not None, "the driver attaches the native env's state"
     act(device, config, state, env_now.obs)
     env_step(device, env, env_now, state.action)
     record_step(device, config, state, env_now.obs, env_now.reward, env_now.terminated, env_now.truncated)

@@ -10,6 +10,7 @@ step, as TD3 and SAC do).
 """
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..arrays import Array
@@ -18,7 +19,8 @@ from ..devices import Device
 from ..envs import EnvState
 from ..nn import Policy
 from . import ppo, sac, td3
-from .driver import Schedule
+from .driver import Hook, Schedule
+from .runs import TrainResult
 
 __all__ = ["ALGORITHMS", "Algorithm", "AlgorithmConfig", "AlgorithmState", "Schedule"]
 
@@ -48,8 +50,14 @@ class Algorithm(Protocol):
     compiled steps; they must stay device-free (generic functions only)."""
 
     NAME: str                     # the registry and checkpoint name ("td3")
-    Config: type                  # dataclass with ``validate()``; see :class:`AlgorithmConfig`
-    State: type                   # dataclass of device Arrays; see :class:`AlgorithmState`
+
+    @property
+    def Config(self) -> type:  # a module's class, read through the protocol
+        """The hyperparameters: a dataclass with ``validate()``; see :class:`AlgorithmConfig`."""
+
+    @property
+    def State(self) -> type:
+        """The training state: a dataclass of device Arrays; see :class:`AlgorithmState`."""
 
     def config_for(self, env: object) -> Any:
         """The default Config for ``env`` (PPO's budget and hyperparameters depend on it)."""
@@ -70,13 +78,20 @@ class Algorithm(Protocol):
         """Record ``state.transition`` (the second fused half for Python-stepped envs)."""
 
     def update(self, device: Device, config: Any, state: Any) -> None:
-        """One gradient update (fused ``schedule(config).updates`` times per iteration)."""
+        """One gradient update: fused on its own and run ``schedule(config).updates`` times per
+        iteration, or (updates == 0) called by the algorithm's own ``native_step``/``store``."""
 
     def check_iteration(self, state: Any) -> None:
-        """Host-side check after each iteration's env steps; raises a dispatchrl error."""
+        """Host-side check of the env steps just run, before their updates (with updates == 0,
+        once per chunk); raises a dispatchrl error."""
 
     def policy(self, state: Any, action_low: Any, action_high: Any) -> Policy:
         """The deterministic, deployable policy on numpy observations in physical action units."""
+
+    def train(self, device: Device, env: object = ..., config: Any = None, seed: int = 0,
+              progress: bool | None = None, resume: str | Path | None = None,
+              hooks: tuple[Hook, ...] = ()) -> TrainResult:
+        """``driver.train`` of this module: the public entry point (``dispatchrl.td3.train``)."""
 
 
 #: every algorithm dispatchrl ships, by name (the CLI's choices, checkpoints' ``algo``)

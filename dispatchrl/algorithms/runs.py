@@ -22,7 +22,7 @@ from .envspec import EnvSpec, resolve_env
 if TYPE_CHECKING:  # protocol.py imports the algorithm modules, which import the driver and this
     from .protocol import Algorithm
 
-__all__ = ["TrainResult", "build_state", "load_run", "restore_for_resume", "result_json"]
+__all__ = ["TrainResult", "build_state", "load_run", "restore_for_resume", "result_json", "save_run"]
 
 
 @dataclass
@@ -44,17 +44,24 @@ class TrainResult:
         returns = self.history["returns"]
         return {"algo": self.algo, "env": self.env, "device": type(self.device).__name__.lower(),
                 "seed": self.seed, "steps": self.steps, "train_seconds": round(self.train_seconds, 4),
-                "compile_seconds": round(self.compile_seconds, 4), "episodes": int(len(returns)),
+                "compile_seconds": round(self.compile_seconds, 4), "episodes": len(returns),
                 "recent_return": None if len(returns) == 0 else round(float(np.mean(returns[-10:])), 3)}
 
     def save(self, path: str | Path) -> tuple[Path, Path]:
         """Checkpoint the whole training state (npz + json, never pickle)."""
-        return checkpoint.save(path, self.state, {
-            "algo": self.algo, "env": self.env, "num_envs": self.config.num_envs, "seed": self.seed,
-            "steps": self.steps, "config": dataclasses.asdict(self.config),
-            "obs_dim": self.spec.obs_dim, "action_dim": self.spec.action_dim,
-            "action_low": self.spec.action_low.tolist(), "action_high": self.spec.action_high.tolist(),
-            "eval_id": self.spec.eval_id})
+        return save_run(path, self.algo, self.spec, self.config, self.seed, self.steps, self.state)
+
+
+def save_run(path: str | Path, name: str, spec: EnvSpec, config: Any, seed: int, steps: int,
+             state: Any) -> tuple[Path, Path]:
+    """Checkpoint a run's whole state with the metadata that :func:`load_run` and a resume check;
+    ``steps`` is the run's budget when it finishes, or the steps taken so far mid-run."""
+    return checkpoint.save(path, state, {
+        "algo": name, "env": spec.name, "num_envs": config.num_envs, "seed": seed,
+        "steps": steps, "config": dataclasses.asdict(config),
+        "obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
+        "action_low": spec.action_low.tolist(), "action_high": spec.action_high.tolist(),
+        "eval_id": spec.eval_id})
 
 
 def result_json(result: TrainResult, eval_return: float, eval_returns: list[float]) -> str:

@@ -22,8 +22,8 @@ from ..kernels.rl.api import add_clipped_noise, concat_columns, replay_sample, s
 from ..nn import MLP, MLPBuffers, Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, polyak_average
 from ..staging import Below, Every, when
 from . import driver, offpolicy
-from .driver import Schedule
 from .config import OffPolicyConfig, Rule, non_negative
+from .driver import Schedule
 from .runs import TrainResult
 
 __all__ = ["NAME", "Config", "State", "act", "build", "check_iteration", "config_for", "native_step", "policy",
@@ -171,12 +171,15 @@ def update_targets(device: Device, config: Config, state: State) -> None:
 
 def update(device: Device, config: Config, state: State) -> None:
     """One gradient step after warm-up: the critics always, the actor and targets every policy_delay."""
+    def delayed_updates(device: Device) -> None:
+        update_actor(device, config, state)
+        update_targets(device, config, state)
+
     def learn(device: Device) -> None:
         update_critics(device, config, state)
         delayed = Every(state.step, config.policy_delay,
                         (config.warmup_steps + config.policy_delay - 1) % config.policy_delay)
-        when(device, delayed,
-             lambda device: (update_actor(device, config, state), update_targets(device, config, state)))
+        when(device, delayed, delayed_updates)
 
     when(device, Below(state.step, config.warmup_steps), None, learn)
 

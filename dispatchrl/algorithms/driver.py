@@ -193,19 +193,19 @@ class _NativeLoop:
     """Native envs: the env step (env included) and the update are each one compiled step."""
 
     def __init__(self, run: TrainingRun) -> None:
-        self.run_state, self.schedule, self.algo = run.state, run.schedule, run.algo
-        self.env_steps = fuse(run.device, run.algo.native_step, run.config, run.spec.native, run.state)
-        self.updates = fuse(run.device, run.algo.update, run.config, run.state) if run.schedule.updates else None
+        self.state, self.schedule, self.algo = run.state, run.schedule, run.algo
+        self.env_step = fuse(run.device, run.algo.native_step, run.config, run.spec.native, run.state)
+        self.update = fuse(run.device, run.algo.update, run.config, run.state) if run.schedule.updates else None
 
     def run(self, iterations: int) -> None:
-        if self.updates is None:  # nothing between iterations: the whole chunk in one call
-            self.env_steps(iterations * self.schedule.env_steps)
-            self.algo.check_iteration(self.run_state)
+        if self.update is None:  # nothing between iterations: the whole chunk in one call
+            self.env_step(iterations * self.schedule.env_steps)
+            self.algo.check_iteration(self.state)
             return
         for _ in range(iterations):
-            self.env_steps(self.schedule.env_steps)
-            self.algo.check_iteration(self.run_state)
-            self.updates(self.schedule.updates)
+            self.env_step(self.schedule.env_steps)
+            self.algo.check_iteration(self.state)
+            self.update(self.schedule.updates)
 
     def close(self) -> None:
         pass
@@ -217,20 +217,20 @@ class _PythonLoop:
 
     def __init__(self, run: TrainingRun) -> None:
         assert run.spec.make_batch is not None
-        self.run_state, self.schedule, self.algo, self.seed = run.state, run.schedule, run.algo, run.seed
+        self.state, self.schedule, self.algo, self.seed = run.state, run.schedule, run.algo, run.seed
         self.low, self.high = run.spec.action_low, run.spec.action_high
         self.obs: np.ndarray | None = None
         self.batch = run.spec.make_batch()
         try:
             self.act: Step = fuse(run.device, run.algo.act, run.config, run.state, run.state.transition.obs)
             self.store: Step = fuse(run.device, run.algo.store, run.config, run.state)
-            self.updates = fuse(run.device, run.algo.update, run.config, run.state) if run.schedule.updates else None
+            self.update = fuse(run.device, run.algo.update, run.config, run.state) if run.schedule.updates else None
         except BaseException:
             self.batch.close()
             raise
 
     def run(self, iterations: int) -> None:
-        state, batch = self.run_state, self.batch
+        state, batch = self.state, self.batch
         transition = state.transition
         if self.obs is None:
             self.obs = _finite_rows("reset observations", batch.reset(self.seed))
@@ -247,8 +247,8 @@ class _PythonLoop:
                     assign(array, value)
                 self.store()
             self.algo.check_iteration(state)
-            if self.updates is not None:
-                self.updates(self.schedule.updates)
+            if self.update is not None:
+                self.update(self.schedule.updates)
 
     def close(self) -> None:
         self.batch.close()

@@ -11,7 +11,7 @@ from dispatchrl.algorithms.driver import Schedule, chunk_iterations
 from dispatchrl.algorithms.envspec import resolve_env
 
 
-def arrays(state):
+def arrays_of(state):
     return {name: drl.to_numpy(a) for name, a in checkpoint.named_arrays(state)}
 
 
@@ -64,7 +64,7 @@ def test_hooks_run_at_chunk_boundaries_and_a_mid_run_save_resumes_bit_for_bit(tm
     assert [s[2] for s in seen] == [False] * 19 + [True]
     resumed = td3.train(drl.CPU(), "pendulum", config, progress=False, resume=tmp_path / "mid")
     assert resumed.seed == 5
-    want, got = arrays(straight.state), arrays(resumed.state)
+    want, got = arrays_of(straight.state), arrays_of(resumed.state)
     assert want.keys() == got.keys()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
@@ -88,3 +88,27 @@ def test_a_hook_that_raises_stops_the_run():
     with pytest.raises(Stop) as info:
         td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=400), progress=False, hooks=(stop,))
     assert info.value.args == (20,)
+
+
+def test_checkpoints_with_the_old_field_names_still_load(tmp_path):
+    """io, log, lr, ... were renamed; a checkpoint written before the rename resumes the same."""
+    from dispatchrl.algorithms import load_run
+    from dispatchrl.algorithms.runs import RENAMED_FIELDS
+
+    config = ppo.Config(total_steps=2 * 4 * 2, num_envs=2, steps_per_env=4, batch_size=4, hidden=(4,))
+    result = ppo.train(drl.CPU(), "pendulum", config, seed=0, progress=False)
+    result.save(tmp_path / "new")
+    old_names = {new: old for old, new in RENAMED_FIELDS.items()}
+    with np.load(tmp_path / "new.npz") as data:
+        arrays = {}
+        for name in data.files:
+            field, dot, rest = name.partition(".")
+            arrays[f"{old_names.get(field, field)}{dot}{rest}"] = data[name]
+    assert {"io.obs", "log.count", "lr", "perm", "info"} <= arrays.keys()
+    np.savez(tmp_path / "old.npz", **arrays)
+    (tmp_path / "old.json").write_bytes((tmp_path / "new.json").read_bytes())
+    _, _, _, _, state = load_run(tmp_path / "old", ALGORITHMS, drl.CPU())
+    want, got = arrays_of(result.state), arrays_of(state)
+    assert want.keys() == got.keys()
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)

@@ -22,7 +22,7 @@ from .envspec import EnvSpec, resolve_env
 if TYPE_CHECKING:  # protocol.py imports the algorithm modules, which import the driver and this
     from .protocol import Algorithm
 
-__all__ = ["TrainResult", "build_state", "load_run", "restore_for_resume", "result_json", "save_run"]
+__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "load_run", "load_state_arrays", "restore_for_resume", "result_json", "save_run"]
 
 
 @dataclass
@@ -78,6 +78,25 @@ def build_state(algo: Algorithm, device: Device, spec: EnvSpec, config: Any, see
     return state
 
 
+#: State fields renamed since checkpoint format 1 was first written (old → new); checkpoints
+#: with the old names still load
+RENAMED_FIELDS = {"io": "transition", "log": "episodes", "critic_in": "critic_input",
+                  "critic_next_in": "critic_next_input", "actor_critic_in": "actor_critic_input",
+                  "d_critic_in": "d_critic_input", "perm": "permutation", "info": "update_stats",
+                  "lr": "learning_rate"}
+
+
+def load_state_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """A checkpoint's arrays by their current names (see :data:`RENAMED_FIELDS`)."""
+    arrays = checkpoint.load_arrays(path)
+    renamed = {}
+    for name, value in arrays.items():
+        field, dot, rest = name.partition(".")
+        new = RENAMED_FIELDS.get(field)
+        renamed[f"{new}{dot}{rest}" if new is not None and f"{new}{dot}{rest}" not in arrays else name] = value
+    return renamed
+
+
 def restore_for_resume(path: str | Path, name: str, spec: EnvSpec, config: Any, state: Any) -> int:
     """Load checkpoint ``path`` into ``state`` to continue the run; returns the run's seed."""
     meta = checkpoint.load_metadata(path)
@@ -86,7 +105,7 @@ def restore_for_resume(path: str | Path, name: str, spec: EnvSpec, config: Any, 
                               f"not {name} on {spec.name}")
     if meta.get("num_envs") != config.num_envs:
         raise CheckpointError(f"checkpoint {path} has num_envs={meta.get('num_envs')}, this run {config.num_envs}")
-    arrays = checkpoint.load_arrays(path)
+    arrays = load_state_arrays(path)
     if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
         _grow_replay(arrays, state.replay.capacity, config.num_envs)
     checkpoint.restore(state, arrays, source=str(path))
@@ -136,5 +155,5 @@ def load_run(path: str | Path, algorithms: Mapping[str, Algorithm],
         raise CheckpointError(f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
                               f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})")
     state = build_state(algo, device or Generic(), spec, config, seed)
-    checkpoint.restore(state, checkpoint.load_arrays(path), source=str(path))
+    checkpoint.restore(state, load_state_arrays(path), source=str(path))
     return algo, name, spec, config, state

@@ -5,15 +5,19 @@ import dataclasses
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from dispatchrl.devices import Device
 
-def available_devices():
+
+def available_devices() -> list["Device"]:
     """Generic and CPU always; CUDA when a GPU (or the simulator) is usable."""
     import dispatchrl as drl
 
-    devices = [drl.Generic(), drl.CPU()]
+    devices: list[drl.Device] = [drl.Generic(), drl.CPU()]
     try:
         devices.append(drl.CUDA())
     except drl.DeviceError:
@@ -21,7 +25,7 @@ def available_devices():
     return devices
 
 
-def demo(args):
+def demo(args: argparse.Namespace) -> None:
     """Train one small MLP regression, written once, fused on every available device."""
     import dispatchrl as drl
     from dispatchrl import nn
@@ -50,7 +54,7 @@ def demo(args):
               f"steps, {record['microseconds_per_step']:.1f} µs/step (built in {build:.2f} s)", flush=True)
 
 
-def _parse_overrides(config, pairs):
+def _parse_overrides(config: Any, pairs: list[str]) -> Any:
     """``--set key=value`` (JSON values; lists become tuples) onto a config dataclass."""
     from dispatchrl import ConfigError
 

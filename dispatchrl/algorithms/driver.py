@@ -239,7 +239,8 @@ class _PythonLoop:
                 assign(transition.obs, self.obs)
                 self.act()
                 action = np.clip(to_numpy(state.action), -1.0, 1.0)
-                obs, reward, terminated, truncated, _ = batch.step(self.low + (action + 1) * 0.5 * (self.high - self.low))
+                physical = self.low + (action + 1) * 0.5 * (self.high - self.low)
+                obs, reward, terminated, truncated, _ = batch.step(physical)
                 self.obs = _finite_rows("observations", obs)
                 for array, value in ((transition.next_obs, _finite_rows("final observations", batch.final_obs)),
                                      (transition.reward, _finite_rows("rewards", reward)),

@@ -22,7 +22,8 @@ from .envspec import EnvSpec, resolve_env
 if TYPE_CHECKING:  # protocol.py imports the algorithm modules, which import the driver and this
     from .protocol import Algorithm
 
-__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "load_run", "load_state_arrays", "restore_for_resume", "result_json", "save_run"]
+__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "load_run", "load_state_arrays", "restore_for_resume",
+           "result_json", "save_run"]
 
 
 @dataclass
@@ -127,7 +128,7 @@ def _grow_replay(arrays: dict[str, np.ndarray], capacity: int, num_envs: int) ->
                               f"written into {old.shape[0]} rows); resume with the original total_steps")
     for field in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
         key = f"replay.{field}"
-        grown = np.zeros((capacity,) + arrays[key].shape[1:], arrays[key].dtype)
+        grown = np.zeros((capacity, *arrays[key].shape[1:]), arrays[key].dtype)
         grown[:old.shape[0]] = arrays[key]
         arrays[key] = grown
     arrays["replay.position"] = np.array([size], np.int64)

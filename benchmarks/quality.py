@@ -19,7 +19,7 @@ import statistics
 import numpy as np
 
 import dispatchrl as drl
-from dispatchrl.algorithms import common
+from dispatchrl.algorithms import evaluate
 
 SWING_UP_RETURN = -400.0
 
@@ -36,7 +36,7 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds):
             evals = []
             for seed in range(seeds):
                 result = algo.train(drl.CPU(), env, algo.Config(total_steps=steps), seed=seed, progress=False)
-                mean, _ = common.evaluate(result.policy, result.spec.eval_id)
+                mean, _ = evaluate(result.policy, result.spec.eval_id)
                 evals.append(mean)
                 emit(benchmark="quality", algo=name, env=env, seed=seed, steps=steps, eval_return=round(mean, 2),
                      train_seconds=round(result.train_seconds, 3))
@@ -80,7 +80,7 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
         evals = []
         for seed in range(pendulum_seeds):
             result = ppo.train(drl.CPU(), "pendulum", ppo.config_for("pendulum"), seed=seed, progress=False)
-            mean, _ = common.evaluate(result.policy, result.spec.eval_id)
+            mean, _ = evaluate(result.policy, result.spec.eval_id)
             evals.append(mean)
             emit(benchmark="quality", algo="ppo", env="pendulum", seed=seed, steps=result.steps,
                  eval_return=round(mean, 2), train_seconds=round(result.train_seconds, 3),
@@ -104,7 +104,7 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
                 for row in zip(history["steps"], history["returns"], history["lengths"]):
                     writer.writerow([seed, int(row[0]), round(float(row[1]), 3), int(row[2])])
                 f.flush()
-                mean, _ = common.evaluate(result.policy, result.spec.eval_id)
+                mean, _ = evaluate(result.policy, result.spec.eval_id)
                 recent = float(np.mean(history["returns"][-100:])) if len(history["returns"]) else None
                 finals.append(mean)
                 emit(benchmark="quality", algo="ppo", env="ant", seed=seed, steps=result.steps,

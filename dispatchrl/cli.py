@@ -5,15 +5,19 @@ import dataclasses
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from dispatchrl.devices import Device
 
-def available_devices():
+
+def available_devices() -> list["Device"]:
     """Generic and CPU always; CUDA when a GPU (or the simulator) is usable."""
     import dispatchrl as drl
 
-    devices = [drl.Generic(), drl.CPU()]
+    devices: list[drl.Device] = [drl.Generic(), drl.CPU()]
     try:
         devices.append(drl.CUDA())
     except drl.DeviceError:
@@ -21,7 +25,7 @@ def available_devices():
     return devices
 
 
-def demo(args):
+def demo(args: argparse.Namespace) -> None:
     """Train one small MLP regression, written once, fused on every available device."""
     import dispatchrl as drl
     from dispatchrl import nn
@@ -50,20 +54,7 @@ def demo(args):
               f"steps, {record['microseconds_per_step']:.1f} µs/step (built in {build:.2f} s)", flush=True)
 
 
-def _algorithms():
-    from dispatchrl.algorithms import sac, td3
-
-    algorithms = {"td3": td3, "sac": sac}
-    try:
-        from dispatchrl.algorithms import ppo
-
-        algorithms["ppo"] = ppo
-    except ImportError:
-        pass
-    return algorithms
-
-
-def _parse_overrides(config, pairs):
+def _parse_overrides(config: Any, pairs: list[str]) -> Any:
     """``--set key=value`` (JSON values; lists become tuples) onto a config dataclass."""
     from dispatchrl import ConfigError
 
@@ -81,14 +72,12 @@ def _parse_overrides(config, pairs):
     return dataclasses.replace(config, **changes)
 
 
-def train(args):
-    import dispatchrl as drl
-    from dispatchrl.algorithms import common
+def train(args: argparse.Namespace) -> dict:
+    from dispatchrl.algorithms import ALGORITHMS, evaluate
     from dispatchrl.devices import device_from_name
 
-    algo = _algorithms()[args.algo]
-    # algorithms whose budget and hyperparameters depend on the env (PPO) provide config_for(env)
-    config = algo.config_for(args.env) if hasattr(algo, "config_for") else algo.Config()
+    algo = ALGORITHMS[args.algo]
+    config = algo.config_for(args.env)  # PPO's budget and hyperparameters depend on the env
     if args.steps is not None:
         config = dataclasses.replace(config, total_steps=args.steps)
     if args.num_envs is not None:
@@ -100,7 +89,7 @@ def train(args):
                         resume=args.resume)
     if args.save:
         result.save(args.save)
-    eval_return, eval_returns = (None, []) if args.no_eval else common.evaluate(result.policy, result.spec.eval_id)
+    eval_return, eval_returns = (None, []) if args.no_eval else evaluate(result.policy, result.spec.eval_id)
     summary = {**result.summary(), "eval_return": None if eval_return is None else round(eval_return, 3),
                "eval_returns": [round(r, 3) for r in eval_returns], "saved": str(args.save) if args.save else None}
     if args.json:
@@ -113,24 +102,25 @@ def train(args):
     return summary
 
 
-def evaluate(args):
-    from dispatchrl.algorithms import common
+def evaluate(args: argparse.Namespace) -> dict:
+    from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, load_run
+    from dispatchrl.algorithms import evaluate as evaluate_policy
 
-    algo, name, spec, config, state = common.load_run(args.checkpoint, _algorithms())
+    algo, name, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
     policy = algo.policy(state, spec.action_low, spec.action_high)
-    seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else common.EVAL_SEEDS[:args.episodes]
-    mean, returns = common.evaluate(policy, spec.eval_id, seeds)
+    seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else EVAL_SEEDS[:args.episodes]
+    mean, returns = evaluate_policy(policy, spec.eval_id, seeds)
     summary = {"algo": name, "env": spec.name, "checkpoint": str(args.checkpoint), "episodes": len(returns),
                "eval_return": round(mean, 3), "eval_returns": [round(r, 3) for r in returns]}
     print(json.dumps(summary) if args.json else f"{name} on {spec.name}: mean return {mean:.1f} over {len(returns)} episodes")
     return summary
 
 
-def export(args):
+def export(args: argparse.Namespace) -> dict:
     from dispatchrl import export as c_export
-    from dispatchrl.algorithms import common
+    from dispatchrl.algorithms import ALGORITHMS, load_run
 
-    algo, name, spec, config, state = common.load_run(args.checkpoint, _algorithms())
+    algo, _, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
     policy = algo.policy(state, spec.action_low, spec.action_high)
     written = c_export.write_policy(policy, args.out, target=args.target, name=args.name)
     for kind, path in written.items():
@@ -138,14 +128,15 @@ def export(args):
     return written
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     from dispatchrl import DispatchRLError
+    from dispatchrl.algorithms import ALGORITHMS
 
     parser = argparse.ArgumentParser(prog="dispatchrl", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("train", help="train an agent, evaluate it, optionally save a checkpoint")
-    p.add_argument("algo", choices=sorted(_algorithms()))
+    p.add_argument("algo", choices=sorted(ALGORITHMS))
     p.add_argument("--env", default="pendulum", help="pendulum, acrobot, ant, or any gymnasium id")
     p.add_argument("--steps", type=int, default=None, help="total environment steps (default: the config's; PPO: the env's own config)")
     p.add_argument("--seed", type=int, default=0)

@@ -11,7 +11,7 @@ import argparse
 import numpy as np
 
 import dispatchrl as drl
-from dispatchrl.algorithms import common
+from dispatchrl.algorithms import evaluate
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--algo", choices=["td3", "sac"], default="td3")
@@ -24,5 +24,5 @@ result = algo.train(drl.CPU(), "acrobot", algo.Config(total_steps=args.steps), s
 steps, returns = result.history["steps"], result.history["returns"]
 print(f"{args.algo}: {len(returns)} episodes in {result.train_seconds:.2f} s; "
       f"best training return {returns.max():.0f} at step {steps[returns.argmax()]}")
-mean, eval_returns = common.evaluate(result.policy, result.spec.eval_id)
+mean, eval_returns = evaluate(result.policy, result.spec.eval_id)
 print(f"evaluation: mean {mean:.1f}, returns {np.round(eval_returns, 0)}")

@@ -10,7 +10,9 @@ import pytest
 import dispatchrl as drl
 import dispatchrl.envs as E
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import common, sac, td3
+from dispatchrl.algorithms import runs, sac, td3
+from dispatchrl.algorithms.envspec import resolve_env
+from dispatchrl.algorithms.evaluation import evaluate
 from dispatchrl.data import episode_log, replay_buffer, transitions
 from dispatchrl.backends import c as ckernels
 from dispatchrl.kernels.offpolicy import api as rl
@@ -294,9 +296,9 @@ def test_one_fused_step_on_c_continues_a_cpu_run_like_cpu(name):
     every array of the run — networks, Adam moments, replay, env, RNG, log — within float32 noise."""
     algo = ALGOS[name]
     config = algo.Config(total_steps=300, warmup_steps=100)
-    spec = common.resolve_env("pendulum", 1)
-    states = [common.build_state(algo, device, spec, config, 1) for device in (C, drl.CPU())]
-    steps = [drl.fuse(st.rng.device, common.native_step, algo, config, spec.native, st) for st in states]
+    spec = resolve_env("pendulum", 1)
+    states = [runs.build_state(algo, device, spec, config, 1) for device in (C, drl.CPU())]
+    steps = [drl.fuse(st.rng.device, algo.native_step, config, spec.native, st) for st in states]
     steps[1](150)  # CPU trains into the learning phase; C takes over its state
     for (name_c, a), (name_cpu, b) in zip(*(checkpoint.named_arrays(st) for st in states)):
         assert name_c == name_cpu
@@ -330,6 +332,6 @@ def test_first_updates_on_c_agree_with_cpu(name, total):
 
 def test_td3_pendulum_learns_on_c():
     result = td3.train(C, "pendulum", td3.Config(total_steps=10_000), seed=0, progress=False)
-    mean, returns = common.evaluate(result.policy, result.spec.eval_id)
+    mean, returns = evaluate(result.policy, result.spec.eval_id)
     assert mean >= -400, (mean, returns)
     assert result.history["returns"].shape == (50,)

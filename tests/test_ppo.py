@@ -11,7 +11,7 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import cli
-from dispatchrl.algorithms import common, ppo
+from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, evaluate, load_run, ppo
 from dispatchrl.data import minibatch, obs_stats, rollout
 from dispatchrl.kernels.onpolicy import (adaptive_learning_rate, gather_minibatch, gaussian_log_prob, gaussian_sample,
                                          normalize_observations, ppo_policy_gradient, random_permutation,
@@ -220,7 +220,7 @@ def test_same_ppo_code_on_every_device_agrees():
         for field in ("weights", "biases"):
             for ours, ref in zip(getattr(result.policy, field), getattr(reference.policy, field)):
                 np.testing.assert_allclose(ours, ref, rtol=2e-4, atol=2e-5, err_msg=f"{name} {field}")
-        np.testing.assert_allclose(host(result.state.lr), host(reference.state.lr), rtol=1e-6)
+        np.testing.assert_allclose(host(result.state.learning_rate), host(reference.state.learning_rate), rtol=1e-6)
         np.testing.assert_allclose(result.policy.obs_mean, reference.policy.obs_mean, rtol=1e-5)
     assert host(reference.state.updates)[0] == 2 * TINY.epochs * TINY.minibatches
 
@@ -230,7 +230,7 @@ def test_python_stepped_env_checkpoint_and_resume(tmp_path):
     result = ppo.train(drl.CPU(), "Pendulum-v1", config, seed=1, progress=False)
     assert result.steps == 16 and result.spec.eval_id == "Pendulum-v1"
     path = result.save(tmp_path / "run")[0]
-    algo, name, spec, loaded_config, state = common.load_run(path, cli._algorithms())
+    algo, name, spec, loaded_config, state = load_run(path, ALGORITHMS)
     assert name == "ppo" and loaded_config == config
     np.testing.assert_allclose(algo.policy(state, spec.action_low, spec.action_high)(np.ones(3)),
                                result.policy(np.ones(3)), rtol=1e-6)
@@ -318,7 +318,7 @@ def test_nan_observations_give_a_clear_error():
     state = ppo.build(drl.CPU(), TINY, 2, 1, 0)
     running_stats_update(drl.CPU(), state.obs_stats, drl.asarray(drl.CPU(), np.full((2, 2), np.inf, np.float32)))
     with pytest.raises(drl.ConfigError, match="observation normalization"):
-        ppo._check_observations(state)
+        ppo.check_iteration(state)
 
 
 # ---------------------------------------------------------------- learning
@@ -336,5 +336,5 @@ def test_ppo_pendulum_learns():
     finally:
         if limit is not None:
             limit.restore_original_limits()
-    mean, _ = common.evaluate(result.policy, result.spec.eval_id, seeds=common.EVAL_SEEDS[:5])
+    mean, _ = evaluate(result.policy, result.spec.eval_id, seeds=EVAL_SEEDS[:5])
     assert mean > -400, f"PPO Pendulum evaluation return {mean:.1f}"

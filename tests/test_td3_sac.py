@@ -8,7 +8,8 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import common, sac, td3
+from dispatchrl.algorithms import evaluate, load_run, sac, td3
+from dispatchrl.algorithms.driver import Progress
 from dispatchrl.cli import main
 
 ALGOS = {"td3": td3, "sac": sac}
@@ -22,7 +23,7 @@ def weights(result):
 def test_pendulum_learns(name):
     algo = ALGOS[name]
     result = algo.train(drl.CPU(), "pendulum", algo.Config(total_steps=10_000), seed=0, progress=False)
-    mean, returns = common.evaluate(result.policy, result.spec.eval_id)
+    mean, returns = evaluate(result.policy, result.spec.eval_id)
     assert len(returns) == 10
     assert mean >= -400, (name, mean, returns)
     assert result.history["returns"].shape == (50,)  # 10k steps / 200-step episodes
@@ -54,7 +55,7 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
 def test_checkpoint_round_trip_and_cli_eval(tmp_path, capsys):
     result = sac.train(drl.CPU(), "pendulum", sac.Config(total_steps=300), seed=2, progress=False)
     result.save(tmp_path / "run")
-    algo, name, spec, config, state = common.load_run(tmp_path / "run", {"sac": sac, "td3": td3})
+    algo, name, spec, config, state = load_run(tmp_path / "run", {"sac": sac, "td3": td3})
     assert name == "sac" and config == result.config
     restored = algo.policy(state, spec.action_low, spec.action_high)
     obs = np.random.default_rng(0).normal(size=(16, 3)).astype(np.float32)
@@ -100,7 +101,7 @@ def saved(tmp_path_factory):
 
 
 def load(path):
-    return common.load_run(path, ALGOS)
+    return load_run(path, ALGOS)
 
 
 def test_truncated_checkpoint_refused(saved, tmp_path):
@@ -204,7 +205,7 @@ def test_progress_bar_on_a_terminal_only():
     result = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=400), progress=False)
     shown, piped = Terminal(), io.StringIO()
     for stream in (shown, piped):
-        bar = common.Progress(400, stream=stream)
+        bar = Progress(400, stream=stream)
         bar.update(400, result.state)
         bar.close()
     assert "400/400 steps" in shown.getvalue() and "steps/s" in shown.getvalue() and "return" in shown.getvalue()

@@ -1,3 +1,14 @@
-"""Algorithms written once over generic functions: no device code in here."""
+"""Algorithms written once over generic functions: no device code in here.
 
-from . import ppo, sac, td3  # noqa: F401
+``td3``, ``sac`` and ``ppo`` each satisfy :class:`.protocol.Algorithm`; :mod:`.driver` trains any
+of them, :mod:`.runs` saves and loads their runs, :mod:`.evaluation` evaluates their policies.
+"""
+
+from . import ppo, sac, td3
+from .driver import Hook, TrainingRun
+from .evaluation import EVAL_SEEDS, evaluate
+from .protocol import ALGORITHMS, Algorithm
+from .runs import TrainResult, load_run
+
+__all__ = ["ALGORITHMS", "EVAL_SEEDS", "Algorithm", "Hook", "TrainResult", "TrainingRun", "evaluate", "load_run",
+           "ppo", "sac", "td3"]

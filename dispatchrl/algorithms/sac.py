@@ -4,203 +4,261 @@ entropy tuning (target entropy −|A|), written once over generic functions.
 Per gradient step, in Stable-Baselines3's order: sample a replay batch and fresh actions
 a ~ π(·|s); update the temperature α; build the soft TD target from the target critics on
 a' ~ π(·|s'); update both critics; update the actor through min(Q1, Q2)(s, a); move the target
-critics by Polyak averaging. :func:`common.native_step` fuses all of it, env included.
+critics by Polyak averaging. :func:`native_step` fuses all of it, env included.
 """
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..arrays import zeros
-from ..data import episode_log, replay_buffer, transitions
+from ..arrays import Array, zeros
+from ..data import EpisodeLog, ReplayBuffer, Transitions, episode_log, replay_buffer, transitions
+from ..devices import Device
+from ..envs import EnvState
 from ..kernels.core.api import adam_step, fill, mse_gradient
-from ..kernels.offpolicy.api import (concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
-                                     gaussian_tanh_sample, replay_sample, select_min_rows, slice_columns,
-                                     soft_td_target)
 from ..kernels.random.api import random_uniform, rng
-from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter, polyak_average
+from ..kernels.offpolicy.api import (concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
+                              gaussian_tanh_sample, replay_sample, select_min_rows, slice_columns,
+                              soft_td_target)
+from ..nn import (MLP, MLPBuffers, Parameter, Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward,
+                  parameter, polyak_average)
 from ..staging import Below, Every, when
-from . import common
+from . import driver, offpolicy
+from .config import OffPolicyConfig, Rule, positive
+from .driver import Schedule
+from .runs import TrainResult
 
+__all__ = ["NAME", "Config", "State", "act", "build", "check_iteration", "config_for", "native_step", "policy",
+           "schedule", "store", "train", "update", "update_actor", "update_critics", "update_targets",
+           "update_temperature"]
+
+NAME = "sac"
+
+
+# ---------------------------------------------------------------- hyperparameters
 
 @dataclass
-class Config:
-    total_steps: int = 10_000
-    warmup_steps: int = 100
-    batch_size: int = 100
-    hidden: tuple = (64, 64)
-    activation: str = "relu"
-    gamma: float = 0.99
-    polyak: float = 0.995
-    actor_lr: float = 1e-3
-    critic_lr: float = 1e-3
+class Config(OffPolicyConfig):
     alpha_lr: float = 1e-3
-    initial_alpha: float = 0.2        # the SAC paper's temperature; tuned automatically from there
-    target_entropy: float = None     # None: −action_dim
-    policy_delay: int = 1            # actor and temperature updates every step
-    replay_capacity: int = None      # None: total_steps
-    num_envs: int = 1
+    initial_alpha: float = 0.2         # the SAC paper's temperature; tuned automatically from there
+    target_entropy: float | None = None   # None: −action_dim
 
-    def validate(self):
-        common.validate_off_policy(self, {
-            "alpha_lr": (common.positive, "a positive number"),
-            "initial_alpha": (common.positive, "a positive number"),
-            "target_entropy": (lambda v: v is None or np.isfinite(v), "None or a finite number"),
-        })
+    def extra_rules(self) -> dict[str, Rule]:
+        return {
+            "alpha_lr": (positive, "a positive number"),
+            "initial_alpha": (positive, "a positive number"),
+            "target_entropy": (lambda v: v is None or bool(np.isfinite(v)), "None or a finite number"),
+        }
 
-    @property
-    def capacity(self):
-        return self.replay_capacity or self.total_steps
 
+def config_for(env: object) -> Config:
+    return Config()
+
+
+# ---------------------------------------------------------------- state
 
 @dataclass
 class State:
-    actor: object               # outputs [mean, log_std]
-    critic1: object
-    critic2: object
-    critic1_target: object
-    critic2_target: object
-    log_alpha: object           # Parameter (1,): the temperature, trained by Adam
-    actor_act: object           # actor buffers, N rows
-    actor_train: object         # actor buffers, B rows (its d_output takes the Gaussian head's gradient)
-    actor_next: object
-    critic1_train: object
-    critic2_train: object
-    critic1_next: object
-    critic2_next: object
-    critic1_actor: object       # critics on the policy's actions, with input gradients
-    critic2_actor: object
-    act_noise: object           # ε, action and log π for acting (N rows) ...
-    act_log_prob: object
-    pi_noise: object            # ... for the actor update on the batch (B rows) ...
-    pi_action: object
-    pi_log_prob: object
-    next_noise: object          # ... and for the target on next observations
-    next_action: object
-    next_log_prob: object
-    critic_in: object
-    critic_next_in: object
-    actor_critic_in: object
-    d_critic_in: object         # gradient of −mean min(Q1, Q2) w.r.t. [obs, action]
-    d_action: object
-    q_target: object
-    replay: object
-    batch: object
-    io: object
-    action: object
-    log: object
-    rng: object
-    step: object
-    env_state: object = None
+    actor: MLP                      # outputs [mean, log_std]
+    critic1: MLP
+    critic2: MLP
+    critic1_target: MLP
+    critic2_target: MLP
+    log_alpha: Parameter            # (1,): the temperature, trained by Adam
+    actor_act: MLPBuffers           # actor buffers, N rows
+    actor_train: MLPBuffers         # actor buffers, B rows (its d_output takes the Gaussian head's gradient)
+    actor_next: MLPBuffers          # actor buffers, B rows, on next observations
+    critic1_train: MLPBuffers
+    critic2_train: MLPBuffers
+    critic1_next: MLPBuffers        # target critics' buffers, on next observations
+    critic2_next: MLPBuffers
+    critic1_actor: MLPBuffers       # critics on the policy's actions, with input gradients
+    critic2_actor: MLPBuffers
+    act_noise: Array                # (N, A) ε, action and log π for acting ...
+    act_log_prob: Array             # (N, 1)
+    pi_noise: Array                 # (B, A) ... for the actor update on the batch ...
+    pi_action: Array                # (B, A)
+    pi_log_prob: Array              # (B, 1)
+    next_noise: Array               # (B, A) ... and for the target on next observations
+    next_action: Array              # (B, A)
+    next_log_prob: Array            # (B, 1)
+    critic_input: Array             # (B, O + A) [obs, action] of the batch
+    critic_next_input: Array        # (B, O + A) [next_obs, a']
+    actor_critic_input: Array       # (B, O + A) [obs, a]
+    d_critic_input: Array           # (B, O + A) gradient of −mean min(Q1, Q2) w.r.t. [obs, action]
+    d_action: Array                 # (B, A)
+    q_target: Array                 # (B, 1)
+    replay: ReplayBuffer
+    batch: Transitions              # B rows sampled from the replay buffer
+    transition: Transitions         # the current transition, N rows
+    action: Array                   # (N, A) in [-1, 1]
+    episodes: EpisodeLog
+    rng: Array
+    step: Array                     # int64 (1,): environment steps taken (per env)
+    env_state: EnvState | None = None
 
 
-def build(device, config, obs_dim, action_dim, seed):
-    n, b, a = config.num_envs, config.batch_size, action_dim
-    actor_sizes = (obs_dim, *config.hidden, 2 * a)
-    critic_sizes = (obs_dim + a, *config.hidden, 1)
+def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
+    envs, rows = config.num_envs, config.batch_size
+    actor_sizes = (obs_dim, *config.hidden, 2 * action_dim)
+    critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
 
-    def net(sizes, k):
+    def net(sizes: tuple[int, ...], k: int) -> MLP:
         return mlp(device, sizes, config.activation, "identity", seed=seed * 8 + k)
 
     actor, critic1, critic2 = net(actor_sizes, 0), net(critic_sizes, 1), net(critic_sizes, 2)
     log_alpha = parameter(device, (1,))
     fill(device, log_alpha.value, float(np.log(config.initial_alpha)))
-    critic_width = obs_dim + a
-    return State(actor, critic1, critic2, net(critic_sizes, 1), net(critic_sizes, 2), log_alpha,
-                 mlp_buffers(device, actor, n), mlp_buffers(device, actor, b), mlp_buffers(device, actor, b),
-                 mlp_buffers(device, critic1, b), mlp_buffers(device, critic2, b),
-                 mlp_buffers(device, critic1, b), mlp_buffers(device, critic2, b),
-                 mlp_buffers(device, critic1, b, input_gradient=True),
-                 mlp_buffers(device, critic2, b, input_gradient=True),
-                 zeros(device, (n, a)), zeros(device, (n, 1)),
-                 zeros(device, (b, a)), zeros(device, (b, a)), zeros(device, (b, 1)),
-                 zeros(device, (b, a)), zeros(device, (b, a)), zeros(device, (b, 1)),
-                 zeros(device, (b, critic_width)), zeros(device, (b, critic_width)),
-                 zeros(device, (b, critic_width)), zeros(device, (b, critic_width)),
-                 zeros(device, (b, a)), zeros(device, (b, 1)),
-                 replay_buffer(device, config.capacity, obs_dim, a), transitions(device, b, obs_dim, a),
-                 transitions(device, n, obs_dim, a), zeros(device, (n, a)),
-                 episode_log(device, n, common.EPISODE_LOG_CAPACITY), rng(device, seed), zeros(device, 1, np.int64))
+    critic_width = obs_dim + action_dim
+    return State(
+        actor=actor, critic1=critic1, critic2=critic2,
+        critic1_target=net(critic_sizes, 1), critic2_target=net(critic_sizes, 2),
+        log_alpha=log_alpha,
+        actor_act=mlp_buffers(device, actor, envs),
+        actor_train=mlp_buffers(device, actor, rows),
+        actor_next=mlp_buffers(device, actor, rows),
+        critic1_train=mlp_buffers(device, critic1, rows),
+        critic2_train=mlp_buffers(device, critic2, rows),
+        critic1_next=mlp_buffers(device, critic1, rows),
+        critic2_next=mlp_buffers(device, critic2, rows),
+        critic1_actor=mlp_buffers(device, critic1, rows, input_gradient=True),
+        critic2_actor=mlp_buffers(device, critic2, rows, input_gradient=True),
+        act_noise=zeros(device, (envs, action_dim)),
+        act_log_prob=zeros(device, (envs, 1)),
+        pi_noise=zeros(device, (rows, action_dim)),
+        pi_action=zeros(device, (rows, action_dim)),
+        pi_log_prob=zeros(device, (rows, 1)),
+        next_noise=zeros(device, (rows, action_dim)),
+        next_action=zeros(device, (rows, action_dim)),
+        next_log_prob=zeros(device, (rows, 1)),
+        critic_input=zeros(device, (rows, critic_width)),
+        critic_next_input=zeros(device, (rows, critic_width)),
+        actor_critic_input=zeros(device, (rows, critic_width)),
+        d_critic_input=zeros(device, (rows, critic_width)),
+        d_action=zeros(device, (rows, action_dim)),
+        q_target=zeros(device, (rows, 1)),
+        replay=replay_buffer(device, config.capacity, obs_dim, action_dim),
+        batch=transitions(device, rows, obs_dim, action_dim),
+        transition=transitions(device, envs, obs_dim, action_dim),
+        action=zeros(device, (envs, action_dim)),
+        episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
+        rng=rng(device, seed),
+        step=zeros(device, 1, np.int64),
+    )
 
 
-def act(device, config, s, obs):
-    def explore(device):
-        mlp_forward(device, s.actor, s.actor_act, obs)
-        gaussian_tanh_sample(device, s.rng, s.actor_act.output, s.act_noise, s.action, s.act_log_prob)
+# ---------------------------------------------------------------- acting
 
-    when(device, Below(s.step, config.warmup_steps),
-         lambda device: random_uniform(device, s.rng, s.action, -1.0, 1.0), explore)
+def act(device: Device, config: Config, state: State, obs: Array) -> None:
+    def explore(device: Device) -> None:
+        mlp_forward(device, state.actor, state.actor_act, obs)
+        gaussian_tanh_sample(device, state.rng, state.actor_act.output, state.act_noise, state.action,
+                             state.act_log_prob)
 
-
-def update_temperature(device, config, s):
-    target_entropy = -s.pi_action.shape[1] if config.target_entropy is None else config.target_entropy
-    entropy_temperature_gradient(device, s.pi_log_prob, target_entropy, s.log_alpha.grad)
-    p = s.log_alpha
-    adam_step(device, p.value, p.grad, p.m, p.v, p.t, config.alpha_lr)
+    when(device, Below(state.step, config.warmup_steps),
+         lambda device: random_uniform(device, state.rng, state.action, -1.0, 1.0), explore)
 
 
-def update_critics(device, config, s):
+# ---------------------------------------------------------------- learning
+
+def update_temperature(device: Device, config: Config, state: State) -> None:
+    target_entropy = -state.pi_action.shape[1] if config.target_entropy is None else config.target_entropy
+    log_alpha = state.log_alpha
+    entropy_temperature_gradient(device, state.pi_log_prob, target_entropy, log_alpha.grad)
+    adam_step(device, log_alpha.value, log_alpha.grad, log_alpha.m, log_alpha.v, log_alpha.t, config.alpha_lr)
+
+
+def update_critics(device: Device, config: Config, state: State) -> None:
     # soft target: r + γ(1 − terminated)(min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(·|s')
-    mlp_forward(device, s.actor, s.actor_next, s.batch.next_obs)
-    gaussian_tanh_sample(device, s.rng, s.actor_next.output, s.next_noise, s.next_action, s.next_log_prob)
-    concat_columns(device, s.batch.next_obs, s.next_action, s.critic_next_in)
-    mlp_forward(device, s.critic1_target, s.critic1_next, s.critic_next_in)
-    mlp_forward(device, s.critic2_target, s.critic2_next, s.critic_next_in)
-    soft_td_target(device, s.batch.reward, s.batch.terminated, s.critic1_next.output, s.critic2_next.output,
-                   s.next_log_prob, s.log_alpha.value, config.gamma, s.q_target)
-    concat_columns(device, s.batch.obs, s.batch.action, s.critic_in)
-    for critic, buffers in ((s.critic1, s.critic1_train), (s.critic2, s.critic2_train)):
-        mlp_forward(device, critic, buffers, s.critic_in)
-        mse_gradient(device, buffers.output, s.q_target, buffers.d_output)
-        mlp_backward(device, critic, buffers, s.critic_in, buffers.d_output)
+    batch = state.batch
+    mlp_forward(device, state.actor, state.actor_next, batch.next_obs)
+    gaussian_tanh_sample(device, state.rng, state.actor_next.output, state.next_noise, state.next_action,
+                         state.next_log_prob)
+    concat_columns(device, batch.next_obs, state.next_action, state.critic_next_input)
+    mlp_forward(device, state.critic1_target, state.critic1_next, state.critic_next_input)
+    mlp_forward(device, state.critic2_target, state.critic2_next, state.critic_next_input)
+    soft_td_target(device, batch.reward, batch.terminated, state.critic1_next.output, state.critic2_next.output,
+                   state.next_log_prob, state.log_alpha.value, config.gamma, state.q_target)
+    concat_columns(device, batch.obs, batch.action, state.critic_input)
+    for critic, buffers in ((state.critic1, state.critic1_train), (state.critic2, state.critic2_train)):
+        mlp_forward(device, critic, buffers, state.critic_input)
+        mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
+        mlp_backward(device, critic, buffers, state.critic_input, buffers.d_output)
         adam_update(device, critic, config.critic_lr)
 
 
-def update_actor(device, config, s):
+def update_actor(device: Device, config: Config, state: State) -> None:
     # minimise mean(α log π(a|s) − min(Q1, Q2)(s, a)) through the reparameterised sample a
-    concat_columns(device, s.batch.obs, s.pi_action, s.actor_critic_in)
-    for critic, buffers in ((s.critic1, s.critic1_actor), (s.critic2, s.critic2_actor)):
-        mlp_forward(device, critic, buffers, s.actor_critic_in)
+    obs = state.batch.obs
+    concat_columns(device, obs, state.pi_action, state.actor_critic_input)
+    for critic, buffers in ((state.critic1, state.critic1_actor), (state.critic2, state.critic2_actor)):
+        mlp_forward(device, critic, buffers, state.actor_critic_input)
         fill(device, buffers.d_output, -1.0 / config.batch_size)
-        mlp_backward(device, critic, buffers, s.actor_critic_in, buffers.d_output, parameters=False)
-    select_min_rows(device, s.critic1_actor.output, s.critic2_actor.output, s.critic1_actor.d_in[0],
-                    s.critic2_actor.d_in[0], s.d_critic_in)
-    slice_columns(device, s.d_critic_in, s.batch.obs.shape[1], s.d_action)
-    gaussian_tanh_backward(device, s.actor_train.output, s.pi_noise, s.pi_action, s.d_action,
-                           s.log_alpha.value, s.actor_train.d_output)
-    mlp_backward(device, s.actor, s.actor_train, s.batch.obs, s.actor_train.d_output)
-    adam_update(device, s.actor, config.actor_lr)
+        mlp_backward(device, critic, buffers, state.actor_critic_input, buffers.d_output, parameters=False)
+    select_min_rows(device, state.critic1_actor.output, state.critic2_actor.output, state.critic1_actor.d_in[0],
+                    state.critic2_actor.d_in[0], state.d_critic_input)
+    slice_columns(device, state.d_critic_input, obs.shape[1], state.d_action)
+    gaussian_tanh_backward(device, state.actor_train.output, state.pi_noise, state.pi_action, state.d_action,
+                           state.log_alpha.value, state.actor_train.d_output)
+    mlp_backward(device, state.actor, state.actor_train, obs, state.actor_train.d_output)
+    adam_update(device, state.actor, config.actor_lr)
 
 
-def update_targets(device, config, s):
-    for online, target in ((s.critic1, s.critic1_target), (s.critic2, s.critic2_target)):
+def update_targets(device: Device, config: Config, state: State) -> None:
+    for online, target in ((state.critic1, state.critic1_target), (state.critic2, state.critic2_target)):
         polyak_average(device, target, online, config.polyak)
 
 
-def learn(device, config, s):
-    def train(device):
-        replay_sample(device, s.rng, s.replay, s.batch)
-        mlp_forward(device, s.actor, s.actor_train, s.batch.obs)
-        gaussian_tanh_sample(device, s.rng, s.actor_train.output, s.pi_noise, s.pi_action, s.pi_log_prob)
-        delayed = Every(s.step, config.policy_delay, (config.warmup_steps + config.policy_delay - 1) % config.policy_delay)
-        when(device, delayed, lambda device: update_temperature(device, config, s))
-        update_critics(device, config, s)
-        when(device, delayed, lambda device: update_actor(device, config, s))
-        update_targets(device, config, s)
+def update(device: Device, config: Config, state: State) -> None:
+    """One gradient step after warm-up (temperature and actor every policy_delay steps)."""
+    def learn(device: Device) -> None:
+        replay_sample(device, state.rng, state.replay, state.batch)
+        mlp_forward(device, state.actor, state.actor_train, state.batch.obs)
+        gaussian_tanh_sample(device, state.rng, state.actor_train.output, state.pi_noise, state.pi_action,
+                             state.pi_log_prob)
+        delayed = Every(state.step, config.policy_delay,
+                        (config.warmup_steps + config.policy_delay - 1) % config.policy_delay)
+        when(device, delayed, lambda device: update_temperature(device, config, state))
+        update_critics(device, config, state)
+        when(device, delayed, lambda device: update_actor(device, config, state))
+        update_targets(device, config, state)
 
-    when(device, Below(s.step, config.warmup_steps), None, train)
+    when(device, Below(state.step, config.warmup_steps), None, learn)
 
 
-def policy(s, action_low, action_high):
+# ---------------------------------------------------------------- the driver's entry points
+
+def schedule(config: Config) -> Schedule:
+    return Schedule(env_steps=1, updates=0)  # the update is fused into every env step
+
+
+def native_step(device: Device, config: Config, env: Any, state: State) -> None:
+    offpolicy.native_step(device, act, update, config, env, state)
+
+
+def store(device: Device, config: Config, state: State) -> None:
+    offpolicy.store(device, update, config, state)
+
+
+def check_iteration(state: State) -> None:
+    pass
+
+
+def policy(state: State, action_low: Any, action_high: Any) -> Policy:
     """The deterministic policy tanh(mean): the actor's last layer cut to its mean columns."""
-    p = Policy.from_mlp(s.actor, action_low, action_high, squash="tanh")
-    a = p.weights[-1].shape[1] // 2
-    p.weights[-1], p.biases[-1] = p.weights[-1][:, :a].copy(), p.biases[-1][:a].copy()
-    p.output_activation = "tanh"
-    return p
+    deployed = Policy.from_mlp(state.actor, action_low, action_high, squash="tanh")
+    action_dim = deployed.weights[-1].shape[1] // 2
+    deployed.weights[-1] = deployed.weights[-1][:, :action_dim].copy()
+    deployed.biases[-1] = deployed.biases[-1][:action_dim].copy()
+    deployed.output_activation = "tanh"
+    return deployed
 
 
-def train(device, env="pendulum", config=None, seed=0, progress=None, resume=None):
-    """Train SAC; returns a :class:`common.TrainResult`, as :func:`dispatchrl.td3.train`."""
-    return common.train_off_policy(sys.modules[__name__], "sac", device, env, config, seed, progress, resume)
+def train(device: Device, env: object = "pendulum", config: Config | None = None, seed: int = 0,
+          progress: bool | None = None, resume: str | Path | None = None,
+          hooks: tuple[driver.Hook, ...] = ()) -> TrainResult:
+    """Train SAC; returns a :class:`~dispatchrl.algorithms.runs.TrainResult`, as :func:`dispatchrl.td3.train`."""
+    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks)

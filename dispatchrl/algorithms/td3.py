@@ -2,164 +2,214 @@
 
 Per environment step: act (uniform random during warm-up, then actor + Gaussian noise), store
 the transition, and after warm-up train the twin critics on a replay batch every step and the
-actor and the target networks every ``policy_delay`` steps. :func:`common.native_step` fuses all
-of it, env included, into one compiled kernel per device for native envs.
+actor and the target networks every ``policy_delay`` steps. :func:`native_step` fuses all of it,
+env included, into one compiled kernel per device for native envs.
 """
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..arrays import zeros
-from ..data import episode_log, replay_buffer, transitions
+from ..arrays import Array, zeros
+from ..data import EpisodeLog, ReplayBuffer, Transitions, episode_log, replay_buffer, transitions
+from ..devices import Device
+from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
-from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
 from ..kernels.random.api import random_uniform, rng
-from ..nn import Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, polyak_average
+from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
+from ..nn import MLP, MLPBuffers, Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, polyak_average
 from ..staging import Below, Every, when
-from . import common
+from . import driver, offpolicy
+from .config import OffPolicyConfig, Rule, non_negative
+from .driver import Schedule
+from .runs import TrainResult
 
+__all__ = ["NAME", "Config", "State", "act", "build", "check_iteration", "config_for", "native_step", "policy",
+           "schedule", "store", "train", "update", "update_actor", "update_critics", "update_targets"]
+
+NAME = "td3"
+
+
+# ---------------------------------------------------------------- hyperparameters
 
 @dataclass
-class Config:
+class Config(OffPolicyConfig):
     """Defaults: the RLtools paper's Pendulum benchmark (and the TD3 paper)."""
 
-    total_steps: int = 10_000
-    warmup_steps: int = 100          # uniform random actions, no updates
-    batch_size: int = 100
-    hidden: tuple = (64, 64)
-    activation: str = "relu"
-    gamma: float = 0.99
-    polyak: float = 0.995            # target ← polyak·target + (1 − polyak)·online
-    actor_lr: float = 1e-3
-    critic_lr: float = 1e-3
     policy_delay: int = 2            # actor and target updates every 2nd step
     exploration_noise: float = 0.1
     target_noise: float = 0.2
     target_noise_clip: float = 0.5
-    replay_capacity: int = None      # None: total_steps
-    num_envs: int = 1
 
-    def validate(self):
-        common.validate_off_policy(self, {
-            "exploration_noise": (common.non_negative, "a number >= 0"),
-            "target_noise": (common.non_negative, "a number >= 0"),
-            "target_noise_clip": (common.non_negative, "a number >= 0"),
-        })
+    def extra_rules(self) -> dict[str, Rule]:
+        return {
+            "exploration_noise": (non_negative, "a number >= 0"),
+            "target_noise": (non_negative, "a number >= 0"),
+            "target_noise_clip": (non_negative, "a number >= 0"),
+        }
 
-    @property
-    def capacity(self):
-        return self.replay_capacity or self.total_steps
 
+def config_for(env: object) -> Config:
+    return Config()
+
+
+# ---------------------------------------------------------------- state
 
 @dataclass
 class State:
-    actor: object
-    critic1: object
-    critic2: object
-    actor_target: object
-    critic1_target: object
-    critic2_target: object
-    actor_act: object           # actor buffers, N rows (acting)
+    actor: MLP
+    critic1: MLP
+    critic2: MLP
+    actor_target: MLP
+    critic1_target: MLP
+    critic2_target: MLP
+    actor_act: MLPBuffers           # actor buffers, N rows (acting)
     # B-row buffers, shared by the target and online nets of a kind: their uses never overlap,
     # and a smaller working set stays in cache
-    actor_batch: object
-    critic1_batch: object       # keeps the input gradient, for the actor update
-    critic2_batch: object
-    critic_input: object        # [obs, action] rows, refilled before each use
-    q_target: object
-    d_action: object            # ∂(−mean Q)/∂action
-    replay: object
-    batch: object
-    io: object                  # the current transition, N rows
-    action: object              # (N, A) in [-1, 1]
-    log: object
-    rng: object
-    step: object                # int64 (1,): environment steps taken (per env)
-    env_state: object = None
+    actor_batch: MLPBuffers
+    critic1_batch: MLPBuffers       # keeps the input gradient, for the actor update
+    critic2_batch: MLPBuffers
+    critic_input: Array             # (B, O + A) [obs, action] rows, refilled before each use
+    q_target: Array                 # (B, 1)
+    d_action: Array                 # (B, A) ∂(−mean Q)/∂action
+    replay: ReplayBuffer
+    batch: Transitions              # B rows sampled from the replay buffer
+    transition: Transitions         # the current transition, N rows
+    action: Array                   # (N, A) in [-1, 1]
+    episodes: EpisodeLog
+    rng: Array
+    step: Array                     # int64 (1,): environment steps taken (per env)
+    env_state: EnvState | None = None
 
 
-def build(device, config, obs_dim, action_dim, seed):
-    n, b = config.num_envs, config.batch_size
+def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
+    envs, rows = config.num_envs, config.batch_size
     actor_sizes = (obs_dim, *config.hidden, action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
 
-    def net(sizes, output, k, trainable=True):
+    def net(sizes: tuple[int, ...], output: str, k: int, trainable: bool = True) -> MLP:
         return mlp(device, sizes, config.activation, output, seed=seed * 8 + k, trainable=trainable)
 
-    actor, critic1, critic2 = net(actor_sizes, "tanh", 0), net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)
-    targets = [net(actor_sizes, "tanh", 0, False), net(critic_sizes, "identity", 1, False),
-               net(critic_sizes, "identity", 2, False)]
-    return State(actor, critic1, critic2, *targets,
-                 mlp_buffers(device, actor, n), mlp_buffers(device, actor, b),
-                 mlp_buffers(device, critic1, b, input_gradient=True), mlp_buffers(device, critic2, b),
-                 zeros(device, (b, obs_dim + action_dim)), zeros(device, (b, 1)), zeros(device, (b, action_dim)),
-                 replay_buffer(device, config.capacity, obs_dim, action_dim),
-                 transitions(device, b, obs_dim, action_dim), transitions(device, n, obs_dim, action_dim),
-                 zeros(device, (n, action_dim)), episode_log(device, n, common.EPISODE_LOG_CAPACITY),
-                 rng(device, seed), zeros(device, 1, np.int64))
+    actor = net(actor_sizes, "tanh", 0)
+    critic1, critic2 = net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)
+    return State(
+        actor=actor, critic1=critic1, critic2=critic2,
+        actor_target=net(actor_sizes, "tanh", 0, False),
+        critic1_target=net(critic_sizes, "identity", 1, False),
+        critic2_target=net(critic_sizes, "identity", 2, False),
+        actor_act=mlp_buffers(device, actor, envs),
+        actor_batch=mlp_buffers(device, actor, rows),
+        critic1_batch=mlp_buffers(device, critic1, rows, input_gradient=True),
+        critic2_batch=mlp_buffers(device, critic2, rows),
+        critic_input=zeros(device, (rows, obs_dim + action_dim)),
+        q_target=zeros(device, (rows, 1)),
+        d_action=zeros(device, (rows, action_dim)),
+        replay=replay_buffer(device, config.capacity, obs_dim, action_dim),
+        batch=transitions(device, rows, obs_dim, action_dim),
+        transition=transitions(device, envs, obs_dim, action_dim),
+        action=zeros(device, (envs, action_dim)),
+        episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
+        rng=rng(device, seed),
+        step=zeros(device, 1, np.int64),
+    )
 
 
-def act(device, config, s, obs):
-    def explore(device):
-        mlp_forward(device, s.actor, s.actor_act, obs)
-        copy(device, s.actor_act.output, s.action)
-        add_clipped_noise(device, s.rng, s.action, config.exploration_noise, None, -1.0, 1.0)
+# ---------------------------------------------------------------- acting
 
-    when(device, Below(s.step, config.warmup_steps),
-         lambda device: random_uniform(device, s.rng, s.action, -1.0, 1.0), explore)
+def act(device: Device, config: Config, state: State, obs: Array) -> None:
+    def explore(device: Device) -> None:
+        mlp_forward(device, state.actor, state.actor_act, obs)
+        copy(device, state.actor_act.output, state.action)
+        add_clipped_noise(device, state.rng, state.action, config.exploration_noise, None, -1.0, 1.0)
+
+    when(device, Below(state.step, config.warmup_steps),
+         lambda device: random_uniform(device, state.rng, state.action, -1.0, 1.0), explore)
 
 
-def update_critics(device, config, s):
-    replay_sample(device, s.rng, s.replay, s.batch)
+# ---------------------------------------------------------------- learning
+
+def update_critics(device: Device, config: Config, state: State) -> None:
+    batch = state.batch
+    replay_sample(device, state.rng, state.replay, batch)
     # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
-    mlp_forward(device, s.actor_target, s.actor_batch, s.batch.next_obs)
-    add_clipped_noise(device, s.rng, s.actor_batch.output, config.target_noise, config.target_noise_clip, -1.0, 1.0)
-    concat_columns(device, s.batch.next_obs, s.actor_batch.output, s.critic_input)
-    mlp_forward(device, s.critic1_target, s.critic1_batch, s.critic_input)
-    mlp_forward(device, s.critic2_target, s.critic2_batch, s.critic_input)
-    td_target(device, s.batch.reward, s.batch.terminated, s.critic1_batch.output, s.critic2_batch.output,
-              config.gamma, s.q_target)
-    concat_columns(device, s.batch.obs, s.batch.action, s.critic_input)
-    for critic, buffers in ((s.critic1, s.critic1_batch), (s.critic2, s.critic2_batch)):
-        mlp_forward(device, critic, buffers, s.critic_input)
-        mse_gradient(device, buffers.output, s.q_target, buffers.d_output)
-        mlp_backward(device, critic, buffers, s.critic_input, buffers.d_output, input_gradient=False)
+    mlp_forward(device, state.actor_target, state.actor_batch, batch.next_obs)
+    add_clipped_noise(device, state.rng, state.actor_batch.output, config.target_noise, config.target_noise_clip,
+                      -1.0, 1.0)
+    concat_columns(device, batch.next_obs, state.actor_batch.output, state.critic_input)
+    mlp_forward(device, state.critic1_target, state.critic1_batch, state.critic_input)
+    mlp_forward(device, state.critic2_target, state.critic2_batch, state.critic_input)
+    td_target(device, batch.reward, batch.terminated, state.critic1_batch.output, state.critic2_batch.output,
+              config.gamma, state.q_target)
+    concat_columns(device, batch.obs, batch.action, state.critic_input)
+    for critic, buffers in ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)):
+        mlp_forward(device, critic, buffers, state.critic_input)
+        mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
+        mlp_backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
         adam_update(device, critic, config.critic_lr)
 
 
-def update_actor(device, config, s):
+def update_actor(device: Device, config: Config, state: State) -> None:
     # maximise Q1(s, π(s)): backpropagate −1/B through critic 1 into the action, then the actor
-    mlp_forward(device, s.actor, s.actor_batch, s.batch.obs)
-    concat_columns(device, s.batch.obs, s.actor_batch.output, s.critic_input)
-    mlp_forward(device, s.critic1, s.critic1_batch, s.critic_input)
-    fill(device, s.critic1_batch.d_output, -1.0 / config.batch_size)
-    mlp_backward(device, s.critic1, s.critic1_batch, s.critic_input, s.critic1_batch.d_output, parameters=False)
-    slice_columns(device, s.critic1_batch.d_in[0], s.batch.obs.shape[1], s.d_action)
-    mlp_backward(device, s.actor, s.actor_batch, s.batch.obs, s.d_action)
-    adam_update(device, s.actor, config.actor_lr)
+    obs, critic_buffers = state.batch.obs, state.critic1_batch
+    mlp_forward(device, state.actor, state.actor_batch, obs)
+    concat_columns(device, obs, state.actor_batch.output, state.critic_input)
+    mlp_forward(device, state.critic1, critic_buffers, state.critic_input)
+    fill(device, critic_buffers.d_output, -1.0 / config.batch_size)
+    mlp_backward(device, state.critic1, critic_buffers, state.critic_input, critic_buffers.d_output, parameters=False)
+    slice_columns(device, critic_buffers.d_in[0], obs.shape[1], state.d_action)
+    mlp_backward(device, state.actor, state.actor_batch, obs, state.d_action)
+    adam_update(device, state.actor, config.actor_lr)
 
 
-def update_targets(device, config, s):
-    for online, target in ((s.actor, s.actor_target), (s.critic1, s.critic1_target), (s.critic2, s.critic2_target)):
+def update_targets(device: Device, config: Config, state: State) -> None:
+    for online, target in ((state.actor, state.actor_target), (state.critic1, state.critic1_target),
+                           (state.critic2, state.critic2_target)):
         polyak_average(device, target, online, config.polyak)
 
 
-def learn(device, config, s):
-    def train(device):
-        update_critics(device, config, s)
-        delayed = Every(s.step, config.policy_delay, (config.warmup_steps + config.policy_delay - 1) % config.policy_delay)
-        when(device, delayed, lambda device: (update_actor(device, config, s), update_targets(device, config, s)))
+def update(device: Device, config: Config, state: State) -> None:
+    """One gradient step after warm-up: the critics always, the actor and targets every policy_delay."""
+    def delayed_updates(device: Device) -> None:
+        update_actor(device, config, state)
+        update_targets(device, config, state)
 
-    when(device, Below(s.step, config.warmup_steps), None, train)
+    def learn(device: Device) -> None:
+        update_critics(device, config, state)
+        delayed = Every(state.step, config.policy_delay,
+                        (config.warmup_steps + config.policy_delay - 1) % config.policy_delay)
+        when(device, delayed, delayed_updates)
+
+    when(device, Below(state.step, config.warmup_steps), None, learn)
 
 
-def policy(s, action_low, action_high):
-    return Policy.from_mlp(s.actor, action_low, action_high, squash="tanh")
+# ---------------------------------------------------------------- the driver's entry points
+
+def schedule(config: Config) -> Schedule:
+    return Schedule(env_steps=1, updates=0)  # the update is fused into every env step
 
 
-def train(device, env="pendulum", config=None, seed=0, progress=None, resume=None):
-    """Train TD3; returns a :class:`common.TrainResult` (``.policy`` acts on numpy observations,
-    ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``)."""
-    return common.train_off_policy(sys.modules[__name__], "td3", device, env, config, seed, progress, resume)
+def native_step(device: Device, config: Config, env: Any, state: State) -> None:
+    offpolicy.native_step(device, act, update, config, env, state)
+
+
+def store(device: Device, config: Config, state: State) -> None:
+    offpolicy.store(device, update, config, state)
+
+
+def check_iteration(state: State) -> None:
+    pass
+
+
+def policy(state: State, action_low: Any, action_high: Any) -> Policy:
+    return Policy.from_mlp(state.actor, action_low, action_high, squash="tanh")
+
+
+def train(device: Device, env: object = "pendulum", config: Config | None = None, seed: int = 0,
+          progress: bool | None = None, resume: str | Path | None = None,
+          hooks: tuple[driver.Hook, ...] = ()) -> TrainResult:
+    """Train TD3; returns a :class:`~dispatchrl.algorithms.runs.TrainResult` (``.policy`` acts on
+    numpy observations, ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``)."""
+    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import to_numpy, zeros
+from ..arrays import Array, to_numpy, zeros
 from ..errors import ConfigError
 
 
@@ -16,21 +16,21 @@ from ..errors import ConfigError
 class Transitions:
     """Rows of (obs, action, reward, next_obs, terminated, truncated): a batch, or a buffer's storage."""
 
-    obs: object
-    action: object
-    reward: object
-    next_obs: object
-    terminated: object
-    truncated: object
+    obs: Array          # (rows, O)
+    action: Array       # (rows, A)
+    reward: Array       # (rows,)
+    next_obs: Array     # (rows, O)
+    terminated: Array   # (rows,) bool
+    truncated: Array    # (rows,) bool
 
 
 @dataclass
 class ReplayBuffer(Transitions):
-    position: object = None  # int64 (1,): next row to write
-    size: object = None      # int64 (1,): rows filled so far
+    position: Array     # int64 (1,): next row to write
+    size: Array         # int64 (1,): rows filled so far
 
     @property
-    def capacity(self):
+    def capacity(self) -> int:
         return self.obs.shape[0]
 
 
@@ -53,14 +53,14 @@ def replay_buffer(device, capacity, obs_dim, action_dim, dtype=np.float32):
 class EpisodeLog:
     """Per-env running return/length and the returns, lengths and end steps of finished episodes."""
 
-    running_return: object  # (N,) float64
-    running_length: object  # (N,) int64
-    returns: object         # (capacity,) float64
-    lengths: object         # (capacity,) int64
-    end_steps: object       # (capacity,) int64: global step at which each episode ended
-    count: object           # (1,) int64: episodes finished (may exceed capacity; later ones are dropped)
+    running_return: Array   # (N,) float64
+    running_length: Array   # (N,) int64
+    returns: Array          # (capacity,) float64
+    lengths: Array          # (capacity,) int64
+    end_steps: Array        # (capacity,) int64: global step at which each episode ended
+    count: Array            # (1,) int64: episodes finished (may exceed capacity; later ones are dropped)
 
-    def finished(self):
+    def finished(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Host copies of (end_steps, returns, lengths) of the logged episodes."""
         n = min(int(to_numpy(self.count)[0]), self.returns.shape[0])
         return to_numpy(self.end_steps)[:n], to_numpy(self.returns)[:n], to_numpy(self.lengths)[:n]

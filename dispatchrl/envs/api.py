@@ -107,12 +107,12 @@ class EnvState:
     """Per-device state of a batch of N native envs. ``terminated``/``truncated``/``reward``
     describe the last transition and are left alone by :func:`env_reset_done`."""
 
-    physics: object     # (N, physics_dim) float64
-    steps: object       # (N,) int64, steps since the last reset
-    obs: object         # (N, observation_dim) float32
-    reward: object      # (N,) float32
-    terminated: object  # (N,) bool
-    truncated: object   # (N,) bool
+    physics: Array      # (N, physics_dim) float64
+    steps: Array        # (N,) int64, steps since the last reset
+    obs: Array          # (N, observation_dim) float32
+    reward: Array       # (N,) float32
+    terminated: Array   # (N,) bool
+    truncated: Array    # (N,) bool
 
 
 def _check_env(fn, env):

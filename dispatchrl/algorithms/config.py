@@ -1,0 +1,115 @@
+"""Config validation shared by every algorithm: field rules, the predicates they use, and the
+fields TD3 and SAC have in common."""
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["ACTIVATIONS", "OffPolicyConfig", "Rule", "activation_name", "finite", "hidden_sizes", "non_negative",
+           "non_negative_int", "positive", "positive_int", "unit_interval", "validate_fields",
+           "validate_off_policy"]
+
+#: a field's rule: (predicate on the value, what the value must be, for the error message)
+Rule = tuple[Callable[[Any], bool], str]
+
+ACTIVATIONS = ("relu", "tanh", "gelu")
+
+
+def validate_fields(config: object, rules: Mapping[str, Rule]) -> None:
+    """``rules``: field → (predicate, expectation); raise ConfigError naming the first bad field."""
+    for name, (ok, expected) in rules.items():
+        value = getattr(config, name)
+        try:
+            good = ok(value)
+        except TypeError:
+            good = False
+        if not good:
+            raise ConfigError(f"{type(config).__name__}.{name} must be {expected}, got {value!r}")
+
+
+def positive_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= 1)
+
+
+def non_negative_int(v: object) -> bool:
+    return isinstance(v, int) and v >= 0
+
+
+def unit_interval(v: object) -> bool:
+    return isinstance(v, (int, float)) and 0 <= v <= 1
+
+
+def positive(v: object) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def non_negative(v: object) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+
+
+def finite(v: object) -> bool:
+    return isinstance(v, (int, float)) and bool(np.isfinite(v))
+
+
+def hidden_sizes(v: Any) -> bool:
+    return len(v) >= 1 and all(positive_int(h) for h in v)
+
+
+def activation_name(v: object) -> bool:
+    return v in ACTIVATIONS
+
+
+def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
+    """The fields TD3 and SAC share, then the algorithm's own."""
+    validate_fields(config, {
+        "total_steps": (positive_int, "a positive int"),
+        "warmup_steps": (non_negative_int, "an int >= 0"),
+        "batch_size": (positive_int, "a positive int"),
+        "hidden": (hidden_sizes, "a tuple of positive ints"),
+        "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
+        "gamma": (unit_interval, "in [0, 1]"),
+        "polyak": (unit_interval, "in [0, 1]"),
+        "actor_lr": (positive, "a positive number"),
+        "critic_lr": (positive, "a positive number"),
+        "policy_delay": (positive_int, "a positive int"),
+        "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
+        "num_envs": (positive_int, "a positive int"),
+        **extra_rules,
+    })
+    if config.total_steps < config.num_envs:
+        raise ConfigError(f"{type(config).__name__}.total_steps ({config.total_steps}) must be >= "
+                          f"num_envs ({config.num_envs})")
+
+
+@dataclass
+class OffPolicyConfig:
+    """The hyperparameters TD3 and SAC share; defaults are the RLtools paper's Pendulum benchmark."""
+
+    total_steps: int = 10_000
+    warmup_steps: int = 100          # uniform random actions, no updates
+    batch_size: int = 100
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    gamma: float = 0.99
+    polyak: float = 0.995            # target ← polyak·target + (1 − polyak)·online
+    actor_lr: float = 1e-3
+    critic_lr: float = 1e-3
+    policy_delay: int = 1            # actor (and target or temperature) updates every policy_delay steps
+    replay_capacity: int | None = None   # None: total_steps
+    num_envs: int = 1
+
+    def validate(self) -> None:
+        validate_off_policy(self, self.extra_rules())
+
+    def extra_rules(self) -> dict[str, Rule]:
+        """The algorithm's own fields' rules (checked after the shared ones)."""
+        return {}
+
+    @property
+    def capacity(self) -> int:
+        return self.replay_capacity or self.total_steps

@@ -1,0 +1,98 @@
+"""The contract between the training driver and an algorithm module, and the registry of the
+algorithms dispatchrl ships.
+
+An algorithm is a module (``td3``, ``sac``, ``ppo``) of plain functions over generic functions;
+:class:`Algorithm` spells out what the driver (:mod:`.driver`) calls, so a type checker can hold
+a new algorithm to it. The driver runs *iterations*: ``schedule(config).env_steps`` environment
+steps per env (each one fused ``native_step``, or ``act`` → Python env step → ``store``), then
+``schedule(config).updates`` fused ``update`` calls (0 where the algorithm updates inside its env
+step, as TD3 and SAC do).
+"""
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..arrays import Array
+from ..data import EpisodeLog, Transitions
+from ..devices import Device
+from ..envs import EnvState
+from ..nn import Policy
+from . import ppo, sac, td3
+from .driver import Hook, Schedule
+from .runs import TrainResult
+
+__all__ = ["ALGORITHMS", "Algorithm", "AlgorithmConfig", "AlgorithmState", "Schedule"]
+
+
+class AlgorithmConfig(Protocol):
+    """The fields and method the driver uses of an algorithm's ``Config`` dataclass."""
+
+    total_steps: int
+    num_envs: int
+
+    def validate(self) -> None: ...
+
+
+class AlgorithmState(Protocol):
+    """The fields the driver uses of an algorithm's ``State`` dataclass (all device Arrays)."""
+
+    rng: Array                    # the run's random stream (env resets draw from it)
+    step: Array                   # int64 (1,): environment steps taken, per env
+    action: Array                 # (N, A) the actions chosen by ``act``, in [-1, 1]
+    transition: Transitions       # N rows: the Python-stepped env's transition, written by the driver
+    episodes: EpisodeLog          # finished episodes, for history and progress
+    env_state: EnvState | None    # a native env's state (attached by the driver), else None
+
+
+class Algorithm(Protocol):
+    """What an algorithm module provides. Functions taking ``device`` are traced and fused into
+    compiled steps; they must stay device-free (generic functions only)."""
+
+    NAME: str                     # the registry and checkpoint name ("td3")
+
+    @property
+    def Config(self) -> type:  # a module's class, read through the protocol
+        """The hyperparameters: a dataclass with ``validate()``; see :class:`AlgorithmConfig`."""
+
+    @property
+    def State(self) -> type:
+        """The training state: a dataclass of device Arrays; see :class:`AlgorithmState`."""
+
+    def config_for(self, env: object) -> Any:
+        """The default Config for ``env`` (PPO's budget and hyperparameters depend on it)."""
+
+    def build(self, device: Device, config: Any, obs_dim: int, action_dim: int, seed: int) -> Any:
+        """A fresh State (networks initialised from ``seed``), without an env state."""
+
+    def schedule(self, config: Any) -> Schedule:
+        """How many env steps and fused updates make one driver iteration."""
+
+    def native_step(self, device: Device, config: Any, env: Any, state: Any) -> None:
+        """One step of a native env (``state.env_state``), fused whole: act, step, store, reset."""
+
+    def act(self, device: Device, config: Any, state: Any, obs: Array) -> None:
+        """Choose ``state.action`` for ``obs`` (the first fused half for Python-stepped envs)."""
+
+    def store(self, device: Device, config: Any, state: Any) -> None:
+        """Record ``state.transition`` (the second fused half for Python-stepped envs)."""
+
+    def update(self, device: Device, config: Any, state: Any) -> None:
+        """One gradient update: fused on its own and run ``schedule(config).updates`` times per
+        iteration, or (updates == 0) called by the algorithm's own ``native_step``/``store``."""
+
+    def check_iteration(self, state: Any) -> None:
+        """Host-side check of the env steps just run, before their updates (with updates == 0,
+        once per chunk); raises a dispatchrl error."""
+
+    def policy(self, state: Any, action_low: Any, action_high: Any) -> Policy:
+        """The deterministic, deployable policy on numpy observations in physical action units."""
+
+    def train(self, device: Device, env: object = ..., config: Any = None, seed: int = 0,
+              progress: bool | None = None, resume: str | Path | None = None,
+              hooks: tuple[Hook, ...] = ()) -> TrainResult:
+        """``driver.train`` of this module: the public entry point (``dispatchrl.td3.train``)."""
+
+
+#: every algorithm dispatchrl ships, by name (the CLI's choices, checkpoints' ``algo``)
+ALGORITHMS: Mapping[str, Algorithm] = {td3.NAME: td3, sac.NAME: sac, ppo.NAME: ppo}

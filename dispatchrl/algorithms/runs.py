@@ -1,0 +1,160 @@
+"""A finished training run: :class:`TrainResult`, its checkpoint (save, resume, load) and its
+one-line JSON summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import checkpoint
+from ..devices import Device, Generic
+from ..envs import env_reset, env_state
+from ..errors import CheckpointError
+from ..nn import Policy
+from .envspec import EnvSpec, resolve_env
+
+if TYPE_CHECKING:  # protocol.py imports the algorithm modules, which import the driver and this
+    from .protocol import Algorithm
+
+__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "load_run", "load_state_arrays", "restore_for_resume",
+           "result_json", "save_run"]
+
+
+@dataclass
+class TrainResult:
+    algo: str
+    env: str
+    device: Device
+    seed: int
+    steps: int
+    config: Any
+    policy: Policy           # callable on numpy observations
+    history: dict[str, np.ndarray]  # "steps", "returns", "lengths" of finished training episodes
+    train_seconds: float     # the training loop only
+    compile_seconds: float   # building the state, tracing and compiling (or loading) the steps
+    state: Any               # every Array of the run (for checkpoints)
+    spec: EnvSpec
+
+    def summary(self) -> dict[str, Any]:
+        returns = self.history["returns"]
+        return {"algo": self.algo, "env": self.env, "device": type(self.device).__name__.lower(),
+                "seed": self.seed, "steps": self.steps, "train_seconds": round(self.train_seconds, 4),
+                "compile_seconds": round(self.compile_seconds, 4), "episodes": len(returns),
+                "recent_return": None if len(returns) == 0 else round(float(np.mean(returns[-10:])), 3)}
+
+    def save(self, path: str | Path) -> tuple[Path, Path]:
+        """Checkpoint the whole training state (npz + json, never pickle)."""
+        return save_run(path, self.algo, self.spec, self.config, self.seed, self.steps, self.state)
+
+
+def save_run(path: str | Path, name: str, spec: EnvSpec, config: Any, seed: int, steps: int,
+             state: Any) -> tuple[Path, Path]:
+    """Checkpoint a run's whole state with the metadata that :func:`load_run` and a resume check;
+    ``steps`` is the run's budget when it finishes, or the steps taken so far mid-run."""
+    return checkpoint.save(path, state, {
+        "algo": name, "env": spec.name, "num_envs": config.num_envs, "seed": seed,
+        "steps": steps, "config": dataclasses.asdict(config),
+        "obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
+        "action_low": spec.action_low.tolist(), "action_high": spec.action_high.tolist(),
+        "eval_id": spec.eval_id})
+
+
+def result_json(result: TrainResult, eval_return: float, eval_returns: list[float]) -> str:
+    return json.dumps({**result.summary(), "eval_return": round(eval_return, 3),
+                       "eval_returns": [round(r, 3) for r in eval_returns]})
+
+
+def build_state(algo: Algorithm, device: Device, spec: EnvSpec, config: Any, seed: int) -> Any:
+    """The algorithm's state, plus the env state (reset from the run's stream) for native envs."""
+    state = algo.build(device, config, spec.obs_dim, spec.action_dim, seed)
+    if spec.native is not None:
+        state.env_state = env_state(device, spec.native)
+        env_reset(device, spec.native, state.env_state, state.rng)
+    return state
+
+
+#: State fields renamed since checkpoint format 1 was first written (old → new); checkpoints
+#: with the old names still load
+RENAMED_FIELDS = {"io": "transition", "log": "episodes", "critic_in": "critic_input",
+                  "critic_next_in": "critic_next_input", "actor_critic_in": "actor_critic_input",
+                  "d_critic_in": "d_critic_input", "perm": "permutation", "info": "update_stats",
+                  "lr": "learning_rate"}
+
+
+def load_state_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """A checkpoint's arrays by their current names (see :data:`RENAMED_FIELDS`)."""
+    arrays = checkpoint.load_arrays(path)
+    renamed = {}
+    for name, value in arrays.items():
+        field, dot, rest = name.partition(".")
+        new = RENAMED_FIELDS.get(field)
+        renamed[f"{new}{dot}{rest}" if new is not None and f"{new}{dot}{rest}" not in arrays else name] = value
+    return renamed
+
+
+def restore_for_resume(path: str | Path, name: str, spec: EnvSpec, config: Any, state: Any) -> int:
+    """Load checkpoint ``path`` into ``state`` to continue the run; returns the run's seed."""
+    meta = checkpoint.load_metadata(path)
+    if meta.get("algo") != name or meta.get("env") != spec.name:
+        raise CheckpointError(f"checkpoint {path} is a {meta.get('algo')} run on {meta.get('env')}, "
+                              f"not {name} on {spec.name}")
+    if meta.get("num_envs") != config.num_envs:
+        raise CheckpointError(f"checkpoint {path} has num_envs={meta.get('num_envs')}, this run {config.num_envs}")
+    arrays = load_state_arrays(path)
+    if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
+        _grow_replay(arrays, state.replay.capacity, config.num_envs)
+    checkpoint.restore(state, arrays, source=str(path))
+    return int(meta.get("seed", 0))
+
+
+def _grow_replay(arrays: dict[str, np.ndarray], capacity: int, num_envs: int) -> None:
+    """A run resumed with a larger total budget gets a larger replay buffer (capacity defaults to
+    total steps). That is exact while the old buffer has never wrapped: rows keep their places."""
+    old = arrays.get("replay.obs")
+    if old is None or old.ndim != 2 or old.shape[0] >= capacity:
+        return
+    size = int(arrays["replay.size"][0])
+    if int(arrays["replay.position"][0]) != size % old.shape[0]:
+        raise CheckpointError("checkpoint replay buffer is inconsistent (position vs size)")
+    written = int(arrays["step"][0]) * num_envs
+    if written > old.shape[0]:
+        raise CheckpointError(f"cannot grow a replay buffer that has wrapped ({written} transitions "
+                              f"written into {old.shape[0]} rows); resume with the original total_steps")
+    for field in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
+        key = f"replay.{field}"
+        grown = np.zeros((capacity, *arrays[key].shape[1:]), arrays[key].dtype)
+        grown[:old.shape[0]] = arrays[key]
+        arrays[key] = grown
+    arrays["replay.position"] = np.array([size], np.int64)
+
+
+def load_run(path: str | Path, algorithms: Mapping[str, Algorithm],
+             device: Device | None = None) -> tuple[Algorithm, str, EnvSpec, Any, Any]:
+    """(algorithm module, name, spec, config, state) of a checkpoint, restored on ``device``
+    (default Generic); ``algorithms`` maps names to algorithm modules (usually ``ALGORITHMS``)."""
+    meta = checkpoint.load_metadata(path)
+    name = meta.get("algo")
+    if name not in algorithms:
+        raise CheckpointError(f"checkpoint {path}: unknown algorithm {name!r}; expected one of {sorted(algorithms)}")
+    algo = algorithms[name]
+    try:
+        fields = dict(meta["config"])
+        fields["hidden"] = tuple(fields.get("hidden", ()))
+        config = algo.Config(**fields)
+        config.validate()
+        spec = resolve_env(meta["env"], config.num_envs)
+        seed = int(meta["seed"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {path}: metadata does not describe a run: {e}") from None
+    if (meta.get("obs_dim"), meta.get("action_dim")) != (spec.obs_dim, spec.action_dim):
+        raise CheckpointError(f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
+                              f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})")
+    state = build_state(algo, device or Generic(), spec, config, seed)
+    checkpoint.restore(state, load_state_arrays(path), source=str(path))
+    return algo, name, spec, config, state

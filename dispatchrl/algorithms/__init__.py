@@ -7,7 +7,8 @@ of them, :mod:`.runs` saves and loads their runs, :mod:`.evaluation` evaluates t
 from . import ppo, sac, td3
 from .driver import Hook, TrainingRun
 from .evaluation import EVAL_SEEDS, evaluate
-from .protocol import ALGORITHMS, Algorithm
+from .protocol import Algorithm
+from .registry import ALGORITHMS
 from .runs import TrainResult, load_run
 
 __all__ = ["ALGORITHMS", "EVAL_SEEDS", "Algorithm", "Hook", "TrainResult", "TrainingRun", "evaluate", "load_run",

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -24,25 +24,15 @@ from ..errors import ConfigError
 from ..staging import Step, fuse
 from .envspec import EnvSpec, resolve_env
 from .runs import TrainResult, build_state, restore_for_resume, save_run
+from .protocol import Algorithm, Schedule
 
-if TYPE_CHECKING:  # protocol.py imports the algorithm modules, which import this one
-    from .protocol import Algorithm
 
-__all__ = ["EPISODE_LOG_CAPACITY", "Hook", "Progress", "Schedule", "TrainingRun", "check_config", "check_seed",
+__all__ = ["EPISODE_LOG_CAPACITY", "Hook", "Progress", "TrainingRun", "check_config", "check_seed",
            "chunk_iterations", "train"]
 
 EPISODE_LOG_CAPACITY = 1 << 16
 #: Python-stepped envs return to the hooks about every this many steps per env
 PYTHON_CHUNK_STEPS = 200
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """One driver iteration: ``env_steps`` steps of every env, then ``updates`` fused updates
-    (0 where the algorithm updates inside its env step, as TD3 and SAC do)."""
-
-    env_steps: int
-    updates: int
 
 
 @dataclass

@@ -34,7 +34,7 @@ from ..nn import MLP, MLPBuffers, Parameter, Policy, mlp, mlp_backward, mlp_buff
 from ..staging import Every, when
 from . import driver
 from .config import activation_name, finite, hidden_sizes, positive, positive_int, unit_interval, validate_fields
-from .driver import Schedule
+from .protocol import Schedule
 from .runs import TrainResult
 
 __all__ = ["NAME", "Config", "State", "act", "ant_config", "build", "check_iteration", "config_for", "native_step",

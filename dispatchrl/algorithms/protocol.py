@@ -1,5 +1,5 @@
-"""The contract between the training driver and an algorithm module, and the registry of the
-algorithms dispatchrl ships.
+"""The contract between the training driver and an algorithm module (the registry of the
+algorithms dispatchrl ships is :mod:`.registry`).
 
 An algorithm is a module (``td3``, ``sac``, ``ppo``) of plain functions over generic functions;
 :class:`Algorithm` spells out what the driver (:mod:`.driver`) calls, so a type checker can hold
@@ -9,8 +9,7 @@ steps per env (each one fused ``native_step``, or ``act`` â†’ Python env step â†
 step, as TD3 and SAC do).
 """
 
-from collections.abc import Mapping
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..arrays import Array
@@ -18,11 +17,18 @@ from ..data import EpisodeLog, Transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..nn import Policy
-from . import ppo, sac, td3
-from .driver import Hook, Schedule
-from .runs import TrainResult
 
-__all__ = ["ALGORITHMS", "Algorithm", "AlgorithmConfig", "AlgorithmState", "Schedule"]
+__all__ = ["Algorithm", "AlgorithmConfig", "AlgorithmState", "Schedule"]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One driver iteration: ``env_steps`` steps of every env, then ``updates`` fused updates
+    (0 where the algorithm updates inside its env step, as TD3 and SAC do)."""
+
+    env_steps: int
+    updates: int
+
 
 
 class AlgorithmConfig(Protocol):
@@ -88,11 +94,4 @@ class Algorithm(Protocol):
     def policy(self, state: Any, action_low: Any, action_high: Any) -> Policy:
         """The deterministic, deployable policy on numpy observations in physical action units."""
 
-    def train(self, device: Device, env: object = ..., config: Any = None, seed: int = 0,
-              progress: bool | None = None, resume: str | Path | None = None,
-              hooks: tuple[Hook, ...] = ()) -> TrainResult:
-        """``driver.train`` of this module: the public entry point (``dispatchrl.td3.train``)."""
 
-
-#: every algorithm dispatchrl ships, by name (the CLI's choices, checkpoints' ``algo``)
-ALGORITHMS: Mapping[str, Algorithm] = {td3.NAME: td3, sac.NAME: sac, ppo.NAME: ppo}

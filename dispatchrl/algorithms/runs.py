@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -18,9 +18,8 @@ from ..envs import env_reset, env_state
 from ..errors import CheckpointError
 from ..nn import Policy
 from .envspec import EnvSpec, resolve_env
+from .protocol import Algorithm
 
-if TYPE_CHECKING:  # protocol.py imports the algorithm modules, which import the driver and this
-    from .protocol import Algorithm
 
 __all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "load_run", "load_state_arrays", "restore_for_resume",
            "result_json", "save_run"]

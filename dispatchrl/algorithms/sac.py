@@ -28,7 +28,7 @@ from ..nn import (MLP, MLPBuffers, Parameter, Policy, adam_update, mlp, mlp_back
 from ..staging import Below, Every, when
 from . import driver, offpolicy
 from .config import OffPolicyConfig, Rule, positive
-from .driver import Schedule
+from .protocol import Schedule
 from .runs import TrainResult
 
 __all__ = ["NAME", "Config", "State", "act", "build", "check_iteration", "config_for", "native_step", "policy",

@@ -24,7 +24,7 @@ from ..nn import MLP, MLPBuffers, Policy, adam_update, mlp, mlp_backward, mlp_bu
 from ..staging import Below, Every, when
 from . import driver, offpolicy
 from .config import OffPolicyConfig, Rule, non_negative
-from .driver import Schedule
+from .protocol import Schedule
 from .runs import TrainResult
 
 __all__ = ["NAME", "Config", "State", "act", "build", "check_iteration", "config_for", "native_step", "policy",

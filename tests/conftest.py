@@ -23,7 +23,7 @@ def device(request):
 
 # Hypothesis profiles (select with --hypothesis-profile=NAME). deadline=None: the first example of
 # a kernel compiles it (Numba, the C compiler), which no per-example deadline should count.
-from hypothesis import settings  # noqa: E402
+from hypothesis import settings
 
 #: CI: a few examples per property (tests/test_fuzz.py runs in well under two minutes); registering
 #: the active profile's name replaces hypothesis's built-in default

@@ -28,21 +28,41 @@ import platform
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scipy.special import erf
 
 import dispatchrl as drl
-from dispatchrl.errors import ConfigError, DeviceError, DTypeError, ShapeError
 
-# --- family functions: imported here only, so the module moves of the redesign are one edit ---
+# --- everything called other than through `drl.`: imported here only (module moves are one edit) ---
 from dispatchrl.data import episode_log, replay_buffer, transitions
-from dispatchrl.kernels.rl.api import (LOG_STD_MAX, LOG_STD_MIN, add_clipped_noise, concat_columns,
-                                       entropy_temperature_gradient, gaussian_tanh_backward, gaussian_tanh_sample,
-                                       replay_add, replay_sample, select_min_rows, slice_columns, soft_td_target,
-                                       td_target, track_episodes)
-from dispatchrl.kernels.ppo import (discounted_returns, gae, gaussian_log_prob, normalize_observations, obs_stats,
-                                    random_permutation, running_stats_update)
 from dispatchrl.envs import AcrobotContinuous, Pendulum, env_state, env_step
+from dispatchrl.errors import ConfigError, DeviceError, DTypeError, ShapeError
+from dispatchrl.kernels.ppo import (
+    discounted_returns,
+    gae,
+    gaussian_log_prob,
+    normalize_observations,
+    obs_stats,
+    random_permutation,
+    running_stats_update,
+)
+from dispatchrl.kernels.rl.api import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    add_clipped_noise,
+    concat_columns,
+    entropy_temperature_gradient,
+    gaussian_tanh_backward,
+    gaussian_tanh_sample,
+    replay_add,
+    replay_sample,
+    select_min_rows,
+    slice_columns,
+    soft_td_target,
+    td_target,
+    track_episodes,
+)
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 FLOAT_DTYPES = (F32, F64)
@@ -1258,7 +1278,7 @@ def build(kind, device, dtype, a, b, c):
         return Call(drl.mse_gradient, [device, *_arrays(device, dt, (a, b), (a, b), (a, b))])
     if kind == "adam_step":
         return Call(drl.adam_step, [device, *_arrays(device, dt, (a, b), (a, b), (a, b), (a, b)),
-                                    drl.zeros(device, 1, np.int64)], dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8),
+                                    drl.zeros(device, 1, np.int64)], {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8},
                     numbers=[("lr", (0.0, -1.0, math.nan, math.inf, "fast"), ConfigError),
                              ("beta1", (1.0, -0.1), ConfigError), ("beta2", (1.0, math.nan), ConfigError),
                              ("eps", (0.0, -1e-8), ConfigError)])
@@ -1275,11 +1295,11 @@ def build(kind, device, dtype, a, b, c):
         return Call(drl.increment, [device, drl.zeros(device, 1, np.int64)], {"amount": 3},
                     numbers=[("amount", (1.5, "2"), ConfigError)])
     if kind == "random_uniform":
-        return Call(drl.random_uniform, [device, rng, drl.zeros(device, (a, b), dt)], dict(low=-1.0, high=1.0),
+        return Call(drl.random_uniform, [device, rng, drl.zeros(device, (a, b), dt)], {"low": -1.0, "high": 1.0},
                     exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
                     numbers=[("high", (-2.0, math.inf), ConfigError), ("low", (math.nan,), ConfigError)])
     if kind == "random_normal":
-        return Call(drl.random_normal, [device, rng, drl.zeros(device, (a, b), dt)], dict(mean=0.0, std=1.0),
+        return Call(drl.random_normal, [device, rng, drl.zeros(device, (a, b), dt)], {"mean": 0.0, "std": 1.0},
                     exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
                     numbers=[("std", (-1.0, math.nan), ConfigError), ("mean", (math.inf,), ConfigError)])
     if kind == "replay_add":
@@ -1310,7 +1330,7 @@ def build(kind, device, dtype, a, b, c):
                     numbers=[("gamma", (2.0,), ConfigError)])
     if kind == "add_clipped_noise":
         return Call(add_clipped_noise, [device, rng, drl.zeros(device, (a, b), dt)],
-                    dict(std=0.1, noise_clip=0.5, low=-1.0, high=1.0),
+                    {"std": 0.1, "noise_clip": 0.5, "low": -1.0, "high": 1.0},
                     exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
                     numbers=[("std", (-0.1,), ConfigError), ("noise_clip", (-1.0, math.nan), ConfigError),
                              ("high", (-2.0,), ConfigError)])
@@ -1336,13 +1356,13 @@ def build(kind, device, dtype, a, b, c):
     if kind == "gae":
         flags_ = [drl.zeros(device, (a, b), np.bool_) for _ in range(2)]
         return Call(gae, [device, *_arrays(device, dt, (a, b), (a, b), (a, b)), *flags_],
-                    dict(gamma=0.99, lam=0.95, advantage=drl.zeros(device, (a, b), dt),
-                         returns=drl.zeros(device, (a, b), dt)),
+                    {"gamma": 0.99, "lam": 0.95, "advantage": drl.zeros(device, (a, b), dt),
+                         "returns": drl.zeros(device, (a, b), dt)},
                     numbers=[("gamma", (1.01,), ConfigError), ("lam", (-0.5, math.nan), ConfigError)])
     if kind == "discounted_returns":
         flags_ = [drl.zeros(device, (a, b), np.bool_) for _ in range(2)]
         return Call(discounted_returns, [device, *_arrays(device, dt, (a, b), (a, b)), *flags_],
-                    dict(gamma=0.99, returns=drl.zeros(device, (a, b), dt), n=2),
+                    {"gamma": 0.99, "returns": drl.zeros(device, (a, b), dt), "n": 2},
                     numbers=[("n", (0, -1, 1.5, True), ShapeError), ("gamma", (math.inf,), ConfigError)])
     if kind == "running_stats_update":
         return Call(running_stats_update, [device, obs_stats(device, b), drl.zeros(device, (a, b), dt)],

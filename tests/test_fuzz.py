@@ -16,8 +16,7 @@ result becomes 0, so bounds add ``TINY`` (the smallest normal) times the factors
 result is multiplied by, and comparisons (ReLU's derivative, min) read denormal inputs as 0 there.
 
 Profiles (tests/conftest.py): ``default`` runs a few examples per family and device for CI;
-``--hypothesis-profile=thorough`` runs ≥ 200 per family on each host device (a quarter of that on
-the CUDA simulator, which runs every thread in Python). Shapes on C are drawn from
+``--hypothesis-profile=thorough`` runs ≥ 200 per family and device. Shapes on C are drawn from
 a small set and so are the numbers C bakes into its source (each distinct one is a compiled
 shared library, cached on disk); CUDA-simulator shapes stay within one or two blocks of threads.
 """
@@ -92,20 +91,11 @@ DACT = {"identity": lambda v, y: np.ones_like(v), "relu": lambda v, y: (v > 0).a
 LIPSCHITZ = {"identity": 1.0, "relu": 1.0, "tanh": 1.0, "gelu": 1.13}
 
 
-#: the CUDA simulator runs every thread of a kernel as a Python thread (about 100× slower than the
-#: host devices): it gets this fraction of the profile's examples
-CUDA_SHARE = 4
-
-
 def fuzz(test):
-    """``test(name, data)`` as a pytest test of ``name`` running hypothesis over st.data() with the
-    active profile's examples (a quarter of them, at least 8, on the CUDA simulator)."""
+    """``test(name, data)`` as a pytest test of the device ``name``, running hypothesis over
+    st.data() with the active profile's number of examples."""
     @functools.wraps(test)
     def run(name):
-        examples = settings().max_examples
-        if name == "cuda":
-            examples = max(8, examples // CUDA_SHARE)
-
         def check(data):
             test(name, data)
 
@@ -113,8 +103,7 @@ def fuzz(test):
         # test here) plus this digest
         check.__qualname__ = check.__name__ = f"{test.__name__}_{name}"
         check._hypothesis_internal_add_digest = check.__name__.encode()
-        checked = settings(max_examples=examples,
-                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])(check)
+        checked = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])(check)
         given(data=st.data())(checked)()
 
     del run.__wrapped__  # pytest reads the signature (name) of run, not test's (name, data)

@@ -20,3 +20,14 @@ def device(request):
     """Every backend in turn (CUDA under the simulator unless a GPU is configured; C with the host
     compiler)."""
     return dispatchrl.devices.device_from_name(request.param)
+
+
+# Hypothesis profiles (select with --hypothesis-profile=NAME). deadline=None: the first example of
+# a kernel compiles it (Numba, the C compiler), which no per-example deadline should count.
+from hypothesis import settings
+
+#: CI: a few examples per property (tests/test_fuzz.py runs in well under two minutes); registering
+#: the active profile's name replaces hypothesis's built-in default
+settings.register_profile("default", max_examples=8, deadline=None, print_blob=True)
+#: ≥ 200 examples per kernel family and device
+settings.register_profile("thorough", max_examples=200, deadline=None, print_blob=True)

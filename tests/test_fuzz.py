@@ -34,19 +34,18 @@ from scipy.special import erf
 import dispatchrl as drl
 
 # --- everything called other than through `drl.`: imported here only (module moves are one edit) ---
-from dispatchrl.data import episode_log, replay_buffer, transitions
+from dispatchrl.data import episode_log, obs_stats, replay_buffer, transitions
 from dispatchrl.envs import AcrobotContinuous, Pendulum, env_state, env_step
 from dispatchrl.errors import ConfigError, DeviceError, DTypeError, ShapeError
-from dispatchrl.kernels.ppo import (
+from dispatchrl.kernels.onpolicy import (
     discounted_returns,
     gae,
     gaussian_log_prob,
     normalize_observations,
-    obs_stats,
     random_permutation,
     running_stats_update,
 )
-from dispatchrl.kernels.rl.api import (
+from dispatchrl.kernels.offpolicy.api import (
     LOG_STD_MAX,
     LOG_STD_MIN,
     add_clipped_noise,

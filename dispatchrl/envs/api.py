@@ -149,7 +149,7 @@ def _check_rng(fn, device, rng):
     check_array(fn, "rng", rng, device, (2,), np.uint64)
 
 
-@generic
+@generic(inplace=("rng",), outputs=("state",))
 def env_reset(device, env, state, rng):
     """Reset all N envs from the counter random stream ``rng``: draws from gymnasium's reset
     distribution, writes ``state.obs`` and clears step counters, rewards and flags."""
@@ -159,7 +159,7 @@ def env_reset(device, env, state, rng):
     return device, env, state, rng
 
 
-@generic
+@generic(inplace=("state",))
 def env_step(device, env, state, action):
     """Advance all N envs by one step with ``action`` (N, action_dim) float32; writes the next
     observation, reward, terminated and truncated (step count reached max_episode_steps) into
@@ -170,7 +170,7 @@ def env_step(device, env, state, action):
     return device, env, state, action
 
 
-@generic
+@generic(inplace=("state", "rng"))
 def env_reset_done(device, env, state, rng):
     """Reset the envs whose ``terminated | truncated`` flag is set, writing their fresh
     observation into ``state.obs``. The stream advances by the same amount whatever is done

@@ -81,6 +81,24 @@ def validate_off_policy(config, extra_rules):
                           f"num_envs ({config.num_envs})")
 
 
+def validate_off_policy_checkpoint(state, values, context):
+    """Checkpoint invariants of a TD3/SAC state (its ``validate_checkpoint``): every step stored
+    ``num_envs`` transitions, so the step fixes the replay buffer's size and position, and no
+    more episodes ended than env steps were taken."""
+    config = context.get("config")
+    if config is None:
+        return
+    n = config.num_envs
+    step = values.require("step", 0, config.total_steps // n, "environment steps per env, within total_steps")
+    written, capacity = step * n, state.replay.capacity
+    for field, expected in (("replay.size", min(written, capacity)), ("replay.position", written % capacity)):
+        if values.scalar(field) != expected:
+            values.refuse(field, f"= {values.scalar(field)} does not match step {step}: {step} steps × {n} envs "
+                                 f"into {capacity} rows give {expected}")
+    values.require("log.count", 0, written, "episodes finished, at most one per env step")
+    values.require("log.end_steps", 0, step, "steps at which episodes ended")
+
+
 # ---------------------------------------------------------------- environments
 
 @dataclass
@@ -292,16 +310,15 @@ def _recent_return(state):
 
 
 def _resume(path, name, spec, config, state):
-    meta = checkpoint.load_metadata(path)
+    meta, arrays = checkpoint.load(path)  # one read: the newest checkpoint may rotate meanwhile
     if meta.get("algo") != name or meta.get("env") != spec.name:
         raise CheckpointError(f"checkpoint {path} is a {meta.get('algo')} run on {meta.get('env')}, "
                               f"not {name} on {spec.name}")
     if meta.get("num_envs") != config.num_envs:
         raise CheckpointError(f"checkpoint {path} has num_envs={meta.get('num_envs')}, this run {config.num_envs}")
-    arrays = checkpoint.load_arrays(path)
     if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
         _grow_replay(arrays, state)
-    checkpoint.restore(state, arrays, source=str(path))
+    checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
     return int(meta.get("seed", 0))
 
 
@@ -332,7 +349,7 @@ def load_run(path, algorithms, device=None):
     (default Generic); ``algorithms`` maps names to algorithm modules."""
     from ..devices import Generic
 
-    meta = checkpoint.load_metadata(path)
+    meta, arrays = checkpoint.load(path)
     name = meta.get("algo")
     if name not in algorithms:
         raise CheckpointError(f"checkpoint {path}: unknown algorithm {name!r}; expected one of {sorted(algorithms)}")
@@ -350,7 +367,7 @@ def load_run(path, algorithms, device=None):
         raise CheckpointError(f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
                               f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})")
     state = build_state(algo, device or Generic(), spec, config, seed)
-    checkpoint.restore(state, checkpoint.load_arrays(path), source=str(path))
+    checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
     return algo, name, spec, config, state
 
 

@@ -145,6 +145,24 @@ class State:
     updates: object             # int64 (1,): minibatch updates done
     env_state: object = None
 
+    def validate_checkpoint(self, values, context):
+        """Checkpoints are taken between iterations: the step is a whole number of rollouts, the
+        update counter matches it, and ``perm`` is a permutation of the rollout's rows."""
+        config = context.get("config")
+        if config is None:
+            return
+        t = config.steps_per_env
+        step = values.require("step", 0, config.iterations * t, "environment steps per env, within total_steps")
+        if step % t:
+            values.refuse("step", f"= {step} is not a whole number of rollouts of {t} steps")
+        updates = step // t * config.epochs * config.minibatches
+        values.require("updates", updates, updates, f"{config.epochs} × {config.minibatches} updates per rollout")
+        rows = values["perm"].shape[0]
+        if updates and not np.array_equal(np.sort(values["perm"]), np.arange(rows)):
+            values.refuse("perm", f"is not a permutation of 0..{rows - 1}")
+        values.require("log.count", 0, step * config.num_envs, "episodes finished, at most one per env step")
+        values.require("log.end_steps", 0, step, "steps at which episodes ended")
+
 
 def build(device, config, obs_dim, action_dim, seed):
     n, b, rows = config.num_envs, config.batch_size, config.num_envs * config.steps_per_env

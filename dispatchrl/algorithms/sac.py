@@ -93,6 +93,8 @@ class State:
     step: object
     env_state: object = None
 
+    validate_checkpoint = common.validate_off_policy_checkpoint
+
 
 def build(device, config, obs_dim, action_dim, seed):
     n, b, a = config.num_envs, config.batch_size, action_dim

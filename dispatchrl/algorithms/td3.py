@@ -78,6 +78,8 @@ class State:
     step: object                # int64 (1,): environment steps taken (per env)
     env_state: object = None
 
+    validate_checkpoint = common.validate_off_policy_checkpoint
+
 
 def build(device, config, obs_dim, action_dim, seed):
     n, b = config.num_envs, config.batch_size

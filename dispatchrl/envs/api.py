@@ -114,6 +114,12 @@ class EnvState:
     terminated: object  # (N,) bool
     truncated: object   # (N,) bool
 
+    def validate_checkpoint(self, values, context):
+        """Between steps every env has been reset at its time limit: 0 <= steps < limit."""
+        limit = getattr(context.get("env"), "max_episode_steps", None)
+        if limit is not None:
+            values.require("steps", 0, limit - 1, "steps since the env's last reset, below its time limit")
+
 
 def _check_env(fn, env):
     if not isinstance(env, NATIVE_ENVS):

@@ -302,13 +302,14 @@ class FieldValues:
 
 
 def _owners(tree, prefix=""):
-    """(prefix, struct) for every dataclass of the state tree that states checkpoint invariants."""
+    """(prefix, struct) for every dataclass of the state tree that states checkpoint invariants,
+    inner structs first (a field's own range is checked before relations between fields)."""
     if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        if hasattr(tree, "validate_checkpoint"):
-            yield prefix, tree
         for field in dataclasses.fields(tree):
             if field.metadata.get("checkpoint", True):
                 yield from _owners(getattr(tree, field.name), f"{prefix}{field.name}.")
+        if hasattr(tree, "validate_checkpoint"):
+            yield prefix, tree
     elif isinstance(tree, (list, tuple)):
         for i, item in enumerate(tree):
             yield from _owners(item, f"{prefix}{i}.")

@@ -97,6 +97,10 @@ def validate_off_policy_checkpoint(state, values, context):
                                  f"into {capacity} rows give {expected}")
     values.require("log.count", 0, written, "episodes finished, at most one per env step")
     values.require("log.end_steps", 0, step, "steps at which episodes ended")
+    for net in ("actor", "critic1", "critic2", "log_alpha"):  # trained by Adam: at most one update per step
+        for name, _ in checkpoint.named_arrays(getattr(state, net, None), f"{net}."):
+            if name.endswith(".t."):
+                values.require(name[:-1], 0, step, "Adam steps, at most one per env step")
 
 
 # ---------------------------------------------------------------- environments

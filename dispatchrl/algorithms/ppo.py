@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import checkpoint
 from ..arrays import assign, asarray, to_numpy, zeros
 from ..data import episode_log, transitions
 from ..envs import env_reset_done, env_step
@@ -157,6 +158,10 @@ class State:
             values.refuse("step", f"= {step} is not a whole number of rollouts of {t} steps")
         updates = step // t * config.epochs * config.minibatches
         values.require("updates", updates, updates, f"{config.epochs} × {config.minibatches} updates per rollout")
+        for net in ("actor", "critic", "log_std"):  # one Adam step per minibatch update
+            for name, _ in checkpoint.named_arrays(getattr(self, net), f"{net}."):
+                if name.endswith(".t."):
+                    values.require(name[:-1], updates, updates, "Adam steps: one per minibatch update")
         rows = values["perm"].shape[0]
         if updates and not np.array_equal(np.sort(values["perm"]), np.arange(rows)):
             values.refuse("perm", f"is not a permutation of 0..{rows - 1}")

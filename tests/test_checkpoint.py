@@ -150,3 +150,99 @@ def test_fuzz_every_field(saved, tmp_path):
     assert not problems, f"{len(problems)} of {len(cases)} cases: {problems[:5]}"
     outcomes = {o: sum(r["outcome"] == o for r in results) for o in ("refused", "resumed", "config")}
     assert outcomes["refused"] > 0 and outcomes["resumed"] > 0, outcomes
+
+
+# ---------------------------------------------------------------- format: atomic, rotated, migrated
+
+@pytest.fixture()
+def small_state():
+    from dispatchrl.data import replay_buffer
+
+    return replay_buffer(drl.CPU(), 4, 2, 1)
+
+
+def test_save_is_one_file_and_reads_back(small_state, tmp_path):
+    drl.assign(small_state.obs, np.arange(8.0).reshape(4, 2))
+    path = checkpoint.save(tmp_path / "run", small_state, {"steps": 3})
+    assert path == tmp_path / "run.npz" and sorted(os.listdir(tmp_path)) == ["run.json", "run.npz"]
+    meta, arrays = checkpoint.load(tmp_path / "run")
+    assert meta["steps"] == 3 and meta["version"] == checkpoint.VERSION
+    assert json.loads((tmp_path / "run.json").read_text()) == meta  # the readable copy
+    np.testing.assert_array_equal(arrays["obs"], np.arange(8.0).reshape(4, 2))
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint_whole(small_state, tmp_path, monkeypatch):
+    checkpoint.save(tmp_path / "run", small_state, {"steps": 1})
+    before = (tmp_path / "run.npz").read_bytes()
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # e.g. Ctrl-C or a kill while the arrays are written
+
+    monkeypatch.setattr(np, "savez", crash)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save(tmp_path / "run", small_state, {"steps": 2})
+    assert (tmp_path / "run.npz").read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["run.json", "run.npz"]  # no temporary left behind
+    assert checkpoint.load(tmp_path / "run")[0]["steps"] == 1
+
+
+def test_rotation_keeps_the_newest_and_latest_finds_it(small_state, tmp_path):
+    directory = tmp_path / "ckpts"
+    for step in (100, 200, 300, 400):
+        checkpoint.save(directory, small_state, {"steps": step}, keep=2)
+    assert sorted(os.listdir(directory)) == ["step-000000000300.json", "step-000000000300.npz",
+                                             "step-000000000400.json", "step-000000000400.npz"]
+    assert checkpoint.latest(directory) == directory / "step-000000000400.npz"
+    assert checkpoint.load(directory)[0]["steps"] == 400
+    # a damaged newest file (e.g. a disk fault) falls back to the one before
+    (directory / "step-000000000400.npz").write_bytes(b"not a zip")
+    assert checkpoint.latest(directory) == directory / "step-000000000300.npz"
+    with pytest.raises(drl.CheckpointError, match="no checkpoint"):
+        checkpoint.latest(tmp_path)
+    with pytest.raises(drl.CheckpointError, match="'keep' must be a positive int"):
+        checkpoint.save(directory, small_state, {"steps": 500}, keep=0)
+
+
+def test_resume_from_a_rotated_directory(tmp_path):
+    """``--resume DIR`` continues from the newest checkpoint in it."""
+    config = dict(total_steps=300, warmup_steps=100, batch_size=16, hidden=(8,))
+    first = td3.train(drl.CPU(), "pendulum", td3.Config(**config), seed=0, progress=False)
+    first.save(tmp_path / "single")
+    checkpoint.save(tmp_path / "dir", first.state, checkpoint.load(tmp_path / "single")[0], keep=3)
+    a = td3.train(drl.CPU(), "pendulum", td3.Config(**{**config, "total_steps": 400}), seed=0, progress=False,
+                  resume=tmp_path / "single")
+    b = td3.train(drl.CPU(), "pendulum", td3.Config(**{**config, "total_steps": 400}), seed=0, progress=False,
+                  resume=tmp_path / "dir")
+    assert worker.state_hash(a) == worker.state_hash(b)
+
+
+def test_version_1_checkpoint_loads_through_its_migration(small_state, tmp_path):
+    """Version 1 kept the metadata in PATH.json beside the arrays."""
+    arrays = {name.rstrip("."): drl.to_numpy(a) for name, a in checkpoint.named_arrays(small_state)}
+    arrays["obs"][1, 1] = 5.0
+    np.savez(tmp_path / "old.npz", **arrays)
+    (tmp_path / "old.json").write_text(json.dumps({"format": checkpoint.FORMAT, "version": 1, "steps": 7}))
+    meta, loaded = checkpoint.load(tmp_path / "old")
+    assert meta["version"] == checkpoint.VERSION and meta["steps"] == 7
+    checkpoint.restore(small_state, loaded)
+    assert drl.to_numpy(small_state.obs)[1, 1] == 5.0
+
+
+def test_registered_migration_runs(small_state, tmp_path, monkeypatch):
+    """A future format (here version 3, renaming a field) reads today's files via a migration."""
+    checkpoint.save(tmp_path / "v2", small_state, {"steps": 1, "old_name": 9})
+    monkeypatch.setattr(checkpoint, "VERSION", 3)
+    monkeypatch.setitem(checkpoint.MIGRATIONS, 2, None)
+
+    @checkpoint.migration(from_version=2)
+    def rename(document, arrays):
+        document["new_name"] = document.pop("old_name")
+        document["version"] = 3
+        return document, arrays
+
+    meta, _ = checkpoint.load(tmp_path / "v2")
+    assert meta["version"] == 3 and meta["new_name"] == 9 and "old_name" not in meta
+    # and a file newer than this reader is refused
+    monkeypatch.setattr(checkpoint, "VERSION", 1)
+    with pytest.raises(drl.CheckpointError, match="checkpoint version 2"):
+        checkpoint.load(tmp_path / "v2")

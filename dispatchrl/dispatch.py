@@ -59,6 +59,9 @@ class GenericFunction:
             if written is not None and name not in written:
                 raise TypeError(f"@generic {self.__name__}: may_alias key {name!r} is not an output")
         self._written = written
+        self._written_leaf = {}  # argument path → written? (memoised for check_aliasing)
+        self._written_params = None if written is None else frozenset(written)
+        self._field_paths = {}  # (argument, struct type) → [(field, path)] (memoised)
         self._allowed = frozenset((a, b) for a, bs in self.may_alias.items() for b in bs for a, b in ((a, b), (b, a)))
 
     def dispatch(self, method=None, precedence=0):
@@ -98,6 +101,23 @@ def generic(declaration=None, *, outputs=None, inplace=(), may_alias=None):
 
 
 # ---------------------------------------------------------------- aliasing
+# Eager calls pay for this check on every call (fused steps only while tracing), so it avoids
+# isinstance on plum's parametric types, caches per type and per Array, and finds overlaps by
+# sorting extents instead of comparing every pair.
+
+_array_types, _plain_types = set(), {str, bytes, int, float, bool, type(None)}
+_struct_fields_cache = {}
+
+
+def _is_array(value):
+    t = type(value)
+    if t in _array_types:
+        return True
+    if t in _plain_types or not issubclass(t, Array):
+        return False
+    _array_types.add(t)
+    return True
+
 
 def _extent(array):
     """[start, end) byte addresses of an Array's (C-contiguous, so gap-free) memory, cached on
@@ -116,61 +136,81 @@ def _extent(array):
 
 
 def _struct_fields(value):
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        # fields marked checkpoint=False hold storage other fields are views of (nn.MLP.groups)
-        return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)
-                if f.metadata.get("checkpoint", True)]
-    if hasattr(value, "__dict__") and not isinstance(value, type):
-        return list(vars(value).items())
-    return ()
+    """Field names of a struct argument (dataclass or plain object); dataclass fields marked
+    ``checkpoint=False`` hold storage other fields are views of (nn.MLP.groups) and are skipped."""
+    t = type(value)
+    names = _struct_fields_cache.get(t)
+    if names is None:
+        if dataclasses.is_dataclass(t):
+            names = tuple(f.name for f in dataclasses.fields(t) if f.metadata.get("checkpoint", True))
+            _struct_fields_cache[t] = names
+        else:
+            return tuple(getattr(value, "__dict__", ()))
+    return names
 
 
-def _collect(name, value, written, out, depth=0):
-    """Append (path, Array, is written) for the Array leaves of a struct argument."""
-    if isinstance(value, Array):
-        out.append((name, value, written is None or _is_written(name, written)))
+def _collect(fn, name, value, out, depth=0):
+    """Append (start, end, path, is written) for the Arrays of argument ``name``."""
+    if _is_array(value):
+        written = fn._written_leaf.get(name)
+        if written is None:
+            written = fn._written_leaf[name] = fn._written is None or any(
+                name == w or name.startswith(w + ".") for w in fn._written)
+        out.append((*_extent(value), name, written))
+    elif type(value) in _plain_types or isinstance(value, (np.generic, type)) or depth > 4:
+        return
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            _collect(f"{name}.{i}", item, written, out, depth)
-    elif depth < 4 and not isinstance(value, (str, bytes, int, float, np.generic, type(None))):
-        for field, item in _struct_fields(value):
-            _collect(f"{name}.{field}", item, written, out, depth + 1)
-
-
-def _is_written(name, written):
-    return any(name == w or name.startswith(w + ".") for w in written)
+            _collect(fn, f"{name}.{i}", item, out, depth + 1)
+    else:
+        paths = fn._field_paths.get((name, type(value)))
+        if paths is None:
+            paths = [(f, f"{name}.{f}") for f in _struct_fields(value)]
+            if type(value) in _struct_fields_cache:  # a dataclass: the same fields for every instance
+                fn._field_paths[(name, type(value))] = paths
+        for field, path in paths:
+            item = getattr(value, field)
+            if type(item) in _array_types:  # inlined: structs are mostly Arrays
+                written = fn._written_leaf.get(path)
+                if written is not None:
+                    extent = item.__dict__.get("_extent") or _extent(item)
+                    out.append((extent[0], extent[1], path, written))
+                    continue
+            _collect(fn, path, item, out, depth + 1)
 
 
 def check_aliasing(fn, args):
     """Refuse (ShapeError) any overlap between a written Array of ``args`` (a call's normalised
     arguments) and another Array argument, except the exact aliases ``fn.may_alias`` allows."""
-    written = fn._written
-    arrays = []
+    items = []
+    written_params = fn._written_params
     for name, value in zip(fn.parameters[1:], args[1:]):
-        if isinstance(value, Array):
-            arrays.append((name, value, written is None or name in written))
-        elif value is not None and not isinstance(value, (str, int, float)):
-            _collect(name, value, written, arrays)
-    if len(arrays) < 2:
+        t = type(value)
+        if t in _array_types:  # the common case, inlined
+            extent = value.__dict__.get("_extent") or _extent(value)
+            items.append((extent[0], extent[1], name, written_params is None or name in written_params))
+        elif t not in _plain_types:
+            _collect(fn, name, value, items)
+    if len(items) < 2:
         return
-    extents = [_extent(a) for _, a, _ in arrays]
-    for i, (name, _, is_written) in enumerate(arrays):
-        if not is_written:
-            continue
-        start, end = extents[i]
-        for j, (other, _, other_written) in enumerate(arrays):
-            if j == i or (other_written and j < i):
-                continue  # each written pair once
-            o_start, o_end = extents[j]
-            if start < o_end and o_start < end:
-                if (start, end) == (o_start, o_end) and _allowed(fn, name, other):
-                    continue
-                exact = fn.may_alias.get(name)
-                raise ShapeError(
-                    f"{fn.__name__}: argument '{name}' (written) overlaps argument '{other}' in memory; "
-                    "pass separate arrays"
-                    + (f" ('{name}' may only be the very same array as {', '.join(map(repr, exact))})"
-                       if exact else ""))
+    items.sort()
+    for i in range(len(items) - 1):
+        start, end, name, written = items[i]
+        for j in range(i + 1, len(items)):
+            o_start, o_end, other, other_written = items[j]
+            if o_start >= end:
+                break  # sorted by start: nothing later overlaps items[i]
+            if not (written or other_written):
+                continue  # two reads of the same memory
+            if (start, end) == (o_start, o_end) and _allowed(fn, name, other):
+                continue
+            if not written:
+                name, other = other, name
+            exact = fn.may_alias.get(name)
+            raise ShapeError(
+                f"{fn.__name__}: argument '{name}' (written) overlaps argument '{other}' in memory; "
+                "pass separate arrays"
+                + (f" ('{name}' may only be the very same array as {', '.join(map(repr, exact))})" if exact else ""))
 
 
 def _allowed(fn, a, b):

@@ -27,7 +27,7 @@ import numpy as np
 import plum
 
 from .arrays import Array
-from .errors import DeviceError, ShapeError
+from .errors import ConfigError, DeviceError, ShapeError
 
 __all__ = ["generic", "GenericFunction", "GENERIC_FUNCTIONS", "check_aliasing"]
 
@@ -54,10 +54,10 @@ class GenericFunction:
         written = (*self.outputs, *self.inplace) if declared else None
         for name in (*(written or ()), *self.may_alias, *(n for v in self.may_alias.values() for n in v)):
             if name.split(".")[0] not in self.parameters[1:]:
-                raise TypeError(f"@generic {self.__name__}: {name!r} is not a parameter of the declaration")
+                raise ConfigError(f"@generic {self.__name__}: {name!r} is not a parameter of the declaration")
         for name in self.may_alias:
             if written is not None and name not in written:
-                raise TypeError(f"@generic {self.__name__}: may_alias key {name!r} is not an output")
+                raise ConfigError(f"@generic {self.__name__}: may_alias key {name!r} is not an output")
         self._written = written
         self._written_leaf = {}  # argument path → written? (memoised for check_aliasing)
         self._written_params = None if written is None else frozenset(written)

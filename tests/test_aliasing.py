@@ -145,3 +145,28 @@ def test_env_step_in_place(dev):
     np.testing.assert_array_equal(drl.to_numpy(state.steps), [1, 1])
     with pytest.raises(drl.ShapeError, match="env_step: argument 'state.obs' \\(written\\) overlaps argument 'action'"):
         env_step(dev, env, state, view(drl.Array(dev, state.obs.data.reshape(-1)), 0, (2, 1)))
+
+
+def test_undeclared_function_treats_every_array_as_written():
+    """A user's bare ``@generic`` (no outputs stated) refuses any overlap; a declaration naming
+    a parameter it lacks is refused when it is made."""
+    from dispatchrl.dispatch import GenericFunction
+
+    def scale(device, x, out):
+        return device, x, out
+
+    fn = GenericFunction(scale)  # not registered in GENERIC_FUNCTIONS
+
+    @fn.dispatch
+    def _(device: drl.Generic, x, out):
+        out.data[...] = 2 * x.data
+
+    cpu = drl.CPU()
+    x = arr(cpu, [1.0, 2.0])
+    with pytest.raises(drl.ShapeError, match="scale: argument '(x|out)' \\(written\\) overlaps argument '(x|out)'"):
+        fn(cpu, x, x)
+    out = drl.zeros(cpu, 2)
+    fn(cpu, x, out)
+    np.testing.assert_array_equal(drl.to_numpy(out), [2.0, 4.0])
+    with pytest.raises(drl.ConfigError, match="'y' is not a parameter"):
+        GenericFunction(scale, outputs=("y",))

@@ -125,8 +125,11 @@ def test_polyak_update_and_increment_in_place(dev):
     target, source = arr(dev, [1.0, 2.0]), arr(dev, [3.0, 6.0])
     drl.polyak_update(dev, target, source, 0.75)
     np.testing.assert_allclose(drl.to_numpy(target), [1.5, 3.0])
+    drl.polyak_update(dev, target, target, 0.5)  # elementwise: target may be source (x ← x)
+    np.testing.assert_allclose(drl.to_numpy(target), [1.5, 3.0])
+    flat = drl.zeros(dev, 3)
     with pytest.raises(drl.ShapeError, match="polyak_update: argument 'target' \\(written\\) overlaps argument 'source'"):
-        drl.polyak_update(dev, target, target, 0.5)
+        drl.polyak_update(dev, view(flat, 0, (2,)), view(flat, 1, (2,)), 0.5)
     counter = drl.zeros(dev, 1, np.int64)
     drl.increment(dev, counter, 3)
     drl.increment(dev, counter)

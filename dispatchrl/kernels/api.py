@@ -183,7 +183,7 @@ def adam_step(device, param, grad, m, v, t, lr=1e-3, beta1=0.9, beta2=0.999, eps
             check_number(fn, "eps", eps, 0, low_open=True))
 
 
-@generic(inplace=("target",))
+@generic(inplace=("target",), may_alias={"target": ("source",)})
 def polyak_update(device, target, source, polyak):
     """``target = polyak * target + (1 - polyak) * source`` (RLtools/TD3 target networks)."""
     check_device("polyak_update", device)

@@ -128,7 +128,7 @@ def _write_atomic(target, write):
 
 def write(path, arrays, metadata):
     """Write one checkpoint file ``path`` (.npz) atomically from host ``arrays`` and JSON-able
-    ``metadata``, plus its ``.json`` copy; returns the npz path."""
+    ``metadata``, plus its ``.json`` copy; returns (npz path, json path)."""
     npz_path, json_path = paths(path)
     npz_path.parent.mkdir(parents=True, exist_ok=True)
     document = {**metadata, "format": FORMAT, "version": VERSION}
@@ -137,7 +137,7 @@ def write(path, arrays, metadata):
     entry = np.frombuffer(text.encode(), np.uint8)
     _write_atomic(npz_path, lambda f: np.savez(f, **arrays, **{METADATA_ENTRY: entry}))
     _write_atomic(json_path, lambda f: f.write(text.encode()))  # a readable copy, never loaded
-    return npz_path
+    return npz_path, json_path
 
 
 def save(path, state, metadata, keep=None, step=None):
@@ -146,7 +146,7 @@ def save(path, state, metadata, keep=None, step=None):
     ``keep=None``: one checkpoint, ``PATH.npz`` (+ ``PATH.json``), replaced atomically.
     ``keep=K``: ``path`` is a directory of checkpoints; this one is ``step-<step>.npz`` (``step``
     defaults to ``metadata["steps"]``) and all but the newest K are removed afterwards.
-    Returns the npz path."""
+    Returns (npz path, json path)."""
     arrays = {name.rstrip("."): to_numpy(arr) for name, arr in named_arrays(state)}
     if keep is None:
         return write(path, arrays, metadata)

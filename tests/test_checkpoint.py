@@ -163,8 +163,8 @@ def small_state():
 
 def test_save_is_one_file_and_reads_back(small_state, tmp_path):
     drl.assign(small_state.obs, np.arange(8.0).reshape(4, 2))
-    path = checkpoint.save(tmp_path / "run", small_state, {"steps": 3})
-    assert path == tmp_path / "run.npz" and sorted(os.listdir(tmp_path)) == ["run.json", "run.npz"]
+    paths = checkpoint.save(tmp_path / "run", small_state, {"steps": 3})
+    assert paths == (tmp_path / "run.npz", tmp_path / "run.json") and sorted(os.listdir(tmp_path)) == ["run.json", "run.npz"]
     meta, arrays = checkpoint.load(tmp_path / "run")
     assert meta["steps"] == 3 and meta["version"] == checkpoint.VERSION
     assert json.loads((tmp_path / "run.json").read_text()) == meta  # the readable copy

@@ -13,6 +13,7 @@ from numba import njit
 
 import dispatchrl as drl
 from dispatchrl import nn
+from dispatchrl.dispatch import check_aliasing
 from dispatchrl.kernels.core import cpu as cpu_kernels
 
 
@@ -45,6 +46,8 @@ def dispatch_costs():
         "resolved_method_call": per_call(lambda: method(dev, x, out), n),
         "direct_njit_call": per_call(lambda: cpu_kernels.activation_kernel(raw_x, raw_out, relu_code), n),
         "fused_step_call": per_call(step, n),
+        # part of generic_function_call: the overlap check of its outputs (fused steps skip it)
+        "alias_check": per_call(lambda: check_aliasing(drl.relu, (dev, x, out)), n),
     }
     for name, seconds in cost.items():
         emit(benchmark="dispatch_overhead", what=name, shape=[4, 4], microseconds=round(seconds * 1e6, 3),

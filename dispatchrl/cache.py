@@ -5,23 +5,52 @@ Keys are hashes of sources, never timestamps: a fused step or a Numba cache buil
 of dispatchrl can never be loaded by another.
 """
 
+import atexit
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 from types import ModuleType
 
 __all__ = ["cache_dir", "module_fingerprint", "package_fingerprint", "import_generated"]
 
 _fingerprints: dict[str, str] = {}
+_usable_cache_dirs: dict[Path, Path] = {}
 
 
 def cache_dir() -> Path:
-    """Where generated sources (and their Numba caches) live; DISPATCHRL_CACHE_DIR overrides."""
-    root = os.environ.get("DISPATCHRL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dispatchrl")
-    return Path(root)
+    """Where generated sources (and their Numba caches) live; DISPATCHRL_CACHE_DIR overrides.
+
+    A directory that cannot be created or written (read-only, or a path below a file) gives way,
+    with a warning, to a temporary one for this process: caching is an optimisation, never a
+    reason to fail. Processes sharing one directory are safe: every file in it is written under
+    a temporary name and renamed into place.
+    """
+    root = Path(os.environ.get("DISPATCHRL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dispatchrl"))
+    if root not in _usable_cache_dirs:
+        _usable_cache_dirs[root] = _writable_or_temporary(root)
+    return _usable_cache_dirs[root]
+
+
+def _writable_or_temporary(root: Path) -> Path:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=root, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(probe)
+        return root
+    except OSError as e:
+        fallback = Path(tempfile.mkdtemp(prefix="dispatchrl-cache-"))
+        atexit.register(shutil.rmtree, fallback, ignore_errors=True)
+        warnings.warn(f"dispatchrl cache directory {root} is not writable ({e.strerror or e}); compiled kernels "
+                      f"are cached in {fallback} for this process only (set DISPATCHRL_CACHE_DIR to a writable "
+                      "directory to keep them)", RuntimeWarning, stacklevel=3)
+        return fallback
 
 
 def module_fingerprint(module_name: str) -> str:

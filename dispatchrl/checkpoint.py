@@ -1,14 +1,33 @@
-"""Checkpoints as ``.npz`` (arrays, loaded with ``allow_pickle=False``) plus ``.json`` (metadata).
+"""Checkpoints: one ``.npz`` file per checkpoint, arrays plus metadata, never pickle.
 
 A training state is a tree of dataclasses and lists whose leaves are Arrays; every leaf is saved
 under its path (``actor.weights.0.m``), so a checkpoint holds weights, optimizer moments, replay
-buffer, RNG streams, env state and counters: everything needed to continue bit for bit. Loading
-checks every name, shape and dtype against a freshly built state before touching it.
+buffer, RNG streams, env state and counters: everything needed to continue bit for bit.
+
+One file is one atomic unit: the metadata (JSON, with a SHA-256 digest of metadata and arrays)
+is an entry of the same ``.npz``, written to a temporary file, fsync'd and renamed into place,
+so a reader sees a whole old checkpoint or a whole new one, never a mix. ``PATH.json`` beside it
+is a copy of the metadata for people and tools; the loader never reads it (except for version-1
+checkpoints, which kept their metadata there).
+
+Loading refuses, with a :class:`CheckpointError` naming the field, before anything is copied
+into the run: a file that is not a whole checkpoint or was edited (digest), missing, extra or
+mis-shaped arrays, NaN/inf floats, negative integers (every integer leaf is a count or an index)
+and whatever the owners of the state's structs refuse: a dataclass in the state may define
+``validate_checkpoint(self, values, context)`` (see :class:`FieldValues`) stating its
+invariants (replay position < capacity, ...).
+
+``save(path, ..., keep=K)`` writes checkpoint K-rotated into directory ``path``; :func:`latest`
+finds the newest complete checkpoint (of a file or such a directory), and every loader goes
+through it. Older formats load through :func:`migration` functions.
 """
 
 import dataclasses
+import hashlib
 import json
 import os
+import re
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -17,8 +36,30 @@ import numpy as np
 from .arrays import Array, assign, to_numpy
 from .errors import CheckpointError
 
+__all__ = ["FORMAT", "VERSION", "named_arrays", "paths", "save", "write", "latest", "load", "load_metadata",
+           "load_arrays", "restore", "migration", "FieldValues", "MIGRATIONS"]
+
 FORMAT = "dispatchrl-checkpoint"
-VERSION = 1
+#: 1: arrays in PATH.npz, metadata in PATH.json; 2: metadata and digest inside the npz; 3: State
+#: fields renamed (the migration lives with the states' owner, dispatchrl.algorithms.runs)
+VERSION = 3
+#: the npz entry holding the metadata document (uint8 UTF-8 JSON)
+METADATA_ENTRY = "__checkpoint__"
+#: a rotated checkpoint's file name in a checkpoint directory
+ROTATED = re.compile(r"^step-(\d{12})\.npz$")
+
+#: version → function(document, arrays) -> (document, arrays) of version + 1
+MIGRATIONS = {}
+
+
+def migration(from_version):
+    """Register ``fn(document, arrays) -> (document, arrays)`` turning a checkpoint of
+    ``from_version`` into one of ``from_version + 1`` (it must set ``document["version"]``)."""
+    def register(fn):
+        MIGRATIONS[int(from_version)] = fn
+        return fn
+
+    return register
 
 
 def named_arrays(tree, prefix=""):
@@ -42,42 +83,123 @@ def paths(path):
     return stem.with_name(stem.name + ".npz"), stem.with_name(stem.name + ".json")
 
 
-def save(path, state, metadata):
-    """Write the state's arrays and the JSON metadata next to each other (atomically each)."""
+# ---------------------------------------------------------------- writing
+
+def _digest(metadata, arrays):
+    """SHA-256 of the metadata (canonical JSON, digest excluded) and every array's name, dtype,
+    shape and bytes: any edit or corruption of a checkpoint changes it."""
+    h = hashlib.sha256(json.dumps({k: v for k, v in metadata.items() if k != "digest"}, sort_keys=True).encode())
+    for name in sorted(arrays):
+        value = np.ascontiguousarray(arrays[name])
+        h.update(f"\0{name}\0{value.dtype.str}\0{value.shape}\0".encode())
+        h.update(value.tobytes())
+    return h.hexdigest()
+
+
+def _fsync_directory(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. platforms that cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(target, write):
+    """``write(file)`` into a temporary file beside ``target``, fsync, rename over ``target``."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(target.parent)
+
+
+def write(path, arrays, metadata):
+    """Write one checkpoint file ``path`` (.npz) atomically from host ``arrays`` and JSON-able
+    ``metadata``, plus its ``.json`` copy; returns (npz path, json path)."""
     npz_path, json_path = paths(path)
     npz_path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {name.rstrip("."): to_numpy(arr) for name, arr in named_arrays(state)}
-    tmp = npz_path.with_name(npz_path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-    os.replace(tmp, npz_path)
-    document = {"format": FORMAT, "version": VERSION, **metadata}
-    tmp = json_path.with_name(json_path.name + ".tmp")
-    tmp.write_text(json.dumps(document, indent=2, sort_keys=True))
-    os.replace(tmp, json_path)
+    document = {**metadata, "format": FORMAT, "version": VERSION}
+    document["digest"] = _digest(document, arrays)
+    text = json.dumps(document, indent=2, sort_keys=True)
+    entry = np.frombuffer(text.encode(), np.uint8)
+    _write_atomic(npz_path, lambda f: np.savez(f, **arrays, **{METADATA_ENTRY: entry}))
+    _write_atomic(json_path, lambda f: f.write(text.encode()))  # a readable copy, never loaded
     return npz_path, json_path
 
 
-def load_metadata(path):
-    """The JSON metadata of a checkpoint, checked for format and version."""
-    _, json_path = paths(path)
+def save(path, state, metadata, keep=None, step=None):
+    """Checkpoint ``state`` (every Array leaf) with ``metadata``.
+
+    ``keep=None``: one checkpoint, ``PATH.npz`` (+ ``PATH.json``), replaced atomically.
+    ``keep=K``: ``path`` is a directory of checkpoints; this one is ``step-<step>.npz`` (``step``
+    defaults to ``metadata["steps"]``) and all but the newest K are removed afterwards.
+    Returns (npz path, json path)."""
+    arrays = {name.rstrip("."): to_numpy(arr) for name, arr in named_arrays(state)}
+    if keep is None:
+        return write(path, arrays, metadata)
+    if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)) or keep < 1:
+        raise CheckpointError(f"save: 'keep' must be a positive int, got {keep!r}")
+    step = metadata.get("steps") if step is None else step
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step < 10**12:
+        raise CheckpointError(f"save: 'step' must be an int in [0, 10**12) to name a rotated checkpoint, got {step!r}")
+    directory = Path(path)
+    written = write(directory / f"step-{int(step):012d}", arrays, metadata)
+    for old in _rotated(directory)[:-int(keep)]:
+        for stale in paths(old):
+            try:
+                stale.unlink()
+            except FileNotFoundError:
+                pass
+    return written
+
+
+def _rotated(directory):
+    """Rotated checkpoints in ``directory``, oldest first."""
     try:
-        document = json.loads(json_path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint metadata {json_path} does not exist") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"checkpoint metadata {json_path} is not valid JSON: {e}") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise CheckpointError(f"{json_path} is not a dispatchrl checkpoint (no format: {FORMAT!r})")
-    if document.get("version") != VERSION:
-        raise CheckpointError(f"{json_path} has checkpoint version {document.get('version')!r}, "
-                              f"this dispatchrl reads version {VERSION}")
-    return document
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [Path(directory) / name for name in sorted(n for n in names if ROTATED.match(n))]
 
 
-def load_arrays(path):
-    """All arrays of a checkpoint as host numpy arrays (never unpickles anything)."""
+# ---------------------------------------------------------------- reading
+
+def latest(path):
+    """The npz of the newest complete checkpoint at ``path``: ``PATH.npz`` itself, or the newest
+    readable ``step-*.npz`` in directory ``path`` (a damaged newest one falls back to the one before)."""
     npz_path, _ = paths(path)
+    if npz_path.exists():
+        return npz_path
+    candidates = _rotated(path)
+    if not candidates:
+        if Path(path).is_dir():
+            raise CheckpointError(f"no checkpoint (step-*.npz) in directory {path}")
+        raise CheckpointError(f"checkpoint {npz_path} does not exist")
+    for candidate in reversed(candidates):
+        try:
+            with zipfile.ZipFile(candidate) as z:
+                if z.testzip() is None:
+                    return candidate
+        except (zipfile.BadZipFile, OSError):
+            continue
+    raise CheckpointError(f"every checkpoint in {path} is damaged: {[c.name for c in candidates]}")
+
+
+def _read_npz(npz_path):
     try:
         with np.load(npz_path, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
@@ -88,9 +210,117 @@ def load_arrays(path):
                               f"npz written by dispatchrl): {e}") from None
 
 
-def restore(state, arrays, source="checkpoint"):
+def _parse(text, where):
+    try:
+        document = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"checkpoint metadata {where} is not valid JSON: {e}") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise CheckpointError(f"{where} is not a dispatchrl checkpoint (no format: {FORMAT!r})")
+    return document
+
+
+def load(path):
+    """(metadata, arrays) of the newest complete checkpoint at ``path`` (see :func:`latest`),
+    migrated to the current version and checked against its digest."""
+    npz_path = latest(path)
+    arrays = _read_npz(npz_path)
+    entry = arrays.pop(METADATA_ENTRY, None)
+    if entry is not None:
+        if entry.dtype != np.uint8 or entry.ndim != 1:
+            raise CheckpointError(f"{npz_path}: entry {METADATA_ENTRY!r} is not metadata")
+        document = _parse(entry.tobytes(), npz_path)
+    else:  # version 1 kept its metadata beside the arrays
+        json_path = paths(npz_path)[1]
+        try:
+            document = _parse(json_path.read_bytes(), json_path)
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint metadata {json_path} does not exist") from None
+    version = document.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION or version < 1:
+        raise CheckpointError(f"{npz_path} has checkpoint version {version!r}, this dispatchrl reads versions "
+                              f"1 to {VERSION}")
+    if version >= 2 and document.get("digest") != _digest(document, arrays):
+        raise CheckpointError(f"{npz_path}: contents do not match the checkpoint's digest (edited or corrupted)")
+    while version < VERSION:
+        if version not in MIGRATIONS:
+            raise CheckpointError(f"{npz_path}: no migration from checkpoint version {version}")
+        document, arrays = MIGRATIONS[version](dict(document), dict(arrays))
+        if document.get("version") != version + 1:
+            raise CheckpointError(f"migration from checkpoint version {version} did not produce version {version + 1}")
+        version += 1
+    return document, arrays
+
+
+@migration(from_version=1)
+def _metadata_into_npz(document, arrays):
+    """Version 1 → 2: same arrays and fields; the metadata now travels inside the npz."""
+    document["version"] = 2
+    return document, arrays
+
+
+def load_metadata(path):
+    """The (migrated) metadata of the newest checkpoint at ``path``."""
+    return load(path)[0]
+
+
+def load_arrays(path):
+    """All arrays of the newest checkpoint at ``path`` as host numpy arrays (never unpickles)."""
+    return load(path)[1]
+
+
+# ---------------------------------------------------------------- restoring
+
+class FieldValues:
+    """The checkpoint's values for the fields of one struct of the state, handed to its
+    ``validate_checkpoint(values, context)``: ``values[name]`` is the host array of field
+    ``name``, ``values.scalar(name)`` its single element, and :meth:`require` refuses values
+    outside a range with a CheckpointError naming the field's full path."""
+
+    def __init__(self, arrays, prefix, source):
+        self.arrays, self.prefix, self.source = arrays, prefix, source
+
+    def __getitem__(self, name):
+        return self.arrays[self.prefix + name]
+
+    def __contains__(self, name):
+        return self.prefix + name in self.arrays
+
+    def scalar(self, name):
+        return self[name].reshape(-1)[0].item()
+
+    def require(self, name, low, high, why=""):
+        """Every element of field ``name`` in [low, high]; returns the field's first element."""
+        value = self[name]
+        bad = (value < low) | (value > high)
+        if np.any(bad):
+            first = value.reshape(-1)[int(np.argmax(bad.reshape(-1)))].item()
+            self.refuse(name, f"= {first} is outside its allowed range [{low}, {high}]" + (f" ({why})" if why else ""))
+        return value.reshape(-1)[0].item()
+
+    def refuse(self, name, problem):
+        raise CheckpointError(f"{self.source}: '{self.prefix}{name}' {problem}")
+
+
+def _owners(tree, prefix=""):
+    """(prefix, struct) for every dataclass of the state tree that states checkpoint invariants,
+    inner structs first (a field's own range is checked before relations between fields)."""
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        for field in dataclasses.fields(tree):
+            if field.metadata.get("checkpoint", True):
+                yield from _owners(getattr(tree, field.name), f"{prefix}{field.name}.")
+        if hasattr(tree, "validate_checkpoint"):
+            yield prefix, tree
+    elif isinstance(tree, (list, tuple)):
+        for i, item in enumerate(tree):
+            yield from _owners(item, f"{prefix}{i}.")
+
+
+def restore(state, arrays, source="checkpoint", context=None):
     """Copy ``arrays`` into the Arrays of ``state``; every leaf must be present with its exact
-    shape and dtype, and nothing else may be there. Validates everything before writing."""
+    shape and dtype, nothing else may be there, floats finite, integers non-negative, and every
+    struct's ``validate_checkpoint`` must accept its values (``context``: what the caller knows,
+    e.g. ``{"config": ..., "env": ...}``). Validates everything before writing anything."""
     leaves = {name.rstrip("."): arr for name, arr in named_arrays(state)}
     missing = sorted(set(leaves) - set(arrays))
     extra = sorted(set(arrays) - set(leaves))
@@ -103,5 +333,13 @@ def restore(state, arrays, source="checkpoint"):
                                   f"expected {arr.shape} {arr.dtype.name}")
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise CheckpointError(f"{source}: '{name}' holds NaN or inf")
+        if value.dtype.kind == "i" and np.any(value < 0):
+            # every integer leaf is a count, a step or an index: a negative one would index
+            # before a buffer or run a loop backwards
+            raise CheckpointError(f"{source}: '{name}' = {int(value.min())} is outside its allowed range "
+                                  f"[0, {np.iinfo(value.dtype).max}] (counts and indices are never negative)")
+    arrays = {name: arrays[name] for name in leaves}
+    for prefix, owner in _owners(state):
+        owner.validate_checkpoint(FieldValues(arrays, prefix, source), dict(context or {}))
     for name, arr in leaves.items():
         assign(arr, arrays[name])

@@ -4,20 +4,39 @@
 and returns the normalised positional arguments) into a :class:`GenericFunction`. Backends add
 methods with ``@fn.dispatch`` exactly as with plum; the declaration runs before any of them, so
 bad input is refused before any kernel runs, whichever device is asked for.
+
+The decorator also states what the function writes, so overlapping memory is refused too::
+
+    @generic(outputs=("out",), may_alias={"out": ("x",)})
+    def relu(device, x, out): ...
+
+``outputs`` are written without being read, ``inplace`` are read and updated (Adam moments, a
+replay buffer, an env state); both name parameters, or fields of struct parameters
+(``"buffer.position"``; a struct named whole means every Array field). ``may_alias`` lists, per
+written argument, the arguments it may *be* (same memory exactly: elementwise in-place use).
+Any other overlap between a written Array and any other Array argument is a :class:`ShapeError`
+naming both, raised before any kernel runs — eagerly and while :func:`dispatchrl.fuse` traces
+(fused steps replay the traced calls and never re-run the check). A declaration without
+``outputs``/``inplace`` is treated as writing every Array argument.
 """
 
+import dataclasses
+import inspect
+
+import numpy as np
 import plum
 
-from .errors import DeviceError
+from .arrays import Array
+from .errors import ConfigError, DeviceError, ShapeError
 
-__all__ = ["generic", "GenericFunction", "GENERIC_FUNCTIONS"]
+__all__ = ["generic", "GenericFunction", "GENERIC_FUNCTIONS", "check_aliasing"]
 
 #: every public generic function, in declaration order (tests check each stays cache-friendly)
 GENERIC_FUNCTIONS = []
 
 
 class GenericFunction:
-    def __init__(self, declaration):
+    def __init__(self, declaration, outputs=None, inplace=(), may_alias=None):
         self.declaration = declaration
         self.function = plum.Function(declaration)
         self.__name__ = declaration.__name__
@@ -25,6 +44,25 @@ class GenericFunction:
         self.__module__ = declaration.__module__
         self.__doc__ = declaration.__doc__
         self.__wrapped__ = declaration
+        self.parameters = tuple(inspect.signature(declaration).parameters)
+        declared = outputs is not None or bool(inplace)
+        #: written without being read / read and updated in place (None: undeclared, all written)
+        self.outputs = tuple(outputs or ()) if declared else None
+        self.inplace = tuple(inplace)
+        #: written argument → the arguments it may be exactly (same memory)
+        self.may_alias = {k: tuple(v) for k, v in (may_alias or {}).items()}
+        written = (*self.outputs, *self.inplace) if declared else None
+        for name in (*(written or ()), *self.may_alias, *(n for v in self.may_alias.values() for n in v)):
+            if name.split(".")[0] not in self.parameters[1:]:
+                raise ConfigError(f"@generic {self.__name__}: {name!r} is not a parameter of the declaration")
+        for name in self.may_alias:
+            if written is not None and name not in written:
+                raise ConfigError(f"@generic {self.__name__}: may_alias key {name!r} is not an output")
+        self._written = written
+        self._written_leaf = {}  # argument path → written? (memoised for check_aliasing)
+        self._written_params = None if written is None else frozenset(written)
+        self._field_paths = {}  # (argument, struct type) → [(field, path)] (memoised)
+        self._allowed = frozenset((a, b) for a, bs in self.may_alias.items() for b in bs for a, b in ((a, b), (b, a)))
 
     def dispatch(self, method=None, precedence=0):
         """Register a method (plum's ``Function.dispatch``): annotate the device argument."""
@@ -33,10 +71,12 @@ class GenericFunction:
     def resolve(self, *args):
         """The plum method that ``self(*args)`` would run (after validation)."""
         args = self.declaration(*args)
+        check_aliasing(self, args)
         return self.function._resolve_method_with_cache(args=args)[0]
 
     def __call__(self, *args, **kwargs):
         args = self.declaration(*args, **kwargs)
+        check_aliasing(self, args)
         try:
             return self.function(*args)
         except plum.NotFoundLookupError:
@@ -49,8 +89,133 @@ class GenericFunction:
         return f"<generic function {self.__name__} with {len(self.function.methods)} method(s)>"
 
 
-def generic(declaration):
-    """Declare a generic function; the decorated body validates and returns the argument tuple."""
-    fn = GenericFunction(declaration)
-    GENERIC_FUNCTIONS.append(fn)
-    return fn
+def generic(declaration=None, *, outputs=None, inplace=(), may_alias=None):
+    """Declare a generic function; the decorated body validates and returns the argument tuple.
+    Bare ``@generic`` or ``@generic(outputs=..., inplace=..., may_alias=...)`` (see the module)."""
+    def decorate(declaration):
+        fn = GenericFunction(declaration, outputs, inplace, may_alias)
+        GENERIC_FUNCTIONS.append(fn)
+        return fn
+
+    return decorate if declaration is None else decorate(declaration)
+
+
+# ---------------------------------------------------------------- aliasing
+# Eager calls pay for this check on every call (fused steps only while tracing), so it avoids
+# isinstance on plum's parametric types, caches per type and per Array, and finds overlaps by
+# sorting extents instead of comparing every pair.
+
+_array_types, _plain_types = set(), {str, bytes, int, float, bool, type(None)}
+_struct_fields_cache = {}
+
+
+def _is_array(value):
+    t = type(value)
+    if t in _array_types:
+        return True
+    if t in _plain_types or not issubclass(t, Array):
+        return False
+    _array_types.add(t)
+    return True
+
+
+def _extent(array):
+    """[start, end) byte addresses of an Array's (C-contiguous, so gap-free) memory, cached on
+    the Array: its ``data`` never changes."""
+    extent = array.__dict__.get("_extent")
+    if extent is None:
+        data = array.data
+        if isinstance(data, np.ndarray):
+            start = data.__array_interface__["data"][0]
+        elif hasattr(data, "device_ctypes_pointer"):  # numba.cuda device array
+            start = data.device_ctypes_pointer.value or 0
+        else:  # the CUDA simulator's arrays wrap a numpy array
+            start = data._ary.__array_interface__["data"][0]
+        extent = array._extent = (start, start + data.nbytes)
+    return extent
+
+
+def _struct_fields(value):
+    """Field names of a struct argument (dataclass or plain object); dataclass fields marked
+    ``checkpoint=False`` hold storage other fields are views of (nn.MLP.groups) and are skipped."""
+    t = type(value)
+    names = _struct_fields_cache.get(t)
+    if names is None:
+        if dataclasses.is_dataclass(t):
+            names = tuple(f.name for f in dataclasses.fields(t) if f.metadata.get("checkpoint", True))
+            _struct_fields_cache[t] = names
+        else:
+            return tuple(getattr(value, "__dict__", ()))
+    return names
+
+
+def _collect(fn, name, value, out, depth=0):
+    """Append (start, end, path, is written) for the Arrays of argument ``name``."""
+    if _is_array(value):
+        written = fn._written_leaf.get(name)
+        if written is None:
+            written = fn._written_leaf[name] = fn._written is None or any(
+                name == w or name.startswith(w + ".") for w in fn._written)
+        out.append((*_extent(value), name, written))
+    elif type(value) in _plain_types or isinstance(value, (np.generic, type)) or depth > 4:
+        return
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _collect(fn, f"{name}.{i}", item, out, depth + 1)
+    else:
+        paths = fn._field_paths.get((name, type(value)))
+        if paths is None:
+            paths = [(f, f"{name}.{f}") for f in _struct_fields(value)]
+            if type(value) in _struct_fields_cache:  # a dataclass: the same fields for every instance
+                fn._field_paths[(name, type(value))] = paths
+        for field, path in paths:
+            item = getattr(value, field)
+            if type(item) in _array_types:  # inlined: structs are mostly Arrays
+                written = fn._written_leaf.get(path)
+                if written is not None:
+                    extent = item.__dict__.get("_extent") or _extent(item)
+                    out.append((extent[0], extent[1], path, written))
+                    continue
+            _collect(fn, path, item, out, depth + 1)
+
+
+def check_aliasing(fn, args):
+    """Refuse (ShapeError) any overlap between a written Array of ``args`` (a call's normalised
+    arguments) and another Array argument, except the exact aliases ``fn.may_alias`` allows."""
+    items = []
+    written_params = fn._written_params
+    for name, value in zip(fn.parameters[1:], args[1:]):
+        t = type(value)
+        if t in _array_types:  # the common case, inlined
+            extent = value.__dict__.get("_extent") or _extent(value)
+            items.append((extent[0], extent[1], name, written_params is None or name in written_params))
+        elif t not in _plain_types:
+            _collect(fn, name, value, items)
+    if len(items) < 2:
+        return
+    items.sort()
+    for i in range(len(items) - 1):
+        start, end, name, written = items[i]
+        for j in range(i + 1, len(items)):
+            o_start, o_end, other, other_written = items[j]
+            if o_start >= end:
+                break  # sorted by start: nothing later overlaps items[i]
+            if not (written or other_written):
+                continue  # two reads of the same memory
+            if (start, end) == (o_start, o_end) and _allowed(fn, name, other):
+                continue
+            if not written:
+                name, other = other, name
+            exact = fn.may_alias.get(name)
+            raise ShapeError(
+                f"{fn.__name__}: argument '{name}' (written) overlaps argument '{other}' in memory; "
+                "pass separate arrays"
+                + (f" ('{name}' may only be the very same array as {', '.join(map(repr, exact))})" if exact else ""))
+
+
+def _allowed(fn, a, b):
+    allowed = fn._allowed
+    if not allowed:
+        return False
+    roots = {a, a.split(".")[0]}, {b, b.split(".")[0]}
+    return any((x, y) in allowed for x in roots[0] for y in roots[1])

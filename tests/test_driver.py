@@ -1,13 +1,16 @@
 """The one training driver: the Algorithm protocol, config and seed checks, and its hook seam
 (hooks run at chunk boundaries, where the whole state is consistent enough to resume from)."""
 
+import json
+
 import numpy as np
 import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
 from dispatchrl.algorithms import ALGORITHMS, TrainingRun, ppo, sac, td3
-from dispatchrl.algorithms.driver import Schedule, chunk_iterations
+from dispatchrl.algorithms.driver import chunk_iterations
+from dispatchrl.algorithms.protocol import Schedule
 from dispatchrl.algorithms.envspec import resolve_env
 
 
@@ -99,14 +102,18 @@ def test_checkpoints_with_the_old_field_names_still_load(tmp_path):
     result = ppo.train(drl.CPU(), "pendulum", config, seed=0, progress=False)
     result.save(tmp_path / "new")
     old_names = {new: old for old, new in RENAMED_FIELDS.items()}
-    with np.load(tmp_path / "new.npz") as data:
+    with np.load(tmp_path / "new.npz") as data:  # rewritten as a version 1 checkpoint (npz + json)
         arrays = {}
         for name in data.files:
+            if name == checkpoint.METADATA_ENTRY:
+                continue
             field, dot, rest = name.partition(".")
             arrays[f"{old_names.get(field, field)}{dot}{rest}"] = data[name]
     assert {"io.obs", "log.count", "lr", "perm", "info"} <= arrays.keys()
     np.savez(tmp_path / "old.npz", **arrays)
-    (tmp_path / "old.json").write_bytes((tmp_path / "new.json").read_bytes())
+    document = json.loads((tmp_path / "new.json").read_text())
+    del document["digest"]
+    (tmp_path / "old.json").write_text(json.dumps({**document, "version": 1}))
     _, _, _, _, state = load_run(tmp_path / "old", ALGORITHMS, drl.CPU())
     want, got = arrays_of(result.state), arrays_of(state)
     assert want.keys() == got.keys()

@@ -112,45 +112,60 @@ def test_truncated_checkpoint_refused(saved, tmp_path):
         load(tmp_path / "cut")
 
 
+def resigned(saved, tmp_path, name, edit=None, **metadata):
+    """A copy of the saved checkpoint with ``edit(arrays)`` applied and its digest recomputed,
+    as a crafted (not merely corrupted) checkpoint would be."""
+    meta, arrays = checkpoint.load(saved)
+    if edit is not None:
+        edit(arrays)
+    checkpoint.write(tmp_path / name, arrays, {**meta, **metadata})
+    return tmp_path / name
+
+
 def test_wrong_shapes_refused(saved, tmp_path):
-    arrays = dict(np.load(saved.with_name("run.npz")))
-    arrays["actor.weights.0.value"] = np.zeros((5, 64), np.float32)
-    np.savez(tmp_path / "bad.npz", **arrays)
-    (tmp_path / "bad.json").write_bytes(saved.with_name("run.json").read_bytes())
+    bad = resigned(saved, tmp_path, "bad", lambda a: a.update({"actor.weights.0.value": np.zeros((5, 64), np.float32)}))
     with pytest.raises(drl.CheckpointError, match=r"'actor.weights.0.value' has shape \(5, 64\)"):
-        load(tmp_path / "bad")
+        load(bad)
+
+
+def test_edited_checkpoint_refused(saved, tmp_path):
+    """An array changed without the digest: refused as edited or corrupted."""
+    arrays = dict(np.load(saved.with_name("run.npz")))
+    arrays["actor.weights.0.value"][0, 0] += 1
+    np.savez(tmp_path / "edit.npz", **arrays)
+    with pytest.raises(drl.CheckpointError, match="digest"):
+        load(tmp_path / "edit")
 
 
 def test_pickled_content_refused(saved, tmp_path):
     arrays = dict(np.load(saved.with_name("run.npz")))
     arrays["actor.weights.0.value"] = np.array([{"payload": "os.system"}], dtype=object)
     np.savez(tmp_path / "evil.npz", **arrays)  # object arrays are stored pickled
-    (tmp_path / "evil.json").write_bytes(saved.with_name("run.json").read_bytes())
     with pytest.raises(drl.CheckpointError, match="unreadable"):
         load(tmp_path / "evil")
 
 
 def test_bad_metadata_refused(saved, tmp_path):
-    (tmp_path / "m.npz").write_bytes(saved.with_name("run.npz").read_bytes())
-    for text, match in (("{not json", "not valid JSON"), ('{"format": "other"}', "not a dispatchrl checkpoint"),
-                        (json.dumps({**json.loads(saved.with_name("run.json").read_text()), "algo": "dqn"}),
-                         "unknown algorithm"),
-                        (json.dumps({**json.loads(saved.with_name("run.json").read_text()), "env": "acrobot"}),
-                         "dimensions")):
-        (tmp_path / "m.json").write_text(text)
+    arrays = dict(np.load(saved.with_name("run.npz")))
+    for text, match in (("{not json", "not valid JSON"), ('{"format": "other"}', "not a dispatchrl checkpoint")):
+        arrays[checkpoint.METADATA_ENTRY] = np.frombuffer(text.encode(), np.uint8)
+        np.savez(tmp_path / "m.npz", **arrays)
         with pytest.raises(drl.CheckpointError, match=match):
             load(tmp_path / "m")
+    with pytest.raises(drl.CheckpointError, match="unknown algorithm"):
+        load(resigned(saved, tmp_path, "algo", algo="dqn"))
+    with pytest.raises(drl.CheckpointError, match="dimensions"):
+        load(resigned(saved, tmp_path, "env", env="acrobot"))
     with pytest.raises(drl.CheckpointError, match="does not exist"):
         load(tmp_path / "missing")
 
 
 def test_nan_weights_refused(saved, tmp_path):
-    arrays = dict(np.load(saved.with_name("run.npz")))
-    arrays["critic1.biases.0.value"][0] = np.nan
-    np.savez(tmp_path / "nan.npz", **arrays)
-    (tmp_path / "nan.json").write_bytes(saved.with_name("run.json").read_bytes())
+    def poison(arrays):
+        arrays["critic1.biases.0.value"][0] = np.nan
+
     with pytest.raises(drl.CheckpointError, match="NaN"):
-        load(tmp_path / "nan")
+        load(resigned(saved, tmp_path, "nan", poison))
 
 
 @pytest.mark.parametrize("name", ["td3", "sac"])

@@ -5,12 +5,13 @@ then the env from Python, then :func:`store`."""
 from collections.abc import Callable
 from typing import Any
 
+from .. import checkpoint
 from ..devices import Device
 from ..envs import env_reset_done, env_step
 from ..kernels.core.api import copy, increment
 from ..kernels.offpolicy.api import replay_add, track_episodes
 
-__all__ = ["native_step", "store"]
+__all__ = ["native_step", "store", "validate_checkpoint"]
 
 Act = Callable[[Device, Any, Any, Any], None]       # (device, config, state, obs)
 Update = Callable[[Device, Any, Any], None]         # (device, config, state)
@@ -39,3 +40,25 @@ def store(device: Device, update: Update, config: Any, state: Any) -> None:
                    state.step)
     update(device, config, state)
     increment(device, state.step)
+
+
+def validate_checkpoint(state: Any, values: checkpoint.FieldValues, context: dict[str, Any]) -> None:
+    """Checkpoint invariants of a TD3/SAC state (its ``validate_checkpoint``): every step stored
+    ``num_envs`` transitions, so the step fixes the replay buffer's size and position, and no
+    more episodes ended than env steps were taken."""
+    config = context.get("config")
+    if config is None:
+        return
+    n = config.num_envs
+    step = values.require("step", 0, config.total_steps // n, "environment steps per env, within total_steps")
+    written, capacity = step * n, state.replay.capacity
+    for field, expected in (("replay.size", min(written, capacity)), ("replay.position", written % capacity)):
+        if values.scalar(field) != expected:
+            values.refuse(field, f"= {values.scalar(field)} does not match step {step}: {step} steps × {n} envs "
+                                 f"into {capacity} rows give {expected}")
+    values.require("episodes.count", 0, written, "episodes finished, at most one per env step")
+    values.require("episodes.end_steps", 0, step, "steps at which episodes ended")
+    for net in ("actor", "critic1", "critic2", "log_alpha"):  # trained by Adam: at most one update per step
+        for name, _ in checkpoint.named_arrays(getattr(state, net, None), f"{net}."):
+            if name.endswith(".t."):
+                values.require(name[:-1], 0, step, "Adam steps, at most one per env step")

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import checkpoint
 from ..arrays import Array, asarray, to_numpy, zeros
 from ..data import (EpisodeLog, Minibatch, ObsStats, Rollout, Transitions, episode_log, minibatch, obs_stats, rollout,
                     transitions)
@@ -159,6 +160,28 @@ class State:
     step: Array                     # int64 (1,): environment steps taken (per env)
     updates: Array                  # int64 (1,): minibatch updates done
     env_state: EnvState | None = None
+
+    def validate_checkpoint(self, values, context):
+        """Checkpoints are taken between iterations: the step is a whole number of rollouts, the
+        update counter matches it, and ``permutation`` is a permutation of the rollout's rows."""
+        config = context.get("config")
+        if config is None:
+            return
+        t = config.steps_per_env
+        step = values.require("step", 0, config.iterations * t, "environment steps per env, within total_steps")
+        if step % t:
+            values.refuse("step", f"= {step} is not a whole number of rollouts of {t} steps")
+        updates = step // t * config.epochs * config.minibatches
+        values.require("updates", updates, updates, f"{config.epochs} × {config.minibatches} updates per rollout")
+        for net in ("actor", "critic", "log_std"):  # one Adam step per minibatch update
+            for name, _ in checkpoint.named_arrays(getattr(self, net), f"{net}."):
+                if name.endswith(".t."):
+                    values.require(name[:-1], updates, updates, "Adam steps: one per minibatch update")
+        rows = values["permutation"].shape[0]
+        if updates and not np.array_equal(np.sort(values["permutation"]), np.arange(rows)):
+            values.refuse("permutation", f"is not a permutation of 0..{rows - 1}")
+        values.require("episodes.count", 0, step * config.num_envs, "episodes finished, at most one per env step")
+        values.require("episodes.end_steps", 0, step, "steps at which episodes ended")
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:

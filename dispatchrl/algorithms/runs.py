@@ -21,7 +21,7 @@ from .envspec import EnvSpec, resolve_env
 from .protocol import Algorithm
 
 
-__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "load_run", "load_state_arrays", "restore_for_resume",
+__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "load_run", "restore_for_resume",
            "result_json", "save_run"]
 
 
@@ -86,29 +86,29 @@ RENAMED_FIELDS = {"io": "transition", "log": "episodes", "critic_in": "critic_in
                   "lr": "learning_rate"}
 
 
-def load_state_arrays(path: str | Path) -> dict[str, np.ndarray]:
-    """A checkpoint's arrays by their current names (see :data:`RENAMED_FIELDS`)."""
-    arrays = checkpoint.load_arrays(path)
+@checkpoint.migration(from_version=2)
+def _rename_state_fields(document: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict]:
+    """Checkpoint version 2 → 3: the State fields in :data:`RENAMED_FIELDS` got their new names."""
     renamed = {}
     for name, value in arrays.items():
         field, dot, rest = name.partition(".")
         new = RENAMED_FIELDS.get(field)
         renamed[f"{new}{dot}{rest}" if new is not None and f"{new}{dot}{rest}" not in arrays else name] = value
-    return renamed
+    document["version"] = 3
+    return document, renamed
 
 
 def restore_for_resume(path: str | Path, name: str, spec: EnvSpec, config: Any, state: Any) -> int:
     """Load checkpoint ``path`` into ``state`` to continue the run; returns the run's seed."""
-    meta = checkpoint.load_metadata(path)
+    meta, arrays = checkpoint.load(path)  # one read: the newest checkpoint may rotate meanwhile
     if meta.get("algo") != name or meta.get("env") != spec.name:
         raise CheckpointError(f"checkpoint {path} is a {meta.get('algo')} run on {meta.get('env')}, "
                               f"not {name} on {spec.name}")
     if meta.get("num_envs") != config.num_envs:
         raise CheckpointError(f"checkpoint {path} has num_envs={meta.get('num_envs')}, this run {config.num_envs}")
-    arrays = load_state_arrays(path)
     if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
         _grow_replay(arrays, state.replay.capacity, config.num_envs)
-    checkpoint.restore(state, arrays, source=str(path))
+    checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
     return int(meta.get("seed", 0))
 
 
@@ -137,7 +137,7 @@ def load_run(path: str | Path, algorithms: Mapping[str, Algorithm],
              device: Device | None = None) -> tuple[Algorithm, str, EnvSpec, Any, Any]:
     """(algorithm module, name, spec, config, state) of a checkpoint, restored on ``device``
     (default Generic); ``algorithms`` maps names to algorithm modules (usually ``ALGORITHMS``)."""
-    meta = checkpoint.load_metadata(path)
+    meta, arrays = checkpoint.load(path)
     name = meta.get("algo")
     if name not in algorithms:
         raise CheckpointError(f"checkpoint {path}: unknown algorithm {name!r}; expected one of {sorted(algorithms)}")
@@ -155,5 +155,5 @@ def load_run(path: str | Path, algorithms: Mapping[str, Algorithm],
         raise CheckpointError(f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
                               f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})")
     state = build_state(algo, device or Generic(), spec, config, seed)
-    checkpoint.restore(state, load_state_arrays(path), source=str(path))
+    checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
     return algo, name, spec, config, state

@@ -84,6 +84,8 @@ class State:
     step: Array                     # int64 (1,): environment steps taken (per env)
     env_state: EnvState | None = None
 
+    validate_checkpoint = offpolicy.validate_checkpoint
+
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
     envs, rows = config.num_envs, config.batch_size

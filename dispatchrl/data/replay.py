@@ -33,6 +33,15 @@ class ReplayBuffer(Transitions):
     def capacity(self) -> int:
         return self.obs.shape[0]
 
+    def validate_checkpoint(self, values, context):
+        """Rows filled ≤ capacity; the next row to write is a row, and is ``size`` until the
+        buffer has wrapped (replay_add writes rows in order)."""
+        capacity = self.capacity
+        size = values.require("size", 0, capacity, "rows filled, at most the capacity")
+        position = values.require("position", 0, capacity - 1, "the next row to write")
+        if size < capacity and position != size:
+            values.refuse("position", f"= {position} must equal size ({size}) until the buffer has wrapped")
+
 
 def transitions(device, rows, obs_dim, action_dim, dtype=np.float32):
     return Transitions(zeros(device, (rows, obs_dim), dtype), zeros(device, (rows, action_dim), dtype),
@@ -64,6 +73,13 @@ class EpisodeLog:
         """Host copies of (end_steps, returns, lengths) of the logged episodes."""
         n = min(int(to_numpy(self.count)[0]), self.returns.shape[0])
         return to_numpy(self.end_steps)[:n], to_numpy(self.returns)[:n], to_numpy(self.lengths)[:n]
+
+    def validate_checkpoint(self, values, context):
+        """Counts are non-negative (checked for every integer leaf); a running episode is shorter
+        than the env's time limit, when the caller knows the env (``context["env"]``)."""
+        limit = getattr(context.get("env"), "max_episode_steps", None)
+        if limit is not None:
+            values.require("running_length", 0, limit - 1, "steps of the running episode, below the time limit")
 
 
 def episode_log(device, num_envs, capacity):

@@ -22,6 +22,11 @@ class ObsStats:
     count: object      # (1,) float64: samples folded in (starts at a tiny ε, as gymnasium's)
     nonfinite: object  # (1,) int64: updates refused because of NaN/inf observations
 
+    def validate_checkpoint(self, values, context):
+        """The sample count starts at a tiny ε and only grows; variances are never negative."""
+        values.require("count", STATS_INITIAL_COUNT, np.inf, "samples folded in")
+        values.require("var", 0.0, np.inf, "running variances")
+
 
 def obs_stats(device, dim):
     return ObsStats(zeros(device, dim, np.float64), asarray(device, np.ones(dim)),

@@ -114,6 +114,12 @@ class EnvState:
     terminated: Array   # (N,) bool
     truncated: Array    # (N,) bool
 
+    def validate_checkpoint(self, values, context):
+        """Between steps every env has been reset at its time limit: 0 <= steps < limit."""
+        limit = getattr(context.get("env"), "max_episode_steps", None)
+        if limit is not None:
+            values.require("steps", 0, limit - 1, "steps since the env's last reset, below its time limit")
+
 
 def _check_env(fn, env):
     if not isinstance(env, NATIVE_ENVS):
@@ -149,7 +155,7 @@ def _check_rng(fn, device, rng):
     check_array(fn, "rng", rng, device, (2,), np.uint64)
 
 
-@generic
+@generic(inplace=("rng",), outputs=("state",))
 def env_reset(device, env, state, rng):
     """Reset all N envs from the counter random stream ``rng``: draws from gymnasium's reset
     distribution, writes ``state.obs`` and clears step counters, rewards and flags."""
@@ -159,7 +165,7 @@ def env_reset(device, env, state, rng):
     return device, env, state, rng
 
 
-@generic
+@generic(inplace=("state",))
 def env_step(device, env, state, action):
     """Advance all N envs by one step with ``action`` (N, action_dim) float32; writes the next
     observation, reward, terminated and truncated (step count reached max_episode_steps) into
@@ -170,7 +176,7 @@ def env_step(device, env, state, action):
     return device, env, state, action
 
 
-@generic
+@generic(inplace=("state", "rng"))
 def env_reset_done(device, env, state, rng):
     """Reset the envs whose ``terminated | truncated`` flag is set, writing their fresh
     observation into ``state.obs``. The stream advances by the same amount whatever is done

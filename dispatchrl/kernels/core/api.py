@@ -23,7 +23,7 @@ SQRT_HALF = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327
 
 
-@generic
+@generic(outputs=("out",))
 def matmul(device, a, b, out):
     """``out = a @ b`` for 2-D arrays of one float dtype."""
     check_device("matmul", device)
@@ -43,7 +43,7 @@ def _elementwise(name, doc):
 
     declaration.__name__ = declaration.__qualname__ = name
     declaration.__doc__ = doc
-    return generic(declaration)
+    return generic(outputs=("out",), may_alias={"out": ("x",)})(declaration)
 
 
 identity = _elementwise("identity", "``out = x``")
@@ -74,14 +74,14 @@ def _check_dense(fn, device, x, W, b, pre, out):
     check_array(fn, "out", out, device, shape=(batch, n_out), dtype=x.dtype)
 
 
-@generic
+@generic(outputs=("pre", "out"), may_alias={"out": ("pre",)})
 def dense_forward(device, x, W, b, pre, out, activation="identity"):
     """Fused dense layer: ``pre = x @ W + b``, ``out = activation(pre)``; W is (in, out)."""
     _check_dense("dense_forward", device, x, W, b, pre, out)
     return device, x, W, b, pre, out, check_activation("dense_forward", activation)
 
 
-@generic
+@generic(outputs=("d_pre", "dW", "db", "d_x"))
 def dense_backward(device, x, W, pre, out, d_out, d_pre, dW, db, d_x=None, activation="identity"):
     """Backward of :func:`dense_forward`: ``d_pre = d_out * activation'(pre)``,
     ``dW = xᵀ d_pre``, ``db = Σ_batch d_pre`` and, unless ``d_x`` is None, ``d_x = d_pre Wᵀ``.
@@ -101,7 +101,7 @@ def dense_backward(device, x, W, pre, out, d_out, d_pre, dW, db, d_x=None, activ
     return device, x, W, pre, out, d_out, d_pre, dW, db, d_x, check_activation(fn, activation)
 
 
-@generic
+@generic(outputs=("d_pre", "d_x"))
 def dense_input_gradient(device, W, pre, out, d_out, d_pre, d_x, activation="identity"):
     """The input half of :func:`dense_backward`: ``d_pre = d_out * activation'(pre)`` and
     ``d_x = d_pre Wᵀ``, leaving parameter gradients alone (backpropagating through a network
@@ -118,7 +118,7 @@ def dense_input_gradient(device, W, pre, out, d_out, d_pre, d_x, activation="ide
     return device, W, pre, out, d_out, d_pre, d_x, check_activation(fn, activation)
 
 
-@generic
+@generic(outputs=("loss",))
 def mse_loss(device, pred, target, loss):
     """``loss[0] = mean((pred - target)²)`` over all elements."""
     check_device("mse_loss", device)
@@ -128,7 +128,7 @@ def mse_loss(device, pred, target, loss):
     return device, pred, target, loss
 
 
-@generic
+@generic(outputs=("d_pred",))
 def mse_gradient(device, pred, target, d_pred):
     """``d_pred = 2 (pred - target) / pred.size``, the gradient of :func:`mse_loss`."""
     check_device("mse_gradient", device)
@@ -138,7 +138,7 @@ def mse_gradient(device, pred, target, d_pred):
     return device, pred, target, d_pred
 
 
-@generic
+@generic(inplace=("param", "m", "v", "t"))
 def adam_step(device, param, grad, m, v, t, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):
     """One Adam update of ``param`` (Kingma & Ba, bias-corrected). ``t`` is the parameter's
     int64 step counter of shape (1,), advanced by the call. ``lr`` is a number, or a float64 (1,)
@@ -160,7 +160,7 @@ def adam_step(device, param, grad, m, v, t, lr=1e-3, beta1=0.9, beta2=0.999, eps
             check_number(fn, "eps", eps, 0, low_open=True))
 
 
-@generic
+@generic(inplace=("target",), may_alias={"target": ("source",)})
 def polyak_update(device, target, source, polyak):
     """``target = polyak * target + (1 - polyak) * source`` (RLtools/TD3 target networks)."""
     check_device("polyak_update", device)
@@ -169,7 +169,7 @@ def polyak_update(device, target, source, polyak):
     return device, target, source, check_number("polyak_update", "polyak", polyak, 0, 1)
 
 
-@generic
+@generic(outputs=("out",))
 def fill(device, out, value):
     """``out[...] = value``."""
     check_device("fill", device)
@@ -177,7 +177,7 @@ def fill(device, out, value):
     return device, out, check_number("fill", "value", value)
 
 
-@generic
+@generic(outputs=("dst",))
 def copy(device, src, dst):
     """``dst[...] = src`` (same shape and dtype, same device)."""
     check_device("copy", device)
@@ -186,7 +186,7 @@ def copy(device, src, dst):
     return device, src, dst
 
 
-@generic
+@generic(inplace=("counter",))
 def increment(device, counter, amount=1):
     """``counter[0] += amount`` on an int64 (1,) counter (step counts that fused steps branch on)."""
     check_device("increment", device)

@@ -39,7 +39,7 @@ def _check_transitions(fn, device, name, t, rows=None):
     return rows, obs_dim, t.action.shape[1]
 
 
-@generic
+@generic(inplace=("buffer",))
 def replay_add(device, buffer, obs, action, reward, next_obs, terminated, truncated):
     """Append one transition per environment row to the circular ``buffer`` (overwriting the
     oldest when full). ``terminated`` and ``truncated`` are stored apart, so TD targets bootstrap
@@ -61,7 +61,7 @@ def replay_add(device, buffer, obs, action, reward, next_obs, terminated, trunca
     return device, buffer, obs, action, reward, next_obs, terminated, truncated
 
 
-@generic
+@generic(inplace=("rng",), outputs=("batch",))
 def replay_sample(device, rng, buffer, batch):
     """Fill ``batch`` with rows drawn uniformly (with replacement) from the filled part of
     ``buffer``, using the counter stream ``rng``. The buffer must hold at least one transition."""
@@ -77,7 +77,7 @@ def replay_sample(device, rng, buffer, batch):
     return device, rng, buffer, batch
 
 
-@generic
+@generic(outputs=("out",))
 def concat_columns(device, a, b, out):
     """``out = [a, b]`` side by side (critic input = observation and action)."""
     check_device("concat_columns", device)
@@ -87,7 +87,7 @@ def concat_columns(device, a, b, out):
     return device, a, b, out
 
 
-@generic
+@generic(outputs=("out",))
 def slice_columns(device, x, start, out):
     """``out = x[:, start:start + out.shape[1]]`` (the action part of a critic's input gradient)."""
     check_device("slice_columns", device)
@@ -98,7 +98,7 @@ def slice_columns(device, x, start, out):
     return device, x, int(start), out
 
 
-@generic
+@generic(inplace=("rng", "x"))
 def add_clipped_noise(device, rng, x, std, noise_clip, low, high):
     """``x = clip(x + clip(std·ε, ±noise_clip), low, high)`` with ε ~ N(0, 1) from ``rng``
     (TD3 exploration noise, ``noise_clip=None`` for none, and target policy smoothing)."""
@@ -111,7 +111,7 @@ def add_clipped_noise(device, rng, x, std, noise_clip, low, high):
     return device, rng, x, check_number(fn, "std", std, 0), noise_clip, low, check_number(fn, "high", high, low)
 
 
-@generic
+@generic(outputs=("target",))
 def td_target(device, reward, terminated, q1, q2, gamma, target):
     """``target = reward + γ (1 - terminated) min(q1, q2)`` (clipped double-Q, TD3)."""
     fn = "td_target"
@@ -124,7 +124,7 @@ def td_target(device, reward, terminated, q1, q2, gamma, target):
     return device, reward, terminated, q1, q2, check_number(fn, "gamma", gamma, 0, 1), target
 
 
-@generic
+@generic(inplace=("log",))
 def track_episodes(device, log, reward, terminated, truncated, step):
     """Accumulate per-environment returns and lengths; when an episode ends, append its return,
     length and the global ``step`` to the log (while it has room) and restart the running sums."""
@@ -154,7 +154,7 @@ def _check_gaussian(fn, device, actor_out, action):
     return batch
 
 
-@generic
+@generic(inplace=("rng",), outputs=("noise", "action", "log_prob"))
 def gaussian_tanh_sample(device, rng, actor_out, noise, action, log_prob):
     """SAC's squashed Gaussian: ``actor_out = [mean, log_std]`` (log_std clamped to
     [LOG_STD_MIN, LOG_STD_MAX]), ``noise`` ← ε ~ N(0, 1), ``action = tanh(mean + exp(log_std) ε)``
@@ -168,7 +168,7 @@ def gaussian_tanh_sample(device, rng, actor_out, noise, action, log_prob):
     return device, rng, actor_out, noise, action, log_prob
 
 
-@generic
+@generic(outputs=("d_actor_out",))
 def gaussian_tanh_backward(device, actor_out, noise, action, d_action, log_alpha, d_actor_out):
     """Gradient of ``mean_b(α log_prob - Q)`` w.r.t. ``actor_out = [mean, log_std]`` by
     reparameterisation, given ``d_action`` = ∂(-mean_b Q)/∂action from the critic."""
@@ -182,7 +182,7 @@ def gaussian_tanh_backward(device, actor_out, noise, action, d_action, log_alpha
     return device, actor_out, noise, action, d_action, log_alpha, d_actor_out
 
 
-@generic
+@generic(outputs=("target",))
 def soft_td_target(device, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
     """``target = reward + γ (1 - terminated) (min(q1, q2) - α log_prob)`` (SAC)."""
     fn = "soft_td_target"
@@ -196,7 +196,7 @@ def soft_td_target(device, reward, terminated, q1, q2, log_prob, log_alpha, gamm
     return device, reward, terminated, q1, q2, log_prob, log_alpha, check_number(fn, "gamma", gamma, 0, 1), target
 
 
-@generic
+@generic(outputs=("grad",))
 def entropy_temperature_gradient(device, log_prob, target_entropy, grad):
     """Gradient of SAC's temperature loss ``-mean(log_α (log_prob + target_entropy))`` w.r.t. log_α."""
     fn = "entropy_temperature_gradient"
@@ -206,7 +206,7 @@ def entropy_temperature_gradient(device, log_prob, target_entropy, grad):
     return device, log_prob, check_number(fn, "target_entropy", target_entropy), grad
 
 
-@generic
+@generic(outputs=("out",))
 def select_min_rows(device, a, b, x, y, out):
     """Row i of ``out`` is row i of ``x`` where ``a[i, 0] <= b[i, 0]``, else row i of ``y``:
     the gradient of ``min(a, b)`` routed to the smaller critic (SAC's clipped double-Q)."""

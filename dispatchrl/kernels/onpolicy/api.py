@@ -49,7 +49,7 @@ def _check_flags(fn, device, shape, terminated, truncated):
     check_array(fn, "truncated", truncated, device, shape=shape, dtype=np.bool_)
 
 
-@generic
+@generic(outputs=("advantage", "returns"))
 def gae(device, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns=None):
     """Generalised advantage estimation over a (T, N) rollout with partial-episode bootstrapping:
     ``δ_t = r_t + γ (1 − terminated_t) next_value_t − value_t`` and
@@ -67,7 +67,7 @@ def gae(device, reward, value, next_value, terminated, truncated, gamma, lam, ad
             check_number(fn, "gamma", gamma, 0, 1), check_number(fn, "lam", lam, 0, 1), advantage, returns)
 
 
-@generic
+@generic(outputs=("returns",))
 def discounted_returns(device, reward, next_value, terminated, truncated, gamma, returns, n=None):
     """n-step discounted returns over a (T, N) rollout, bootstrapping as :func:`gae` does:
     ``G_t = Σ_{k<m} γ^k r_{t+k} + γ^m next_value_{t+m−1}`` where the sum stops at the first of
@@ -93,7 +93,7 @@ def _check_stats(fn, device, stats, dim=None):
     return dim
 
 
-@generic
+@generic(inplace=("stats",))
 def running_stats_update(device, stats, x):
     """Fold the rows of ``x`` (B, D) into running per-column mean and variance (Chan et al.'s
     parallel update, float64). A column whose rows hold NaN or inf is left unchanged and counted
@@ -106,7 +106,7 @@ def running_stats_update(device, stats, x):
     return device, stats, x
 
 
-@generic
+@generic(outputs=("out",))
 def normalize_observations(device, stats, x, out):
     """``out = (x − stats.mean) / sqrt(stats.var + 1e-8)`` row by row."""
     fn = "normalize_observations"
@@ -123,7 +123,7 @@ def _check_gaussian(fn, device, mean, log_std, action):
     check_array(fn, "action", action, device, shape=mean.shape, dtype=mean.dtype)
 
 
-@generic
+@generic(inplace=("rng",), outputs=("action", "log_prob"))
 def gaussian_sample(device, rng, mean, log_std, action, log_prob):
     """Diagonal Gaussian policy with a state-independent ``log_std`` (A,): ``action = mean +
     exp(log_std)·ε``, ε ~ N(0, 1) from the counter stream, and ``log_prob`` (B,) its density."""
@@ -135,7 +135,7 @@ def gaussian_sample(device, rng, mean, log_std, action, log_prob):
     return device, rng, mean, log_std, action, log_prob
 
 
-@generic
+@generic(outputs=("log_prob",))
 def gaussian_log_prob(device, mean, log_std, action, log_prob):
     """``log_prob[i] = Σ_j log N(action[i, j]; mean[i, j], exp(log_std[j])²)``."""
     fn = "gaussian_log_prob"
@@ -145,7 +145,7 @@ def gaussian_log_prob(device, mean, log_std, action, log_prob):
     return device, mean, log_std, action, log_prob
 
 
-@generic
+@generic(outputs=("d_mean", "d_log_std", "info"))
 def ppo_policy_gradient(device, mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
                         clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info):
     """Gradient of PPO's actor loss ``−mean_i min(ρ_i Â_i, clip(ρ_i, 1 ± clip) Â_i) −
@@ -171,7 +171,7 @@ def ppo_policy_gradient(device, mean, log_std, action, old_log_prob, advantage, 
             bool(normalize_advantage), d_mean, d_log_std, info)
 
 
-@generic
+@generic(inplace=("lr",))
 def adaptive_learning_rate(device, kl, lr, target, factor, low, high):
     """RLtools appendix F (from rl_games): ``lr ← clip(lr·factor, low, high)`` if ``kl < target/2``,
     ``lr ← clip(lr/factor, low, high)`` if ``kl > 2·target``, else unchanged; ``kl`` is ``info[0]``
@@ -203,7 +203,7 @@ def check_rollout(fn, device, rollout):
     return steps, envs, rollout.obs.shape[1], rollout.action.shape[1]
 
 
-@generic
+@generic(outputs=("rollout",))
 def rollout_store(device, rollout, step, obs, action, mean, log_prob, value, next_value, reward,
                   terminated, truncated):
     """Write one environment step of N envs into row block ``t = step[0] mod T`` of ``rollout``:
@@ -225,7 +225,7 @@ def rollout_store(device, rollout, step, obs, action, mean, log_prob, value, nex
     return device, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
 
 
-@generic
+@generic(inplace=("rng",), outputs=("perm",))
 def random_permutation(device, rng, perm):
     """``perm`` ← a uniformly random permutation of 0..n−1 (Fisher–Yates over the counter stream;
     the same on every device)."""
@@ -236,7 +236,7 @@ def random_permutation(device, rng, perm):
     return device, rng, perm
 
 
-@generic
+@generic(outputs=("batch",))
 def gather_minibatch(device, rollout, perm, counter, batch):
     """Minibatch ``k = counter[0] mod (T·N / B)`` of the shuffled rollout: row i of ``batch`` is
     rollout row ``perm[k·B + i]`` (obs, action, mean, log_prob, advantage, returns)."""

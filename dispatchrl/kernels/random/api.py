@@ -27,7 +27,7 @@ def _check_rng(fn, device, rng, out):
     check_array(fn, "out", out, device)
 
 
-@generic
+@generic(inplace=("rng",), outputs=("out",))
 def random_uniform(device, rng, out, low=0.0, high=1.0):
     """Fill ``out`` with uniform samples in [low, high) from the counter-based stream ``rng``
     (see :func:`dispatchrl.rng`): the same seed gives the same numbers on every device."""
@@ -36,7 +36,7 @@ def random_uniform(device, rng, out, low=0.0, high=1.0):
     return device, rng, out, low, check_number("random_uniform", "high", high, low)
 
 
-@generic
+@generic(inplace=("rng",), outputs=("out",))
 def random_normal(device, rng, out, mean=0.0, std=1.0):
     """Fill ``out`` with normal samples (Box–Muller over the counter-based stream ``rng``)."""
     _check_rng("random_normal", device, rng, out)

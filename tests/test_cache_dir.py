@@ -1,0 +1,89 @@
+"""The compiled-kernel cache (DISPATCHRL_CACHE_DIR): an unusable directory falls back to a
+temporary one with a warning; processes sharing one directory neither crash nor corrupt it."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import dispatchrl as drl
+from dispatchrl import cache
+
+#: trains TD3 on the C device (shared libraries in the cache) and runs a fused CPU step
+#: (generated module and Numba cache), printing a hash of the results
+TRAIN = textwrap.dedent("""
+    import hashlib
+    import numpy as np
+    import dispatchrl as drl
+    from dispatchrl import checkpoint
+    r = drl.td3.train(drl.C(), "pendulum", drl.td3.Config(total_steps=300, warmup_steps=100, batch_size=16,
+                                                           hidden=(8,)), seed=0, progress=False)
+    h = hashlib.sha256(b"".join(drl.to_numpy(a).tobytes() for _, a in checkpoint.named_arrays(r.state)))
+    cpu = drl.CPU()
+    a, out = drl.asarray(cpu, np.arange(6.0).reshape(2, 3) - 2), drl.zeros(cpu, (2, 3), np.float64)
+    drl.fuse(cpu, lambda d: drl.relu(d, a, out))(3)
+    h.update(drl.to_numpy(out).tobytes())
+    print("RESULT", h.hexdigest())
+""")
+
+
+def run_training(cache, **popen):
+    env = {**os.environ, "DISPATCHRL_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("NUMBA_CACHE_DIR", None)  # the Numba cache too lives in DISPATCHRL_CACHE_DIR
+    return subprocess.Popen([sys.executable, "-c", TRAIN], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **popen)
+
+
+def test_two_processes_share_a_fresh_cache_dir(tmp_path):
+    cache = tmp_path / "cache"
+    runs = [run_training(cache) for _ in range(2)]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    for run, (out, err) in zip(runs, outputs):
+        assert run.returncode == 0, err[-3000:]
+    results = [next(line for line in out.splitlines() if line.startswith("RESULT")) for out, _ in outputs]
+    assert results[0] == results[1]
+    leftovers = [p for p in cache.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".write-test")]
+    assert not leftovers
+    assert list((cache / "c").glob("*.so")) and list((cache / "fused").glob("*.py"))
+    # and a third process reuses what they left
+    third = run_training(cache)
+    out, err = third.communicate(timeout=600)
+    assert third.returncode == 0 and results[0] in out, err[-3000:]
+
+
+def test_unwritable_cache_dir_falls_back_with_a_warning(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file, so no directory can be made below it")
+    monkeypatch.setenv("DISPATCHRL_CACHE_DIR", str(blocker / "cache"))
+    with pytest.warns(RuntimeWarning, match="is not writable.*cached in .* for this process only"):
+        fallback = cache.cache_dir()
+    assert fallback.is_dir() and os.access(fallback, os.W_OK) and fallback != blocker / "cache"
+    assert cache.cache_dir() == fallback  # decided once per process
+    cpu = drl.CPU()
+    x, out = drl.asarray(cpu, np.array([-1.0, 2.0])), drl.zeros(cpu, 2, np.float64)
+    drl.fuse(cpu, lambda d: drl.relu(d, x, out))()
+    np.testing.assert_array_equal(drl.to_numpy(out), [0.0, 2.0])
+    assert list((fallback / "fused").glob("*.py"))
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root may write a read-only directory")
+def test_read_only_cache_dir_falls_back(tmp_path, monkeypatch):
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    monkeypatch.setenv("DISPATCHRL_CACHE_DIR", str(read_only))
+    with pytest.warns(RuntimeWarning, match="is not writable"):
+        assert cache.cache_dir() != read_only
+
+
+def test_read_only_cache_dir_in_a_fresh_process(tmp_path):
+    """End to end, as a user would meet it: a warning on stderr, the run completes."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    run = run_training(blocker / "cache")
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err[-3000:]
+    assert "RESULT" in out and "is not writable" in err and "Traceback" not in err

@@ -10,7 +10,7 @@ from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ConfigError
 
-__all__ = ["SPLITMIX_GOLDEN", "SPLITMIX_MIX1", "SPLITMIX_MIX2", "UNIFORM01_SCALE", "rng", "random_uniform",
+__all__ = ["uniform_top", "SPLITMIX_GOLDEN", "SPLITMIX_MIX1", "SPLITMIX_MIX2", "UNIFORM01_SCALE", "rng", "random_uniform",
            "random_normal"]
 
 #: SplitMix64 (Steele, Lea & Flood): the Weyl increment and the two multipliers of the finaliser
@@ -25,6 +25,16 @@ def _check_rng(fn, device, rng, out):
     check_device(fn, device)
     check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
     check_array(fn, "out", out, device)
+
+
+def uniform_top(dtype: np.dtype, low: float, high: float) -> float:
+    """The largest value of ``dtype`` below ``high`` (``low`` if there is none): a draw
+    ``low + (high - low) u`` with u < 1 can still round up to ``high`` in the output dtype, and
+    the kernels clamp it here so samples stay in [low, high)."""
+    top = np.asarray(high, dtype)
+    while float(top) >= high and float(top) > low:
+        top = np.nextafter(top, np.asarray(-np.inf, dtype))
+    return float(max(float(top), low))
 
 
 @generic(inplace=("rng",), outputs=("out",))

@@ -43,15 +43,19 @@ NORMAL_HELPERS = (UNIFORM01, STANDARD_NORMAL)
 
 RANDOM_UNIFORM = """
 const uint64_t key = rng[0], base = rng[1];
-for (int i = 0; i < SIZE; i++) out[i] = (T)(low + (high - low) * dispatchrl_uniform01(key, base + (uint64_t)i));
+for (int i = 0; i < SIZE; i++) {
+    const T v = (T)(low + (high - low) * dispatchrl_uniform01(key, base + (uint64_t)i));
+    out[i] = v > (T)top ? (T)top : v; /* rounded up to high in T: api.uniform_top */
+}
 rng[1] = base + SIZE;
 """
 
 
 @api.random_uniform.dispatch
 def random_uniform(device: C, rng, out, low, high):
-    launch(device, CKernel("random_uniform", RANDOM_UNIFORM, ("rng", "out", "low", "high"), ("rng", "out"),
-                           {"SIZE": out.size}, out.dtype, UNIFORM_HELPERS), rng, out, low, high)
+    launch(device, CKernel("random_uniform", RANDOM_UNIFORM, ("rng", "out", "low", "high", "top"),
+                           ("rng", "out"), {"SIZE": out.size}, out.dtype, UNIFORM_HELPERS), rng, out, low, high,
+           api.uniform_top(out.dtype, low, high))
 
 
 RANDOM_NORMAL = """

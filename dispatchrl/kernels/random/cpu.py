@@ -35,17 +35,19 @@ def standard_normal(key, counter):
 
 
 @njit(**JIT_EXACT)
-def random_uniform_kernel(rng, out, low, high):
+def random_uniform_kernel(rng, out, low, high, top):
     o = out.reshape(out.size)
     key, base = rng[0], rng[1]
     for i in range(o.size):
         o[i] = low + (high - low) * uniform01(key, base + np.uint64(i))
+        if o[i] > top:  # rounded up to high in the output dtype (see api.uniform_top)
+            o[i] = top
     rng[1] = base + np.uint64(o.size)
 
 
 @api.random_uniform.dispatch
 def random_uniform(device: CPU, rng, out, low, high):
-    launch(device, random_uniform_kernel, rng, out, low, high)
+    launch(device, random_uniform_kernel, rng, out, low, high, api.uniform_top(out.dtype, low, high))
 
 
 @njit(**JIT_EXACT)

@@ -19,15 +19,17 @@ standard_normal = device_twin(cpu.standard_normal, uniform01=uniform01)
 
 
 @cuda.jit
-def random_uniform_kernel(rng, out, low, high):
+def random_uniform_kernel(rng, out, low, high, top):
     i = cuda.grid(1)
     if i < out.size:
         out[i] = low + (high - low) * uniform01(rng[0], rng[1] + np.uint64(i))
+        if out[i] > top:  # rounded up to high in out's dtype (api.uniform_top)
+            out[i] = top
 
 
 @api.random_uniform.dispatch
 def random_uniform(device: CUDA, rng, out, low, high):
-    launch_1d(device, random_uniform_kernel, out.size, rng, flat(out), low, high)
+    launch_1d(device, random_uniform_kernel, out.size, rng, flat(out), low, high, api.uniform_top(out.dtype, low, high))
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(out.size))
 
 

@@ -56,8 +56,7 @@ class CUDA(Device):
                       "dispatchrl.kernels.offpolicy.cuda", "dispatchrl.kernels.onpolicy.cuda", "dispatchrl.envs.cuda"]
 
     def __init__(self):
-        from numba import cuda
-
+        cuda = _import_numba_cuda()
         if not cuda.is_available():
             raise DeviceError(
                 "CUDA device requested but no usable NVIDIA GPU/driver was found; "
@@ -65,6 +64,29 @@ class CUDA(Device):
             )
         for module in self.method_modules:
             importlib.import_module(module)
+
+
+def _import_numba_cuda():
+    """``numba.cuda``, or a DeviceError naming the versions when this combination cannot import it
+    (numba-cuda up to 0.30 registers ``np.row_stack``, which numpy 2.5 removed)."""
+    try:
+        from numba import cuda
+    except (ImportError, AttributeError) as e:
+        from importlib.metadata import PackageNotFoundError, version
+
+        def installed(name):
+            try:
+                return version(name)
+            except PackageNotFoundError:
+                return "not installed"
+
+        raise DeviceError(
+            f"numba.cuda does not import here ({type(e).__name__}: {e}) with numba {installed('numba')}, "
+            f"numba-cuda {installed('numba-cuda')}, numpy {installed('numpy')}; install a working combination "
+            "with pip install 'dispatchrl[cuda]' (CUDA 12; 'dispatchrl[cuda13]' for CUDA 13), which pins "
+            "numpy below 2.5"
+        ) from e
+    return cuda
 
 
 class C(Device):

@@ -33,7 +33,7 @@ def _single(device, kernel, *args):
 
 
 @cuda.jit
-def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns):
     j = cuda.grid(1)
     steps, envs = reward.shape
     if j < envs:
@@ -47,15 +47,17 @@ def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, adv
             v = value[t, j]
             a = reward[t, j] + bootstrap - v + gamma * lam * carry
             advantage[t, j] = a
-            if returns is not None:
+            if with_returns:
                 returns[t, j] = a + v
             carry = a
 
 
 @api.gae.dispatch
 def gae(device: CUDA, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+    # real CUDA cannot pass None into a kernel (the simulator can): without returns, advantage
+    # stands in for the unused argument
     launch_1d(device, gae_kernel, reward.shape[1], reward, value, next_value, terminated, truncated, gamma, lam,
-              advantage, returns)
+              advantage, advantage if returns is None else returns, returns is not None)
 
 
 @cuda.jit

@@ -90,6 +90,35 @@ class Array:
     def __repr__(self):
         return f"Array[{self.device!r}, {self.dtype.name}, {self.shape}]"
 
+    # numpy, CuPy and PyTorch take Arrays without copies where the memory allows it; a transfer off
+    # the GPU is never implicit (dispatchrl.to_numpy copies).
+    def __array__(self, dtype=None, copy=None):
+        if self.device.memory != "host":
+            raise DeviceError(f"{self!r} lives in GPU memory; copy it to the host with dispatchrl.to_numpy(x)")
+        if copy:
+            return np.array(self.data, dtype=dtype, copy=True)
+        if dtype is not None and np.dtype(dtype) != self.data.dtype:
+            if copy is False:
+                raise ValueError(f"{self!r} cannot be viewed as {np.dtype(dtype).name} without a copy")
+            return self.data.astype(dtype)
+        return self.data
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.device.memory != "cuda":
+            raise AttributeError(f"{self!r} is a host array: it has __array__ and __dlpack__, not the CUDA interface")
+        return self.data.__cuda_array_interface__
+
+    def __dlpack__(self, **kwargs):
+        if self.device.memory != "host":  # numba device arrays do not export DLPack
+            raise DeviceError(f"{self!r}: DLPack export is for host arrays; use __cuda_array_interface__ on CUDA")
+        return self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        if self.device.memory != "host":
+            raise DeviceError(f"{self!r}: DLPack export is for host arrays; use __cuda_array_interface__ on CUDA")
+        return self.data.__dlpack_device__()
+
 
 def _check_device(device):
     if not isinstance(device, Device):

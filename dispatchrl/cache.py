@@ -89,6 +89,7 @@ def import_generated(source: str, name: str, folder: str, package: str) -> Modul
     module = sys.modules.get(module_name)
     if module is None:
         spec = importlib.util.spec_from_file_location(module_name, path)
+        assert spec is not None and spec.loader is not None  # a .py file path always has both
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)

@@ -23,6 +23,7 @@ through it. Older formats load through :func:`migration` functions.
 """
 
 import dataclasses
+from collections.abc import Callable
 import hashlib
 import json
 import os
@@ -49,7 +50,7 @@ METADATA_ENTRY = "__checkpoint__"
 ROTATED = re.compile(r"^step-(\d{12})\.npz$")
 
 #: version → function(document, arrays) -> (document, arrays) of version + 1
-MIGRATIONS = {}
+MIGRATIONS: dict[int, Callable[[dict, dict], tuple[dict, dict]]] = {}
 
 
 def migration(from_version):

@@ -160,6 +160,10 @@ def fuse(device, fn, *args, **kwargs):
     return Step(device, run, calls, time.perf_counter() - start)
 
 
+#: a plum function: backends add their methods with ``@compile_step.dispatch``
+compile_step: plum.Function
+
+
 @_dispatch
 def compile_step(device: Generic, calls: list) -> Program:
     """The runnable program of a traced step (``calls``) for ``device``: a generic function whose
@@ -208,8 +212,8 @@ def segments(nodes: list, compiles: Callable[[object], bool]) -> Iterator[tuple[
             return "compiled"
         return "branch" if isinstance(node, Branch) else "host"
 
-    for key, group in itertools.groupby(nodes, key=kind):
-        group = list(group)
+    for key, run in itertools.groupby(nodes, key=kind):
+        group = list(run)
         if key == "branch":
             for node in group:
                 yield key, [node]
@@ -240,7 +244,7 @@ def segmented_program(nodes: list, compiles: Callable[[object], bool], compile_r
             for part in parts:
                 part(1)
 
-    run.segments = parts
+    run.segments = parts  # type: ignore[attr-defined]  # for tests and inspection
     return run
 
 

@@ -13,6 +13,8 @@ import os
 import platform
 import sys
 
+from typing import Any
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -33,12 +35,12 @@ __all__ = ["PIN_RUNTIME", "JIT_FAST", "JIT_EXACT", "FLUSH_DENORMALS", "flush_den
 
 #: Kernels pin Numba's runtime on, so a fused step calling them may run without it (see
 #: njit_program); a Numba without the (internal) option keeps the runtime everywhere.
-PIN_RUNTIME = {"_nrt": True} if hasattr(CPUTargetOptions, "_nrt") else {}
+PIN_RUNTIME: dict[str, Any] = {"_nrt": True} if hasattr(CPUTargetOptions, "_nrt") else {}
 #: Arithmetic kernels. error_model="numpy": no ZeroDivisionError checks, which would block
 #: vectorisation.
-JIT_FAST = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
+JIT_FAST: dict[str, Any] = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
 #: Random streams, environments, bookkeeping: no fastmath, so results match numpy bit for bit.
-JIT_EXACT = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
+JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
 
 
 def configure_numba_cache() -> None:
@@ -49,8 +51,9 @@ def configure_numba_cache() -> None:
     helper changed. A per-source-hash folder makes any edit start a fresh cache.
     NUMBA_CACHE_DIR, if set, is the parent of that folder.
     """
-    base = numba.config.CACHE_DIR or str(cache_dir() / "numba")
-    numba.config.CACHE_DIR = os.path.join(base, f"dispatchrl-{package_fingerprint()[:16]}")
+    config: Any = numba.config  # its attributes are made at import, unseen by type checkers
+    base = config.CACHE_DIR or str(cache_dir() / "numba")
+    config.CACHE_DIR = os.path.join(base, f"dispatchrl-{package_fingerprint()[:16]}")
 
 
 configure_numba_cache()  # before any kernel module is decorated: Numba reads it at decoration
@@ -160,7 +163,8 @@ def _importable(kernel: Dispatcher) -> bool:
 def njit_program(calls: list) -> Program:
     """One generated ``@njit`` function running ``calls`` (Numba kernels and branches over them)
     ``n`` times; cached on disk when every kernel is importable by name."""
-    kernels, arrays = {}, {}
+    kernels: dict[Any, str] = {}
+    arrays: dict[int, tuple[str, Any]] = {}
 
     def array_name(a):
         return arrays.setdefault(id(a.data), (f"a{len(arrays)}", a.data))[0]

@@ -23,8 +23,8 @@ class Policy:
     action_low: np.ndarray
     action_high: np.ndarray
     squash: str = "tanh"
-    obs_mean: np.ndarray = field(default=None)
-    obs_std: np.ndarray = field(default=None)
+    obs_mean: np.ndarray | None = field(default=None)
+    obs_std: np.ndarray | None = field(default=None)
 
     @classmethod
     def from_mlp(cls, net: MLP, action_low, action_high, squash="tanh", obs_mean=None, obs_std=None):

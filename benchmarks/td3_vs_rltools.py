@@ -22,7 +22,7 @@ Build outputs go to ~/.cache/dispatchrl/rltools/build-<hash> ($DISPATCHRL_RLTOOL
 overrides the root), never into the repository. OpenBLAS: `apt-get install libopenblas-dev`.
 
     python benchmarks/td3_vs_rltools.py [--pairs 5] [--steps 10000] [--skip-cold]
-                                        [--rltools-only] [--timeout 600]
+                                        [--rltools-only] [--timeout 600] [--baseline DIR]
 
 stdout carries only JSON lines; progress goes to stderr. Exit status: 0 when the comparison ran
 (whether or not the target is met), 1 when the RLtools side could not be built, 2 when the
@@ -234,14 +234,14 @@ def summary_line(error):
     return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
 
 
-def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl"):
+def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO):
     command = [args.python, "-m", "dispatchrl", "train", "td3", "--env", "pendulum", "--steps", str(args.steps),
                "--seed", str(seed), "--json"]
     env = thread_env(args.blas_threads, extra_env)
-    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     start = time.perf_counter()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=env, cwd=REPO)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=env, cwd=repo)
     except subprocess.TimeoutExpired:
         raise BenchmarkError(f"`{' '.join(command[1:])}` timed out after {args.timeout} s")
     wall = time.perf_counter() - start
@@ -287,6 +287,9 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per command (default 600)")
     p.add_argument("--python", default=sys.executable,
                    help="interpreter that runs `-m dispatchrl` (default: this one); the repo is put on PYTHONPATH")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="another dispatchrl checkout (e.g. a git worktree of the previous commit) timed in every "
+                        "pair too: before/after of a change in one run (ratio this/baseline)")
     args = p.parse_args(argv)
     if args.pairs < 3:
         p.error("--pairs must be at least 3")
@@ -314,6 +317,8 @@ def main(argv=None):
         log("warm-up dispatchrl run (fills the regular caches; not counted)")
         try:
             emit(run_dispatchrl(0, args, label="dispatchrl-warmup"))
+            if args.baseline:
+                emit(run_dispatchrl(0, args, label="baseline-warmup", repo=os.path.abspath(args.baseline)))
         except BenchmarkError as e:
             dispatchrl_error = str(e)
     if dispatchrl_error:
@@ -322,7 +327,7 @@ def main(argv=None):
         emit({"run": "dispatchrl", "error": summary_line(dispatchrl_error)})
     run_rltools(rlt["binary"], 0, args)  # warm-up (page cache, OpenBLAS init); not counted
 
-    rl_runs, drl_runs, ratios = [], [], []
+    rl_runs, drl_runs, ratios, baseline_ratios = [], [], [], []
     for i in range(args.pairs):
         seed = i
         try:
@@ -347,6 +352,17 @@ def main(argv=None):
             emit(d)
             drl_runs.append(d)
             ratios.append(d["ratio"])
+            if args.baseline:
+                try:
+                    b = run_dispatchrl(seed, args, label="baseline", repo=os.path.abspath(args.baseline))
+                except BenchmarkError as e:
+                    log(str(e))
+                    emit({"run": "baseline", "pair": i, "error": summary_line(e)})
+                    continue
+                b["pair"] = i
+                b["ratio_to_baseline"] = round(d["train_seconds"] / b["train_seconds"], 4)
+                emit(b)
+                baseline_ratios.append(b["ratio_to_baseline"])
 
     ratio = median(ratios) if len(ratios) >= 3 else None
     summary = {
@@ -368,6 +384,9 @@ def main(argv=None):
         "warm_command_seconds_median": median([d["command_seconds"] for d in drl_runs]),
         "rltools_version": rlt.get("version"), "rltools_compile_command": rlt["compile_command"],
     }
+    if args.baseline:
+        summary.update(baseline=os.path.abspath(args.baseline), ratio_to_baseline_median=median(baseline_ratios),
+                       ratios_to_baseline=baseline_ratios)
     if dispatchrl_error and not args.rltools_only:
         summary["dispatchrl_error"] = summary_line(dispatchrl_error)
     emit(summary)

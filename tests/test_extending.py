@@ -1,0 +1,152 @@
+"""Extension points (issue 16): user devices, user envs and user networks plug in by adding methods."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dispatchrl as drl
+from dispatchrl import nn
+from dispatchrl.backends.cpu import is_numba
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+# ---------------------------------------------------------------- devices
+
+class Delegating(drl.CPU):
+    """Counts matmul calls (eagerly in Python, at run time with CPU's increment kernel), then
+    delegates to CPU's method."""
+
+
+TRACED = []
+RUNS = drl.zeros(drl.CPU(), 1, np.int64)
+
+
+@drl.matmul.dispatch
+def matmul(device: Delegating, a, b, out):
+    TRACED.append(type(device).__name__)
+    drl.increment(drl.CPU(), RUNS)
+    drl.matmul(drl.CPU(), a, b, out)
+
+
+class Bare(drl.Device):
+    """A device with one method and no compile_step."""
+
+
+def _relu_numpy(x, out):
+    np.maximum(x, 0, out=out)
+
+
+@drl.relu.dispatch
+def relu(device: Bare, x, out):
+    drl.launch(device, _relu_numpy, x, out)
+
+
+def _operands(device, seed=0):
+    g = np.random.default_rng(seed)
+    return (drl.asarray(device, g.normal(size=(5, 7)), np.float32), drl.asarray(device, g.normal(size=(7, 3)), np.float32),
+            drl.zeros(device, (5, 3)))
+
+
+def _matmul_twice(device, a, b, out, tmp):
+    drl.matmul(device, a, b, tmp)
+    drl.relu(device, tmp, out)
+    drl.matmul(device, a, b, tmp)
+
+
+def test_delegating_device_eager_counts_and_matches_cpu():
+    dev, cpu = Delegating(), drl.CPU()
+    a, b, out = _operands(dev)
+    TRACED.clear()
+    drl.assign(RUNS, [0])
+    drl.matmul(dev, a, b, out)
+    expected = drl.zeros(cpu, (5, 3))
+    drl.matmul(cpu, *_operands(cpu)[:2], expected)
+    assert TRACED == ["Delegating"] and drl.to_numpy(RUNS)[0] == 1
+    np.testing.assert_array_equal(drl.to_numpy(out), drl.to_numpy(expected))
+    reference = drl.to_numpy(a).astype(np.float64) @ drl.to_numpy(b).astype(np.float64)
+    np.testing.assert_allclose(drl.to_numpy(out), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_delegating_device_fused_stays_one_compiled_loop():
+    dev = Delegating()
+    a, b, out = _operands(dev)
+    tmp = drl.zeros(dev, (5, 3))
+    TRACED.clear()
+    drl.assign(RUNS, [0])
+    step = drl.fuse(dev, _matmul_twice, a, b, out, tmp)
+    assert TRACED == ["Delegating", "Delegating"]           # traced once, methods run in Python
+    assert all(is_numba(kernel) for kernel, _ in step.kernel_calls)   # CPU's kernels, no Python one
+    assert not hasattr(step._run, "segments")                 # one njit program, no host segments
+    step(4)
+    assert drl.to_numpy(RUNS)[0] == 8                         # counted inside the compiled loop
+    cpu = drl.CPU()
+    ca, cb, cout = _operands(cpu)
+    drl.fuse(cpu, _matmul_twice, ca, cb, cout, drl.zeros(cpu, (5, 3)))(4)
+    np.testing.assert_array_equal(drl.to_numpy(out), drl.to_numpy(cout))
+
+
+def test_invoke_runs_the_parent_method_on_the_subclass_device():
+    dev = Delegating()
+    a, b, out = _operands(dev)
+    TRACED.clear()
+    drl.invoke(drl.matmul, drl.CPU)(dev, a, b, out)
+    assert TRACED == []                                       # Delegating's method skipped
+    np.testing.assert_allclose(drl.to_numpy(out), drl.to_numpy(a) @ drl.to_numpy(b), rtol=1e-5, atol=1e-5)
+    with pytest.raises(drl.ShapeError, match="'b'"):          # the declaration still validates
+        drl.invoke(drl.matmul, drl.CPU)(dev, a, drl.zeros(dev, (6, 3)), out)
+    with pytest.raises(drl.DeviceError, match="no method for Bare"):
+        drl.invoke(drl.matmul, Bare)(dev, a, b, out)
+
+
+def test_subclass_and_parent_arrays_are_interchangeable():
+    dev, cpu = Delegating(), drl.CPU()
+    a_sub, b_cpu, out_sub = _operands(dev)[0], _operands(cpu)[1], drl.zeros(dev, (5, 3))
+    drl.matmul(cpu, a_sub, b_cpu, out_sub)                    # subclass arrays, parent method
+    out_cpu = drl.zeros(cpu, (5, 3))
+    drl.matmul(dev, a_sub, b_cpu, out_cpu)                    # parent arrays, subclass method
+    np.testing.assert_array_equal(drl.to_numpy(out_sub), drl.to_numpy(out_cpu))
+
+
+def test_host_and_cuda_arrays_refused_before_any_kernel(cuda_device):
+    dev = Delegating()
+    a, b, out = _operands(dev)
+    TRACED.clear()
+    with pytest.raises(drl.DeviceError, match=r"argument 'b' is on CUDA\(\)"):
+        drl.matmul(dev, a, drl.asarray(cuda_device, drl.to_numpy(b)), out)
+    with pytest.raises(drl.DeviceError, match=r"argument 'a' is on Delegating\(\) \(host memory\)"):
+        drl.matmul(cuda_device, a, drl.zeros(cuda_device, (7, 3)), drl.zeros(cuda_device, (5, 3)))
+    assert TRACED == []
+
+
+def test_bare_device_without_compile_step_gets_a_clear_error():
+    dev = Bare()
+    x = drl.asarray(dev, [-1.0, 2.0], np.float32)
+    out = drl.zeros(dev, 2)
+    drl.relu(dev, x, out)                                     # eager works with the one method
+    assert drl.to_numpy(out).tolist() == [0.0, 2.0]
+    with pytest.raises(drl.DeviceError, match=r"Bare\(\) has no compile_step method.*compile_step.dispatch"):
+        drl.fuse(dev, drl.relu, x, out)
+    with pytest.raises(drl.DeviceError, match="matmul has no method for device Bare"):
+        drl.matmul(dev, *_operands(dev))
+
+
+# ---------------------------------------------------------------- examples
+
+def _run_example(name, *args, timeout=900):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
+                            timeout=timeout, env=env, cwd=str(EXAMPLES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_example_custom_backend_runs():
+    out = _run_example("custom_backend.py")
+    assert "60 dense_forward calls" in out and "one compiled loop: True" in out
+    assert "same weights on both devices" in out and "Tiny device" in out

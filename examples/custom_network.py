@@ -13,7 +13,6 @@ small ``@njit`` kernel launched like dispatchrl's own, so TD3's step is still on
 import argparse
 from dataclasses import dataclass
 
-import numpy as np
 from numba import njit
 
 import dispatchrl as drl

@@ -299,3 +299,17 @@ def test_readme_extending_section_runs(tmp_path):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, env=env,
                             cwd=str(tmp_path))
     assert result.returncode == 0 and "readme ok" in result.stdout, result.stdout + result.stderr
+
+
+def test_every_algorithm_builds_its_networks_with_the_configured_constructor():
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import custom_network
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    for algo in (drl.td3, drl.sac, drl.ppo):
+        config = algo.Config(network="custom_network:residual_mlp")
+        config.validate()
+        state = algo.build(drl.CPU(), config, 3, 1, 0)
+        assert isinstance(state.actor, custom_network.ResidualMLP), algo.NAME
+        assert isinstance(state.actor_act, custom_network.ResidualBuffers), algo.NAME

@@ -11,7 +11,7 @@ Every generic function takes the device first and writes into outputs passed in:
 from .activation import ACTIVATIONS, Activation
 from .arrays import Array, asarray, assign, to_numpy, zeros
 from .devices import C, CPU, CUDA, Device, Generic
-from .dispatch import GENERIC_FUNCTIONS, GenericFunction, generic
+from .dispatch import GENERIC_FUNCTIONS, GenericFunction, generic, invoke
 from .errors import CheckpointError, ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError
 from .staging import Below, Every, Step, compile_step, fuse, launch, when
 from . import backends  # noqa: F401  (compile_step methods of CPU and C; before any kernel is jitted)

@@ -26,9 +26,12 @@ def check_array(fn: str, name: str, x: object, device: Device, shape: tuple | No
     if not isinstance(x, Array):
         raise DeviceError(f"{fn}: argument '{name}' must be a dispatchrl Array on {device!r}, got "
                           f"{type(x).__name__} (wrap host data with dispatchrl.asarray(device, x))")
-    if type(x.device) is not type(device):
-        raise DeviceError(f"{fn}: argument '{name}' is on {x.device!r} but the call is on {device!r}"
-                          " (transfer it explicitly with dispatchrl.asarray)")
+    # a method accepts any array in the call's memory space (host: Generic, CPU, C and their
+    # subclasses share numpy memory), so an override may call its parent device's method
+    if x.device.memory != device.memory:
+        raise DeviceError(f"{fn}: argument '{name}' is on {x.device!r} ({x.device.memory} memory) but the call "
+                          f"is on {device!r} ({device.memory} memory); transfer it explicitly with "
+                          "dispatchrl.asarray")
     if dtype is not None and x.dtype != dtype:
         raise DTypeError(f"{fn}: argument '{name}' has dtype {x.dtype.name}, expected {np.dtype(dtype).name}")
     if dtype is None and dtypes is not None and x.dtype not in dtypes:

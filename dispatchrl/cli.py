@@ -89,7 +89,8 @@ def train(args: argparse.Namespace) -> dict:
                         resume=args.resume)
     if args.save:
         result.save(args.save)
-    eval_return, eval_returns = (None, []) if args.no_eval else evaluate(result.policy, result.spec.eval_id)
+    skip_eval = args.no_eval or result.spec.eval_id is None  # a native env with no gymnasium id
+    eval_return, eval_returns = (None, []) if skip_eval else evaluate(result.policy, result.spec.eval_id)
     summary = {**result.summary(), "eval_return": None if eval_return is None else round(eval_return, 3),
                "eval_returns": [round(r, 3) for r in eval_returns], "saved": str(args.save) if args.save else None}
     if args.json:
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = commands.add_parser("train", help="train an agent, evaluate it, optionally save a checkpoint")
     p.add_argument("algo", choices=sorted(ALGORITHMS))
-    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, ant, or any gymnasium id")
+    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, ant, any gymnasium id, or module:NativeEnvClass")
     p.add_argument("--steps", type=int, default=None, help="total environment steps (default: the config's; PPO: the env's own config)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu, generic, cuda or c")

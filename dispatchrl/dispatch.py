@@ -22,6 +22,7 @@ naming both, raised before any kernel runs — eagerly and while :func:`dispatch
 
 import dataclasses
 import inspect
+from collections.abc import Callable
 
 import numpy as np
 import plum
@@ -29,7 +30,7 @@ import plum
 from .arrays import Array
 from .errors import ConfigError, DeviceError, ShapeError
 
-__all__ = ["generic", "GenericFunction", "GENERIC_FUNCTIONS", "check_aliasing"]
+__all__ = ["generic", "GenericFunction", "GENERIC_FUNCTIONS", "check_aliasing", "invoke"]
 
 #: every public generic function, in declaration order (tests check each stays cache-friendly)
 GENERIC_FUNCTIONS = []
@@ -87,6 +88,35 @@ class GenericFunction:
 
     def __repr__(self):
         return f"<generic function {self.__name__} with {len(self.function.methods)} method(s)>"
+
+
+def invoke(fn: "GenericFunction", device_type: type) -> "Callable[..., object]":
+    """``fn``'s method for ``device_type``, callable on any device (Julia's ``invoke``)::
+
+        @drl.matmul.dispatch
+        def matmul(device: Counting, a, b, out):
+            drl.invoke(drl.matmul, drl.CPU)(device, a, b, out)   # CPU's method, device kept
+
+    The declaration still validates the arguments; the other arguments dispatch on their own
+    types as usual. Where the parent device is easy to make, ``drl.matmul(drl.CPU(), a, b, out)``
+    does the same (arrays of one memory space are accepted by every device of that space)."""
+    if not isinstance(fn, GenericFunction):
+        raise ConfigError(f"invoke: argument 'fn' must be a dispatchrl generic function, got {fn!r}")
+    if not isinstance(device_type, type):
+        raise ConfigError(f"invoke: argument 'device_type' must be a Device class, got {device_type!r}")
+
+    def call(*args, **kwargs):
+        args = fn.declaration(*args, **kwargs)
+        check_aliasing(fn, args)
+        try:
+            method = fn.function.invoke(device_type, *(type(a) for a in args[1:]))
+        except plum.NotFoundLookupError:
+            raise DeviceError(f"invoke: {fn.__name__} has no method for {device_type.__name__} and these "
+                              "arguments") from None
+        return method(*args)
+
+    call.__name__ = f"{fn.__name__}_as_{device_type.__name__}"
+    return call
 
 
 def generic(declaration=None, *, outputs=None, inplace=(), may_alias=None):

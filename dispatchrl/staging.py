@@ -23,7 +23,7 @@ import plum
 
 from .arrays import Array
 from .devices import Generic
-from .errors import ConfigError
+from .errors import ConfigError, DeviceError
 
 __all__ = ["launch", "fuse", "when", "Every", "Below", "Branch", "Step", "Program", "compile_step", "kernel_calls",
            "python_program", "segments", "segmented_program", "raw"]
@@ -156,7 +156,15 @@ def fuse(device, fn, *args, **kwargs):
     finally:
         _recording.reset(token)
     start = time.perf_counter()
-    run = compile_step(device, calls)
+    try:
+        method = compile_step.invoke(type(device), list)
+    except plum.NotFoundLookupError:
+        raise DeviceError(
+            f"fuse: {device!r} has no compile_step method, so its traced steps cannot run; add one, e.g. "
+            f"@dispatchrl.compile_step.dispatch def compile_step(device: {type(device).__name__}, calls: list) "
+            "-> Program: return dispatchrl.staging.python_program(calls)  (each kernel called from Python), "
+            "or derive the device from CPU/Generic to inherit theirs") from None
+    run = method(device, calls)
     return Step(device, run, calls, time.perf_counter() - start)
 
 

@@ -149,8 +149,8 @@ def test_select_min_rows(dtype):
 def test_rl_kernels_refuse_bad_input_on_c():
     with pytest.raises(drl.ShapeError, match="'b'"):
         rl.concat_columns(C, drl.zeros(C, (4, 2)), drl.zeros(C, (3, 2)), drl.zeros(C, (4, 4)))
-    with pytest.raises(drl.DeviceError):
-        rl.td_target(C, drl.zeros(C, 4), drl.zeros(C, 4, np.bool_), drl.zeros(drl.CPU(), (4, 1)),
+    with pytest.raises(drl.DeviceError):  # CUDA memory (a CPU array is host memory, accepted)
+        rl.td_target(C, drl.zeros(C, 4), drl.zeros(C, 4, np.bool_), drl.zeros(drl.CUDA(), (4, 1)),
                      drl.zeros(C, (4, 1)), 0.9, drl.zeros(C, (4, 1)))
     with pytest.raises(drl.ShapeError):
         rl.slice_columns(C, drl.zeros(C, (4, 3)), 2, drl.zeros(C, (4, 2)))

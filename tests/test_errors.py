@@ -34,15 +34,19 @@ def test_dtype_error(cpu):
         drl.zeros(cpu, 3, np.complex64)
 
 
-def test_mixed_devices_refused(cpu):
+def test_host_devices_share_memory(cpu):
+    # Generic, CPU and C arrays all live in host memory: any host device's method accepts them
     g = drl.Generic()
-    with pytest.raises(drl.DeviceError, match=r"argument 'b' is on Generic\(\) but the call is on CPU\(\)"):
-        drl.matmul(cpu, drl.zeros(cpu, (3, 4)), drl.zeros(g, (4, 2)), drl.zeros(cpu, (3, 2)))
+    out = drl.zeros(cpu, (3, 2))
+    drl.matmul(cpu, drl.asarray(cpu, np.ones((3, 4)), np.float32), drl.asarray(g, np.ones((4, 2)), np.float32), out)
+    np.testing.assert_array_equal(drl.to_numpy(out), np.full((3, 2), 4.0))
 
 
 def test_mixed_cuda_and_cpu_refused(cpu, cuda_device):
-    with pytest.raises(drl.DeviceError, match=r"'x' is on CUDA\(\)"):
+    with pytest.raises(drl.DeviceError, match=r"'x' is on CUDA\(\) \(cuda memory\) but the call is on CPU\(\)"):
         drl.relu(cpu, drl.zeros(cuda_device, 3), drl.zeros(cpu, 3))
+    with pytest.raises(drl.DeviceError, match=r"'out' is on CPU\(\) \(host memory\) but the call is on CUDA"):
+        drl.relu(cuda_device, drl.zeros(cuda_device, 3), drl.zeros(cpu, 3))
 
 
 def test_raw_numpy_and_non_device_refused(cpu):

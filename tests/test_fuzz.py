@@ -1211,8 +1211,8 @@ def test_acrobot_step(name, data):
 # A builder makes a valid call on a device (arrays of the drawn sizes and dtype) and says which
 # mutations do not make it invalid ("exempt": an output of free shape, dtype or both). Mutations:
 # "shape" (last axis one longer), "rank" (one more axis) → ShapeError, "dtype" (int32, or the other float
-# where the argument's dtype is tied to another's) → DTypeError, "device" (the same array on
-# another device) and "host" (a bare numpy array) → DeviceError; each builder also lists bad numbers
+# where the argument's dtype is tied to another's) → DTypeError, "device" (the same array in
+# the other memory space, host or CUDA) and "host" (a bare numpy array) → DeviceError; each builder also lists bad numbers
 # (→ ConfigError, or the error its declaration documents). After the refused call every array of the
 # call must hold what it held before: nothing ran.
 
@@ -1386,9 +1386,8 @@ ERRORS = {"shape": ShapeError, "rank": ShapeError, "dtype": DTypeError, "dtype-f
 
 def mutations(call, device):
     """Every (slot label, kind, replacement args) of ``call`` that must be refused."""
-    other = drl.Generic() if not isinstance(device, drl.Generic) or isinstance(device, drl.CPU) else drl.CPU()
-    if isinstance(device, drl.CPU):
-        other = drl.C()
+    # every host device accepts every host array (one memory space): "device" means the other space
+    other = drl.CPU() if device.memory == "cuda" else drl.CUDA()
     out = []
     for label, i, field in call.slots():
         arr = call.get(i, field)
@@ -1430,9 +1429,9 @@ def refusals(call, device):
                 cases.append((f"#{key}={value!r}", args, call.kwargs, error))
             else:
                 cases.append((f"{key}={value!r}", call.args, {**call.kwargs, key: value}, error))
-    # the device itself: not a Device, or a device the arrays are not on
+    # the device itself: not a Device, or a device of another memory space than the arrays'
     cases.append(("device 'cpu'", ["cpu", *call.args[1:]], call.kwargs, DeviceError))
-    foreign = drl.C() if not is_c(device) else drl.Generic()
+    foreign = drl.CUDA() if device.memory == "host" else drl.CPU()
     cases.append((f"device {foreign!r}", [foreign, *call.args[1:]], call.kwargs, DeviceError))
     return cases
 

@@ -154,6 +154,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(drl.ConfigError, match="'lam'"):
         gae(dev, r, v, nv, term, trunc, 0.9, float("nan"), out, out2)
     with pytest.raises(drl.DeviceError, match="'value'"):
-        gae(dev, r, drl.asarray(drl.Generic(), np.zeros((4, 3), np.float32)), nv, term, trunc, 0.9, 0.9, out, out2)
+        foreign = drl.CUDA() if dev.memory == "host" else drl.CPU()  # the other memory space
+        gae(dev, r, drl.asarray(foreign, np.zeros((4, 3), np.float32)), nv, term, trunc, 0.9, 0.9, out, out2)
     with pytest.raises(drl.ShapeError, match="'n'"):
         discounted_returns(dev, r, nv, term, trunc, 0.9, out, n=0)

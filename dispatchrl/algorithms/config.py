@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..nn import NETWORKS
 
-__all__ = ["ACTIVATIONS", "OffPolicyConfig", "Rule", "activation_name", "finite", "hidden_sizes", "non_negative",
+__all__ = ["ACTIVATIONS", "OffPolicyConfig", "Rule", "activation_name", "finite", "hidden_sizes", "network_name", "non_negative",
            "non_negative_int", "positive", "positive_int", "unit_interval", "validate_fields",
            "validate_off_policy"]
 
@@ -64,6 +65,10 @@ def activation_name(v: object) -> bool:
     return v in ACTIVATIONS
 
 
+def network_name(v: object) -> bool:
+    return isinstance(v, str) and (v in NETWORKS or ":" in v)
+
+
 def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
     """The fields TD3 and SAC share, then the algorithm's own."""
     validate_fields(config, {
@@ -72,6 +77,7 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
         "batch_size": (positive_int, "a positive int"),
         "hidden": (hidden_sizes, "a tuple of positive ints"),
         "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
+        "network": (network_name, "a name in dispatchrl.nn.NETWORKS or 'module:function'"),
         "gamma": (unit_interval, "in [0, 1]"),
         "polyak": (unit_interval, "in [0, 1]"),
         "actor_lr": (positive, "a positive number"),
@@ -95,6 +101,7 @@ class OffPolicyConfig:
     batch_size: int = 100
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "relu"
+    network: str = "mlp"             # actor/critic constructor: a name in nn.NETWORKS or "module:function"
     gamma: float = 0.99
     polyak: float = 0.995            # target ← polyak·target + (1 − polyak)·online
     actor_lr: float = 1e-3

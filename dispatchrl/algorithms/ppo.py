@@ -31,10 +31,12 @@ from ..kernels.onpolicy.api import (NORMALIZE_EPS, adaptive_learning_rate, gae, 
                                     normalize_observations, ppo_policy_gradient, random_permutation, rollout_store,
                                     running_stats_update)
 from ..kernels.random.api import rng
-from ..nn import MLP, MLPBuffers, Parameter, Policy, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter
+from ..nn import (MLP, MLPBuffers, Parameter, Policy, backward, forward, make_buffers, network_constructor,
+                  parameter, parameter_groups)
 from ..staging import Every, when
 from . import driver
-from .config import activation_name, finite, hidden_sizes, positive, positive_int, unit_interval, validate_fields
+from .config import (activation_name, finite, hidden_sizes, network_name, positive, positive_int, unit_interval,
+                     validate_fields)
 from .protocol import Schedule
 from .runs import TrainResult
 
@@ -57,6 +59,7 @@ class Config:
     epochs: int = 1
     hidden: tuple[int, ...] = (32, 32)
     activation: str = "tanh"
+    network: str = "mlp"               # actor/critic constructor: a name in nn.NETWORKS or "module:function"
     gamma: float = 0.9
     lam: float = 0.95                  # GAE λ
     clip: float = 0.2
@@ -82,6 +85,7 @@ class Config:
             "epochs": (positive_int, "a positive int"),
             "hidden": (hidden_sizes, "a tuple of positive ints"),
             "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
+            "network": (network_name, "a name in dispatchrl.nn.NETWORKS or 'module:function'"),
             "gamma": (unit_interval, "in [0, 1]"),
             "lam": (unit_interval, "in [0, 1]"),
             "clip": (positive, "a positive number"),
@@ -186,17 +190,18 @@ class State:
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
     envs, rows = config.num_envs, config.batch_size
-    actor = mlp(device, (obs_dim, *config.hidden, action_dim), config.activation, "identity", seed=seed * 8)
-    critic = mlp(device, (obs_dim, *config.hidden, 1), config.activation, "identity", seed=seed * 8 + 1)
+    make = network_constructor(config.network)
+    actor = make(device, (obs_dim, *config.hidden, action_dim), config.activation, "identity", seed=seed * 8)
+    critic = make(device, (obs_dim, *config.hidden, 1), config.activation, "identity", seed=seed * 8 + 1)
     log_std = parameter(device, action_dim)
     fill(device, log_std.value, float(np.log(config.initial_std)))
     return State(
         actor=actor, critic=critic, log_std=log_std,
-        actor_act=mlp_buffers(device, actor, envs),
-        critic_act=mlp_buffers(device, critic, envs),
-        critic_next=mlp_buffers(device, critic, envs),
-        actor_train=mlp_buffers(device, actor, rows),
-        critic_train=mlp_buffers(device, critic, rows),
+        actor_act=make_buffers(device, actor, envs),
+        critic_act=make_buffers(device, critic, envs),
+        critic_next=make_buffers(device, critic, envs),
+        actor_train=make_buffers(device, actor, rows),
+        critic_train=make_buffers(device, critic, rows),
         obs_stats=obs_stats(device, obs_dim),
         obs_norm=zeros(device, (envs, obs_dim)),
         next_obs_norm=zeros(device, (envs, obs_dim)),
@@ -230,16 +235,16 @@ def normalize(device: Device, config: Config, state: State, obs: Array, out: Arr
 def act(device: Device, config: Config, state: State, obs: Array) -> None:
     """Observe (update the running statistics, normalise), sample a ~ π(·|s) and V(s)."""
     normalize(device, config, state, obs, state.obs_norm, update_stats=True)
-    mlp_forward(device, state.actor, state.actor_act, state.obs_norm)
+    forward(device, state.actor, state.actor_act, state.obs_norm)
     gaussian_sample(device, state.rng, state.actor_act.output, state.log_std.value, state.action, state.log_prob)
-    mlp_forward(device, state.critic, state.critic_act, state.obs_norm)
+    forward(device, state.critic, state.critic_act, state.obs_norm)
 
 
 def record_step(device: Device, config: Config, state: State, next_obs: Array, reward: Array, terminated: Array,
                 truncated: Array) -> None:
     """V of the true next observation, then the step goes into the rollout and the episode log."""
     normalize(device, config, state, next_obs, state.next_obs_norm, update_stats=False)
-    mlp_forward(device, state.critic, state.critic_next, state.next_obs_norm)
+    forward(device, state.critic, state.critic_next, state.next_obs_norm)
     rollout_store(device, state.rollout, state.step, state.obs_norm, state.action, state.actor_act.output,
                   state.log_prob, state.critic_act.output, state.critic_next.output, reward, terminated, truncated)
     track_episodes(device, state.episodes, reward, terminated, truncated, state.step)
@@ -283,7 +288,7 @@ def update(device: Device, config: Config, state: State) -> None:
     batch = state.batch
     gather_minibatch(device, state.rollout, state.permutation, state.updates, batch)
     # actor: clipped surrogate + entropy through the Gaussian head, then the MLP
-    mlp_forward(device, state.actor, state.actor_train, batch.obs)
+    forward(device, state.actor, state.actor_train, batch.obs)
     ppo_policy_gradient(device, state.actor_train.output, state.log_std.value, batch.action, batch.log_prob,
                         batch.advantage, batch.mean, state.old_log_std, config.clip, config.entropy_coef,
                         config.normalize_advantage, state.actor_train.d_output, state.log_std.grad,
@@ -291,12 +296,12 @@ def update(device: Device, config: Config, state: State) -> None:
     if config.adaptive_lr:
         adaptive_learning_rate(device, state.update_stats, state.learning_rate, config.kl_target, config.lr_factor,
                                config.lr_min, config.lr_max)
-    mlp_backward(device, state.actor, state.actor_train, batch.obs, state.actor_train.d_output)
+    backward(device, state.actor, state.actor_train, batch.obs, state.actor_train.d_output)
     # critic: regression on the GAE returns
-    mlp_forward(device, state.critic, state.critic_train, batch.obs)
+    forward(device, state.critic, state.critic_train, batch.obs)
     mse_gradient(device, state.critic_train.output, batch.returns, state.critic_train.d_output)
-    mlp_backward(device, state.critic, state.critic_train, batch.obs, state.critic_train.d_output)
-    for p in (*state.actor.groups, state.log_std, *state.critic.groups):
+    backward(device, state.critic, state.critic_train, batch.obs, state.critic_train.d_output)
+    for p in (*parameter_groups(state.actor), state.log_std, *parameter_groups(state.critic)):
         adam_step(device, p.value, p.grad, p.m, p.v, p.t, state.learning_rate, 0.9, 0.999,
                             config.adam_eps)
     increment(device, state.updates)

@@ -23,8 +23,8 @@ from ..kernels.random.api import random_uniform, rng
 from ..kernels.offpolicy.api import (concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
                               gaussian_tanh_sample, replay_sample, select_min_rows, slice_columns,
                               soft_td_target)
-from ..nn import (MLP, MLPBuffers, Parameter, Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward,
-                  parameter, polyak_average)
+from ..nn import (MLP, MLPBuffers, Parameter, Policy, adam_update, backward, forward, make_buffers,
+                  network_constructor, parameter, polyak_average)
 from ..staging import Below, Every, when
 from . import driver, offpolicy
 from .config import OffPolicyConfig, Rule, positive
@@ -108,8 +108,10 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
     actor_sizes = (obs_dim, *config.hidden, 2 * action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
 
+    make = network_constructor(config.network)
+
     def net(sizes: tuple[int, ...], k: int) -> MLP:
-        return mlp(device, sizes, config.activation, "identity", seed=seed * 8 + k)
+        return make(device, sizes, config.activation, "identity", seed=seed * 8 + k)
 
     actor, critic1, critic2 = net(actor_sizes, 0), net(critic_sizes, 1), net(critic_sizes, 2)
     log_alpha = parameter(device, (1,))
@@ -119,15 +121,15 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         actor=actor, critic1=critic1, critic2=critic2,
         critic1_target=net(critic_sizes, 1), critic2_target=net(critic_sizes, 2),
         log_alpha=log_alpha,
-        actor_act=mlp_buffers(device, actor, envs),
-        actor_train=mlp_buffers(device, actor, rows),
-        actor_next=mlp_buffers(device, actor, rows),
-        critic1_train=mlp_buffers(device, critic1, rows),
-        critic2_train=mlp_buffers(device, critic2, rows),
-        critic1_next=mlp_buffers(device, critic1, rows),
-        critic2_next=mlp_buffers(device, critic2, rows),
-        critic1_actor=mlp_buffers(device, critic1, rows, input_gradient=True),
-        critic2_actor=mlp_buffers(device, critic2, rows, input_gradient=True),
+        actor_act=make_buffers(device, actor, envs),
+        actor_train=make_buffers(device, actor, rows),
+        actor_next=make_buffers(device, actor, rows),
+        critic1_train=make_buffers(device, critic1, rows),
+        critic2_train=make_buffers(device, critic2, rows),
+        critic1_next=make_buffers(device, critic1, rows),
+        critic2_next=make_buffers(device, critic2, rows),
+        critic1_actor=make_buffers(device, critic1, rows, input_gradient=True),
+        critic2_actor=make_buffers(device, critic2, rows, input_gradient=True),
         act_noise=zeros(device, (envs, action_dim)),
         act_log_prob=zeros(device, (envs, 1)),
         pi_noise=zeros(device, (rows, action_dim)),
@@ -156,7 +158,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
 
 def act(device: Device, config: Config, state: State, obs: Array) -> None:
     def explore(device: Device) -> None:
-        mlp_forward(device, state.actor, state.actor_act, obs)
+        forward(device, state.actor, state.actor_act, obs)
         gaussian_tanh_sample(device, state.rng, state.actor_act.output, state.act_noise, state.action,
                              state.act_log_prob)
 
@@ -176,19 +178,19 @@ def update_temperature(device: Device, config: Config, state: State) -> None:
 def update_critics(device: Device, config: Config, state: State) -> None:
     # soft target: r + γ(1 − terminated)(min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(·|s')
     batch = state.batch
-    mlp_forward(device, state.actor, state.actor_next, batch.next_obs)
+    forward(device, state.actor, state.actor_next, batch.next_obs)
     gaussian_tanh_sample(device, state.rng, state.actor_next.output, state.next_noise, state.next_action,
                          state.next_log_prob)
     concat_columns(device, batch.next_obs, state.next_action, state.critic_next_input)
-    mlp_forward(device, state.critic1_target, state.critic1_next, state.critic_next_input)
-    mlp_forward(device, state.critic2_target, state.critic2_next, state.critic_next_input)
+    forward(device, state.critic1_target, state.critic1_next, state.critic_next_input)
+    forward(device, state.critic2_target, state.critic2_next, state.critic_next_input)
     soft_td_target(device, batch.reward, batch.terminated, state.critic1_next.output, state.critic2_next.output,
                    state.next_log_prob, state.log_alpha.value, config.gamma, state.q_target)
     concat_columns(device, batch.obs, batch.action, state.critic_input)
     for critic, buffers in ((state.critic1, state.critic1_train), (state.critic2, state.critic2_train)):
-        mlp_forward(device, critic, buffers, state.critic_input)
+        forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
-        mlp_backward(device, critic, buffers, state.critic_input, buffers.d_output)
+        backward(device, critic, buffers, state.critic_input, buffers.d_output)
         adam_update(device, critic, config.critic_lr)
 
 
@@ -197,15 +199,15 @@ def update_actor(device: Device, config: Config, state: State) -> None:
     obs = state.batch.obs
     concat_columns(device, obs, state.pi_action, state.actor_critic_input)
     for critic, buffers in ((state.critic1, state.critic1_actor), (state.critic2, state.critic2_actor)):
-        mlp_forward(device, critic, buffers, state.actor_critic_input)
+        forward(device, critic, buffers, state.actor_critic_input)
         fill(device, buffers.d_output, -1.0 / config.batch_size)
-        mlp_backward(device, critic, buffers, state.actor_critic_input, buffers.d_output, parameters=False)
+        backward(device, critic, buffers, state.actor_critic_input, buffers.d_output, parameters=False)
     select_min_rows(device, state.critic1_actor.output, state.critic2_actor.output, state.critic1_actor.d_in[0],
                     state.critic2_actor.d_in[0], state.d_critic_input)
     slice_columns(device, state.d_critic_input, obs.shape[1], state.d_action)
     gaussian_tanh_backward(device, state.actor_train.output, state.pi_noise, state.pi_action, state.d_action,
                            state.log_alpha.value, state.actor_train.d_output)
-    mlp_backward(device, state.actor, state.actor_train, obs, state.actor_train.d_output)
+    backward(device, state.actor, state.actor_train, obs, state.actor_train.d_output)
     adam_update(device, state.actor, config.actor_lr)
 
 
@@ -218,7 +220,7 @@ def update(device: Device, config: Config, state: State) -> None:
     """One gradient step after warm-up (temperature and actor every policy_delay steps)."""
     def learn(device: Device) -> None:
         replay_sample(device, state.rng, state.replay, state.batch)
-        mlp_forward(device, state.actor, state.actor_train, state.batch.obs)
+        forward(device, state.actor, state.actor_train, state.batch.obs)
         gaussian_tanh_sample(device, state.rng, state.actor_train.output, state.pi_noise, state.pi_action,
                              state.pi_log_prob)
         delayed = Every(state.step, config.policy_delay,

@@ -7,6 +7,7 @@ env included, into one compiled kernel per device for native envs.
 """
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
 from ..kernels.random.api import random_uniform, rng
 from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
-from ..nn import MLP, MLPBuffers, Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, polyak_average
+from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, network_constructor, polyak_average
 from ..staging import Below, Every, when
 from . import driver, offpolicy
 from .config import OffPolicyConfig, Rule, non_negative
@@ -60,18 +61,20 @@ def config_for(env: object) -> Config:
 
 @dataclass
 class State:
-    actor: MLP
-    critic1: MLP
-    critic2: MLP
-    actor_target: MLP
-    critic1_target: MLP
-    critic2_target: MLP
-    actor_act: MLPBuffers           # actor buffers, N rows (acting)
+    # networks are made by config.network (nn.MLP by default) and used through dispatchrl.nn's
+    # network functions, with buffers from nn.make_buffers
+    actor: Any
+    critic1: Any
+    critic2: Any
+    actor_target: Any
+    critic1_target: Any
+    critic2_target: Any
+    actor_act: Any                  # actor buffers, N rows (acting)
     # B-row buffers, shared by the target and online nets of a kind: their uses never overlap,
     # and a smaller working set stays in cache
-    actor_batch: MLPBuffers
-    critic1_batch: MLPBuffers       # keeps the input gradient, for the actor update
-    critic2_batch: MLPBuffers
+    actor_batch: Any
+    critic1_batch: Any              # keeps the input gradient, for the actor update
+    critic2_batch: Any
     critic_input: Array             # (B, O + A) [obs, action] rows, refilled before each use
     q_target: Array                 # (B, 1)
     d_action: Array                 # (B, A) ∂(−mean Q)/∂action
@@ -92,8 +95,10 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
     actor_sizes = (obs_dim, *config.hidden, action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
 
-    def net(sizes: tuple[int, ...], output: str, k: int, trainable: bool = True) -> MLP:
-        return mlp(device, sizes, config.activation, output, seed=seed * 8 + k, trainable=trainable)
+    make = network_constructor(config.network)
+
+    def net(sizes: tuple[int, ...], output: str, k: int, trainable: bool = True) -> Any:
+        return make(device, sizes, config.activation, output, seed=seed * 8 + k, trainable=trainable)
 
     actor = net(actor_sizes, "tanh", 0)
     critic1, critic2 = net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)
@@ -102,10 +107,10 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         actor_target=net(actor_sizes, "tanh", 0, False),
         critic1_target=net(critic_sizes, "identity", 1, False),
         critic2_target=net(critic_sizes, "identity", 2, False),
-        actor_act=mlp_buffers(device, actor, envs),
-        actor_batch=mlp_buffers(device, actor, rows),
-        critic1_batch=mlp_buffers(device, critic1, rows, input_gradient=True),
-        critic2_batch=mlp_buffers(device, critic2, rows),
+        actor_act=make_buffers(device, actor, envs),
+        actor_batch=make_buffers(device, actor, rows),
+        critic1_batch=make_buffers(device, critic1, rows, input_gradient=True),
+        critic2_batch=make_buffers(device, critic2, rows),
         critic_input=zeros(device, (rows, obs_dim + action_dim)),
         q_target=zeros(device, (rows, 1)),
         d_action=zeros(device, (rows, action_dim)),
@@ -123,7 +128,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
 
 def act(device: Device, config: Config, state: State, obs: Array) -> None:
     def explore(device: Device) -> None:
-        mlp_forward(device, state.actor, state.actor_act, obs)
+        forward(device, state.actor, state.actor_act, obs)
         copy(device, state.actor_act.output, state.action)
         add_clipped_noise(device, state.rng, state.action, config.exploration_noise, None, -1.0, 1.0)
 
@@ -137,32 +142,32 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     batch = state.batch
     replay_sample(device, state.rng, state.replay, batch)
     # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
-    mlp_forward(device, state.actor_target, state.actor_batch, batch.next_obs)
+    forward(device, state.actor_target, state.actor_batch, batch.next_obs)
     add_clipped_noise(device, state.rng, state.actor_batch.output, config.target_noise, config.target_noise_clip,
                       -1.0, 1.0)
     concat_columns(device, batch.next_obs, state.actor_batch.output, state.critic_input)
-    mlp_forward(device, state.critic1_target, state.critic1_batch, state.critic_input)
-    mlp_forward(device, state.critic2_target, state.critic2_batch, state.critic_input)
+    forward(device, state.critic1_target, state.critic1_batch, state.critic_input)
+    forward(device, state.critic2_target, state.critic2_batch, state.critic_input)
     td_target(device, batch.reward, batch.terminated, state.critic1_batch.output, state.critic2_batch.output,
               config.gamma, state.q_target)
     concat_columns(device, batch.obs, batch.action, state.critic_input)
     for critic, buffers in ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)):
-        mlp_forward(device, critic, buffers, state.critic_input)
+        forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
-        mlp_backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
+        backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
         adam_update(device, critic, config.critic_lr)
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:
     # maximise Q1(s, π(s)): backpropagate −1/B through critic 1 into the action, then the actor
     obs, critic_buffers = state.batch.obs, state.critic1_batch
-    mlp_forward(device, state.actor, state.actor_batch, obs)
+    forward(device, state.actor, state.actor_batch, obs)
     concat_columns(device, obs, state.actor_batch.output, state.critic_input)
-    mlp_forward(device, state.critic1, critic_buffers, state.critic_input)
+    forward(device, state.critic1, critic_buffers, state.critic_input)
     fill(device, critic_buffers.d_output, -1.0 / config.batch_size)
-    mlp_backward(device, state.critic1, critic_buffers, state.critic_input, critic_buffers.d_output, parameters=False)
+    backward(device, state.critic1, critic_buffers, state.critic_input, critic_buffers.d_output, parameters=False)
     slice_columns(device, critic_buffers.d_in[0], obs.shape[1], state.d_action)
-    mlp_backward(device, state.actor, state.actor_batch, obs, state.d_action)
+    backward(device, state.actor, state.actor_batch, obs, state.d_action)
     adam_update(device, state.actor, config.actor_lr)
 
 
@@ -205,8 +210,8 @@ def check_iteration(state: State) -> None:
     pass
 
 
-def policy(state: State, action_low: Any, action_high: Any) -> Policy:
-    return Policy.from_mlp(state.actor, action_low, action_high, squash="tanh")
+def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable[[np.ndarray], np.ndarray]:
+    return deployable(state.actor, action_low, action_high, "tanh")
 
 
 def train(device: Device, env: object = "pendulum", config: Config | None = None, seed: int = 0,

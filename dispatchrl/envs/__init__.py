@@ -2,7 +2,9 @@
 
 - Native batched envs as generic functions: :class:`Pendulum`, :class:`AcrobotContinuous` with
   :func:`env_state`, :func:`env_reset`, :func:`env_step`, :func:`env_reset_done` (Generic, CPU
-  and CUDA methods; fusable into training steps).
+  and CUDA methods; fusable into training steps). :class:`NativeEnv` is the protocol they follow;
+  a user's env following it trains fused the same way, and :func:`register_native_env` makes it
+  a gymnasium id.
 - Batches with a numpy API and same-step autoreset (see :mod:`dispatchrl.envs.batch`):
   :class:`NativeBatch`, :func:`from_gymnasium` for any gymnasium Box env, and the threaded MuJoCo
   :class:`~dispatchrl.envs.ant.AntBatch` (``dispatchrl.envs.AntBatch``; imports mujoco lazily).
@@ -14,12 +16,12 @@
 
 from . import generic, cpu  # noqa: F401  (importing registers the Generic and CPU methods)
 from . import c  # noqa: F401  (C methods; compiling is lazy)
-from .api import (NATIVE_ENVS, AcrobotContinuous, EnvState, Pendulum, check_action, env_reset,
+from .api import (NATIVE_ENVS, AcrobotContinuous, EnvState, NativeEnv, Pendulum, check_action, env_reset,
                   env_reset_done, env_state, env_step)
 from .batch import BatchVectorEnv, GymnasiumBatch, NativeBatch, check_actions, from_gymnasium
-from .gym import ENV_IDS, AcrobotContinuousEnv, PendulumEnv, register_envs
+from .gym import ENV_IDS, AcrobotContinuousEnv, NativeGymEnv, PendulumEnv, register_envs, register_native_env
 
-__all__ = ["Pendulum", "AcrobotContinuous", "EnvState", "NATIVE_ENVS", "env_state", "env_reset",
+__all__ = ["NativeEnv", "NativeGymEnv", "register_native_env", "Pendulum", "AcrobotContinuous", "EnvState", "NATIVE_ENVS", "env_state", "env_reset",
            "env_step", "env_reset_done", "check_action", "check_actions", "NativeBatch",
            "GymnasiumBatch", "BatchVectorEnv", "from_gymnasium", "AntBatch", "PendulumEnv",
            "AcrobotContinuousEnv", "ENV_IDS", "register_envs"]

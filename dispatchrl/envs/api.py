@@ -1,15 +1,18 @@
 """Native environments as generic functions: env descriptions, per-device state, declarations.
 
-An env description (:class:`Pendulum`, :class:`AcrobotContinuous`) is a frozen dataclass of
-static configuration; :func:`env_state` allocates its per-device arrays; :func:`env_reset`,
+An env description is an instance of a :class:`NativeEnv` subclass (:class:`Pendulum`,
+:class:`AcrobotContinuous`, or a user's own), usually a frozen dataclass of static
+configuration; :func:`env_state` allocates its per-device arrays; :func:`env_reset`,
 :func:`env_step` and :func:`env_reset_done` are generic functions dispatching on the device and
 on the env type. Their methods only ``launch`` kernels, so they can be staged with
-:func:`dispatchrl.fuse` into one compiled training step.
+:func:`dispatchrl.fuse` into one compiled training step. :class:`NativeEnv` documents the protocol;
+the algorithms and the driver use nothing else.
 
 Physics state is float64 (gymnasium integrates in float64; float32 state drifts away from its
 trajectories within an episode); observations and rewards are float32.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -20,7 +23,7 @@ from ..dispatch import generic
 from ..errors import ConfigError, DTypeError, ShapeError
 from ..checks import check_array, check_device
 
-__all__ = ["Pendulum", "AcrobotContinuous", "EnvState", "env_state", "env_reset", "env_step",
+__all__ = ["NativeEnv", "Pendulum", "AcrobotContinuous", "EnvState", "env_state", "env_reset", "env_step",
            "env_reset_done", "check_action", "NATIVE_ENVS"]
 
 
@@ -29,8 +32,55 @@ def _check_count(cls, name, value, minimum=1):
         raise ConfigError(f"{cls}: '{name}' must be an int >= {minimum}, got {value!r}")
 
 
+class NativeEnv:
+    """The native env protocol: a batch of ``num_envs`` envs whose step is fused into training.
+
+    A subclass (usually a frozen dataclass with fields ``num_envs`` and ``max_episode_steps``)
+    provides:
+
+    - class attributes ``observation_dim``, ``action_dim`` and ``physics_dim`` (the float64
+      per-env state :func:`env_state` allocates), and ``action_low`` / ``action_high`` /
+      ``observation_high`` (float32 arrays, attributes or properties);
+    - methods of the generic functions :func:`env_reset`, :func:`env_step` and
+      :func:`env_reset_done` for each device it runs on, annotated with the env type
+      (``def env_step(device: drl.CPU, env: MyEnv, state, action)``), each launching kernels
+      over the :class:`EnvState` arrays: Numba ``@njit`` kernels on CPU keep the training step one
+      compiled loop. Resets draw from the counter stream ``rng`` (``dispatchrl.kernels.random.cpu
+      .uniform01(key, counter)``) and advance ``rng[1]`` by the same amount whatever is reset.
+
+    And, with defaults here, what a training run needs to know:
+
+    - ``name``: the run's env name in results and checkpoints (default: ``module:Class``, which
+      ``dispatchrl train --env`` and checkpoint loading resolve back to the class);
+    - ``eval_id``: the gymnasium id evaluating trained policies (see
+      :func:`dispatchrl.envs.register_native_env`), or None;
+    - :meth:`training_env`: the description a run trains on (e.g. normalised actions);
+    - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto.
+    """
+
+    observation_dim: int
+    action_dim: int
+    physics_dim: int
+    num_envs: int
+    max_episode_steps: int
+    #: gymnasium id evaluating a trained policy (None: the run is not evaluated through gymnasium)
+    eval_id: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{type(self).__module__}:{type(self).__qualname__}"
+
+    def training_env(self) -> "NativeEnv":
+        """The description a run trains on (the policy acts in [-1, 1])."""
+        return self
+
+    def policy_action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) in the env's physical action units, onto which the policy's [-1, 1] maps."""
+        return np.asarray(self.action_low, np.float32), np.asarray(self.action_high, np.float32)
+
+
 @dataclass(frozen=True)
-class Pendulum:
+class Pendulum(NativeEnv):
     """gymnasium Pendulum-v1, batched over ``num_envs``. Actions are torques in [-2, 2]
     (gymnasium's scale) or, with ``normalized_actions``, in [-1, 1] scaled by 2 (RLtools)."""
 
@@ -72,9 +122,20 @@ class Pendulum:
     def observation_high(self):
         return np.array([1.0, 1.0, self.max_speed], np.float32)
 
+    name = "pendulum"
+    eval_id = "Pendulum-v1"
+
+    def training_env(self) -> "Pendulum":
+        # RLtools' normalised torque: the policy's [-1, 1] is scaled by the max torque
+        return self if self.normalized_actions else dataclasses.replace(self, normalized_actions=True)
+
+    def policy_action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        torque = np.full(1, self.max_torque, np.float32)
+        return -torque, torque
+
 
 @dataclass(frozen=True)
-class AcrobotContinuous:
+class AcrobotContinuous(NativeEnv):
     """gymnasium Acrobot-v1 ("book" dynamics, one RK4 step of 0.2 s) with a continuous torque
     ``clip(action, -1, 1)`` (RLtools paper, appendix I)."""
 
@@ -98,8 +159,12 @@ class AcrobotContinuous:
     def observation_high(self):
         return np.array([1, 1, 1, 1, self.max_vel_1, self.max_vel_2], np.float32)
 
+    name = "acrobot"
+    eval_id = "dispatchrl/AcrobotContinuous-v1"
 
-NATIVE_ENVS = (Pendulum, AcrobotContinuous)
+
+#: what isinstance checks for a native env (kept for code written against the closed set)
+NATIVE_ENVS = (NativeEnv,)
 
 
 @dataclass
@@ -122,9 +187,9 @@ class EnvState:
 
 
 def _check_env(fn, env):
-    if not isinstance(env, NATIVE_ENVS):
-        raise ConfigError(f"{fn}: argument 'env' must be one of "
-                          f"{', '.join(c.__name__ for c in NATIVE_ENVS)}, got {type(env).__name__}")
+    if not isinstance(env, NativeEnv):
+        raise ConfigError(f"{fn}: argument 'env' must be a native env (a dispatchrl.envs.NativeEnv such as "
+                          f"Pendulum), got {type(env).__name__}")
 
 
 def env_state(device, env):

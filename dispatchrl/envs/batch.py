@@ -26,7 +26,7 @@ from ..errors import ConfigError, DTypeError, ShapeError
 from ..kernels.core.api import copy
 from ..kernels.random.api import rng
 from ..staging import fuse
-from .api import NATIVE_ENVS, AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step
+from .api import AcrobotContinuous, NativeEnv, Pendulum, env_reset, env_reset_done, env_state, env_step
 
 __all__ = ["NativeBatch", "GymnasiumBatch", "BatchVectorEnv", "from_gymnasium", "check_actions",
            "make_pendulum_vector", "make_acrobot_vector"]
@@ -55,15 +55,15 @@ def _seed_from(seed):
 
 
 class NativeBatch:
-    """N native envs (``Pendulum``/``AcrobotContinuous`` description) stepped on ``device`` by one
+    """N native envs (a :class:`~dispatchrl.envs.NativeEnv` description) stepped on ``device`` by one
     staged step per call: env_step, copy of the next obs to ``final_obs``, env_reset_done.
     Resets draw from dispatchrl's counter stream seeded by ``reset(seed)``, so they are the same
     on every device (but not gymnasium's own reset draws: use the gymnasium env for those)."""
 
     def __init__(self, env, device=None):
-        if not isinstance(env, NATIVE_ENVS):
-            raise ConfigError(f"NativeBatch: 'env' must be one of "
-                              f"{', '.join(c.__name__ for c in NATIVE_ENVS)}, got {type(env).__name__}")
+        if not isinstance(env, NativeEnv):
+            raise ConfigError(f"NativeBatch: 'env' must be a native env (a dispatchrl.envs.NativeEnv such as "
+                              f"Pendulum), got {type(env).__name__}")
         device = CPU() if device is None else device
         if not isinstance(device, Device):
             raise ConfigError(f"NativeBatch: 'device' must be a dispatchrl Device, got {device!r}")

@@ -4,8 +4,13 @@
 kernels (one staged step per call) but draws its resets from ``self.np_random`` exactly as
 gymnasium's Pendulum-v1 / Acrobot-v1 do, so with the same seed and actions the two produce the
 same episodes. Truncation comes from gymnasium's TimeLimit (``max_episode_steps`` of the spec).
+
+Any other native env registers the same way with :func:`register_native_env`: its
+:class:`NativeGymEnv` resets with the env's own ``env_reset`` kernel, drawing the stream's key from
+``self.np_random``.
 """
 
+import dataclasses
 import math
 
 import gymnasium
@@ -15,8 +20,9 @@ from gymnasium import spaces
 from ..arrays import assign, to_numpy, zeros
 from ..devices import CPU
 from ..errors import ConfigError, ShapeError
+from ..kernels.random.api import rng
 from ..staging import fuse
-from .api import AcrobotContinuous, Pendulum, env_state, env_step
+from .api import AcrobotContinuous, NativeEnv, Pendulum, env_reset, env_state, env_step
 
 _NO_LIMIT = 2**62  # the kernels' own truncation is switched off: TimeLimit does it
 
@@ -60,6 +66,38 @@ class _NativeEnv(gymnasium.Env):
     def state(self):
         """The float64 physics state, as gymnasium's env keeps it."""
         return to_numpy(self._state.physics)[0]
+
+
+class NativeGymEnv(_NativeEnv):
+    """A gymnasium ``Env`` over one env of any native env description (stepped and reset by its
+    CPU methods). Its time limit comes from the registration's TimeLimit, as for the built-ins."""
+
+    def __init__(self, env: NativeEnv, render_mode=None):
+        if not isinstance(env, NativeEnv):
+            raise ConfigError(f"NativeGymEnv: 'env' must be a dispatchrl.envs.NativeEnv, got {type(env).__name__}")
+        if env.num_envs != 1:
+            env = dataclasses.replace(env, num_envs=1)
+        super().__init__(env, render_mode)
+        self._rng = rng(self._device, 0)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        assign(self._rng, to_numpy(rng(self._device, int(self.np_random.integers(2**63)))))
+        env_reset(self._device, self._env, self._state, self._rng)
+        self._ready = True
+        return self._state.obs.data[0].copy(), {}
+
+
+def register_native_env(env_id: str, env: NativeEnv, **kwargs) -> None:
+    """Register ``env`` (a native env description, made with num_envs=1) as gymnasium id
+    ``env_id``, with its ``max_episode_steps`` as the TimeLimit; other ``gymnasium.register``
+    arguments pass through. Idempotent for an id already registered."""
+    if not isinstance(env, NativeEnv):
+        raise ConfigError(f"register_native_env: 'env' must be a dispatchrl.envs.NativeEnv, got {type(env).__name__}")
+    if env_id in gymnasium.registry:
+        return
+    kwargs.setdefault("max_episode_steps", env.max_episode_steps)
+    gymnasium.register(id=env_id, entry_point=lambda render_mode=None: NativeGymEnv(env, render_mode), **kwargs)
 
 
 class PendulumEnv(_NativeEnv):

@@ -1,8 +1,14 @@
-"""Neural-network building blocks written once against the generic functions."""
+"""Neural-network building blocks written once against the generic functions.
+
+The algorithms use networks only through :mod:`dispatchrl.nn.network` (functions dispatched on the
+network type); :class:`MLP` is the built-in network.
+"""
 
 from .policy import Policy
-from .mlp import (MLP, MLPBuffers, Parameter, adam_update, mlp, mlp_backward, mlp_buffers,
-                  mlp_forward, mlp_train_step, parameter, polyak_average)
+from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward, mlp_train_step, parameter
+from .network import (NETWORKS, NetworkFunction, NetworkPolicy, adam_update, backward, deployable, forward,
+                      make_buffers, network_constructor, parameter_groups, polyak_average)
 
-__all__ = ["MLP", "MLPBuffers", "Parameter", "Policy", "adam_update", "mlp", "mlp_backward", "mlp_buffers",
-           "mlp_forward", "mlp_train_step", "parameter", "polyak_average"]
+__all__ = ["MLP", "MLPBuffers", "NETWORKS", "NetworkFunction", "NetworkPolicy", "Parameter", "Policy", "adam_update",
+           "backward", "deployable", "forward", "make_buffers", "mlp", "mlp_backward", "mlp_buffers", "mlp_forward",
+           "mlp_train_step", "network_constructor", "parameter", "parameter_groups", "polyak_average"]

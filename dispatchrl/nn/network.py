@@ -1,0 +1,212 @@
+"""The network interface the algorithms use, as functions dispatched on the network type.
+
+TD3, SAC and PPO never call MLP code directly: they make networks with the constructor their
+config names (``Config.network``) and train them through :func:`forward`, :func:`backward`,
+:func:`make_buffers`, :func:`parameter_groups`, :func:`adam_update`, :func:`polyak_average` and
+:func:`deployable`. :class:`~dispatchrl.nn.MLP` is one method of each; a user's network type adds
+its own with ``@nn.forward.dispatch`` etc. (the methods only call generic functions, so a step
+using them still fuses). Dispatch happens while a step is traced, not per step.
+
+A network's buffers object (what :func:`make_buffers` returns) provides ``output`` and
+``d_output`` (B, out) Arrays, and ``d_in[0]``, the (B, in) input gradient, when made with
+``input_gradient=True``.
+"""
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import plum
+
+from ..arrays import Array, to_numpy
+from ..errors import ConfigError
+from ..kernels.core.api import adam_step, polyak_update
+from .mlp import MLP, MLPBuffers, mlp, mlp_backward, mlp_buffers, mlp_forward
+from .policy import Policy
+
+__all__ = ["NetworkFunction", "NetworkPolicy", "forward", "backward", "make_buffers", "parameter_groups", "adam_update",
+           "polyak_average", "deployable", "NETWORKS", "network_constructor"]
+
+
+class NetworkFunction:
+    """A function dispatched (plum) on its arguments' types, called with the declaration's
+    defaults filled in so methods receive every argument positionally."""
+
+    def __init__(self, declaration: Callable[..., Any]) -> None:
+        self.signature = inspect.signature(declaration)
+        self.function = plum.Function(declaration)
+        self.__name__ = declaration.__name__
+        self.__qualname__ = declaration.__qualname__
+        self.__module__ = declaration.__module__
+        self.__doc__ = declaration.__doc__
+
+    def dispatch(self, method: Callable[..., Any]) -> Any:
+        """Register a method: annotate the network argument with its type."""
+        return self.function.dispatch(method)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        try:
+            return self.function(*bound.args)
+        except plum.NotFoundLookupError:
+            types = ", ".join(type(a).__name__ for a in bound.args)
+            raise ConfigError(f"{self.__name__} has no method for ({types}); register one with "
+                              f"@dispatchrl.nn.{self.__name__}.dispatch") from None
+
+    def __repr__(self) -> str:
+        return f"<network function {self.__name__} with {len(self.function.methods)} method(s)>"
+
+
+def _network_function(declaration: Callable[..., Any]) -> NetworkFunction:
+    return NetworkFunction(declaration)
+
+
+@_network_function
+def forward(device, net, buffers, x) -> None:
+    """``buffers.output`` ← net(x)."""
+
+
+@_network_function
+def backward(device, net, buffers, x, d_output, parameters=True, input_gradient=None) -> None:
+    """Backpropagate ``d_output`` into the parameters' gradients (unless ``parameters=False``)
+    and, where the buffers keep one and ``input_gradient`` is not False, into ``buffers.d_in[0]``."""
+
+
+@_network_function
+def make_buffers(device, net, batch, input_gradient=False) -> Any:
+    """The per-batch-size working arrays of ``net`` (see the module)."""
+
+
+@_network_function
+def parameter_groups(net) -> list:
+    """The :class:`~dispatchrl.nn.Parameter` s an optimizer updates, one kernel each."""
+
+
+@_network_function
+def adam_update(device, net, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8) -> None:
+    """One Adam step on every parameter group of ``net``."""
+
+
+@_network_function
+def polyak_average(device, target, online, polyak) -> None:
+    """target ← polyak·target + (1 − polyak)·online, parameter by parameter."""
+
+
+@_network_function
+def deployable(net, action_low, action_high, squash="tanh") -> Callable[[np.ndarray], np.ndarray]:
+    """A host callable ``policy(obs) -> action`` from an actor network (see nn.Policy)."""
+
+
+# ---------------------------------------------------------------- the MLP methods
+
+@forward.dispatch
+def _(device, net: MLP, buffers, x) -> None:
+    mlp_forward(device, net, buffers, x)
+
+
+@backward.dispatch
+def _(device, net: MLP, buffers, x, d_output, parameters,
+      input_gradient) -> None:
+    mlp_backward(device, net, buffers, x, d_output, parameters, input_gradient)
+
+
+@make_buffers.dispatch
+def _(device, net: MLP, batch, input_gradient) -> MLPBuffers:
+    return mlp_buffers(device, net, batch, input_gradient)
+
+
+@parameter_groups.dispatch
+def _(net: MLP) -> list:
+    return net.groups
+
+
+# any network whose parameter_groups are Parameters: one Adam / Polyak kernel per group
+
+@adam_update.dispatch
+def _(device, net, lr, beta1, beta2, eps) -> None:
+    for p in parameter_groups(net):
+        adam_step(device, p.value, p.grad, p.m, p.v, p.t, lr, beta1, beta2, eps)
+
+
+@polyak_average.dispatch
+def _(device, target, online, polyak) -> None:
+    for p_target, p_online in zip(parameter_groups(target), parameter_groups(online)):
+        polyak_update(device, p_target.value, p_online.value, polyak)
+
+
+@deployable.dispatch
+def _(net: MLP, action_low, action_high, squash) -> Policy:
+    return Policy.from_mlp(net, action_low, action_high, squash=squash)
+
+
+@deployable.dispatch
+def _(net, action_low, action_high, squash) -> Callable[[np.ndarray], np.ndarray]:
+    return NetworkPolicy(net, action_low, action_high, squash)
+
+
+class NetworkPolicy:
+    """The deployable policy of any host-memory network: :func:`forward` on a host copy of its
+    parameters' device, one observation batch at a time (buffers made per batch size)."""
+
+    def __init__(self, net: Any, action_low: Any, action_high: Any, squash: str = "tanh") -> None:
+        first = parameter_groups(net)[0].value
+        if not isinstance(first, Array) or first.device.memory != "host":
+            raise ConfigError("deployable: a user network's default policy needs host memory; add a "
+                              "dispatchrl.nn.deployable method for it")
+        self.net, self.device, self.squash = net, first.device, squash
+        self.action_low = np.asarray(action_low, np.float32)
+        self.action_high = np.asarray(action_high, np.float32)
+        self._buffers: dict[int, Any] = {}
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        from ..arrays import asarray
+
+        x = np.asarray(obs, np.float32)
+        single = x.ndim == 1
+        x = x[None] if single else x
+        buffers = self._buffers.get(x.shape[0])
+        if buffers is None:
+            buffers = self._buffers[x.shape[0]] = make_buffers(self.device, self.net, x.shape[0])
+        forward(self.device, self.net, buffers, asarray(self.device, x))
+        y = to_numpy(buffers.output).astype(np.float32)
+        if self.squash == "tanh":
+            y = self.action_low + (y + 1) * 0.5 * (self.action_high - self.action_low)
+        else:
+            y = np.clip(y, self.action_low, self.action_high)
+        y = y.astype(np.float32)
+        return y[0] if single else y
+
+
+# ---------------------------------------------------------------- constructors by name
+
+#: network constructors by name: ``make(device, sizes, activation, output_activation, seed=...,
+#: trainable=...)`` → a network (``Config.network`` names one, or gives "module:function")
+NETWORKS: dict[str, Callable[..., Any]] = {"mlp": mlp}
+
+
+def network_constructor(name: str) -> Callable[..., Any]:
+    """The constructor ``Config.network`` names: a key of :data:`NETWORKS` or "module:function"."""
+    if not isinstance(name, str):
+        raise ConfigError(f"network: expected a name of dispatchrl.nn.NETWORKS or 'module:function', got {name!r}")
+    if name in NETWORKS:
+        return NETWORKS[name]
+    module_name, sep, attribute = name.partition(":")
+    if sep:
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.append(os.getcwd())  # as `python -m` would
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"network {name!r}: cannot import it ({e})") from None
+        if callable(target):
+            return target
+    raise ConfigError(f"network: {name!r} is neither one of {sorted(NETWORKS)} nor an importable "
+                      "'module:function'")
+

@@ -34,7 +34,7 @@ from ..kernels.random.api import rng
 from ..nn import MLP, MLPBuffers, Parameter, Policy, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter
 from ..staging import Every, when
 from . import driver
-from .config import activation_name, finite, hidden_sizes, positive, positive_int, unit_interval, validate_fields
+from .config import activation_name, finite, hidden_sizes, non_negative_int, positive, positive_int, unit_interval, validate_fields
 from .protocol import Schedule
 from .runs import TrainResult
 
@@ -71,6 +71,7 @@ class Config:
     lr_factor: float = 1.5
     lr_min: float = 1e-6
     lr_max: float = 1e-2
+    check_every: int = 1000            # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
         flag = (lambda v: isinstance(v, (bool, np.bool_)), "True or False")
@@ -96,6 +97,7 @@ class Config:
             "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
             "lr_min": (positive, "a positive number"),
             "lr_max": (positive, "a positive number"),
+            "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
         })
         rows = self.num_envs * self.steps_per_env
         if rows % self.batch_size:

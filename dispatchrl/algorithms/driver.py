@@ -10,6 +10,7 @@ periodic checkpoints, divergence checks, metrics logging and callbacks are meant
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..arrays import Array, assign, to_numpy, zeros
+from ..checkpoint import named_arrays
 from ..devices import Device
 from ..errors import ConfigError, TrainingDiverged
 from ..kernels.core.api import nonfinite_flag
@@ -30,8 +32,9 @@ from .runs import TrainResult, build_state, restore_for_resume, save_run
 from .protocol import Algorithm, Schedule
 
 
-__all__ = ["EPISODE_LOG_CAPACITY", "DIVERGENCE_HINT", "DivergenceCheck", "Hook", "Progress", "TrainingRun",
-           "check_config", "check_seed", "chunk_iterations", "train", "watched_quantities"]
+__all__ = ["EPISODE_LOG_CAPACITY", "DIVERGENCE_HINT", "DivergenceCheck", "Hook", "PeriodicCheckpoint", "Progress",
+           "StopOnRequest", "StopRequested", "TrainingRun", "available_memory", "check_config", "check_memory",
+           "check_seed", "chunk_iterations", "train", "watched_quantities"]
 
 EPISODE_LOG_CAPACITY = 1 << 16
 #: Python-stepped envs return to the hooks about every this many steps per env
@@ -70,9 +73,17 @@ class TrainingRun:
     def finished(self) -> bool:
         return self.done >= self.iterations
 
-    def save(self, path: str | Path) -> tuple[Path, Path]:
-        """Checkpoint the run as it stands; ``train(..., resume=path)`` continues it bit for bit."""
-        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state)
+    def save(self, path: str | Path, keep: int | None = None) -> tuple[Path, Path]:
+        """Checkpoint the run as it stands; ``train(..., resume=path)`` continues it bit for bit.
+        ``keep=K``: into directory ``path`` as ``step-<steps>.npz``, keeping the newest K.
+        A state holding NaN or inf is refused (:class:`TrainingDiverged`): the previous
+        checkpoints stay as they are (rotation removes old ones only after a new one is written)."""
+        for name, array in named_arrays(self.state):
+            values = to_numpy(array)
+            if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+                raise TrainingDiverged(f"training diverged: {name.rstrip('.')} holds NaN or inf at step {self.steps}; "
+                                       f"not saved. Hint: {DIVERGENCE_HINT}", name.rstrip("."), self.steps, self.steps)
+        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state, keep)
 
 
 #: called with the run after every chunk (the last call has ``run.finished``); raising stops the run
@@ -114,6 +125,90 @@ class Progress:
 def _recent_return(state: Any) -> float | None:
     _, returns, _ = state.episodes.finished()
     return float(np.mean(returns[-10:])) if len(returns) else None
+
+
+class PeriodicCheckpoint:
+    """Hook: checkpoint every ``every`` env steps (all envs) and at the end, into directory
+    ``path`` keeping the newest ``keep`` (each one file, written atomically: a crash at any
+    moment leaves the previous ones whole). The driver ends a chunk at every multiple of
+    ``every`` (see :attr:`every`), so saves land exactly there."""
+
+    def __init__(self, path: str | Path, every: int, keep: int = 3) -> None:
+        for name, value in (("every", every), ("keep", keep)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ConfigError(f"PeriodicCheckpoint: '{name}' must be a positive int, got {value!r}")
+        self.path, self.every, self.keep = Path(path), int(every), int(keep)
+
+    def __call__(self, run: TrainingRun) -> None:
+        if run.finished or run.done % self.period(run) == 0:
+            self.save(run)
+
+    def period(self, run: TrainingRun) -> int:
+        """Iterations between saves (at least one)."""
+        return max(1, self.every // run.steps_per_iteration)
+
+    def save(self, run: TrainingRun) -> Path:
+        return run.save(self.path, keep=self.keep)[0]
+
+
+class StopRequested(Exception):
+    """Raised by :class:`StopOnRequest` at the chunk boundary after a stop was requested (Ctrl-C):
+    ``steps`` were trained and, if a checkpoint path was given, ``saved`` holds them."""
+
+    def __init__(self, steps: int, saved: Path | None) -> None:
+        where = f"; saved {saved}" if saved is not None else "; nothing saved (no --save path)"
+        super().__init__(f"stopped at step {steps}{where}")
+        self.steps, self.saved = steps, saved
+
+
+class StopOnRequest:
+    """Hook: once :meth:`request` was called (from a signal handler: it only sets a flag), the
+    next chunk boundary checkpoints the run with ``checkpoint`` (if given) and raises
+    :class:`StopRequested`."""
+
+    def __init__(self, checkpoint: PeriodicCheckpoint | None = None,
+                 save: Callable[[TrainingRun], Path] | None = None) -> None:
+        self.requested = False
+        self.save = save if save is not None else (checkpoint.save if checkpoint is not None else None)
+
+    def request(self, *_: Any) -> None:
+        self.requested = True
+
+    def __call__(self, run: TrainingRun) -> None:
+        if self.requested:
+            raise StopRequested(run.steps, self.save(run) if self.save is not None else None)
+
+
+def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
+    """Refuse, before anything is allocated, a run whose replay buffer (capacity × transition
+    size) or rollout needs more memory than the machine has available."""
+    per_row = 4 * (2 * spec.obs_dim + spec.action_dim + 1) + 2  # float32 obs, next_obs, action, reward; 2 flags
+    capacity = getattr(config, "capacity", None)
+    if capacity is not None:
+        what, rows, field = "replay buffer", capacity, "replay_capacity (default: total_steps)"
+    else:  # on-policy: the rollout (observations, actions, values, advantages... ~8 floats more)
+        rows = config.num_envs * getattr(config, "steps_per_env", 1)
+        what, field, per_row = "rollout", "num_envs × steps_per_env", per_row + 32
+    needed, available = rows * per_row, available_memory()
+    if available is not None and needed > available:
+        raise ConfigError(f"{type(config).__module__.rsplit('.', 1)[-1]} Config: the {what} of {rows} rows needs "
+                          f"{needed / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB of memory available; "
+                          f"lower {field}")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 # ---------------------------------------------------------------- divergence detection
@@ -226,6 +321,7 @@ def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed
     check_config(algo, config)
     seed = check_seed(seed)
     spec = resolve_env(env, config.num_envs)
+    check_memory(algo, spec, config)
     start = time.perf_counter()
     state = build_state(algo, device, spec, config, seed)
     if resume is not None:
@@ -246,8 +342,10 @@ def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed
         compile_seconds = time.perf_counter() - start
         loop_start = time.perf_counter()
         chunk = chunk_iterations(spec, schedule, iterations)
+        periods = [h.period(run) for h in hooks if isinstance(h, PeriodicCheckpoint)]
         while run.done < iterations:
-            count = min(chunk, iterations - run.done)
+            # a chunk ends at each multiple of a periodic checkpoint's period (it saves there)
+            count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))
             loop.run(count)
             run.done += count
             for hook in all_hooks:

@@ -217,10 +217,9 @@ def _second_interrupt_raises(stop: Any) -> Any:
 
 
 def evaluate(args: argparse.Namespace) -> dict:
+    from dispatchrl import CheckpointError
     from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, load_run
     from dispatchrl.algorithms import evaluate as evaluate_policy
-
-    from dispatchrl import CheckpointError
 
     limit = len(EVAL_SEEDS) if args.seed is None else 10_000
     if not 1 <= args.episodes <= limit:
@@ -278,11 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save", metavar="PATH", help="write the full training state (PATH.npz + PATH.json)")
     p.add_argument("--save-every", type=int, default=None, metavar="N",
                    help="also checkpoint every N steps: PATH becomes a directory of step-*.npz")
-    p.add_argument("--keep", type=int, default=None, metavar="K", help="with --save-every: keep the newest K (default 3)")
+    p.add_argument("--keep", type=int, default=None, metavar="K",
+                   help="with --save-every: keep the newest K (default 3)")
     p.add_argument("--resume", metavar="PATH",
                    help="continue the run of a checkpoint (file or --save-every directory: its newest complete one) "
                         "with its algorithm, env and config; only --steps may raise the budget")
-    p.add_argument("--override", action="store_true", help="with --resume: let --set/--num-envs change the checkpoint's config")
+    p.add_argument("--override", action="store_true",
+                   help="with --resume: let --set/--num-envs change the checkpoint's config")
     p.add_argument("--no-eval", action="store_true", help="skip the 10 evaluation episodes")
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
     p.set_defaults(run=train)

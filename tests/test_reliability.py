@@ -158,7 +158,7 @@ def test_cli_divergence_exits_3_with_strict_json_and_keeps_the_good_checkpoint(t
     assert main(["train", "td3", "--steps", "3000", "--set", "critic_lr=1e9", "--set", "check_every=1000",
                  "--save", str(directory), "--save-every", "500", "--keep", "5", "--no-eval"]) in (3,)
     for path in directory.glob("step-*.npz"):
-        meta, arrays = checkpoint.load(path)
+        _, arrays = checkpoint.load(path)
         assert all(np.all(np.isfinite(a)) for a in arrays.values() if a.dtype.kind == "f")
 
 
@@ -273,7 +273,7 @@ def _final_arrays(path: Path) -> dict[str, np.ndarray]:
 def test_sigkill_at_random_moments_then_resume_is_bit_identical(tmp_path):
     reference = tmp_path / "reference"
     done = _worker(reference, resume=False)
-    out, err = done.communicate(timeout=600)
+    _, err = done.communicate(timeout=600)
     assert done.returncode == 0, err
     rng = random.Random(int(time.time()))
     path = tmp_path / "killed"
@@ -299,7 +299,7 @@ def test_sigkill_at_random_moments_then_resume_is_bit_identical(tmp_path):
     assert process.returncode == -signal.SIGKILL
     # the newest complete checkpoint continues the run
     finish = _worker(path, resume=True)
-    out, err = finish.communicate(timeout=600)
+    _, err = finish.communicate(timeout=600)
     assert finish.returncode == 0, err
     reference_arrays, resumed = _final_arrays(reference), _final_arrays(path)
     assert reference_arrays.keys() == resumed.keys()

@@ -32,7 +32,7 @@ from .runs import TrainResult, build_state, restore_for_resume, save_run
 from .protocol import Algorithm, Schedule
 
 
-__all__ = ["EPISODE_LOG_CAPACITY", "DIVERGENCE_HINT", "DivergenceCheck", "Hook", "PeriodicCheckpoint", "Progress",
+__all__ = ["DIVERGENCE_HINT", "EPISODE_LOG_CAPACITY", "DivergenceCheck", "Hook", "PeriodicCheckpoint", "Progress",
            "StopOnRequest", "StopRequested", "TrainingRun", "available_memory", "check_config", "check_memory",
            "check_seed", "chunk_iterations", "train", "watched_quantities"]
 
@@ -237,7 +237,7 @@ def watched_quantities(state: Any) -> list[tuple[str, Array]]:
             quantities.append((f"{name}", value.value))
     env_now = getattr(state, "env_state", None)
     source = env_now if env_now is not None else state.transition
-    return quantities + [("observation", source.obs), ("reward", source.reward)]
+    return [*quantities, ("observation", source.obs), ("reward", source.reward)]
 
 
 def _check_finite(device: Device, quantities: list[tuple[str, Array]], flag: Array) -> None:

@@ -73,6 +73,12 @@ def test_a_diverging_run_raises_training_diverged_naming_the_quantity(algo, conf
     assert "Hint: lower the learning rates" in str(error)
 
 
+def test_a_python_stepped_env_gets_training_diverged_not_the_envs_refusal():
+    with pytest.raises(drl.TrainingDiverged, match="action became NaN or inf"):
+        td3.train(drl.CPU(), "MountainCarContinuous-v0", td3.Config(total_steps=600, critic_lr=1e9, check_every=100),
+                  seed=1, progress=False)
+
+
 def test_td3_divergence_is_found_within_the_window_of_its_first_check():
     config = td3.Config(total_steps=2000, critic_lr=1e9, check_every=100)
     with pytest.raises(drl.TrainingDiverged) as caught:

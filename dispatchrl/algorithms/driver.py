@@ -427,6 +427,10 @@ class _PythonLoop:
                 assign(transition.obs, self.obs)
                 self.act()
                 action = np.clip(to_numpy(state.action), -1.0, 1.0)
+                if not np.all(np.isfinite(action)):  # the env would refuse it: say why
+                    step = int(to_numpy(state.step)[0]) * len(action)
+                    raise TrainingDiverged(f"training diverged: the policy's action became NaN or inf at step {step} "
+                                           f"(its weights diverged). Hint: {DIVERGENCE_HINT}", "action", step, step)
                 physical = self.low + (action + 1) * 0.5 * (self.high - self.low)
                 obs, reward, terminated, truncated, _ = batch.step(physical)
                 self.obs = _finite_rows("observations", obs)

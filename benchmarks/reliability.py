@@ -1,9 +1,10 @@
 """Reliability of long runs (issue 21), as JSON lines on stdout (progress on stderr):
 
 1. ``divergence_check``: the cost of the in-step divergence check. TD3 Pendulum on CPU, the
-   training loop's seconds (``train_seconds`` of ``dispatchrl train``) with ``check_every=0``
-   (off), the default 1000, and 1 (every step, an upper bound), run alternately in fresh
-   processes (--pairs rounds, seeds 0..), medians, and the overhead of each as % of "off".
+   training loop's seconds (``TrainResult.train_seconds``) with ``check_every=0`` (off), the
+   default 1000, and 1 (every step, an upper bound), run alternately in this process (each
+   variant compiled once first; --pairs rounds, seeds 0..), medians, and the overhead of each as
+   % of "off".
 2. ``rss``: resident memory (VmRSS) of one TD3 Pendulum CPU run at 100k, 500k and 1M steps
    (--rss-steps lowers the budget; the checkpoints it passes are reported), and its growth
    from the first to the last.
@@ -46,10 +47,11 @@ def emit(record: dict) -> None:
 
 
 def _train_seconds(steps: int, seed: int, check_every: int) -> float:
-    out = subprocess.run([sys.executable, "-m", "dispatchrl", "train", "td3", "--steps", str(steps),
-                          "--seed", str(seed), "--no-eval", "--json", "--set", f"check_every={check_every}"],
-                         capture_output=True, text=True, env=ENV, check=True).stdout
-    return float(json.loads(out.strip().splitlines()[-1])["train_seconds"])
+    import dispatchrl as drl
+    from dispatchrl.algorithms import td3
+
+    config = td3.Config(total_steps=steps, check_every=check_every)
+    return td3.train(drl.CPU(), "pendulum", config, seed=seed, progress=False).train_seconds
 
 
 def divergence_check(pairs: int, steps: int) -> None:

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 WORKER = REPO / "tests" / "kill_resume_worker.py"
@@ -54,6 +56,32 @@ def _train_seconds(steps: int, seed: int, check_every: int) -> float:
     return td3.train(drl.CPU(), "pendulum", config, seed=seed, progress=False).train_seconds
 
 
+def _check_seconds(repeats: int = 2000) -> float:
+    """One divergence check of a default TD3 Pendulum state on CPU: the check's compiled kernels
+    over the watched arrays, timed alone (the best of several rounds: robust on a shared machine)."""
+    import dispatchrl as drl
+    from dispatchrl.algorithms import td3
+    from dispatchrl.algorithms.driver import watched_quantities
+    from dispatchrl.algorithms.envspec import resolve_env
+    from dispatchrl.algorithms.runs import build_state
+    from dispatchrl.kernels.core.cpu import nonfinite_flag_kernel
+    from dispatchrl.staging import raw
+
+    state = build_state(td3, drl.CPU(), resolve_env("pendulum"), td3.Config(), 0)
+    arrays = [raw(a) for _, a in watched_quantities(state)]
+    flag = raw(drl.zeros(drl.CPU(), 1, np.int64))
+    for a in arrays:
+        nonfinite_flag_kernel(a, flag, 1)
+    best = float("inf")
+    for _ in range(7):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            for code, a in enumerate(arrays, 1):
+                nonfinite_flag_kernel(a, flag, code)
+        best = min(best, (time.perf_counter() - start) / repeats)
+    return best  # includes a Python call per array: inside the fused step there is none
+
+
 def divergence_check(pairs: int, steps: int) -> None:
     settings = (0, 1000, 1)
     for k in settings:  # compile (or load) each variant once before timing
@@ -66,6 +94,10 @@ def divergence_check(pairs: int, steps: int) -> None:
             emit({"bench": "divergence_check_run", "pair": pair, "check_every": k, "steps": steps,
                   "train_seconds": seconds[k][-1]})
     off = statistics.median(seconds[0])
+    per_check = _check_seconds()
+    emit({"bench": "divergence_check_kernels", "seconds_per_check": per_check,
+          "percent_of_step_time_at_check_every_1000": round(100 * per_check / (1000 * off / steps), 5),
+          "percent_of_step_time_at_check_every_1": round(100 * per_check / (off / steps), 3)})
     emit({"bench": "divergence_check", "device": "cpu", "algo": "td3", "env": "pendulum", "steps": steps,
           "pairs": pairs, "median_train_seconds": {str(k): round(statistics.median(v), 4) for k, v in seconds.items()},
           "overhead_percent": {str(k): round(100 * (statistics.median(seconds[k]) / off - 1), 2) for k in settings[1:]},
@@ -84,7 +116,7 @@ def rss(total: int) -> None:
     import dispatchrl as drl
     from dispatchrl.algorithms import td3
 
-    marks = [m for m in (100_000, 500_000, 1_000_000) if m <= total] or [total]
+    marks = sorted({m for m in (100_000, 500_000, 1_000_000) if m <= total} | {total})  # a smaller budget: its end too
     seen: dict[int, int] = {}
 
     def hook(run) -> None:

@@ -12,11 +12,13 @@ from .activation import ACTIVATIONS, Activation
 from .arrays import Array, asarray, assign, to_numpy, zeros
 from .devices import C, CPU, CUDA, Device, Generic
 from .dispatch import GENERIC_FUNCTIONS, GenericFunction, generic, invoke
-from .errors import CheckpointError, ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError
+from .errors import (CheckpointError, ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError,
+                     TrainingDiverged)
 from .staging import Below, Every, Step, compile_step, fuse, launch, when
 from . import backends  # noqa: F401  (compile_step methods of CPU and C; before any kernel is jitted)
 from .kernels.core.api import (adam_step, copy, dense_backward, dense_forward, dense_input_gradient, fill, gelu,
-                               identity, increment, matmul, mse_gradient, mse_loss, polyak_update, relu, tanh)
+                               identity, increment, matmul, mse_gradient, mse_loss, nonfinite_flag, polyak_update, relu,
+                               tanh)
 from .kernels.random.api import random_normal, random_uniform, rng
 from . import kernels  # noqa: F401  (registers the Generic, CPU and C methods)
 from . import algorithms, data, export, nn  # noqa: F401,E402

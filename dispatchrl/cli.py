@@ -72,48 +72,179 @@ def _parse_overrides(config: Any, pairs: list[str]) -> Any:
     return dataclasses.replace(config, **changes)
 
 
-def train(args: argparse.Namespace) -> dict:
-    from dispatchrl.algorithms import ALGORITHMS, evaluate
-    from dispatchrl.devices import device_from_name
+def strict_json(value: Any) -> str:
+    """One line of strict JSON (RFC 8259: no NaN or Infinity): non-finite numbers become null."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if isinstance(v, (float, np.floating)):
+            return float(v) if np.isfinite(v) else None
+        if isinstance(v, np.integer):
+            return int(v)
+        return v
+
+    return json.dumps(clean(value), allow_nan=False)
+
+
+def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
+    """(algorithm, env, config, seed) of ``train``: from the flags, or with ``--resume`` from the
+    checkpoint, where the flags may only raise the step budget unless ``--override`` is given."""
+    from dispatchrl import ConfigError, checkpoint
+    from dispatchrl.algorithms import ALGORITHMS
+    from dispatchrl.algorithms.runs import config_from_metadata
 
     algo = ALGORITHMS[args.algo]
-    config = algo.config_for(args.env)  # PPO's budget and hyperparameters depend on the env
-    if args.steps is not None:
-        config = dataclasses.replace(config, total_steps=args.steps)
+    if args.resume is None:
+        env = args.env or "pendulum"
+        config = algo.config_for(env)  # PPO's budget and hyperparameters depend on the env
+        if args.steps is not None:
+            config = dataclasses.replace(config, total_steps=args.steps)
+        if args.num_envs is not None:
+            config = dataclasses.replace(config, num_envs=args.num_envs)
+        config = _parse_overrides(config, args.set or [])
+        config.validate()
+        return algo, env, config, 0 if args.seed is None else args.seed
+    meta = checkpoint.load_metadata(args.resume)
+    for what, given, saved in (("algorithm", args.algo, meta.get("algo")), ("--env", args.env, meta.get("env")),
+                               ("--seed", args.seed, meta.get("seed"))):
+        if given is not None and given != saved:  # these name the run: --override cannot change them
+            raise ConfigError(f"--resume {args.resume}: {what} is {given!r} but the checkpoint's run has {saved!r}; "
+                              f"leave it out to continue that run")
+    saved_config = config_from_metadata(algo, meta, args.resume)
+    wanted = _parse_overrides(saved_config, args.set or [])
     if args.num_envs is not None:
-        config = dataclasses.replace(config, num_envs=args.num_envs)
-    config = _parse_overrides(config, args.set or [])
-    config.validate()
-    device = device_from_name(args.device)
-    result = algo.train(device, args.env, config, seed=args.seed, progress=None if not args.json else False,
-                        resume=args.resume)
+        wanted = dataclasses.replace(wanted, num_envs=args.num_envs)
+    if args.steps is not None:
+        if args.steps < saved_config.total_steps:
+            raise ConfigError(f"--resume {args.resume}: --steps {args.steps} is below the checkpoint's budget "
+                              f"total_steps={saved_config.total_steps}; the step budget may only be raised")
+        wanted = dataclasses.replace(wanted, total_steps=args.steps)
+    for field in dataclasses.fields(saved_config):
+        before, after = getattr(saved_config, field.name), getattr(wanted, field.name)
+        if field.name == "total_steps" or before == after:
+            continue
+        if not args.override:
+            raise ConfigError(f"--resume {args.resume}: {field.name}={after!r} contradicts the checkpoint's "
+                              f"{field.name}={before!r}; leave it out to continue the run as it was, or pass "
+                              f"--override to change it on purpose")
+        print(f"dispatchrl: warning: --override: {field.name} changed from {before!r} (checkpoint) to {after!r}; "
+              f"the resumed run no longer continues the original bit for bit", file=sys.stderr)
+    wanted.validate()
+    return algo, meta["env"], wanted, int(meta["seed"])
+
+
+def _check_writable(path: str, directory: bool) -> None:
+    """Refuse an output path that cannot be written, before any training: create its folder
+    (``path`` itself when ``directory``) and write and remove a probe file there."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from dispatchrl import ConfigError
+
+    folder = Path(path) if directory else Path(path).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".dispatchrl-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ConfigError(f"--save {path}: cannot write there ({e.strerror or e}); choose a writable path") from None
+    if not directory and Path(path).with_suffix(".npz").is_dir():
+        raise ConfigError(f"--save {path}: is a directory of checkpoints; pass --save-every to add to it")
+
+
+def train(args: argparse.Namespace) -> dict:
+    import signal
+
+    from dispatchrl.algorithms import evaluate
+    from dispatchrl.algorithms.driver import PeriodicCheckpoint, StopOnRequest, train
+    from dispatchrl.devices import device_from_name
+
+    for flag in ("save_every", "keep"):
+        value = getattr(args, flag)
+        if value is not None and (value < 1 or not args.save):
+            raise _config_error(f"--{flag.replace('_', '-')} needs --save and a positive int, got {value}")
+    algo, env, config, seed = _run_config(args)
     if args.save:
+        _check_writable(args.save, directory=args.save_every is not None)
+    device = device_from_name(args.device)
+    periodic = (PeriodicCheckpoint(args.save, args.save_every, args.keep or 3)
+                if args.save_every is not None else None)
+    stop = StopOnRequest(periodic, save=(lambda run: run.save(args.save)[0]) if args.save and not periodic else None)
+    previous = signal.signal(signal.SIGINT, _second_interrupt_raises(stop))
+    try:
+        result = train(algo, device, env, config, seed=seed, progress=None if not args.json else False,
+                       resume=args.resume, hooks=tuple(h for h in (periodic, stop) if h is not None))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if args.save and periodic is None:
         result.save(args.save)
+    saved = str(periodic.path) if periodic is not None else args.save
     skip_eval = args.no_eval or result.spec.eval_id is None  # a native env with no gymnasium id
     eval_return, eval_returns = (None, []) if skip_eval else evaluate(result.policy, result.spec.eval_id)
-    summary = {**result.summary(), "eval_return": None if eval_return is None else round(eval_return, 3),
-               "eval_returns": [round(r, 3) for r in eval_returns], "saved": str(args.save) if args.save else None}
+    summary = {"status": "ok", **result.summary(),
+               "eval_return": None if eval_return is None else round(eval_return, 3),
+               "eval_returns": [round(r, 3) for r in eval_returns], "saved": saved}
     if args.json:
-        print(json.dumps(summary))
+        print(strict_json(summary))
     else:
         print(f"{summary['algo']} on {summary['env']} ({summary['device']}): {summary['steps']} steps in "
               f"{summary['train_seconds']:.2f} s (+{summary['compile_seconds']:.2f} s compile)"
               + ("" if eval_return is None else f", evaluation return {eval_return:.1f} over {len(eval_returns)} episodes")
-              + (f"; saved {args.save}" if args.save else ""))
+              + (f"; saved {saved}" if saved else ""))
     return summary
 
 
+def _config_error(message: str) -> Exception:
+    from dispatchrl import ConfigError
+
+    return ConfigError(message)
+
+
+def _second_interrupt_raises(stop: Any) -> Any:
+    """SIGINT handler: the first asks the run to stop (and save) at the next chunk boundary,
+    a second one interrupts at once."""
+    def handler(signum: int, frame: Any) -> None:
+        if stop.requested:
+            raise KeyboardInterrupt
+        stop.request()
+        print("\ndispatchrl: interrupted: stopping at the next step boundary (Ctrl-C again to abort without "
+              "saving)", file=sys.stderr, flush=True)
+
+    return handler
+
+
 def evaluate(args: argparse.Namespace) -> dict:
+    from dispatchrl import CheckpointError
     from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, load_run
     from dispatchrl.algorithms import evaluate as evaluate_policy
 
+    limit = len(EVAL_SEEDS) if args.seed is None else 10_000
+    if not 1 <= args.episodes <= limit:
+        what = f"{len(EVAL_SEEDS)} fixed evaluation seeds; pass --seed for more" if args.seed is None else "at most"
+        raise _config_error(f"--episodes must be an int in [1, {limit}] ({what}), got {args.episodes}")
+    if args.seed is not None and not 0 <= args.seed < 2**31 - limit:
+        raise _config_error(f"--seed must be an int in [0, 2**31 - {limit}), got {args.seed}")
     algo, name, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
-    policy = algo.policy(state, spec.action_low, spec.action_high)
+    deterministic = algo.policy(state, spec.action_low, spec.action_high)
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        action = deterministic(obs)
+        if not np.all(np.isfinite(action)):
+            raise CheckpointError(f"checkpoint {args.checkpoint}: its policy outputs NaN or inf actions (for "
+                                  f"observation {np.asarray(obs).tolist()}): the weights diverged; evaluate an earlier "
+                                  "checkpoint")
+        return action
+
     seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else EVAL_SEEDS[:args.episodes]
     mean, returns = evaluate_policy(policy, spec.eval_id, seeds)
-    summary = {"algo": name, "env": spec.name, "checkpoint": str(args.checkpoint), "episodes": len(returns),
-               "eval_return": round(mean, 3), "eval_returns": [round(r, 3) for r in returns]}
-    print(json.dumps(summary) if args.json else f"{name} on {spec.name}: mean return {mean:.1f} over {len(returns)} episodes")
+    summary = {"status": "ok", "algo": name, "env": spec.name, "checkpoint": str(args.checkpoint),
+               "episodes": len(returns), "eval_return": round(mean, 3), "eval_returns": [round(r, 3) for r in returns]}
+    print(strict_json(summary) if args.json else
+          f"{name} on {spec.name}: mean return {mean:.1f} over {len(returns)} episodes")
     return summary
 
 
@@ -138,14 +269,23 @@ def main(argv: list[str] | None = None) -> int:
 
     p = commands.add_parser("train", help="train an agent, evaluate it, optionally save a checkpoint")
     p.add_argument("algo", choices=sorted(ALGORITHMS))
-    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, ant, any gymnasium id, or module:NativeEnvClass")
+    p.add_argument("--env", default=None,
+                   help="pendulum (default), acrobot, ant, any gymnasium id, or module:NativeEnvClass")
     p.add_argument("--steps", type=int, default=None, help="total environment steps (default: the config's; PPO: the env's own config)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="default 0 (with --resume: the checkpoint's)")
     p.add_argument("--device", default="cpu", help="cpu, generic, cuda or c")
     p.add_argument("--num-envs", type=int, default=None)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (JSON value)")
     p.add_argument("--save", metavar="PATH", help="write the full training state (PATH.npz + PATH.json)")
-    p.add_argument("--resume", metavar="PATH", help="continue from a checkpoint written by --save")
+    p.add_argument("--save-every", type=int, default=None, metavar="N",
+                   help="also checkpoint every N steps: PATH becomes a directory of step-*.npz")
+    p.add_argument("--keep", type=int, default=None, metavar="K",
+                   help="with --save-every: keep the newest K (default 3)")
+    p.add_argument("--resume", metavar="PATH",
+                   help="continue the run of a checkpoint (file or --save-every directory: its newest complete one) "
+                        "with its algorithm, env and config; only --steps may raise the budget")
+    p.add_argument("--override", action="store_true",
+                   help="with --resume: let --set/--num-envs change the checkpoint's config")
     p.add_argument("--no-eval", action="store_true", help="skip the 10 evaluation episodes")
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
     p.set_defaults(run=train)
@@ -171,9 +311,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=demo)
 
+    from dispatchrl import TrainingDiverged
+    from dispatchrl.algorithms.driver import StopRequested
+
     args = parser.parse_args(argv)
     try:
         args.run(args)
+    except TrainingDiverged as error:
+        if getattr(args, "json", False):
+            print(strict_json({"status": "diverged", "quantity": error.quantity, "first_step": error.first_step,
+                               "last_step": error.last_step, "error": str(error)}))
+        print(f"dispatchrl: error: TrainingDiverged: {error}", file=sys.stderr)  # ends with the hint
+        return 3
+    except StopRequested as stopped:
+        if getattr(args, "json", False):
+            print(strict_json({"status": "interrupted", "steps": stopped.steps,
+                               "saved": None if stopped.saved is None else str(stopped.saved)}))
+        resume = f"; continue with --resume {args.save}" if stopped.saved is not None else ""
+        print(f"dispatchrl: interrupted: {stopped}{resume}", file=sys.stderr)
+        return 130
     except DispatchRLError as error:
         print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2

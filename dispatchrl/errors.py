@@ -23,3 +23,13 @@ class ConfigError(DispatchRLError, ValueError):
 
 class CheckpointError(DispatchRLError, ValueError):
     """A checkpoint file is missing, truncated, malformed or does not match the run."""
+
+
+class TrainingDiverged(DispatchRLError, ArithmeticError):
+    """Training produced a NaN or inf (a loss, target, observation or weights): the run stopped.
+    ``quantity`` names the first one found, ``first_step``..``last_step`` (environment steps per
+    env) the range in which it happened; nothing from the diverged state was saved."""
+
+    def __init__(self, message: str, quantity: str = "", first_step: int = 0, last_step: int = 0) -> None:
+        super().__init__(message)
+        self.quantity, self.first_step, self.last_step = quantity, first_step, last_step

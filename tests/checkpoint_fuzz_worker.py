@@ -93,6 +93,8 @@ def run_case(case, directory):
         return {"outcome": "refused", "message": str(e)}
     except drl.ConfigError as e:  # e.g. metadata that names another env's dimensions
         return {"outcome": "config", "message": str(e)}
+    except drl.TrainingDiverged as e:  # crafted weights or Adam moments (v < 0) that train into NaN
+        return {"outcome": "diverged", "message": str(e)}
     return {"outcome": "resumed", "hash": state_hash(result)}
 
 

@@ -126,7 +126,7 @@ def test_fuzz_every_field(saved, tmp_path):
     metadata, set to random, negative, huge and NaN values. Edited files (digest not updated)
     are refused or resume exactly like the untouched one. Crafted files (digest recomputed) never
     crash; negative integers, non-finite floats and out-of-range counters are refused naming
-    the field."""
+    the field; weights that train into NaN stop with TrainingDiverged (outcome "diverged")."""
     cases = fuzz_cases(saved)
     results = run_cases(cases, tmp_path)
     problems = []
@@ -148,7 +148,7 @@ def test_fuzz_every_field(saved, tmp_path):
             if must_refuse and not (outcome == "refused" and f"'{case['field']}'" in result["message"]):
                 problems.append((case, result))
     assert not problems, f"{len(problems)} of {len(cases)} cases: {problems[:5]}"
-    outcomes = {o: sum(r["outcome"] == o for r in results) for o in ("refused", "resumed", "config")}
+    outcomes = {o: sum(r["outcome"] == o for r in results) for o in ("refused", "resumed", "config", "diverged")}
     assert outcomes["refused"] > 0 and outcomes["resumed"] > 0, outcomes
 
 

@@ -150,6 +150,7 @@ def sample_arguments(device):
         "random_uniform": (device, drl.rng(device, 0), v, 0.0, 1.0),
         "random_normal": (device, drl.rng(device, 0), v, 0.0, 1.0),
         "increment": (device, t, 1),
+        "nonfinite_flag": (device, v, drl.zeros(device, 1, np.int64), 1),
     }
 
 

@@ -38,7 +38,7 @@ def positive_int(v: object) -> bool:
 
 
 def non_negative_int(v: object) -> bool:
-    return isinstance(v, int) and v >= 0
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= 0)
 
 
 def unit_interval(v: object) -> bool:
@@ -85,6 +85,7 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
         "policy_delay": (positive_int, "a positive int"),
         "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
         "num_envs": (positive_int, "a positive int"),
+        "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
         **extra_rules,
     })
     if config.total_steps < config.num_envs:
@@ -109,6 +110,7 @@ class OffPolicyConfig:
     policy_delay: int = 1            # actor (and target or temperature) updates every policy_delay steps
     replay_capacity: int | None = None   # None: total_steps
     num_envs: int = 1
+    check_every: int = 1000          # divergence check (NaN/inf) every this many steps; 0: off
 
     def validate(self) -> None:
         validate_off_policy(self, self.extra_rules())

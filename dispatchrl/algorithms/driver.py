@@ -9,6 +9,8 @@ periodic checkpoints, divergence checks, metrics logging and callbacks are meant
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,17 +20,21 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..arrays import assign, to_numpy
+from ..arrays import Array, assign, to_numpy, zeros
+from ..checkpoint import named_arrays
 from ..devices import Device
-from ..errors import ConfigError
-from ..staging import Step, fuse
+from ..errors import ConfigError, TrainingDiverged
+from ..kernels.core.api import nonfinite_flag
+from ..nn import MLP, Parameter
+from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
 from .runs import TrainResult, build_state, restore_for_resume, save_run
 from .protocol import Algorithm, Schedule
 
 
-__all__ = ["EPISODE_LOG_CAPACITY", "Hook", "Progress", "TrainingRun", "check_config", "check_seed",
-           "chunk_iterations", "train"]
+__all__ = ["DIVERGENCE_HINT", "EPISODE_LOG_CAPACITY", "DivergenceCheck", "Hook", "PeriodicCheckpoint", "Progress",
+           "StopOnRequest", "StopRequested", "TrainingRun", "available_memory", "check_config", "check_memory",
+           "check_seed", "chunk_iterations", "train", "watched_quantities"]
 
 EPISODE_LOG_CAPACITY = 1 << 16
 #: Python-stepped envs return to the hooks about every this many steps per env
@@ -67,9 +73,17 @@ class TrainingRun:
     def finished(self) -> bool:
         return self.done >= self.iterations
 
-    def save(self, path: str | Path) -> tuple[Path, Path]:
-        """Checkpoint the run as it stands; ``train(..., resume=path)`` continues it bit for bit."""
-        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state)
+    def save(self, path: str | Path, keep: int | None = None) -> tuple[Path, Path]:
+        """Checkpoint the run as it stands; ``train(..., resume=path)`` continues it bit for bit.
+        ``keep=K``: into directory ``path`` as ``step-<steps>.npz``, keeping the newest K.
+        A state holding NaN or inf is refused (:class:`TrainingDiverged`): the previous
+        checkpoints stay as they are (rotation removes old ones only after a new one is written)."""
+        for name, array in named_arrays(self.state):
+            values = to_numpy(array)
+            if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+                raise TrainingDiverged(f"training diverged: {name.rstrip('.')} holds NaN or inf at step {self.steps}; "
+                                       f"not saved. Hint: {DIVERGENCE_HINT}", name.rstrip("."), self.steps, self.steps)
+        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state, keep)
 
 
 #: called with the run after every chunk (the last call has ``run.finished``); raising stops the run
@@ -113,6 +127,166 @@ def _recent_return(state: Any) -> float | None:
     return float(np.mean(returns[-10:])) if len(returns) else None
 
 
+class PeriodicCheckpoint:
+    """Hook: checkpoint every ``every`` env steps (all envs) and at the end, into directory
+    ``path`` keeping the newest ``keep`` (each one file, written atomically: a crash at any
+    moment leaves the previous ones whole). The driver ends a chunk at every multiple of
+    ``every`` (see :attr:`every`), so saves land exactly there."""
+
+    def __init__(self, path: str | Path, every: int, keep: int = 3) -> None:
+        for name, value in (("every", every), ("keep", keep)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ConfigError(f"PeriodicCheckpoint: '{name}' must be a positive int, got {value!r}")
+        self.path, self.every, self.keep = Path(path), int(every), int(keep)
+
+    def __call__(self, run: TrainingRun) -> None:
+        if run.finished or run.done % self.period(run) == 0:
+            self.save(run)
+
+    def period(self, run: TrainingRun) -> int:
+        """Iterations between saves (at least one)."""
+        return max(1, self.every // run.steps_per_iteration)
+
+    def save(self, run: TrainingRun) -> Path:
+        return run.save(self.path, keep=self.keep)[0]
+
+
+class StopRequested(Exception):
+    """Raised by :class:`StopOnRequest` at the chunk boundary after a stop was requested (Ctrl-C):
+    ``steps`` were trained and, if a checkpoint path was given, ``saved`` holds them."""
+
+    def __init__(self, steps: int, saved: Path | None) -> None:
+        where = f"; saved {saved}" if saved is not None else "; nothing saved (no --save path)"
+        super().__init__(f"stopped at step {steps}{where}")
+        self.steps, self.saved = steps, saved
+
+
+class StopOnRequest:
+    """Hook: once :meth:`request` was called (from a signal handler: it only sets a flag), the
+    next chunk boundary checkpoints the run with ``checkpoint`` (if given) and raises
+    :class:`StopRequested`."""
+
+    def __init__(self, checkpoint: PeriodicCheckpoint | None = None,
+                 save: Callable[[TrainingRun], Path] | None = None) -> None:
+        self.requested = False
+        self.save = save if save is not None else (checkpoint.save if checkpoint is not None else None)
+
+    def request(self, *_: Any) -> None:
+        self.requested = True
+
+    def __call__(self, run: TrainingRun) -> None:
+        if self.requested:
+            raise StopRequested(run.steps, self.save(run) if self.save is not None else None)
+
+
+def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
+    """Refuse, before anything is allocated, a run whose replay buffer (capacity × transition
+    size) or rollout needs more memory than the machine has available."""
+    per_row = 4 * (2 * spec.obs_dim + spec.action_dim + 1) + 2  # float32 obs, next_obs, action, reward; 2 flags
+    capacity = getattr(config, "capacity", None)
+    if capacity is not None:
+        what, rows, field = "replay buffer", capacity, "replay_capacity (default: total_steps)"
+    else:  # on-policy: the rollout (observations, actions, values, advantages... ~8 floats more)
+        rows = config.num_envs * getattr(config, "steps_per_env", 1)
+        what, field, per_row = "rollout", "num_envs × steps_per_env", per_row + 32
+    needed, available = rows * per_row, available_memory()
+    if available is not None and needed > available:
+        raise ConfigError(f"{type(config).__module__.rsplit('.', 1)[-1]} Config: the {what} of {rows} rows needs "
+                          f"{needed / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB of memory available; "
+                          f"lower {field}")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+# ---------------------------------------------------------------- divergence detection
+
+#: the one-line advice of a diverged run (the CLI prints it)
+DIVERGENCE_HINT = ("lower the learning rates (actor_lr/critic_lr, PPO: lr), check the env's rewards and "
+                   "observations, or resume from the last good checkpoint with other settings")
+
+#: state fields read by the check besides the observation, in the order the step computes them
+_WATCHED_FIELDS = (("q_target", "TD target (critic loss)"), ("update_stats", "PPO losses (KL, surrogate, entropy)"))
+
+
+def watched_quantities(state: Any) -> list[tuple[str, Array]]:
+    """What the divergence check reads, most likely cause first (the first one found non-finite
+    is the one reported): the losses' targets, every network's weight groups (and trained
+    scalars), then the observation and reward. A non-finite loss reaches the weights through Adam
+    within a step, and non-finite weights give non-finite actions, then observations; an
+    observation alone non-finite means the env itself blew up."""
+    quantities = [(label, getattr(state, name)) for name, label in _WATCHED_FIELDS if hasattr(state, name)]
+    for name in (f.name for f in dataclasses.fields(state)):
+        value = getattr(state, name)
+        if isinstance(value, MLP):
+            groups = value.groups if value.groups is not None else value.parameters()
+            quantities += [(f"{name} weights", group.value) for group in groups]
+        elif isinstance(value, Parameter):
+            quantities.append((f"{name}", value.value))
+    env_now = getattr(state, "env_state", None)
+    source = env_now if env_now is not None else state.transition
+    return [*quantities, ("observation", source.obs), ("reward", source.reward)]
+
+
+def _check_finite(device: Device, quantities: list[tuple[str, Array]], flag: Array) -> None:
+    for code, (_, array) in enumerate(quantities, 1):
+        nonfinite_flag(device, array, flag, code)
+
+
+def _checked(step: Callable[..., None], counter: str, period: int, quantities: list[tuple[str, Array]],
+             flag: Array) -> Callable[..., None]:
+    """``step``, then the divergence check every ``period`` counts of ``state.<counter>`` (after the
+    step advanced it); the check only reads, so the step's numbers do not change."""
+    def checked_step(device: Device, *args: Any) -> None:
+        step(device, *args)
+        state = args[-1]
+        when(device, Every(getattr(state, counter), period), lambda device: _check_finite(device, quantities, flag))
+
+    return checked_step
+
+
+class DivergenceCheck:
+    """The hook reading the divergence flag at chunk boundaries (before any other hook, so a
+    diverged state is never checkpointed): raises :class:`TrainingDiverged` naming the first
+    quantity found non-finite and the steps between the last clean boundary and this one. The
+    run's end also checks the final weights on the host (the in-step check runs every K steps)."""
+
+    def __init__(self, flag: Array, quantities: list[tuple[str, Array]], every: int) -> None:
+        self.flag, self.quantities, self.every = flag, quantities, every
+        self.clean_until: int | None = None   # env steps (all envs) of the last check that passed
+
+    def __call__(self, run: TrainingRun) -> None:
+        n = run.config.num_envs
+        per_env = run.steps // n
+        if self.clean_until is None:  # a run resumed from a checkpoint was clean when saved
+            self.clean_until = run.steps if run.steps == 0 else (per_env - per_env % self.every) * n
+        code = int(to_numpy(self.flag)[0])
+        if code == 0 and run.finished:  # the steps after the last in-step check: the final weights
+            code = next((i for i, (_, a) in enumerate(self.quantities, 1) if not np.all(np.isfinite(to_numpy(a)))), 0)
+        if code:
+            name, first = self.quantities[code - 1][0], self.clean_until
+            # env steps are checked at multiples of K: the flag was raised by the first after
+            # the last clean one (separate updates, PPO's, count their own K: no tighter bound)
+            last = run.steps if run.schedule.updates else min(first + self.every * n, run.steps)
+            raise TrainingDiverged(
+                f"training diverged: {name} became NaN or inf between step {first} and {last}; training "
+                f"stopped at step {run.steps} and saved nothing after step {first}. Hint: {DIVERGENCE_HINT}",
+                name, first, last)
+        self.clean_until = (per_env - per_env % self.every) * n
+
+
 def check_seed(seed: object) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31:
         raise ConfigError(f"seed must be an int in [0, 2**31), got {seed!r}")
@@ -147,6 +321,7 @@ def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed
     check_config(algo, config)
     seed = check_seed(seed)
     spec = resolve_env(env, config.num_envs)
+    check_memory(algo, spec, config)
     start = time.perf_counter()
     state = build_state(algo, device, spec, config, seed)
     if resume is not None:
@@ -157,14 +332,20 @@ def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed
                       done=int(to_numpy(state.step)[0]) // schedule.env_steps)
     if run.done > iterations:
         raise ConfigError(f"the checkpoint is at {run.steps} steps, past total_steps={config.total_steps}")
-    all_hooks: list[Hook] = [Progress(run.total_steps, progress), *hooks]
-    loop = _NativeLoop(run) if spec.native is not None else _PythonLoop(run)
+    check_every = getattr(config, "check_every", 0)
+    divergence = None
+    if check_every:
+        divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(state), check_every)
+    all_hooks: list[Hook] = [*([divergence] if divergence else []), Progress(run.total_steps, progress), *hooks]
+    loop = _NativeLoop(run, divergence) if spec.native is not None else _PythonLoop(run, divergence)
     try:
         compile_seconds = time.perf_counter() - start
         loop_start = time.perf_counter()
         chunk = chunk_iterations(spec, schedule, iterations)
+        periods = [h.period(run) for h in hooks if isinstance(h, PeriodicCheckpoint)]
         while run.done < iterations:
-            count = min(chunk, iterations - run.done)
+            # a chunk ends at each multiple of a periodic checkpoint's period (it saves there)
+            count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))
             loop.run(count)
             run.done += count
             for hook in all_hooks:
@@ -179,13 +360,29 @@ def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed
                        train_seconds, compile_seconds, state, spec)
 
 
+def _with_checks(run: TrainingRun, divergence: DivergenceCheck | None,
+                 env_step: Callable[..., None] | None = None) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The env step (default the native one) and the update, each followed by the divergence
+    check when it is on: env steps every K of ``state.step``; separate updates (PPO) every K of
+    ``state.updates``."""
+    env_step = run.algo.native_step if env_step is None else env_step
+    if divergence is None:
+        return env_step, run.algo.update
+    quantities, flag, every = divergence.quantities, divergence.flag, divergence.every
+    update = run.algo.update
+    if run.schedule.updates and hasattr(run.state, "updates"):
+        update = _checked(update, "updates", every, quantities, flag)
+    return _checked(env_step, "step", every, quantities, flag), update
+
+
 class _NativeLoop:
     """Native envs: the env step (env included) and the update are each one compiled step."""
 
-    def __init__(self, run: TrainingRun) -> None:
+    def __init__(self, run: TrainingRun, divergence: DivergenceCheck | None = None) -> None:
         self.state, self.schedule, self.algo = run.state, run.schedule, run.algo
-        self.env_step = fuse(run.device, run.algo.native_step, run.config, run.spec.native, run.state)
-        self.update = fuse(run.device, run.algo.update, run.config, run.state) if run.schedule.updates else None
+        native_step, update = _with_checks(run, divergence)
+        self.env_step = fuse(run.device, native_step, run.config, run.spec.native, run.state)
+        self.update = fuse(run.device, update, run.config, run.state) if run.schedule.updates else None
 
     def run(self, iterations: int) -> None:
         if self.update is None:  # nothing between iterations: the whole chunk in one call
@@ -205,7 +402,7 @@ class _PythonLoop:
     """Python-stepped envs: per env step, a fused ``act``, the env's numpy step, a fused ``store``
     of the transition; then the iteration's fused updates."""
 
-    def __init__(self, run: TrainingRun) -> None:
+    def __init__(self, run: TrainingRun, divergence: DivergenceCheck | None = None) -> None:
         assert run.spec.make_batch is not None
         self.state, self.schedule, self.algo, self.seed = run.state, run.schedule, run.algo, run.seed
         self.low, self.high = run.spec.action_low, run.spec.action_high
@@ -213,8 +410,9 @@ class _PythonLoop:
         self.batch = run.spec.make_batch()
         try:
             self.act: Step = fuse(run.device, run.algo.act, run.config, run.state, run.state.transition.obs)
-            self.store: Step = fuse(run.device, run.algo.store, run.config, run.state)
-            self.update = fuse(run.device, run.algo.update, run.config, run.state) if run.schedule.updates else None
+            store, update = _with_checks(run, divergence, run.algo.store)
+            self.store: Step = fuse(run.device, store, run.config, run.state)
+            self.update = fuse(run.device, update, run.config, run.state) if run.schedule.updates else None
         except BaseException:
             self.batch.close()
             raise
@@ -229,6 +427,10 @@ class _PythonLoop:
                 assign(transition.obs, self.obs)
                 self.act()
                 action = np.clip(to_numpy(state.action), -1.0, 1.0)
+                if not np.all(np.isfinite(action)):  # the env would refuse it: say why
+                    step = int(to_numpy(state.step)[0]) * len(action)
+                    raise TrainingDiverged(f"training diverged: the policy's action became NaN or inf at step {step} "
+                                           f"(its weights diverged). Hint: {DIVERGENCE_HINT}", "action", step, step)
                 physical = self.low + (action + 1) * 0.5 * (self.high - self.low)
                 obs, reward, terminated, truncated, _ = batch.step(physical)
                 self.obs = _finite_rows("observations", obs)

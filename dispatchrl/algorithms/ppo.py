@@ -35,8 +35,8 @@ from ..nn import (MLP, MLPBuffers, Parameter, Policy, backward, forward, make_bu
                   parameter, parameter_groups)
 from ..staging import Every, when
 from . import driver
-from .config import (activation_name, finite, hidden_sizes, network_name, positive, positive_int, unit_interval,
-                     validate_fields)
+from .config import (activation_name, finite, hidden_sizes, network_name, non_negative_int, positive, positive_int,
+                     unit_interval, validate_fields)
 from .protocol import Schedule
 from .runs import TrainResult
 
@@ -74,6 +74,7 @@ class Config:
     lr_factor: float = 1.5
     lr_min: float = 1e-6
     lr_max: float = 1e-2
+    check_every: int = 1000            # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
         flag = (lambda v: isinstance(v, (bool, np.bool_)), "True or False")
@@ -100,6 +101,7 @@ class Config:
             "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
             "lr_min": (positive, "a positive number"),
             "lr_max": (positive, "a positive number"),
+            "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
         })
         rows = self.num_envs * self.steps_per_env
         if rows % self.batch_size:

@@ -21,7 +21,7 @@ from .envspec import EnvSpec, resolve_env
 from .protocol import Algorithm
 
 
-__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "load_run", "restore_for_resume",
+__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "config_from_metadata", "load_run", "restore_for_resume",
            "result_json", "save_run"]
 
 
@@ -47,21 +47,23 @@ class TrainResult:
                 "compile_seconds": round(self.compile_seconds, 4), "episodes": len(returns),
                 "recent_return": None if len(returns) == 0 else round(float(np.mean(returns[-10:])), 3)}
 
-    def save(self, path: str | Path) -> tuple[Path, Path]:
-        """Checkpoint the whole training state (npz + json, never pickle)."""
-        return save_run(path, self.algo, self.spec, self.config, self.seed, self.steps, self.state)
+    def save(self, path: str | Path, keep: int | None = None) -> tuple[Path, Path]:
+        """Checkpoint the whole training state (npz + json, never pickle); ``keep=K``: into
+        directory ``path``, keeping the newest K (see :func:`dispatchrl.checkpoint.save`)."""
+        return save_run(path, self.algo, self.spec, self.config, self.seed, self.steps, self.state, keep)
 
 
 def save_run(path: str | Path, name: str, spec: EnvSpec, config: Any, seed: int, steps: int,
-             state: Any) -> tuple[Path, Path]:
+             state: Any, keep: int | None = None) -> tuple[Path, Path]:
     """Checkpoint a run's whole state with the metadata that :func:`load_run` and a resume check;
-    ``steps`` is the run's budget when it finishes, or the steps taken so far mid-run."""
+    ``steps`` is the run's budget when it finishes, or the steps taken so far mid-run (and names
+    the file when ``keep`` rotates checkpoints in directory ``path``)."""
     return checkpoint.save(path, state, {
         "algo": name, "env": spec.name, "num_envs": config.num_envs, "seed": seed,
         "steps": steps, "config": dataclasses.asdict(config),
         "obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
         "action_low": spec.action_low.tolist(), "action_high": spec.action_high.tolist(),
-        "eval_id": spec.eval_id})
+        "eval_id": spec.eval_id}, keep=keep)
 
 
 def result_json(result: TrainResult, eval_return: float, eval_returns: list[float]) -> str:
@@ -142,11 +144,8 @@ def load_run(path: str | Path, algorithms: Mapping[str, Algorithm],
     if name not in algorithms:
         raise CheckpointError(f"checkpoint {path}: unknown algorithm {name!r}; expected one of {sorted(algorithms)}")
     algo = algorithms[name]
+    config = config_from_metadata(algo, meta, path)
     try:
-        fields = dict(meta["config"])
-        fields["hidden"] = tuple(fields.get("hidden", ()))
-        config = algo.Config(**fields)
-        config.validate()
         spec = resolve_env(meta["env"], config.num_envs)
         seed = int(meta["seed"])
     except (KeyError, TypeError, ValueError) as e:
@@ -157,3 +156,15 @@ def load_run(path: str | Path, algorithms: Mapping[str, Algorithm],
     state = build_state(algo, device or Generic(), spec, config, seed)
     checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
     return algo, name, spec, config, state
+
+
+def config_from_metadata(algo: Algorithm, meta: Mapping[str, Any], path: str | Path) -> Any:
+    """The run's ``algo.Config`` as a checkpoint's metadata recorded it (validated)."""
+    try:
+        fields = dict(meta["config"])
+        fields["hidden"] = tuple(fields.get("hidden", ()))
+        config = algo.Config(**fields)
+        config.validate()
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {path}: metadata does not describe a run: {e}") from None
+    return config

@@ -16,7 +16,8 @@ from ...errors import ConfigError
 
 __all__ = ["SQRT_HALF", "INV_SQRT_2PI", "Activation", "ACTIVATIONS", "ACTIVATION_FUNCTIONS", "register_activation_methods",
            "matmul", "identity", "relu", "tanh", "gelu", "dense_forward", "dense_backward", "dense_input_gradient",
-           "mse_loss", "mse_gradient", "adam_step", "polyak_update", "fill", "copy", "increment"]
+           "mse_loss", "mse_gradient", "adam_step", "polyak_update", "fill", "copy", "increment",
+           "nonfinite_flag"]
 
 #: GELU's constants: x Φ(x) = x (1 + erf(x SQRT_HALF)) / 2, Φ'(x) = INV_SQRT_2PI exp(-x²/2)
 SQRT_HALF = 0.7071067811865476
@@ -194,3 +195,17 @@ def increment(device, counter, amount=1):
     if not isinstance(amount, (int, np.integer)):
         raise ConfigError(f"increment: argument 'amount' must be an int, got {amount!r}")
     return device, counter, int(amount)
+
+
+@generic(inplace=("flag",))
+def nonfinite_flag(device, x, flag, code):
+    """Divergence detection: ``flag[0] = code`` if ``flag[0] == 0`` and ``x`` holds a NaN or inf.
+    ``flag`` is an int64 (1,) Array; the first quantity found non-finite keeps its code (> 0).
+    Reads ``x`` only, so a fused step's numerics do not change."""
+    fn = "nonfinite_flag"
+    check_device(fn, device)
+    check_array(fn, "x", x, device)
+    check_array(fn, "flag", flag, device, shape=(1,), dtype=np.int64)
+    if isinstance(code, bool) or not isinstance(code, (int, np.integer)) or not 0 < code < 2**31:
+        raise ConfigError(f"{fn}: argument 'code' must be an int in [1, 2**31), got {code!r}")
+    return device, x, flag, int(code)

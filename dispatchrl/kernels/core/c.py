@@ -245,3 +245,23 @@ INCREMENT = "counter[0] += (int64_t)amount;"
 def increment(device: C, counter, amount):
     launch(device, CKernel("increment", INCREMENT, ("counter", "amount"), ("counter",), {}, counter.dtype),
            counter, amount)
+
+
+# x - x is 0 for finite x and NaN for NaN or inf; NaN compares unequal to itself (no libm, and
+# the C device never enables fast-math, which would fold this away)
+NONFINITE_FLAG = """
+if (flag[0] == 0) {
+    int bad = 0;
+    for (int i = 0; i < SIZE; i++) {
+        const T d = x[i] - x[i];
+        bad |= d != d;
+    }
+    if (bad) flag[0] = (int64_t)code;
+}
+"""
+
+
+@api.nonfinite_flag.dispatch
+def nonfinite_flag(device: C, x, flag, code):
+    launch(device, CKernel("nonfinite_flag", NONFINITE_FLAG, ("x", "flag", "code"), ("flag",), {"SIZE": x.size},
+                           x.dtype), x, flag, code)

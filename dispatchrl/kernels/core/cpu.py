@@ -457,3 +457,20 @@ def increment_kernel(counter, amount):
 @api.increment.dispatch
 def increment(device: CPU, counter, amount):
     launch(device, increment_kernel, counter, amount)
+
+
+@njit(**JIT_EXACT)  # not fastmath: it would assume no NaN/inf and fold the test away
+def nonfinite_flag_kernel(x, flag, code):
+    if flag[0] != 0:
+        return
+    v = x.reshape(x.size)
+    bad = False
+    for i in range(v.size):
+        bad |= not math.isfinite(v[i])  # no early exit: the loop vectorises
+    if bad:
+        flag[0] = code
+
+
+@api.nonfinite_flag.dispatch
+def nonfinite_flag(device: CPU, x, flag, code):
+    launch(device, nonfinite_flag_kernel, x, flag, code)

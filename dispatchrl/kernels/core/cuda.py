@@ -265,3 +265,17 @@ def copy(device: CUDA, src, dst):
 @api.increment.dispatch
 def increment(device: CUDA, counter, amount):
     launch(device, Launch(increment_kernel, (1,), (1,)), counter, 0, amount)
+
+
+@cuda.jit
+def nonfinite_flag_kernel(x, flag, code):
+    # one thread per element; a racy write is fine while every writer writes the same code, and
+    # the flag is only set when it was 0 before the launch (read once, by every thread)
+    i = cuda.grid(1)
+    if i < x.size and flag[0] == 0 and not math.isfinite(x[i]):
+        flag[0] = code
+
+
+@api.nonfinite_flag.dispatch
+def nonfinite_flag(device: CUDA, x, flag, code):
+    launch_1d(device, nonfinite_flag_kernel, x.size, flat(x), flag, code)

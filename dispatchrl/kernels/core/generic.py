@@ -176,3 +176,13 @@ def increment_kernel(counter, amount):
 @api.increment.dispatch
 def increment(device: Generic, counter, amount):
     launch(device, increment_kernel, counter, amount)
+
+
+def nonfinite_flag_kernel(x, flag, code):
+    if flag[0] == 0 and not np.all(np.isfinite(x)):
+        flag[0] = code
+
+
+@api.nonfinite_flag.dispatch
+def nonfinite_flag(device: Generic, x, flag, code):
+    launch(device, nonfinite_flag_kernel, x, flag, code)

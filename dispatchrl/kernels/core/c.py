@@ -112,7 +112,6 @@ INPUT_GRADIENT = """
 for (int i = 0; i < M; i++) {
     for (int p = 0; p < K; p++) {
         T acc = 0;
-        #pragma omp simd reduction(+:acc)
         for (int j = 0; j < N; j++) acc += d_pre[i * N + j] * W[p * N + j];
         d_x[i * K + p] = acc;
     }
@@ -152,7 +151,6 @@ def dense_input_gradient(device: C, W, pre, out, d_out, d_pre, d_x, activation):
 
 MSE_LOSS = """
 double acc = 0;
-#pragma omp simd reduction(+:acc)
 for (int i = 0; i < SIZE; i++) {
     const double d = (double)pred[i] - (double)target[i];
     acc += d * d;

@@ -255,7 +255,7 @@ def run_trainer(path: str | Path, target: str = "host", steps: int | None = None
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise DeviceError(f"export-trainer: {path.name} on {spec.name} ran past {timeout} s") from None
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    lines = [line for line in (done.stdout + "\n" + done.stderr).splitlines() if line.startswith("{")]  # semihosting: stderr
     if done.returncode != 0 or not lines:
         raise DeviceError(f"export-trainer: {path.name} on {spec.name} failed (exit {done.returncode}): "
                           f"{(done.stderr or done.stdout).strip()[-2000:]}")

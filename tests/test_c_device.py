@@ -75,7 +75,8 @@ def test_random_streams_match_generic_exactly(kind, dtype):
     if kind == "uniform":
         np.testing.assert_array_equal(results[0][1], results[1][1])
     else:  # Box-Muller's log and cos are the C device's own (backends/c/mathlib.py), within 1 ulp of libm's
-        np.testing.assert_allclose(results[0][1], results[1][1], rtol=4 * np.finfo(dtype).eps, atol=0)
+        eps = np.finfo(dtype).eps  # a few ulp of the draw before mean + std * z (which may cancel)
+        np.testing.assert_allclose(results[0][1], results[1][1], rtol=8 * eps, atol=8 * eps * 2.5)
 
 
 def test_fused_step_is_one_c_function_and_runs_n_times():

@@ -260,6 +260,30 @@ def export(args: argparse.Namespace) -> dict:
     return written
 
 
+def export_trainer(args: argparse.Namespace) -> dict:
+    from dispatchrl.algorithms import ALGORITHMS
+    from dispatchrl.export.trainer import trainer_source, write_trainer
+    from dispatchrl.export.trainer_targets import build_trainer, elf_size, run_trainer
+
+    algo = ALGORITHMS[args.algo]
+    base = dataclasses.replace(algo.config_for(args.env), total_steps=args.steps)
+    overrides = {k: v for k, v in dataclasses.asdict(_parse_overrides(base, args.set or [])).items()
+                 if k != "total_steps" and v != getattr(base, k)}
+    trainer = trainer_source(args.algo, args.env, args.steps, args.seed, overrides)
+    written = {k: str(v) for k, v in write_trainer(args.out, trainer).items()}
+    summary: dict = {"algo": args.algo, "env": args.env, "out": args.out, "state_bytes": trainer.state_bytes,
+                     "files": written}
+    if args.target:
+        path = build_trainer(args.out, args.target, steps=args.steps, seed=args.seed)
+        summary["build"] = str(path)
+        if args.target == "cortex-m7":
+            summary["size"] = elf_size(path)
+        if args.run_built:
+            summary["run"] = run_trainer(path, args.target, steps=args.steps, seed=args.seed)
+    print(json.dumps(summary))
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     from dispatchrl import DispatchRLError
     from dispatchrl.algorithms import ALGORITHMS
@@ -304,6 +328,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="also build for host, aarch64-linux, armhf-linux, riscv64-linux or cortex-m4")
     p.add_argument("--name", default="policy")
     p.set_defaults(run=export)
+
+    p = commands.add_parser("export-trainer",
+                            help="write a whole training run as dependency-free C99 (trainer.h, trainer.c, main.c)")
+    p.add_argument("algo", choices=sorted(ALGORITHMS))
+    p.add_argument("--env", default="pendulum", help="pendulum, acrobot (a native env)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=10_000, help="total_steps of the config (replay capacity by default)")
+    p.add_argument("--seed", type=int, default=0, help="main's default seed")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (JSON value)")
+    p.add_argument("--target", default=None,
+                   help="also build for host, aarch64-linux, armhf-linux, riscv64-linux, cortex-m7 or wasm32-wasi")
+    p.add_argument("--run", dest="run_built", action="store_true", help="run the build (under qemu or node for other targets)")
+    p.set_defaults(run=export_trainer)
 
     p = commands.add_parser("demo", help="train one small MLP, written once, fused on every available device")
     p.add_argument("--steps", type=int, default=2000)

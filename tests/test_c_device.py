@@ -72,7 +72,11 @@ def test_random_streams_match_generic_exactly(kind, dtype):
         fn(device, stream, out, -1.5, 2.5)  # the counter advanced: a fresh draw
         results.append((drl.to_numpy(stream), drl.to_numpy(out)))
     assert np.array_equal(results[0][0], results[1][0])
-    np.testing.assert_array_equal(results[0][1], results[1][1])
+    if kind == "uniform":
+        np.testing.assert_array_equal(results[0][1], results[1][1])
+    else:  # Box-Muller's log and cos are the C device's own (backends/c/mathlib.py), within 1 ulp of libm's
+        eps = np.finfo(dtype).eps  # a few ulp of the draw before mean + std * z (which may cancel)
+        np.testing.assert_allclose(results[0][1], results[1][1], rtol=8 * eps, atol=8 * eps * 2.5)
 
 
 def test_fused_step_is_one_c_function_and_runs_n_times():

@@ -10,10 +10,10 @@ any kernel runs, leaving every argument untouched.
 Error bounds are first-order rounding-error bounds in the unit roundoff ``u`` of the dtype
 (2⁻²⁴ for float32, 2⁻⁵³ for float64; plus 2⁻⁵³ for the float64 reference's own rounding): a sum of K products is within (K + 2)·u·Σ|products| of
 the exact sum in any summation order (Higham, Accuracy and Stability, §3.1), an elementwise
-expression of a few operations within a few u of its magnitude. The C device runs with denormals
-flushed to zero (kernels/c.py: FLUSH_DENORMALS): a denormal input reads as 0 and a denormal
-result becomes 0, so bounds add ``TINY`` (the smallest normal) times the factors such an input or
-result is multiplied by, and comparisons (ReLU's derivative, min) read denormal inputs as 0 there.
+expression of a few operations within a few u of its magnitude. A device that flushes denormals
+to zero (none now: the C device keeps them so every target gives the same bits, see
+backends/c/render.py FLUSH_DENORMALS) would read a denormal input as 0 and make a denormal result
+0; the bounds keep a ``TINY`` (the smallest normal) term for that, and :func:`flushes` says where.
 
 Profiles (tests/conftest.py): ``default`` runs a few examples per family and device for CI;
 ``--hypothesis-profile=thorough`` runs ≥ 200 per family and device. Shapes on C are drawn from
@@ -121,7 +121,7 @@ def is_cuda(device):
 
 
 def flushes(device):
-    return is_c(device) and X86
+    return False  # the C device keeps denormals (IEEE default) on every target
 
 
 def dim(data, device, label, big=40):

@@ -23,9 +23,10 @@ __all__ = ["host_compiler", "zig_command", "compile_shared", "load_library", "ru
            "array_pointers"]
 
 #: -ffp-contract=off: no fused multiply-adds, so results (and the RNG stream) round like numpy's;
-#: -fopenmp-simd honours the `omp simd reduction` pragmas without -ffast-math's other liberties
+#: no -fopenmp-simd or -ffast-math: a reduction sums in source order, as on every other target
+#: (the exported trainer must give the host's bits on ARM, RISC-V, Cortex-M and WebAssembly)
 HOST_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
-              "-fno-trapping-math", "-fopenmp-simd")
+              "-fno-trapping-math")
 
 INSTALL_HINT = ("install a C compiler (Debian/Ubuntu: apt-get install gcc), point $CC at one, "
                 "or pip install 'dispatchrl[cross]' for zig cc")
@@ -104,7 +105,7 @@ def compile_shared(source, prefix="step"):
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         tmp_src, tmp_lib = Path(tmp) / src.name, Path(tmp) / library.name
         tmp_src.write_text(source)
-        run_compiler(command, [*flags, str(tmp_src), "-o", str(tmp_lib), "-lm"], f"generated {src.name}")
+        run_compiler(command, [*flags, str(tmp_src), "-o", str(tmp_lib)], f"generated {src.name}")
         os.replace(tmp_src, src)
         os.replace(tmp_lib, library)  # atomic: concurrent processes never load half a library
     return library

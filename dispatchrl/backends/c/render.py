@@ -3,7 +3,8 @@ shapes; :func:`render_step` turns a traced step of them (and staged branches) in
 C function, ``dispatchrl_step``, running the blocks in order ``n`` times.
 
 The same blocks are what :mod:`dispatchrl.export` writes out for microcontrollers, so C bodies use
-only float math when ``T`` is float (``tanh_T`` becomes ``tanhf``) and no libc beyond libm.
+only float math when ``T`` is float (``tanh_T`` becomes ``tanhf``) and no libc: the math
+functions are the device's own (:mod:`.mathlib`), so a step gives the same bits on every target.
 """
 
 import itertools
@@ -14,6 +15,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...staging import Below, Branch, Every, raw
 from .compiler import array_pointers, step_function
+from .mathlib import MATH
 
 __all__ = ["CTYPES", "CKernel", "render_function", "render_invocation", "render_step", "renders_in_c", "HEADER",
            "FLUSH_DENORMALS"]
@@ -95,24 +97,17 @@ def render_invocation(name, args, name_of):
 
 
 HEADER = """\
-#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-"""
+""" + MATH
 
 
-#: The step runs with denormals flushed to zero, as fused CPU steps do (backends/cpu.py) and as
-#: -ffast-math builds do: Adam's second moments of tiny gradients otherwise go denormal and every
-#: operation on them takes a slow microcode path. The caller's floating-point mode is restored.
+#: Denormals are kept (IEEE 754 default) on the C device: flushing them is an x86 mode that ARM,
+#: RISC-V and WebAssembly runs could not reproduce, and a C step must give the same bits on every
+#: target (the exported trainer runs it there). Kept as empty hooks for the step's shape.
 FLUSH_DENORMALS = """\
-#if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
-#define DISPATCHRL_FLUSH_ENTER const unsigned int dispatchrl_csr = _mm_getcsr(); _mm_setcsr(dispatchrl_csr | 0x8040u);
-#define DISPATCHRL_FLUSH_EXIT _mm_setcsr(dispatchrl_csr);
-#else
 #define DISPATCHRL_FLUSH_ENTER
 #define DISPATCHRL_FLUSH_EXIT
-#endif
 """
 
 

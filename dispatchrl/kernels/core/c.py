@@ -109,12 +109,19 @@ for (int i = 0; i < M; i++) {
 """
 
 INPUT_GRADIENT = """
-for (int i = 0; i < M; i++) {
-    for (int p = 0; p < K; p++) {
-        T acc = 0;
-        #pragma omp simd reduction(+:acc)
-        for (int j = 0; j < N; j++) acc += d_pre[i * N + j] * W[p * N + j];
-        d_x[i * K + p] = acc;
+/* d_x[i, p] = sum_j d_pre[i, j] W[p, j], summed over j in order (the same bits on every target,
+   no reassociation): W transposed once into scratch so the p loop is contiguous and vectorises */
+{
+    static T WT[N * K];
+    for (int p = 0; p < K; p++)
+        for (int j = 0; j < N; j++) WT[j * K + p] = W[p * N + j];
+    for (int i = 0; i < M; i++) {
+        T *restrict row = d_x + i * K;
+        for (int p = 0; p < K; p++) row[p] = 0;
+        for (int j = 0; j < N; j++) {
+            const T g = d_pre[i * N + j];
+            for (int p = 0; p < K; p++) row[p] += g * WT[j * K + p];
+        }
     }
 }
 """
@@ -152,7 +159,6 @@ def dense_input_gradient(device: C, W, pre, out, d_out, d_pre, d_x, activation):
 
 MSE_LOSS = """
 double acc = 0;
-#pragma omp simd reduction(+:acc)
 for (int i = 0; i < SIZE; i++) {
     const double d = (double)pred[i] - (double)target[i];
     acc += d * d;

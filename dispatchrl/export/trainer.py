@@ -1,0 +1,536 @@
+"""``export-trainer``: a whole training run as one dependency-free C99 program.
+
+The trainer is generated from the same traced steps ``train --device c`` runs: the algorithm's
+state is built on the C device while the launches are recorded (weight initialisation and env
+reset become ``trainer_init``), the driver's fused native step becomes ``trainer_run``'s loop body,
+and a deterministic-policy rollout on a one-env copy of the env becomes ``trainer_evaluate``.
+Every array is a static object sized at generation time; the math is the C device's own
+(:mod:`dispatchrl.backends.c.mathlib`), so with ``-ffp-contract=off`` a run gives the same bits
+on every target. ``trainer.c`` includes no libc header beyond <stdint.h>/<stdbool.h>.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import staging
+from ..arrays import Array
+from ..backends.c.render import CTYPES, HEADER, _condition, render_function, render_invocation, renders_in_c
+from ..data import episode_log
+from ..devices import C
+from ..envs import env_reset, env_state, env_step
+from ..errors import ConfigError
+from ..kernels.core.api import copy, tanh
+from ..kernels.offpolicy.api import slice_columns
+from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, rng
+from ..nn import MLP, mlp_buffers, mlp_forward
+from ..staging import Branch
+
+__all__ = ["TrainerSource", "trainer_source", "weights_checksum", "EVAL_SEED", "EPISODE_LOG"]
+
+#: the evaluation episodes' reset stream (fixed, so trainer_evaluate is a function of the weights)
+EVAL_SEED = 10_000
+#: finished training episodes the trainer's log keeps (the driver keeps 65536; weights don't depend on it)
+EPISODE_LOG = 64
+_MASK = (1 << 64) - 1
+
+
+@dataclass
+class TrainerSource:
+    header: str          # trainer.h
+    source: str          # trainer.c
+    main: str            # main.c for hosted targets
+    state_bytes: int     # static RAM of the training state
+    config: Any
+
+
+# ---------------------------------------------------------------- tracing
+
+@contextlib.contextmanager
+def _recording(calls: list):
+    # the same recording fuse() uses: launches append (kernel, args) instead of running
+    token = staging._recording.set(calls)
+    try:
+        yield
+    finally:
+        staging._recording.reset(token)
+
+
+def _splitmix_key(value: int) -> int:
+    z = (value + int(SPLITMIX_GOLDEN)) & _MASK
+    z = ((z ^ (z >> 30)) * int(SPLITMIX_MIX1)) & _MASK
+    z = ((z ^ (z >> 27)) * int(SPLITMIX_MIX2)) & _MASK
+    return z ^ (z >> 31)
+
+
+def _unxorshift(y: int, shift: int) -> int:
+    x = y
+    for _ in range(64 // shift + 1):
+        x = y ^ (x >> shift)
+    return x & _MASK
+
+
+def _splitmix_seed(key: int) -> int:
+    """The inverse of :func:`_splitmix_key` (each of its steps is a bijection on 64 bits)."""
+    z = _unxorshift(key, 31)
+    z = (z * pow(int(SPLITMIX_MIX2), -1, 1 << 64)) & _MASK
+    z = _unxorshift(z, 27)
+    z = (z * pow(int(SPLITMIX_MIX1), -1, 1 << 64)) & _MASK
+    z = _unxorshift(z, 30)
+    return (z - int(SPLITMIX_GOLDEN)) & _MASK
+
+
+def _trace(algo, config, env, seed):
+    """Build the state for ``seed`` on the C device, recording its init, and trace the programs."""
+    from ..algorithms.envspec import resolve_env
+    from ..algorithms.runs import build_state
+
+    device = C()
+    spec = resolve_env(env, config.num_envs)
+    if spec.native is None:
+        raise ConfigError(f"export-trainer: env {env!r} is stepped from Python; the trainer needs a native env "
+                          "(pendulum, acrobot)")
+    programs: dict[str, list] = {name: [] for name in ("init", "step", "act", "eval_reset", "eval_step")}
+    with _recording(programs["init"]):
+        state = build_state(algo, device, spec, config, seed)
+        state.episodes = episode_log(device, config.num_envs, EPISODE_LOG)
+    with _recording(programs["step"]):
+        algo.native_step(device, config, spec.native, state)
+    # acting and evaluation: one env, the deterministic policy (tanh of the actor's mean columns)
+    eval_spec = resolve_env(env, 1)
+    actor: MLP = state.actor
+    action_dim = spec.action_dim
+    act = dict(obs=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
+               buffers=mlp_buffers(device, actor, 1),
+               mean=Array(device, np.zeros((1, action_dim), np.float32)),
+               action=Array(device, np.zeros((1, action_dim), np.float32)))
+    eval_env = env_state(device, eval_spec.native)
+    eval_rng = rng(device, EVAL_SEED)
+
+    def act_program(device):
+        mlp_forward(device, actor, act["buffers"], act["obs"])
+        out = act["buffers"].output
+        if out.shape[1] == action_dim and actor.output_activation == "tanh":
+            copy(device, out, act["action"])
+        elif out.shape[1] == 2 * action_dim and actor.output_activation == "identity":
+            slice_columns(device, out, 0, act["mean"])
+            tanh(device, act["mean"], act["action"])
+        else:
+            raise ConfigError(f"export-trainer: {algo.NAME}'s actor is not a tanh or a Gaussian-tanh policy")
+
+    with _recording(programs["act"]):
+        act_program(device)
+    with _recording(programs["eval_reset"]):
+        env_reset(device, eval_spec.native, eval_env, eval_rng)
+    with _recording(programs["eval_step"]):
+        copy(device, eval_env.obs, act["obs"])
+        act_program(device)
+        env_step(device, eval_spec.native, eval_env, act["action"])
+    for name, calls in programs.items():
+        if not renders_in_c(calls):
+            others = sorted({type(k).__name__ + ":" + getattr(k, "__name__", "?") for k, _ in staging.kernel_calls(calls)
+                             if type(k).__name__ != "CKernel"})
+            raise ConfigError(f"export-trainer: {algo.NAME}'s {name} program has kernels without a C method "
+                              f"({', '.join(others[:5])}); only fully generated-C algorithms export")
+    weights = [p.value for field in dataclasses.fields(state) if isinstance(getattr(state, field.name), MLP)
+               for net in [getattr(state, field.name)] for p in (*net.weights, *net.biases)]
+    named = dict(act_obs=act["obs"], act_action=act["action"], eval_reward=eval_env.reward,
+                 eval_terminated=eval_env.terminated, eval_truncated=eval_env.truncated, eval_rng=eval_rng,
+                 step=state.step, episode_count=state.episodes.count, episode_returns=state.episodes.returns)
+    return spec, state, programs, weights, named
+
+
+def weights_checksum(weights: list) -> str:
+    """64-bit FNV-1a over the float32 bits of ``weights`` (arrays, in order), as trainer_checksum()."""
+    h = 0xCBF29CE484222325
+    for w in weights:
+        data = w.data if isinstance(w, Array) else w
+        for word in np.ascontiguousarray(data, np.float32).view(np.uint32).reshape(-1).tolist():
+            h = ((h ^ word) * 0x100000001B3) & _MASK
+    return f"{h:016x}"
+
+
+def state_weights(state: Any) -> list:
+    """The arrays :func:`weights_checksum` hashes for a training state (every MLP's parameters)."""
+    return [p.value for field in dataclasses.fields(state) if isinstance(getattr(state, field.name), MLP)
+            for net in [getattr(state, field.name)] for p in (*net.weights, *net.biases)]
+
+
+# ---------------------------------------------------------------- storage
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _c_literal(value, dtype: np.dtype) -> str:
+    if dtype == np.float32:
+        return float(value).hex() + "f" if np.isfinite(value) else ("NAN" if np.isnan(value) else
+                                                                      ("INFINITY" if value > 0 else "-INFINITY"))
+    if dtype == np.float64:
+        return float(value).hex() if np.isfinite(value) else ("NAN" if np.isnan(value) else
+                                                               ("INFINITY" if value > 0 else "-INFINITY"))
+    if dtype == np.uint64:
+        return f"UINT64_C({int(value)})"
+    if dtype == np.int64:
+        return f"INT64_C({int(value)})" if value != -2**63 else "INT64_MIN"
+    return str(int(value))
+
+
+class _Storage:
+    """Static globals for the traced arrays: arrays sharing memory (views of a flat parameter
+    buffer) share one global of their element type; an array is ``(gK + offset)``."""
+
+    def __init__(self) -> None:
+        self.roots: dict[int, dict] = {}
+        self.order: list[np.ndarray] = []
+
+    def add(self, a: np.ndarray) -> None:
+        if not a.flags.c_contiguous:
+            raise ConfigError("export-trainer: a traced array is not contiguous")
+        root = _root(a)
+        entry = self.roots.setdefault(id(root), {"root": root, "arrays": [], "dtype": a.dtype})
+        if entry["dtype"] != a.dtype:
+            raise ConfigError("export-trainer: arrays of different dtypes share memory")
+        if not any(b is a for b in entry["arrays"]):
+            entry["arrays"].append(a)
+            self.order.append(a)
+
+    def layout(self) -> None:
+        for index, entry in enumerate(self.roots.values()):
+            starts = [b.ctypes.data for b in entry["arrays"]]
+            ends = [b.ctypes.data + b.nbytes for b in entry["arrays"]]
+            entry["start"], entry["end"], entry["name"] = min(starts), max(ends), f"g{index}"
+            entry["size"] = (entry["end"] - entry["start"]) // entry["dtype"].itemsize
+
+    def name(self, a: np.ndarray) -> str:
+        entry = self.roots[id(_root(a))]
+        offset = (a.ctypes.data - entry["start"]) // entry["dtype"].itemsize
+        return f"({entry['name']} + {offset})"
+
+    def contents(self, entry: dict) -> np.ndarray:
+        nbytes = entry["end"] - entry["start"]
+        base = entry["root"].view(np.uint8).reshape(-1)
+        offset = entry["start"] - entry["root"].ctypes.data
+        return base[offset:offset + nbytes].view(entry["dtype"]).copy()
+
+
+# ---------------------------------------------------------------- rendering
+
+def trainer_source(algo_name: str, env: str = "pendulum", steps: int = 10_000, seed: int = 0,
+                   overrides: dict | None = None) -> TrainerSource:
+    """trainer.h, trainer.c and main.c for ``algo_name`` on ``env`` (config: the algorithm's
+    default for the env with ``total_steps=steps`` and ``overrides``); ``seed`` is main's default."""
+    from ..algorithms import ALGORITHMS
+    from ..algorithms.driver import check_seed
+
+    if algo_name not in ALGORITHMS:
+        raise ConfigError(f"export-trainer: unknown algorithm {algo_name!r}; expected one of {sorted(ALGORITHMS)}")
+    algo = ALGORITHMS[algo_name]
+    seed = check_seed(seed)
+    config = algo.config_for(env)
+    config = dataclasses.replace(config, total_steps=int(steps), **(overrides or {}))
+    config.validate()
+    schedule = algo.schedule(config)
+    if schedule.updates or schedule.env_steps != 1:
+        raise ConfigError(f"export-trainer: {algo_name} updates between env-step chunks "
+                          f"(schedule {schedule}); only algorithms whose update is fused into the env step export")
+    # three traces: every array's initial content must not depend on the seed, except rng keys
+    traces = [_trace(algo, config, env, s) for s in (0, 1, 2)]
+    spec, state, programs, weights, named = traces[0]
+    storage = _Storage()
+    for name in programs:
+        for _, args in staging.kernel_calls(programs[name]):
+            for a in map(staging.raw, args):
+                if isinstance(a, np.ndarray):
+                    storage.add(a)
+        for node in _branches(programs[name]):
+            storage.add(staging.raw(node.condition.counter))
+    for a in [*map(staging.raw, weights), *(staging.raw(v) for v in named.values())]:
+        storage.add(a)
+    storage.layout()
+    others = []
+    for other in traces[1:]:
+        o_storage = _Storage()
+        for name in programs:
+            for _, args in staging.kernel_calls(other[2][name]):
+                for a in map(staging.raw, args):
+                    if isinstance(a, np.ndarray):
+                        o_storage.add(a)
+            for node in _branches(other[2][name]):
+                o_storage.add(staging.raw(node.condition.counter))
+        for a in [*map(staging.raw, other[3]), *(staging.raw(v) for v in other[4].values())]:
+            o_storage.add(a)
+        if [a.shape for a in o_storage.order] != [a.shape for a in storage.order]:
+            raise ConfigError("export-trainer: the traced programs differ between seeds")
+        others.append(o_storage)
+    seeded = {}   # position in storage.order -> (a, b): the array is rng(a * seed + b)
+    for position, a in enumerate(storage.order):
+        values = [np.array(a), *(np.array(o.order[position]) for o in others)]
+        if all(np.array_equal(values[0], v) for v in values[1:]):
+            continue
+        if not (a.dtype == np.uint64 and a.shape == (2,) and all(v[1] == 0 for v in values)):
+            raise ConfigError("export-trainer: an array's initial value depends on the seed and is not an rng stream")
+        raw_seeds = [_splitmix_seed(int(v[0])) for v in values]
+        slope, offset = (raw_seeds[1] - raw_seeds[0]) & _MASK, raw_seeds[0]
+        if (offset + 2 * slope) & _MASK != raw_seeds[2]:
+            raise ConfigError("export-trainer: an rng stream's seed is not an affine function of the run's seed")
+        seeded[id(a)] = (slope, offset)
+
+    source = _render(algo_name, spec, config, seed, programs, weights, named, storage, seeded)
+    state_bytes = sum(e["end"] - e["start"] for e in storage.roots.values())
+    return TrainerSource(_header(algo_name, spec, config, seed, state_bytes), source, MAIN_C, state_bytes, config)
+
+
+def _branches(nodes: list):
+    for node in nodes:
+        if isinstance(node, Branch):
+            yield node
+            yield from _branches(node.then)
+            yield from _branches(node.otherwise)
+
+
+def _render(algo_name, spec, config, seed, programs, weights, named, storage, seeded) -> str:
+    helpers: dict[str, None] = {}
+    functions: dict[str, str] = {}
+
+    def body(nodes, indent):
+        lines = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                counter = storage.name(staging.raw(node.condition.counter))
+                lines.append(f"{indent}if ({_condition(node.condition, counter)}) {{")
+                lines += body(node.then, indent + "    ")
+                if node.otherwise:
+                    lines.append(f"{indent}}} else {{")
+                    lines += body(node.otherwise, indent + "    ")
+                lines.append(f"{indent}}}")
+                continue
+            kernel, args = node
+            args = [staging.raw(a) for a in args]
+            helpers.update(dict.fromkeys(kernel.helpers))
+            text = render_function(kernel, args, "@NAME")
+            fname = functions.setdefault(text, f"k{len(functions)}")
+            lines.append(indent + render_invocation(fname, args, storage.name))
+        return lines
+
+    program_text = []
+    for name, calls in programs.items():
+        program_text += [f"static void program_{name}(void)", "{", *body(calls, "    "), "}", ""]
+
+    globals_text, init_text = [], []
+    for entry in storage.roots.values():
+        ctype, gname, size = CTYPES[entry["dtype"]], entry["name"], entry["size"]
+        globals_text.append(f"static {ctype} {gname}[{size}] DRL_ALIGNED;")
+        values = storage.contents(entry)
+        rng_slots = [(storage.name(a), seeded[id(a)]) for a in entry["arrays"] if id(a) in seeded]
+        if np.any(values != 0):
+            literals = [_c_literal(v, entry["dtype"]) for v in values.tolist()]
+            rows = [", ".join(literals[i:i + 8]) for i in range(0, len(literals), 8)]
+            globals_text.append(f"static const {ctype} {gname}_init[{size}] = {{\n    " + ",\n    ".join(rows) + "\n};")
+            init_text.append(f"    for (int32_t i = 0; i < {size}; i++) {gname}[i] = {gname}_init[i];")
+        else:
+            init_text.append(f"    for (int32_t i = 0; i < {size}; i++) {gname}[i] = 0;")
+        for slot, (slope, offset) in rng_slots:
+            init_text.append(f"    {slot}[0] = drl_stream_key(seed * UINT64_C({slope}) + UINT64_C({offset}));")
+            init_text.append(f"    {slot}[1] = 0;")
+
+    checksum = [f"    h = drl_hash_floats(h, {storage.name(staging.raw(w))}, {w.size});" for w in weights]
+    low = ", ".join(float(np.float32(v)).hex() + "f" for v in spec.action_low)
+    high = ", ".join(float(np.float32(v)).hex() + "f" for v in spec.action_high)
+    eval_key = _splitmix_key(EVAL_SEED)
+    n = lambda key: storage.name(staging.raw(named[key]))  # noqa: E731
+    obs_dim, action_dim = spec.obs_dim, spec.action_dim
+    return "\n".join([
+        f"/* generated by dispatchrl export-trainer: {algo_name} on {spec.name}, do not edit.",
+        f"   config: {dataclasses.asdict(config)} */",
+        '#include "trainer.h"',
+        HEADER,
+        "#if defined(__GNUC__) || defined(__clang__)",
+        "#define DRL_ALIGNED __attribute__((aligned(64)))",
+        "#else",
+        "#define DRL_ALIGNED",
+        "#endif",
+        "",
+        "/* ---- the training state: every array, static ---- */",
+        *globals_text,
+        "",
+        "static uint64_t drl_stream_key(uint64_t z)",
+        "{",
+        f"    z += UINT64_C(0x{int(SPLITMIX_GOLDEN):X});",
+        f"    z = (z ^ (z >> 30)) * UINT64_C(0x{int(SPLITMIX_MIX1):X});",
+        f"    z = (z ^ (z >> 27)) * UINT64_C(0x{int(SPLITMIX_MIX2):X});",
+        "    return z ^ (z >> 31);",
+        "}",
+        "",
+        "static uint64_t drl_hash_floats(uint64_t h, const float *x, int32_t n)",
+        "{",
+        "    for (int32_t i = 0; i < n; i++) {",
+        "        union { float f; uint32_t u; } v;",
+        "        v.f = x[i];",
+        "        h = (h ^ v.u) * UINT64_C(0x100000001B3);",
+        "    }",
+        "    return h;",
+        "}",
+        "",
+        *helpers,
+        *(text.replace("@NAME", fname) for text, fname in functions.items()),
+        *program_text,
+        "/* ---- the API (trainer.h) ---- */",
+        "void trainer_init(uint64_t seed)",
+        "{",
+        *init_text,
+        "    program_init();",
+        "}",
+        "",
+        "void trainer_run(int64_t steps)",
+        "{",
+        "    for (int64_t i = 0; i < steps; i++) program_step();",
+        "}",
+        "",
+        "int64_t trainer_steps(void) { return " + n("step") + "[0]; }",
+        "",
+        "double trainer_recent_return(int32_t episodes)",
+        "{",
+        f"    int64_t count = {n('episode_count')}[0];",
+        f"    if (count > {EPISODE_LOG}) count = {EPISODE_LOG};",
+        "    if (count == 0 || episodes <= 0) return 0.0;",
+        "    double total = 0.0;",
+        "    int32_t used = 0;",
+        "    for (int64_t i = count - 1; i >= 0 && used < episodes; i--, used++) total += "
+        f"{n('episode_returns')}[i];",
+        "    return total / used;",
+        "}",
+        "",
+        "static const float drl_action_low[TRAINER_ACTION_DIM] = {" + low + "};",
+        "static const float drl_action_high[TRAINER_ACTION_DIM] = {" + high + "};",
+        "",
+        "void trainer_act(const float *obs, float *action)",
+        "{",
+        f"    for (int32_t i = 0; i < {obs_dim}; i++) {n('act_obs')}[i] = obs[i];",
+        "    program_act();",
+        f"    for (int32_t j = 0; j < {action_dim}; j++)",
+        f"        action[j] = drl_action_low[j] + ({n('act_action')}[j] + 1.0f) * 0.5f"
+        " * (drl_action_high[j] - drl_action_low[j]);",
+        "}",
+        "",
+        "double trainer_evaluate(int32_t episodes)",
+        "{",
+        "    if (episodes <= 0) return 0.0;",
+        f"    {n('eval_rng')}[0] = UINT64_C({eval_key});",
+        f"    {n('eval_rng')}[1] = 0;",
+        "    double total = 0.0;",
+        "    for (int32_t e = 0; e < episodes; e++) {",
+        "        program_eval_reset();",
+        "        for (int64_t t = 0; t < INT64_C(1000000); t++) {",
+        "            program_eval_step();",
+        f"            total += (double){n('eval_reward')}[0];",
+        f"            if ({n('eval_terminated')}[0] || {n('eval_truncated')}[0]) break;",
+        "        }",
+        "    }",
+        "    return total / episodes;",
+        "}",
+        "",
+        "uint64_t trainer_checksum(void)",
+        "{",
+        "    uint64_t h = UINT64_C(0xCBF29CE484222325);",
+        *checksum,
+        "    return h;",
+        "}",
+        "",
+    ])
+
+
+def _header(algo_name, spec, config, seed, state_bytes) -> str:
+    return f"""\
+/* trainer.h: {algo_name} on {spec.name}, generated by dispatchrl export-trainer (do not edit).
+
+   One training run as static C99: no malloc, no stdio, no libm. Every array of the run (networks,
+   optimiser moments, replay buffer of {config.capacity} transitions, env state) is a static object
+   in trainer.c: {state_bytes} bytes. Not reentrant: one trainer per program.
+   A run gives the same bits on every target when built with -ffp-contract=off (no FMA
+   contraction) and without -ffast-math. */
+#ifndef DISPATCHRL_TRAINER_H
+#define DISPATCHRL_TRAINER_H
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {{
+#endif
+
+#define TRAINER_ALGO "{algo_name}"
+#define TRAINER_ENV "{spec.name}"
+#define TRAINER_OBS_DIM {spec.obs_dim}
+#define TRAINER_ACTION_DIM {spec.action_dim}
+#define TRAINER_STEPS INT64_C({config.total_steps})      /* the exported config's total_steps */
+#define TRAINER_SEED UINT64_C({seed})
+#define TRAINER_STATE_BYTES {state_bytes}
+
+/* (Re)initialise every array: networks from `seed` (as train(..., seed=seed) does), env reset. */
+void trainer_init(uint64_t seed);
+/* Run `steps` environment steps, each with its fused learning update (warm-up first). */
+void trainer_run(int64_t steps);
+/* Environment steps taken since trainer_init. */
+int64_t trainer_steps(void);
+/* Mean return of the deterministic policy over `episodes` episodes from fixed reset seeds. */
+double trainer_evaluate(int32_t episodes);
+/* Mean return of the last `episodes` finished training episodes (0 if none). */
+double trainer_recent_return(int32_t episodes);
+/* The deterministic action (physical units) for one observation. */
+void trainer_act(const float *obs, float *action);
+/* 64-bit FNV-1a hash of every network weight's float32 bits. */
+uint64_t trainer_checksum(void);
+
+#ifdef __cplusplus
+}}
+#endif
+#endif
+"""
+
+
+MAIN_C = r"""/* main.c: run the exported trainer and print one JSON line (hosted targets). */
+#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "trainer.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    const long long steps = argc > 1 ? atoll(argv[1]) : (long long)TRAINER_STEPS;
+    const unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (unsigned long long)TRAINER_SEED;
+    const int episodes = argc > 3 ? atoi(argv[3]) : 10;
+    trainer_init(seed);
+    const double start = now();
+    trainer_run(steps);
+    const double seconds = now() - start;
+    const double eval_return = trainer_evaluate(episodes);
+    printf("{\"algo\": \"%s\", \"env\": \"%s\", \"seed\": %llu, \"steps\": %lld, \"train_seconds\": %.4f, "
+           "\"eval_return\": %.3f, \"checksum\": \"%016llx\"}\n", TRAINER_ALGO, TRAINER_ENV, seed, steps, seconds,
+           eval_return, (unsigned long long)trainer_checksum());
+    return 0;
+}
+"""
+
+
+def write_trainer(out: str | Path, trainer: TrainerSource) -> dict[str, Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"trainer.h": out / "trainer.h", "trainer.c": out / "trainer.c", "main.c": out / "main.c"}
+    paths["trainer.h"].write_text(trainer.header)
+    paths["trainer.c"].write_text(trainer.source)
+    paths["main.c"].write_text(trainer.main)
+    return paths

@@ -23,3 +23,15 @@ class ConfigError(DispatchRLError, ValueError):
 
 class CheckpointError(DispatchRLError, ValueError):
     """A checkpoint file is missing, truncated, malformed or does not match the run."""
+
+
+class LockedError(DispatchRLError, RuntimeError):
+    """A locked container (a TensorDict after ``lock_()``) was asked to add or remove an entry."""
+
+
+class MissingKeyError(DispatchRLError, KeyError):
+    """A key is not in a TensorDict or a storage."""
+
+
+class EmptyBufferError(DispatchRLError, RuntimeError):
+    """A replay buffer was sampled before anything was written to it."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..arrays import Array, zeros
-from ..data import EpisodeLog, ReplayBuffer, Transitions, episode_log, replay_buffer, transitions
+from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import adam_step, fill, mse_gradient
@@ -91,7 +91,7 @@ class State:
     d_critic_input: Array           # (B, O + A) gradient of −mean min(Q1, Q2) w.r.t. [obs, action]
     d_action: Array                 # (B, A)
     q_target: Array                 # (B, 1)
-    replay: ReplayBuffer
+    replay: ReplayRing
     batch: Transitions              # B rows sampled from the replay buffer
     transition: Transitions         # the current transition, N rows
     action: Array                   # (N, A) in [-1, 1]

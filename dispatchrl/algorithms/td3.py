@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..arrays import Array, zeros
-from ..data import EpisodeLog, ReplayBuffer, Transitions, episode_log, replay_buffer, transitions
+from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
@@ -75,7 +75,7 @@ class State:
     critic_input: Array             # (B, O + A) [obs, action] rows, refilled before each use
     q_target: Array                 # (B, 1)
     d_action: Array                 # (B, A) ∂(−mean Q)/∂action
-    replay: ReplayBuffer
+    replay: ReplayRing
     batch: Transitions              # B rows sampled from the replay buffer
     transition: Transitions         # the current transition, N rows
     action: Array                   # (N, A) in [-1, 1]

@@ -88,6 +88,8 @@ class _Storage:
     def get(self, indices) -> TensorDict:
         if self.data is None:
             raise EmptyBufferError("replay storage: nothing has been written yet")
+        if self.data.device is None and type(indices) is np.ndarray and indices.ndim == 1:
+            return self.data._take_rows(indices, len(indices))
         return self.data[indices]
 
     def state_dict(self) -> dict:

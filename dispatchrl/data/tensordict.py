@@ -296,6 +296,17 @@ class TensorDict:
         batch = probe[index].shape
         return self._index_normalized(index, batch)
 
+    def _take_rows(self, index, count):
+        """Rows ``index`` (1-d int array of ``count``) along the first batch dimension of a
+        TensorDict with host leaves: the replay buffer's sampling path, without index parsing."""
+        entries = {}
+        for key, value in self._entries.items():
+            if type(value) is TensorDict:
+                entries[key] = value._take_rows(index, count)
+            else:
+                entries[key] = value[index]
+        return TensorDict._raw(entries, (count,) + self._batch_size[1:], None)
+
     def _index_normalized(self, index, batch):
         entries = {}
         for key, value in self._entries.items():

@@ -1,0 +1,9 @@
+"""Replay generic functions of the composable buffer (dispatchrl.data.buffers): the prioritized
+sum tree and min tree (mark new rows, update priorities, sample with importance weights) and the
+row gather. Declarations in api, methods per backend; CUDA methods register when a CUDA device is
+first made."""
+
+from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
+from .api import priority_mark_new, priority_sample, priority_update, replay_gather
+
+__all__ = ["priority_mark_new", "priority_update", "priority_sample", "replay_gather"]

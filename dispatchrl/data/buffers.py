@@ -16,7 +16,12 @@ from collections import deque
 
 import numpy as np
 
+from ..arrays import to_numpy
+from ..devices import CPU
 from ..errors import ConfigError, EmptyBufferError, MissingKeyError, ShapeError
+from ..kernels.random.api import rng
+from ..kernels.replay.api import tree_leaves
+from ..kernels.replay.cpu import priority_mark_new_kernel, priority_sample_kernel, priority_update_kernel, set_leaf
 from .tensordict import META_FILE, TensorDict, _flat_key, _host, stack
 
 __all__ = ["ReplayBuffer", "DeviceStorage", "MemmapStorage", "RoundRobinWriter", "UniformSampler",
@@ -187,7 +192,7 @@ class UniformSampler:
     def sample(self, length, batch_size):
         return self.rng.integers(0, length, batch_size), {}
 
-    def written(self, indices) -> None:
+    def written(self, indices, capacity) -> None:
         pass
 
     def state_dict(self) -> dict:
@@ -219,7 +224,7 @@ class WithoutReplacementSampler:
         self.position += len(index)
         return index, {}
 
-    def written(self, indices) -> None:
+    def written(self, indices, capacity) -> None:
         pass
 
     def state_dict(self) -> dict:
@@ -236,7 +241,9 @@ class PrioritizedSampler:
 
     Row i is drawn with probability ``v_i / sum(v)`` where ``v_i = (priority_i + eps) ** alpha``;
     new rows get ``(max priority seen + eps) ** alpha`` (max starts at 1.0). Samples carry
-    ``weight = (N P(i)) ** -beta / max_j (N P(j)) ** -beta`` over all N stored rows.
+    ``weight = (N P(i)) ** -beta / max_j (N P(j)) ** -beta`` over all N stored rows. The trees
+    and the draws are the CPU kernels of :mod:`dispatchrl.kernels.replay` (the same numbers as
+    the fused steps on every device), called directly after the checks here.
     """
 
     def __init__(self, max_size, alpha, beta, eps=1e-8, seed=None):
@@ -247,11 +254,18 @@ class PrioritizedSampler:
             raise ConfigError(f"PrioritizedSampler: 'eps' must be >= 0, got {eps!r}")
         self.alpha, self.eps = float(alpha), float(eps)
         self.beta = beta
-        self.leaves = 1 << max(0, (self.max_size - 1).bit_length())
+        self.leaves = tree_leaves(self.max_size)
         self.sum_tree = np.zeros(2 * self.leaves, np.float64)
         self.min_tree = np.full(2 * self.leaves, np.inf, np.float64)
-        self.max_priority = 1.0
-        self.rng = np.random.default_rng(seed)
+        self._max_priority = np.ones(1, np.float64)
+        seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> np.uint64(1)) \
+            if seed is None else seed
+        self.rng = to_numpy(rng(CPU(), seed))
+        self._size = np.zeros(1, np.int64)
+
+    @property
+    def max_priority(self) -> float:
+        return float(self._max_priority[0])
 
     @property
     def beta(self) -> float:
@@ -263,56 +277,37 @@ class PrioritizedSampler:
             raise ConfigError(f"PrioritizedSampler: 'beta' must be in [0, 1], got {value!r}")
         self._beta = float(value)
 
-    def _set(self, indices, values) -> None:
-        node = np.asarray(indices, np.int64) + self.leaves
-        self.sum_tree[node] = values
-        self.min_tree[node] = values
-        node = np.unique(node >> 1)
-        while node[0] >= 1:
-            self.sum_tree[node] = self.sum_tree[2 * node] + self.sum_tree[2 * node + 1]
-            self.min_tree[node] = np.minimum(self.min_tree[2 * node], self.min_tree[2 * node + 1])
-            if node[0] == 1:
-                break
-            node = np.unique(node >> 1)
-
-    def written(self, indices) -> None:
-        self._set(indices, (self.max_priority + self.eps) ** self.alpha)
+    def written(self, indices, capacity) -> None:
+        indices = np.asarray(indices, np.int64)
+        start = indices[:1].copy()
+        if np.array_equal(indices, (start[0] + np.arange(len(indices))) % capacity):   # a ring write
+            priority_mark_new_kernel(self.sum_tree, self.min_tree, self._max_priority, start, len(indices),
+                                     capacity, self.alpha, self.eps)
+            return
+        value = (self._max_priority[0] + self.eps) ** self.alpha
+        for row in indices:
+            set_leaf(self.sum_tree, self.min_tree, row, value)
 
     def update_priority(self, indices, priority, length) -> None:
-        indices = np.asarray(indices, np.int64).reshape(-1)
-        priority = np.broadcast_to(np.asarray(priority, np.float64), indices.shape)
+        indices = np.ascontiguousarray(indices, np.int64).reshape(-1)
+        priority = np.ascontiguousarray(np.broadcast_to(np.asarray(priority, np.float64), indices.shape))
         if indices.size and (indices.min() < 0 or indices.max() >= length):
             raise ShapeError(f"update_priority: indices must be stored rows in [0, {length}), "
                              f"got [{indices.min()}, {indices.max()}]")
         if not np.all(np.isfinite(priority)) or np.any(priority < 0):
             raise ConfigError("update_priority: priorities must be finite and >= 0")
-        if indices.size:
-            self.max_priority = max(self.max_priority, float(priority.max()))
-            self._set(indices, (priority + self.eps) ** self.alpha)
-
-    def prefix_index(self, mass) -> np.ndarray:
-        """The row whose cumulative-sum interval holds each value of ``mass`` (descending the tree)."""
-        node = np.ones(mass.shape, np.int64)
-        mass = mass.copy()
-        while node[0] < self.leaves:
-            left = 2 * node
-            left_sum = self.sum_tree[left]
-            right = mass >= left_sum
-            mass -= np.where(right, left_sum, 0.0)
-            node = left + right
-        return node - self.leaves
+        priority_update_kernel(self.sum_tree, self.min_tree, self._max_priority, indices, priority, self.alpha,
+                               self.eps)
 
     def sample(self, length, batch_size):
-        total = self.sum_tree[1]
-        index = self.prefix_index(self.rng.random(batch_size) * total)
-        np.minimum(index, length - 1, out=index)   # rounding at the right edge
-        probability = self.sum_tree[index + self.leaves] / total
-        min_probability = self.min_tree[1] / total
-        weight = (probability / min_probability) ** (-self._beta)
-        return index, {"weight": weight.astype(np.float32)}
+        index = np.empty(batch_size, np.int64)
+        weight = np.empty(batch_size, np.float32)
+        self._size[0] = length
+        priority_sample_kernel(self.rng, self.sum_tree, self.min_tree, self._size, self._beta, index, weight)
+        return index, {"weight": weight}
 
     def state_dict(self) -> dict:
-        return {"rng": _rng_state(self.rng), "sum_tree": self.sum_tree.copy(), "min_tree": self.min_tree.copy(),
+        return {"rng": self.rng.copy(), "sum_tree": self.sum_tree.copy(), "min_tree": self.min_tree.copy(),
                 "max_priority": self.max_priority, "beta": self._beta}
 
     def load_state_dict(self, state) -> None:
@@ -320,10 +315,10 @@ class PrioritizedSampler:
             if np.shape(state[name]) != (2 * self.leaves,):
                 raise ShapeError(f"PrioritizedSampler: {name} has shape {np.shape(state[name])}, "
                                  f"expected {(2 * self.leaves,)}")
-        _set_rng_state(self.rng, state["rng"])
+        self.rng[:] = np.asarray(state["rng"], np.uint64)
         self.sum_tree[:] = state["sum_tree"]
         self.min_tree[:] = state["min_tree"]
-        self.max_priority = float(state["max_priority"])
+        self._max_priority[0] = float(state["max_priority"])
         self.beta = float(state["beta"])
 
 
@@ -458,7 +453,7 @@ class ReplayBuffer:
         index = self.writer.indices(self.storage, count)
         self.storage.set(index, td)
         self.storage._advance(count)
-        self.sampler.written(index)
+        self.sampler.written(index, self.storage.max_size)
         return index
 
     def add(self, data) -> np.ndarray:

@@ -8,7 +8,9 @@ import dispatchrl as drl
 from dispatchrl.data import replay_buffer, transitions
 from dispatchrl.errors import ShapeError
 from dispatchrl.kernels.offpolicy.api import replay_add
-from dispatchrl.kernels.replay import priority_mark_new, priority_sample, priority_update, replay_gather
+from dispatchrl.kernels.core.api import increment
+from dispatchrl.kernels.replay import (linear_anneal, priority_mark_new, priority_sample, priority_update, replay_gather,
+                                       scale_rows, td_priority)
 from dispatchrl.kernels.replay.api import tree_leaves
 
 CAPACITY, ALPHA, BETA, EPS = 6, 0.6, 0.4, 1e-6
@@ -72,7 +74,7 @@ def test_priority_sample_and_gather_agree_bit_for_bit_across_devices(device):
         index = drl.zeros(dev, 32, np.int64)
         weight = drl.zeros(dev, 32, np.float32)
         size = drl.asarray(dev, np.array([CAPACITY], np.int64))
-        priority_sample(dev, rng, sum_tree, min_tree, size, BETA, index, weight)
+        priority_sample(dev, rng, sum_tree, min_tree, size, drl.asarray(dev, np.array([BETA])), index, weight)
         outs[type(dev).__name__ if dev is not device else "dev"] = (drl.to_numpy(index), drl.to_numpy(weight),
                                                                     drl.to_numpy(rng))
     ref, got = outs["Generic"], outs["dev"]
@@ -102,16 +104,23 @@ def test_replay_gather_rows(device):
 def test_fused_prioritized_step_matches_eager(device):
     """Mark new rows, sample, update from the sampled rows: one fused step, n times, vs eager."""
 
-    def step(dev, sum_tree, min_tree, max_p, position, rng, size, index, weight):
+    def step(dev, sum_tree, min_tree, max_p, position, rng, size, index, weight, beta, step_count, x, q, priority):
         priority_mark_new(dev, sum_tree, min_tree, max_p, position, 2, CAPACITY, ALPHA, EPS)
-        priority_sample(dev, rng, sum_tree, min_tree, size, BETA, index, weight)
-        priority_update(dev, sum_tree, min_tree, max_p, index, weight, ALPHA, EPS)
+        linear_anneal(dev, step_count, BETA, 1.0, 2.5, beta)
+        priority_sample(dev, rng, sum_tree, min_tree, size, beta, index, weight)
+        scale_rows(dev, weight, x)
+        td_priority(dev, q[0], q[1], q[2], priority)
+        priority_update(dev, sum_tree, min_tree, max_p, index, priority, ALPHA, EPS)
+        increment(dev, step_count)
 
     def state(dev):
         sum_tree, min_tree, max_p = trees(dev)
+        g = np.random.default_rng(4)
+        q = tuple(drl.asarray(dev, g.normal(size=(4, 1)), np.float32) for _ in range(3))
         return (sum_tree, min_tree, max_p, drl.asarray(dev, np.array([3], np.int64)), drl.rng(dev, 5),
                 drl.asarray(dev, np.array([CAPACITY], np.int64)), drl.zeros(dev, 4, np.int64),
-                drl.zeros(dev, 4, np.float32))
+                drl.zeros(dev, 4, np.float32), drl.zeros(dev, 1, np.float64), drl.zeros(dev, 1, np.int64),
+                drl.asarray(dev, g.normal(size=(4, 3)), np.float32), q, drl.zeros(dev, 4, np.float32))
 
     eager = state(drl.Generic())
     for _ in range(3):
@@ -120,7 +129,25 @@ def test_fused_prioritized_step_matches_eager(device):
     fused = drl.fuse(device, step, *fused_args)
     fused(3)
     for a, b in zip(eager, fused_args):
-        np.testing.assert_array_equal(drl.to_numpy(a), drl.to_numpy(b))
+        for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+            np.testing.assert_array_equal(drl.to_numpy(x), drl.to_numpy(y))
+    assert drl.to_numpy(eager[8])[0] == BETA + (1 - BETA) * (2 / 2.5)     # annealed: step 2 of 2.5
+
+
+def test_scale_rows_td_priority_linear_anneal_against_numpy(device):
+    g = np.random.default_rng(2)
+    x, w = g.normal(size=(5, 3)).astype(np.float32), g.uniform(0, 2, 5).astype(np.float32)
+    dx = drl.asarray(device, x)
+    scale_rows(device, drl.asarray(device, w), dx)
+    np.testing.assert_array_equal(drl.to_numpy(dx), x * w[:, None])
+    q1, q2, t = (g.normal(size=(5, 1)).astype(np.float32) for _ in range(3))
+    out = drl.zeros(device, 5, np.float32)
+    td_priority(device, *(drl.asarray(device, a) for a in (q1, q2, t)), out)
+    np.testing.assert_array_equal(drl.to_numpy(out), ((np.abs(q1 - t) + np.abs(q2 - t)) * np.float32(0.5))[:, 0])
+    beta = drl.zeros(device, 1, np.float64)
+    for step, expected in ((0, 0.4), (50, 0.4 + 0.6 * 0.5), (100, 1.0), (150, 1.0)):
+        linear_anneal(device, drl.asarray(device, np.array([step], np.int64)), 0.4, 1.0, 100, beta)
+        assert drl.to_numpy(beta)[0] == expected
 
 
 def test_declarations_refuse_bad_arguments():
@@ -135,5 +162,4 @@ def test_declarations_refuse_bad_arguments():
         priority_mark_new(dev, drl.zeros(dev, 6, np.float64), drl.zeros(dev, 6, np.float64), max_p, position, 1,
                           3, ALPHA, EPS)
     with pytest.raises(drl.ConfigError):
-        priority_sample(dev, drl.rng(dev, 0), sum_tree, min_tree, position, 1.5, drl.zeros(dev, 2, np.int64),
-                        drl.zeros(dev, 2, np.float32))
+        linear_anneal(dev, position, 0.4, 1.0, 0, drl.zeros(dev, 1, np.float64))

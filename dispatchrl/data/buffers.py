@@ -276,6 +276,7 @@ class PrioritizedSampler:
         if not (isinstance(value, (int, float, np.floating)) and 0.0 <= value <= 1.0):
             raise ConfigError(f"PrioritizedSampler: 'beta' must be in [0, 1], got {value!r}")
         self._beta = float(value)
+        self._beta_array = np.array([self._beta])
 
     def written(self, indices, capacity) -> None:
         indices = np.asarray(indices, np.int64)
@@ -303,7 +304,7 @@ class PrioritizedSampler:
         index = np.empty(batch_size, np.int64)
         weight = np.empty(batch_size, np.float32)
         self._size[0] = length
-        priority_sample_kernel(self.rng, self.sum_tree, self.min_tree, self._size, self._beta, index, weight)
+        priority_sample_kernel(self.rng, self.sum_tree, self.min_tree, self._size, self._beta_array, index, weight)
         return index, {"weight": weight}
 
     def state_dict(self) -> dict:

@@ -14,7 +14,8 @@ from ...dispatch import generic
 from ...errors import ShapeError
 from ..offpolicy.api import _check_transitions
 
-__all__ = ["priority_mark_new", "priority_update", "priority_sample", "replay_gather", "tree_leaves"]
+__all__ = ["priority_mark_new", "priority_update", "priority_sample", "replay_gather", "scale_rows", "td_priority",
+           "linear_anneal", "tree_leaves"]
 
 
 def tree_leaves(capacity: int) -> int:
@@ -65,16 +66,18 @@ def priority_update(device, sum_tree, min_tree, max_priority, index, priority, a
 @generic(inplace=("rng",), outputs=("index", "weight"))
 def priority_sample(device, rng, sum_tree, min_tree, size, beta, index, weight):
     """Draw ``index`` (int64 (B,)) with probability stored value / total among the ``size[0]``
-    filled rows, and ``weight = (P(i) / P_min) ** -beta`` (= (N P(i))^-β over its maximum over
-    all stored rows), from the counter stream ``rng``. The buffer must hold at least one row."""
+    filled rows, and ``weight = (P(i) / P_min) ** -beta[0]`` (= (N P(i))^-β over its maximum over
+    all stored rows), from the counter stream ``rng``. ``beta`` is a float64 (1,) array (annealed
+    inside fused steps by :func:`linear_anneal`). The buffer must hold at least one row."""
     fn = "priority_sample"
     check_device(fn, device)
     check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
     _check_trees(fn, device, sum_tree, min_tree)
     check_array(fn, "size", size, device, shape=(1,), dtype=np.int64, dtypes=None)
     check_array(fn, "index", index, device, shape=(None,), dtype=np.int64, dtypes=None)
+    check_array(fn, "beta", beta, device, shape=(1,), dtype=np.float64)
     check_array(fn, "weight", weight, device, shape=index.shape)
-    return device, rng, sum_tree, min_tree, size, check_number(fn, "beta", beta, 0, 1), index, weight
+    return device, rng, sum_tree, min_tree, size, beta, index, weight
 
 
 @generic(outputs=("batch",))
@@ -89,3 +92,37 @@ def replay_gather(device, buffer, index, batch):
         raise ShapeError(f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
                          f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}")
     return device, buffer, index, batch
+
+
+@generic(inplace=("x",))
+def scale_rows(device, weight, x):
+    """``x[i, :] *= weight[i]`` (importance weights on a per-row loss gradient)."""
+    fn = "scale_rows"
+    check_device(fn, device)
+    check_array(fn, "x", x, device, shape=(None, None))
+    check_array(fn, "weight", weight, device, shape=(x.shape[0],), dtype=x.dtype)
+    return device, weight, x
+
+
+@generic(outputs=("priority",))
+def td_priority(device, q1, q2, target, priority):
+    """``priority = (|q1 - target| + |q2 - target|) / 2`` per row: the twin critics' mean
+    absolute TD error (q1, q2, target (B, 1); priority (B,))."""
+    fn = "td_priority"
+    check_device(fn, device)
+    check_array(fn, "q1", q1, device, shape=(None, 1))
+    for name, x in (("q2", q2), ("target", target)):
+        check_array(fn, name, x, device, shape=q1.shape, dtype=q1.dtype)
+    check_array(fn, "priority", priority, device, shape=(q1.shape[0],), dtype=q1.dtype)
+    return device, q1, q2, target, priority
+
+
+@generic(outputs=("out",))
+def linear_anneal(device, step, start, end, steps, out):
+    """``out[0] = start + (end - start) * min(1, step[0] / steps)`` in float64 (the β schedule)."""
+    fn = "linear_anneal"
+    check_device(fn, device)
+    check_array(fn, "step", step, device, shape=(1,), dtype=np.int64, dtypes=None)
+    check_array(fn, "out", out, device, shape=(1,), dtype=np.float64)
+    return (device, step, check_number(fn, "start", start), check_number(fn, "end", end),
+            check_number(fn, "steps", steps, 0, low_open=True), out)

@@ -84,7 +84,7 @@ for (int k = 0; k < B; k++) {
     int64_t row = dispatchrl_tree_descend(sum_tree, LEAVES, dispatchrl_uniform01(key, base + (uint64_t)k) * total);
     if (row > last) row = last;
     index[k] = row;
-    weight[k] = (T)pow(sum_tree[LEAVES + row] / p_min, -beta);
+    weight[k] = (T)pow(sum_tree[LEAVES + row] / p_min, -beta[0]);
 }
 rng[1] = base + B;
 """
@@ -119,3 +119,44 @@ def replay_gather(device: C, buffer, index, batch):
     kernel = CKernel("replay_gather", REPLAY_GATHER, params, TRANSITION_FIELDS, dict(B=b, O=o, A=a),
                      batch.obs.dtype)
     launch(device, kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
+
+
+SCALE_ROWS = """
+for (int i = 0; i < M; i++)
+    for (int j = 0; j < K; j++) x[i * K + j] *= weight[i];
+"""
+
+
+@api.scale_rows.dispatch
+def scale_rows(device: C, weight, x):
+    kernel = CKernel("scale_rows", SCALE_ROWS, ("weight", "x"), ("x",), dict(M=x.shape[0], K=x.shape[1]), x.dtype)
+    launch(device, kernel, weight, x)
+
+
+TD_PRIORITY = """
+for (int i = 0; i < B; i++) {
+    const T e1 = q1[i] - target[i], e2 = q2[i] - target[i];
+    const T sum = (e1 < 0 ? -e1 : e1) + (e2 < 0 ? -e2 : e2);
+    priority[i] = (T)(sum * 0.5);
+}
+"""
+
+
+@api.td_priority.dispatch
+def td_priority(device: C, q1, q2, target, priority):
+    kernel = CKernel("td_priority", TD_PRIORITY, ("q1", "q2", "target", "priority"), ("priority",),
+                     dict(B=priority.shape[0]), priority.dtype)
+    launch(device, kernel, q1, q2, target, priority)
+
+
+LINEAR_ANNEAL = """
+const double fraction = (double)step[0] / steps;
+out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
+"""
+
+
+@api.linear_anneal.dispatch
+def linear_anneal(device: C, step, start, end, steps, out):
+    kernel = CKernel("linear_anneal", LINEAR_ANNEAL, ("step", "start", "end", "steps", "out"), ("out",), {},
+                     out.dtype)
+    launch(device, kernel, step, start, end, steps, out)

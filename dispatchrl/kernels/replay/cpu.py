@@ -79,7 +79,7 @@ def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
         if row > last:
             row = last
         index[k] = row
-        weight[k] = (sum_tree[leaves + row] / p_min) ** -beta
+        weight[k] = (sum_tree[leaves + row] / p_min) ** -beta[0]
     rng[1] = base + np.uint64(index.shape[0])
 
 
@@ -106,3 +106,37 @@ def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_termina
 @api.replay_gather.dispatch
 def replay_gather(device: CPU, buffer, index, batch):
     launch(device, replay_gather_kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
+
+
+@njit(**JIT_EXACT)
+def scale_rows_kernel(weight, x):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            x[i, j] *= weight[i]
+
+
+@api.scale_rows.dispatch
+def scale_rows(device: CPU, weight, x):
+    launch(device, scale_rows_kernel, weight, x)
+
+
+@njit(**JIT_EXACT)
+def td_priority_kernel(q1, q2, target, priority):
+    for i in range(priority.shape[0]):
+        # the sum in the arrays' precision; halving is exact in any precision
+        priority[i] = (abs(q1[i, 0] - target[i, 0]) + abs(q2[i, 0] - target[i, 0])) * 0.5
+
+
+@api.td_priority.dispatch
+def td_priority(device: CPU, q1, q2, target, priority):
+    launch(device, td_priority_kernel, q1, q2, target, priority)
+
+
+@njit(**JIT_EXACT)
+def linear_anneal_kernel(step, start, end, steps, out):
+    out[0] = start + (end - start) * min(1.0, np.float64(step[0]) / steps)
+
+
+@api.linear_anneal.dispatch
+def linear_anneal(device: CPU, step, start, end, steps, out):
+    launch(device, linear_anneal_kernel, step, start, end, steps, out)

@@ -5,7 +5,7 @@ thread per row."""
 import numpy as np
 from numba import cuda
 
-from ...backends.cuda import Launch, device_twin, launch_1d
+from ...backends.cuda import Launch, device_twin, launch_1d, launch_2d
 from ...devices import CUDA
 from ...staging import launch
 from ..core.cuda import increment_kernel
@@ -58,7 +58,7 @@ def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
         if row > size[0] - 1:
             row = size[0] - 1
         index[k] = row
-        weight[k] = (sum_tree[leaves + row] / min_tree[1]) ** -beta
+        weight[k] = (sum_tree[leaves + row] / min_tree[1]) ** -beta[0]
 
 
 @api.priority_sample.dispatch
@@ -88,3 +88,38 @@ def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_termina
 def replay_gather(device: CUDA, buffer, index, batch):
     launch_1d(device, replay_gather_kernel, index.shape[0], index, *transition_arrays(buffer),
               *transition_arrays(batch))
+
+
+@cuda.jit
+def scale_rows_kernel(weight, x):
+    i, j = cuda.grid(2)
+    if i < x.shape[0] and j < x.shape[1]:
+        x[i, j] *= weight[i]
+
+
+@api.scale_rows.dispatch
+def scale_rows(device: CUDA, weight, x):
+    launch_2d(device, scale_rows_kernel, x.shape, weight, x)
+
+
+@cuda.jit
+def td_priority_kernel(q1, q2, target, priority):
+    i = cuda.grid(1)
+    if i < priority.shape[0]:
+        priority[i] = (abs(q1[i, 0] - target[i, 0]) + abs(q2[i, 0] - target[i, 0])) * 0.5
+
+
+@api.td_priority.dispatch
+def td_priority(device: CUDA, q1, q2, target, priority):
+    launch_1d(device, td_priority_kernel, priority.shape[0], q1, q2, target, priority)
+
+
+@cuda.jit
+def linear_anneal_kernel(step, start, end, steps, out):
+    if cuda.grid(1) == 0:
+        out[0] = start + (end - start) * min(1.0, np.float64(step[0]) / steps)
+
+
+@api.linear_anneal.dispatch
+def linear_anneal(device: CUDA, step, start, end, steps, out):
+    launch(device, Launch(linear_anneal_kernel, (1,), (1,)), step, start, end, steps, out)

@@ -64,7 +64,7 @@ def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
                 node = 2 * node
         row = min(node - leaves, size[0] - 1)
         index[k] = row
-        weight[k] = (sum_tree[leaves + row] / p_min) ** -beta
+        weight[k] = (sum_tree[leaves + row] / p_min) ** -beta[0]
 
 
 @api.priority_sample.dispatch
@@ -82,3 +82,30 @@ def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_termina
 @api.replay_gather.dispatch
 def replay_gather(device: Generic, buffer, index, batch):
     launch(device, replay_gather_kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
+
+
+def scale_rows_kernel(weight, x):
+    x *= weight[:, None]
+
+
+@api.scale_rows.dispatch
+def scale_rows(device: Generic, weight, x):
+    launch(device, scale_rows_kernel, weight, x)
+
+
+def td_priority_kernel(q1, q2, target, priority):
+    priority[:] = (np.abs(q1[:, 0] - target[:, 0]) + np.abs(q2[:, 0] - target[:, 0])) * priority.dtype.type(0.5)
+
+
+@api.td_priority.dispatch
+def td_priority(device: Generic, q1, q2, target, priority):
+    launch(device, td_priority_kernel, q1, q2, target, priority)
+
+
+def linear_anneal_kernel(step, start, end, steps, out):
+    out[0] = start + (end - start) * min(1.0, float(step[0]) / steps)
+
+
+@api.linear_anneal.dispatch
+def linear_anneal(device: Generic, step, start, end, steps, out):
+    launch(device, linear_anneal_kernel, step, start, end, steps, out)

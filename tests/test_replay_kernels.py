@@ -11,7 +11,7 @@ from dispatchrl.kernels.offpolicy.api import replay_add
 from dispatchrl.kernels.core.api import increment
 from dispatchrl.kernels.replay import (linear_anneal, priority_mark_new, priority_sample, priority_update, replay_gather,
                                        scale_rows, td_priority)
-from dispatchrl.kernels.replay.api import tree_leaves
+from dispatchrl.kernels.replay.api import EMPTY, tree_leaves
 
 CAPACITY, ALPHA, BETA, EPS = 6, 0.6, 0.4, 1e-6
 
@@ -19,7 +19,7 @@ CAPACITY, ALPHA, BETA, EPS = 6, 0.6, 0.4, 1e-6
 def trees(device, capacity=CAPACITY):
     leaves = tree_leaves(capacity)
     return (drl.zeros(device, 2 * leaves, np.float64),
-            drl.asarray(device, np.full(2 * leaves, np.inf)),
+            drl.asarray(device, np.full(2 * leaves, EMPTY)),
             drl.asarray(device, np.ones(1)))
 
 

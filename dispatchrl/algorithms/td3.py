@@ -19,7 +19,7 @@ from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
 from ..kernels.random.api import random_uniform, rng
-from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
+from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, slice_columns, td_target
 from ..nn import MLP, MLPBuffers, Policy, adam_update, mlp, mlp_backward, mlp_buffers, mlp_forward, polyak_average
 from ..staging import Below, Every, when
 from . import driver, offpolicy
@@ -83,6 +83,7 @@ class State:
     rng: Array
     step: Array                     # int64 (1,): environment steps taken (per env)
     env_state: EnvState | None = None
+    priorities: offpolicy.Priorities | None = None     # config.prioritized
 
     validate_checkpoint = offpolicy.validate_checkpoint
 
@@ -116,6 +117,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
+        priorities=offpolicy.priorities(device, config, rows),
     )
 
 
@@ -135,7 +137,7 @@ def act(device: Device, config: Config, state: State, obs: Array) -> None:
 
 def update_critics(device: Device, config: Config, state: State) -> None:
     batch = state.batch
-    replay_sample(device, state.rng, state.replay, batch)
+    offpolicy.sample_batch(device, config, state)
     # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
     mlp_forward(device, state.actor_target, state.actor_batch, batch.next_obs)
     add_clipped_noise(device, state.rng, state.actor_batch.output, config.target_noise, config.target_noise_clip,
@@ -149,8 +151,11 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     for critic, buffers in ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)):
         mlp_forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
+        offpolicy.weight_gradient(device, state, buffers.d_output)
         mlp_backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
         adam_update(device, critic, config.critic_lr)
+    offpolicy.update_priorities(device, config, state, state.critic1_batch.output, state.critic2_batch.output,
+                                state.q_target)
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:

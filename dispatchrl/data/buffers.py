@@ -20,7 +20,7 @@ from ..arrays import to_numpy
 from ..devices import CPU
 from ..errors import ConfigError, EmptyBufferError, MissingKeyError, ShapeError
 from ..kernels.random.api import rng
-from ..kernels.replay.api import tree_leaves
+from ..kernels.replay.api import EMPTY, tree_leaves
 from ..kernels.replay.cpu import priority_mark_new_kernel, priority_sample_kernel, priority_update_kernel, set_leaf
 from .tensordict import META_FILE, TensorDict, _flat_key, _host, stack
 
@@ -256,7 +256,7 @@ class PrioritizedSampler:
         self.beta = beta
         self.leaves = tree_leaves(self.max_size)
         self.sum_tree = np.zeros(2 * self.leaves, np.float64)
-        self.min_tree = np.full(2 * self.leaves, np.inf, np.float64)
+        self.min_tree = np.full(2 * self.leaves, EMPTY, np.float64)
         self._max_priority = np.ones(1, np.float64)
         seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> np.uint64(1)) \
             if seed is None else seed

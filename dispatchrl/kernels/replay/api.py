@@ -2,7 +2,8 @@
 
 The trees are float64 arrays of ``2 L`` entries, L a power of two >= the buffer's capacity:
 node 1 is the root, node k's children are 2k and 2k + 1, row i is leaf L + i. ``sum_tree`` holds
-sums (0 for empty rows), ``min_tree`` minima (+inf for empty rows). A row's stored value is
+sums (0 for empty rows), ``min_tree`` minima (:data:`EMPTY`, the largest finite float64, for
+empty rows: checkpoints refuse non-finite floats). A row's stored value is
 ``(priority + eps) ** alpha``; ``max_priority`` (float64 (1,)) is the largest raw priority seen.
 Rows are processed in order, so a repeated index keeps its last value on every device.
 """
@@ -14,8 +15,11 @@ from ...dispatch import generic
 from ...errors import ShapeError
 from ..offpolicy.api import _check_transitions
 
-__all__ = ["priority_mark_new", "priority_update", "priority_sample", "replay_gather", "scale_rows", "td_priority",
+__all__ = ["EMPTY", "priority_mark_new", "priority_update", "priority_sample", "replay_gather", "scale_rows", "td_priority",
            "linear_anneal", "tree_leaves"]
+
+#: min_tree's value for rows never written
+EMPTY = float(np.finfo(np.float64).max)
 
 
 def tree_leaves(capacity: int) -> int:

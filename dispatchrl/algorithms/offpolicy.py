@@ -14,8 +14,8 @@ from ..devices import Device
 from ..envs import env_reset_done, env_step
 from ..kernels.core.api import copy, increment
 from ..kernels.offpolicy.api import replay_add, replay_sample, track_episodes
-from ..kernels.replay.api import (EMPTY, linear_anneal, priority_mark_new, priority_sample, priority_update, replay_gather,
-                                  scale_rows, td_priority, tree_leaves)
+from ..kernels.replay.api import (EMPTY, linear_anneal, priority_mark_new, priority_sample, priority_update,
+                                  replay_gather, scale_rows, td_priority, tree_leaves)
 
 __all__ = ["Priorities", "native_step", "priorities", "sample_batch", "store", "update_priorities",
            "validate_checkpoint", "weight_gradient"]

@@ -269,8 +269,7 @@ class TensorDict:
         del parent._entries[flat[-1]]
 
     def update(self, other) -> "TensorDict":
-        items = other.items() if isinstance(other, TensorDict) else other.items()
-        for key, value in items:
+        for key, value in other.items():
             self.set(key, value)
         return self
 
@@ -592,7 +591,8 @@ def cat(tds, dim=0) -> TensorDict:
     if not 0 <= dim < len(batch):
         raise ShapeError(f"cat: dim {dim} out of range for batch {batch}")
     for i, td in enumerate(tds):
-        if td.batch_dims != len(batch) or td.batch_size[:dim] + td.batch_size[dim + 1:] != batch[:dim] + batch[dim + 1:]:
+        others = td.batch_size[:dim] + td.batch_size[dim + 1:]
+        if td.batch_dims != len(batch) or others != batch[:dim] + batch[dim + 1:]:
             raise ShapeError(f"cat: TensorDict {i} has batch size {td.batch_size}, incompatible with {batch}")
     _check_same_keys(tds, "cat")
     new_batch = batch[:dim] + (sum(td.batch_size[dim] for td in tds),) + batch[dim + 1:]

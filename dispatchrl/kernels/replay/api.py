@@ -15,8 +15,8 @@ from ...dispatch import generic
 from ...errors import ShapeError
 from ..offpolicy.api import _check_transitions
 
-__all__ = ["EMPTY", "priority_mark_new", "priority_update", "priority_sample", "replay_gather", "scale_rows", "td_priority",
-           "linear_anneal", "tree_leaves"]
+__all__ = ["EMPTY", "priority_mark_new", "priority_update", "priority_sample", "replay_gather", "scale_rows",
+           "td_priority", "linear_anneal", "tree_leaves"]
 
 #: min_tree's value for rows never written
 EMPTY = float(np.finfo(np.float64).max)

@@ -1,6 +1,7 @@
 """Learning quality: does each algorithm reach good returns, across seeds?
 
     python benchmarks/quality.py [--algos td3,sac] [--pendulum-seeds 10] [--acrobot-seeds 5]
+    python benchmarks/quality.py --algos td3 --acrobot-seeds 0 --pendulum-seeds 5 --set prioritized=true
     python benchmarks/quality.py --algos ppo [--ppo-pendulum-seeds 5] [--ppo-ant-seeds 2] [--ppo-ant-steps 1000000]
 
 Prints one JSON line per run and one summary line per (algorithm, env). Targets (issue 5): TD3 and
@@ -28,21 +29,27 @@ def emit(**record):
     print(json.dumps(record), flush=True)
 
 
-def off_policy(algos, pendulum_seeds, acrobot_seeds):
-    """TD3 and SAC (issue 5) on Pendulum 10k and continuous Acrobot 50k."""
+def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=()):
+    """TD3 and SAC (issue 5) on Pendulum 10k and continuous Acrobot 50k; ``overrides`` are
+    ``--set key=value`` pairs on the config (e.g. prioritized=true, issue 17)."""
+    from dispatchrl.cli import _parse_overrides
+
     for name in algos:
         algo = {"td3": drl.td3, "sac": drl.sac}[name]
+        settings = dict(pair.partition("=")[::2] for pair in overrides)
         for env, steps, seeds in (("pendulum", 10_000, pendulum_seeds), ("acrobot", 50_000, acrobot_seeds)):
             evals = []
             for seed in range(seeds):
-                result = algo.train(drl.CPU(), env, algo.Config(total_steps=steps), seed=seed, progress=False)
+                config = _parse_overrides(algo.Config(total_steps=steps), list(overrides))
+                result = algo.train(drl.CPU(), env, config, seed=seed, progress=False)
                 mean, _ = evaluate(result.policy, result.spec.eval_id)
                 evals.append(mean)
                 emit(benchmark="quality", algo=name, env=env, seed=seed, steps=steps, eval_return=round(mean, 2),
-                     train_seconds=round(result.train_seconds, 3))
+                     train_seconds=round(result.train_seconds, 3), settings=settings)
             if not evals:
                 continue
             summary = {"benchmark": "quality", "algo": name, "env": env, "seeds": seeds, "steps": steps,
+                       "settings": settings,
                        "median_eval_return": round(statistics.median(evals), 2),
                        "worst_eval_return": round(min(evals), 2), "eval_returns": [round(e, 1) for e in evals]}
             if env == "pendulum":
@@ -127,6 +134,8 @@ def main():
     parser.add_argument("--ppo-ant-seeds", type=int, default=2)
     parser.add_argument("--ppo-ant-steps", type=int, default=1_000_000)
     parser.add_argument("--ppo-ant-csv", default="ppo_ant_curve.csv", help="Ant learning curve (every episode)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="TD3/SAC config override, e.g. prioritized=true (repeatable)")
     args = parser.parse_args()
     algos = [a for a in args.algos.split(",") if a]
     unknown = sorted(set(algos) - set(FAMILIES))
@@ -134,7 +143,7 @@ def main():
         parser.error(f"unknown algorithms {unknown}; choose from {sorted(FAMILIES)}")
     off = [a for a in algos if FAMILIES[a] is off_policy]
     if off:
-        off_policy(off, args.pendulum_seeds, args.acrobot_seeds)
+        off_policy(off, args.pendulum_seeds, args.acrobot_seeds, args.set)
     if "ppo" in algos:
         on_policy(["ppo"], args.ppo_pendulum_seeds, args.ppo_ant_seeds, args.ppo_ant_steps, args.ppo_ant_csv)
 

@@ -33,3 +33,15 @@ class TrainingDiverged(DispatchRLError, ArithmeticError):
     def __init__(self, message: str, quantity: str = "", first_step: int = 0, last_step: int = 0) -> None:
         super().__init__(message)
         self.quantity, self.first_step, self.last_step = quantity, first_step, last_step
+
+
+class LockedError(DispatchRLError, RuntimeError):
+    """A locked container (a TensorDict after ``lock_()``) was asked to add or remove an entry."""
+
+
+class MissingKeyError(DispatchRLError, KeyError):
+    """A key is not in a TensorDict or a storage."""
+
+
+class EmptyBufferError(DispatchRLError, RuntimeError):
+    """A replay buffer was sampled before anything was written to it."""

@@ -86,6 +86,11 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
         "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
         "num_envs": (positive_int, "a positive int"),
         "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
+        "prioritized": (lambda v: isinstance(v, bool), "true or false"),
+        "priority_alpha": (non_negative, "a number >= 0"),
+        "priority_beta": (unit_interval, "in [0, 1]"),
+        "priority_eps": (non_negative, "a number >= 0"),
+        "priority_beta_steps": (lambda v: v is None or positive_int(v), "None or a positive int"),
         **extra_rules,
     })
     if config.total_steps < config.num_envs:
@@ -111,6 +116,11 @@ class OffPolicyConfig:
     replay_capacity: int | None = None   # None: total_steps
     num_envs: int = 1
     check_every: int = 1000          # divergence check (NaN/inf) every this many steps; 0: off
+    prioritized: bool = False        # prioritized replay (sum tree), priorities = twin critics' mean |TD error|
+    priority_alpha: float = 0.6      # stored value (priority + eps) ** alpha
+    priority_beta: float = 0.4       # importance-weight exponent, annealed linearly to 1 over total_steps
+    priority_eps: float = 1e-6
+    priority_beta_steps: int | None = None   # env steps (per env) over which β reaches 1; None: the run's
 
     def validate(self) -> None:
         validate_off_policy(self, self.extra_rules())

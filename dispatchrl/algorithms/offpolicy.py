@@ -3,18 +3,84 @@ buffer, learn. Native envs fuse all of it into one compiled step; Python-stepped
 then the env from Python, then :func:`store`."""
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .. import checkpoint
+from ..arrays import Array, asarray, zeros
 from ..devices import Device
 from ..envs import env_reset_done, env_step
 from ..kernels.core.api import copy, increment
-from ..kernels.offpolicy.api import replay_add, track_episodes
+from ..kernels.offpolicy.api import replay_add, replay_sample, track_episodes
+from ..kernels.replay.api import (EMPTY, linear_anneal, priority_mark_new, priority_sample, priority_update,
+                                  replay_gather, scale_rows, td_priority, tree_leaves)
 
-__all__ = ["native_step", "store", "validate_checkpoint"]
+__all__ = ["Priorities", "native_step", "priorities", "sample_batch", "store", "update_priorities",
+           "validate_checkpoint", "weight_gradient"]
 
 Act = Callable[[Device, Any, Any, Any], None]       # (device, config, state, obs)
 Update = Callable[[Device, Any, Any], None]         # (device, config, state)
+
+
+# ---------------------------------------------------------------- prioritized replay (config.prioritized)
+
+@dataclass
+class Priorities:
+    """Prioritized replay over the ring (Schaul et al. 2016), kept next to it in the state."""
+
+    sum_tree: Array         # float64 (2L,): stored values (priority + eps) ** alpha, summed
+    min_tree: Array         # float64 (2L,): their minima (EMPTY for empty rows)
+    max_priority: Array     # float64 (1,): largest priority seen, new rows get it
+    beta: Array             # float64 (1,): annealed from config.priority_beta to 1 over the run
+    index: Array            # int64 (B,): the sampled rows
+    weight: Array           # (B,): importance weights of the sampled rows
+    priority: Array         # (B,): the twin critics' mean |TD error| on them
+
+
+def priorities(device: Device, config: Any, batch_size: int) -> Priorities | None:
+    """The prioritized-replay state, or None for uniform replay (the default)."""
+    if not config.prioritized:
+        return None
+    leaves = tree_leaves(config.capacity)
+    return Priorities(zeros(device, 2 * leaves, np.float64), asarray(device, np.full(2 * leaves, EMPTY)),
+                      asarray(device, np.ones(1)), asarray(device, np.array([config.priority_beta])),
+                      zeros(device, batch_size, np.int64), zeros(device, batch_size), zeros(device, batch_size))
+
+
+def _mark_new(device: Device, config: Any, state: Any, rows: int) -> None:
+    p = getattr(state, "priorities", None)
+    if p is not None:   # before replay_add: the rows it is about to write get the max priority
+        priority_mark_new(device, p.sum_tree, p.min_tree, p.max_priority, state.replay.position, rows,
+                          state.replay.capacity, config.priority_alpha, config.priority_eps)
+
+
+def sample_batch(device: Device, config: Any, state: Any) -> None:
+    """``state.batch`` from the replay ring: uniform, or prioritized (β annealed to 1)."""
+    p = state.priorities
+    if p is None:
+        replay_sample(device, state.rng, state.replay, state.batch)
+        return
+    horizon = config.priority_beta_steps or max(config.total_steps // config.num_envs, 1)
+    linear_anneal(device, state.step, config.priority_beta, 1.0, horizon, p.beta)
+    priority_sample(device, state.rng, p.sum_tree, p.min_tree, state.replay.size, p.beta, p.index, p.weight)
+    replay_gather(device, state.replay, p.index, state.batch)
+
+
+def weight_gradient(device: Device, state: Any, d_output: Array) -> None:
+    """Importance weights on a critic's per-row loss gradient (prioritized replay only)."""
+    if state.priorities is not None:
+        scale_rows(device, state.priorities.weight, d_output)
+
+
+def update_priorities(device: Device, config: Any, state: Any, q1: Array, q2: Array, target: Array) -> None:
+    """The sampled rows' priorities become the twin critics' mean |TD error| (prioritized only)."""
+    p = state.priorities
+    if p is not None:
+        td_priority(device, q1, q2, target, p.priority)
+        priority_update(device, p.sum_tree, p.min_tree, p.max_priority, p.index, p.priority, config.priority_alpha,
+                        config.priority_eps)
 
 
 def native_step(device: Device, act: Act, update: Update, config: Any, env: Any, state: Any) -> None:
@@ -23,6 +89,7 @@ def native_step(device: Device, act: Act, update: Update, config: Any, env: Any,
     act(device, config, state, env_now.obs)
     copy(device, env_now.obs, state.transition.obs)
     env_step(device, env, env_now, state.action)
+    _mark_new(device, config, state, state.action.shape[0])
     replay_add(device, state.replay, state.transition.obs, state.action, env_now.reward, env_now.obs,
                env_now.terminated, env_now.truncated)
     track_episodes(device, state.episodes, env_now.reward, env_now.terminated, env_now.truncated, state.step)
@@ -34,6 +101,7 @@ def native_step(device: Device, act: Act, update: Update, config: Any, env: Any,
 def store(device: Device, update: Update, config: Any, state: Any) -> None:
     """Store ``state.transition`` (written by the driver from a Python-stepped env), then learn."""
     transition = state.transition
+    _mark_new(device, config, state, state.action.shape[0])
     replay_add(device, state.replay, transition.obs, state.action, transition.reward, transition.next_obs,
                transition.terminated, transition.truncated)
     track_episodes(device, state.episodes, transition.reward, transition.terminated, transition.truncated,

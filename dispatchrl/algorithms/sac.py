@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from ..arrays import Array, zeros
-from ..data import EpisodeLog, ReplayBuffer, Transitions, episode_log, replay_buffer, transitions
+from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import adam_step, fill, mse_gradient
 from ..kernels.random.api import random_uniform, rng
 from ..kernels.offpolicy.api import (concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
-                              gaussian_tanh_sample, replay_sample, select_min_rows, slice_columns,
+                              gaussian_tanh_sample, select_min_rows, slice_columns,
                               soft_td_target)
 from ..nn import (MLP, MLPBuffers, Parameter, Policy, adam_update, backward, forward, make_buffers,
                   network_constructor, parameter, polyak_average)
@@ -91,7 +91,7 @@ class State:
     d_critic_input: Array           # (B, O + A) gradient of −mean min(Q1, Q2) w.r.t. [obs, action]
     d_action: Array                 # (B, A)
     q_target: Array                 # (B, 1)
-    replay: ReplayBuffer
+    replay: ReplayRing
     batch: Transitions              # B rows sampled from the replay buffer
     transition: Transitions         # the current transition, N rows
     action: Array                   # (N, A) in [-1, 1]
@@ -99,6 +99,7 @@ class State:
     rng: Array
     step: Array                     # int64 (1,): environment steps taken (per env)
     env_state: EnvState | None = None
+    priorities: offpolicy.Priorities | None = None     # config.prioritized
 
     validate_checkpoint = offpolicy.validate_checkpoint
 
@@ -151,6 +152,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
+        priorities=offpolicy.priorities(device, config, rows),
     )
 
 
@@ -190,8 +192,11 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     for critic, buffers in ((state.critic1, state.critic1_train), (state.critic2, state.critic2_train)):
         forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
+        offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output)
         adam_update(device, critic, config.critic_lr)
+    offpolicy.update_priorities(device, config, state, state.critic1_train.output, state.critic2_train.output,
+                                state.q_target)
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:
@@ -219,7 +224,7 @@ def update_targets(device: Device, config: Config, state: State) -> None:
 def update(device: Device, config: Config, state: State) -> None:
     """One gradient step after warm-up (temperature and actor every policy_delay steps)."""
     def learn(device: Device) -> None:
-        replay_sample(device, state.rng, state.replay, state.batch)
+        offpolicy.sample_batch(device, config, state)
         forward(device, state.actor, state.actor_train, state.batch.obs)
         gaussian_tanh_sample(device, state.rng, state.actor_train.output, state.pi_noise, state.pi_action,
                              state.pi_log_prob)

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from ..arrays import Array, zeros
-from ..data import EpisodeLog, ReplayBuffer, Transitions, episode_log, replay_buffer, transitions
+from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
 from ..kernels.random.api import random_uniform, rng
-from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, replay_sample, slice_columns, td_target
+from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, slice_columns, td_target
 from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, network_constructor, polyak_average
 from ..staging import Below, Every, when
 from . import driver, offpolicy
@@ -78,7 +78,7 @@ class State:
     critic_input: Array             # (B, O + A) [obs, action] rows, refilled before each use
     q_target: Array                 # (B, 1)
     d_action: Array                 # (B, A) ∂(−mean Q)/∂action
-    replay: ReplayBuffer
+    replay: ReplayRing
     batch: Transitions              # B rows sampled from the replay buffer
     transition: Transitions         # the current transition, N rows
     action: Array                   # (N, A) in [-1, 1]
@@ -86,6 +86,7 @@ class State:
     rng: Array
     step: Array                     # int64 (1,): environment steps taken (per env)
     env_state: EnvState | None = None
+    priorities: offpolicy.Priorities | None = None     # config.prioritized
 
     validate_checkpoint = offpolicy.validate_checkpoint
 
@@ -121,6 +122,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
+        priorities=offpolicy.priorities(device, config, rows),
     )
 
 
@@ -140,7 +142,7 @@ def act(device: Device, config: Config, state: State, obs: Array) -> None:
 
 def update_critics(device: Device, config: Config, state: State) -> None:
     batch = state.batch
-    replay_sample(device, state.rng, state.replay, batch)
+    offpolicy.sample_batch(device, config, state)
     # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
     forward(device, state.actor_target, state.actor_batch, batch.next_obs)
     add_clipped_noise(device, state.rng, state.actor_batch.output, config.target_noise, config.target_noise_clip,
@@ -154,8 +156,11 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     for critic, buffers in ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)):
         forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
+        offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
         adam_update(device, critic, config.critic_lr)
+    offpolicy.update_priorities(device, config, state, state.critic1_batch.output, state.critic2_batch.output,
+                                state.q_target)
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:

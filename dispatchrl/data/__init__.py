@@ -1,8 +1,14 @@
-"""Experience storage: replay buffers and episode logs (off-policy), rollouts, minibatches and
-observation statistics (on-policy); device arrays, filled by kernels."""
+"""Experience storage: the fused steps' device replay ring and episode logs (off-policy), rollouts,
+minibatches and observation statistics (on-policy), filled by kernels; and the host-side data layer
+of TorchRL's design: TensorDict and a composable ReplayBuffer (storages, samplers, n-step)."""
 
-from .replay import EpisodeLog, ReplayBuffer, Transitions, episode_log, replay_buffer, transitions
+from .buffers import (DeviceStorage, MemmapStorage, NStep, PrioritizedSampler, ReplayBuffer, RoundRobinWriter,
+                      UniformSampler, WithoutReplacementSampler)
+from .replay import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
 from .rollout import Minibatch, ObsStats, Rollout, minibatch, obs_stats, rollout
+from .tensordict import TensorDict, cat, stack
 
-__all__ = ["EpisodeLog", "ReplayBuffer", "Transitions", "episode_log", "replay_buffer", "transitions",
-           "ObsStats", "Rollout", "Minibatch", "obs_stats", "rollout", "minibatch"]
+__all__ = ["EpisodeLog", "ReplayRing", "Transitions", "episode_log", "replay_buffer", "transitions",
+           "ObsStats", "Rollout", "Minibatch", "obs_stats", "rollout", "minibatch",
+           "TensorDict", "stack", "cat", "ReplayBuffer", "DeviceStorage", "MemmapStorage", "RoundRobinWriter",
+           "UniformSampler", "WithoutReplacementSampler", "PrioritizedSampler", "NStep"]

@@ -25,7 +25,10 @@ class Transitions:
 
 
 @dataclass
-class ReplayBuffer(Transitions):
+class ReplayRing(Transitions):
+    """The preallocated device ring the fused TD3/SAC steps write with replay_add and read with
+    replay_sample (dispatchrl.data.ReplayBuffer is the composable host-side buffer)."""
+
     position: Array     # int64 (1,): next row to write
     size: Array         # int64 (1,): rows filled so far
 
@@ -55,7 +58,7 @@ def replay_buffer(device, capacity, obs_dim, action_dim, dtype=np.float32):
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"replay_buffer: '{name}' must be a positive int, got {value!r}")
     rows = transitions(device, capacity, obs_dim, action_dim, dtype)
-    return ReplayBuffer(**vars(rows), position=zeros(device, 1, np.int64), size=zeros(device, 1, np.int64))
+    return ReplayRing(**vars(rows), position=zeros(device, 1, np.int64), size=zeros(device, 1, np.int64))
 
 
 @dataclass

@@ -53,7 +53,8 @@ class CUDA(Device):
     #: device is first made: importing numba.cuda is slow, and CPU-only users should not pay for it.
     #: The one place dispatchrl names modules by string; a backend added outside dispatchrl appends.
     method_modules = ["dispatchrl.backends.cuda", "dispatchrl.kernels.core.cuda", "dispatchrl.kernels.random.cuda",
-                      "dispatchrl.kernels.offpolicy.cuda", "dispatchrl.kernels.onpolicy.cuda", "dispatchrl.envs.cuda"]
+                      "dispatchrl.kernels.offpolicy.cuda", "dispatchrl.kernels.onpolicy.cuda", "dispatchrl.kernels.replay.cuda",
+                      "dispatchrl.envs.cuda"]
 
     def __init__(self):
         cuda = _import_numba_cuda()

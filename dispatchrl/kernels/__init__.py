@@ -5,10 +5,11 @@ of methods per backend (``generic``, ``cpu``, ``cuda``, ``c``):
 - :mod:`.random`: the counter-based random stream;
 - :mod:`.offpolicy`: replay, exploration noise, TD targets, episode log, SAC's Gaussian head;
 - :mod:`.onpolicy`: GAE, returns, observation statistics, PPO's Gaussian policy gradient.
+- :mod:`.replay`: prioritized replay sum/min trees and the row gather of the composable buffer.
 
 The CUDA modules register when a CUDA device is first made (``CUDA.method_modules``: importing
 numba.cuda is slow)."""
 
-from . import core, offpolicy, onpolicy, random  # noqa: F401  (importing registers the methods)
+from . import core, offpolicy, onpolicy, random, replay  # noqa: F401  (importing registers the methods)
 
-__all__ = ["core", "random", "offpolicy", "onpolicy"]
+__all__ = ["core", "random", "offpolicy", "onpolicy", "replay"]

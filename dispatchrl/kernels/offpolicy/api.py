@@ -23,7 +23,7 @@ TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "trunc
 
 
 def transition_arrays(t) -> tuple:
-    """The arrays of a Transitions (or ReplayBuffer) ``t`` in :data:`TRANSITION_FIELDS` order."""
+    """The arrays of a Transitions (or ReplayRing) ``t`` in :data:`TRANSITION_FIELDS` order."""
     return tuple(getattr(t, field) for field in TRANSITION_FIELDS)
 
 

@@ -1,0 +1,162 @@
+"""C methods of the replay generic functions: C99 blocks mirroring the CPU kernels statement by
+statement (float64 trees, the same stream positions, rows in order)."""
+
+from ...backends.c import CKernel
+from ...devices import C
+from ...staging import launch
+from ..offpolicy.api import TRANSITION_FIELDS, transition_arrays
+from ..random.c import UNIFORM_HELPERS
+from . import api
+
+__all__: list[str] = []
+
+#: file-level helpers: set a leaf and refresh its ancestors; descend to the row holding a mass
+TREE_HELPERS = """\
+/* sum tree + min tree over 2 L doubles: node 1 the root, row i the leaf L + i */
+static inline void dispatchrl_tree_set(double *sum_tree, double *min_tree, int64_t leaves, int64_t row, double value)
+{
+    int64_t node = leaves + row;
+    sum_tree[node] = value;
+    min_tree[node] = value;
+    node /= 2;
+    while (node >= 1) {
+        sum_tree[node] = sum_tree[2 * node] + sum_tree[2 * node + 1];
+        const double a = min_tree[2 * node], b = min_tree[2 * node + 1];
+        min_tree[node] = a <= b ? a : b;
+        node /= 2;
+    }
+}
+
+static inline int64_t dispatchrl_tree_descend(const double *sum_tree, int64_t leaves, double mass)
+{
+    int64_t node = 1;
+    while (node < leaves) {
+        const double left = sum_tree[2 * node];
+        if (mass >= left) {
+            mass -= left;
+            node = 2 * node + 1;
+        } else {
+            node = 2 * node;
+        }
+    }
+    return node - leaves;
+}
+"""
+
+PRIORITY_MARK_NEW = """
+const double value = pow(max_priority[0] + eps, alpha);
+for (int i = 0; i < COUNT; i++) dispatchrl_tree_set(sum_tree, min_tree, LEAVES, (position[0] + i) % CAPACITY, value);
+"""
+
+
+@api.priority_mark_new.dispatch
+def priority_mark_new(device: C, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+    params = ("sum_tree", "min_tree", "max_priority", "position", "alpha", "eps")
+    kernel = CKernel("priority_mark_new", PRIORITY_MARK_NEW, params, ("sum_tree", "min_tree"),
+                     dict(COUNT=count, CAPACITY=capacity, LEAVES=sum_tree.shape[0] // 2), sum_tree.dtype,
+                     (TREE_HELPERS,))
+    launch(device, kernel, sum_tree, min_tree, max_priority, position, alpha, eps)
+
+
+PRIORITY_UPDATE = """
+for (int i = 0; i < B; i++) {
+    const double raw = (double)priority[i];
+    const double p = raw < 0 ? -raw : raw;
+    if (p > max_priority[0]) max_priority[0] = p;
+    dispatchrl_tree_set(sum_tree, min_tree, LEAVES, index[i], pow(p + eps, alpha));
+}
+"""
+
+
+@api.priority_update.dispatch
+def priority_update(device: C, sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    params = ("sum_tree", "min_tree", "max_priority", "index", "priority", "alpha", "eps")
+    kernel = CKernel("priority_update", PRIORITY_UPDATE, params, ("sum_tree", "min_tree", "max_priority"),
+                     dict(B=index.shape[0], LEAVES=sum_tree.shape[0] // 2), priority.dtype, (TREE_HELPERS,))
+    launch(device, kernel, sum_tree, min_tree, max_priority, index, priority, alpha, eps)
+
+
+PRIORITY_SAMPLE = """
+const uint64_t key = rng[0], base = rng[1];
+const double total = sum_tree[1], p_min = min_tree[1];
+const int64_t last = size[0] - 1;
+for (int k = 0; k < B; k++) {
+    int64_t row = dispatchrl_tree_descend(sum_tree, LEAVES, dispatchrl_uniform01(key, base + (uint64_t)k) * total);
+    if (row > last) row = last;
+    index[k] = row;
+    weight[k] = (T)pow(sum_tree[LEAVES + row] / p_min, -beta[0]);
+}
+rng[1] = base + B;
+"""
+
+
+@api.priority_sample.dispatch
+def priority_sample(device: C, rng, sum_tree, min_tree, size, beta, index, weight):
+    params = ("rng", "sum_tree", "min_tree", "size", "beta", "index", "weight")
+    kernel = CKernel("priority_sample", PRIORITY_SAMPLE, params, ("rng", "index", "weight"),
+                     dict(B=index.shape[0], LEAVES=sum_tree.shape[0] // 2), weight.dtype,
+                     (*UNIFORM_HELPERS, TREE_HELPERS))
+    launch(device, kernel, rng, sum_tree, min_tree, size, beta, index, weight)
+
+
+REPLAY_GATHER = """
+for (int k = 0; k < B; k++) {
+    const int64_t row = index[k];
+    for (int j = 0; j < O; j++) obs[k * O + j] = b_obs[row * O + j];
+    for (int j = 0; j < A; j++) action[k * A + j] = b_action[row * A + j];
+    reward[k] = b_reward[row];
+    for (int j = 0; j < O; j++) next_obs[k * O + j] = b_next_obs[row * O + j];
+    terminated[k] = b_terminated[row];
+    truncated[k] = b_truncated[row];
+}
+"""
+
+
+@api.replay_gather.dispatch
+def replay_gather(device: C, buffer, index, batch):
+    (b, o), a = batch.obs.shape, batch.action.shape[1]
+    params = ("index", *("b_" + p for p in TRANSITION_FIELDS), *TRANSITION_FIELDS)
+    kernel = CKernel("replay_gather", REPLAY_GATHER, params, TRANSITION_FIELDS, dict(B=b, O=o, A=a),
+                     batch.obs.dtype)
+    launch(device, kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
+
+
+SCALE_ROWS = """
+for (int i = 0; i < M; i++)
+    for (int j = 0; j < K; j++) x[i * K + j] *= weight[i];
+"""
+
+
+@api.scale_rows.dispatch
+def scale_rows(device: C, weight, x):
+    kernel = CKernel("scale_rows", SCALE_ROWS, ("weight", "x"), ("x",), dict(M=x.shape[0], K=x.shape[1]), x.dtype)
+    launch(device, kernel, weight, x)
+
+
+TD_PRIORITY = """
+for (int i = 0; i < B; i++) {
+    const T e1 = q1[i] - target[i], e2 = q2[i] - target[i];
+    const T sum = (e1 < 0 ? -e1 : e1) + (e2 < 0 ? -e2 : e2);
+    priority[i] = (T)(sum * 0.5);
+}
+"""
+
+
+@api.td_priority.dispatch
+def td_priority(device: C, q1, q2, target, priority):
+    kernel = CKernel("td_priority", TD_PRIORITY, ("q1", "q2", "target", "priority"), ("priority",),
+                     dict(B=priority.shape[0]), priority.dtype)
+    launch(device, kernel, q1, q2, target, priority)
+
+
+LINEAR_ANNEAL = """
+const double fraction = (double)step[0] / steps;
+out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
+"""
+
+
+@api.linear_anneal.dispatch
+def linear_anneal(device: C, step, start, end, steps, out):
+    kernel = CKernel("linear_anneal", LINEAR_ANNEAL, ("step", "start", "end", "steps", "out"), ("out",), {},
+                     out.dtype)
+    launch(device, kernel, step, start, end, steps, out)

@@ -1,0 +1,125 @@
+"""CUDA methods of the replay generic functions. Tree writes run in one thread (rows in order,
+as on every other device: a repeated index keeps its last value); draws and gathers run one
+thread per row."""
+
+import numpy as np
+from numba import cuda
+
+from ...backends.cuda import Launch, device_twin, launch_1d, launch_2d
+from ...devices import CUDA
+from ...staging import launch
+from ..core.cuda import increment_kernel
+from ..offpolicy.api import transition_arrays
+from ..random.cuda import uniform01
+from . import api, cpu
+
+__all__: list[str] = []
+
+set_leaf = device_twin(cpu.set_leaf)
+tree_descend = device_twin(cpu.tree_descend)
+
+
+@cuda.jit
+def priority_mark_new_kernel(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+    if cuda.grid(1) == 0:
+        value = (max_priority[0] + eps) ** alpha
+        for i in range(count):
+            set_leaf(sum_tree, min_tree, (position[0] + i) % capacity, value)
+
+
+@api.priority_mark_new.dispatch
+def priority_mark_new(device: CUDA, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+    launch(device, Launch(priority_mark_new_kernel, (1,), (1,)), sum_tree, min_tree, max_priority, position,
+           count, capacity, alpha, eps)
+
+
+@cuda.jit
+def priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    if cuda.grid(1) == 0:
+        for i in range(index.shape[0]):
+            p = abs(np.float64(priority[i]))
+            if p > max_priority[0]:
+                max_priority[0] = p
+            set_leaf(sum_tree, min_tree, index[i], (p + eps) ** alpha)
+
+
+@api.priority_update.dispatch
+def priority_update(device: CUDA, sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    launch(device, Launch(priority_update_kernel, (1,), (1,)), sum_tree, min_tree, max_priority, index, priority,
+           alpha, eps)
+
+
+@cuda.jit
+def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
+    k = cuda.grid(1)
+    if k < index.shape[0]:
+        leaves = sum_tree.shape[0] // 2
+        row = tree_descend(sum_tree, uniform01(rng[0], rng[1] + np.uint64(k)) * sum_tree[1])
+        if row > size[0] - 1:
+            row = size[0] - 1
+        index[k] = row
+        weight[k] = (sum_tree[leaves + row] / min_tree[1]) ** -beta[0]
+
+
+@api.priority_sample.dispatch
+def priority_sample(device: CUDA, rng, sum_tree, min_tree, size, beta, index, weight):
+    rows = index.shape[0]
+    launch_1d(device, priority_sample_kernel, rows, rng, sum_tree, min_tree, size, beta, index, weight)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(rows))
+
+
+@cuda.jit
+def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated,
+                         obs, action, reward, next_obs, terminated, truncated):
+    k = cuda.grid(1)
+    if k < index.shape[0]:
+        row = index[k]
+        for j in range(obs.shape[1]):
+            obs[k, j] = b_obs[row, j]
+            next_obs[k, j] = b_next_obs[row, j]
+        for j in range(action.shape[1]):
+            action[k, j] = b_action[row, j]
+        reward[k] = b_reward[row]
+        terminated[k] = b_terminated[row]
+        truncated[k] = b_truncated[row]
+
+
+@api.replay_gather.dispatch
+def replay_gather(device: CUDA, buffer, index, batch):
+    launch_1d(device, replay_gather_kernel, index.shape[0], index, *transition_arrays(buffer),
+              *transition_arrays(batch))
+
+
+@cuda.jit
+def scale_rows_kernel(weight, x):
+    i, j = cuda.grid(2)
+    if i < x.shape[0] and j < x.shape[1]:
+        x[i, j] *= weight[i]
+
+
+@api.scale_rows.dispatch
+def scale_rows(device: CUDA, weight, x):
+    launch_2d(device, scale_rows_kernel, x.shape, weight, x)
+
+
+@cuda.jit
+def td_priority_kernel(q1, q2, target, priority):
+    i = cuda.grid(1)
+    if i < priority.shape[0]:
+        priority[i] = (abs(q1[i, 0] - target[i, 0]) + abs(q2[i, 0] - target[i, 0])) * 0.5
+
+
+@api.td_priority.dispatch
+def td_priority(device: CUDA, q1, q2, target, priority):
+    launch_1d(device, td_priority_kernel, priority.shape[0], q1, q2, target, priority)
+
+
+@cuda.jit
+def linear_anneal_kernel(step, start, end, steps, out):
+    if cuda.grid(1) == 0:
+        out[0] = start + (end - start) * min(1.0, np.float64(step[0]) / steps)
+
+
+@api.linear_anneal.dispatch
+def linear_anneal(device: CUDA, step, start, end, steps, out):
+    launch(device, Launch(linear_anneal_kernel, (1,), (1,)), step, start, end, steps, out)

@@ -1,0 +1,111 @@
+"""Generic (numpy) methods of the replay generic functions: the reference, row by row in order."""
+
+import numpy as np
+
+from ...devices import Generic
+from ...staging import launch
+from ..offpolicy.api import transition_arrays
+from ..random.generic import uniform01
+from . import api
+
+__all__: list[str] = []
+
+
+def set_leaf(sum_tree, min_tree, row, value):
+    leaves = sum_tree.shape[0] // 2
+    node = leaves + row
+    sum_tree[node] = value
+    min_tree[node] = value
+    node //= 2
+    while node >= 1:
+        sum_tree[node] = sum_tree[2 * node] + sum_tree[2 * node + 1]
+        min_tree[node] = min(min_tree[2 * node], min_tree[2 * node + 1])
+        node //= 2
+
+
+def priority_mark_new_kernel(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+    value = (max_priority[0] + eps) ** alpha
+    for i in range(count):
+        set_leaf(sum_tree, min_tree, (position[0] + i) % capacity, value)
+
+
+@api.priority_mark_new.dispatch
+def priority_mark_new(device: Generic, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+    launch(device, priority_mark_new_kernel, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps)
+
+
+def priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    for i in range(index.shape[0]):
+        p = abs(float(priority[i]))
+        if p > max_priority[0]:
+            max_priority[0] = p
+        set_leaf(sum_tree, min_tree, index[i], (p + eps) ** alpha)
+
+
+@api.priority_update.dispatch
+def priority_update(device: Generic, sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    launch(device, priority_update_kernel, sum_tree, min_tree, max_priority, index, priority, alpha, eps)
+
+
+def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
+    leaves = sum_tree.shape[0] // 2
+    total = sum_tree[1]
+    p_min = min_tree[1]
+    u = uniform01(rng, index.shape[0])
+    for k in range(index.shape[0]):
+        mass = u[k] * total
+        node = 1
+        while node < leaves:
+            left = sum_tree[2 * node]
+            if mass >= left:
+                mass -= left
+                node = 2 * node + 1
+            else:
+                node = 2 * node
+        row = min(node - leaves, size[0] - 1)
+        index[k] = row
+        weight[k] = (sum_tree[leaves + row] / p_min) ** -beta[0]
+
+
+@api.priority_sample.dispatch
+def priority_sample(device: Generic, rng, sum_tree, min_tree, size, beta, index, weight):
+    launch(device, priority_sample_kernel, rng, sum_tree, min_tree, size, beta, index, weight)
+
+
+def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated,
+                         obs, action, reward, next_obs, terminated, truncated):
+    for dst, src in ((obs, b_obs), (action, b_action), (reward, b_reward), (next_obs, b_next_obs),
+                     (terminated, b_terminated), (truncated, b_truncated)):
+        dst[...] = src[index]
+
+
+@api.replay_gather.dispatch
+def replay_gather(device: Generic, buffer, index, batch):
+    launch(device, replay_gather_kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
+
+
+def scale_rows_kernel(weight, x):
+    x *= weight[:, None]
+
+
+@api.scale_rows.dispatch
+def scale_rows(device: Generic, weight, x):
+    launch(device, scale_rows_kernel, weight, x)
+
+
+def td_priority_kernel(q1, q2, target, priority):
+    priority[:] = (np.abs(q1[:, 0] - target[:, 0]) + np.abs(q2[:, 0] - target[:, 0])) * priority.dtype.type(0.5)
+
+
+@api.td_priority.dispatch
+def td_priority(device: Generic, q1, q2, target, priority):
+    launch(device, td_priority_kernel, q1, q2, target, priority)
+
+
+def linear_anneal_kernel(step, start, end, steps, out):
+    out[0] = start + (end - start) * min(1.0, float(step[0]) / steps)
+
+
+@api.linear_anneal.dispatch
+def linear_anneal(device: Generic, step, start, end, steps, out):
+    launch(device, linear_anneal_kernel, step, start, end, steps, out)

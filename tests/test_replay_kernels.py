@@ -1,0 +1,165 @@
+"""The replay kernel family (prioritized sum/min trees, row gather) on every device: the same bits
+as the float64 numpy reference, fused as well as eager."""
+
+import numpy as np
+import pytest
+
+import dispatchrl as drl
+from dispatchrl.data import replay_buffer, transitions
+from dispatchrl.errors import ShapeError
+from dispatchrl.kernels.offpolicy.api import replay_add
+from dispatchrl.kernels.core.api import increment
+from dispatchrl.kernels.replay import (linear_anneal, priority_mark_new, priority_sample, priority_update, replay_gather,
+                                       scale_rows, td_priority)
+from dispatchrl.kernels.replay.api import EMPTY, tree_leaves
+
+CAPACITY, ALPHA, BETA, EPS = 6, 0.6, 0.4, 1e-6
+
+
+def trees(device, capacity=CAPACITY):
+    leaves = tree_leaves(capacity)
+    return (drl.zeros(device, 2 * leaves, np.float64),
+            drl.asarray(device, np.full(2 * leaves, EMPTY)),
+            drl.asarray(device, np.ones(1)))
+
+
+def reference(capacity, steps):
+    """Float64 numpy: stored values per row, then sum/min over the stored rows."""
+    stored = np.zeros(capacity)
+    max_p = 1.0
+    filled = np.zeros(capacity, bool)
+    for kind, a, b in steps:
+        if kind == "new":
+            for i in range(b):
+                row = (a + i) % capacity
+                stored[row] = (max_p + EPS) ** ALPHA
+                filled[row] = True
+        else:
+            for i, p in zip(a, b):
+                max_p = max(max_p, abs(float(p)))
+                stored[i] = (abs(float(p)) + EPS) ** ALPHA
+    return stored, filled, max_p
+
+
+def run_steps(device):
+    sum_tree, min_tree, max_p = trees(device)
+    steps = [("new", 0, 4), ("update", [0, 2, 2], np.array([0.5, -3.0, 0.25], np.float32)),
+             ("new", 4, 3), ("update", [5, 1], np.array([7.0, 0.0], np.float32))]
+    for kind, a, b in steps:
+        if kind == "new":
+            priority_mark_new(device, sum_tree, min_tree, max_p, drl.asarray(device, np.array([a], np.int64)), b,
+                              CAPACITY, ALPHA, EPS)
+        else:
+            priority_update(device, sum_tree, min_tree, max_p, drl.asarray(device, np.array(a, np.int64)),
+                            drl.asarray(device, b), ALPHA, EPS)
+    return sum_tree, min_tree, max_p, steps
+
+
+def test_priority_trees_match_the_reference(device):
+    sum_tree, min_tree, max_p, steps = run_steps(device)
+    stored, filled, expected_max = reference(CAPACITY, steps)
+    leaves = tree_leaves(CAPACITY)
+    s, m = drl.to_numpy(sum_tree), drl.to_numpy(min_tree)
+    np.testing.assert_allclose(s[leaves:leaves + CAPACITY], stored, rtol=1e-15)
+    assert s[1] == pytest.approx(stored.sum(), rel=1e-14)
+    assert m[1] == pytest.approx(stored[filled].min(), rel=1e-15)
+    assert drl.to_numpy(max_p)[0] == expected_max == 7.0
+
+
+def test_priority_sample_and_gather_agree_bit_for_bit_across_devices(device):
+    outs = {}
+    for dev in (drl.Generic(), device):
+        sum_tree, min_tree, max_p, _ = run_steps(dev)
+        rng = drl.rng(dev, 17)
+        index = drl.zeros(dev, 32, np.int64)
+        weight = drl.zeros(dev, 32, np.float32)
+        size = drl.asarray(dev, np.array([CAPACITY], np.int64))
+        priority_sample(dev, rng, sum_tree, min_tree, size, drl.asarray(dev, np.array([BETA])), index, weight)
+        outs[type(dev).__name__ if dev is not device else "dev"] = (drl.to_numpy(index), drl.to_numpy(weight),
+                                                                    drl.to_numpy(rng))
+    ref, got = outs["Generic"], outs["dev"]
+    for a, b in zip(ref, got):
+        np.testing.assert_array_equal(a, b)
+    # the weights are the formula over the stored values
+    stored, filled, _ = reference(CAPACITY, run_steps(drl.Generic())[3])
+    prob = stored / stored.sum()
+    expected = (CAPACITY * prob[got[0]]) ** -BETA / (CAPACITY * prob.min()) ** -BETA
+    np.testing.assert_allclose(got[1], expected, rtol=1e-6)
+    assert got[2][1] == 32 + drl.to_numpy(drl.rng(drl.Generic(), 17))[1]
+
+
+def test_replay_gather_rows(device):
+    buffer = replay_buffer(device, 5, 3, 2)
+    g = np.random.default_rng(1)
+    rows = (g.normal(size=(5, 3)), g.normal(size=(5, 2)), g.normal(size=5), g.normal(size=(5, 3)),
+            g.random(5) < 0.5, g.random(5) < 0.5)
+    replay_add(device, buffer, *(drl.asarray(device, r, np.bool_ if r.dtype == bool else np.float32) for r in rows))
+    batch = transitions(device, 4, 3, 2)
+    index = np.array([4, 0, 4, 2], np.int64)
+    replay_gather(device, buffer, drl.asarray(device, index), batch)
+    for got, r in zip((batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated, batch.truncated), rows):
+        np.testing.assert_array_equal(drl.to_numpy(got), r[index].astype(got.dtype))
+
+
+def test_fused_prioritized_step_matches_eager(device):
+    """Mark new rows, sample, update from the sampled rows: one fused step, n times, vs eager."""
+
+    def step(dev, sum_tree, min_tree, max_p, position, rng, size, index, weight, beta, step_count, x, q, priority):
+        priority_mark_new(dev, sum_tree, min_tree, max_p, position, 2, CAPACITY, ALPHA, EPS)
+        linear_anneal(dev, step_count, BETA, 1.0, 2.5, beta)
+        priority_sample(dev, rng, sum_tree, min_tree, size, beta, index, weight)
+        scale_rows(dev, weight, x)
+        td_priority(dev, q[0], q[1], q[2], priority)
+        priority_update(dev, sum_tree, min_tree, max_p, index, priority, ALPHA, EPS)
+        increment(dev, step_count)
+
+    def state(dev):
+        sum_tree, min_tree, max_p = trees(dev)
+        g = np.random.default_rng(4)
+        q = tuple(drl.asarray(dev, g.normal(size=(4, 1)), np.float32) for _ in range(3))
+        return (sum_tree, min_tree, max_p, drl.asarray(dev, np.array([3], np.int64)), drl.rng(dev, 5),
+                drl.asarray(dev, np.array([CAPACITY], np.int64)), drl.zeros(dev, 4, np.int64),
+                drl.zeros(dev, 4, np.float32), drl.zeros(dev, 1, np.float64), drl.zeros(dev, 1, np.int64),
+                drl.asarray(dev, g.normal(size=(4, 3)), np.float32), q, drl.zeros(dev, 4, np.float32))
+
+    eager = state(drl.Generic())
+    for _ in range(3):
+        step(drl.Generic(), *eager)
+    fused_args = state(device)
+    fused = drl.fuse(device, step, *fused_args)
+    fused(3)
+    for a, b in zip(eager, fused_args):
+        for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+            np.testing.assert_array_equal(drl.to_numpy(x), drl.to_numpy(y))
+    assert drl.to_numpy(eager[8])[0] == BETA + (1 - BETA) * (2 / 2.5)     # annealed: step 2 of 2.5
+
+
+def test_scale_rows_td_priority_linear_anneal_against_numpy(device):
+    g = np.random.default_rng(2)
+    x, w = g.normal(size=(5, 3)).astype(np.float32), g.uniform(0, 2, 5).astype(np.float32)
+    dx = drl.asarray(device, x)
+    scale_rows(device, drl.asarray(device, w), dx)
+    np.testing.assert_array_equal(drl.to_numpy(dx), x * w[:, None])
+    q1, q2, t = (g.normal(size=(5, 1)).astype(np.float32) for _ in range(3))
+    out = drl.zeros(device, 5, np.float32)
+    td_priority(device, *(drl.asarray(device, a) for a in (q1, q2, t)), out)
+    np.testing.assert_array_equal(drl.to_numpy(out), ((np.abs(q1 - t) + np.abs(q2 - t)) * np.float32(0.5))[:, 0])
+    beta = drl.zeros(device, 1, np.float64)
+    for step, expected in ((0, 0.4), (50, 0.4 + 0.6 * 0.5), (100, 1.0), (150, 1.0)):
+        linear_anneal(device, drl.asarray(device, np.array([step], np.int64)), 0.4, 1.0, 100, beta)
+        assert drl.to_numpy(beta)[0] == expected
+
+
+def test_declarations_refuse_bad_arguments():
+    dev = drl.CPU()
+    sum_tree, min_tree, max_p = trees(dev)
+    position = drl.asarray(dev, np.array([0], np.int64))
+    with pytest.raises(ShapeError, match="capacity"):
+        priority_mark_new(dev, sum_tree, min_tree, max_p, position, 1, 99, ALPHA, EPS)
+    with pytest.raises(ShapeError, match="count"):
+        priority_mark_new(dev, sum_tree, min_tree, max_p, position, 7, CAPACITY, ALPHA, EPS)
+    with pytest.raises(ShapeError, match="sum_tree"):
+        priority_mark_new(dev, drl.zeros(dev, 6, np.float64), drl.zeros(dev, 6, np.float64), max_p, position, 1,
+                          3, ALPHA, EPS)
+    with pytest.raises(drl.ConfigError):
+        linear_anneal(dev, position, 0.4, 1.0, 0, drl.zeros(dev, 1, np.float64))

@@ -27,9 +27,21 @@ def layer_step(device, x, W, b, pre, out, d_out, d_pre, dW, db, d_x):
 
 def make_step(device, width, batch):
     g = np.random.default_rng(0)
-    arrays = [drl.asarray(device, g.normal(size=s), np.float32)
-              for s in ((batch, width), (width, width), (width,), (batch, width), (batch, width),
-                        (batch, width), (batch, width), (width, width), (width,), (batch, width))]
+    arrays = [
+        drl.asarray(device, g.normal(size=s), np.float32)
+        for s in (
+            (batch, width),
+            (width, width),
+            (width,),
+            (batch, width),
+            (batch, width),
+            (batch, width),
+            (batch, width),
+            (width, width),
+            (width,),
+            (batch, width),
+        )
+    ]
     return drl.fuse(device, layer_step, *arrays)
 
 
@@ -87,9 +99,19 @@ def main():
                 seconds = seconds_per_step(device, make_step(device, width, batch), synchronize)
                 results[name, width, batch] = seconds
                 flops = 6 * batch * width * width  # forward, weight and input gradients
-                print(json.dumps({"benchmark": "cpu_vs_gpu", "device": name, "width": width, "batch": batch,
-                                  "microseconds": round(seconds * 1e6, 2),
-                                  "gflops": round(flops / seconds / 1e9, 2)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "benchmark": "cpu_vs_gpu",
+                            "device": name,
+                            "width": width,
+                            "batch": batch,
+                            "microseconds": round(seconds * 1e6, 2),
+                            "gflops": round(flops / seconds / 1e9, 2),
+                        }
+                    ),
+                    flush=True,
+                )
     header = "width\\batch " + "".join(f"{b:>10}" for b in batches)
     print("\nCPU µs per dense forward+backward" + ("  |  CPU time / CUDA time" if gpu else ""), file=sys.stderr)
     print(header, file=sys.stderr)
@@ -102,8 +124,17 @@ def main():
     if gpu:
         for width in widths:
             wins = [b for b in batches if results["cuda", width, b] < results["cpu", width, b]]
-            print(json.dumps({"benchmark": "cpu_vs_gpu", "width": width, "gpu": gpu_name,
-                              "crossover_batch": wins[0] if wins else None}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "benchmark": "cpu_vs_gpu",
+                        "width": width,
+                        "gpu": gpu_name,
+                        "crossover_batch": wins[0] if wins else None,
+                    }
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

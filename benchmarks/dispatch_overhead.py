@@ -50,19 +50,24 @@ def dispatch_costs():
         "alias_check": per_call(lambda: check_aliasing(drl.relu, (dev, x, out)), n),
     }
     for name, seconds in cost.items():
-        emit(benchmark="dispatch_overhead", what=name, shape=[4, 4], microseconds=round(seconds * 1e6, 3),
-             ratio_vs_direct_njit=round(seconds / cost["direct_njit_call"], 2))
+        emit(
+            benchmark="dispatch_overhead",
+            what=name,
+            shape=[4, 4],
+            microseconds=round(seconds * 1e6, 3),
+            ratio_vs_direct_njit=round(seconds / cost["direct_njit_call"], 2),
+        )
 
 
 @njit(cache=True, nogil=True)
 def blas_products_only(n, x, W1, h, W2, y, d_y, d_h, dW1, dW2):
     """The five matrix products of one MLP train step, nothing else."""
     for _ in range(n):
-        np.dot(x, W1, h)        # layer 1 forward
-        np.dot(h, W2, y)        # layer 2 forward
-        np.dot(h.T, d_y, dW2)   # layer 2 weight gradient
+        np.dot(x, W1, h)  # layer 1 forward
+        np.dot(h, W2, y)  # layer 2 forward
+        np.dot(h.T, d_y, dW2)  # layer 2 weight gradient
         np.dot(d_y, W2.T, d_h)  # layer 2 input gradient
-        np.dot(x.T, d_h, dW1)   # layer 1 weight gradient
+        np.dot(x.T, d_h, dW1)  # layer 1 weight gradient
 
 
 def mlp_step_vs_blas(batch=100, sizes=(64, 64, 1), steps_per_call=1000, pairs=7):
@@ -75,9 +80,17 @@ def mlp_step_vs_blas(batch=100, sizes=(64, 64, 1), steps_per_call=1000, pairs=7)
     loss = drl.zeros(dev, 1)
     step = drl.fuse(dev, nn.mlp_train_step, net, buffers, x, y, loss)
     f32 = lambda *s: g.normal(size=s).astype(np.float32)  # noqa: E731
-    products = (f32(batch, sizes[0]), f32(sizes[0], sizes[1]), f32(batch, sizes[1]), f32(sizes[1], sizes[2]),
-                f32(batch, sizes[2]), f32(batch, sizes[2]), f32(batch, sizes[1]), f32(sizes[0], sizes[1]),
-                f32(sizes[1], sizes[2]))
+    products = (
+        f32(batch, sizes[0]),
+        f32(sizes[0], sizes[1]),
+        f32(batch, sizes[1]),
+        f32(sizes[1], sizes[2]),
+        f32(batch, sizes[2]),
+        f32(batch, sizes[2]),
+        f32(batch, sizes[1]),
+        f32(sizes[0], sizes[1]),
+        f32(sizes[1], sizes[2]),
+    )
     blas_products_only(1, *products)
     step(10)
     fused, blas = [], []
@@ -89,11 +102,16 @@ def mlp_step_vs_blas(batch=100, sizes=(64, 64, 1), steps_per_call=1000, pairs=7)
         blas_products_only(steps_per_call, *products)
         blas.append((time.perf_counter() - start) / steps_per_call)
     ratio = statistics.median(f / b for f, b in zip(fused, blas))
-    emit(benchmark="mlp_train_step", network=f"{batch}x{sizes[0]}->{sizes[1]}->{sizes[2]}",
-         fused_step_microseconds=round(statistics.median(fused) * 1e6, 2),
-         blas_products_only_microseconds=round(statistics.median(blas) * 1e6, 2),
-         ratio_fused_vs_blas_products=round(ratio, 3), target_ratio=2.0, meets_target=ratio <= 2.0,
-         compile_seconds=round(step.compile_seconds, 2))
+    emit(
+        benchmark="mlp_train_step",
+        network=f"{batch}x{sizes[0]}->{sizes[1]}->{sizes[2]}",
+        fused_step_microseconds=round(statistics.median(fused) * 1e6, 2),
+        blas_products_only_microseconds=round(statistics.median(blas) * 1e6, 2),
+        ratio_fused_vs_blas_products=round(ratio, 3),
+        target_ratio=2.0,
+        meets_target=ratio <= 2.0,
+        compile_seconds=round(step.compile_seconds, 2),
+    )
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def pendulum(repeats, quick):
         step = drl.fuse(dev, staged)
         calls = max(1, (2_000_000 if not quick else 500_000) // n)
         step(10)
-        ours[f"native_fused_N{n}"] = (lambda step=step, calls=calls, n=n: (step(calls), n * calls)[1])
+        ours[f"native_fused_N{n}"] = lambda step=step, calls=calls, n=n: (step(calls), n * calls)[1]
     batch = E.NativeBatch(E.Pendulum(4096))
     batch.reset(seed=0)
     batch_actions = rs.uniform(-2, 2, size=(4096, 1)).astype(np.float32)
@@ -85,9 +85,15 @@ def pendulum(repeats, quick):
     for name, runs in our_runs.items():
         rate = median_rate(runs)
         n = int(name.rsplit("N", 1)[1])
-        emit(benchmark="envs", env="Pendulum-v1", impl=f"dispatchrl_{name.rsplit('_N', 1)[0]}", num_envs=n,
-             steps_per_second=round(rate), ratio_vs_gymnasium=round(rate / peer_rate, 2),
-             **({"target_ratio": 100} if name == "native_fused_N4096" else {}))
+        emit(
+            benchmark="envs",
+            env="Pendulum-v1",
+            impl=f"dispatchrl_{name.rsplit('_N', 1)[0]}",
+            num_envs=n,
+            steps_per_second=round(rate),
+            ratio_vs_gymnasium=round(rate / peer_rate, 2),
+            **({"target_ratio": 100} if name == "native_fused_N4096" else {}),
+        )
 
 
 def ant(repeats, quick):
@@ -116,9 +122,16 @@ def ant(repeats, quick):
     emit(benchmark="envs", env="Ant-v5", impl="gymnasium", num_envs=1, steps_per_second=round(peer_rate))
     for threads, runs in our_runs.items():
         rate = median_rate(runs)
-        emit(benchmark="envs", env="Ant-v5", impl="dispatchrl_threaded_batch", num_envs=n, threads=threads,
-             steps_per_second=round(rate), ratio_vs_gymnasium=round(rate / peer_rate, 2),
-             **({"target_ratio": 1.6} if threads == 2 else {}))
+        emit(
+            benchmark="envs",
+            env="Ant-v5",
+            impl="dispatchrl_threaded_batch",
+            num_envs=n,
+            threads=threads,
+            steps_per_second=round(rate),
+            ratio_vs_gymnasium=round(rate / peer_rate, 2),
+            **({"target_ratio": 1.6} if threads == 2 else {}),
+        )
     for b in batches.values():
         b.close()
 

@@ -23,10 +23,10 @@ import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import dispatchrl as drl  # noqa: E402
-from dispatchrl.kernels.onpolicy import gae  # noqa: E402
+import dispatchrl as drl
+from dispatchrl.kernels.onpolicy import gae
 
 STEPS, ENVS, P_DONE = 1000, 1000, 0.001
 GAMMA, LAM = 0.99, 0.95
@@ -83,11 +83,13 @@ def main():
     numpy_gae(*data, np_adv, np_ret)
     np.testing.assert_allclose(drl.to_numpy(advantage), np_adv, rtol=1e-3, atol=1e-3)
     only_advantages = drl.fuse(cpu, lambda device: gae(device, *arrays, GAMMA, LAM, advantage))
-    runners = {"dispatchrl_cpu": lambda: gae(cpu, *arrays, GAMMA, LAM, advantage, returns),
-               "dispatchrl_cpu_fused": lambda: step(),
-               # what Tianshou's _gae computes: advantages only (its returns are a later numpy add)
-               "dispatchrl_cpu_advantages_fused": lambda: only_advantages(),
-               "numpy": lambda: numpy_gae(*data, np_adv, np_ret)}
+    runners = {
+        "dispatchrl_cpu": lambda: gae(cpu, *arrays, GAMMA, LAM, advantage, returns),
+        "dispatchrl_cpu_fused": lambda: step(),
+        # what Tianshou's _gae computes: advantages only (its returns are a later numpy add)
+        "dispatchrl_cpu_advantages_fused": lambda: only_advantages(),
+        "numpy": lambda: numpy_gae(*data, np_adv, np_ret),
+    }
     skipped = None
     try:
         from tianshou.algorithm.algorithm_base import _gae as tianshou_gae
@@ -103,15 +105,23 @@ def main():
         for name, fn in runners.items():
             samples[name] += timed(fn, 1)
     ms = {name: statistics.median(s) * 1e3 for name, s in samples.items()}
-    record = {"benchmark": "gae", "steps": STEPS, "trajectories": ENVS, "done_probability": P_DONE,
-              "repeats": args.repeats, **{f"{name}_ms": round(v, 3) for name, v in ms.items()},
-              "ratio_vs_numpy": round(ms["dispatchrl_cpu"] / ms["numpy"], 4)}
+    record = {
+        "benchmark": "gae",
+        "steps": STEPS,
+        "trajectories": ENVS,
+        "done_probability": P_DONE,
+        "repeats": args.repeats,
+        **{f"{name}_ms": round(v, 3) for name, v in ms.items()},
+        "ratio_vs_numpy": round(ms["dispatchrl_cpu"] / ms["numpy"], 4),
+    }
     if "tianshou_numba" in ms:
         like_for_like = ms["dispatchrl_cpu_advantages_fused"] / ms["tianshou_numba"]
-        record.update(ratio_vs_tianshou=round(like_for_like, 4),
-                      ratio_vs_tianshou_with_returns=round(ms["dispatchrl_cpu"] / ms["tianshou_numba"], 4),
-                      target="dispatchrl advantages <= 0.2x tianshou _gae (advantages)",
-                      meets_target=bool(like_for_like <= 0.2))
+        record.update(
+            ratio_vs_tianshou=round(like_for_like, 4),
+            ratio_vs_tianshou_with_returns=round(ms["dispatchrl_cpu"] / ms["tianshou_numba"], 4),
+            target="dispatchrl advantages <= 0.2x tianshou _gae (advantages)",
+            meets_target=bool(like_for_like <= 0.2),
+        )
     else:
         record.update(tianshou="skipped", reason=skipped)
     print(json.dumps(record), flush=True)

@@ -89,9 +89,14 @@ def main():
             assert lib.policy_selftest() == 0
             lib.policy_bench_ns(n)  # warm up
             med, best = median_ns(lambda: lib.policy_bench_ns(n), repeats)
-            emit(impl="exported-c" + ("" if flags == ("-O2",) else "-native"), ns_per_forward=med,
-                 min_ns=best, timing="inside a C loop", flags=" ".join(flags),
-                 compiler=" ".join(Path(c).name for c in export.target_compiler("host")[0]))
+            emit(
+                impl="exported-c" + ("" if flags == ("-O2",) else "-native"),
+                ns_per_forward=med,
+                min_ns=best,
+                timing="inside a C loop",
+                flags=" ".join(flags),
+                compiler=" ".join(Path(c).name for c in export.target_compiler("host")[0]),
+            )
 
     for device in (drl.C(), drl.CPU()):
         dnet = mlp(device, SIZES, "relu", "tanh", seed=0)
@@ -100,11 +105,19 @@ def main():
         step = drl.fuse(device, mlp_forward, dnet, buffers, x)
         step(100)
         med, best = median_ns(lambda: _timed(step, n), repeats)
-        emit(impl=f"{type(device).__name__.lower()}-device", ns_per_forward=med, min_ns=best,
-             timing="fused step(n): n forwards in one compiled call (no squash)")
+        emit(
+            impl=f"{type(device).__name__.lower()}-device",
+            ns_per_forward=med,
+            min_ns=best,
+            timing="fused step(n): n forwards in one compiled call (no squash)",
+        )
     med, best = median_ns(lambda: per_call(step, n // 10), repeats)
-    emit(impl="cpu-device-python-call", ns_per_forward=med, min_ns=best,
-         timing="fused step() called once per forward from Python")
+    emit(
+        impl="cpu-device-python-call",
+        ns_per_forward=med,
+        min_ns=best,
+        timing="fused step() called once per forward from Python",
+    )
     policy(obs)
     med, best = median_ns(lambda: per_call(lambda: policy(obs), n // 10), repeats)
     emit(impl="numpy", ns_per_forward=med, min_ns=best, timing="nn.Policy(obs) per call")
@@ -113,16 +126,23 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             obj = export.write_policy(policy, tmp, target="cortex-m4")["binary"]
             sizes = export.code_size(obj)
-            emit(impl="cortex-m4-object", text_bytes=sizes["text"], rodata_bytes=sizes["rodata"],
-                 data_bytes=sizes["data"], undefined=export.undefined_symbols(obj),
-                 compiler=" ".join(Path(c).name for c in export.target_compiler("cortex-m4")[0]))
+            emit(
+                impl="cortex-m4-object",
+                text_bytes=sizes["text"],
+                rodata_bytes=sizes["rodata"],
+                data_bytes=sizes["data"],
+                undefined=export.undefined_symbols(obj),
+                compiler=" ".join(Path(c).name for c in export.target_compiler("cortex-m4")[0]),
+            )
     except drl.DeviceError as e:
         emit(impl="cortex-m4-object", skipped=str(e))
 
     base = {r["impl"]: r.get("ns_per_forward") for r in results}
-    emit(summary=True, machine=platform.machine(),
-         exported_c_speedup_vs={k: round(v / base["exported-c"], 2) for k, v in base.items()
-                                if v and k != "exported-c"})
+    emit(
+        summary=True,
+        machine=platform.machine(),
+        exported_c_speedup_vs={k: round(v / base["exported-c"], 2) for k, v in base.items() if v and k != "exported-c"},
+    )
 
 
 def _timed(step, n):

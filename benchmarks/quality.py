@@ -44,20 +44,37 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=()):
                 result = algo.train(drl.CPU(), env, config, seed=seed, progress=False)
                 mean, _ = evaluate(result.policy, result.spec.eval_id)
                 evals.append(mean)
-                emit(benchmark="quality", algo=name, env=env, seed=seed, steps=steps, eval_return=round(mean, 2),
-                     train_seconds=round(result.train_seconds, 3), settings=settings)
+                emit(
+                    benchmark="quality",
+                    algo=name,
+                    env=env,
+                    seed=seed,
+                    steps=steps,
+                    eval_return=round(mean, 2),
+                    train_seconds=round(result.train_seconds, 3),
+                    settings=settings,
+                )
             if not evals:
                 continue
-            summary = {"benchmark": "quality", "algo": name, "env": env, "seeds": seeds, "steps": steps,
-                       "settings": settings,
-                       "median_eval_return": round(statistics.median(evals), 2),
-                       "worst_eval_return": round(min(evals), 2), "eval_returns": [round(e, 1) for e in evals]}
+            summary = {
+                "benchmark": "quality",
+                "algo": name,
+                "env": env,
+                "seeds": seeds,
+                "steps": steps,
+                "settings": settings,
+                "median_eval_return": round(statistics.median(evals), 2),
+                "worst_eval_return": round(min(evals), 2),
+                "eval_returns": [round(e, 1) for e in evals],
+            }
             if env == "pendulum":
                 # the rate says more than the worst seed: a policy snapshot at exactly 10k steps
                 # sometimes sits in a short collapse (NOTES.md), so run more seeds to estimate it
-                summary.update(target="median >= -170 and worst >= -400",
-                               meets_target=bool(np.median(evals) >= -170 and min(evals) >= -400),
-                               seeds_below_minus_400=int(sum(e < -400 for e in evals)))
+                summary.update(
+                    target="median >= -170 and worst >= -400",
+                    meets_target=bool(np.median(evals) >= -170 and min(evals) >= -400),
+                    seeds_below_minus_400=int(sum(e < -400 for e in evals)),
+                )
             else:
                 summary.update(swung_up=int(sum(e > SWING_UP_RETURN for e in evals)))
             emit(**summary)
@@ -89,14 +106,29 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
             result = ppo.train(drl.CPU(), "pendulum", ppo.config_for("pendulum"), seed=seed, progress=False)
             mean, _ = evaluate(result.policy, result.spec.eval_id)
             evals.append(mean)
-            emit(benchmark="quality", algo="ppo", env="pendulum", seed=seed, steps=result.steps,
-                 eval_return=round(mean, 2), train_seconds=round(result.train_seconds, 3),
-                 env_steps_per_second=round(result.steps / result.train_seconds))
+            emit(
+                benchmark="quality",
+                algo="ppo",
+                env="pendulum",
+                seed=seed,
+                steps=result.steps,
+                eval_return=round(mean, 2),
+                train_seconds=round(result.train_seconds, 3),
+                env_steps_per_second=round(result.steps / result.train_seconds),
+            )
         if evals:
-            emit(benchmark="quality", algo="ppo", env="pendulum", seeds=pendulum_seeds, steps=result.steps,
-                 median_eval_return=round(statistics.median(evals), 2), worst_eval_return=round(min(evals), 2),
-                 eval_returns=[round(e, 1) for e in evals], target="median >= -250",
-                 meets_target=bool(statistics.median(evals) >= -250))
+            emit(
+                benchmark="quality",
+                algo="ppo",
+                env="pendulum",
+                seeds=pendulum_seeds,
+                steps=result.steps,
+                median_eval_return=round(statistics.median(evals), 2),
+                worst_eval_return=round(min(evals), 2),
+                eval_returns=[round(e, 1) for e in evals],
+                target="median >= -250",
+                meets_target=bool(statistics.median(evals) >= -250),
+            )
         if not ant_seeds:
             return
         finals = []
@@ -114,12 +146,28 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
                 mean, _ = evaluate(result.policy, result.spec.eval_id)
                 recent = float(np.mean(history["returns"][-100:])) if len(history["returns"]) else None
                 finals.append(mean)
-                emit(benchmark="quality", algo="ppo", env="ant", seed=seed, steps=result.steps,
-                     eval_return=round(mean, 2), final_training_return=None if recent is None else round(recent, 2),
-                     train_seconds=round(result.train_seconds, 2), compile_seconds=round(result.compile_seconds, 2),
-                     env_steps_per_second=round(result.steps / result.train_seconds), curve_csv=ant_csv)
-        emit(benchmark="quality", algo="ppo", env="ant", seeds=ant_seeds, steps=ant_steps,
-             eval_returns=[round(e, 1) for e in finals], long_run_goal=">= 3000 (RLtools / rl_games)")
+                emit(
+                    benchmark="quality",
+                    algo="ppo",
+                    env="ant",
+                    seed=seed,
+                    steps=result.steps,
+                    eval_return=round(mean, 2),
+                    final_training_return=None if recent is None else round(recent, 2),
+                    train_seconds=round(result.train_seconds, 2),
+                    compile_seconds=round(result.compile_seconds, 2),
+                    env_steps_per_second=round(result.steps / result.train_seconds),
+                    curve_csv=ant_csv,
+                )
+        emit(
+            benchmark="quality",
+            algo="ppo",
+            env="ant",
+            seeds=ant_seeds,
+            steps=ant_steps,
+            eval_returns=[round(e, 1) for e in finals],
+            long_run_goal=">= 3000 (RLtools / rl_games)",
+        )
 
 
 FAMILIES = {"td3": off_policy, "sac": off_policy, "ppo": on_policy}
@@ -134,8 +182,13 @@ def main():
     parser.add_argument("--ppo-ant-seeds", type=int, default=2)
     parser.add_argument("--ppo-ant-steps", type=int, default=1_000_000)
     parser.add_argument("--ppo-ant-csv", default="ppo_ant_curve.csv", help="Ant learning curve (every episode)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="TD3/SAC config override, e.g. prioritized=true (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="TD3/SAC config override, e.g. prioritized=true (repeatable)",
+    )
     args = parser.parse_args()
     algos = [a for a in args.algos.split(",") if a]
     unknown = sorted(set(algos) - set(FAMILIES))

@@ -91,17 +91,40 @@ def divergence_check(pairs: int, steps: int) -> None:
         order = settings if pair % 2 == 0 else settings[::-1]  # alternate, so drift hits all alike
         for k in order:
             seconds[k].append(_train_seconds(steps, pair, k))
-            emit({"bench": "divergence_check_run", "pair": pair, "check_every": k, "steps": steps,
-                  "train_seconds": seconds[k][-1]})
+            emit(
+                {
+                    "bench": "divergence_check_run",
+                    "pair": pair,
+                    "check_every": k,
+                    "steps": steps,
+                    "train_seconds": seconds[k][-1],
+                }
+            )
     off = statistics.median(seconds[0])
     per_check = _check_seconds()
-    emit({"bench": "divergence_check_kernels", "seconds_per_check": per_check,
-          "percent_of_step_time_at_check_every_1000": round(100 * per_check / (1000 * off / steps), 5),
-          "percent_of_step_time_at_check_every_1": round(100 * per_check / (off / steps), 3)})
-    emit({"bench": "divergence_check", "device": "cpu", "algo": "td3", "env": "pendulum", "steps": steps,
-          "pairs": pairs, "median_train_seconds": {str(k): round(statistics.median(v), 4) for k, v in seconds.items()},
-          "overhead_percent": {str(k): round(100 * (statistics.median(seconds[k]) / off - 1), 2) for k in settings[1:]},
-          "spread_percent_off": round(100 * (max(seconds[0]) - min(seconds[0])) / off, 1)})
+    emit(
+        {
+            "bench": "divergence_check_kernels",
+            "seconds_per_check": per_check,
+            "percent_of_step_time_at_check_every_1000": round(100 * per_check / (1000 * off / steps), 5),
+            "percent_of_step_time_at_check_every_1": round(100 * per_check / (off / steps), 3),
+        }
+    )
+    emit(
+        {
+            "bench": "divergence_check",
+            "device": "cpu",
+            "algo": "td3",
+            "env": "pendulum",
+            "steps": steps,
+            "pairs": pairs,
+            "median_train_seconds": {str(k): round(statistics.median(v), 4) for k, v in seconds.items()},
+            "overhead_percent": {
+                str(k): round(100 * (statistics.median(seconds[k]) / off - 1), 2) for k in settings[1:]
+            },
+            "spread_percent_off": round(100 * (max(seconds[0]) - min(seconds[0])) / off, 1),
+        }
+    )
 
 
 def _rss_bytes() -> int:
@@ -128,18 +151,42 @@ def rss(total: int) -> None:
     start = time.perf_counter()
     result = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=total), seed=0, progress=False, hooks=(hook,))
     first, last = seen[marks[0]], seen[marks[-1]]
-    emit({"bench": "rss", "device": "cpu", "algo": "td3", "env": "pendulum", "steps": total,
-          "rss_mib": {str(m): round(v / 2**20, 1) for m, v in seen.items()},
-          "growth_percent": round(100 * (last / first - 1), 2), "train_seconds": round(result.train_seconds, 1),
-          "wall_seconds": round(time.perf_counter() - start, 1)})
+    emit(
+        {
+            "bench": "rss",
+            "device": "cpu",
+            "algo": "td3",
+            "env": "pendulum",
+            "steps": total,
+            "rss_mib": {str(m): round(v / 2**20, 1) for m, v in seen.items()},
+            "growth_percent": round(100 * (last / first - 1), 2),
+            "train_seconds": round(result.train_seconds, 1),
+            "wall_seconds": round(time.perf_counter() - start, 1),
+        }
+    )
 
 
 def _worker(save: Path, resume: bool, steps: int, slow_save: bool = False) -> subprocess.Popen:
-    args = ["td3", "--steps", str(steps), "--seed", "7", "--no-eval", "--json", "--save-every", str(steps // 6),
-            "--keep", "2", "--save", str(save), *(["--resume", str(save)] if resume else [])]
+    args = [
+        "td3",
+        "--steps",
+        str(steps),
+        "--seed",
+        "7",
+        "--no-eval",
+        "--json",
+        "--save-every",
+        str(steps // 6),
+        "--keep",
+        "2",
+        "--save",
+        str(save),
+        *(["--resume", str(save)] if resume else []),
+    ]
     env = {**ENV, **({"SLOW_SAVE": "1"} if slow_save else {})}
-    return subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def _read_until(process: subprocess.Popen, predicate) -> str:
@@ -178,8 +225,16 @@ def kill_resume(cycles: int, steps: int = 6000) -> None:
             process.send_signal(signal.SIGKILL)
             process.wait()
             newest = checkpoint.latest(path).name if list(path.glob("step-*.npz")) else None
-            emit({"bench": "kill_resume_cycle", "cycle": cycle, "kind": kind, "killed_at": where or "(before output)",
-                  "exit": process.returncode, "newest_complete_checkpoint": newest})
+            emit(
+                {
+                    "bench": "kill_resume_cycle",
+                    "cycle": cycle,
+                    "kind": kind,
+                    "killed_at": where or "(before output)",
+                    "exit": process.returncode,
+                    "newest_complete_checkpoint": newest,
+                }
+            )
         finish = _worker(path, True, steps)
         _, err = finish.communicate()
         if finish.returncode != 0:
@@ -187,8 +242,17 @@ def kill_resume(cycles: int, steps: int = 6000) -> None:
             return
         resumed = checkpoint.load(path)[1]
         identical = resumed.keys() == expected.keys() and all(np.array_equal(resumed[k], expected[k]) for k in expected)
-        emit({"bench": "kill_resume", "device": "cpu", "algo": "td3", "steps": steps, "cycles": cycles,
-              "arrays": len(expected), "bit_identical": bool(identical)})
+        emit(
+            {
+                "bench": "kill_resume",
+                "device": "cpu",
+                "algo": "td3",
+                "steps": steps,
+                "cycles": cycles,
+                "arrays": len(expected),
+                "bit_identical": bool(identical),
+            }
+        )
 
 
 def main() -> int:

@@ -18,8 +18,15 @@ import time
 import numpy as np
 
 import dispatchrl as drl
-from dispatchrl.data import (DeviceStorage, MemmapStorage, PrioritizedSampler, ReplayBuffer, TensorDict,
-                             replay_buffer, transitions)
+from dispatchrl.data import (
+    DeviceStorage,
+    MemmapStorage,
+    PrioritizedSampler,
+    ReplayBuffer,
+    TensorDict,
+    replay_buffer,
+    transitions,
+)
 from dispatchrl.kernels.offpolicy.api import replay_add, replay_sample
 from dispatchrl.kernels.replay import priority_mark_new, priority_sample, priority_update, replay_gather
 from dispatchrl.kernels.replay.api import EMPTY, tree_leaves
@@ -44,8 +51,11 @@ def per_call_us(fn, calls, repeats=5):
 
 def rfc_rows(n, seed=0):
     g = np.random.default_rng(seed)
-    return {"obs": g.normal(size=(n, 3, 4)).astype(np.float32), "action": g.normal(size=(n, 3, 4)).astype(np.float32),
-            "done": np.zeros(n, bool)}
+    return {
+        "obs": g.normal(size=(n, 3, 4)).astype(np.float32),
+        "action": g.normal(size=(n, 3, 4)).astype(np.float32),
+        "done": np.zeros(n, bool),
+    }
 
 
 def dispatchrl_python(size, batch, calls):
@@ -53,8 +63,15 @@ def dispatchrl_python(size, batch, calls):
     uniform = ReplayBuffer(DeviceStorage(size), batch_size=batch)
     uniform.extend(data)
     us_uniform = per_call_us(uniform.sample, calls)
-    emit(benchmark="replay", library="dispatchrl", where="python", kind="uniform sample", size=size, batch=batch,
-         us_per_call=us_uniform)
+    emit(
+        benchmark="replay",
+        library="dispatchrl",
+        where="python",
+        kind="uniform sample",
+        size=size,
+        batch=batch,
+        us_per_call=us_uniform,
+    )
     prioritized = ReplayBuffer(DeviceStorage(size), PrioritizedSampler(size, alpha=0.6, beta=0.4), batch_size=batch)
     prioritized.extend(data)
     priorities = np.random.default_rng(1).uniform(0.1, 2.0, batch)
@@ -64,8 +81,15 @@ def dispatchrl_python(size, batch, calls):
         prioritized.update_priority(s["index"], priorities)
 
     us_prioritized = per_call_us(sample_update, calls)
-    emit(benchmark="replay", library="dispatchrl", where="python", kind="prioritized sample+update", size=size,
-         batch=batch, us_per_call=us_prioritized)
+    emit(
+        benchmark="replay",
+        library="dispatchrl",
+        where="python",
+        kind="prioritized sample+update",
+        size=size,
+        batch=batch,
+        us_per_call=us_prioritized,
+    )
     return us_uniform, us_prioritized
 
 
@@ -76,8 +100,16 @@ def dispatchrl_fused(size, batch, steps):
     rows = rfc_rows(size)
     buffer = replay_buffer(dev, size, 12, 12)
     flat = {k: drl.asarray(dev, v.reshape(size, -1)) for k, v in rows.items() if k != "done"}
-    replay_add(dev, buffer, flat["obs"], flat["action"], drl.zeros(dev, size), flat["obs"],
-               drl.asarray(dev, rows["done"]), drl.asarray(dev, rows["done"]))
+    replay_add(
+        dev,
+        buffer,
+        flat["obs"],
+        flat["action"],
+        drl.zeros(dev, size),
+        flat["obs"],
+        drl.asarray(dev, rows["done"]),
+        drl.asarray(dev, rows["done"]),
+    )
     out = transitions(dev, batch, 12, 12)
     rng = drl.rng(dev, 0)
     uniform = drl.fuse(dev, lambda d: replay_sample(d, rng, buffer, out))
@@ -99,8 +131,15 @@ def dispatchrl_fused(size, batch, steps):
     for kind, step in (("uniform sample", uniform), ("prioritized sample+update", prioritized)):
         us = per_call_us(lambda step=step: step(steps), 3) / steps
         results.append(round(us, 3))
-        emit(benchmark="replay", library="dispatchrl", where="fused CPU step", kind=kind, size=size, batch=batch,
-             us_per_call=round(us, 3))
+        emit(
+            benchmark="replay",
+            library="dispatchrl",
+            where="fused CPU step",
+            kind=kind,
+            size=size,
+            batch=batch,
+            us_per_call=round(us, 3),
+        )
     return results
 
 
@@ -108,15 +147,22 @@ def memmap_extend(size, chunk):
     data = TensorDict(rfc_rows(chunk), [chunk])
     with tempfile.TemporaryDirectory() as folder:
         rb = ReplayBuffer(MemmapStorage(size, folder + "/rb"))
-        rb.extend(data)   # creates the files
+        rb.extend(data)  # creates the files
         start = time.perf_counter()
         for _ in range(size // chunk):
             rb.extend(data)
         rb.storage.flush()
         seconds = time.perf_counter() - start
     rate = round(size // chunk * chunk / seconds)
-    emit(benchmark="replay", library="dispatchrl", where="python", kind="memmap extend", size=size, chunk=chunk,
-         rows_per_second=rate)
+    emit(
+        benchmark="replay",
+        library="dispatchrl",
+        where="python",
+        kind="memmap extend",
+        size=size,
+        chunk=chunk,
+        rows_per_second=rate,
+    )
     return rate
 
 
@@ -133,10 +179,18 @@ def torchrl_peer(size, batch, calls):
     uniform = TensorDictReplayBuffer(storage=LazyTensorStorage(size), batch_size=batch)
     uniform.extend(data)
     us_uniform = per_call_us(uniform.sample, calls)
-    emit(benchmark="replay", library="torchrl", where="python", kind="uniform sample", size=size, batch=batch,
-         us_per_call=us_uniform)
-    prioritized = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyTensorStorage(size),
-                                                    batch_size=batch, priority_key="td_error")
+    emit(
+        benchmark="replay",
+        library="torchrl",
+        where="python",
+        kind="uniform sample",
+        size=size,
+        batch=batch,
+        us_per_call=us_uniform,
+    )
+    prioritized = TensorDictPrioritizedReplayBuffer(
+        alpha=0.6, beta=0.4, storage=LazyTensorStorage(size), batch_size=batch, priority_key="td_error"
+    )
     prioritized.extend(data)
     priorities = torch.rand(batch) + 0.1
 
@@ -145,8 +199,15 @@ def torchrl_peer(size, batch, calls):
         prioritized.update_priority(s["index"], priorities)
 
     us_prioritized = per_call_us(sample_update, calls)
-    emit(benchmark="replay", library="torchrl", where="python", kind="prioritized sample+update", size=size,
-         batch=batch, us_per_call=us_prioritized)
+    emit(
+        benchmark="replay",
+        library="torchrl",
+        where="python",
+        kind="prioritized sample+update",
+        size=size,
+        batch=batch,
+        us_per_call=us_prioritized,
+    )
     return us_uniform, us_prioritized
 
 
@@ -159,11 +220,22 @@ def tianshou_peer(size, batch, calls):
         return None, None
     rows = rfc_rows(size)
     results = []
-    for kind, buf in (("uniform sample", TianshouReplayBuffer(size)),
-                      ("prioritized sample+update", PrioritizedReplayBuffer(size, alpha=0.6, beta=0.4))):
+    for kind, buf in (
+        ("uniform sample", TianshouReplayBuffer(size)),
+        ("prioritized sample+update", PrioritizedReplayBuffer(size, alpha=0.6, beta=0.4)),
+    ):
         for i in range(size):
-            buf.add(Batch(obs=rows["obs"][i], act=rows["action"][i], rew=0.0, terminated=False, truncated=False,
-                          obs_next=rows["obs"][i], info={}))
+            buf.add(
+                Batch(
+                    obs=rows["obs"][i],
+                    act=rows["action"][i],
+                    rew=0.0,
+                    terminated=False,
+                    truncated=False,
+                    obs_next=rows["obs"][i],
+                    info={},
+                )
+            )
         priorities = np.random.default_rng(1).uniform(0.1, 2.0, batch)
 
         def call(buf=buf, kind=kind):
@@ -173,8 +245,7 @@ def tianshou_peer(size, batch, calls):
 
         us = per_call_us(call, calls)
         results.append(us)
-        emit(benchmark="replay", library="tianshou", where="python", kind=kind, size=size, batch=batch,
-             us_per_call=us)
+        emit(benchmark="replay", library="tianshou", where="python", kind=kind, size=size, batch=batch, us_per_call=us)
     return tuple(results)
 
 
@@ -191,14 +262,24 @@ def main():
     rate = memmap_extend(args.size, args.memmap_chunk)
     torchrl = torchrl_peer(args.size, args.batch, args.calls // 10)
     tianshou = tianshou_peer(args.size, args.batch, args.calls // 10)
-    summary = {"benchmark": "replay", "summary": True, "uniform_python_us": ours[0],
-               "prioritized_python_us": ours[1], "uniform_fused_us": fused[0], "prioritized_fused_us": fused[1],
-               "memmap_extend_rows_per_second": rate,
-               "target_uniform_python": "<= 5 us", "meets_uniform_target": ours[0] <= 5.0}
+    summary = {
+        "benchmark": "replay",
+        "summary": True,
+        "uniform_python_us": ours[0],
+        "prioritized_python_us": ours[1],
+        "uniform_fused_us": fused[0],
+        "prioritized_fused_us": fused[1],
+        "memmap_extend_rows_per_second": rate,
+        "target_uniform_python": "<= 5 us",
+        "meets_uniform_target": ours[0] <= 5.0,
+    }
     if torchrl[0] is not None:
-        summary.update(torchrl_uniform_us=torchrl[0], torchrl_prioritized_us=torchrl[1],
-                       prioritized_ratio_to_torchrl=round(ours[1] / torchrl[1], 4),
-                       meets_prioritized_target=ours[1] <= 0.05 * torchrl[1])
+        summary.update(
+            torchrl_uniform_us=torchrl[0],
+            torchrl_prioritized_us=torchrl[1],
+            prioritized_ratio_to_torchrl=round(ours[1] / torchrl[1], 4),
+            meets_prioritized_target=ours[1] <= 0.05 * torchrl[1],
+        )
     if tianshou[0] is not None:
         summary.update(tianshou_uniform_us=tianshou[0], tianshou_prioritized_us=tianshou[1])
     emit(**summary)

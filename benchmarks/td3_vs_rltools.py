@@ -84,6 +84,7 @@ def thread_env(blas_threads, extra=None):
 # RLtools side: find headers, build, run
 # --------------------------------------------------------------------------------------------
 
+
 def include_from_package_dir(pkg_dir):
     inc = os.path.join(pkg_dir, "external", "rl_tools", "include")
     return inc if os.path.isfile(os.path.join(inc, "rl_tools", "version.h")) else None
@@ -95,7 +96,7 @@ def package_version(pkg_dir):
     try:
         for name in os.listdir(parent):
             if name.startswith("rltools-") and name.endswith(".dist-info"):
-                return name[len("rltools-"):-len(".dist-info")]
+                return name[len("rltools-") : -len(".dist-info")]
     except OSError:
         pass
     return None
@@ -111,8 +112,12 @@ def importable_rltools():
     for location in spec.submodule_search_locations:
         inc = include_from_package_dir(location)
         if inc:
-            return {"include": inc, "source": "importable rltools package", "package_dir": location,
-                    "version": package_version(location)}
+            return {
+                "include": inc,
+                "source": "importable rltools package",
+                "package_dir": location,
+                "version": package_version(location),
+            }
     return None
 
 
@@ -121,20 +126,41 @@ def pinned_rltools(allow_install):
     pkg_dir = os.path.join(target, "rltools")
     inc = include_from_package_dir(pkg_dir)
     if inc is None:
-        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-                   "--target", target, f"rltools=={RLTOOLS_VERSION}"]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+            target,
+            f"rltools=={RLTOOLS_VERSION}",
+        ]
         if not allow_install:
-            raise BenchmarkError("RLtools headers not found. Install them with\n    " + " ".join(command) +
-                                 "\nor `pip install rltools`, or pass --rltools-include DIR.")
+            raise BenchmarkError(
+                "RLtools headers not found. Install them with\n    "
+                + " ".join(command)
+                + "\nor `pip install rltools`, or pass --rltools-include DIR."
+            )
         log("installing rltools", RLTOOLS_VERSION, "into", target)
         shutil.rmtree(target, ignore_errors=True)
         result = subprocess.run(command, capture_output=True, text=True)
         inc = include_from_package_dir(pkg_dir)
         if result.returncode != 0 or inc is None:
-            raise BenchmarkError("pip could not install rltools:\n" + result.stdout[-2000:] + result.stderr[-2000:] +
-                                 "\nInstall it yourself (`pip install rltools`) or pass --rltools-include DIR.")
-    return {"include": inc, "source": f"pip --target cache (rltools=={RLTOOLS_VERSION})", "package_dir": pkg_dir,
-            "version": RLTOOLS_VERSION}
+            raise BenchmarkError(
+                "pip could not install rltools:\n"
+                + result.stdout[-2000:]
+                + result.stderr[-2000:]
+                + "\nInstall it yourself (`pip install rltools`) or pass --rltools-include DIR."
+            )
+    return {
+        "include": inc,
+        "source": f"pip --target cache (rltools=={RLTOOLS_VERSION})",
+        "package_dir": pkg_dir,
+        "version": RLTOOLS_VERSION,
+    }
 
 
 def find_compiler():
@@ -168,8 +194,9 @@ def build(cxx, include, steps):
     if result.returncode != 0:
         text = result.stderr
         if "lopenblas" in text or "cannot find -l" in text:
-            raise BenchmarkError("linking OpenBLAS failed; install it with `apt-get install libopenblas-dev`\n" +
-                                 text[-2000:])
+            raise BenchmarkError(
+                "linking OpenBLAS failed; install it with `apt-get install libopenblas-dev`\n" + text[-2000:]
+            )
         raise BenchmarkError("compiling the RLtools main failed:\n" + text[-4000:])
     os.replace(binary + ".tmp", binary)
     info.update(cached=False, compile_seconds=round(seconds, 2))
@@ -211,20 +238,30 @@ def last_json_line(text):
 
 def run_rltools(binary, seed, args):
     start = time.perf_counter()
-    result = subprocess.run([binary, str(seed)], capture_output=True, text=True, timeout=args.timeout,
-                            env=thread_env(args.blas_threads))
+    result = subprocess.run(
+        [binary, str(seed)], capture_output=True, text=True, timeout=args.timeout, env=thread_env(args.blas_threads)
+    )
     wall = time.perf_counter() - start
     record = last_json_line(result.stdout)
     if result.returncode != 0 or record is None:
-        raise BenchmarkError(f"RLtools run failed (exit {result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
-    return {"run": "rltools", "seed": seed, "steps": record["steps"], "train_seconds": record["train_seconds"],
-            "eval_return": record.get("eval_return"), "command_seconds": round(wall, 3),
-            "backend": record.get("backend")}
+        raise BenchmarkError(
+            f"RLtools run failed (exit {result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        )
+    return {
+        "run": "rltools",
+        "seed": seed,
+        "steps": record["steps"],
+        "train_seconds": record["train_seconds"],
+        "eval_return": record.get("eval_return"),
+        "command_seconds": round(wall, 3),
+        "backend": record.get("backend"),
+    }
 
 
 # --------------------------------------------------------------------------------------------
 # dispatchrl side
 # --------------------------------------------------------------------------------------------
+
 
 def summary_line(error):
     """First line of an error plus the last line of the tool's stderr (the exception, usually)."""
@@ -235,26 +272,47 @@ def summary_line(error):
 
 
 def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO):
-    command = [args.python, "-m", "dispatchrl", "train", "td3", "--env", "pendulum", "--steps", str(args.steps),
-               "--seed", str(seed), "--json"]
+    command = [
+        args.python,
+        "-m",
+        "dispatchrl",
+        "train",
+        "td3",
+        "--env",
+        "pendulum",
+        "--steps",
+        str(args.steps),
+        "--seed",
+        str(seed),
+        "--json",
+    ]
     env = thread_env(args.blas_threads, extra_env)
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     start = time.perf_counter()
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=env, cwd=repo)
     except subprocess.TimeoutExpired:
-        raise BenchmarkError(f"`{' '.join(command[1:])}` timed out after {args.timeout} s")
+        raise BenchmarkError(f"`{' '.join(command[1:])}` timed out after {args.timeout} s") from None
     wall = time.perf_counter() - start
     record = last_json_line(result.stdout)
     if result.returncode != 0 or record is None:
-        raise BenchmarkError(f"`{' '.join(command[1:])}` failed (exit {result.returncode}):\n"
-                             f"{result.stdout[-1500:]}{result.stderr[-2500:]}")
+        raise BenchmarkError(
+            f"`{' '.join(command[1:])}` failed (exit {result.returncode}):\n"
+            f"{result.stdout[-1500:]}{result.stderr[-2500:]}"
+        )
     missing = [k for k in REQUIRED_KEYS if k not in record]
     if missing:
         raise BenchmarkError(f"dispatchrl's JSON line lacks {missing}: {record}")
-    out = {"run": label, "seed": seed, "steps": record["steps"], "train_seconds": record["train_seconds"],
-           "compile_seconds": record["compile_seconds"], "eval_return": record["eval_return"],
-           "command_seconds": round(wall, 3), "device": record["device"]}
+    out = {
+        "run": label,
+        "seed": seed,
+        "steps": record["steps"],
+        "train_seconds": record["train_seconds"],
+        "compile_seconds": record["compile_seconds"],
+        "eval_return": record["eval_return"],
+        "command_seconds": round(wall, 3),
+        "device": record["device"],
+    }
     if record["steps"] != args.steps or record["algo"] != "td3":
         raise BenchmarkError(f"dispatchrl ran something else than td3 for {args.steps} steps: {record}")
     return out
@@ -264,8 +322,12 @@ def cold_run(args):
     """One dispatchrl run with empty staging and Numba caches (a temp dir, removed afterwards)."""
     tmp = tempfile.mkdtemp(prefix="dispatchrl-cold-")
     try:
-        return run_dispatchrl(0, args, {"DISPATCHRL_CACHE_DIR": os.path.join(tmp, "dispatchrl"),
-                                        "NUMBA_CACHE_DIR": os.path.join(tmp, "numba")}, label="dispatchrl-cold")
+        return run_dispatchrl(
+            0,
+            args,
+            {"DISPATCHRL_CACHE_DIR": os.path.join(tmp, "dispatchrl"), "NUMBA_CACHE_DIR": os.path.join(tmp, "numba")},
+            label="dispatchrl-cold",
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -285,11 +347,17 @@ def main(argv=None):
     p.add_argument("--no-install", action="store_true", help="never pip-install rltools; fail with instructions")
     p.add_argument("--blas-threads", type=int, default=1, help="OPENBLAS/OMP/MKL_NUM_THREADS for both (default 1)")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per command (default 600)")
-    p.add_argument("--python", default=sys.executable,
-                   help="interpreter that runs `-m dispatchrl` (default: this one); the repo is put on PYTHONPATH")
-    p.add_argument("--baseline", metavar="DIR",
-                   help="another dispatchrl checkout (e.g. a git worktree of the previous commit) timed in every "
-                        "pair too: before/after of a change in one run (ratio this/baseline)")
+    p.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter that runs `-m dispatchrl` (default: this one); the repo is put on PYTHONPATH",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="another dispatchrl checkout (e.g. a git worktree of the previous commit) timed in every "
+        "pair too: before/after of a change in one run (ratio this/baseline)",
+    )
     args = p.parse_args(argv)
     if args.pairs < 3:
         p.error("--pairs must be at least 3")
@@ -300,9 +368,18 @@ def main(argv=None):
         log(str(e))
         emit({"benchmark": "td3_vs_rltools", "error": "rltools: " + summary_line(e)})
         return 1
-    emit({"run": "rltools-build", "rltools_version": rlt.get("version"), "headers": rlt["source"],
-          "include": rlt["include"], "compile_command": rlt["compile_command"], "compiler": rlt["compiler"],
-          "cached": rlt["cached"], "compile_seconds": rlt["compile_seconds"]})
+    emit(
+        {
+            "run": "rltools-build",
+            "rltools_version": rlt.get("version"),
+            "headers": rlt["source"],
+            "include": rlt["include"],
+            "compile_command": rlt["compile_command"],
+            "compiler": rlt["compiler"],
+            "cached": rlt["cached"],
+            "compile_seconds": rlt["compile_seconds"],
+        }
+    )
 
     dispatchrl_error = None
     cold = None
@@ -366,9 +443,14 @@ def main(argv=None):
 
     ratio = median(ratios) if len(ratios) >= 3 else None
     summary = {
-        "benchmark": "td3_vs_rltools", "env": "pendulum", "algo": "td3", "steps": args.steps,
-        "pairs": len(ratios), "blas_threads": args.blas_threads,
-        "ratio_median": ratio, "ratio_target": RATIO_TARGET,
+        "benchmark": "td3_vs_rltools",
+        "env": "pendulum",
+        "algo": "td3",
+        "steps": args.steps,
+        "pairs": len(ratios),
+        "blas_threads": args.blas_threads,
+        "ratio_median": ratio,
+        "ratio_target": RATIO_TARGET,
         "meets_ratio_target": None if ratio is None else ratio <= RATIO_TARGET,
         "rltools_train_seconds": [r["train_seconds"] for r in rl_runs],
         "rltools_train_seconds_median": median([r["train_seconds"] for r in rl_runs]),
@@ -382,17 +464,23 @@ def main(argv=None):
         "cold_compile_target": COLD_COMPILE_TARGET,
         "meets_cold_compile_target": None if not cold else cold["compile_seconds"] <= COLD_COMPILE_TARGET,
         "warm_command_seconds_median": median([d["command_seconds"] for d in drl_runs]),
-        "rltools_version": rlt.get("version"), "rltools_compile_command": rlt["compile_command"],
+        "rltools_version": rlt.get("version"),
+        "rltools_compile_command": rlt["compile_command"],
     }
     if args.baseline:
-        summary.update(baseline=os.path.abspath(args.baseline), ratio_to_baseline_median=median(baseline_ratios),
-                       ratios_to_baseline=baseline_ratios)
+        summary.update(
+            baseline=os.path.abspath(args.baseline),
+            ratio_to_baseline_median=median(baseline_ratios),
+            ratios_to_baseline=baseline_ratios,
+        )
     if dispatchrl_error and not args.rltools_only:
         summary["dispatchrl_error"] = summary_line(dispatchrl_error)
     emit(summary)
     if ratio is not None:
-        log(f"median training-loop ratio dispatchrl/RLtools = {ratio:.3f} (target <= {RATIO_TARGET}); "
-            f"RLtools {summary['rltools_train_seconds_median']} s, dispatchrl {summary['dispatchrl_train_seconds_median']} s")
+        log(
+            f"median training-loop ratio dispatchrl/RLtools = {ratio:.3f} (target <= {RATIO_TARGET}); "
+            f"RLtools {summary['rltools_train_seconds_median']} s, dispatchrl {summary['dispatchrl_train_seconds_median']} s"
+        )
     return 2 if (dispatchrl_error and not args.rltools_only) else 0
 
 

@@ -45,29 +45,67 @@ def main() -> None:
                 print(json.dumps({"target": target, "skipped": "node not installed"}), flush=True)
                 continue
             run = run_trainer(build_trainer(out, target), target, steps=args.steps, seed=0)
-            print(json.dumps({"target": target, "algo": "td3", "steps": run["steps"],
-                              "train_seconds": run["train_seconds"], "eval_return": run["eval_return"],
-                              "checksum": run["checksum"], "machine": machine}), flush=True)
-        for target, tool in (("aarch64-linux", "qemu-aarch64"), ("armhf-linux", "qemu-arm"),
-                             ("riscv64-linux", "qemu-riscv64"), ("cortex-m7", "qemu-system-arm")):
+            print(
+                json.dumps(
+                    {
+                        "target": target,
+                        "algo": "td3",
+                        "steps": run["steps"],
+                        "train_seconds": run["train_seconds"],
+                        "eval_return": run["eval_return"],
+                        "checksum": run["checksum"],
+                        "machine": machine,
+                    }
+                ),
+                flush=True,
+            )
+        for target, tool in (
+            ("aarch64-linux", "qemu-aarch64"),
+            ("armhf-linux", "qemu-arm"),
+            ("riscv64-linux", "qemu-riscv64"),
+            ("cortex-m7", "qemu-system-arm"),
+        ):
             if not shutil.which(tool):
                 print(json.dumps({"target": target, "skipped": f"{tool} not installed"}), flush=True)
                 continue
             steps = args.emulated_steps
             path = build_trainer(out, target, steps=steps, seed=0)
             run = run_trainer(path, target, steps=None if target == "cortex-m7" else steps, seed=0)
-            print(json.dumps({"target": target, "emulated": True, "algo": "td3", "steps": run["steps"],
-                              "train_seconds": run["train_seconds"], "checksum": run["checksum"],
-                              "machine": machine}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "target": target,
+                        "emulated": True,
+                        "algo": "td3",
+                        "steps": run["steps"],
+                        "train_seconds": run["train_seconds"],
+                        "checksum": run["checksum"],
+                        "machine": machine,
+                    }
+                ),
+                flush=True,
+            )
         for algo in ("td3", "sac"):
             for capacity in (10_000, 5000, 2000, 1000):
                 d = Path(tmp) / f"{algo}-{capacity}"
                 trainer = trainer_source(algo, "pendulum", args.steps, 0, {"replay_capacity": capacity})
                 write_trainer(d, trainer)
                 size = elf_size(build_trainer(d, "cortex-m7", steps=args.steps))
-                print(json.dumps({"target": "cortex-m7", "memory": True, "algo": algo, "steps": args.steps,
-                                  "replay_capacity": capacity, "state_bytes": trainer.state_bytes, **size,
-                                  "fits_1MiB": size["total"] <= 1 << 20}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "target": "cortex-m7",
+                            "memory": True,
+                            "algo": algo,
+                            "steps": args.steps,
+                            "replay_capacity": capacity,
+                            "state_bytes": trainer.state_bytes,
+                            **size,
+                            "fits_1MiB": size["total"] <= 1 << 20,
+                        }
+                    ),
+                    flush=True,
+                )
     if not args.skip_ratio:
         import dispatchrl as drl
         from dispatchrl.algorithms import td3
@@ -76,10 +114,21 @@ def main() -> None:
         for device in (drl.CPU(), drl.C(), drl.CPU(), drl.C()):  # the second pair is timed (compiled, warm)
             result = td3.train(device, "pendulum", td3.Config(total_steps=args.steps), seed=0)
             seconds[type(device).__name__.lower()] = result.train_seconds
-        print(json.dumps({"target": "train --device c / --device cpu", "algo": "td3", "steps": args.steps,
-                          "c_seconds": round(seconds["c"], 3), "cpu_seconds": round(seconds["cpu"], 3),
-                          "ratio": round(seconds["c"] / seconds["cpu"], 2), "goal": 1.3, "machine": machine}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "target": "train --device c / --device cpu",
+                    "algo": "td3",
+                    "steps": args.steps,
+                    "c_seconds": round(seconds["c"], 3),
+                    "cpu_seconds": round(seconds["cpu"], 3),
+                    "ratio": round(seconds["c"] / seconds["cpu"], 2),
+                    "goal": 1.3,
+                    "machine": machine,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

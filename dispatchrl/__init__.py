@@ -8,23 +8,111 @@ Every generic function takes the device first and writes into outputs passed in:
     drl.matmul(dev, a, b, out)
 """
 
+from . import (
+    algorithms,
+    backends,
+    data,
+    envs,
+    export,
+    kernels,
+    nn,
+)
 from .activation import ACTIVATIONS, Activation
+from .algorithms import ppo, sac, td3
 from .arrays import Array, asarray, assign, to_numpy, zeros
-from .devices import C, CPU, CUDA, Device, Generic
+from .devices import CPU, CUDA, C, Device, Generic
 from .dispatch import GENERIC_FUNCTIONS, GenericFunction, generic, invoke
-from .errors import (CheckpointError, ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError,
-                     TrainingDiverged)
-from .staging import Below, Every, Step, compile_step, fuse, launch, when
-from . import backends  # noqa: F401  (compile_step methods of CPU and C; before any kernel is jitted)
-from .kernels.core.api import (adam_step, copy, dense_backward, dense_forward, dense_input_gradient, fill, gelu,
-                               identity, increment, matmul, mse_gradient, mse_loss, nonfinite_flag, polyak_update, relu,
-                               tanh)
+from .envs import AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step, from_gymnasium
+from .errors import CheckpointError, ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError, TrainingDiverged
+from .kernels.core.api import (
+    adam_step,
+    copy,
+    dense_backward,
+    dense_forward,
+    dense_input_gradient,
+    fill,
+    gelu,
+    identity,
+    increment,
+    matmul,
+    mse_gradient,
+    mse_loss,
+    nonfinite_flag,
+    polyak_update,
+    relu,
+    tanh,
+)
 from .kernels.random.api import random_normal, random_uniform, rng
-from . import kernels  # noqa: F401  (registers the Generic, CPU and C methods)
-from . import algorithms, data, export, nn  # noqa: F401,E402
-from .algorithms import ppo, sac, td3  # noqa: F401,E402
-from . import envs  # noqa: F401  (env methods; gymnasium ids dispatchrl/Pendulum-v1, AcrobotContinuous-v1, Ant-v5)
-from .envs import (AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step,
-                   from_gymnasium)
+from .staging import Below, Every, Step, compile_step, fuse, launch, when
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ACTIVATIONS",
+    "CPU",
+    "CUDA",
+    "GENERIC_FUNCTIONS",
+    "AcrobotContinuous",
+    "Activation",
+    "Array",
+    "Below",
+    "C",
+    "CheckpointError",
+    "ConfigError",
+    "DTypeError",
+    "Device",
+    "DeviceError",
+    "DispatchRLError",
+    "Every",
+    "Generic",
+    "GenericFunction",
+    "Pendulum",
+    "ShapeError",
+    "Step",
+    "TrainingDiverged",
+    "__version__",
+    "adam_step",
+    "algorithms",
+    "asarray",
+    "assign",
+    "backends",
+    "compile_step",
+    "copy",
+    "data",
+    "dense_backward",
+    "dense_forward",
+    "dense_input_gradient",
+    "env_reset",
+    "env_reset_done",
+    "env_state",
+    "env_step",
+    "envs",
+    "export",
+    "fill",
+    "from_gymnasium",
+    "fuse",
+    "gelu",
+    "generic",
+    "identity",
+    "increment",
+    "invoke",
+    "kernels",
+    "launch",
+    "matmul",
+    "mse_gradient",
+    "mse_loss",
+    "nn",
+    "nonfinite_flag",
+    "polyak_update",
+    "ppo",
+    "random_normal",
+    "random_uniform",
+    "relu",
+    "rng",
+    "sac",
+    "tanh",
+    "td3",
+    "to_numpy",
+    "when",
+    "zeros",
+]

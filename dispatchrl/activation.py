@@ -5,7 +5,7 @@ import enum
 
 from .errors import ConfigError
 
-__all__ = ["Activation", "ACTIVATIONS"]
+__all__ = ["ACTIVATIONS", "Activation"]
 
 
 class Activation(enum.IntEnum):
@@ -29,8 +29,9 @@ class Activation(enum.IntEnum):
             return value
         if isinstance(value, str) and value in ACTIVATIONS:
             return ACTIVATIONS[value]
-        raise ConfigError(f"{fn}: argument 'activation' must be one of {sorted(ACTIVATIONS)} or an Activation, "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"{fn}: argument 'activation' must be one of {sorted(ACTIVATIONS)} or an Activation, got {value!r}"
+        )
 
 
 #: activation name → member, the names users pass

@@ -10,7 +10,7 @@ from plum import parametric
 from .devices import Device
 from .errors import DeviceError, DTypeError, ShapeError
 
-__all__ = ["Array", "zeros", "asarray", "to_numpy", "assign", "view", "DTYPES"]
+__all__ = ["DTYPES", "Array", "asarray", "assign", "to_numpy", "view", "zeros"]
 
 #: dtypes arrays may hold
 DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_)
@@ -22,8 +22,10 @@ def _dtype_type(dtype, name="dtype"):
     except TypeError:
         raise DTypeError(f"{name}: {dtype!r} is not a dtype") from None
     if t not in DTYPES:
-        raise DTypeError(f"{name}: dtype {np.dtype(t).name} is not supported; expected one of "
-                         + ", ".join(np.dtype(d).name for d in DTYPES))
+        raise DTypeError(
+            f"{name}: dtype {np.dtype(t).name} is not supported; expected one of "
+            + ", ".join(np.dtype(d).name for d in DTYPES)
+        )
     return t
 
 
@@ -134,7 +136,7 @@ def _aligned_copy(host):
     """A C-contiguous copy of ``host`` whose data starts on an ``ALIGNMENT``-byte boundary."""
     raw = np.empty(host.nbytes + ALIGNMENT, dtype=np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
-    out = raw[start:start + host.nbytes].view(host.dtype).reshape(host.shape)
+    out = raw[start : start + host.nbytes].view(host.dtype).reshape(host.shape)
     out[...] = host
     return out
 
@@ -153,7 +155,7 @@ def view(flat, offset, shape):
     size = int(np.prod(shape))
     if flat.ndim != 1 or not 0 <= offset <= flat.size - size:
         raise ShapeError(f"view: elements [{offset}, {offset + size}) do not fit a flat array of {flat.shape}")
-    return Array(flat.device, flat.data[offset:offset + size].reshape(shape))
+    return Array(flat.device, flat.data[offset : offset + size].reshape(shape))
 
 
 def asarray(device, x, dtype=None):

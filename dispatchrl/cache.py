@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["cache_dir", "module_fingerprint", "package_fingerprint", "import_generated"]
+__all__ = ["cache_dir", "import_generated", "module_fingerprint", "package_fingerprint"]
 
 _fingerprints: dict[str, str] = {}
 _usable_cache_dirs: dict[Path, Path] = {}
@@ -30,8 +30,10 @@ def cache_dir() -> Path:
     reason to fail. Processes sharing one directory are safe: every file in it is written under
     a temporary name and renamed into place.
     """
-    root = Path(os.environ.get("DISPATCHRL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dispatchrl"))
+    root = Path(
+        os.environ.get("DISPATCHRL_CACHE_DIR")
+        or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dispatchrl")
+    )
     if root not in _usable_cache_dirs:
         _usable_cache_dirs[root] = _writable_or_temporary(root)
     return _usable_cache_dirs[root]
@@ -47,9 +49,13 @@ def _writable_or_temporary(root: Path) -> Path:
     except OSError as e:
         fallback = Path(tempfile.mkdtemp(prefix="dispatchrl-cache-"))
         atexit.register(shutil.rmtree, fallback, ignore_errors=True)
-        warnings.warn(f"dispatchrl cache directory {root} is not writable ({e.strerror or e}); compiled kernels "
-                      f"are cached in {fallback} for this process only (set DISPATCHRL_CACHE_DIR to a writable "
-                      "directory to keep them)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"dispatchrl cache directory {root} is not writable ({e.strerror or e}); compiled kernels "
+            f"are cached in {fallback} for this process only (set DISPATCHRL_CACHE_DIR to a writable "
+            "directory to keep them)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return fallback
 
 

@@ -23,13 +23,13 @@ through it. Older formats load through :func:`migration` functions.
 """
 
 import dataclasses
-from collections.abc import Callable
 import hashlib
 import json
 import os
 import re
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +37,22 @@ import numpy as np
 from .arrays import Array, assign, to_numpy
 from .errors import CheckpointError
 
-__all__ = ["FORMAT", "VERSION", "named_arrays", "paths", "save", "write", "latest", "load", "load_metadata",
-           "load_arrays", "restore", "migration", "FieldValues", "MIGRATIONS"]
+__all__ = [
+    "FORMAT",
+    "MIGRATIONS",
+    "VERSION",
+    "FieldValues",
+    "latest",
+    "load",
+    "load_arrays",
+    "load_metadata",
+    "migration",
+    "named_arrays",
+    "paths",
+    "restore",
+    "save",
+    "write",
+]
 
 FORMAT = "dispatchrl-checkpoint"
 #: 1: arrays in PATH.npz, metadata in PATH.json; 2: metadata and digest inside the npz; 3: State
@@ -56,6 +70,7 @@ MIGRATIONS: dict[int, Callable[[dict, dict], tuple[dict, dict]]] = {}
 def migration(from_version):
     """Register ``fn(document, arrays) -> (document, arrays)`` turning a checkpoint of
     ``from_version`` into one of ``from_version + 1`` (it must set ``document["version"]``)."""
+
     def register(fn):
         MIGRATIONS[int(from_version)] = fn
         return fn
@@ -85,6 +100,7 @@ def paths(path):
 
 
 # ---------------------------------------------------------------- writing
+
 
 def _digest(metadata, arrays):
     """SHA-256 of the metadata (canonical JSON, digest excluded) and every array's name, dtype,
@@ -159,7 +175,7 @@ def save(path, state, metadata, keep=None, step=None):
         raise CheckpointError(f"save: 'step' must be an int in [0, 10**12) to name a rotated checkpoint, got {step!r}")
     directory = Path(path)
     written = write(directory / f"step-{int(step):012d}", arrays, metadata)
-    for old in _rotated(directory)[:-int(keep)]:
+    for old in _rotated(directory)[: -int(keep)]:
         for stale in paths(old):
             try:
                 stale.unlink()
@@ -178,6 +194,7 @@ def _rotated(directory):
 
 
 # ---------------------------------------------------------------- reading
+
 
 def latest(path):
     """The npz of the newest complete checkpoint at ``path``: ``PATH.npz`` itself, or the newest
@@ -207,8 +224,9 @@ def _read_npz(npz_path):
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint arrays {npz_path} do not exist") from None
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise CheckpointError(f"checkpoint arrays {npz_path} are unreadable (truncated or not an "
-                              f"npz written by dispatchrl): {e}") from None
+        raise CheckpointError(
+            f"checkpoint arrays {npz_path} are unreadable (truncated or not an npz written by dispatchrl): {e}"
+        ) from None
 
 
 def _parse(text, where):
@@ -239,8 +257,9 @@ def load(path):
             raise CheckpointError(f"checkpoint metadata {json_path} does not exist") from None
     version = document.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version > VERSION or version < 1:
-        raise CheckpointError(f"{npz_path} has checkpoint version {version!r}, this dispatchrl reads versions "
-                              f"1 to {VERSION}")
+        raise CheckpointError(
+            f"{npz_path} has checkpoint version {version!r}, this dispatchrl reads versions 1 to {VERSION}"
+        )
     if version >= 2 and document.get("digest") != _digest(document, arrays):
         raise CheckpointError(f"{npz_path}: contents do not match the checkpoint's digest (edited or corrupted)")
     while version < VERSION:
@@ -271,6 +290,7 @@ def load_arrays(path):
 
 
 # ---------------------------------------------------------------- restoring
+
 
 class FieldValues:
     """The checkpoint's values for the fields of one struct of the state, handed to its
@@ -330,15 +350,18 @@ def restore(state, arrays, source="checkpoint", context=None):
     for name, arr in leaves.items():
         value = arrays[name]
         if value.shape != arr.shape or value.dtype != arr.dtype:
-            raise CheckpointError(f"{source}: '{name}' has shape {value.shape} {value.dtype}, "
-                                  f"expected {arr.shape} {arr.dtype.name}")
+            raise CheckpointError(
+                f"{source}: '{name}' has shape {value.shape} {value.dtype}, expected {arr.shape} {arr.dtype.name}"
+            )
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise CheckpointError(f"{source}: '{name}' holds NaN or inf")
         if value.dtype.kind == "i" and np.any(value < 0):
             # every integer leaf is a count, a step or an index: a negative one would index
             # before a buffer or run a loop backwards
-            raise CheckpointError(f"{source}: '{name}' = {int(value.min())} is outside its allowed range "
-                                  f"[0, {np.iinfo(value.dtype).max}] (counts and indices are never negative)")
+            raise CheckpointError(
+                f"{source}: '{name}' = {int(value.min())} is outside its allowed range "
+                f"[0, {np.iinfo(value.dtype).max}] (counts and indices are never negative)"
+            )
     arrays = {name: arrays[name] for name in leaves}
     for prefix, owner in _owners(state):
         owner.validate_checkpoint(FieldValues(arrays, prefix, source), dict(context or {}))

@@ -38,20 +38,36 @@ def demo(args: argparse.Namespace) -> None:
         buffers = nn.mlp_buffers(device, net, args.batch)
         loss = drl.zeros(device, 1)
         start = time.perf_counter()
-        step = drl.fuse(device, nn.mlp_train_step, net, buffers, drl.asarray(device, x, np.float32),
-                        drl.asarray(device, y, np.float32), loss)
+        step = drl.fuse(
+            device,
+            nn.mlp_train_step,
+            net,
+            buffers,
+            drl.asarray(device, x, np.float32),
+            drl.asarray(device, y, np.float32),
+            loss,
+        )
         step(1)
         first = float(drl.to_numpy(loss)[0])
         build = time.perf_counter() - start
         start = time.perf_counter()
         step(args.steps - 1)
         seconds = time.perf_counter() - start
-        record = {"device": repr(device), "steps": args.steps, "first_loss": round(first, 4),
-                  "final_loss": round(float(drl.to_numpy(loss)[0]), 5), "build_seconds": round(build, 3),
-                  "microseconds_per_step": round(seconds / max(args.steps - 1, 1) * 1e6, 2)}
-        print(json.dumps(record) if args.json else
-              f"{record['device']:>10}: loss {first:.4f} -> {record['final_loss']:.5f} in {args.steps} fused "
-              f"steps, {record['microseconds_per_step']:.1f} µs/step (built in {build:.2f} s)", flush=True)
+        record = {
+            "device": repr(device),
+            "steps": args.steps,
+            "first_loss": round(first, 4),
+            "final_loss": round(float(drl.to_numpy(loss)[0]), 5),
+            "build_seconds": round(build, 3),
+            "microseconds_per_step": round(seconds / max(args.steps - 1, 1) * 1e6, 2),
+        }
+        print(
+            json.dumps(record)
+            if args.json
+            else f"{record['device']:>10}: loss {first:.4f} -> {record['final_loss']:.5f} in {args.steps} fused "
+            f"steps, {record['microseconds_per_step']:.1f} µs/step (built in {build:.2f} s)",
+            flush=True,
+        )
 
 
 def _parse_overrides(config: Any, pairs: list[str]) -> Any:
@@ -74,6 +90,7 @@ def _parse_overrides(config: Any, pairs: list[str]) -> Any:
 
 def strict_json(value: Any) -> str:
     """One line of strict JSON (RFC 8259: no NaN or Infinity): non-finite numbers become null."""
+
     def clean(v: Any) -> Any:
         if isinstance(v, dict):
             return {k: clean(x) for k, x in v.items()}
@@ -107,30 +124,42 @@ def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
         config.validate()
         return algo, env, config, 0 if args.seed is None else args.seed
     meta = checkpoint.load_metadata(args.resume)
-    for what, given, saved in (("algorithm", args.algo, meta.get("algo")), ("--env", args.env, meta.get("env")),
-                               ("--seed", args.seed, meta.get("seed"))):
+    for what, given, saved in (
+        ("algorithm", args.algo, meta.get("algo")),
+        ("--env", args.env, meta.get("env")),
+        ("--seed", args.seed, meta.get("seed")),
+    ):
         if given is not None and given != saved:  # these name the run: --override cannot change them
-            raise ConfigError(f"--resume {args.resume}: {what} is {given!r} but the checkpoint's run has {saved!r}; "
-                              f"leave it out to continue that run")
+            raise ConfigError(
+                f"--resume {args.resume}: {what} is {given!r} but the checkpoint's run has {saved!r}; "
+                f"leave it out to continue that run"
+            )
     saved_config = config_from_metadata(algo, meta, args.resume)
     wanted = _parse_overrides(saved_config, args.set or [])
     if args.num_envs is not None:
         wanted = dataclasses.replace(wanted, num_envs=args.num_envs)
     if args.steps is not None:
         if args.steps < saved_config.total_steps:
-            raise ConfigError(f"--resume {args.resume}: --steps {args.steps} is below the checkpoint's budget "
-                              f"total_steps={saved_config.total_steps}; the step budget may only be raised")
+            raise ConfigError(
+                f"--resume {args.resume}: --steps {args.steps} is below the checkpoint's budget "
+                f"total_steps={saved_config.total_steps}; the step budget may only be raised"
+            )
         wanted = dataclasses.replace(wanted, total_steps=args.steps)
     for field in dataclasses.fields(saved_config):
         before, after = getattr(saved_config, field.name), getattr(wanted, field.name)
         if field.name == "total_steps" or before == after:
             continue
         if not args.override:
-            raise ConfigError(f"--resume {args.resume}: {field.name}={after!r} contradicts the checkpoint's "
-                              f"{field.name}={before!r}; leave it out to continue the run as it was, or pass "
-                              f"--override to change it on purpose")
-        print(f"dispatchrl: warning: --override: {field.name} changed from {before!r} (checkpoint) to {after!r}; "
-              f"the resumed run no longer continues the original bit for bit", file=sys.stderr)
+            raise ConfigError(
+                f"--resume {args.resume}: {field.name}={after!r} contradicts the checkpoint's "
+                f"{field.name}={before!r}; leave it out to continue the run as it was, or pass "
+                f"--override to change it on purpose"
+            )
+        print(
+            f"dispatchrl: warning: --override: {field.name} changed from {before!r} (checkpoint) to {after!r}; "
+            f"the resumed run no longer continues the original bit for bit",
+            file=sys.stderr,
+        )
     wanted.validate()
     return algo, meta["env"], wanted, int(meta["seed"])
 
@@ -171,13 +200,20 @@ def train(args: argparse.Namespace) -> dict:
     if args.save:
         _check_writable(args.save, directory=args.save_every is not None)
     device = device_from_name(args.device)
-    periodic = (PeriodicCheckpoint(args.save, args.save_every, args.keep or 3)
-                if args.save_every is not None else None)
+    periodic = PeriodicCheckpoint(args.save, args.save_every, args.keep or 3) if args.save_every is not None else None
     stop = StopOnRequest(periodic, save=(lambda run: run.save(args.save)[0]) if args.save and not periodic else None)
     previous = signal.signal(signal.SIGINT, _second_interrupt_raises(stop))
     try:
-        result = train(algo, device, env, config, seed=seed, progress=None if not args.json else False,
-                       resume=args.resume, hooks=tuple(h for h in (periodic, stop) if h is not None))
+        result = train(
+            algo,
+            device,
+            env,
+            config,
+            seed=seed,
+            progress=None if not args.json else False,
+            resume=args.resume,
+            hooks=tuple(h for h in (periodic, stop) if h is not None),
+        )
     finally:
         signal.signal(signal.SIGINT, previous)
     if args.save and periodic is None:
@@ -185,16 +221,26 @@ def train(args: argparse.Namespace) -> dict:
     saved = str(periodic.path) if periodic is not None else args.save
     skip_eval = args.no_eval or result.spec.eval_id is None  # a native env with no gymnasium id
     eval_return, eval_returns = (None, []) if skip_eval else evaluate(result.policy, result.spec.eval_id)
-    summary = {"status": "ok", **result.summary(),
-               "eval_return": None if eval_return is None else round(eval_return, 3),
-               "eval_returns": [round(r, 3) for r in eval_returns], "saved": saved}
+    summary = {
+        "status": "ok",
+        **result.summary(),
+        "eval_return": None if eval_return is None else round(eval_return, 3),
+        "eval_returns": [round(r, 3) for r in eval_returns],
+        "saved": saved,
+    }
     if args.json:
         print(strict_json(summary))
     else:
-        print(f"{summary['algo']} on {summary['env']} ({summary['device']}): {summary['steps']} steps in "
-              f"{summary['train_seconds']:.2f} s (+{summary['compile_seconds']:.2f} s compile)"
-              + ("" if eval_return is None else f", evaluation return {eval_return:.1f} over {len(eval_returns)} episodes")
-              + (f"; saved {saved}" if saved else ""))
+        print(
+            f"{summary['algo']} on {summary['env']} ({summary['device']}): {summary['steps']} steps in "
+            f"{summary['train_seconds']:.2f} s (+{summary['compile_seconds']:.2f} s compile)"
+            + (
+                ""
+                if eval_return is None
+                else f", evaluation return {eval_return:.1f} over {len(eval_returns)} episodes"
+            )
+            + (f"; saved {saved}" if saved else "")
+        )
     return summary
 
 
@@ -207,12 +253,16 @@ def _config_error(message: str) -> Exception:
 def _second_interrupt_raises(stop: Any) -> Any:
     """SIGINT handler: the first asks the run to stop (and save) at the next chunk boundary,
     a second one interrupts at once."""
+
     def handler(signum: int, frame: Any) -> None:
         if stop.requested:
             raise KeyboardInterrupt
         stop.request()
-        print("\ndispatchrl: interrupted: stopping at the next step boundary (Ctrl-C again to abort without "
-              "saving)", file=sys.stderr, flush=True)
+        print(
+            "\ndispatchrl: interrupted: stopping at the next step boundary (Ctrl-C again to abort without saving)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return handler
 
@@ -234,17 +284,29 @@ def evaluate(args: argparse.Namespace) -> dict:
     def policy(obs: np.ndarray) -> np.ndarray:
         action = deterministic(obs)
         if not np.all(np.isfinite(action)):
-            raise CheckpointError(f"checkpoint {args.checkpoint}: its policy outputs NaN or inf actions (for "
-                                  f"observation {np.asarray(obs).tolist()}): the weights diverged; evaluate an earlier "
-                                  "checkpoint")
+            raise CheckpointError(
+                f"checkpoint {args.checkpoint}: its policy outputs NaN or inf actions (for "
+                f"observation {np.asarray(obs).tolist()}): the weights diverged; evaluate an earlier "
+                "checkpoint"
+            )
         return action
 
-    seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else EVAL_SEEDS[:args.episodes]
+    seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else EVAL_SEEDS[: args.episodes]
     mean, returns = evaluate_policy(policy, spec.eval_id, seeds)
-    summary = {"status": "ok", "algo": name, "env": spec.name, "checkpoint": str(args.checkpoint),
-               "episodes": len(returns), "eval_return": round(mean, 3), "eval_returns": [round(r, 3) for r in returns]}
-    print(strict_json(summary) if args.json else
-          f"{name} on {spec.name}: mean return {mean:.1f} over {len(returns)} episodes")
+    summary = {
+        "status": "ok",
+        "algo": name,
+        "env": spec.name,
+        "checkpoint": str(args.checkpoint),
+        "episodes": len(returns),
+        "eval_return": round(mean, 3),
+        "eval_returns": [round(r, 3) for r in returns],
+    }
+    print(
+        strict_json(summary)
+        if args.json
+        else f"{name} on {spec.name}: mean return {mean:.1f} over {len(returns)} episodes"
+    )
     return summary
 
 
@@ -267,12 +329,20 @@ def export_trainer(args: argparse.Namespace) -> dict:
 
     algo = ALGORITHMS[args.algo]
     base = dataclasses.replace(algo.config_for(args.env), total_steps=args.steps)
-    overrides = {k: v for k, v in dataclasses.asdict(_parse_overrides(base, args.set or [])).items()
-                 if k != "total_steps" and v != getattr(base, k)}
+    overrides = {
+        k: v
+        for k, v in dataclasses.asdict(_parse_overrides(base, args.set or [])).items()
+        if k != "total_steps" and v != getattr(base, k)
+    }
     trainer = trainer_source(args.algo, args.env, args.steps, args.seed, overrides)
     written = {k: str(v) for k, v in write_trainer(args.out, trainer).items()}
-    summary: dict = {"algo": args.algo, "env": args.env, "out": args.out, "state_bytes": trainer.state_bytes,
-                     "files": written}
+    summary: dict = {
+        "algo": args.algo,
+        "env": args.env,
+        "out": args.out,
+        "state_bytes": trainer.state_bytes,
+        "files": written,
+    }
     if args.target:
         path = build_trainer(args.out, args.target, steps=args.steps, seed=args.seed)
         summary["build"] = str(path)
@@ -293,23 +363,39 @@ def main(argv: list[str] | None = None) -> int:
 
     p = commands.add_parser("train", help="train an agent, evaluate it, optionally save a checkpoint")
     p.add_argument("algo", choices=sorted(ALGORITHMS))
-    p.add_argument("--env", default=None,
-                   help="pendulum (default), acrobot, ant, any gymnasium id, or module:NativeEnvClass")
-    p.add_argument("--steps", type=int, default=None, help="total environment steps (default: the config's; PPO: the env's own config)")
+    p.add_argument(
+        "--env", default=None, help="pendulum (default), acrobot, ant, any gymnasium id, or module:NativeEnvClass"
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="total environment steps (default: the config's; PPO: the env's own config)",
+    )
     p.add_argument("--seed", type=int, default=None, help="default 0 (with --resume: the checkpoint's)")
     p.add_argument("--device", default="cpu", help="cpu, generic, cuda or c")
     p.add_argument("--num-envs", type=int, default=None)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (JSON value)")
     p.add_argument("--save", metavar="PATH", help="write the full training state (PATH.npz + PATH.json)")
-    p.add_argument("--save-every", type=int, default=None, metavar="N",
-                   help="also checkpoint every N steps: PATH becomes a directory of step-*.npz")
-    p.add_argument("--keep", type=int, default=None, metavar="K",
-                   help="with --save-every: keep the newest K (default 3)")
-    p.add_argument("--resume", metavar="PATH",
-                   help="continue the run of a checkpoint (file or --save-every directory: its newest complete one) "
-                        "with its algorithm, env and config; only --steps may raise the budget")
-    p.add_argument("--override", action="store_true",
-                   help="with --resume: let --set/--num-envs change the checkpoint's config")
+    p.add_argument(
+        "--save-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also checkpoint every N steps: PATH becomes a directory of step-*.npz",
+    )
+    p.add_argument(
+        "--keep", type=int, default=None, metavar="K", help="with --save-every: keep the newest K (default 3)"
+    )
+    p.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue the run of a checkpoint (file or --save-every directory: its newest complete one) "
+        "with its algorithm, env and config; only --steps may raise the budget",
+    )
+    p.add_argument(
+        "--override", action="store_true", help="with --resume: let --set/--num-envs change the checkpoint's config"
+    )
     p.add_argument("--no-eval", action="store_true", help="skip the 10 evaluation episodes")
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
     p.set_defaults(run=train)
@@ -324,22 +410,29 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("export", help="write a checkpoint's policy as dependency-free C (policy.h, policy.c)")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--target", default=None,
-                   help="also build for host, aarch64-linux, armhf-linux, riscv64-linux or cortex-m4")
+    p.add_argument(
+        "--target", default=None, help="also build for host, aarch64-linux, armhf-linux, riscv64-linux or cortex-m4"
+    )
     p.add_argument("--name", default="policy")
     p.set_defaults(run=export)
 
-    p = commands.add_parser("export-trainer",
-                            help="write a whole training run as dependency-free C99 (trainer.h, trainer.c, main.c)")
+    p = commands.add_parser(
+        "export-trainer", help="write a whole training run as dependency-free C99 (trainer.h, trainer.c, main.c)"
+    )
     p.add_argument("algo", choices=sorted(ALGORITHMS))
     p.add_argument("--env", default="pendulum", help="pendulum, acrobot (a native env)")
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=10_000, help="total_steps of the config (replay capacity by default)")
     p.add_argument("--seed", type=int, default=0, help="main's default seed")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (JSON value)")
-    p.add_argument("--target", default=None,
-                   help="also build for host, aarch64-linux, armhf-linux, riscv64-linux, cortex-m7 or wasm32-wasi")
-    p.add_argument("--run", dest="run_built", action="store_true", help="run the build (under qemu or node for other targets)")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="also build for host, aarch64-linux, armhf-linux, riscv64-linux, cortex-m7 or wasm32-wasi",
+    )
+    p.add_argument(
+        "--run", dest="run_built", action="store_true", help="run the build (under qemu or node for other targets)"
+    )
     p.set_defaults(run=export_trainer)
 
     p = commands.add_parser("demo", help="train one small MLP, written once, fused on every available device")
@@ -356,14 +449,30 @@ def main(argv: list[str] | None = None) -> int:
         args.run(args)
     except TrainingDiverged as error:
         if getattr(args, "json", False):
-            print(strict_json({"status": "diverged", "quantity": error.quantity, "first_step": error.first_step,
-                               "last_step": error.last_step, "error": str(error)}))
+            print(
+                strict_json(
+                    {
+                        "status": "diverged",
+                        "quantity": error.quantity,
+                        "first_step": error.first_step,
+                        "last_step": error.last_step,
+                        "error": str(error),
+                    }
+                )
+            )
         print(f"dispatchrl: error: TrainingDiverged: {error}", file=sys.stderr)  # ends with the hint
         return 3
     except StopRequested as stopped:
         if getattr(args, "json", False):
-            print(strict_json({"status": "interrupted", "steps": stopped.steps,
-                               "saved": None if stopped.saved is None else str(stopped.saved)}))
+            print(
+                strict_json(
+                    {
+                        "status": "interrupted",
+                        "steps": stopped.steps,
+                        "saved": None if stopped.saved is None else str(stopped.saved),
+                    }
+                )
+            )
         resume = f"; continue with --resume {args.save}" if stopped.saved is not None else ""
         print(f"dispatchrl: interrupted: {stopped}{resume}", file=sys.stderr)
         return 130

@@ -30,10 +30,10 @@ import plum
 from .arrays import Array
 from .errors import ConfigError, DeviceError, ShapeError
 
-__all__ = ["generic", "GenericFunction", "GENERIC_FUNCTIONS", "check_aliasing", "invoke"]
+__all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", "invoke"]
 
 #: every public generic function, in declaration order (tests check each stays cache-friendly)
-GENERIC_FUNCTIONS = []
+GENERIC_FUNCTIONS: list = []
 
 
 class GenericFunction:
@@ -73,7 +73,7 @@ class GenericFunction:
         """The plum method that ``self(*args)`` would run (after validation)."""
         args = self.declaration(*args)
         check_aliasing(self, args)
-        return self.function._resolve_method_with_cache(args=args)[0]
+        return self.function.resolve_method(args)[0]
 
     def __call__(self, *args, **kwargs):
         args = self.declaration(*args, **kwargs)
@@ -111,8 +111,9 @@ def invoke(fn: "GenericFunction", device_type: type) -> "Callable[..., object]":
         try:
             method = fn.function.invoke(device_type, *(type(a) for a in args[1:]))
         except plum.NotFoundLookupError:
-            raise DeviceError(f"invoke: {fn.__name__} has no method for {device_type.__name__} and these "
-                              "arguments") from None
+            raise DeviceError(
+                f"invoke: {fn.__name__} has no method for {device_type.__name__} and these arguments"
+            ) from None
         return method(*args)
 
     call.__name__ = f"{fn.__name__}_as_{device_type.__name__}"
@@ -122,6 +123,7 @@ def invoke(fn: "GenericFunction", device_type: type) -> "Callable[..., object]":
 def generic(declaration=None, *, outputs=None, inplace=(), may_alias=None):
     """Declare a generic function; the decorated body validates and returns the argument tuple.
     Bare ``@generic`` or ``@generic(outputs=..., inplace=..., may_alias=...)`` (see the module)."""
+
     def decorate(declaration):
         fn = GenericFunction(declaration, outputs, inplace, may_alias)
         GENERIC_FUNCTIONS.append(fn)
@@ -135,8 +137,9 @@ def generic(declaration=None, *, outputs=None, inplace=(), may_alias=None):
 # isinstance on plum's parametric types, caches per type and per Array, and finds overlaps by
 # sorting extents instead of comparing every pair.
 
-_array_types, _plain_types = set(), {str, bytes, int, float, bool, type(None)}
-_struct_fields_cache = {}
+_array_types: set[type] = set()
+_plain_types = {str, bytes, int, float, bool, type(None)}
+_struct_fields_cache: dict = {}
 
 
 def _is_array(value):
@@ -185,7 +188,8 @@ def _collect(fn, name, value, out, depth=0):
         written = fn._written_leaf.get(name)
         if written is None:
             written = fn._written_leaf[name] = fn._written is None or any(
-                name == w or name.startswith(w + ".") for w in fn._written)
+                name == w or name.startswith(w + ".") for w in fn._written
+            )
         out.append((*_extent(value), name, written))
     elif type(value) in _plain_types or isinstance(value, (np.generic, type)) or depth > 4:
         return
@@ -240,7 +244,8 @@ def check_aliasing(fn, args):
             raise ShapeError(
                 f"{fn.__name__}: argument '{name}' (written) overlaps argument '{other}' in memory; "
                 "pass separate arrays"
-                + (f" ('{name}' may only be the very same array as {', '.join(map(repr, exact))})" if exact else ""))
+                + (f" ('{name}' may only be the very same array as {', '.join(map(repr, exact))})" if exact else "")
+            )
 
 
 def _allowed(fn, a, b):

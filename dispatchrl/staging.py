@@ -12,11 +12,13 @@ only the Generic one, a prepared loop of calls with the arrays already unwrapped
 calls that devices compiling only some kernels share.
 """
 
+import contextlib
 import contextvars
 import functools
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import plum
@@ -25,17 +27,32 @@ from .arrays import Array
 from .devices import Generic
 from .errors import ConfigError, DeviceError
 
-__all__ = ["launch", "fuse", "when", "Every", "Below", "Branch", "Step", "Program", "compile_step", "kernel_calls",
-           "python_program", "segments", "segmented_program", "raw"]
+__all__ = [
+    "Below",
+    "Branch",
+    "Every",
+    "Program",
+    "Step",
+    "compile_step",
+    "fuse",
+    "kernel_calls",
+    "launch",
+    "python_program",
+    "raw",
+    "segmented_program",
+    "segments",
+    "trace",
+    "when",
+]
 
 #: a compiled or prepared step: ``run(n)`` runs it n times
 Program = Callable[[int], None]
 
-_recording = contextvars.ContextVar("dispatchrl_recording", default=None)
+_recording: contextvars.ContextVar[list | None] = contextvars.ContextVar("dispatchrl_recording", default=None)
 _dispatch = plum.Dispatcher()
 
 
-def raw(x: object) -> object:
+def raw(x: object) -> Any:
     """The device buffer of an Array; anything else unchanged."""
     return x.data if isinstance(x, Array) else x
 
@@ -142,6 +159,18 @@ class Step:
         return f"<Step on {self.device!r}: {len(self.kernel_calls)} kernel calls>"
 
 
+@contextlib.contextmanager
+def trace(calls: list) -> Iterator[list]:
+    """Record instead of run: inside ``with trace(calls):`` every :func:`launch` appends its
+    (kernel, args) to ``calls`` and :func:`when` records a :class:`Branch`. :func:`fuse` traces
+    this way; the exported C trainer records its programs with it too."""
+    token = _recording.set(calls)
+    try:
+        yield calls
+    finally:
+        _recording.reset(token)
+
+
 def fuse(device, fn, *args, **kwargs):
     """Trace ``fn(device, *args, **kwargs)`` once and compile it into a :class:`Step`.
 
@@ -149,12 +178,9 @@ def fuse(device, fn, *args, **kwargs):
     with data-dependent control flow expressed by :func:`when`; nothing executes while tracing,
     so it must not read array values.
     """
-    calls = []
-    token = _recording.set(calls)
-    try:
+    calls: list = []
+    with trace(calls):
         fn(device, *args, **kwargs)
-    finally:
-        _recording.reset(token)
     start = time.perf_counter()
     try:
         method = compile_step.invoke(type(device), list)
@@ -163,7 +189,8 @@ def fuse(device, fn, *args, **kwargs):
             f"fuse: {device!r} has no compile_step method, so its traced steps cannot run; add one, e.g. "
             f"@dispatchrl.compile_step.dispatch def compile_step(device: {type(device).__name__}, calls: list) "
             "-> Program: return dispatchrl.staging.python_program(calls)  (each kernel called from Python), "
-            "or derive the device from CPU/Generic to inherit theirs") from None
+            "or derive the device from CPU/Generic to inherit theirs"
+        ) from None
     run = method(device, calls)
     return Step(device, run, calls, time.perf_counter() - start)
 
@@ -190,7 +217,7 @@ def python_program(calls: list) -> Program:
                 then, otherwise = prepare(node.then), prepare(node.otherwise)
 
                 def op(counter=counter, holds=holds, then=then, otherwise=otherwise):
-                    for inner in (then if holds(int(counter[0])) else otherwise):
+                    for inner in then if holds(int(counter[0])) else otherwise:
                         inner()
 
                 ops.append(op)
@@ -229,8 +256,12 @@ def segments(nodes: list, compiles: Callable[[object], bool]) -> Iterator[tuple[
             yield key, group
 
 
-def segmented_program(nodes: list, compiles: Callable[[object], bool], compile_run: Callable[[list], Program],
-                      host_run: Callable[[list], Program]) -> Program:
+def segmented_program(
+    nodes: list,
+    compiles: Callable[[object], bool],
+    compile_run: Callable[[list], Program],
+    host_run: Callable[[list], Program],
+) -> Program:
     """One ``compile_run(nodes)`` program if ``compiles`` accepts every node; otherwise a host loop
     over the :func:`segments`: compiled runs by ``compile_run``, host calls by ``host_run``, and
     a branch that cannot compile whole tested on the host each time round, its sides split in
@@ -244,8 +275,7 @@ def segmented_program(nodes: list, compiles: Callable[[object], bool], compile_r
         elif key == "host":
             parts.append(host_run(group))
         else:
-            parts.append(_host_branch(group[0], lambda side: segmented_program(side, compiles, compile_run,
-                                                                                host_run)))
+            parts.append(_host_branch(group[0], lambda side: segmented_program(side, compiles, compile_run, host_run)))
 
     def run(n):
         for _ in range(n):
@@ -268,4 +298,3 @@ def _host_branch(node: Branch, program: Callable[[list], Program]) -> Program:
                 side(1)
 
     return run
-

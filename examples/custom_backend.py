@@ -18,7 +18,7 @@ import numpy as np
 import dispatchrl as drl
 from dispatchrl import nn
 
-__all__ = ["Counting", "Tiny", "CALLS", "train_mlp", "tiny_step"]
+__all__ = ["CALLS", "Counting", "Tiny", "tiny_step", "train_mlp"]
 
 
 class Counting(drl.CPU):
@@ -31,8 +31,8 @@ CALLS = drl.zeros(drl.CPU(), 1, np.int64)
 
 @drl.dense_forward.dispatch
 def dense_forward(device: Counting, x, W, b, pre, out, activation):
-    drl.increment(drl.CPU(), CALLS)                                 # a CPU kernel: fuses
-    drl.dense_forward(drl.CPU(), x, W, b, pre, out, activation)     # the parent's method
+    drl.increment(drl.CPU(), CALLS)  # a CPU kernel: fuses
+    drl.dense_forward(drl.CPU(), x, W, b, pre, out, activation)  # the parent's method
     # the same without making the parent device: drl.invoke(drl.dense_forward, drl.CPU)(device, ...)
 
 
@@ -44,8 +44,7 @@ def train_mlp(device, steps=20):
     net = nn.mlp(device, (4, 32, 32, 1), activation="tanh", seed=0)
     buffers = nn.mlp_buffers(device, net, batch=32)
     loss = drl.zeros(device, 1)
-    step = drl.fuse(device, nn.mlp_train_step, net, buffers, drl.asarray(device, x),
-                    drl.asarray(device, y), loss)
+    step = drl.fuse(device, nn.mlp_train_step, net, buffers, drl.asarray(device, x), drl.asarray(device, y), loss)
     step(steps)
     return drl.to_numpy(loss)[0], drl.to_numpy(net.weights[0].value), step
 
@@ -86,8 +85,10 @@ def tiny_step(device, x, w, hidden, out):
 if __name__ == "__main__":
     loss_counting, w_counting, step = train_mlp(Counting())
     loss_cpu, w_cpu, _ = train_mlp(drl.CPU())
-    print(f"Counting device: loss {loss_counting:.6f}, {drl.to_numpy(CALLS)[0]} dense_forward calls, "
-          f"{len(step.kernel_calls)} kernels in one compiled loop: {not hasattr(step._run, 'segments')}")
+    print(
+        f"Counting device: loss {loss_counting:.6f}, {drl.to_numpy(CALLS)[0]} dense_forward calls, "
+        f"{len(step.kernel_calls)} kernels in one compiled loop: {not hasattr(step._run, 'segments')}"
+    )
     print(f"CPU device:      loss {loss_cpu:.6f}")
     assert drl.to_numpy(CALLS)[0] == 20 * 3, CALLS
     np.testing.assert_array_equal(w_counting, w_cpu)

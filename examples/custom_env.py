@@ -20,7 +20,7 @@ from numba import njit
 import dispatchrl as drl
 from dispatchrl.kernels.random.cpu import uniform01
 
-__all__ = ["PointReacher", "ENV_ID", "main"]
+__all__ = ["ENV_ID", "PointReacher", "main"]
 
 ENV_ID = "examples/PointReacher-v0"
 STEP = 0.1  # largest move per step along each axis
@@ -31,9 +31,9 @@ class PointReacher(drl.envs.NativeEnv):
     num_envs: int = 1
     max_episode_steps: int = 50
 
-    observation_dim = 4       # x, y, goal x, goal y
+    observation_dim = 4  # x, y, goal x, goal y
     action_dim = 2
-    physics_dim = 4           # the float64 state: x, y, goal x, goal y
+    physics_dim = 4  # the float64 state: x, y, goal x, goal y
     action_low = np.full(2, -1.0, np.float32)
     action_high = np.full(2, 1.0, np.float32)
     observation_high = np.full(4, 1.0, np.float32)
@@ -78,8 +78,18 @@ def _state(state):
 
 @drl.env_step.dispatch
 def env_step(device: drl.CPU, env: PointReacher, state, action):
-    drl.launch(device, reacher_step, state.physics, state.steps, action, state.obs, state.reward,
-               state.terminated, state.truncated, env.max_episode_steps)
+    drl.launch(
+        device,
+        reacher_step,
+        state.physics,
+        state.steps,
+        action,
+        state.obs,
+        state.reward,
+        state.terminated,
+        state.truncated,
+        env.max_episode_steps,
+    )
 
 
 @drl.env_reset.dispatch
@@ -97,12 +107,13 @@ drl.envs.register_native_env(ENV_ID, PointReacher())
 
 
 def main(steps: int = 10_000, seed: int = 0) -> float:
-    result = drl.td3.train(drl.CPU(), PointReacher(), drl.td3.Config(total_steps=steps), seed=seed,
-                           progress=False)
+    result = drl.td3.train(drl.CPU(), PointReacher(), drl.td3.Config(total_steps=steps), seed=seed, progress=False)
     step = result.steps
     mean, _ = drl.algorithms.evaluate(result.policy, ENV_ID)
-    print(f"trained TD3 on PointReacher for {step} steps in {result.train_seconds:.2f} s; "
-          f"evaluation return {mean:.1f} (a random policy: about -50)")
+    print(
+        f"trained TD3 on PointReacher for {step} steps in {result.train_seconds:.2f} s; "
+        f"evaluation return {mean:.1f} (a random policy: about -50)"
+    )
     return mean
 
 

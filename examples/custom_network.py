@@ -18,7 +18,7 @@ from numba import njit
 import dispatchrl as drl
 from dispatchrl import nn
 
-__all__ = ["ResidualMLP", "ResidualBuffers", "residual_mlp", "main"]
+__all__ = ["ResidualBuffers", "ResidualMLP", "main", "residual_mlp"]
 
 
 @dataclass
@@ -31,7 +31,7 @@ class ResidualMLP(nn.MLP):
 
 @dataclass
 class ResidualBuffers(nn.MLPBuffers):
-    skip: list = None   # per layer: the block output h + f(h) (None where the layer has no skip)
+    skip: list = None  # per layer: the block output h + f(h) (None where the layer has no skip)
 
 
 def residual_mlp(device, sizes, activation="relu", output_activation="identity", seed=0, trainable=True):
@@ -71,20 +71,33 @@ def forward(device: drl.Generic, net: ResidualMLP, buffers: ResidualBuffers, x) 
 
 
 @nn.backward.dispatch
-def backward(device: drl.Generic, net: ResidualMLP, buffers: ResidualBuffers, x, d_output, parameters,
-             input_gradient) -> None:
+def backward(
+    device: drl.Generic, net: ResidualMLP, buffers: ResidualBuffers, x, d_output, parameters, input_gradient
+) -> None:
     d_out = d_output
     for i in reversed(range(len(net.weights))):
         w, b = net.weights[i], net.biases[i]
         d_x = None if i == 0 and (input_gradient is False or buffers.d_in[0] is None) else buffers.d_in[i]
         if parameters:
-            drl.dense_backward(device, _layer_input(net, buffers, x, i), w.value, buffers.pre[i], buffers.out[i],
-                               d_out, buffers.d_pre[i], w.grad, b.grad, d_x, net.activation_of(i))
+            drl.dense_backward(
+                device,
+                _layer_input(net, buffers, x, i),
+                w.value,
+                buffers.pre[i],
+                buffers.out[i],
+                d_out,
+                buffers.d_pre[i],
+                w.grad,
+                b.grad,
+                d_x,
+                net.activation_of(i),
+            )
         elif d_x is not None:
-            drl.dense_input_gradient(device, w.value, buffers.pre[i], buffers.out[i], d_out, buffers.d_pre[i], d_x,
-                                     net.activation_of(i))
+            drl.dense_input_gradient(
+                device, w.value, buffers.pre[i], buffers.out[i], d_out, buffers.d_pre[i], d_x, net.activation_of(i)
+            )
         if net.residual(i):
-            drl.launch(device, add_into, d_x, d_out, d_x)   # the skip passes d_out through unchanged
+            drl.launch(device, add_into, d_x, d_out, d_x)  # the skip passes d_out through unchanged
         d_out = d_x
 
 
@@ -100,8 +113,10 @@ def main(steps: int = 10_000, seed: int = 0) -> float:
     config = drl.td3.Config(total_steps=steps, network="residual_mlp")
     result = drl.td3.train(drl.CPU(), "pendulum", config, seed=seed, progress=False)
     mean, _ = drl.algorithms.evaluate(result.policy, result.spec.eval_id)
-    print(f"trained TD3 with a residual MLP on Pendulum for {result.steps} steps in {result.train_seconds:.2f} s; "
-          f"evaluation return {mean:.1f}")
+    print(
+        f"trained TD3 with a residual MLP on Pendulum for {result.steps} steps in {result.train_seconds:.2f} s; "
+        f"evaluation return {mean:.1f}"
+    )
     return mean
 
 

@@ -22,7 +22,9 @@ args = parser.parse_args()
 algo = {"td3": drl.td3, "sac": drl.sac}[args.algo]
 result = algo.train(drl.CPU(), "acrobot", algo.Config(total_steps=args.steps), seed=args.seed)
 steps, returns = result.history["steps"], result.history["returns"]
-print(f"{args.algo}: {len(returns)} episodes in {result.train_seconds:.2f} s; "
-      f"best training return {returns.max():.0f} at step {steps[returns.argmax()]}")
+print(
+    f"{args.algo}: {len(returns)} episodes in {result.train_seconds:.2f} s; "
+    f"best training return {returns.max():.0f} at step {steps[returns.argmax()]}"
+)
 mean, eval_returns = evaluate(result.policy, result.spec.eval_id)
 print(f"evaluation: mean {mean:.1f}, returns {np.round(eval_returns, 0)}")

@@ -1,6 +1,6 @@
 """Train TD3 on Pendulum-v1 (the RLtools paper's benchmark) and evaluate it with gymnasium.
 
-    python examples/train_pendulum.py [--device cpu] [--steps 10000] [--seed 0]
+python examples/train_pendulum.py [--device cpu] [--steps 10000] [--seed 0]
 """
 
 import argparse
@@ -18,10 +18,13 @@ parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
 # The whole loop (env step, replay, critic and actor updates) runs as one fused kernel.
-result = drl.td3.train(device_from_name(args.device), "pendulum", drl.td3.Config(total_steps=args.steps),
-                       seed=args.seed)
-print(f"trained {result.steps} steps in {result.train_seconds:.2f} s "
-      f"(+{result.compile_seconds:.2f} s compile); last training returns {np.round(result.history['returns'][-5:], 1)}")
+result = drl.td3.train(
+    device_from_name(args.device), "pendulum", drl.td3.Config(total_steps=args.steps), seed=args.seed
+)
+print(
+    f"trained {result.steps} steps in {result.train_seconds:.2f} s "
+    f"(+{result.compile_seconds:.2f} s compile); last training returns {np.round(result.history['returns'][-5:], 1)}"
+)
 
 # The policy is a plain callable on numpy observations, in gymnasium's action units.
 env = gym.make("Pendulum-v1")

@@ -17,14 +17,18 @@ import numpy as np
 import dispatchrl as drl
 from dispatchrl import checkpoint
 
-__all__ = ["RUNS", "train", "state_hash", "mutate", "run_case"]
+__all__ = ["RUNS", "mutate", "run_case", "state_hash", "train"]
 
 #: algo → (config of the saved run, config of the resumed run); small, replay buffer wrapped
 RUNS = {
-    "td3": (dict(total_steps=300, warmup_steps=100, batch_size=16, hidden=(8,), replay_capacity=200),
-            dict(total_steps=400, warmup_steps=100, batch_size=16, hidden=(8,), replay_capacity=200)),
-    "ppo": (dict(total_steps=128, num_envs=8, steps_per_env=16, batch_size=32, hidden=(8,)),
-            dict(total_steps=256, num_envs=8, steps_per_env=16, batch_size=32, hidden=(8,))),
+    "td3": (
+        dict(total_steps=300, warmup_steps=100, batch_size=16, hidden=(8,), replay_capacity=200),
+        dict(total_steps=400, warmup_steps=100, batch_size=16, hidden=(8,), replay_capacity=200),
+    ),
+    "ppo": (
+        dict(total_steps=128, num_envs=8, steps_per_env=16, batch_size=32, hidden=(8,)),
+        dict(total_steps=256, num_envs=8, steps_per_env=16, batch_size=32, hidden=(8,)),
+    ),
 }
 
 

@@ -5,9 +5,10 @@ import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
-import pytest  # noqa: E402
+import pytest
+from hypothesis import settings
 
-import dispatchrl  # noqa: E402
+import dispatchrl
 
 
 @pytest.fixture(scope="session")
@@ -24,8 +25,6 @@ def device(request):
 
 # Hypothesis profiles (select with --hypothesis-profile=NAME). deadline=None: the first example of
 # a kernel compiles it (Numba, the C compiler), which no per-example deadline should count.
-from hypothesis import settings
-
 #: CI: a few examples per property (tests/test_fuzz.py runs in well under two minutes); registering
 #: the active profile's name replaces hypothesis's built-in default
 settings.register_profile("default", max_examples=8, deadline=None, print_blob=True)

@@ -8,8 +8,8 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl.arrays import view
-from dispatchrl.kernels.offpolicy.api import track_episodes
 from dispatchrl.dispatch import GENERIC_FUNCTIONS
+from dispatchrl.kernels.offpolicy.api import track_episodes
 
 DEVICES = ["generic", "cpu", "c", "cuda"]
 
@@ -47,8 +47,13 @@ def test_matmul_output_aliasing_an_input_refused(dev):
 
 def dense_args(dev, batch=3, n_in=4, n_out=4):
     g = np.random.default_rng(0)
-    return (arr(dev, g.normal(size=(batch, n_in))), arr(dev, g.normal(size=(n_in, n_out))),
-            arr(dev, g.normal(size=n_out)), drl.zeros(dev, (batch, n_out)), drl.zeros(dev, (batch, n_out)))
+    return (
+        arr(dev, g.normal(size=(batch, n_in))),
+        arr(dev, g.normal(size=(n_in, n_out))),
+        arr(dev, g.normal(size=n_out)),
+        drl.zeros(dev, (batch, n_out)),
+        drl.zeros(dev, (batch, n_out)),
+    )
 
 
 def test_dense_forward_pre_aliasing_x_refused(dev):
@@ -82,8 +87,10 @@ def test_elementwise_in_place(dev, name):
 def test_partial_overlap_refused_even_where_exact_aliasing_is_allowed(dev):
     flat = drl.zeros(dev, 8)
     x, shifted = view(flat, 0, (2, 3)), view(flat, 2, (2, 3))
-    with pytest.raises(drl.ShapeError, match="relu: argument 'out' \\(written\\) overlaps argument 'x'.*"
-                                             "may only be the very same array as 'x'"):
+    with pytest.raises(
+        drl.ShapeError,
+        match="relu: argument 'out' \\(written\\) overlaps argument 'x'.*may only be the very same array as 'x'",
+    ):
         drl.relu(dev, x, shifted)
 
 
@@ -98,18 +105,24 @@ def test_struct_fields_are_checked(dev):
 
     log = episode_log(dev, 2, 8)
     reward, flags = drl.zeros(dev, 2), drl.zeros(dev, 2, np.bool_)
-    with pytest.raises(drl.ShapeError, match="track_episodes: argument 'log.count' \\(written\\) overlaps "
-                                             "argument 'step'"):
+    with pytest.raises(
+        drl.ShapeError, match="track_episodes: argument 'log.count' \\(written\\) overlaps argument 'step'"
+    ):
         track_episodes(dev, log, reward, flags, drl.zeros(dev, 2, np.bool_), log.count)
     with pytest.raises(drl.ShapeError, match="argument 'log.running_return' \\(written\\) overlaps argument 'reward'"):
-        track_episodes(dev, log, log.running_return, flags, drl.zeros(dev, 2, np.bool_),
-                           drl.zeros(dev, 1, np.int64))
+        track_episodes(dev, log, log.running_return, flags, drl.zeros(dev, 2, np.bool_), drl.zeros(dev, 1, np.int64))
 
 
 def test_adam_step_in_place(dev):
     g = np.random.default_rng(1)
     p0, grad0 = g.normal(size=5).astype(np.float32), g.normal(size=5).astype(np.float32)
-    param, grad, m, v, t = arr(dev, p0), arr(dev, grad0), drl.zeros(dev, 5), drl.zeros(dev, 5), drl.zeros(dev, 1, np.int64)
+    param, grad, m, v, t = (
+        arr(dev, p0),
+        arr(dev, grad0),
+        drl.zeros(dev, 5),
+        drl.zeros(dev, 5),
+        drl.zeros(dev, 1, np.int64),
+    )
     drl.adam_step(dev, param, grad, m, v, t, lr=0.1)
     # first bias-corrected Adam step: param -= lr * g / (|g| + eps)
     np.testing.assert_allclose(drl.to_numpy(param), p0 - 0.1 * grad0 / (np.abs(grad0) + 1e-8), rtol=1e-5)
@@ -128,7 +141,9 @@ def test_polyak_update_and_increment_in_place(dev):
     drl.polyak_update(dev, target, target, 0.5)  # elementwise: target may be source (x ← x)
     np.testing.assert_allclose(drl.to_numpy(target), [1.5, 3.0])
     flat = drl.zeros(dev, 3)
-    with pytest.raises(drl.ShapeError, match="polyak_update: argument 'target' \\(written\\) overlaps argument 'source'"):
+    with pytest.raises(
+        drl.ShapeError, match="polyak_update: argument 'target' \\(written\\) overlaps argument 'source'"
+    ):
         drl.polyak_update(dev, view(flat, 0, (2,)), view(flat, 1, (2,)), 0.5)
     counter = drl.zeros(dev, 1, np.int64)
     drl.increment(dev, counter, 3)

@@ -21,8 +21,7 @@ def on_both(fn, host, dtype=np.float32):
     every array afterwards from both (inputs too: kernels must not write them)."""
     results = []
     for device, dt in ((C, dtype), (REF, np.float64)):
-        arrays = [None if h is None else drl.asarray(device, h, dt if h.dtype.kind == "f" else None)
-                  for h in host]
+        arrays = [None if h is None else drl.asarray(device, h, dt if h.dtype.kind == "f" else None) for h in host]
         fn(device, *arrays)
         results.append([None if a is None else drl.to_numpy(a) for a in arrays])
     return results
@@ -41,8 +40,7 @@ def normal(seed, *shape):
 
 def test_every_core_generic_function_has_a_c_method():
     core = [fn for fn in drl.GENERIC_FUNCTIONS if fn.__module__ in (core_api.__name__, random_api.__name__)]
-    missing = [fn.__name__ for fn in core
-               if not any(m.signature.types[0] is drl.C for m in fn.function.methods)]
+    missing = [fn.__name__ for fn in core if not any(m.signature.types[0] is drl.C for m in fn.function.methods)]
     assert len(core) >= 16 and not missing
 
 
@@ -55,8 +53,9 @@ def test_activation_in_place():  # x is out: the kernel must not claim restrict
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_])
 def test_fill_and_copy_every_dtype(dtype):
     src = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
-    got, want = on_both(lambda d, s, o: (drl.copy(d, s, o), drl.fill(d, s, 3)),
-                        [src, np.zeros((3, 4), dtype)], dtype=dtype)
+    got, want = on_both(
+        lambda d, s, o: (drl.copy(d, s, o), drl.fill(d, s, 3)), [src, np.zeros((3, 4), dtype)], dtype=dtype
+    )
     for g, w in zip(got, want):
         assert g.dtype == np.dtype(dtype) and np.array_equal(g, w)
 
@@ -167,6 +166,5 @@ def test_bad_input_refused_before_compiling():
 
 
 def test_increment():
-    got, want = on_both(lambda d, c: (drl.increment(d, c), drl.increment(d, c, -3)),
-                        [np.array([5], np.int64)])
+    got, want = on_both(lambda d, c: (drl.increment(d, c), drl.increment(d, c, -3)), [np.array([5], np.int64)])
     assert got[0][0] == want[0][0] == 3

@@ -13,8 +13,8 @@ from dispatchrl import checkpoint
 from dispatchrl.algorithms import runs, sac, td3
 from dispatchrl.algorithms.envspec import resolve_env
 from dispatchrl.algorithms.evaluation import evaluate
-from dispatchrl.data import episode_log, replay_buffer, transitions
 from dispatchrl.backends import c as ckernels
+from dispatchrl.data import episode_log, replay_buffer, transitions
 from dispatchrl.kernels.offpolicy import api as rl
 
 C, REF = drl.C(), drl.Generic()
@@ -22,7 +22,7 @@ DTYPES = [np.float32, np.float64]
 
 
 def host(seed, *shape, scale=1.0):
-    return (scale * np.random.default_rng(seed).normal(size=shape))
+    return scale * np.random.default_rng(seed).normal(size=shape)
 
 
 def both(fn, arrays, dtype):
@@ -59,17 +59,26 @@ def test_replay_add_wraps_and_replay_sample_draws_the_same_rows(dtype):
         rows = transitions(device, n, obs_dim, action_dim, dtype)
         sampled = []
         for k in range(4):  # 12 rows into 7: wraps around
-            for name, shape, kind in (("obs", (n, obs_dim), "f"), ("action", (n, action_dim), "f"),
-                                      ("reward", (n,), "f"), ("next_obs", (n, obs_dim), "f"),
-                                      ("terminated", (n,), "b"), ("truncated", (n,), "b")):
+            for name, shape, kind in (
+                ("obs", (n, obs_dim), "f"),
+                ("action", (n, action_dim), "f"),
+                ("reward", (n,), "f"),
+                ("next_obs", (n, obs_dim), "f"),
+                ("terminated", (n,), "b"),
+                ("truncated", (n,), "b"),
+            ):
                 values = host(10 * k + len(name), *shape)
                 drl.assign(getattr(rows, name), values > 0 if kind == "b" else values)
-            rl.replay_add(device, buf, rows.obs, rows.action, rows.reward, rows.next_obs, rows.terminated,
-                          rows.truncated)
+            rl.replay_add(
+                device, buf, rows.obs, rows.action, rows.reward, rows.next_obs, rows.terminated, rows.truncated
+            )
             rl.replay_sample(device, stream, buf, batch)
             sampled.append([drl.to_numpy(getattr(batch, f)) for f in vars(batch)])
-        results.append([drl.to_numpy(getattr(buf, f)) for f in vars(buf)] + [drl.to_numpy(stream)]
-                       + [a for s in sampled for a in s])
+        results.append(
+            [drl.to_numpy(getattr(buf, f)) for f in vars(buf)]
+            + [drl.to_numpy(stream)]
+            + [a for s in sampled for a in s]
+        )
     for got, want in zip(*results):  # copies and the integer stream: exact
         np.testing.assert_array_equal(got, want)
 
@@ -77,8 +86,7 @@ def test_replay_add_wraps_and_replay_sample_draws_the_same_rows(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_concat_and_slice_columns(dtype):
     assert_close(both(rl.concat_columns, [host(0, 5, 3), host(1, 5, 4), np.zeros((5, 7))], dtype), dtype)
-    assert_close(both(lambda d, x, o: rl.slice_columns(d, x, 2, o), [host(2, 5, 7), np.zeros((5, 3))], dtype),
-                 dtype)
+    assert_close(both(lambda d, x, o: rl.slice_columns(d, x, 2, o), [host(2, 5, 7), np.zeros((5, 3))], dtype), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -96,10 +104,22 @@ def test_td_targets(dtype):
     n = 17
     terminated = np.random.default_rng(4).random(n) < 0.3
     q1, q2, log_prob, reward = host(5, n, 1), host(6, n, 1), host(7, n, 1), host(8, n)
-    assert_close(both(lambda d, r, t, a, b, out: rl.td_target(d, r, t, a, b, 0.97, out),
-                      [reward, terminated, q1, q2, np.zeros((n, 1))], dtype), dtype)
-    assert_close(both(lambda d, r, t, a, b, lp, la, out: rl.soft_td_target(d, r, t, a, b, lp, la, 0.97, out),
-                      [reward, terminated, q1, q2, log_prob, np.array([-0.7]), np.zeros((n, 1))], dtype), dtype)
+    assert_close(
+        both(
+            lambda d, r, t, a, b, out: rl.td_target(d, r, t, a, b, 0.97, out),
+            [reward, terminated, q1, q2, np.zeros((n, 1))],
+            dtype,
+        ),
+        dtype,
+    )
+    assert_close(
+        both(
+            lambda d, r, t, a, b, lp, la, out: rl.soft_td_target(d, r, t, a, b, lp, la, 0.97, out),
+            [reward, terminated, q1, q2, log_prob, np.array([-0.7]), np.zeros((n, 1))],
+            dtype,
+        ),
+        dtype,
+    )
 
 
 def test_track_episodes_logs_ends_and_drops_past_capacity():
@@ -107,8 +127,11 @@ def test_track_episodes_logs_ends_and_drops_past_capacity():
     results = []
     for device in (C, REF):
         log, step = episode_log(device, n, capacity), drl.zeros(device, 1, np.int64)
-        reward, terminated, truncated = (drl.zeros(device, n), drl.zeros(device, n, np.bool_),
-                                         drl.zeros(device, n, np.bool_))
+        reward, terminated, truncated = (
+            drl.zeros(device, n),
+            drl.zeros(device, n, np.bool_),
+            drl.zeros(device, n, np.bool_),
+        )
         for k in range(12):
             drl.assign(reward, host(k, n))
             drl.assign(terminated, np.arange(n) == k % 4)
@@ -132,10 +155,17 @@ def test_gaussian_head_sample_backward_and_temperature(dtype):
     assert_close(sample, dtype)
     _, _, noise, action, log_prob = sample[1]
     log_alpha = np.array([-0.4])
-    assert_close(both(rl.gaussian_tanh_backward,
-                      [actor_out, noise, action, host(12, b, a), log_alpha, np.zeros((b, 2 * a))], dtype), dtype)
-    assert_close(both(lambda d, lp, g: rl.entropy_temperature_gradient(d, lp, -2.0, g),
-                      [log_prob, np.zeros(1)], dtype), dtype)
+    assert_close(
+        both(
+            rl.gaussian_tanh_backward,
+            [actor_out, noise, action, host(12, b, a), log_alpha, np.zeros((b, 2 * a))],
+            dtype,
+        ),
+        dtype,
+    )
+    assert_close(
+        both(lambda d, lp, g: rl.entropy_temperature_gradient(d, lp, -2.0, g), [log_prob, np.zeros(1)], dtype), dtype
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -150,8 +180,15 @@ def test_rl_kernels_refuse_bad_input_on_c():
     with pytest.raises(drl.ShapeError, match="'b'"):
         rl.concat_columns(C, drl.zeros(C, (4, 2)), drl.zeros(C, (3, 2)), drl.zeros(C, (4, 4)))
     with pytest.raises(drl.DeviceError):  # CUDA memory (a CPU array is host memory, accepted)
-        rl.td_target(C, drl.zeros(C, 4), drl.zeros(C, 4, np.bool_), drl.zeros(drl.CUDA(), (4, 1)),
-                     drl.zeros(C, (4, 1)), 0.9, drl.zeros(C, (4, 1)))
+        rl.td_target(
+            C,
+            drl.zeros(C, 4),
+            drl.zeros(C, 4, np.bool_),
+            drl.zeros(drl.CUDA(), (4, 1)),
+            drl.zeros(C, (4, 1)),
+            0.9,
+            drl.zeros(C, (4, 1)),
+        )
     with pytest.raises(drl.ShapeError):
         rl.slice_columns(C, drl.zeros(C, (4, 3)), 2, drl.zeros(C, (4, 2)))
 
@@ -180,10 +217,15 @@ def _trajectory(device, env, steps=60):
     return out + [drl.to_numpy(stream)]
 
 
-@pytest.mark.parametrize("env", [E.Pendulum(5, max_episode_steps=7),
-                                 E.Pendulum(3, normalized_actions=True, max_episode_steps=9),
-                                 E.AcrobotContinuous(5, max_episode_steps=11)],
-                         ids=["pendulum", "pendulum-normalized", "acrobot"])
+@pytest.mark.parametrize(
+    "env",
+    [
+        E.Pendulum(5, max_episode_steps=7),
+        E.Pendulum(3, normalized_actions=True, max_episode_steps=9),
+        E.AcrobotContinuous(5, max_episode_steps=11),
+    ],
+    ids=["pendulum", "pendulum-normalized", "acrobot"],
+)
 def test_env_trajectories_match_cpu_bit_for_bit(env):
     # the same float64 expressions as the CPU kernels, no FMA contraction; sin/cos/fmod are the C
     # device's own (backends/c/mathlib.py, within 1 ulp of libm), so floats agree to rounding
@@ -202,7 +244,7 @@ def test_acrobot_terminates_on_c_as_on_cpu():
         state, stream = E.env_state(device, env), drl.rng(device, 2)
         E.env_reset(device, env, state, stream)
         action, done = drl.zeros(device, (2, 1)), []
-        for t in range(500):
+        for _t in range(500):
             obs = drl.to_numpy(state.obs)
             drl.assign(action, np.where(obs[:, 5:6] >= 0, 1.0, -1.0))  # torque along dθ2: reaches the goal
             E.env_step(device, env, state, action)
@@ -218,8 +260,12 @@ def test_acrobot_terminates_on_c_as_on_cpu():
 
 def _branchy(device, counter, x, y):
     drl.increment(device, counter)
-    drl.when(device, drl.Every(counter, 3, 1), lambda d: drl.polyak_update(d, x, y, 0.5),
-             lambda d: drl.when(d, drl.Below(counter, 5), lambda d: drl.fill(d, y, 2.0)))
+    drl.when(
+        device,
+        drl.Every(counter, 3, 1),
+        lambda d: drl.polyak_update(d, x, y, 0.5),
+        lambda d: drl.when(d, drl.Below(counter, 5), lambda d: drl.fill(d, y, 2.0)),
+    )
     drl.when(device, drl.Below(counter, 4), lambda d: drl.increment(d, counter, 2))
     drl.polyak_update(device, y, x, 0.75)
 
@@ -271,8 +317,12 @@ def _mixed(device, counter, x, y):
     # a borrowed host kernel inside a branch and between C kernels: conditions must still be
     # tested when the step reaches them, after the C segment before them moved the counter
     drl.increment(device, counter)
-    drl.when(device, drl.Every(counter, 2), lambda d: _negate(d, x),
-             lambda d: drl.when(d, drl.Below(counter, 2), lambda d: (drl.fill(d, y, 1.5), _negate(d, y))))
+    drl.when(
+        device,
+        drl.Every(counter, 2),
+        lambda d: _negate(d, x),
+        lambda d: drl.when(d, drl.Below(counter, 2), lambda d: (drl.fill(d, y, 1.5), _negate(d, y))),
+    )
     _negate(device, y)
     drl.when(device, drl.Below(counter, 3), lambda d: drl.increment(d, counter))
     drl.polyak_update(device, y, x, 0.5)
@@ -288,8 +338,11 @@ def test_branches_with_borrowed_host_kernels_evaluate_in_order():
 
 
 def _weights(result):
-    return {name: drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)
-            if ".value" in name and (".weights." in name or ".biases." in name)}
+    return {
+        name: drl.to_numpy(a)
+        for name, a in checkpoint.named_arrays(result.state)
+        if ".value" in name and (".weights." in name or ".biases." in name)
+    }
 
 
 ALGOS = {"td3": td3, "sac": sac}

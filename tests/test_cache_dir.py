@@ -33,15 +33,16 @@ TRAIN = textwrap.dedent("""
 def run_training(cache, **popen):
     env = {**os.environ, "DISPATCHRL_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("NUMBA_CACHE_DIR", None)  # the Numba cache too lives in DISPATCHRL_CACHE_DIR
-    return subprocess.Popen([sys.executable, "-c", TRAIN], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-c", TRAIN], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
 
 
 def test_two_processes_share_a_fresh_cache_dir(tmp_path):
     cache = tmp_path / "cache"
     runs = [run_training(cache) for _ in range(2)]
     outputs = [run.communicate(timeout=600) for run in runs]
-    for run, (out, err) in zip(runs, outputs):
+    for run, (_, err) in zip(runs, outputs):
         assert run.returncode == 0, err[-3000:]
     results = [next(line for line in out.splitlines() if line.startswith("RESULT")) for out, _ in outputs]
     assert results[0] == results[1]

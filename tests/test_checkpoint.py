@@ -15,7 +15,7 @@ from dispatchrl import checkpoint
 from dispatchrl.algorithms import td3
 
 sys.path.insert(0, str(Path(__file__).parent))
-import checkpoint_fuzz_worker as worker  # noqa: E402
+import checkpoint_fuzz_worker as worker
 
 WORKER = Path(worker.__file__)
 
@@ -40,8 +40,13 @@ def run_cases(cases, tmp_path, timeout=900):
     cases_path.write_text(json.dumps(cases))
     results, first = {}, 0
     while first < len(cases):
-        done = subprocess.run([sys.executable, str(WORKER), str(cases_path), str(results_path), str(first)],
-                              capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+        done = subprocess.run(
+            [sys.executable, str(WORKER), str(cases_path), str(results_path), str(first)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=os.environ.copy(),
+        )
         records = [json.loads(line) for line in results_path.read_text().splitlines()]
         for record in records:
             if "outcome" in record:
@@ -65,8 +70,18 @@ def numeric_fields(document, prefix=""):
 
 #: integer leaves whose huge values must be refused (their owners bound them); negative values of
 #: every integer leaf must be
-BOUNDED = ("step", "updates", "permutation", ".t", "replay.position", "replay.size", "episodes.count", "episodes.end_steps",
-           "episodes.running_length", "env_state.steps")
+BOUNDED = (
+    "step",
+    "updates",
+    "permutation",
+    ".t",
+    "replay.position",
+    "replay.size",
+    "episodes.count",
+    "episodes.end_steps",
+    "episodes.running_length",
+    "env_state.steps",
+)
 
 
 def fuzz_cases(bases, seed=0):
@@ -113,9 +128,18 @@ def test_issue_crashes_refused_naming_the_field(saved, tmp_path):
     """The issue's reproductions (replay.position = 1e9 segfaulted, -1e6 wrote before the buffer,
     step = -5 trained 5 steps too many): refused before any kernel runs."""
     path = saved["td3"][0]
-    cases = [dict(id=i, algo="td3", base=str(path), kind="array", mode="signed", field=field, index=0, value=value)
-             for i, (field, value) in enumerate((("replay.position", 10**9), ("replay.position", -10**6),
-                                                 ("step", -5), ("replay.size", 10**9), ("step", 10**9)))]
+    cases = [
+        dict(id=i, algo="td3", base=str(path), kind="array", mode="signed", field=field, index=0, value=value)
+        for i, (field, value) in enumerate(
+            (
+                ("replay.position", 10**9),
+                ("replay.position", -(10**6)),
+                ("step", -5),
+                ("replay.size", 10**9),
+                ("step", 10**9),
+            )
+        )
+    ]
     for case, result in zip(cases, run_cases(cases, tmp_path)):
         assert result["outcome"] == "refused", (case, result)
         assert f"'{case['field']}' = {case['value']}" in result["message"] and "allowed range" in result["message"]
@@ -143,8 +167,11 @@ def test_fuzz_every_field(saved, tmp_path):
                 problems.append((case, result))
         elif case["kind"] == "array":
             value = case["value"]
-            must_refuse = (value in ("nan", "inf") or (isinstance(value, int) and value < 0)
-                           or (case["field"].endswith(BOUNDED) and isinstance(value, int) and value >= 10**9))
+            must_refuse = (
+                value in ("nan", "inf")
+                or (isinstance(value, int) and value < 0)
+                or (case["field"].endswith(BOUNDED) and isinstance(value, int) and value >= 10**9)
+            )
             if must_refuse and not (outcome == "refused" and f"'{case['field']}'" in result["message"]):
                 problems.append((case, result))
     assert not problems, f"{len(problems)} of {len(cases)} cases: {problems[:5]}"
@@ -153,6 +180,7 @@ def test_fuzz_every_field(saved, tmp_path):
 
 
 # ---------------------------------------------------------------- format: atomic, rotated, migrated
+
 
 @pytest.fixture()
 def small_state():
@@ -164,7 +192,10 @@ def small_state():
 def test_save_is_one_file_and_reads_back(small_state, tmp_path):
     drl.assign(small_state.obs, np.arange(8.0).reshape(4, 2))
     paths = checkpoint.save(tmp_path / "run", small_state, {"steps": 3})
-    assert paths == (tmp_path / "run.npz", tmp_path / "run.json") and sorted(os.listdir(tmp_path)) == ["run.json", "run.npz"]
+    assert paths == (tmp_path / "run.npz", tmp_path / "run.json") and sorted(os.listdir(tmp_path)) == [
+        "run.json",
+        "run.npz",
+    ]
     meta, arrays = checkpoint.load(tmp_path / "run")
     assert meta["steps"] == 3 and meta["version"] == checkpoint.VERSION
     assert json.loads((tmp_path / "run.json").read_text()) == meta  # the readable copy
@@ -190,8 +221,12 @@ def test_rotation_keeps_the_newest_and_latest_finds_it(small_state, tmp_path):
     directory = tmp_path / "ckpts"
     for step in (100, 200, 300, 400):
         checkpoint.save(directory, small_state, {"steps": step}, keep=2)
-    assert sorted(os.listdir(directory)) == ["step-000000000300.json", "step-000000000300.npz",
-                                             "step-000000000400.json", "step-000000000400.npz"]
+    assert sorted(os.listdir(directory)) == [
+        "step-000000000300.json",
+        "step-000000000300.npz",
+        "step-000000000400.json",
+        "step-000000000400.npz",
+    ]
     assert checkpoint.latest(directory) == directory / "step-000000000400.npz"
     assert checkpoint.load(directory)[0]["steps"] == 400
     # a damaged newest file (e.g. a disk fault) falls back to the one before
@@ -209,10 +244,22 @@ def test_resume_from_a_rotated_directory(tmp_path):
     first = td3.train(drl.CPU(), "pendulum", td3.Config(**config), seed=0, progress=False)
     first.save(tmp_path / "single")
     checkpoint.save(tmp_path / "dir", first.state, checkpoint.load(tmp_path / "single")[0], keep=3)
-    a = td3.train(drl.CPU(), "pendulum", td3.Config(**{**config, "total_steps": 400}), seed=0, progress=False,
-                  resume=tmp_path / "single")
-    b = td3.train(drl.CPU(), "pendulum", td3.Config(**{**config, "total_steps": 400}), seed=0, progress=False,
-                  resume=tmp_path / "dir")
+    a = td3.train(
+        drl.CPU(),
+        "pendulum",
+        td3.Config(**{**config, "total_steps": 400}),
+        seed=0,
+        progress=False,
+        resume=tmp_path / "single",
+    )
+    b = td3.train(
+        drl.CPU(),
+        "pendulum",
+        td3.Config(**{**config, "total_steps": 400}),
+        seed=0,
+        progress=False,
+        resume=tmp_path / "dir",
+    )
     assert worker.state_hash(a) == worker.state_hash(b)
 
 

@@ -15,11 +15,15 @@ def launched_arguments(step):
     return [arg for _, args in step.kernel_calls for arg in args]
 
 
-@pytest.mark.parametrize("algo, config", [
-    (td3, td3.Config(total_steps=8, warmup_steps=2, batch_size=4, hidden=(4,))),
-    (sac, sac.Config(total_steps=8, warmup_steps=2, batch_size=4, hidden=(4,))),
-    (ppo, ppo.Config(total_steps=16, num_envs=2, steps_per_env=4, batch_size=4, hidden=(4,))),
-], ids=["td3", "sac", "ppo"])
+@pytest.mark.parametrize(
+    "algo, config",
+    [
+        (td3, td3.Config(total_steps=8, warmup_steps=2, batch_size=4, hidden=(4,))),
+        (sac, sac.Config(total_steps=8, warmup_steps=2, batch_size=4, hidden=(4,))),
+        (ppo, ppo.Config(total_steps=16, num_envs=2, steps_per_env=4, batch_size=4, hidden=(4,))),
+    ],
+    ids=["td3", "sac", "ppo"],
+)
 def test_no_none_reaches_a_fused_cuda_kernel(cuda_device, algo, config):
     spec = resolve_env("pendulum", config.num_envs)
     state = runs.build_state(algo, cuda_device, spec, config, 0)
@@ -35,8 +39,9 @@ def test_gae_without_returns_passes_no_none(cuda_device):
     reward, value, next_value = (drl.zeros(cuda_device, (3, 2)) for _ in range(3))
     terminated, truncated = drl.zeros(cuda_device, (3, 2), np.bool_), drl.zeros(cuda_device, (3, 2), np.bool_)
     advantage = drl.zeros(cuda_device, (3, 2))
-    step = drl.fuse(cuda_device, lambda d: gae(d, reward, value, next_value, terminated, truncated, 0.9, 0.95,
-                                               advantage))
+    step = drl.fuse(
+        cuda_device, lambda d: gae(d, reward, value, next_value, terminated, truncated, 0.9, 0.95, advantage)
+    )
     assert all(arg is not None for arg in launched_arguments(step))
 
 

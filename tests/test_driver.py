@@ -10,8 +10,8 @@ import dispatchrl as drl
 from dispatchrl import checkpoint
 from dispatchrl.algorithms import ALGORITHMS, TrainingRun, ppo, sac, td3
 from dispatchrl.algorithms.driver import chunk_iterations
-from dispatchrl.algorithms.protocol import Schedule
 from dispatchrl.algorithms.envspec import resolve_env
+from dispatchrl.algorithms.protocol import Schedule
 
 
 def arrays_of(state):
@@ -22,8 +22,20 @@ def test_registry_holds_every_algorithm_module():
     assert dict(ALGORITHMS) == {"td3": td3, "sac": sac, "ppo": ppo}
     for name, algo in ALGORITHMS.items():
         assert algo.NAME == name
-        for member in ("Config", "State", "config_for", "build", "schedule", "native_step", "act", "store",
-                       "update", "check_iteration", "policy", "train"):
+        for member in (
+            "Config",
+            "State",
+            "config_for",
+            "build",
+            "schedule",
+            "native_step",
+            "act",
+            "store",
+            "update",
+            "check_iteration",
+            "policy",
+            "train",
+        ):
             assert hasattr(algo, member), (name, member)
     assert td3.schedule(td3.Config()) == Schedule(env_steps=1, updates=0)
     config = ppo.Config()
@@ -76,8 +88,14 @@ def test_hooks_run_at_chunk_boundaries_and_a_mid_run_save_resumes_bit_for_bit(tm
 def test_ppo_hooks_see_whole_iterations(tmp_path):
     config = ppo.Config(total_steps=2 * 4 * 3, num_envs=2, steps_per_env=4, batch_size=4, hidden=(4,))
     seen = []
-    ppo.train(drl.CPU(), "pendulum", config, seed=0, progress=False,
-              hooks=(lambda run: seen.append((run.done, run.steps, int(drl.to_numpy(run.state.updates)[0]))),))
+    ppo.train(
+        drl.CPU(),
+        "pendulum",
+        config,
+        seed=0,
+        progress=False,
+        hooks=(lambda run: seen.append((run.done, run.steps, int(drl.to_numpy(run.state.updates)[0]))),),
+    )
     assert seen == [(i, 8 * i, 2 * i) for i in (1, 2, 3)]
 
 

@@ -42,6 +42,7 @@ def _run_pair(ref, ours, seed, actions_for):
 def test_pendulum_matches_gymnasium_full_episodes():
     ref, ours = gym.make("Pendulum-v1"), gym.make("dispatchrl/Pendulum-v1")
     for seed in SEEDS:
+
         def actions(rs, _):
             a = rs.uniform(-2.5, 2.5, size=1).astype(np.float32)  # beyond the bounds: both clip
             return a, a
@@ -53,6 +54,7 @@ def test_acrobot_matches_gymnasium_acrobot_v1():
     ref, ours = gym.make("Acrobot-v1"), gym.make("dispatchrl/AcrobotContinuous-v1")
     ends = []
     for seed in SEEDS:
+
         def actions(rs, obs, pump=seed % 2 == 1):
             a = int(_pump(obs) + 1) if pump else int(rs.integers(3))
             return a, np.array([a - 1.0], np.float32)
@@ -88,7 +90,7 @@ def test_native_batch_matches_gymnasium(device_name):
             g.reset(seed=10 + i)
         state, action = E.env_state(dev, env), drl.zeros(dev, (n, 1))
         drl.assign(state.physics, np.stack([g.unwrapped.state for g in refs]).astype(np.float64))
-        for t in range(env.max_episode_steps):
+        for t in range(env.max_episode_steps):  # noqa: B007  (read after the loop)
             if gym_id == "Pendulum-v1":
                 a = rs.uniform(-2, 2, size=(n, 1)).astype(np.float32)
                 steps = [g.step(a[i]) for i, g in enumerate(refs)]
@@ -131,8 +133,7 @@ def test_pendulum_against_float64_reference(normalized):
         th, thdot, r = _reference_pendulum(th, thdot, a.astype(np.float64), normalized)
         np.testing.assert_allclose(drl.to_numpy(state.physics), np.stack([th, thdot], 1), rtol=0, atol=1e-7)
         np.testing.assert_allclose(drl.to_numpy(state.reward), r, rtol=1e-6)
-        np.testing.assert_allclose(drl.to_numpy(state.obs), np.stack([np.cos(th), np.sin(th), thdot], 1),
-                                   atol=1e-6)
+        np.testing.assert_allclose(drl.to_numpy(state.obs), np.stack([np.cos(th), np.sin(th), thdot], 1), atol=1e-6)
 
 
 def _trajectory(dev, env, steps=6):
@@ -147,13 +148,18 @@ def _trajectory(dev, env, steps=6):
         if t == steps // 2:
             drl.assign(state.truncated, np.arange(n) % 3 == 0)
             E.env_reset_done(dev, env, state, rng)
-        out += [drl.to_numpy(x) for x in (state.obs, state.reward, state.terminated, state.truncated,
-                                          state.steps, state.physics)]
+        out += [
+            drl.to_numpy(x)
+            for x in (state.obs, state.reward, state.terminated, state.truncated, state.steps, state.physics)
+        ]
     return out + [drl.to_numpy(rng)]
 
 
-@pytest.mark.parametrize("env", [E.Pendulum(8, max_episode_steps=4), E.AcrobotContinuous(8, max_episode_steps=4)],
-                         ids=["pendulum", "acrobot"])
+@pytest.mark.parametrize(
+    "env",
+    [E.Pendulum(8, max_episode_steps=4), E.AcrobotContinuous(8, max_episode_steps=4)],
+    ids=["pendulum", "acrobot"],
+)
 def test_devices_give_the_same_trajectories(env, cuda_device):
     # the same expressions everywhere; sin/cos may differ in the last bit between libm, numpy's
     # SIMD loops and CUDA's intrinsics, hence a tolerance on floats (flags and counters exact)
@@ -221,7 +227,7 @@ def test_vector_env_same_step_autoreset():
     env = gym.make_vec("dispatchrl/Pendulum-v1", num_envs=3)
     obs, _ = env.reset(seed=5)
     assert obs.shape == (3, 3) and obs.dtype == np.float32
-    for t in range(200):
+    for _t in range(200):
         prev = obs
         obs, reward, terminated, truncated, info = env.step(np.zeros((3, 1), np.float32))
     assert truncated.all() and not terminated.any() and info["_final_obs"].all()
@@ -245,7 +251,7 @@ def test_from_gymnasium():
     refs = [gym.make("Pendulum-v1") for _ in range(3)]
     np.testing.assert_array_equal(obs, np.stack([g.reset(seed=4 + i)[0] for i, g in enumerate(refs)]))
     a = np.full((3, 1), 0.5, np.float32)
-    for t in range(200):
+    for _t in range(200):
         obs, reward, terminated, truncated, _ = batch.step(a)
         steps = [g.step(a[i]) for i, g in enumerate(refs)]
         np.testing.assert_array_equal(batch.final_obs, np.stack([s[0] for s in steps]))
@@ -271,8 +277,12 @@ def test_bad_input():
         E.env_reset(dev, env, state, drl.zeros(dev, 3, np.uint64))
     with pytest.raises(ConfigError, match="'env'"):
         E.env_state(dev, "Pendulum-v1")
-    for make in (lambda: E.Pendulum(0), lambda: E.AcrobotContinuous(-1), lambda: E.Pendulum(2.5),
-                 lambda: E.from_gymnasium("Pendulum-v1", 0)):
+    for make in (
+        lambda: E.Pendulum(0),
+        lambda: E.AcrobotContinuous(-1),
+        lambda: E.Pendulum(2.5),
+        lambda: E.from_gymnasium("Pendulum-v1", 0),
+    ):
         with pytest.raises(ConfigError, match="num_envs"):
             make()
     with pytest.raises(ConfigError, match="NoSuchEnv-v0"):
@@ -305,8 +315,11 @@ def test_env_functions_stay_cache_friendly():
     """plum caches the dispatch on (device, env type, state, action): no slow path per call."""
     dev, env = drl.CPU(), E.AcrobotContinuous(2)
     state, action, rng = E.env_state(dev, env), drl.zeros(dev, (2, 1)), drl.rng(dev, 0)
-    for fn, args in ((E.env_reset, (dev, env, state, rng)), (E.env_step, (dev, env, state, action)),
-                     (E.env_reset_done, (dev, env, state, rng))):
+    for fn, args in (
+        (E.env_reset, (dev, env, state, rng)),
+        (E.env_step, (dev, env, state, action)),
+        (E.env_reset_done, (dev, env, state, rng)),
+    ):
         assert fn.function._resolver.is_faithful
         fn(*args)
         fn(*args)

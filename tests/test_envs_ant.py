@@ -45,7 +45,7 @@ def test_ant_batch_matches_gymnasium_envs_with_autoreset():
     ref_obs = np.stack([g.reset(seed=seed + i)[0] for i, g in enumerate(refs)])
     np.testing.assert_allclose(obs, ref_obs, rtol=1e-6, atol=1e-6)
     rs, ended = np.random.default_rng(0), 0
-    for t in range(130):
+    for _t in range(130):
         a = rs.uniform(-1, 1, size=(n, 8)).astype(np.float32)
         obs, reward, terminated, truncated, _ = batch.step(a)
         for i, g in enumerate(refs):

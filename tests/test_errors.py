@@ -73,8 +73,15 @@ def test_config_errors(cpu):
     with pytest.raises(drl.ConfigError, match="'beta1'"):
         drl.adam_step(cpu, p, p, p, p, t, 1e-3, 1.0)
     with pytest.raises(drl.ConfigError, match="'activation' must be one of"):
-        drl.dense_forward(cpu, drl.zeros(cpu, (2, 3)), drl.zeros(cpu, (3, 1)), drl.zeros(cpu, 1),
-                          drl.zeros(cpu, (2, 1)), drl.zeros(cpu, (2, 1)), "sigmoid")
+        drl.dense_forward(
+            cpu,
+            drl.zeros(cpu, (2, 3)),
+            drl.zeros(cpu, (3, 1)),
+            drl.zeros(cpu, 1),
+            drl.zeros(cpu, (2, 1)),
+            drl.zeros(cpu, (2, 1)),
+            "sigmoid",
+        )
     with pytest.raises(drl.ConfigError, match="'polyak'"):
         drl.polyak_update(cpu, p, p, float("nan"))
     with pytest.raises(drl.ConfigError, match="'seed'"):
@@ -87,13 +94,15 @@ def test_nothing_runs_when_a_later_argument_is_bad(cpu):
     """Validation precedes the kernel: outputs are untouched after a refused call."""
     out = drl.asarray(cpu, np.full((3, 2), 7.0, np.float32))
     with pytest.raises(drl.ShapeError):
-        drl.dense_forward(cpu, drl.zeros(cpu, (3, 4)), drl.zeros(cpu, (4, 2)), drl.zeros(cpu, 2), out,
-                          drl.zeros(cpu, (3, 3)), "relu")
+        drl.dense_forward(
+            cpu, drl.zeros(cpu, (3, 4)), drl.zeros(cpu, (4, 2)), drl.zeros(cpu, 2), out, drl.zeros(cpu, (3, 3)), "relu"
+        )
     np.testing.assert_array_equal(drl.to_numpy(out), 7.0)
 
 
 def test_no_method_for_device_is_a_device_error():
     with pytest.raises(drl.DeviceError, match="has no method for device Unsupported"):
+
         class Unsupported(drl.Device):
             memory = "host"
 
@@ -102,12 +111,23 @@ def test_no_method_for_device_is_a_device_error():
 
 
 def test_cuda_without_gpu_is_a_clear_device_error():
-    probe = subprocess.run([sys.executable, "-c", "from numba import cuda; print(cuda.is_available())"],
-                           env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), capture_output=True, text=True)
+    probe = subprocess.run(
+        [sys.executable, "-c", "from numba import cuda; print(cuda.is_available())"],
+        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"),
+        capture_output=True,
+        text=True,
+    )
     if probe.stdout.strip() == "True":
         pytest.skip("a real GPU is present")
     result = subprocess.run(
-        [sys.executable, "-c", "import dispatchrl as drl\ntry:\n    drl.CUDA()\n"
-         "except drl.DeviceError as e:\n    print('DeviceError:', e)"],
-        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), capture_output=True, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import dispatchrl as drl\ntry:\n    drl.CUDA()\n"
+            "except drl.DeviceError as e:\n    print('DeviceError:', e)",
+        ],
+        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"),
+        capture_output=True,
+        text=True,
+    )
     assert "DeviceError: CUDA device requested but no usable NVIDIA GPU" in result.stdout, result.stderr

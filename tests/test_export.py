@@ -1,6 +1,7 @@
 """Policy export: C sources round-trip against the Python policy on the host, cross builds run
 under qemu-user, the Cortex-M4 object needs nothing but libm, and bad input is refused clearly."""
 
+import itertools
 import shutil
 import subprocess
 
@@ -9,17 +10,18 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import export
-from dispatchrl.export import targets
 from dispatchrl.backends.c.compiler import host_compiler, zig_command
+from dispatchrl.export import targets
 from dispatchrl.nn import Policy, mlp
 
 TOLERANCE = 1e-5
 
 
-def make_policy(sizes=(13, 64, 64, 4), activation="relu", output_activation="tanh", squash="tanh",
-                normalise=False, seed=0):
+def make_policy(
+    sizes=(13, 64, 64, 4), activation="relu", output_activation="tanh", squash="tanh", normalise=False, seed=0
+):
     rs = np.random.default_rng(seed)
-    weights = [(rs.normal(size=(a, b)) / np.sqrt(a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
+    weights = [(rs.normal(size=(a, b)) / np.sqrt(a)).astype(np.float32) for a, b in itertools.pairwise(sizes)]
     biases = [(0.1 * rs.normal(size=b)).astype(np.float32) for b in sizes[1:]]
     n_act = sizes[-1]
     low, high = -np.linspace(1, 2, n_act).astype(np.float32), np.linspace(0.5, 3, n_act).astype(np.float32)
@@ -30,8 +32,9 @@ def make_policy(sizes=(13, 64, 64, 4), activation="relu", output_activation="tan
 
 POLICIES = {
     "relu-tanh-squash": dict(),
-    "tanh-clip-normalised": dict(sizes=(3, 16, 2), activation="tanh", output_activation="identity",
-                                 squash="clip", normalise=True, seed=1),
+    "tanh-clip-normalised": dict(
+        sizes=(3, 16, 2), activation="tanh", output_activation="identity", squash="clip", normalise=True, seed=1
+    ),
     "gelu-tanh-normalised": dict(sizes=(5, 8, 8, 1), activation="gelu", normalise=True, seed=2),
 }
 
@@ -43,8 +46,10 @@ def observations(policy, count=7, seed=3):
 def host_forward(lib, obs, action_dim):
     out = np.zeros((len(obs), action_dim), np.float32)
     for row, action in zip(obs, out):
-        lib.policy_forward(np.ascontiguousarray(row).ctypes.data_as(lib.policy_forward.argtypes[0]),
-                           action.ctypes.data_as(lib.policy_forward.argtypes[1]))
+        lib.policy_forward(
+            np.ascontiguousarray(row).ctypes.data_as(lib.policy_forward.argtypes[0]),
+            action.ctypes.data_as(lib.policy_forward.argtypes[1]),
+        )
     return out
 
 

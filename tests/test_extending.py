@@ -18,6 +18,7 @@ EXAMPLES = ROOT / "examples"
 
 # ---------------------------------------------------------------- devices
 
+
 class Delegating(drl.CPU):
     """Counts matmul calls (eagerly in Python, at run time with CPU's increment kernel), then
     delegates to CPU's method."""
@@ -49,8 +50,11 @@ def relu(device: Bare, x, out):
 
 def _operands(device, seed=0):
     g = np.random.default_rng(seed)
-    return (drl.asarray(device, g.normal(size=(5, 7)), np.float32), drl.asarray(device, g.normal(size=(7, 3)), np.float32),
-            drl.zeros(device, (5, 3)))
+    return (
+        drl.asarray(device, g.normal(size=(5, 7)), np.float32),
+        drl.asarray(device, g.normal(size=(7, 3)), np.float32),
+        drl.zeros(device, (5, 3)),
+    )
 
 
 def _matmul_twice(device, a, b, out, tmp):
@@ -80,11 +84,11 @@ def test_delegating_device_fused_stays_one_compiled_loop():
     TRACED.clear()
     drl.assign(RUNS, [0])
     step = drl.fuse(dev, _matmul_twice, a, b, out, tmp)
-    assert TRACED == ["Delegating", "Delegating"]           # traced once, methods run in Python
-    assert all(is_numba(kernel) for kernel, _ in step.kernel_calls)   # CPU's kernels, no Python one
-    assert not hasattr(step._run, "segments")                 # one njit program, no host segments
+    assert TRACED == ["Delegating", "Delegating"]  # traced once, methods run in Python
+    assert all(is_numba(kernel) for kernel, _ in step.kernel_calls)  # CPU's kernels, no Python one
+    assert not hasattr(step._run, "segments")  # one njit program, no host segments
     step(4)
-    assert drl.to_numpy(RUNS)[0] == 8                         # counted inside the compiled loop
+    assert drl.to_numpy(RUNS)[0] == 8  # counted inside the compiled loop
     cpu = drl.CPU()
     ca, cb, cout = _operands(cpu)
     drl.fuse(cpu, _matmul_twice, ca, cb, cout, drl.zeros(cpu, (5, 3)))(4)
@@ -96,9 +100,9 @@ def test_invoke_runs_the_parent_method_on_the_subclass_device():
     a, b, out = _operands(dev)
     TRACED.clear()
     drl.invoke(drl.matmul, drl.CPU)(dev, a, b, out)
-    assert TRACED == []                                       # Delegating's method skipped
+    assert TRACED == []  # Delegating's method skipped
     np.testing.assert_allclose(drl.to_numpy(out), drl.to_numpy(a) @ drl.to_numpy(b), rtol=1e-5, atol=1e-5)
-    with pytest.raises(drl.ShapeError, match="'b'"):          # the declaration still validates
+    with pytest.raises(drl.ShapeError, match="'b'"):  # the declaration still validates
         drl.invoke(drl.matmul, drl.CPU)(dev, a, drl.zeros(dev, (6, 3)), out)
     with pytest.raises(drl.DeviceError, match="no method for Bare"):
         drl.invoke(drl.matmul, Bare)(dev, a, b, out)
@@ -107,9 +111,9 @@ def test_invoke_runs_the_parent_method_on_the_subclass_device():
 def test_subclass_and_parent_arrays_are_interchangeable():
     dev, cpu = Delegating(), drl.CPU()
     a_sub, b_cpu, out_sub = _operands(dev)[0], _operands(cpu)[1], drl.zeros(dev, (5, 3))
-    drl.matmul(cpu, a_sub, b_cpu, out_sub)                    # subclass arrays, parent method
+    drl.matmul(cpu, a_sub, b_cpu, out_sub)  # subclass arrays, parent method
     out_cpu = drl.zeros(cpu, (5, 3))
-    drl.matmul(dev, a_sub, b_cpu, out_cpu)                    # parent arrays, subclass method
+    drl.matmul(dev, a_sub, b_cpu, out_cpu)  # parent arrays, subclass method
     np.testing.assert_array_equal(drl.to_numpy(out_sub), drl.to_numpy(out_cpu))
 
 
@@ -128,7 +132,7 @@ def test_bare_device_without_compile_step_gets_a_clear_error():
     dev = Bare()
     x = drl.asarray(dev, [-1.0, 2.0], np.float32)
     out = drl.zeros(dev, 2)
-    drl.relu(dev, x, out)                                     # eager works with the one method
+    drl.relu(dev, x, out)  # eager works with the one method
     assert drl.to_numpy(out).tolist() == [0.0, 2.0]
     with pytest.raises(drl.DeviceError, match=r"Bare\(\) has no compile_step method.*compile_step.dispatch"):
         drl.fuse(dev, drl.relu, x, out)
@@ -138,10 +142,17 @@ def test_bare_device_without_compile_step_gets_a_clear_error():
 
 # ---------------------------------------------------------------- examples
 
+
 def _run_example(name, *args, timeout=900):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
-                            timeout=timeout, env=env, cwd=str(EXAMPLES))
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(EXAMPLES),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -153,6 +164,7 @@ def test_example_custom_backend_runs():
 
 
 # ---------------------------------------------------------------- environments
+
 
 def _custom_env_module():
     sys.path.insert(0, str(EXAMPLES))
@@ -171,14 +183,18 @@ def test_custom_env_step_is_one_compiled_loop():
     custom_env = _custom_env_module()
     spec = resolve_env("custom_env:PointReacher", 2)
     assert isinstance(spec.native, custom_env.PointReacher) and spec.native.num_envs == 2
-    assert (spec.name, spec.obs_dim, spec.action_dim, spec.eval_id) == ("custom_env:PointReacher", 4, 2,
-                                                                        custom_env.ENV_ID)
+    assert (spec.name, spec.obs_dim, spec.action_dim, spec.eval_id) == (
+        "custom_env:PointReacher",
+        4,
+        2,
+        custom_env.ENV_ID,
+    )
     config = td3.Config(total_steps=1000, num_envs=2)
     state = build_state(td3, drl.CPU(), spec, config, 0)
     step = drl.fuse(drl.CPU(), td3.native_step, config, spec.native, state)
     kernels = [kernel for kernel, _ in step.kernel_calls]
     assert custom_env.reacher_step in kernels and custom_env.reacher_reset in kernels
-    assert all(is_numba(kernel) for kernel in kernels)        # no Python kernel in the step
+    assert all(is_numba(kernel) for kernel in kernels)  # no Python kernel in the step
     assert not hasattr(step._run, "segments")
 
 
@@ -194,8 +210,9 @@ def test_custom_env_matches_a_numpy_reference():
     moved = start.copy()
     moved[:, :2] = np.clip(start[:, :2] + np.clip(action.astype(np.float64), -1, 1) * 0.1, -1, 1)
     np.testing.assert_array_equal(drl.to_numpy(state.physics), moved)
-    np.testing.assert_allclose(drl.to_numpy(state.reward),
-                               -np.linalg.norm(moved[:, :2] - moved[:, 2:], axis=1), rtol=1e-6)
+    np.testing.assert_allclose(
+        drl.to_numpy(state.reward), -np.linalg.norm(moved[:, :2] - moved[:, 2:], axis=1), rtol=1e-6
+    )
 
 
 def test_custom_env_registered_with_gymnasium():
@@ -234,9 +251,25 @@ def test_cli_trains_a_user_env_by_module_path():
     import json
 
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, "-m", "dispatchrl.cli", "train", "td3", "--env", "custom_env:PointReacher",
-                             "--steps", "3000", "--json"], capture_output=True, text=True, timeout=900, env=env,
-                            cwd=str(EXAMPLES))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dispatchrl.cli",
+            "train",
+            "td3",
+            "--env",
+            "custom_env:PointReacher",
+            "--steps",
+            "3000",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=str(EXAMPLES),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["env"] == "custom_env:PointReacher" and summary["steps"] == 3000
@@ -244,6 +277,7 @@ def test_cli_trains_a_user_env_by_module_path():
 
 
 # ---------------------------------------------------------------- networks
+
 
 def test_network_functions_dispatch_on_the_network_type():
     cpu = drl.CPU()
@@ -288,6 +322,7 @@ def test_example_custom_network_reaches_the_mlp_quality_bar():
 
 # ---------------------------------------------------------------- README
 
+
 def test_readme_extending_section_runs(tmp_path):
     text = (ROOT / "README.md").read_text()
     section = text.split("## Extending dispatchrl", 1)[1].split("\n## ", 1)[0]
@@ -296,8 +331,9 @@ def test_readme_extending_section_runs(tmp_path):
     script = tmp_path / "readme_extending.py"
     script.write_text("\n".join(blocks) + "\nprint('readme ok')\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, env=env,
-                            cwd=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=900, env=env, cwd=str(tmp_path)
+    )
     assert result.returncode == 0 and "readme ok" in result.stdout, result.stdout + result.stderr
 
 

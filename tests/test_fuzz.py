@@ -37,15 +37,6 @@ import dispatchrl as drl
 from dispatchrl.data import episode_log, obs_stats, replay_buffer, transitions
 from dispatchrl.envs import AcrobotContinuous, Pendulum, env_state, env_step
 from dispatchrl.errors import ConfigError, DeviceError, DTypeError, ShapeError
-from dispatchrl.kernels.onpolicy import (
-    discounted_returns,
-    gae,
-    gaussian_log_prob,
-    normalize_observations,
-    random_permutation,
-    running_stats_update,
-)
-from dispatchrl.kernels.random.api import uniform_top
 from dispatchrl.kernels.offpolicy.api import (
     LOG_STD_MAX,
     LOG_STD_MIN,
@@ -62,6 +53,15 @@ from dispatchrl.kernels.offpolicy.api import (
     td_target,
     track_episodes,
 )
+from dispatchrl.kernels.onpolicy import (
+    discounted_returns,
+    gae,
+    gaussian_log_prob,
+    normalize_observations,
+    random_permutation,
+    running_stats_update,
+)
+from dispatchrl.kernels.random.api import uniform_top
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 FLOAT_DTYPES = (F32, F64)
@@ -82,11 +82,18 @@ ACTIVATIONS = ["identity", "relu", "tanh", "gelu"]
 SQRT_2PI = math.sqrt(2 * math.pi)
 
 #: our own statement of the activations and their derivatives in float64 (v = pre, y = out)
-ACT = {"identity": lambda v: v, "relu": lambda v: np.maximum(v, 0.0), "tanh": np.tanh,
-       "gelu": lambda v: 0.5 * v * (1 + erf(v / math.sqrt(2)))}
-DACT = {"identity": lambda v, y: np.ones_like(v), "relu": lambda v, y: (v > 0).astype(float),
-        "tanh": lambda v, y: 1 - y * y,
-        "gelu": lambda v, y: 0.5 * (1 + erf(v / math.sqrt(2))) + v * np.exp(-0.5 * v * v) / SQRT_2PI}
+ACT = {
+    "identity": lambda v: v,
+    "relu": lambda v: np.maximum(v, 0.0),
+    "tanh": np.tanh,
+    "gelu": lambda v: 0.5 * v * (1 + erf(v / math.sqrt(2))),
+}
+DACT = {
+    "identity": lambda v, y: np.ones_like(v),
+    "relu": lambda v, y: (v > 0).astype(float),
+    "tanh": lambda v, y: 1 - y * y,
+    "gelu": lambda v, y: 0.5 * (1 + erf(v / math.sqrt(2))) + v * np.exp(-0.5 * v * v) / SQRT_2PI,
+}
 #: sup |activation'|: how an error in pre carries into out (GELU's derivative peaks at 1.129)
 LIPSCHITZ = {"identity": 1.0, "relu": 1.0, "tanh": 1.0, "gelu": 1.13}
 
@@ -94,6 +101,7 @@ LIPSCHITZ = {"identity": 1.0, "relu": 1.0, "tanh": 1.0, "gelu": 1.13}
 def fuzz(test):
     """``test(name, data)`` as a pytest test of the device ``name``, running hypothesis over
     st.data() with the active profile's number of examples."""
+
     @functools.wraps(test)
     def run(name):
         def check(data):
@@ -111,6 +119,7 @@ def fuzz(test):
 
 
 # --- drawing shapes, numbers and arrays ---------------------------------------------------------
+
 
 def is_c(device):
     return isinstance(device, drl.C)
@@ -132,8 +141,9 @@ def dim(data, device, label, big=40):
         return data.draw(st.sampled_from((1, 3, 17)), label=label)
     if is_cuda(device):
         return data.draw(st.sampled_from((1, 2, 3, 5, 7, 8, 9)), label=label)
-    return data.draw(st.one_of(st.sampled_from((1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33)),
-                               st.integers(1, big)), label=label)
+    return data.draw(
+        st.one_of(st.sampled_from((1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33)), st.integers(1, big)), label=label
+    )
 
 
 def number(data, device, label, strategy, c_choices):
@@ -217,11 +227,14 @@ def assert_within(what, actual, expected, bound):
         ok = (np.abs(actual - expected) <= bound) | (actual == expected)
     if not ok.all():
         i = tuple(int(k) for k in np.argwhere(~ok)[0])
-        raise AssertionError(f"{what}: {int((~ok).sum())} of {ok.size} elements off, first at {i}: got "
-                             f"{actual[i]!r}, expected {expected[i]!r} ± {bound[i]!r}")
+        raise AssertionError(
+            f"{what}: {int((~ok).sum())} of {ok.size} elements off, first at {i}: got "
+            f"{actual[i]!r}, expected {expected[i]!r} ± {bound[i]!r}"
+        )
 
 
 # --- dense layers and matrix products -----------------------------------------------------------
+
 
 def product_bound(a, b, dtype, k):
     """Bound on |fl(a @ b) − a @ b| for float64 copies a (m, k), b (k, n) of the device's inputs:
@@ -279,8 +292,7 @@ def test_dense_forward(name, data):
     ref_out = ACT[activation](ref_pre)
     # out = activation(pre): pre's error times sup|activation'|, plus the activation's own
     # evaluation error (see test_activation_functions)
-    out_bound = (LIPSCHITZ[activation] * pre_bound + 8 * U[dtype] * (np.abs(ref_pre) + np.abs(ref_out))
-                 + 2 * TINY[dtype])
+    out_bound = LIPSCHITZ[activation] * pre_bound + 8 * U[dtype] * (np.abs(ref_pre) + np.abs(ref_out)) + 2 * TINY[dtype]
     assert_within("out", host(out), ref_out, out_bound)
 
 
@@ -312,8 +324,19 @@ def test_dense_backward(name, data):
     with_d_x = data.draw(st.booleans(), label="d_x")
     d_pre, dW, db = (drl.zeros(device, s, dtype) for s in ((batch, n_out), (n_in, n_out), (n_out,)))
     d_x = drl.zeros(device, (batch, n_in), dtype) if with_d_x else None
-    drl.dense_backward(device, put(device, x), put(device, W), put(device, pre), put(device, out),
-                       put(device, d_out), d_pre, dW, db, d_x, activation)
+    drl.dense_backward(
+        device,
+        put(device, x),
+        put(device, W),
+        put(device, pre),
+        put(device, out),
+        put(device, d_out),
+        d_pre,
+        dW,
+        db,
+        d_x,
+        activation,
+    )
     ref_d_pre, d_pre_bound = d_pre_reference(device, dtype, activation, pre, out, d_out)
     assert_within("d_pre", host(d_pre), ref_d_pre, d_pre_bound)
     # the parameter and input gradients are sums over the kernel's d_pre (which may be
@@ -338,8 +361,9 @@ def test_dense_input_gradient(name, data):
     W = values(data, (n_in, n_out), dtype, "W")
     pre, out, d_out = backward_inputs(data, device, dtype, activation, batch, n_out)
     d_pre, d_x = drl.zeros(device, (batch, n_out), dtype), drl.zeros(device, (batch, n_in), dtype)
-    drl.dense_input_gradient(device, put(device, W), put(device, pre), put(device, out), put(device, d_out),
-                             d_pre, d_x, activation)
+    drl.dense_input_gradient(
+        device, put(device, W), put(device, pre), put(device, out), put(device, d_out), d_pre, d_x, activation
+    )
     g, d_pre_bound = d_pre_reference(device, dtype, activation, pre, out, d_out)
     assert_within("d_pre", host(d_pre), g, d_pre_bound)
     d_x_bound = product_bound(g, f64(W).T, dtype, n_out) + d_pre_bound @ np.abs(f64(W)).T
@@ -347,6 +371,7 @@ def test_dense_input_gradient(name, data):
 
 
 # --- losses and optimisers ----------------------------------------------------------------------
+
 
 @devices
 @fuzz
@@ -366,8 +391,7 @@ def test_mse_loss_and_gradient(name, data):
     loss_bound = (size + 6) * U[dtype] * ref_loss + 4 * TINY[dtype] * (np.abs(diff).mean() + 1)
     assert_within("loss", host(loss), [ref_loss], [loss_bound])
     # 2·diff/size: the difference, the product and the final rounding
-    assert_within("d_pred", host(grad), 2 * diff / size,
-                  4 * U[dtype] * np.abs(2 * diff / size) + 4 * TINY[dtype])
+    assert_within("d_pred", host(grad), 2 * diff / size, 4 * U[dtype] * np.abs(2 * diff / size) + 4 * TINY[dtype])
 
 
 @devices
@@ -408,10 +432,18 @@ def test_adam_step(name, data):
     # float64 by pow or repeated products (≤ t + 2 roundings of βᵗ, amplified by the
     # cancellation βᵗ / (1 − βᵗ)); then the subtraction from param
     corrections = (tn + 2) * U[F64] * (beta1**tn * scale1 + 0.5 * beta2**tn * scale2)
-    rel = (m_bound / np.maximum(np.abs(ref_m), TINY[dtype]) * (np.abs(ref_m) > 0) + 12 * u + corrections
-           + 0.5 * v_bound * scale2 / np.maximum(denominator * np.sqrt(ref_v * scale2 + TINY[dtype]), TINY[dtype]))
-    p_bound = (u * np.abs(ref_p) + np.abs(update) * rel + lr * scale1 * m_bound / denominator
-               + 4 * TINY[dtype] * (1 + lr * scale1 / eps))
+    rel = (
+        m_bound / np.maximum(np.abs(ref_m), TINY[dtype]) * (np.abs(ref_m) > 0)
+        + 12 * u
+        + corrections
+        + 0.5 * v_bound * scale2 / np.maximum(denominator * np.sqrt(ref_v * scale2 + TINY[dtype]), TINY[dtype])
+    )
+    p_bound = (
+        u * np.abs(ref_p)
+        + np.abs(update) * rel
+        + lr * scale1 * m_bound / denominator
+        + 4 * TINY[dtype] * (1 + lr * scale1 / eps)
+    )
     assert_within("param", host(arrays[0]), ref_p, p_bound)
 
 
@@ -429,8 +461,9 @@ def test_polyak_update(name, data):
     # The bound scales with |target| + |source|, not |polyak·target| + |(1 − polyak)·source|: the
     # CPU kernel is compiled with fastmath, which may reassociate to polyak·(target − source) +
     # source (so polyak = 1 moves target by an ulp of source)
-    assert_within("target", host(t), polyak * t0 + (1 - polyak) * s0,
-                  4 * U[dtype] * (np.abs(t0) + np.abs(s0)) + 4 * TINY[dtype])
+    assert_within(
+        "target", host(t), polyak * t0 + (1 - polyak) * s0, 4 * U[dtype] * (np.abs(t0) + np.abs(s0)) + 4 * TINY[dtype]
+    )
 
 
 ALL_DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_)
@@ -443,9 +476,13 @@ def test_fill_copy_increment(name, data):
     dtype = np.dtype(data.draw(st.sampled_from(ALL_DTYPES), label="dtype"))
     shape = (dim(data, device, "m"), dim(data, device, "n"))
     if dtype.kind == "f":
-        value = number(data, device, "value", st.floats(-float(np.finfo(dtype).max), float(np.finfo(dtype).max),
-                                                         width=dtype.itemsize * 8),
-                       (0.0, -1.5, 1e-40, 3e38))
+        value = number(
+            data,
+            device,
+            "value",
+            st.floats(-float(np.finfo(dtype).max), float(np.finfo(dtype).max), width=dtype.itemsize * 8),
+            (0.0, -1.5, 1e-40, 3e38),
+        )
         expected = np.array(value, dtype=dtype)
     elif dtype.kind == "b":
         value = number(data, device, "value", st.sampled_from((0.0, 1.0, -2.0, 0.5)), (0.0, 1.0))
@@ -453,8 +490,13 @@ def test_fill_copy_increment(name, data):
     else:
         # integers exactly representable as the float the declaration converts them to
         info = np.iinfo(dtype)
-        value = number(data, device, "value", st.integers(max(int(info.min), -2**53), min(int(info.max), 2**53)),
-                       (0, -7, 2**31 - 1))
+        value = number(
+            data,
+            device,
+            "value",
+            st.integers(max(int(info.min), -(2**53)), min(int(info.max), 2**53)),
+            (0, -7, 2**31 - 1),
+        )
         value = float(value) if dtype != np.uint64 else float(abs(value))
         expected = np.array(value).astype(dtype)
     out = drl.zeros(device, shape, dtype)
@@ -465,14 +507,17 @@ def test_fill_copy_increment(name, data):
         src = values(data, shape, dtype, "src")
         src.reshape(-1)[:1] = np.nan if data.draw(st.booleans(), label="nan") else src.reshape(-1)[:1]
     else:
-        src = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")).integers(
-            0, 2**62, shape).astype(dtype)
+        src = (
+            np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+            .integers(0, 2**62, shape)
+            .astype(dtype)
+        )
     dst = drl.zeros(device, shape, dtype)
     drl.copy(device, put(device, src), dst)
     view = {1: np.uint8, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
     np.testing.assert_array_equal(host(dst).view(view), src.view(view), err_msg="copy")
-    start = data.draw(st.integers(-2**40, 2**40), label="counter")
-    amount = number(data, device, "amount", st.integers(-2**40, 2**40), (1, -3, 2**40))
+    start = data.draw(st.integers(-(2**40), 2**40), label="counter")
+    amount = number(data, device, "amount", st.integers(-(2**40), 2**40), (1, -3, 2**40))
     counter = put(device, [start], np.int64)
     drl.increment(device, counter, amount)
     drl.increment(device, counter)
@@ -508,8 +553,10 @@ def rng_state(data, device, label="rng"):
     if data.draw(st.booleans(), label=f"{label} from seed"):
         state = host(drl.rng(device, data.draw(st.integers(0, 2**63 - 1), label=f"{label} seed")))
         return int(state[0]), int(state[1])
-    return (data.draw(st.integers(0, MASK), label=f"{label} key"),
-            data.draw(st.integers(0, 2**62), label=f"{label} counter"))
+    return (
+        data.draw(st.integers(0, MASK), label=f"{label} key"),
+        data.draw(st.integers(0, 2**62), label=f"{label} counter"),
+    )
 
 
 #: normal samples: float64 libm sin/cos/log/sqrt differ by a few ulp between numpy, Numba, C and
@@ -602,8 +649,11 @@ def key_whose_first_uniform_is(target_bits):
 
 
 @devices
-@pytest.mark.parametrize("dtype,low,high", [(np.float32, 0.0, 1.0), (np.float64, 824856.3424141656, 824856.3424141657)],
-                         ids=["float32-unit", "float64-narrow"])
+@pytest.mark.parametrize(
+    "dtype,low,high",
+    [(np.float32, 0.0, 1.0), (np.float64, 824856.3424141656, 824856.3424141657)],
+    ids=["float32-unit", "float64-narrow"],
+)
 def test_random_uniform_stays_below_high(name, dtype, low, high):
     device = DEVICES[name]
     key = key_whose_first_uniform_is(MASK)  # u = 1 - 2⁻⁵³, the largest uniform the stream makes
@@ -615,11 +665,16 @@ def test_random_uniform_stays_below_high(name, dtype, low, high):
 
 # --- replay buffers and the off-policy ops ------------------------------------------------------
 
+
 def transition_rows(data, n, obs_dim, action_dim, dtype, label):
-    return (values(data, (n, obs_dim), dtype, f"{label} obs"), values(data, (n, action_dim), dtype, f"{label} action"),
-            values(data, (n,), dtype, f"{label} reward"), values(data, (n, obs_dim), dtype, f"{label} next_obs"),
-            data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label=f"{label} terminated"),
-            data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label=f"{label} truncated"))
+    return (
+        values(data, (n, obs_dim), dtype, f"{label} obs"),
+        values(data, (n, action_dim), dtype, f"{label} action"),
+        values(data, (n,), dtype, f"{label} reward"),
+        values(data, (n, obs_dim), dtype, f"{label} next_obs"),
+        data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label=f"{label} terminated"),
+        data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label=f"{label} truncated"),
+    )
 
 
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
@@ -637,8 +692,10 @@ def test_replay_add_and_sample(name, data):
     capacity = dim(data, device, "capacity", big=64)
     obs_dim, action_dim = dim(data, device, "obs_dim", big=9), dim(data, device, "action_dim", big=5)
     buffer = replay_buffer(device, capacity, obs_dim, action_dim, dtype)
-    model = {f: np.zeros((capacity,) + np.shape(host(getattr(buffer, f)))[1:], host(getattr(buffer, f)).dtype)
-             for f in FIELDS}
+    model = {
+        f: np.zeros((capacity,) + np.shape(host(getattr(buffer, f)))[1:], host(getattr(buffer, f)).dtype)
+        for f in FIELDS
+    }
     position = size = 0
     for k in range(data.draw(st.integers(1, 4), label="adds")):
         n = data.draw(st.integers(1, capacity), label=f"rows {k}")
@@ -678,7 +735,7 @@ def test_concat_and_slice_columns(name, data):
         width, start = data.draw(st.sampled_from(((cb, ca), (ca, 0))), label="slice on C")
     part = drl.zeros(device, (rows, width), dtype)
     slice_columns(device, out, start, part)
-    np.testing.assert_array_equal(bits(host(part)), bits(np.hstack([a, b])[:, start:start + width]))
+    np.testing.assert_array_equal(bits(host(part)), bits(np.hstack([a, b])[:, start : start + width]))
 
 
 @devices
@@ -695,13 +752,23 @@ def test_td_targets(name, data):
     q = np.minimum(read(device, q1), read(device, q2))[:, 0]
     r, alive = read(device, reward), gamma * (1.0 - terminated)
     # reward + γ·(1 − terminated)·min: two products, a sum, gamma rounded to dtype
-    assert_within("target", host(target)[:, 0], r + alive * q,
-                  4 * U[dtype] * (np.abs(r) + np.abs(alive * q)) + 4 * TINY[dtype])
+    assert_within(
+        "target", host(target)[:, 0], r + alive * q, 4 * U[dtype] * (np.abs(r) + np.abs(alive * q)) + 4 * TINY[dtype]
+    )
     # SAC's soft target subtracts α·log_prob inside the bootstrap
     log_prob = values(data, (n, 1), dtype, "log_prob", large=1e6 if dtype == F32 else 1e100)
     log_alpha = number(data, device, "log_alpha", st.floats(-10.0, 3.0), (-0.5, 0.0))
-    soft_td_target(device, put(device, reward), put(device, terminated), put(device, q1), put(device, q2),
-                   put(device, log_prob), put(device, [log_alpha], dtype), gamma, target)
+    soft_td_target(
+        device,
+        put(device, reward),
+        put(device, terminated),
+        put(device, q1),
+        put(device, q2),
+        put(device, log_prob),
+        put(device, [log_alpha], dtype),
+        gamma,
+        target,
+    )
     alpha = math.exp(float(np.asarray(log_alpha, dtype)))
     entropy = alpha * read(device, log_prob)[:, 0]
     soft = q - entropy
@@ -759,8 +826,9 @@ def test_gaussian_tanh_sample(name, data):
     key, counter = rng_state(data, device)
     noise, action = drl.zeros(device, (batch, a_dim), dtype), drl.zeros(device, (batch, a_dim), dtype)
     log_prob = drl.zeros(device, (batch, 1), dtype)
-    gaussian_tanh_sample(device, put(device, np.array([key, counter], np.uint64)), put(device, actor_out),
-                         noise, action, log_prob)
+    gaussian_tanh_sample(
+        device, put(device, np.array([key, counter], np.uint64)), put(device, actor_out), noise, action, log_prob
+    )
     eps = normal01(key, counter, batch * a_dim).reshape(batch, a_dim)
     u = U[dtype]
     assert_within("noise", host(noise), eps, u * np.abs(eps) + NORMAL_ATOL)
@@ -775,8 +843,11 @@ def test_gaussian_tanh_sample(name, data):
     # log(1 − a² + 1e-6) amplifies an error in a by 2|a| / (1 − a² + 1e-6)
     sensitivity = 2 * np.abs(a) / (1 - a * a + 1e-6)
     terms = -0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi) - np.log(1 - a * a + 1e-6)
-    lp_bound = (8 * u * (np.abs(terms) + 0.5 * eps * eps + np.abs(log_std) + 2) + sensitivity * a_bound
-                + np.abs(eps) * NORMAL_ATOL).sum(1)
+    lp_bound = (
+        8 * u * (np.abs(terms) + 0.5 * eps * eps + np.abs(log_std) + 2)
+        + sensitivity * a_bound
+        + np.abs(eps) * NORMAL_ATOL
+    ).sum(1)
     assert_within("log_prob", host(log_prob)[:, 0], terms.sum(1), lp_bound)
 
 
@@ -794,8 +865,15 @@ def test_gaussian_tanh_backward(name, data):
     d_action = values(data, (batch, a_dim), dtype, "d_action", large=1e6)
     log_alpha = number(data, device, "log_alpha", st.floats(-10.0, 3.0), (-0.5,))
     out = drl.zeros(device, (batch, 2 * a_dim), dtype)
-    gaussian_tanh_backward(device, put(device, actor_out), put(device, noise), put(device, action),
-                           put(device, d_action), put(device, [log_alpha], dtype), out)
+    gaussian_tanh_backward(
+        device,
+        put(device, actor_out),
+        put(device, noise),
+        put(device, action),
+        put(device, d_action),
+        put(device, [log_alpha], dtype),
+        out,
+    )
     u = U[dtype]
     a, eps, da = f64(action), read(device, noise), read(device, d_action)
     raw = read(device, actor_out[:, a_dim:])
@@ -809,9 +887,11 @@ def test_gaussian_tanh_backward(name, data):
     # an independent error of 2u in it: 4u/(x + 1e-6) relative to the ratio; a few more
     # roundings of each term
     x_err = 2 * u + TINY[dtype]
-    d_u_bound = (np.abs(da) * (x_err + 4 * u * x)
-                 + scale * 2 * np.abs(a) * (x_err * 1e-6 / (x + 1e-6) ** 2 + ratio * 4 * u / (x + 1e-6) + 4 * u)
-                 + 4 * TINY[dtype])
+    d_u_bound = (
+        np.abs(da) * (x_err + 4 * u * x)
+        + scale * 2 * np.abs(a) * (x_err * 1e-6 / (x + 1e-6) ** 2 + ratio * 4 * u / (x + 1e-6) + 4 * u)
+        + 4 * TINY[dtype]
+    )
     got = host(out)
     assert_within("d_mean", got[:, :a_dim], d_u, d_u_bound)
     inside = (raw > LOG_STD_MIN) & (raw < LOG_STD_MAX)
@@ -929,10 +1009,21 @@ def test_gae(name, data):
     terminated, truncated = flags(data, (steps, envs), "terminated"), flags(data, (steps, envs), "truncated")
     advantage, returns = drl.zeros(device, (steps, envs), dtype), drl.zeros(device, (steps, envs), dtype)
     with_returns = data.draw(st.booleans(), label="returns")
-    gae(device, put(device, reward), put(device, value), put(device, next_value), put(device, terminated),
-        put(device, truncated), gamma, lam, advantage, returns if with_returns else None)
-    ref, scale = gae_reference(read(device, reward), read(device, value), read(device, next_value),
-                               terminated, truncated, gamma, lam)
+    gae(
+        device,
+        put(device, reward),
+        put(device, value),
+        put(device, next_value),
+        put(device, terminated),
+        put(device, truncated),
+        gamma,
+        lam,
+        advantage,
+        returns if with_returns else None,
+    )
+    ref, scale = gae_reference(
+        read(device, reward), read(device, value), read(device, next_value), terminated, truncated, gamma, lam
+    )
     # each of the ≤ T steps of the recurrence rounds a few products and sums: (T + 4)·u of the
     # discounted sum of magnitudes along the episode
     bound = (steps + 4) * 2 * U[dtype] * scale + 8 * TINY[dtype] * steps
@@ -978,10 +1069,19 @@ def test_discounted_returns(name, data):
     reward, next_value = values(data, (steps, envs), dtype, "reward"), values(data, (steps, envs), dtype, "next_value")
     terminated, truncated = flags(data, (steps, envs), "terminated"), flags(data, (steps, envs), "truncated")
     returns = drl.zeros(device, (steps, envs), dtype)
-    discounted_returns(device, put(device, reward), put(device, next_value), put(device, terminated),
-                       put(device, truncated), gamma, returns, n)
-    ref, scale = returns_reference(read(device, reward), read(device, next_value), terminated, truncated, gamma,
-                                   steps if n is None else n)
+    discounted_returns(
+        device,
+        put(device, reward),
+        put(device, next_value),
+        put(device, terminated),
+        put(device, truncated),
+        gamma,
+        returns,
+        n,
+    )
+    ref, scale = returns_reference(
+        read(device, reward), read(device, next_value), terminated, truncated, gamma, steps if n is None else n
+    )
     # ≤ T + 1 terms, each a power of γ (rounded through its repeated products) times a value
     bound = (2 * steps + 6) * U[dtype] * scale + 8 * TINY[dtype] * steps
     assert_within("returns", host(returns), ref, bound)
@@ -1023,9 +1123,16 @@ def test_running_stats_update(name, data):
     x = values(data, (rows, cols), dtype, "x", large=1e6)
     bad_columns = np.zeros(cols, bool)
     if data.draw(st.booleans(), label="non-finite"):
-        bad = data.draw(st.lists(st.tuples(st.integers(0, rows - 1), st.integers(0, cols - 1),
-                                           st.sampled_from((np.nan, np.inf, -np.inf))), min_size=1, max_size=4),
-                        label="non-finite entries")
+        bad = data.draw(
+            st.lists(
+                st.tuples(
+                    st.integers(0, rows - 1), st.integers(0, cols - 1), st.sampled_from((np.nan, np.inf, -np.inf))
+                ),
+                min_size=1,
+                max_size=4,
+            ),
+            label="non-finite entries",
+        )
         for i, j, v in bad:
             x[i, j] = v
             bad_columns[j] = True
@@ -1055,8 +1162,9 @@ def test_gaussian_log_prob(name, data):
     batch, a_dim = dim(data, device, "batch"), dim(data, device, "action_dim", big=8)
     mean, action = (values(data, (batch, a_dim), dtype, s, large=1e6) for s in ("mean", "action"))
     # a state-independent log-std in PPO's range (exp stays finite and normal)
-    log_std = np.asarray(data.draw(st.lists(st.floats(-5.0, 2.0, width=32), min_size=a_dim, max_size=a_dim),
-                                   label="log_std"), dtype)
+    log_std = np.asarray(
+        data.draw(st.lists(st.floats(-5.0, 2.0, width=32), min_size=a_dim, max_size=a_dim), label="log_std"), dtype
+    )
     out = drl.zeros(device, batch, dtype)
     gaussian_log_prob(device, put(device, mean), put(device, log_std), put(device, action), out)
     ls = f64(log_std)
@@ -1071,6 +1179,7 @@ def test_gaussian_log_prob(name, data):
 
 
 # --- environments -------------------------------------------------------------------------------
+
 
 def pendulum_reference(physics, action, scale, g):
     """gymnasium Pendulum-v1's step in float64 (the library rounds the torque terms to float32, as
@@ -1093,10 +1202,15 @@ def acrobot_dsdt(s, a):
     d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * np.cos(theta2)) + I1 + I2
     d2 = m2 * (lc2**2 + l1 * lc2 * np.cos(theta2)) + I2
     phi2 = m2 * lc2 * g * np.cos(theta1 + theta2 - np.pi / 2.0)
-    phi1 = (-m2 * l1 * lc2 * dtheta2**2 * np.sin(theta2) - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * np.sin(theta2)
-            + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - np.pi / 2) + phi2)
+    phi1 = (
+        -m2 * l1 * lc2 * dtheta2**2 * np.sin(theta2)
+        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * np.sin(theta2)
+        + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - np.pi / 2)
+        + phi2
+    )
     ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * np.sin(theta2) - phi2) / (
-        m2 * lc2**2 + I2 - d2**2 / d1)
+        m2 * lc2**2 + I2 - d2**2 / d1
+    )
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
     return np.stack([dtheta1, dtheta2, ddtheta1, ddtheta2], 1)
 
@@ -1160,8 +1274,7 @@ def test_pendulum_step(name, data):
     assert_within("thdot obs", obs[:, 2], host(state.physics)[:, 1], U[F32] * 8)
     # reward: −cost rounded to float32; the wrapped angle's square carries |th|·u64 errors
     wrapped = (physics[:, 0] + np.pi) % (2 * np.pi) - np.pi
-    assert_within("reward", host(state.reward), reward,
-                  U[F32] * np.abs(reward) + 2 * np.pi * th_err + 1e-9)
+    assert_within("reward", host(state.reward), reward, U[F32] * np.abs(reward) + 2 * np.pi * th_err + 1e-9)
     np.testing.assert_array_equal(host(state.steps), steps + 1)
     np.testing.assert_array_equal(host(state.terminated), np.zeros(n, bool))
     np.testing.assert_array_equal(host(state.truncated), steps + 1 >= max_steps)
@@ -1195,8 +1308,9 @@ def test_acrobot_step(name, data):
     assert_within("velocities", got[:, 2:], ref[:, 2:], tolerance)
     assert (np.abs(got[:, :2]) <= np.pi + 1e-12).all()
     obs = host(state.obs)
-    expected_obs = np.stack([np.cos(got[:, 0]), np.sin(got[:, 0]), np.cos(got[:, 1]), np.sin(got[:, 1]),
-                             got[:, 2], got[:, 3]], 1)
+    expected_obs = np.stack(
+        [np.cos(got[:, 0]), np.sin(got[:, 0]), np.cos(got[:, 1]), np.sin(got[:, 1]), got[:, 2], got[:, 3]], 1
+    )
     assert_within("obs", obs, expected_obs, U[F32] * np.maximum(np.abs(expected_obs), 1) + 1e-12)
     clear = np.abs(height - 1.0) > 1e-7  # the tip is not on the line: the flag is well defined
     done = height > 1.0
@@ -1216,6 +1330,7 @@ def test_acrobot_step(name, data):
 # (→ ConfigError, or the error its declaration documents). After the refused call every array of the
 # call must hold what it held before: nothing ran.
 
+
 class Call:
     def __init__(self, fn, args, kwargs=None, exempt=(), numbers=()):
         self.fn, self.args, self.kwargs = fn, list(args), dict(kwargs or {})
@@ -1228,7 +1343,9 @@ class Call:
             if isinstance(arg, drl.Array):
                 found.append((f"#{i}", i, None))
             elif hasattr(arg, "__dataclass_fields__"):
-                found += [(f"#{i}.{f}", i, f) for f in arg.__dataclass_fields__ if isinstance(getattr(arg, f), drl.Array)]
+                found += [
+                    (f"#{i}.{f}", i, f) for f in arg.__dataclass_fields__ if isinstance(getattr(arg, f), drl.Array)
+                ]
         return found
 
     def get(self, i, field):
@@ -1258,45 +1375,81 @@ def build(kind, device, dtype, a, b, c):
     if kind == "relu":
         return Call(drl.relu, [device, *_arrays(device, dt, (a, b), (a, b))])
     if kind == "dense_forward":
-        return Call(drl.dense_forward, [device, *_arrays(device, dt, (a, b), (b, c), (c,), (a, c), (a, c))],
-                    {"activation": "tanh"}, numbers=[("activation", ("softmax", None), ConfigError)])
+        return Call(
+            drl.dense_forward,
+            [device, *_arrays(device, dt, (a, b), (b, c), (c,), (a, c), (a, c))],
+            {"activation": "tanh"},
+            numbers=[("activation", ("softmax", None), ConfigError)],
+        )
     if kind == "dense_backward":
-        return Call(drl.dense_backward, [device, *_arrays(device, dt, (a, b), (b, c), (a, c), (a, c), (a, c), (a, c),
-                                                          (b, c), (c,), (a, b))],
-                    {"activation": "gelu"}, numbers=[("activation", ("sigmoid",), ConfigError)])
+        return Call(
+            drl.dense_backward,
+            [device, *_arrays(device, dt, (a, b), (b, c), (a, c), (a, c), (a, c), (a, c), (b, c), (c,), (a, b))],
+            {"activation": "gelu"},
+            numbers=[("activation", ("sigmoid",), ConfigError)],
+        )
     if kind == "dense_input_gradient":
-        return Call(drl.dense_input_gradient, [device, *_arrays(device, dt, (b, c), (a, c), (a, c), (a, c), (a, c),
-                                                                (a, b))], {"activation": "relu"})
+        return Call(
+            drl.dense_input_gradient,
+            [device, *_arrays(device, dt, (b, c), (a, c), (a, c), (a, c), (a, c), (a, b))],
+            {"activation": "relu"},
+        )
     if kind == "mse_loss":
         return Call(drl.mse_loss, [device, *_arrays(device, dt, (a, b), (a, b), (1,))])
     if kind == "mse_gradient":
         return Call(drl.mse_gradient, [device, *_arrays(device, dt, (a, b), (a, b), (a, b))])
     if kind == "adam_step":
-        return Call(drl.adam_step, [device, *_arrays(device, dt, (a, b), (a, b), (a, b), (a, b)),
-                                    drl.zeros(device, 1, np.int64)], {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8},
-                    numbers=[("lr", (0.0, -1.0, math.nan, math.inf, "fast"), ConfigError),
-                             ("beta1", (1.0, -0.1), ConfigError), ("beta2", (1.0, math.nan), ConfigError),
-                             ("eps", (0.0, -1e-8), ConfigError)])
+        return Call(
+            drl.adam_step,
+            [device, *_arrays(device, dt, (a, b), (a, b), (a, b), (a, b)), drl.zeros(device, 1, np.int64)],
+            {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8},
+            numbers=[
+                ("lr", (0.0, -1.0, math.nan, math.inf, "fast"), ConfigError),
+                ("beta1", (1.0, -0.1), ConfigError),
+                ("beta2", (1.0, math.nan), ConfigError),
+                ("eps", (0.0, -1e-8), ConfigError),
+            ],
+        )
     if kind == "polyak_update":
-        return Call(drl.polyak_update, [device, *_arrays(device, dt, (a, b), (a, b))], {"polyak": 0.995},
-                    numbers=[("polyak", (1.5, -0.1, math.nan), ConfigError)])
+        return Call(
+            drl.polyak_update,
+            [device, *_arrays(device, dt, (a, b), (a, b))],
+            {"polyak": 0.995},
+            numbers=[("polyak", (1.5, -0.1, math.nan), ConfigError)],
+        )
     if kind == "fill":
-        return Call(drl.fill, [device, drl.zeros(device, (a, b), dt)], {"value": 2.0},
-                    exempt={("#1", "shape"), ("#1", "rank"), ("#1", "dtype")},
-                    numbers=[("value", (math.nan, math.inf, "one"), ConfigError)])
+        return Call(
+            drl.fill,
+            [device, drl.zeros(device, (a, b), dt)],
+            {"value": 2.0},
+            exempt={("#1", "shape"), ("#1", "rank"), ("#1", "dtype")},
+            numbers=[("value", (math.nan, math.inf, "one"), ConfigError)],
+        )
     if kind == "copy":
         return Call(drl.copy, [device, *_arrays(device, dt, (a, b), (a, b))])
     if kind == "increment":
-        return Call(drl.increment, [device, drl.zeros(device, 1, np.int64)], {"amount": 3},
-                    numbers=[("amount", (1.5, "2"), ConfigError)])
+        return Call(
+            drl.increment,
+            [device, drl.zeros(device, 1, np.int64)],
+            {"amount": 3},
+            numbers=[("amount", (1.5, "2"), ConfigError)],
+        )
     if kind == "random_uniform":
-        return Call(drl.random_uniform, [device, rng, drl.zeros(device, (a, b), dt)], {"low": -1.0, "high": 1.0},
-                    exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
-                    numbers=[("high", (-2.0, math.inf), ConfigError), ("low", (math.nan,), ConfigError)])
+        return Call(
+            drl.random_uniform,
+            [device, rng, drl.zeros(device, (a, b), dt)],
+            {"low": -1.0, "high": 1.0},
+            exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
+            numbers=[("high", (-2.0, math.inf), ConfigError), ("low", (math.nan,), ConfigError)],
+        )
     if kind == "random_normal":
-        return Call(drl.random_normal, [device, rng, drl.zeros(device, (a, b), dt)], {"mean": 0.0, "std": 1.0},
-                    exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
-                    numbers=[("std", (-1.0, math.nan), ConfigError), ("mean", (math.inf,), ConfigError)])
+        return Call(
+            drl.random_normal,
+            [device, rng, drl.zeros(device, (a, b), dt)],
+            {"mean": 0.0, "std": 1.0},
+            exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
+            numbers=[("std", (-1.0, math.nan), ConfigError), ("mean", (math.inf,), ConfigError)],
+        )
     if kind == "replay_add":
         buffer = replay_buffer(device, a + 2, b, c, dt)
         rows = transitions(device, a, b, c, dt)
@@ -1304,84 +1457,170 @@ def build(kind, device, dtype, a, b, c):
     if kind == "replay_sample":
         buffer = replay_buffer(device, a + 2, b, c, dt)
         drl.assign(buffer.size, [1])
-        return Call(replay_sample, [device, rng, buffer, transitions(device, a, b, c, dt)],
-                    # position is not read by sampling
-                    exempt={("#2.position", k) for k in ("shape", "rank", "dtype", "dtype-float", "device", "host")})
+        return Call(
+            replay_sample,
+            [device, rng, buffer, transitions(device, a, b, c, dt)],
+            # position is not read by sampling
+            exempt={("#2.position", k) for k in ("shape", "rank", "dtype", "dtype-float", "device", "host")},
+        )
     if kind == "concat_columns":
         return Call(concat_columns, [device, *_arrays(device, dt, (a, b), (a, c), (a, b + c))])
     if kind == "slice_columns":
-        return Call(slice_columns, [device, drl.zeros(device, (a, b + c), dt), b, drl.zeros(device, (a, c), dt)],
-                    # a wider x still holds the columns
-                    exempt={("#1", "shape")},
-                    numbers=[(2, (b + 1, -1, 0.5), ShapeError)])
+        return Call(
+            slice_columns,
+            [device, drl.zeros(device, (a, b + c), dt), b, drl.zeros(device, (a, c), dt)],
+            # a wider x still holds the columns
+            exempt={("#1", "shape")},
+            numbers=[(2, (b + 1, -1, 0.5), ShapeError)],
+        )
     if kind == "td_target":
-        return Call(td_target, [device, drl.zeros(device, a, dt), drl.zeros(device, a, np.bool_),
-                                *_arrays(device, dt, (a, 1), (a, 1))], {"gamma": 0.99, "target": drl.zeros(device, (a, 1), dt)},
-                    numbers=[("gamma", (1.5, -0.1, math.nan), ConfigError)])
+        return Call(
+            td_target,
+            [device, drl.zeros(device, a, dt), drl.zeros(device, a, np.bool_), *_arrays(device, dt, (a, 1), (a, 1))],
+            {"gamma": 0.99, "target": drl.zeros(device, (a, 1), dt)},
+            numbers=[("gamma", (1.5, -0.1, math.nan), ConfigError)],
+        )
     if kind == "soft_td_target":
-        return Call(soft_td_target, [device, drl.zeros(device, a, dt), drl.zeros(device, a, np.bool_),
-                                     *_arrays(device, dt, (a, 1), (a, 1), (a, 1), (1,))],
-                    {"gamma": 0.99, "target": drl.zeros(device, (a, 1), dt)},
-                    numbers=[("gamma", (2.0,), ConfigError)])
+        return Call(
+            soft_td_target,
+            [
+                device,
+                drl.zeros(device, a, dt),
+                drl.zeros(device, a, np.bool_),
+                *_arrays(device, dt, (a, 1), (a, 1), (a, 1), (1,)),
+            ],
+            {"gamma": 0.99, "target": drl.zeros(device, (a, 1), dt)},
+            numbers=[("gamma", (2.0,), ConfigError)],
+        )
     if kind == "add_clipped_noise":
-        return Call(add_clipped_noise, [device, rng, drl.zeros(device, (a, b), dt)],
-                    {"std": 0.1, "noise_clip": 0.5, "low": -1.0, "high": 1.0},
-                    exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
-                    numbers=[("std", (-0.1,), ConfigError), ("noise_clip", (-1.0, math.nan), ConfigError),
-                             ("high", (-2.0,), ConfigError)])
+        return Call(
+            add_clipped_noise,
+            [device, rng, drl.zeros(device, (a, b), dt)],
+            {"std": 0.1, "noise_clip": 0.5, "low": -1.0, "high": 1.0},
+            exempt={("#2", "shape"), ("#2", "rank"), ("#2", "dtype-float")},
+            numbers=[
+                ("std", (-0.1,), ConfigError),
+                ("noise_clip", (-1.0, math.nan), ConfigError),
+                ("high", (-2.0,), ConfigError),
+            ],
+        )
     if kind == "select_min_rows":
         return Call(select_min_rows, [device, *_arrays(device, dt, (a, 1), (a, 1), (a, b), (a, b), (a, b))])
     if kind == "gaussian_tanh_sample":
         return Call(gaussian_tanh_sample, [device, rng, *_arrays(device, dt, (a, 2 * b), (a, b), (a, b), (a, 1))])
     if kind == "gaussian_tanh_backward":
-        return Call(gaussian_tanh_backward, [device, *_arrays(device, dt, (a, 2 * b), (a, b), (a, b), (a, b), (1,),
-                                                              (a, 2 * b))])
+        return Call(
+            gaussian_tanh_backward, [device, *_arrays(device, dt, (a, 2 * b), (a, b), (a, b), (a, b), (1,), (a, 2 * b))]
+        )
     if kind == "entropy_temperature_gradient":
-        return Call(entropy_temperature_gradient, [device, drl.zeros(device, (a, 1), dt)],
-                    {"target_entropy": -1.0, "grad": drl.zeros(device, 1, dt)},
-                    numbers=[("target_entropy", (math.nan, "low"), ConfigError)])
+        return Call(
+            entropy_temperature_gradient,
+            [device, drl.zeros(device, (a, 1), dt)],
+            {"target_entropy": -1.0, "grad": drl.zeros(device, 1, dt)},
+            numbers=[("target_entropy", (math.nan, "low"), ConfigError)],
+        )
     if kind == "track_episodes":
-        return Call(track_episodes, [device, episode_log(device, a, b), drl.zeros(device, a, np.float32),
-                                     drl.zeros(device, a, np.bool_), drl.zeros(device, a, np.bool_),
-                                     drl.zeros(device, 1, np.int64)],
-                    exempt={("#2", "dtype-float")})  # rewards of either float dtype
+        return Call(
+            track_episodes,
+            [
+                device,
+                episode_log(device, a, b),
+                drl.zeros(device, a, np.float32),
+                drl.zeros(device, a, np.bool_),
+                drl.zeros(device, a, np.bool_),
+                drl.zeros(device, 1, np.int64),
+            ],
+            exempt={("#2", "dtype-float")},
+        )  # rewards of either float dtype
     if kind == "random_permutation":
-        return Call(random_permutation, [device, rng, drl.zeros(device, a + b, np.int64)],
-                    exempt={("#2", "shape")})  # a permutation of any length
+        return Call(
+            random_permutation, [device, rng, drl.zeros(device, a + b, np.int64)], exempt={("#2", "shape")}
+        )  # a permutation of any length
     if kind == "gae":
         flags_ = [drl.zeros(device, (a, b), np.bool_) for _ in range(2)]
-        return Call(gae, [device, *_arrays(device, dt, (a, b), (a, b), (a, b)), *flags_],
-                    {"gamma": 0.99, "lam": 0.95, "advantage": drl.zeros(device, (a, b), dt),
-                         "returns": drl.zeros(device, (a, b), dt)},
-                    numbers=[("gamma", (1.01,), ConfigError), ("lam", (-0.5, math.nan), ConfigError)])
+        return Call(
+            gae,
+            [device, *_arrays(device, dt, (a, b), (a, b), (a, b)), *flags_],
+            {
+                "gamma": 0.99,
+                "lam": 0.95,
+                "advantage": drl.zeros(device, (a, b), dt),
+                "returns": drl.zeros(device, (a, b), dt),
+            },
+            numbers=[("gamma", (1.01,), ConfigError), ("lam", (-0.5, math.nan), ConfigError)],
+        )
     if kind == "discounted_returns":
         flags_ = [drl.zeros(device, (a, b), np.bool_) for _ in range(2)]
-        return Call(discounted_returns, [device, *_arrays(device, dt, (a, b), (a, b)), *flags_],
-                    {"gamma": 0.99, "returns": drl.zeros(device, (a, b), dt), "n": 2},
-                    numbers=[("n", (0, -1, 1.5, True), ShapeError), ("gamma", (math.inf,), ConfigError)])
+        return Call(
+            discounted_returns,
+            [device, *_arrays(device, dt, (a, b), (a, b)), *flags_],
+            {"gamma": 0.99, "returns": drl.zeros(device, (a, b), dt), "n": 2},
+            numbers=[("n", (0, -1, 1.5, True), ShapeError), ("gamma", (math.inf,), ConfigError)],
+        )
     if kind == "running_stats_update":
-        return Call(running_stats_update, [device, obs_stats(device, b), drl.zeros(device, (a, b), dt)],
-                    exempt={("#2", "dtype-float")})  # observations of either float dtype
+        return Call(
+            running_stats_update,
+            [device, obs_stats(device, b), drl.zeros(device, (a, b), dt)],
+            exempt={("#2", "dtype-float")},
+        )  # observations of either float dtype
     if kind == "normalize_observations":
         return Call(normalize_observations, [device, obs_stats(device, b), *_arrays(device, dt, (a, b), (a, b))])
     if kind == "gaussian_log_prob":
         return Call(gaussian_log_prob, [device, *_arrays(device, dt, (a, b), (b,), (a, b), (a,))])
     if kind in ("pendulum", "acrobot"):
         env = Pendulum(a) if kind == "pendulum" else AcrobotContinuous(a)
-        return Call(env_step, [device, env, env_state(device, env), drl.zeros(device, (a, 1), np.float32)],
-                    numbers=[(1, (Pendulum, "Pendulum-v1"), ConfigError)])
+        return Call(
+            env_step,
+            [device, env, env_state(device, env), drl.zeros(device, (a, 1), np.float32)],
+            numbers=[(1, (Pendulum, "Pendulum-v1"), ConfigError)],
+        )
     raise AssertionError(kind)
 
 
-BAD_ARGUMENT_FAMILIES = ["matmul", "relu", "dense_forward", "dense_backward", "dense_input_gradient", "mse_loss",
-                         "mse_gradient", "adam_step", "polyak_update", "fill", "copy", "increment", "random_uniform",
-                         "random_normal", "replay_add", "replay_sample", "concat_columns", "slice_columns",
-                         "td_target", "soft_td_target", "add_clipped_noise", "select_min_rows",
-                         "gaussian_tanh_sample", "gaussian_tanh_backward", "entropy_temperature_gradient",
-                         "track_episodes", "random_permutation", "gae", "discounted_returns", "running_stats_update",
-                         "normalize_observations", "gaussian_log_prob", "pendulum", "acrobot"]
-ERRORS = {"shape": ShapeError, "rank": ShapeError, "dtype": DTypeError, "dtype-float": DTypeError, "device": DeviceError,
-          "host": DeviceError}
+BAD_ARGUMENT_FAMILIES = [
+    "matmul",
+    "relu",
+    "dense_forward",
+    "dense_backward",
+    "dense_input_gradient",
+    "mse_loss",
+    "mse_gradient",
+    "adam_step",
+    "polyak_update",
+    "fill",
+    "copy",
+    "increment",
+    "random_uniform",
+    "random_normal",
+    "replay_add",
+    "replay_sample",
+    "concat_columns",
+    "slice_columns",
+    "td_target",
+    "soft_td_target",
+    "add_clipped_noise",
+    "select_min_rows",
+    "gaussian_tanh_sample",
+    "gaussian_tanh_backward",
+    "entropy_temperature_gradient",
+    "track_episodes",
+    "random_permutation",
+    "gae",
+    "discounted_returns",
+    "running_stats_update",
+    "normalize_observations",
+    "gaussian_log_prob",
+    "pendulum",
+    "acrobot",
+]
+ERRORS = {
+    "shape": ShapeError,
+    "rank": ShapeError,
+    "dtype": DTypeError,
+    "dtype-float": DTypeError,
+    "device": DeviceError,
+    "host": DeviceError,
+}
 
 
 def mutations(call, device):
@@ -1393,10 +1632,13 @@ def mutations(call, device):
         arr = call.get(i, field)
         shape, dtype = arr.shape, arr.dtype
         longer = tuple(s + 1 if k == len(shape) - 1 else s for k, s in enumerate(shape))
-        candidates = {"shape": [drl.zeros(device, longer, dtype)], "rank": [drl.zeros(device, shape + (1,), dtype)],
-                      "dtype": [drl.zeros(device, shape, np.int32)],
-                      "device": [drl.zeros(other, shape, dtype)],
-                      "host": [np.zeros(shape, dtype)]}
+        candidates = {
+            "shape": [drl.zeros(device, longer, dtype)],
+            "rank": [drl.zeros(device, shape + (1,), dtype)],
+            "dtype": [drl.zeros(device, shape, np.int32)],
+            "device": [drl.zeros(other, shape, dtype)],
+            "host": [np.zeros(shape, dtype)],
+        }
         if dtype.kind == "f":
             candidates["dtype-float"] = [drl.zeros(device, shape, F64 if dtype == F32 else F32)]
         for kind, replacements in candidates.items():

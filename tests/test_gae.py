@@ -38,7 +38,7 @@ def reference_returns(reward, next_value, terminated, truncated, gamma, n=None):
             total = 0.0
             for k in range(n):
                 i = t + k
-                total += gamma ** k * float(reward[i, e])
+                total += gamma**k * float(reward[i, e])
                 if terminated[i, e]:
                     break
                 if truncated[i, e] or k == n - 1 or i == steps - 1:
@@ -64,24 +64,24 @@ def rollout_arrays(steps, envs, seed, p_term=0.15, p_trunc=0.15):
 def test_each_timestep_type_by_hand(device):
     """One env per type, T = 3, the done flag at t = 1; written out term by term."""
     r = np.array([[1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]], np.float32)
-    v = np.array([[.5, .5, .5, .5], [.25, .25, .25, .25], [.75, .75, .75, .75]], np.float32)
-    nv = np.array([[.25, .25, .25, .25], [9, 9, 9, .75], [4, 4, 4, 4]], np.float32)
+    v = np.array([[0.5, 0.5, 0.5, 0.5], [0.25, 0.25, 0.25, 0.25], [0.75, 0.75, 0.75, 0.75]], np.float32)
+    nv = np.array([[0.25, 0.25, 0.25, 0.25], [9, 9, 9, 0.75], [4, 4, 4, 4]], np.float32)
     term = np.zeros((3, 4), bool)
     trunc = np.zeros((3, 4), bool)
-    term[1, 0] = True                    # env 0: episode terminated at t = 1 (no bootstrap)
-    trunc[1, 1] = True                   # env 1: truncated at t = 1 (bootstrap V(final obs) = 9)
-    term[1, 2] = trunc[1, 2] = True      # env 2: both flags: termination wins
+    term[1, 0] = True  # env 0: episode terminated at t = 1 (no bootstrap)
+    trunc[1, 1] = True  # env 1: truncated at t = 1 (bootstrap V(final obs) = 9)
+    term[1, 2] = trunc[1, 2] = True  # env 2: both flags: termination wins
     # env 3: ordinary all along; the rollout is cut after t = 2 and bootstraps from nv[2] = 4
     adv, ret = run_gae(device, r, v, nv, term, trunc)
     g, gl = GAMMA, GAMMA * LAM
-    d2 = 3 + g * 4 - .75                 # every env's last row: a cut rollout, bootstrap nv = 4
+    d2 = 3 + g * 4 - 0.75  # every env's last row: a cut rollout, bootstrap nv = 4
     expected = {
-        0: [1 + g * .25 - .5 + gl * (2 - .25), 2 - .25, d2],
-        1: [1 + g * .25 - .5 + gl * (2 + g * 9 - .25), 2 + g * 9 - .25, d2],
-        2: [1 + g * .25 - .5 + gl * (2 - .25), 2 - .25, d2],
-        3: [None, 2 + g * .75 - .25 + gl * d2, d2],
+        0: [1 + g * 0.25 - 0.5 + gl * (2 - 0.25), 2 - 0.25, d2],
+        1: [1 + g * 0.25 - 0.5 + gl * (2 + g * 9 - 0.25), 2 + g * 9 - 0.25, d2],
+        2: [1 + g * 0.25 - 0.5 + gl * (2 - 0.25), 2 - 0.25, d2],
+        3: [None, 2 + g * 0.75 - 0.25 + gl * d2, d2],
     }
-    expected[3][0] = 1 + g * .25 - .5 + gl * expected[3][1]
+    expected[3][0] = 1 + g * 0.25 - 0.5 + gl * expected[3][1]
     for env, column in expected.items():
         np.testing.assert_allclose(adv[:, env], column, rtol=1e-6, err_msg=f"env {env}")
     np.testing.assert_allclose(ret, adv + v, rtol=1e-6)
@@ -110,8 +110,13 @@ def test_advantages_only(device, fused):
 
 
 @settings(max_examples=25, deadline=None)
-@given(steps=st.integers(1, 12), envs=st.integers(1, 5), seed=st.integers(0, 2**16),
-       gamma=st.floats(0, 1), lam=st.floats(0, 1))
+@given(
+    steps=st.integers(1, 12),
+    envs=st.integers(1, 5),
+    seed=st.integers(0, 2**16),
+    gamma=st.floats(0, 1),
+    lam=st.floats(0, 1),
+)
 def test_gae_cpu_property(steps, envs, seed, gamma, lam):
     arrays = rollout_arrays(steps, envs, seed)
     adv, ret = run_gae(drl.CPU(), *arrays, gamma=gamma, lam=lam)
@@ -137,8 +142,7 @@ def test_discounted_returns_match_reference(device, n):
     r, _, nv, term, trunc = rollout_arrays(8, 5, seed=7)
     out = drl.zeros(device, r.shape)
     discounted_returns(device, *[drl.asarray(device, x) for x in (r, nv, term, trunc)], GAMMA, out, n=n)
-    np.testing.assert_allclose(drl.to_numpy(out), reference_returns(r, nv, term, trunc, GAMMA, n),
-                               rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(drl.to_numpy(out), reference_returns(r, nv, term, trunc, GAMMA, n), rtol=2e-5, atol=2e-5)
 
 
 def test_bad_input_names_the_argument():

@@ -31,8 +31,7 @@ def import_graph() -> dict[str, set[str]]:
                     base = f"{base}.{node.module}" if node.module else base
                 else:
                     base = node.module or ""
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
-                           for alias in node.names]
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names]
             else:
                 continue
             graph[name].update(t for t in targets if t in files and t != name)
@@ -47,7 +46,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for target in sorted(graph[node]):
             if state.get(target) == "open":
-                return stack[stack.index(target):] + [target]
+                return stack[stack.index(target) :] + [target]
             if target not in state:
                 cycle = visit(target)
                 if cycle:
@@ -66,7 +65,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_relative_and_absolute_imports():
     graph = import_graph()
-    assert "dispatchrl.staging" in graph["dispatchrl.backends.cpu"]      # from ..staging import
+    assert "dispatchrl.staging" in graph["dispatchrl.backends.cpu"]  # from ..staging import
     assert "dispatchrl.kernels.core.api" in graph["dispatchrl.kernels.core.cpu"]  # from . import api
     assert "dispatchrl.backends.c.compiler" in graph["dispatchrl.backends.c.render"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
@@ -90,9 +89,11 @@ def test_backends_define_no_generic_function_methods():
 
 
 def test_numba_cuda_is_imported_only_for_a_cuda_device():
-    script = ("import sys, dispatchrl as drl\n"
-              "assert not [m for m in sys.modules if m.startswith(('numba.cuda', 'dispatchrl.backends.cuda'))]\n"
-              "assert all(m in sys.modules for m in ('dispatchrl.backends.cpu', 'dispatchrl.backends.c'))\n")
+    script = (
+        "import sys, dispatchrl as drl\n"
+        "assert not [m for m in sys.modules if m.startswith(('numba.cuda', 'dispatchrl.backends.cuda'))]\n"
+        "assert all(m in sys.modules for m in ('dispatchrl.backends.cpu', 'dispatchrl.backends.c'))\n"
+    )
     subprocess.run([sys.executable, "-c", script], check=True, cwd=PACKAGE.parent)
 
 

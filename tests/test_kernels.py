@@ -4,7 +4,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import erf
 
 import dispatchrl as drl
@@ -13,8 +14,10 @@ ACTIVATION_REF = {
     "identity": (lambda x: x, lambda x: np.ones_like(x)),
     "relu": (lambda x: np.maximum(x, 0), lambda x: (x > 0).astype(float)),
     "tanh": (np.tanh, lambda x: 1 - np.tanh(x) ** 2),
-    "gelu": (lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2))),
-             lambda x: 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)),
+    "gelu": (
+        lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2))),
+        lambda x: 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
+    ),
 }
 dims = st.integers(1, 6)
 seeds = st.integers(0, 2**32 - 1)
@@ -81,8 +84,10 @@ def test_dense_forward_backward(device, activation):
     @given(dims, dims, dims, seeds, st.booleans())
     def check(batch, n_in, n_out, seed, input_gradient):
         g = np.random.default_rng(seed)
-        x, W, b, d_out = (g.normal(size=s).astype(np.float32).astype(float)
-                          for s in ((batch, n_in), (n_in, n_out), (n_out,), (batch, n_out)))
+        x, W, b, d_out = (
+            g.normal(size=s).astype(np.float32).astype(float)
+            for s in ((batch, n_in), (n_in, n_out), (n_out,), (batch, n_out))
+        )
         arrays = [put(device, v) for v in (x, W, b)]
         pre, out = drl.zeros(device, (batch, n_out)), drl.zeros(device, (batch, n_out))
         drl.dense_forward(device, *arrays, pre, out, activation)
@@ -91,8 +96,7 @@ def test_dense_forward_backward(device, activation):
         close(out, f(ref_pre))
         d_pre, dW, db = (drl.zeros(device, s) for s in ((batch, n_out), (n_in, n_out), (n_out,)))
         d_x = drl.zeros(device, (batch, n_in)) if input_gradient else None
-        drl.dense_backward(device, arrays[0], arrays[1], pre, out, put(device, d_out), d_pre, dW, db,
-                           d_x, activation)
+        drl.dense_backward(device, arrays[0], arrays[1], pre, out, put(device, d_out), d_pre, dW, db, d_x, activation)
         ref_d_pre = d_out * df(ref_pre)
         close(d_pre, ref_d_pre)
         close(dW, x.T @ ref_d_pre)
@@ -114,8 +118,10 @@ def test_dense_forward_backward(device, activation):
 def test_cpu_blas_dense_input_gradient(batch, n_in, n_out):
     """BLAS-sized layers: d_x goes through a blocked transpose of W, ragged edges included."""
     cpu, g = drl.CPU(), np.random.default_rng(batch)
-    x, W, b, d_out = (g.normal(size=s).astype(np.float32).astype(float)
-                      for s in ((batch, n_in), (n_in, n_out), (n_out,), (batch, n_out)))
+    x, W, b, d_out = (
+        g.normal(size=s).astype(np.float32).astype(float)
+        for s in ((batch, n_in), (n_in, n_out), (n_out,), (batch, n_out))
+    )
     pre, out = drl.zeros(cpu, (batch, n_out)), drl.zeros(cpu, (batch, n_out))
     drl.dense_forward(cpu, put(cpu, x), put(cpu, W), put(cpu, b), pre, out, "relu")
     ref_d_pre = d_out * (x @ W + b > 0)
@@ -140,8 +146,9 @@ def test_host_arrays_are_cache_line_aligned():
 
 def test_device_twin_refuses_cpu_jitted_callees():
     """A CUDA twin whose callee still resolves to a CPU dispatcher would only fail on a real GPU."""
-    from dispatchrl.envs import cpu as env_cpu, cuda as env_cuda
     from dispatchrl.backends.cuda import device_twin
+    from dispatchrl.envs import cpu as env_cpu
+    from dispatchrl.envs import cuda as env_cuda
 
     with pytest.raises(TypeError, match="acrobot_dsdt"):
         device_twin(env_cpu.acrobot_rk4, wrap_angle=env_cuda.wrap_angle)
@@ -158,7 +165,7 @@ def test_mse(device):
         drl.mse_loss(device, put(device, pred), put(device, target), loss)
         drl.mse_gradient(device, put(device, pred), put(device, target), grad)
         diff = pred.astype(float) - target
-        close(loss, [np.mean(diff ** 2)])
+        close(loss, [np.mean(diff**2)])
         close(grad, 2 * diff / diff.size)
 
     check()
@@ -178,8 +185,8 @@ def test_adam_step(device):
             drl.assign(arrays[1], grad)
             drl.adam_step(device, *arrays, t, lr, 0.9, 0.999, 1e-8)
             ref_m = 0.9 * ref_m + 0.1 * grad
-            ref_v = 0.999 * ref_v + 0.001 * grad ** 2
-            ref_p = ref_p - lr * (ref_m / (1 - 0.9 ** step)) / (np.sqrt(ref_v / (1 - 0.999 ** step)) + 1e-8)
+            ref_v = 0.999 * ref_v + 0.001 * grad**2
+            ref_p = ref_p - lr * (ref_m / (1 - 0.9**step)) / (np.sqrt(ref_v / (1 - 0.999**step)) + 1e-8)
         close(arrays[0], ref_p)
         close(arrays[2], ref_m)
         assert drl.to_numpy(t)[0] == 3

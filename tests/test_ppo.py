@@ -13,9 +13,17 @@ import dispatchrl as drl
 from dispatchrl import cli
 from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, evaluate, load_run, ppo
 from dispatchrl.data import minibatch, obs_stats, rollout
-from dispatchrl.kernels.onpolicy import (adaptive_learning_rate, gather_minibatch, gaussian_log_prob, gaussian_sample,
-                                         normalize_observations, ppo_policy_gradient, random_permutation,
-                                         rollout_store, running_stats_update)
+from dispatchrl.kernels.onpolicy import (
+    adaptive_learning_rate,
+    gather_minibatch,
+    gaussian_log_prob,
+    gaussian_sample,
+    normalize_observations,
+    ppo_policy_gradient,
+    random_permutation,
+    rollout_store,
+    running_stats_update,
+)
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -25,6 +33,7 @@ def host(x):
 
 
 # ---------------------------------------------------------------- observation statistics
+
 
 def test_running_stats_match_the_whole_sample(device):
     g = np.random.default_rng(0)
@@ -36,7 +45,7 @@ def test_running_stats_match_the_whole_sample(device):
     every = np.concatenate(batches).astype(np.float64)
     count = 1e-4 + len(every)
     mean = every.sum(axis=0) / count
-    var = (1e-4 * (1 + mean ** 2) + ((every - mean) ** 2).sum(axis=0)) / count
+    var = (1e-4 * (1 + mean**2) + ((every - mean) ** 2).sum(axis=0)) / count
     np.testing.assert_allclose(host(stats.mean), mean, rtol=1e-5)
     np.testing.assert_allclose(host(stats.var), var, rtol=1e-4)
     assert host(stats.count)[0] == pytest.approx(count)
@@ -58,6 +67,7 @@ def test_nonfinite_observations_are_refused_and_counted(device):
 
 # ---------------------------------------------------------------- Gaussian head
 
+
 def test_gaussian_sample_agrees_across_devices_and_with_its_density(device):
     g = np.random.default_rng(1)
     mean = g.normal(size=(6, 3)).astype(np.float32)
@@ -66,8 +76,14 @@ def test_gaussian_sample_agrees_across_devices_and_with_its_density(device):
     action, log_prob = drl.zeros(device, (6, 3)), drl.zeros(device, 6)
     gaussian_sample(device, stream, drl.asarray(device, mean), drl.asarray(device, log_std), action, log_prob)
     ref_action, ref_log_prob = drl.zeros(drl.Generic(), (6, 3)), drl.zeros(drl.Generic(), 6)
-    gaussian_sample(drl.Generic(), drl.rng(drl.Generic(), 42), drl.asarray(drl.Generic(), mean),
-                    drl.asarray(drl.Generic(), log_std), ref_action, ref_log_prob)
+    gaussian_sample(
+        drl.Generic(),
+        drl.rng(drl.Generic(), 42),
+        drl.asarray(drl.Generic(), mean),
+        drl.asarray(drl.Generic(), log_std),
+        ref_action,
+        ref_log_prob,
+    )
     np.testing.assert_allclose(host(action), host(ref_action), rtol=1e-5, atol=1e-6)
     a = host(action).astype(np.float64)
     z = (a - mean) / np.exp(log_std.astype(np.float64))
@@ -99,13 +115,27 @@ def test_policy_gradient_matches_finite_differences(device, normalize):
     old_log_std = log_std + np.array([0.05, -0.1])
     action = old_mean + np.exp(old_log_std) * g.normal(size=(b, a))
     old_z = (action - old_mean) / np.exp(old_log_std)
-    old_log_prob = np.sum(-0.5 * old_z ** 2 - old_log_std - 0.5 * LOG_2PI, axis=1)
+    old_log_prob = np.sum(-0.5 * old_z**2 - old_log_std - 0.5 * LOG_2PI, axis=1)
     advantage = g.normal(size=b)
     clip, entropy_coef = 0.2, 0.05
     f32 = lambda x: drl.asarray(device, np.asarray(x, np.float32))  # noqa: E731
     d_mean, d_log_std, info = drl.zeros(device, (b, a)), drl.zeros(device, a), drl.zeros(device, 4, np.float64)
-    ppo_policy_gradient(device, f32(mean), f32(log_std), f32(action), f32(old_log_prob), f32(advantage),
-                        f32(old_mean), f32(old_log_std), clip, entropy_coef, normalize, d_mean, d_log_std, info)
+    ppo_policy_gradient(
+        device,
+        f32(mean),
+        f32(log_std),
+        f32(action),
+        f32(old_log_prob),
+        f32(advantage),
+        f32(old_mean),
+        f32(old_log_std),
+        clip,
+        entropy_coef,
+        normalize,
+        d_mean,
+        d_log_std,
+        info,
+    )
     args = (action, old_log_prob, advantage, clip, entropy_coef, normalize)
     h = 1e-6
     num_mean = np.zeros((b, a))
@@ -114,19 +144,30 @@ def test_policy_gradient_matches_finite_differences(device, normalize):
             up, down = mean.copy(), mean.copy()
             up[i, j] += h
             down[i, j] -= h
-            num_mean[i, j] = (reference_actor_loss(up, log_std, *args) - reference_actor_loss(down, log_std, *args)) / (2 * h)
-    num_log_std = np.array([(reference_actor_loss(mean, log_std + h * e, *args)
-                             - reference_actor_loss(mean, log_std - h * e, *args)) / (2 * h) for e in np.eye(a)])
+            num_mean[i, j] = (reference_actor_loss(up, log_std, *args) - reference_actor_loss(down, log_std, *args)) / (
+                2 * h
+            )
+    num_log_std = np.array(
+        [
+            (reference_actor_loss(mean, log_std + h * e, *args) - reference_actor_loss(mean, log_std - h * e, *args))
+            / (2 * h)
+            for e in np.eye(a)
+        ]
+    )
     np.testing.assert_allclose(host(d_mean), num_mean, rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(host(d_log_std), num_log_std, rtol=1e-3, atol=1e-5)
-    kl = (np.log(np.exp(log_std) / np.exp(old_log_std))
-          + (np.exp(2 * old_log_std) + (mean - old_mean) ** 2) / (2 * np.exp(2 * log_std)) - 0.5)
+    kl = (
+        np.log(np.exp(log_std) / np.exp(old_log_std))
+        + (np.exp(2 * old_log_std) + (mean - old_mean) ** 2) / (2 * np.exp(2 * log_std))
+        - 0.5
+    )
     info_host = host(info)
     assert info_host[0] == pytest.approx(np.mean(np.sum(kl, axis=1)), rel=1e-4)
     assert info_host[2] == pytest.approx(np.sum(log_std + 0.5 * (LOG_2PI + 1)), rel=1e-5)
 
 
 # ---------------------------------------------------------------- learning rate and Adam
+
 
 @pytest.mark.parametrize("kl, expected", [(0.001, 1.5e-3), (0.01, 1e-3), (0.02, 1e-3 / 1.5)])
 def test_adaptive_learning_rate_rule(device, kl, expected):
@@ -152,8 +193,12 @@ def test_adam_step_with_lr_array_equals_adam_step(device):
     p0, grad = g.normal(size=(3, 4)).astype(np.float32), g.normal(size=(3, 4)).astype(np.float32)
     params = {}
     for name in ("fixed", "array"):
-        p, m, v, t = (drl.asarray(device, p0), drl.zeros(device, (3, 4)), drl.zeros(device, (3, 4)),
-                      drl.zeros(device, 1, np.int64))
+        p, m, v, t = (
+            drl.asarray(device, p0),
+            drl.zeros(device, (3, 4)),
+            drl.zeros(device, (3, 4)),
+            drl.zeros(device, 1, np.int64),
+        )
         for _ in range(3):
             if name == "fixed":
                 drl.adam_step(device, p, drl.asarray(device, grad), m, v, t, 2e-3)
@@ -166,19 +211,22 @@ def test_adam_step_with_lr_array_equals_adam_step(device):
 
 # ---------------------------------------------------------------- rollout storage and minibatches
 
+
 def test_permutation_store_and_gather_round_trip(device):
     steps, envs, obs_dim, action_dim, rows = 3, 4, 2, 1, 6
     r = rollout(device, steps, envs, obs_dim, action_dim)
     g = np.random.default_rng(4)
     step = drl.zeros(device, 1, np.int64)
     written = []
-    for t in range(steps):
+    for _t in range(steps):
         obs = g.normal(size=(envs, obs_dim)).astype(np.float32)
         act, mean = g.normal(size=(envs, 1)).astype(np.float32), g.normal(size=(envs, 1)).astype(np.float32)
         lp, rew = g.normal(size=envs).astype(np.float32), g.normal(size=envs).astype(np.float32)
         val, nval = g.normal(size=(envs, 1)).astype(np.float32), g.normal(size=(envs, 1)).astype(np.float32)
         term, trunc = g.random(envs) < 0.5, g.random(envs) < 0.5
-        rollout_store(device, r, step, *[drl.asarray(device, x) for x in (obs, act, mean, lp, val, nval, rew, term, trunc)])
+        rollout_store(
+            device, r, step, *[drl.asarray(device, x) for x in (obs, act, mean, lp, val, nval, rew, term, trunc)]
+        )
         drl.increment(device, step)
         written.append((obs, act, lp, rew, term))
     np.testing.assert_array_equal(host(r.obs), np.concatenate([w[0] for w in written]))
@@ -197,7 +245,7 @@ def test_permutation_store_and_gather_round_trip(device):
     counter = drl.zeros(device, 1, np.int64)
     for k in range(2):
         gather_minibatch(device, r, perm, counter, batch)
-        idx = p[k * rows:(k + 1) * rows]
+        idx = p[k * rows : (k + 1) * rows]
         np.testing.assert_array_equal(host(batch.obs), host(r.obs)[idx])
         np.testing.assert_array_equal(host(batch.advantage), idx.astype(np.float32))
         np.testing.assert_array_equal(host(batch.log_prob), host(r.log_prob).reshape(-1)[idx])
@@ -206,8 +254,9 @@ def test_permutation_store_and_gather_round_trip(device):
 
 # ---------------------------------------------------------------- the algorithm
 
-TINY = ppo.Config(total_steps=2 * 2 * 4, num_envs=2, steps_per_env=4, batch_size=4, epochs=2, hidden=(4,),
-                  adaptive_lr=True)
+TINY = ppo.Config(
+    total_steps=2 * 2 * 4, num_envs=2, steps_per_env=4, batch_size=4, epochs=2, hidden=(4,), adaptive_lr=True
+)
 
 
 def test_same_ppo_code_on_every_device_agrees():
@@ -232,24 +281,60 @@ def test_python_stepped_env_checkpoint_and_resume(tmp_path):
     path = result.save(tmp_path / "run")[0]
     algo, name, spec, loaded_config, state = load_run(path, ALGORITHMS)
     assert name == "ppo" and loaded_config == config
-    np.testing.assert_allclose(algo.policy(state, spec.action_low, spec.action_high)(np.ones(3)),
-                               result.policy(np.ones(3)), rtol=1e-6)
+    np.testing.assert_allclose(
+        algo.policy(state, spec.action_low, spec.action_high)(np.ones(3)), result.policy(np.ones(3)), rtol=1e-6
+    )
     longer = dataclasses.replace(config, total_steps=32)
     resumed = ppo.train(drl.CPU(), "Pendulum-v1", longer, seed=1, progress=False, resume=path)
     assert host(resumed.state.step)[0] == longer.total_steps // config.num_envs
     with pytest.raises(drl.CheckpointError):
-        ppo.train(drl.CPU(), "pendulum", dataclasses.replace(longer, num_envs=4, batch_size=8),
-                  seed=1, progress=False, resume=path)
+        ppo.train(
+            drl.CPU(),
+            "pendulum",
+            dataclasses.replace(longer, num_envs=4, batch_size=8),
+            seed=1,
+            progress=False,
+            resume=path,
+        )
 
 
 def test_cli_train_ppo_json(capsys):
-    code = cli.main(["train", "ppo", "--env", "pendulum", "--steps", "16", "--num-envs", "2",
-                     "--set", "steps_per_env=4", "--set", "batch_size=4", "--set", "hidden=[4]",
-                     "--no-eval", "--json"])
+    code = cli.main(
+        [
+            "train",
+            "ppo",
+            "--env",
+            "pendulum",
+            "--steps",
+            "16",
+            "--num-envs",
+            "2",
+            "--set",
+            "steps_per_env=4",
+            "--set",
+            "batch_size=4",
+            "--set",
+            "hidden=[4]",
+            "--no-eval",
+            "--json",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert {"algo", "env", "device", "seed", "steps", "train_seconds", "compile_seconds", "episodes",
-            "recent_return", "eval_return", "eval_returns", "saved"} <= set(summary)
+    assert {
+        "algo",
+        "env",
+        "device",
+        "seed",
+        "steps",
+        "train_seconds",
+        "compile_seconds",
+        "episodes",
+        "recent_return",
+        "eval_return",
+        "eval_returns",
+        "saved",
+    } <= set(summary)
     assert summary["algo"] == "ppo" and summary["steps"] == 16
 
 
@@ -266,17 +351,32 @@ def test_per_env_configs():
 
 # ---------------------------------------------------------------- bad input
 
+
 def test_batch_not_dividing_the_rollout_is_refused():
     with pytest.raises(drl.ConfigError, match="batch_size"):
         ppo.train(drl.CPU(), "pendulum", dataclasses.replace(TINY, batch_size=3), progress=False)
     dev = drl.CPU()
     with pytest.raises(drl.ShapeError, match="does not divide"):
-        gather_minibatch(dev, rollout(dev, 3, 2, 1, 1), drl.zeros(dev, 6, np.int64), drl.zeros(dev, 1, np.int64),
-                         minibatch(dev, 4, 1, 1))
+        gather_minibatch(
+            dev,
+            rollout(dev, 3, 2, 1, 1),
+            drl.zeros(dev, 6, np.int64),
+            drl.zeros(dev, 1, np.int64),
+            minibatch(dev, 4, 1, 1),
+        )
 
 
-@pytest.mark.parametrize("field, value", [("gamma", 1.5), ("clip", 0.0), ("lr_factor", 0.5), ("epochs", 0),
-                                          ("normalize_observations", "yes"), ("hidden", ())])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("gamma", 1.5),
+        ("clip", 0.0),
+        ("lr_factor", 0.5),
+        ("epochs", 0),
+        ("normalize_observations", "yes"),
+        ("hidden", ()),
+    ],
+)
 def test_bad_config_names_the_field(field, value):
     with pytest.raises(drl.ConfigError, match=field):
         dataclasses.replace(TINY, **{field: value}).validate()
@@ -288,11 +388,26 @@ def test_kernel_bad_input_names_the_argument():
     with pytest.raises(drl.ShapeError, match="'stats.mean'"):
         running_stats_update(dev, stats, drl.zeros(dev, (2, 4)))
     with pytest.raises(drl.DTypeError, match="'lr'"):
-        drl.adam_step(dev, drl.zeros(dev, 2), drl.zeros(dev, 2), drl.zeros(dev, 2), drl.zeros(dev, 2),
-                      drl.zeros(dev, 1, np.int64), drl.zeros(dev, 1, np.float32))
+        drl.adam_step(
+            dev,
+            drl.zeros(dev, 2),
+            drl.zeros(dev, 2),
+            drl.zeros(dev, 2),
+            drl.zeros(dev, 2),
+            drl.zeros(dev, 1, np.int64),
+            drl.zeros(dev, 1, np.float32),
+        )
     with pytest.raises(drl.ConfigError, match="'clip'"):
-        ppo_policy_gradient(dev, *[drl.zeros(dev, s) for s in ((2, 1), 1, (2, 1), 2, 2, (2, 1), 1)], -0.1, 0.0,
-                            True, drl.zeros(dev, (2, 1)), drl.zeros(dev, 1), drl.zeros(dev, 4, np.float64))
+        ppo_policy_gradient(
+            dev,
+            *[drl.zeros(dev, s) for s in ((2, 1), 1, (2, 1), 2, 2, (2, 1), 1)],
+            -0.1,
+            0.0,
+            True,
+            drl.zeros(dev, (2, 1)),
+            drl.zeros(dev, 1),
+            drl.zeros(dev, 4, np.float64),
+        )
 
 
 class _NaNObservationEnv(gymnasium.Env):
@@ -323,10 +438,12 @@ def test_nan_observations_give_a_clear_error():
 
 # ---------------------------------------------------------------- learning
 
+
 def test_ppo_pendulum_learns():
     """The zoo config with a shorter budget (higher lr, no entropy bonus) to stay within CI time."""
     try:
         from threadpoolctl import threadpool_limits
+
         limit = threadpool_limits(1)
     except ImportError:  # pragma: no cover
         limit = None

@@ -23,8 +23,10 @@ def arrays(result):
 def test_prioritized_first_updates_agree_across_devices(name, cuda_device):
     algo = ALGOS[name]
     config = algo.Config(total_steps=8, warmup_steps=4, batch_size=4, hidden=(8, 8), prioritized=True)
-    results = [algo.train(device, "pendulum", config, seed=0, progress=False)
-               for device in (drl.Generic(), drl.CPU(), cuda_device, drl.C())]
+    results = [
+        algo.train(device, "pendulum", config, seed=0, progress=False)
+        for device in (drl.Generic(), drl.CPU(), cuda_device, drl.C())
+    ]
     reference = arrays(results[0])
     for result in results[1:]:
         got = arrays(result)
@@ -33,21 +35,29 @@ def test_prioritized_first_updates_agree_across_devices(name, cuda_device):
             np.testing.assert_array_equal(got[key], reference[key], err_msg=f"{result.device} {key}")
         for key, value in got.items():
             if ".weights." in key or key.startswith("priorities."):
-                np.testing.assert_allclose(value, reference[key], rtol=1e-4, atol=1e-5,
-                                           err_msg=f"{result.device} {key}")
+                np.testing.assert_allclose(
+                    value, reference[key], rtol=1e-4, atol=1e-5, err_msg=f"{result.device} {key}"
+                )
 
 
 @pytest.mark.parametrize("name", ["td3", "sac"])
 def test_prioritized_trees_hold_td_error_priorities(name):
     algo = ALGOS[name]
-    config = algo.Config(total_steps=300, warmup_steps=100, batch_size=32, prioritized=True,
-                         priority_alpha=0.7, priority_beta=0.5, replay_capacity=256)
+    config = algo.Config(
+        total_steps=300,
+        warmup_steps=100,
+        batch_size=32,
+        prioritized=True,
+        priority_alpha=0.7,
+        priority_beta=0.5,
+        replay_capacity=256,
+    )
     result = algo.train(drl.CPU(), "pendulum", config, seed=1, progress=False)
     p = result.state.priorities
     sum_tree, min_tree = drl.to_numpy(p.sum_tree), drl.to_numpy(p.min_tree)
     leaves = tree_leaves(256)
-    stored = sum_tree[leaves:leaves + 256]
-    assert sum_tree.shape == (2 * leaves,) and np.all(stored > 0)            # wrapped: every row stored
+    stored = sum_tree[leaves : leaves + 256]
+    assert sum_tree.shape == (2 * leaves,) and np.all(stored > 0)  # wrapped: every row stored
     assert sum_tree[1] == pytest.approx(stored.sum(), rel=1e-9)
     assert min_tree[1] == stored.min()
     # the last sampled rows hold (mean |TD error| + eps) ** alpha of the twin critics
@@ -72,8 +82,9 @@ def test_default_is_uniform_without_priorities():
 
 def test_prioritized_resume_is_bit_identical(tmp_path):
     # the β schedule and the ring's size must not depend on the run's length for a resume to match
-    config = td3.Config(total_steps=600, warmup_steps=100, prioritized=True, replay_capacity=600,
-                        priority_beta_steps=600)
+    config = td3.Config(
+        total_steps=600, warmup_steps=100, prioritized=True, replay_capacity=600, priority_beta_steps=600
+    )
     half = td3.train(drl.CPU(), "pendulum", dataclasses.replace(config, total_steps=300), seed=1, progress=False)
     half.save(tmp_path / "half")
     resumed = td3.train(drl.CPU(), "pendulum", config, seed=1, progress=False, resume=tmp_path / "half")
@@ -84,7 +95,23 @@ def test_prioritized_resume_is_bit_identical(tmp_path):
 
 
 def test_cli_set_prioritized(capsys):
-    assert main(["train", "td3", "--env", "pendulum", "--steps", "200", "--set", "prioritized=true",
-                 "--set", "priority_alpha=0.5", "--json"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "td3",
+                "--env",
+                "pendulum",
+                "--steps",
+                "200",
+                "--set",
+                "prioritized=true",
+                "--set",
+                "priority_alpha=0.5",
+                "--json",
+            ]
+        )
+        == 0
+    )
     with pytest.raises(drl.ConfigError, match="priority_beta"):
         td3.train(drl.CPU(), "pendulum", td3.Config(prioritized=True, priority_beta=1.5), progress=False)

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------- the kernel
 
+
 @pytest.mark.parametrize("shape", [(1,), (7,), (3, 5), (33, 17)])
 def test_nonfinite_flag_matches_numpy_and_keeps_the_first_code(device, shape):
     g = np.random.default_rng(sum(shape))
@@ -58,11 +59,15 @@ def test_nonfinite_flag_refuses_bad_arguments():
 
 # ---------------------------------------------------------------- divergence in training
 
-@pytest.mark.parametrize("algo, config", [
-    (td3, td3.Config(total_steps=1500, critic_lr=1e9, check_every=100)),
-    (sac, sac.Config(total_steps=1500, critic_lr=1e9, check_every=100)),
-    (ppo, ppo.Config(total_steps=64 * 128 * 3, lr=1e6, check_every=10)),
-])
+
+@pytest.mark.parametrize(
+    "algo, config",
+    [
+        (td3, td3.Config(total_steps=1500, critic_lr=1e9, check_every=100)),
+        (sac, sac.Config(total_steps=1500, critic_lr=1e9, check_every=100)),
+        (ppo, ppo.Config(total_steps=64 * 128 * 3, lr=1e6, check_every=10)),
+    ],
+)
 def test_a_diverging_run_raises_training_diverged_naming_the_quantity(algo, config):
     with pytest.raises(drl.TrainingDiverged) as caught:
         algo.train(drl.CPU(), "pendulum", config, seed=1, progress=False)
@@ -75,8 +80,13 @@ def test_a_diverging_run_raises_training_diverged_naming_the_quantity(algo, conf
 
 def test_a_python_stepped_env_gets_training_diverged_not_the_envs_refusal():
     with pytest.raises(drl.TrainingDiverged, match="action became NaN or inf"):
-        td3.train(drl.CPU(), "MountainCarContinuous-v0", td3.Config(total_steps=600, critic_lr=1e9, check_every=100),
-                  seed=1, progress=False)
+        td3.train(
+            drl.CPU(),
+            "MountainCarContinuous-v0",
+            td3.Config(total_steps=600, critic_lr=1e9, check_every=100),
+            seed=1,
+            progress=False,
+        )
 
 
 def test_td3_divergence_is_found_within_the_window_of_its_first_check():
@@ -91,16 +101,24 @@ def test_td3_divergence_is_found_within_the_window_of_its_first_check():
 @pytest.mark.parametrize("dev", ["generic", "cpu", "c"])
 def test_the_check_changes_no_number_and_zero_turns_it_off(dev):
     device = drl.devices.device_from_name(dev)
-    results = [td3.train(device, "pendulum", td3.Config(total_steps=400, warmup_steps=50, batch_size=16,
-                                                        hidden=(8,), check_every=k), seed=3, progress=False)
-               for k in (0, 1, 1000)]
+    results = [
+        td3.train(
+            device,
+            "pendulum",
+            td3.Config(total_steps=400, warmup_steps=50, batch_size=16, hidden=(8,), check_every=k),
+            seed=3,
+            progress=False,
+        )
+        for k in (0, 1, 1000)
+    ]
     obs = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
     for other in results[1:]:
         np.testing.assert_array_equal(other.policy(obs), results[0].policy(obs))
         np.testing.assert_array_equal(other.history["returns"], results[0].history["returns"])
     # off: a diverging run is not stopped (the check is what stops it)
-    off = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=400, critic_lr=1e9, check_every=0), seed=1,
-                    progress=False)
+    off = td3.train(
+        drl.CPU(), "pendulum", td3.Config(total_steps=400, critic_lr=1e9, check_every=0), seed=1, progress=False
+    )
     assert not np.all(np.isfinite(off.policy(obs)))
 
 
@@ -141,6 +159,7 @@ def test_the_divergence_hook_reads_the_flag(tmp_path):
 
 # ---------------------------------------------------------------- CLI: exit 3, strict JSON
 
+
 def test_strict_json_has_no_nan():
     line = strict_json({"a": float("nan"), "b": [1.0, float("inf"), np.float32(-np.inf)], "c": np.int64(3)})
     assert json.loads(line, parse_constant=lambda c: pytest.fail(c)) == {"a": None, "b": [1.0, None, None], "c": 3}
@@ -151,8 +170,21 @@ def test_cli_divergence_exits_3_with_strict_json_and_keeps_the_good_checkpoint(t
     assert main(["train", "td3", "--steps", "300", "--no-eval", "--json", "--save", str(good)]) == 0
     before = Path(f"{good}.npz").read_bytes(), Path(f"{good}.json").read_bytes()
     capsys.readouterr()
-    code = main(["train", "td3", "--steps", "3000", "--set", "critic_lr=1e9", "--set", "check_every=200",
-                 "--json", "--save", str(good)])
+    code = main(
+        [
+            "train",
+            "td3",
+            "--steps",
+            "3000",
+            "--set",
+            "critic_lr=1e9",
+            "--set",
+            "check_every=200",
+            "--json",
+            "--save",
+            str(good),
+        ]
+    )
     assert code == 3
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1], parse_constant=lambda c: pytest.fail(c))
@@ -161,8 +193,25 @@ def test_cli_divergence_exits_3_with_strict_json_and_keeps_the_good_checkpoint(t
     assert (Path(f"{good}.npz").read_bytes(), Path(f"{good}.json").read_bytes()) == before
     # periodic checkpoints written before the divergence stay loadable
     directory = tmp_path / "periodic"
-    assert main(["train", "td3", "--steps", "3000", "--set", "critic_lr=1e9", "--set", "check_every=1000",
-                 "--save", str(directory), "--save-every", "500", "--keep", "5", "--no-eval"]) in (3,)
+    assert main(
+        [
+            "train",
+            "td3",
+            "--steps",
+            "3000",
+            "--set",
+            "critic_lr=1e9",
+            "--set",
+            "check_every=1000",
+            "--save",
+            str(directory),
+            "--save-every",
+            "500",
+            "--keep",
+            "5",
+            "--no-eval",
+        ]
+    ) in (3,)
     for path in directory.glob("step-*.npz"):
         _, arrays = checkpoint.load(path)
         assert all(np.all(np.isfinite(a)) for a in arrays.values() if a.dtype.kind == "f")
@@ -176,34 +225,75 @@ def test_cli_json_status_ok(capsys):
 
 # ---------------------------------------------------------------- resume restores the run
 
+
 def test_resume_keeps_the_checkpoints_hyperparameters_and_refuses_contradictions(tmp_path, capsys):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    assert main(["train", "td3", "--steps", "1000", "--set", "gamma=0.98", "--set", "actor_lr=0.0005",
-                 "--seed", "4", "--save", str(a), "--no-eval"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "td3",
+                "--steps",
+                "1000",
+                "--set",
+                "gamma=0.98",
+                "--set",
+                "actor_lr=0.0005",
+                "--seed",
+                "4",
+                "--save",
+                str(a),
+                "--no-eval",
+            ]
+        )
+        == 0
+    )
     assert main(["train", "td3", "--steps", "2000", "--resume", str(a), "--save", str(b), "--no-eval"]) == 0
     meta = json.loads(Path(f"{b}.json").read_text())
     assert (meta["config"]["gamma"], meta["config"]["actor_lr"], meta["seed"], meta["steps"]) == (0.98, 0.0005, 4, 2000)
     # the same as one uninterrupted 2000-step run with those flags
-    whole = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=2000, gamma=0.98, actor_lr=0.0005), seed=4,
-                      progress=False)
+    whole = td3.train(
+        drl.CPU(), "pendulum", td3.Config(total_steps=2000, gamma=0.98, actor_lr=0.0005), seed=4, progress=False
+    )
     _, arrays = checkpoint.load(b)
     np.testing.assert_array_equal(arrays["actor.weights.0.value"], drl.to_numpy(whole.state.actor.weights[0].value))
     capsys.readouterr()
-    for flags, field in ((["--set", "gamma=0.99"], "gamma=0.99 contradicts the checkpoint's gamma=0.98"),
-                         (["--steps", "500"], "only be raised"), (["--seed", "5"], "--seed is 5"),
-                         (["--env", "acrobot"], "--env is 'acrobot'")):
+    for flags, field in (
+        (["--set", "gamma=0.99"], "gamma=0.99 contradicts the checkpoint's gamma=0.98"),
+        (["--steps", "500"], "only be raised"),
+        (["--seed", "5"], "--seed is 5"),
+        (["--env", "acrobot"], "--env is 'acrobot'"),
+    ):
         # (argparse: the last --steps wins)
         assert main(["train", "td3", "--steps", "2000", "--resume", str(a), "--no-eval", *flags]) == 2
         assert field in capsys.readouterr().err
     assert main(["train", "sac", "--resume", str(a), "--no-eval"]) == 2
     assert "algorithm is 'sac'" in capsys.readouterr().err
-    assert main(["train", "td3", "--steps", "2000", "--resume", str(a), "--set", "gamma=0.99", "--override",
-                 "--save", str(c), "--no-eval"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "td3",
+                "--steps",
+                "2000",
+                "--resume",
+                str(a),
+                "--set",
+                "gamma=0.99",
+                "--override",
+                "--save",
+                str(c),
+                "--no-eval",
+            ]
+        )
+        == 0
+    )
     assert "warning: --override: gamma changed from 0.98 (checkpoint) to 0.99" in capsys.readouterr().err
     assert json.loads(Path(f"{c}.json").read_text())["config"]["gamma"] == 0.99
 
 
 # ---------------------------------------------------------------- early failures
+
 
 def test_unwritable_save_path_is_refused_before_training(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(td3, "train", lambda *a, **k: pytest.fail("trained before checking --save"))
@@ -215,8 +305,10 @@ def test_unwritable_save_path_is_refused_before_training(tmp_path, monkeypatch, 
     if os.geteuid() != 0:
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
-        assert main(["train", "td3", "--steps", "200", "--save", str(locked / "run"), "--save-every", "100",
-                     "--no-eval"]) == 2
+        assert (
+            main(["train", "td3", "--steps", "200", "--save", str(locked / "run"), "--save-every", "100", "--no-eval"])
+            == 2
+        )
         assert "cannot write there" in capsys.readouterr().err
 
 
@@ -254,8 +346,9 @@ TRAIN = ["td3", "--steps", "6000", "--seed", "7", "--no-eval", "--json", "--save
 def _worker(save: Path, resume: bool, slow_save: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), **({"SLOW_SAVE": "1"} if slow_save else {})}
     args = [*TRAIN, "--save", str(save), *(["--resume", str(save)] if resume else [])]
-    return subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def _kill_when(process: subprocess.Popen, predicate) -> list[str]:

@@ -8,17 +8,30 @@ import sys
 import numpy as np
 import pytest
 
-from dispatchrl.data import (DeviceStorage, MemmapStorage, NStep, PrioritizedSampler, ReplayBuffer, TensorDict,
-                             UniformSampler, WithoutReplacementSampler)
+from dispatchrl.data import (
+    DeviceStorage,
+    MemmapStorage,
+    NStep,
+    PrioritizedSampler,
+    ReplayBuffer,
+    TensorDict,
+    UniformSampler,
+    WithoutReplacementSampler,
+)
 from dispatchrl.errors import ConfigError, EmptyBufferError, MissingKeyError, ShapeError
 
 
 def rows(n, start=0):
     """The RFC benchmark's shapes: 3x4 obs, 3x4 action, bool done; obs encode the row id."""
     ids = np.arange(start, start + n)
-    return TensorDict({"obs": np.broadcast_to(ids[:, None, None], (n, 3, 4)).astype(np.float32),
-                       "action": np.ones((n, 3, 4), np.float32),
-                       "done": ids % 2 == 0}, [n])
+    return TensorDict(
+        {
+            "obs": np.broadcast_to(ids[:, None, None], (n, 3, 4)).astype(np.float32),
+            "action": np.ones((n, 3, 4), np.float32),
+            "done": ids % 2 == 0,
+        },
+        [n],
+    )
 
 
 def test_uniform_ring_wraps_and_samples_stored_rows():
@@ -58,7 +71,7 @@ def test_bad_use_gets_dispatchrl_errors():
         rb.update_priority([0], [1.0])
     with pytest.raises(ConfigError, match="max_size"):
         DeviceStorage(0)
-    assert len(rb) == 3   # refused writes wrote nothing
+    assert len(rb) == 3  # refused writes wrote nothing
 
 
 def test_without_replacement_visits_each_once_per_pass():
@@ -71,31 +84,31 @@ def test_without_replacement_visits_each_once_per_pass():
             seen.extend(rb.sample()["index"].tolist())
         assert sorted(seen) == list(range(10))
         orders.append(seen)
-    assert orders[0] != orders[1]   # reshuffled per pass
+    assert orders[0] != orders[1]  # reshuffled per pass
     again = ReplayBuffer(DeviceStorage(20), WithoutReplacementSampler(seed=3), batch_size=4)
     again.extend(rows(10))
-    assert [i for _ in range(3) for i in again.sample()["index"]] == orders[0]   # seeded
+    assert [i for _ in range(3) for i in again.sample()["index"]] == orders[0]  # seeded
 
 
 def test_prioritized_frequencies_chi_square_and_weights():
     n, alpha, beta, eps = 16, 0.7, 0.4, 1e-8
     sampler = PrioritizedSampler(n, alpha=alpha, beta=beta, eps=eps, seed=11)
     rb = ReplayBuffer(DeviceStorage(n), sampler, batch_size=1000)
-    rb.extend(rows(n - 3))           # 13 stored, 3 empty rows that must never be drawn
+    rb.extend(rows(n - 3))  # 13 stored, 3 empty rows that must never be drawn
     priority = np.random.default_rng(0).uniform(0.05, 3.0, n - 3)
     rb.update_priority(np.arange(n - 3), priority)
     stored = (priority + eps) ** alpha
-    np.testing.assert_allclose(sampler.sum_tree[sampler.leaves:sampler.leaves + n - 3], stored)
+    np.testing.assert_allclose(sampler.sum_tree[sampler.leaves : sampler.leaves + n - 3], stored)
     counts = np.zeros(n, np.int64)
     weights = {}
     for _ in range(60):
         s = rb.sample()
         np.add.at(counts, s["index"], 1)
         weights.update(zip(s["index"].tolist(), s["weight"].tolist()))
-    assert counts[n - 3:].sum() == 0
+    assert counts[n - 3 :].sum() == 0
     draws = counts.sum()
     expected = draws * stored / stored.sum()
-    chi2 = float(((counts[:n - 3] - expected) ** 2 / expected).sum())
+    chi2 = float(((counts[: n - 3] - expected) ** 2 / expected).sum())
     # 12 degrees of freedom: the 99.9% quantile is 32.9
     assert chi2 < 32.9, (chi2, counts, expected)
     prob = stored / stored.sum()
@@ -108,11 +121,11 @@ def test_prioritized_new_rows_get_max_priority_and_overwrites_reset():
     sampler = PrioritizedSampler(4, alpha=1.0, beta=1.0, eps=0.0, seed=0)
     rb = ReplayBuffer(DeviceStorage(4), sampler)
     rb.extend(rows(2))
-    assert sampler.sum_tree[1] == pytest.approx(2.0)      # 1.0 each at first
+    assert sampler.sum_tree[1] == pytest.approx(2.0)  # 1.0 each at first
     rb.update_priority([0, 1], [5.0, 0.5])
     rb.extend(rows(1))
     assert sampler.sum_tree[sampler.leaves + 2] == pytest.approx(5.0)
-    rb.extend(rows(2))                                    # wraps onto row 0
+    rb.extend(rows(2))  # wraps onto row 0
     assert sampler.sum_tree[sampler.leaves + 0] == pytest.approx(5.0)
     assert sampler.sum_tree[1] == pytest.approx(5 + 0.5 + 5 + 5)
     assert sampler.min_tree[1] == pytest.approx(0.5)
@@ -128,9 +141,17 @@ def test_prioritized_new_rows_get_max_priority_and_overwrites_reset():
 def step(obs, reward, term, trunc):
     """One step of N envs: obs -> next_obs = obs + 1."""
     obs = np.asarray(obs, np.float32)
-    return TensorDict({"obs": obs[:, None], "action": np.zeros((len(obs), 1), np.float32),
-                       "reward": np.asarray(reward, np.float32), "next_obs": obs[:, None] + 1,
-                       "terminated": np.asarray(term, bool), "truncated": np.asarray(trunc, bool)}, [len(obs)])
+    return TensorDict(
+        {
+            "obs": obs[:, None],
+            "action": np.zeros((len(obs), 1), np.float32),
+            "reward": np.asarray(reward, np.float32),
+            "next_obs": obs[:, None] + 1,
+            "terminated": np.asarray(term, bool),
+            "truncated": np.asarray(trunc, bool),
+        },
+        [len(obs)],
+    )
 
 
 def test_n_step_by_hand_across_terminated_and_truncated_ends():
@@ -143,9 +164,17 @@ def test_n_step_by_hand_across_terminated_and_truncated_ends():
     for a, b in zip(env0, env1):
         rb.extend(step([a[0], b[0]], [a[1], b[1]], [a[2], b[2]], [a[3], b[3]]))
     data = rb.storage.data[np.arange(len(rb))]
-    got = {int(o): (float(r), float(n), bool(t), bool(u), int(k)) for o, r, n, t, u, k in zip(
-        data["obs"][:, 0], data["reward"], data["next_obs"][:, 0], data["terminated"], data["truncated"],
-        data["steps"])}
+    got = {
+        int(o): (float(r), float(n), bool(t), bool(u), int(k))
+        for o, r, n, t, u, k in zip(
+            data["obs"][:, 0],
+            data["reward"],
+            data["next_obs"][:, 0],
+            data["terminated"],
+            data["truncated"],
+            data["steps"],
+        )
+    }
     expected = {
         0: (1 + g * 2 + g * g * 4, 3, False, False, 3),
         1: (2 + g * 4 + g * g * 8, 4, False, False, 3),
@@ -157,7 +186,7 @@ def test_n_step_by_hand_across_terminated_and_truncated_ends():
         12: (1 + g, 14, False, True, 2),
         13: (1, 14, False, True, 1),
     }
-    assert got.keys() == expected.keys()            # 20 is still waiting in env 1's window
+    assert got.keys() == expected.keys()  # 20 is still waiting in env 1's window
     for key, value in expected.items():
         assert got[key] == pytest.approx(value), key
     # the pending window survives a state_dict round trip
@@ -189,9 +218,9 @@ def test_state_dict_round_trip_npz_without_pickle(tmp_path):
 def test_memmap_storage_reopens_in_a_fresh_process(tmp_path):
     path = tmp_path / "rb"
     rb = ReplayBuffer(MemmapStorage(50, path), batch_size=4)
-    assert not os.path.exists(path / "tensordict.json")     # lazy: created at the first write
+    assert not os.path.exists(path / "tensordict.json")  # lazy: created at the first write
     rb.extend(rows(30))
-    rb.extend(rows(30, 30))                                  # wraps: length 50, cursor 10
+    rb.extend(rows(30, 30))  # wraps: length 50, cursor 10
     rb.storage.flush()
     total = int(rb.storage.data["obs"][:, 0, 0].sum())
     code = (
@@ -201,11 +230,12 @@ def test_memmap_storage_reopens_in_a_fresh_process(tmp_path):
         "print(len(rb), rb.storage.cursor, int(rb.storage.data['obs'][:, 0, 0].sum()),"
         " rb.storage.data['done'].dtype)\n"
         "rb.extend({'obs': np.full((3, 3, 4), -1, np.float32), 'action': np.zeros((3, 3, 4), np.float32),"
-        " 'done': np.ones(3, bool)})\n")
+        " 'done': np.ones(3, bool)})\n"
+    )
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["50", "10", str(total), "bool"]
-    np.testing.assert_array_equal(rb.storage.data["obs"][10:13, 0, 0], [-1, -1, -1])   # shared pages
-    again = MemmapStorage(50, path)                          # the other process's writes are visible
+    np.testing.assert_array_equal(rb.storage.data["obs"][10:13, 0, 0], [-1, -1, -1])  # shared pages
+    again = MemmapStorage(50, path)  # the other process's writes are visible
     assert len(again) == 50 and again.cursor == 13
     np.testing.assert_array_equal(again.data["obs"][10:13, 0, 0], [-1, -1, -1])

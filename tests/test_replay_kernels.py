@@ -7,10 +7,17 @@ import pytest
 import dispatchrl as drl
 from dispatchrl.data import replay_buffer, transitions
 from dispatchrl.errors import ShapeError
-from dispatchrl.kernels.offpolicy.api import replay_add
 from dispatchrl.kernels.core.api import increment
-from dispatchrl.kernels.replay import (linear_anneal, priority_mark_new, priority_sample, priority_update, replay_gather,
-                                       scale_rows, td_priority)
+from dispatchrl.kernels.offpolicy.api import replay_add
+from dispatchrl.kernels.replay import (
+    linear_anneal,
+    priority_mark_new,
+    priority_sample,
+    priority_update,
+    replay_gather,
+    scale_rows,
+    td_priority,
+)
 from dispatchrl.kernels.replay.api import EMPTY, tree_leaves
 
 CAPACITY, ALPHA, BETA, EPS = 6, 0.6, 0.4, 1e-6
@@ -18,9 +25,11 @@ CAPACITY, ALPHA, BETA, EPS = 6, 0.6, 0.4, 1e-6
 
 def trees(device, capacity=CAPACITY):
     leaves = tree_leaves(capacity)
-    return (drl.zeros(device, 2 * leaves, np.float64),
-            drl.asarray(device, np.full(2 * leaves, EMPTY)),
-            drl.asarray(device, np.ones(1)))
+    return (
+        drl.zeros(device, 2 * leaves, np.float64),
+        drl.asarray(device, np.full(2 * leaves, EMPTY)),
+        drl.asarray(device, np.ones(1)),
+    )
 
 
 def reference(capacity, steps):
@@ -43,15 +52,28 @@ def reference(capacity, steps):
 
 def run_steps(device):
     sum_tree, min_tree, max_p = trees(device)
-    steps = [("new", 0, 4), ("update", [0, 2, 2], np.array([0.5, -3.0, 0.25], np.float32)),
-             ("new", 4, 3), ("update", [5, 1], np.array([7.0, 0.0], np.float32))]
+    steps = [
+        ("new", 0, 4),
+        ("update", [0, 2, 2], np.array([0.5, -3.0, 0.25], np.float32)),
+        ("new", 4, 3),
+        ("update", [5, 1], np.array([7.0, 0.0], np.float32)),
+    ]
     for kind, a, b in steps:
         if kind == "new":
-            priority_mark_new(device, sum_tree, min_tree, max_p, drl.asarray(device, np.array([a], np.int64)), b,
-                              CAPACITY, ALPHA, EPS)
+            priority_mark_new(
+                device, sum_tree, min_tree, max_p, drl.asarray(device, np.array([a], np.int64)), b, CAPACITY, ALPHA, EPS
+            )
         else:
-            priority_update(device, sum_tree, min_tree, max_p, drl.asarray(device, np.array(a, np.int64)),
-                            drl.asarray(device, b), ALPHA, EPS)
+            priority_update(
+                device,
+                sum_tree,
+                min_tree,
+                max_p,
+                drl.asarray(device, np.array(a, np.int64)),
+                drl.asarray(device, b),
+                ALPHA,
+                EPS,
+            )
     return sum_tree, min_tree, max_p, steps
 
 
@@ -60,7 +82,7 @@ def test_priority_trees_match_the_reference(device):
     stored, filled, expected_max = reference(CAPACITY, steps)
     leaves = tree_leaves(CAPACITY)
     s, m = drl.to_numpy(sum_tree), drl.to_numpy(min_tree)
-    np.testing.assert_allclose(s[leaves:leaves + CAPACITY], stored, rtol=1e-15)
+    np.testing.assert_allclose(s[leaves : leaves + CAPACITY], stored, rtol=1e-15)
     assert s[1] == pytest.approx(stored.sum(), rel=1e-14)
     assert m[1] == pytest.approx(stored[filled].min(), rel=1e-15)
     assert drl.to_numpy(max_p)[0] == expected_max == 7.0
@@ -75,8 +97,11 @@ def test_priority_sample_and_gather_agree_bit_for_bit_across_devices(device):
         weight = drl.zeros(dev, 32, np.float32)
         size = drl.asarray(dev, np.array([CAPACITY], np.int64))
         priority_sample(dev, rng, sum_tree, min_tree, size, drl.asarray(dev, np.array([BETA])), index, weight)
-        outs[type(dev).__name__ if dev is not device else "dev"] = (drl.to_numpy(index), drl.to_numpy(weight),
-                                                                    drl.to_numpy(rng))
+        outs[type(dev).__name__ if dev is not device else "dev"] = (
+            drl.to_numpy(index),
+            drl.to_numpy(weight),
+            drl.to_numpy(rng),
+        )
     ref, got = outs["Generic"], outs["dev"]
     for a, b in zip(ref, got):
         np.testing.assert_array_equal(a, b)
@@ -91,8 +116,14 @@ def test_priority_sample_and_gather_agree_bit_for_bit_across_devices(device):
 def test_replay_gather_rows(device):
     buffer = replay_buffer(device, 5, 3, 2)
     g = np.random.default_rng(1)
-    rows = (g.normal(size=(5, 3)), g.normal(size=(5, 2)), g.normal(size=5), g.normal(size=(5, 3)),
-            g.random(5) < 0.5, g.random(5) < 0.5)
+    rows = (
+        g.normal(size=(5, 3)),
+        g.normal(size=(5, 2)),
+        g.normal(size=5),
+        g.normal(size=(5, 3)),
+        g.random(5) < 0.5,
+        g.random(5) < 0.5,
+    )
     replay_add(device, buffer, *(drl.asarray(device, r, np.bool_ if r.dtype == bool else np.float32) for r in rows))
     batch = transitions(device, 4, 3, 2)
     index = np.array([4, 0, 4, 2], np.int64)
@@ -117,10 +148,21 @@ def test_fused_prioritized_step_matches_eager(device):
         sum_tree, min_tree, max_p = trees(dev)
         g = np.random.default_rng(4)
         q = tuple(drl.asarray(dev, g.normal(size=(4, 1)), np.float32) for _ in range(3))
-        return (sum_tree, min_tree, max_p, drl.asarray(dev, np.array([3], np.int64)), drl.rng(dev, 5),
-                drl.asarray(dev, np.array([CAPACITY], np.int64)), drl.zeros(dev, 4, np.int64),
-                drl.zeros(dev, 4, np.float32), drl.zeros(dev, 1, np.float64), drl.zeros(dev, 1, np.int64),
-                drl.asarray(dev, g.normal(size=(4, 3)), np.float32), q, drl.zeros(dev, 4, np.float32))
+        return (
+            sum_tree,
+            min_tree,
+            max_p,
+            drl.asarray(dev, np.array([3], np.int64)),
+            drl.rng(dev, 5),
+            drl.asarray(dev, np.array([CAPACITY], np.int64)),
+            drl.zeros(dev, 4, np.int64),
+            drl.zeros(dev, 4, np.float32),
+            drl.zeros(dev, 1, np.float64),
+            drl.zeros(dev, 1, np.int64),
+            drl.asarray(dev, g.normal(size=(4, 3)), np.float32),
+            q,
+            drl.zeros(dev, 4, np.float32),
+        )
 
     eager = state(drl.Generic())
     for _ in range(3):
@@ -131,7 +173,7 @@ def test_fused_prioritized_step_matches_eager(device):
     for a, b in zip(eager, fused_args):
         for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
             np.testing.assert_array_equal(drl.to_numpy(x), drl.to_numpy(y))
-    assert drl.to_numpy(eager[8])[0] == BETA + (1 - BETA) * (2 / 2.5)     # annealed: step 2 of 2.5
+    assert drl.to_numpy(eager[8])[0] == BETA + (1 - BETA) * (2 / 2.5)  # annealed: step 2 of 2.5
 
 
 def test_scale_rows_td_priority_linear_anneal_against_numpy(device):
@@ -159,7 +201,8 @@ def test_declarations_refuse_bad_arguments():
     with pytest.raises(ShapeError, match="count"):
         priority_mark_new(dev, sum_tree, min_tree, max_p, position, 7, CAPACITY, ALPHA, EPS)
     with pytest.raises(ShapeError, match="sum_tree"):
-        priority_mark_new(dev, drl.zeros(dev, 6, np.float64), drl.zeros(dev, 6, np.float64), max_p, position, 1,
-                          3, ALPHA, EPS)
+        priority_mark_new(
+            dev, drl.zeros(dev, 6, np.float64), drl.zeros(dev, 6, np.float64), max_p, position, 1, 3, ALPHA, EPS
+        )
     with pytest.raises(drl.ConfigError):
         linear_anneal(dev, position, 0.4, 1.0, 0, drl.zeros(dev, 1, np.float64))

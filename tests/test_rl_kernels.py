@@ -22,8 +22,14 @@ def host(x):
 
 def random_rows(n, obs_dim=3, action_dim=2, seed=0):
     g = np.random.default_rng(seed)
-    return (g.normal(size=(n, obs_dim)), g.uniform(-1, 1, size=(n, action_dim)), g.normal(size=n),
-            g.normal(size=(n, obs_dim)), g.random(n) < 0.3, g.random(n) < 0.3)
+    return (
+        g.normal(size=(n, obs_dim)),
+        g.uniform(-1, 1, size=(n, action_dim)),
+        g.normal(size=n),
+        g.normal(size=(n, obs_dim)),
+        g.random(n) < 0.3,
+        g.random(n) < 0.3,
+    )
 
 
 def test_replay_add_wraps_and_sample_draws_stored_rows(device):
@@ -32,8 +38,9 @@ def test_replay_add_wraps_and_sample_draws_stored_rows(device):
     for k in range(3):  # 3 × 2 rows into capacity 5: wraps once
         rows = random_rows(2, seed=k)
         stored.append(rows)
-        drl.kernels.offpolicy.api.replay_add(device, buffer, *(put(device, r, np.bool_ if r.dtype == bool else np.float32)
-                                                        for r in rows))
+        drl.kernels.offpolicy.api.replay_add(
+            device, buffer, *(put(device, r, np.bool_ if r.dtype == bool else np.float32) for r in rows)
+        )
     assert host(buffer.position)[0] == 1 and host(buffer.size)[0] == 5
     expected_obs = np.concatenate([r[0] for r in stored]).astype(np.float32)
     np.testing.assert_allclose(host(buffer.obs)[0], expected_obs[5])  # row 5 overwrote row 0
@@ -88,12 +95,23 @@ def test_td_targets(device):
     reward, q1, q2, logp = G.normal(size=n), G.normal(size=(n, 1)), G.normal(size=(n, 1)), G.normal(size=(n, 1))
     term = G.random(n) < 0.4
     target = drl.zeros(device, (n, 1))
-    rl.td_target(device, put(device, reward), put(device, term, np.bool_), put(device, q1), put(device, q2), 0.9, target)
+    rl.td_target(
+        device, put(device, reward), put(device, term, np.bool_), put(device, q1), put(device, q2), 0.9, target
+    )
     expected = reward + 0.9 * (1 - term) * np.minimum(q1, q2)[:, 0]
     np.testing.assert_allclose(host(target)[:, 0], expected, rtol=1e-5, atol=1e-5)
     log_alpha = -0.7
-    rl.soft_td_target(device, put(device, reward), put(device, term, np.bool_), put(device, q1), put(device, q2),
-                      put(device, logp), put(device, [log_alpha]), 0.9, target)
+    rl.soft_td_target(
+        device,
+        put(device, reward),
+        put(device, term, np.bool_),
+        put(device, q1),
+        put(device, q2),
+        put(device, logp),
+        put(device, [log_alpha]),
+        0.9,
+        target,
+    )
     expected = reward + 0.9 * (1 - term) * (np.minimum(q1, q2)[:, 0] - math.exp(log_alpha) * logp[:, 0])
     np.testing.assert_allclose(host(target)[:, 0], expected, rtol=1e-5, atol=1e-5)
 
@@ -104,7 +122,9 @@ def test_track_episodes_logs_finished_episodes(device):
     rewards = [[1, 2, 3], [1, 1, 1], [5, 5, 5]]
     ends = [[False, True, False], [True, False, False], [True, True, True]]
     for r, e in zip(rewards, ends):
-        rl.track_episodes(device, log, put(device, r), put(device, e, np.bool_), put(device, np.zeros(3), np.bool_), step)
+        rl.track_episodes(
+            device, log, put(device, r), put(device, e, np.bool_), put(device, np.zeros(3), np.bool_), step
+        )
         drl.increment(device, step)
     assert host(log.count)[0] == 5  # five episodes ended; only the first two fit the log
     # env 1 ends at step 0 (return 2, 1 step), env 0 at step 1 (1 + 1, 2 steps); step 2's three are dropped
@@ -116,8 +136,10 @@ def test_track_episodes_logs_finished_episodes(device):
 def test_gaussian_tanh_head_against_reference_and_finite_differences(device):
     batch, a_dim = 5, 2
     actor_out = np.concatenate([G.normal(size=(batch, a_dim)), G.uniform(-2, 0.5, size=(batch, a_dim))], axis=1)
-    arrays = {name: drl.zeros(device, shape) for name, shape in
-              (("noise", (batch, a_dim)), ("action", (batch, a_dim)), ("logp", (batch, 1)))}
+    arrays = {
+        name: drl.zeros(device, shape)
+        for name, shape in (("noise", (batch, a_dim)), ("action", (batch, a_dim)), ("logp", (batch, 1)))
+    }
     out = put(device, actor_out)
     rl.gaussian_tanh_sample(device, drl.rng(device, 9), out, arrays["noise"], arrays["action"], arrays["logp"])
     eps = host(arrays["noise"]).astype(np.float64)
@@ -125,7 +147,7 @@ def test_gaussian_tanh_head_against_reference_and_finite_differences(device):
     def head(z):  # float64 reference with the same noise: action, log-prob
         mean, log_std = z[:, :a_dim], np.clip(z[:, a_dim:], rl.LOG_STD_MIN, rl.LOG_STD_MAX)
         a = np.tanh(mean + np.exp(log_std) * eps)
-        logp = np.sum(-0.5 * eps ** 2 - log_std - 0.5 * math.log(2 * math.pi) - np.log(1 - a * a + 1e-6), axis=1)
+        logp = np.sum(-0.5 * eps**2 - log_std - 0.5 * math.log(2 * math.pi) - np.log(1 - a * a + 1e-6), axis=1)
         return a, logp
 
     a_ref, logp_ref = head(actor_out)
@@ -135,8 +157,9 @@ def test_gaussian_tanh_head_against_reference_and_finite_differences(device):
     w, log_alpha = G.normal(size=(batch, a_dim)), -0.5
     d_action = -w / batch
     grad = drl.zeros(device, (batch, 2 * a_dim))
-    rl.gaussian_tanh_backward(device, out, arrays["noise"], arrays["action"], put(device, d_action),
-                              put(device, [log_alpha]), grad)
+    rl.gaussian_tanh_backward(
+        device, out, arrays["noise"], arrays["action"], put(device, d_action), put(device, [log_alpha]), grad
+    )
 
     def loss(z):
         a, logp = head(z)
@@ -165,14 +188,39 @@ def test_bad_input_names_the_argument():
     cpu = drl.CPU()
     buffer = replay_buffer(cpu, 4, 3, 2)
     with pytest.raises(drl.ShapeError, match="'obs' has shape"):
-        rl.replay_add(cpu, buffer, *(drl.zeros(cpu, s, d) for s, d in (((1, 4), np.float32), ((1, 2), np.float32),
-                                                                       (1, np.float32), ((1, 3), np.float32),
-                                                                       (1, np.bool_), (1, np.bool_))))
+        rl.replay_add(
+            cpu,
+            buffer,
+            *(
+                drl.zeros(cpu, s, d)
+                for s, d in (
+                    ((1, 4), np.float32),
+                    ((1, 2), np.float32),
+                    (1, np.float32),
+                    ((1, 3), np.float32),
+                    (1, np.bool_),
+                    (1, np.bool_),
+                )
+            ),
+        )
     with pytest.raises(drl.ShapeError, match="do not fit"):
         rl.slice_columns(cpu, drl.zeros(cpu, (2, 3)), 2, drl.zeros(cpu, (2, 2)))
     with pytest.raises(drl.ShapeError, match="2·action_dim"):
-        rl.gaussian_tanh_sample(cpu, drl.rng(cpu, 0), drl.zeros(cpu, (2, 3)), drl.zeros(cpu, (2, 1)),
-                                drl.zeros(cpu, (2, 1)), drl.zeros(cpu, (2, 1)))
+        rl.gaussian_tanh_sample(
+            cpu,
+            drl.rng(cpu, 0),
+            drl.zeros(cpu, (2, 3)),
+            drl.zeros(cpu, (2, 1)),
+            drl.zeros(cpu, (2, 1)),
+            drl.zeros(cpu, (2, 1)),
+        )
     with pytest.raises(drl.ConfigError, match="'gamma'"):
-        rl.td_target(cpu, drl.zeros(cpu, 2), drl.zeros(cpu, 2, np.bool_), drl.zeros(cpu, (2, 1)),
-                     drl.zeros(cpu, (2, 1)), 1.5, drl.zeros(cpu, (2, 1)))
+        rl.td_target(
+            cpu,
+            drl.zeros(cpu, 2),
+            drl.zeros(cpu, 2, np.bool_),
+            drl.zeros(cpu, (2, 1)),
+            drl.zeros(cpu, (2, 1)),
+            1.5,
+            drl.zeros(cpu, (2, 1)),
+        )

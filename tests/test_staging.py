@@ -96,11 +96,13 @@ def test_trace_records_resolved_kernels_only():
 def test_cpu_fused_source_is_cached_on_disk_and_reused(tmp_path):
     env = dict(os.environ, DISPATCHRL_CACHE_DIR=str(tmp_path))
     env.pop("NUMBA_CACHE_DIR", None)  # Numba's cache then lives under DISPATCHRL_CACHE_DIR too
-    script = ("import numpy as np, dispatchrl as drl\n"
-              "from dispatchrl import nn\n"
-              "d = drl.CPU(); net = nn.mlp(d, (3, 4, 1)); b = nn.mlp_buffers(d, net, 2)\n"
-              "x, y, l = drl.zeros(d, (2, 3)), drl.zeros(d, (2, 1)), drl.zeros(d, 1)\n"
-              "drl.fuse(d, nn.mlp_train_step, net, b, x, y, l)(2)\n")
+    script = (
+        "import numpy as np, dispatchrl as drl\n"
+        "from dispatchrl import nn\n"
+        "d = drl.CPU(); net = nn.mlp(d, (3, 4, 1)); b = nn.mlp_buffers(d, net, 2)\n"
+        "x, y, l = drl.zeros(d, (2, 3)), drl.zeros(d, (2, 1)), drl.zeros(d, 1)\n"
+        "drl.fuse(d, nn.mlp_train_step, net, b, x, y, l)(2)\n"
+    )
     for _ in range(2):
         subprocess.run([sys.executable, "-c", script], env=env, check=True, cwd=ROOT)
         generated = sorted((tmp_path / "fused").glob("fused_*.py"))
@@ -136,14 +138,43 @@ def sample_arguments(device):
         "tanh": (device, a, drl.zeros(device, (3, 4))),
         "gelu": (device, a, drl.zeros(device, (3, 4))),
         "dense_forward": (device, a, b, v, out, drl.zeros(device, (3, 2)), "relu"),
-        "dense_backward": (device, a, b, out, out, out, drl.zeros(device, (3, 2)), drl.zeros(device, (4, 2)),
-                           drl.zeros(device, 2), drl.zeros(device, (3, 4)), "tanh"),
-        "dense_input_gradient": (device, b, out, out, out, drl.zeros(device, (3, 2)), drl.zeros(device, (3, 4)),
-                                 "gelu"),
+        "dense_backward": (
+            device,
+            a,
+            b,
+            out,
+            out,
+            out,
+            drl.zeros(device, (3, 2)),
+            drl.zeros(device, (4, 2)),
+            drl.zeros(device, 2),
+            drl.zeros(device, (3, 4)),
+            "tanh",
+        ),
+        "dense_input_gradient": (
+            device,
+            b,
+            out,
+            out,
+            out,
+            drl.zeros(device, (3, 2)),
+            drl.zeros(device, (3, 4)),
+            "gelu",
+        ),
         "mse_loss": (device, out, out, drl.zeros(device, 1)),
         "mse_gradient": (device, out, out, drl.zeros(device, (3, 2))),
-        "adam_step": (device, v, drl.zeros(device, 2), drl.zeros(device, 2), drl.zeros(device, 2), t, 1e-3, 0.9, 0.999,
-                      1e-8),
+        "adam_step": (
+            device,
+            v,
+            drl.zeros(device, 2),
+            drl.zeros(device, 2),
+            drl.zeros(device, 2),
+            t,
+            1e-3,
+            0.9,
+            0.999,
+            1e-8,
+        ),
         "polyak_update": (device, v, drl.zeros(device, 2), 0.5),
         "fill": (device, v, 0.0),
         "copy": (device, v, drl.zeros(device, 2)),
@@ -157,7 +188,11 @@ def sample_arguments(device):
 def test_every_generic_function_keeps_plum_cache_on(device):
     """Parametric Array types are __faithful__, so plum caches dispatch on argument types."""
     samples = sample_arguments(device)
-    core = [fn for fn in drl.GENERIC_FUNCTIONS if fn.__module__ in ("dispatchrl.kernels.core.api", "dispatchrl.kernels.random.api")]
+    core = [
+        fn
+        for fn in drl.GENERIC_FUNCTIONS
+        if fn.__module__ in ("dispatchrl.kernels.core.api", "dispatchrl.kernels.random.api")
+    ]
     assert {fn.__name__ for fn in core} == set(samples)
     for fn in drl.GENERIC_FUNCTIONS:
         assert fn.function._resolver.is_faithful, fn
@@ -174,18 +209,31 @@ def test_generic_fallback_for_new_device():
         pass
 
     dev = drl.Generic()
-    a, b, out = drl.asarray(dev, np.eye(2)), drl.asarray(dev, [[1.0, 2.0], [3.0, 4.0]]), drl.zeros(dev, (2, 2), np.float64)
+    a, b, out = (
+        drl.asarray(dev, np.eye(2)),
+        drl.asarray(dev, [[1.0, 2.0], [3.0, 4.0]]),
+        drl.zeros(dev, (2, 2), np.float64),
+    )
     drl.matmul(dev, a, b, out)
     ref = Reference()
-    a2, b2, out2 = drl.asarray(ref, np.eye(2)), drl.asarray(ref, [[1.0, 2.0], [3.0, 4.0]]), drl.zeros(ref, (2, 2), np.float64)
+    a2, b2, out2 = (
+        drl.asarray(ref, np.eye(2)),
+        drl.asarray(ref, [[1.0, 2.0], [3.0, 4.0]]),
+        drl.zeros(ref, (2, 2), np.float64),
+    )
     drl.matmul(ref, a2, b2, out2)
     assert drl.matmul.resolve(ref, a2, b2, out2) is drl.matmul.resolve(dev, a, b, out)
     np.testing.assert_array_equal(drl.to_numpy(out2), drl.to_numpy(out))
 
 
 def test_custom_backend_example_runs():
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "custom_backend.py")],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "custom_backend.py")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "60 dense_forward calls" in result.stdout
     assert "same weights on both devices" in result.stdout
@@ -194,8 +242,9 @@ def test_custom_backend_example_runs():
 def branching_step(device, counter, x, evens, below):
     """x += 1 every step; evens += 1 on even counts; below counts steps while counter < 3."""
     drl.when(device, drl.Every(counter, 2), lambda d: drl.increment(d, evens))
-    drl.when(device, drl.Below(counter, 3), lambda d: drl.increment(d, below),
-             lambda d: drl.polyak_update(d, x, x, 0.5))
+    drl.when(
+        device, drl.Below(counter, 3), lambda d: drl.increment(d, below), lambda d: drl.polyak_update(d, x, x, 0.5)
+    )
     drl.increment(device, counter)
 
 

@@ -43,8 +43,9 @@ def test_same_seed_is_bit_identical_and_seeds_differ(name):
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
     half = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=5000), seed=1, progress=False)
     half.save(tmp_path / "half")
-    resumed = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=10_000), seed=1, progress=False,
-                        resume=tmp_path / "half")
+    resumed = td3.train(
+        drl.CPU(), "pendulum", td3.Config(total_steps=10_000), seed=1, progress=False, resume=tmp_path / "half"
+    )
     straight = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=10_000), seed=1, progress=False)
     a = {n: drl.to_numpy(x) for n, x in checkpoint.named_arrays(resumed.state)}
     b = {n: drl.to_numpy(x) for n, x in checkpoint.named_arrays(straight.state)}
@@ -71,14 +72,30 @@ def test_cli_train_json_keys(capsys):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     for key in ("algo", "env", "device", "seed", "steps", "train_seconds", "compile_seconds", "eval_return"):
         assert key in summary
-    assert (summary["algo"], summary["env"], summary["device"], summary["seed"], summary["steps"]) == \
-        ("td3", "pendulum", "cpu", 5, 400)
+    assert (summary["algo"], summary["env"], summary["device"], summary["seed"], summary["steps"]) == (
+        "td3",
+        "pendulum",
+        "cpu",
+        5,
+        400,
+    )
     assert len(summary["eval_returns"]) == 10
 
 
-@pytest.mark.parametrize("field,value", [("batch_size", 0), ("actor_lr", -1.0), ("gamma", 1.5),
-                                         ("hidden", (64, 0)), ("activation", "sigmoid"), ("num_envs", 0),
-                                         ("policy_delay", 0), ("replay_capacity", -5), ("total_steps", 2.5)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("batch_size", 0),
+        ("actor_lr", -1.0),
+        ("gamma", 1.5),
+        ("hidden", (64, 0)),
+        ("activation", "sigmoid"),
+        ("num_envs", 0),
+        ("policy_delay", 0),
+        ("replay_capacity", -5),
+        ("total_steps", 2.5),
+    ],
+)
 def test_bad_config_refused_before_anything_runs(field, value):
     config = dataclasses.replace(td3.Config(), **{field: value})
     with pytest.raises(drl.ConfigError, match=field):
@@ -173,8 +190,10 @@ def test_first_updates_agree_across_devices(name, cuda_device):
     """Same code, same seed: Generic, CPU and CUDA (simulator) reach the same weights."""
     algo = ALGOS[name]
     config = algo.Config(total_steps=6, warmup_steps=4, batch_size=4, hidden=(8, 8))  # 2 updates, one with the actor
-    results = [algo.train(device, "pendulum", config, seed=0, progress=False)
-               for device in (drl.Generic(), drl.CPU(), cuda_device)]
+    results = [
+        algo.train(device, "pendulum", config, seed=0, progress=False)
+        for device in (drl.Generic(), drl.CPU(), cuda_device)
+    ]
     reference = weights(results[0])
     for result in results[1:]:
         for key, value in weights(result).items():
@@ -184,8 +203,9 @@ def test_first_updates_agree_across_devices(name, cuda_device):
 
 def test_python_stepped_gymnasium_env():
     """Any gymnasium Box env trains through the Python-stepped path."""
-    result = td3.train(drl.CPU(), "MountainCarContinuous-v0", td3.Config(total_steps=300, warmup_steps=50),
-                       seed=0, progress=False)
+    result = td3.train(
+        drl.CPU(), "MountainCarContinuous-v0", td3.Config(total_steps=300, warmup_steps=50), seed=0, progress=False
+    )
     assert result.spec.native is None and result.steps == 300
     assert int(drl.to_numpy(result.state.replay.size)[0]) == 300
     action = result.policy(np.zeros(2, np.float32))

@@ -12,13 +12,16 @@ from dispatchrl.errors import DeviceError, LockedError, MissingKeyError, ShapeEr
 
 
 def test_rfc_construction_from_mixed_sources():
-    data = TensorDict({
-        "tensor": np.zeros(3, np.float32),
-        "from_np": np.zeros((3,)),
-        "from_int": 1,
-        "from_list": [[1, 2, 3]],
-        "from_dict": {"a": 1},
-    }, batch_size=[])
+    data = TensorDict(
+        {
+            "tensor": np.zeros(3, np.float32),
+            "from_np": np.zeros((3,)),
+            "from_int": 1,
+            "from_list": [[1, 2, 3]],
+            "from_dict": {"a": 1},
+        },
+        batch_size=[],
+    )
     assert data["from_dict"].batch_size == () and data["from_dict", "a"].dtype == np.int64
     assert data["from_int"].shape == () and data["from_int"] == 1
     assert data["from_list"].shape == (1, 3) and data["from_list"].dtype == np.int64
@@ -38,11 +41,9 @@ def test_rfc_batch_size_is_required_and_checked_naming_the_key():
 
 
 def test_rfc_nesting_pytree_example_shapes():
-    td = TensorDict({
-        "a": TensorDict({
-            "b": TensorDict({"c": np.ones((2, 3, 4))}, [2, 3]),
-            "d": np.ones(2)}, [2]),
-        "e": 1}, [])
+    td = TensorDict(
+        {"a": TensorDict({"b": TensorDict({"c": np.ones((2, 3, 4))}, [2, 3]), "d": np.ones(2)}, [2]), "e": 1}, []
+    )
     assert td.batch_size == ()
     assert td["a"].batch_size == (2,)
     assert td["a", "b"].batch_size == (2, 3)
@@ -56,9 +57,11 @@ def test_rfc_nesting_pytree_example_shapes():
         TensorDict({"a": TensorDict({"b": TensorDict({}, [3])}, [2])}, [])
     assert td.keys() == ["a", "e"]
     assert sorted(map(str, td.keys(include_nested=True))) == sorted(
-        map(str, ["a", ("a", "b"), ("a", "b", "c"), ("a", "d"), "e"]))
+        map(str, ["a", ("a", "b"), ("a", "b", "c"), ("a", "d"), "e"])
+    )
     assert sorted(map(str, td.keys(include_nested=True, leaves_only=True))) == sorted(
-        map(str, [("a", "b", "c"), ("a", "d"), "e"]))
+        map(str, [("a", "b", "c"), ("a", "d"), "e"])
+    )
 
 
 def test_rfc_masking_example_and_numpy_rules():
@@ -70,8 +73,18 @@ def test_rfc_masking_example_and_numpy_rules():
     assert masked.batch_size == (int(mask.sum()), 1)
     np.testing.assert_array_equal(masked["key1"], key1[mask])
     np.testing.assert_array_equal(masked["nested", "z"], key1[mask][..., None].astype(float))
-    for index in (0, -1, slice(1, 3), (1, 2), (slice(None), [0, 3]), np.array([2, 0, 2]), (Ellipsis, 0),
-                  (0, Ellipsis), (None, 1), (slice(None, None, -1),)):
+    for index in (
+        0,
+        -1,
+        slice(1, 3),
+        (1, 2),
+        (slice(None), [0, 3]),
+        np.array([2, 0, 2]),
+        (Ellipsis, 0),
+        (0, Ellipsis),
+        (None, 1),
+        (slice(None, None, -1),),
+    ):
         expected = key1[index]
         got = data[index]
         assert got.batch_size == np.broadcast_to(0, (3, 4, 1))[index].shape, index
@@ -144,8 +157,9 @@ def test_lock_refuses_new_keys_but_allows_in_place_writes():
 
 
 def test_device_leaves_are_dispatchrl_arrays(device):
-    td = TensorDict({"obs": np.arange(12, dtype=np.float32).reshape(4, 3), "n": {"done": np.zeros(4, bool)}},
-                    [4], device=device)
+    td = TensorDict(
+        {"obs": np.arange(12, dtype=np.float32).reshape(4, 3), "n": {"done": np.zeros(4, bool)}}, [4], device=device
+    )
     assert isinstance(td["obs"], drl.Array) and td["obs"].device == device
     assert isinstance(td["n", "done"], drl.Array)
     sub = td[np.array([3, 1])]
@@ -157,15 +171,27 @@ def test_device_leaves_are_dispatchrl_arrays(device):
 
 
 def test_memmap_round_trip_no_pickle(tmp_path):
-    td = TensorDict({"obs": np.random.default_rng(1).normal(size=(5, 3, 4)).astype(np.float32),
-                     "done": np.zeros(5, bool),
-                     "next": {"obs": np.ones((5, 3, 4), np.float32), "deep": {"r": np.arange(5, dtype=np.int32)}}},
-                    [5])
+    td = TensorDict(
+        {
+            "obs": np.random.default_rng(1).normal(size=(5, 3, 4)).astype(np.float32),
+            "done": np.zeros(5, bool),
+            "next": {"obs": np.ones((5, 3, 4), np.float32), "deep": {"r": np.arange(5, dtype=np.int32)}},
+        },
+        [5],
+    )
     mm = td.memmap(tmp_path / "td")
-    files = sorted(os.path.relpath(os.path.join(d, f), tmp_path / "td")
-                   for d, _, fs in os.walk(tmp_path / "td") for f in fs)
-    assert files == sorted(["done.npy", "obs.npy", os.path.join("next", "obs.npy"),
-                            os.path.join("next", "deep", "r.npy"), "tensordict.json"])
+    files = sorted(
+        os.path.relpath(os.path.join(d, f), tmp_path / "td") for d, _, fs in os.walk(tmp_path / "td") for f in fs
+    )
+    assert files == sorted(
+        [
+            "done.npy",
+            "obs.npy",
+            os.path.join("next", "obs.npy"),
+            os.path.join("next", "deep", "r.npy"),
+            "tensordict.json",
+        ]
+    )
     meta = json.loads((tmp_path / "td" / "tensordict.json").read_text())
     assert meta["batch_size"] == [5]
     again = TensorDict.load_memmap(tmp_path / "td")

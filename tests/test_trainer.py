@@ -34,15 +34,36 @@ def td3_short(tmp_path_factory):
 def test_math_accuracy(tmp_path):
     # the C device's own float math against float64 numpy: correctly rounded float32 in these samples
     names = ("sin", "cos", "exp", "log", "tanh", "erf")
-    src = HEADER + "".join(f"void t_{n}(const float *x, float *y, int n) {{ for (int i = 0; i < n; i++) y[i] = {n}f(x[i]); }}\n"
-                           for n in names)
+    src = HEADER + "".join(
+        f"void t_{n}(const float *x, float *y, int n) {{ for (int i = 0; i < n; i++) y[i] = {n}f(x[i]); }}\n"
+        for n in names
+    )
     (tmp_path / "m.c").write_text(src)
-    subprocess.run([*host_compiler(), "-O2", "-std=c99", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC",
-                    str(tmp_path / "m.c"), "-o", str(tmp_path / "m.so")], check=True)
+    subprocess.run(
+        [
+            *host_compiler(),
+            "-O2",
+            "-std=c99",
+            "-ffp-contract=off",
+            "-fno-math-errno",
+            "-shared",
+            "-fPIC",
+            str(tmp_path / "m.c"),
+            "-o",
+            str(tmp_path / "m.so"),
+        ],
+        check=True,
+    )
     lib = ctypes.CDLL(str(tmp_path / "m.so"))
     ref = {"sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log, "tanh": np.tanh, "erf": scipy.special.erf}
-    domain = {"sin": (-50, 50), "cos": (-50, 50), "exp": (-80, 80), "log": (1e-30, 1e6), "tanh": (-12, 12),
-              "erf": (-7, 7)}
+    domain = {
+        "sin": (-50, 50),
+        "cos": (-50, 50),
+        "exp": (-80, 80),
+        "log": (1e-30, 1e6),
+        "tanh": (-12, 12),
+        "erf": (-7, 7),
+    }
     rng = np.random.default_rng(0)
     for n in names:
         lo, hi = domain[n]
@@ -57,12 +78,42 @@ def test_math_accuracy(tmp_path):
 def test_no_libm_or_malloc(td3_short, tmp_path):
     out, _ = td3_short
     obj = tmp_path / "trainer.o"
-    subprocess.run([*host_compiler(), "-O3", "-std=c99", "-ffp-contract=off", "-fno-math-errno", "-c",
-                    str(out / "trainer.c"), "-o", str(obj)], check=True)
+    subprocess.run(
+        [
+            *host_compiler(),
+            "-O3",
+            "-std=c99",
+            "-ffp-contract=off",
+            "-fno-math-errno",
+            "-c",
+            str(out / "trainer.c"),
+            "-o",
+            str(obj),
+        ],
+        check=True,
+    )
     needed = set(undefined_symbols(obj))
     forbidden = {"malloc", "calloc", "realloc", "free", "printf", "puts", "fwrite"}
-    forbidden |= {f + s for f in ("sin", "cos", "tan", "exp", "log", "tanh", "erf", "sqrt", "pow", "fmod", "fmin",
-                                  "fmax", "floor", "copysign") for s in ("", "f")}
+    forbidden |= {
+        f + s
+        for f in (
+            "sin",
+            "cos",
+            "tan",
+            "exp",
+            "log",
+            "tanh",
+            "erf",
+            "sqrt",
+            "pow",
+            "fmod",
+            "fmin",
+            "fmax",
+            "floor",
+            "copysign",
+        )
+        for s in ("", "f")
+    }
     assert not needed & forbidden, needed & forbidden
     assert needed <= {"memset", "memcpy"}, needed  # what a compiler may turn loops into
 
@@ -105,8 +156,11 @@ def test_ppo_and_python_envs_are_refused():
 
 
 def _needs(tool):
-    return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} is not installed (apt-get install "
-                              f"{'nodejs' if tool == 'node' else 'qemu-user qemu-system-arm'})")
+    return pytest.mark.skipif(
+        shutil.which(tool) is None,
+        reason=f"{tool} is not installed (apt-get install "
+        f"{'nodejs' if tool == 'node' else 'qemu-user qemu-system-arm'})",
+    )
 
 
 @_needs("qemu-aarch64")

@@ -11,5 +11,16 @@ from .protocol import Algorithm
 from .registry import ALGORITHMS
 from .runs import TrainResult, load_run
 
-__all__ = ["ALGORITHMS", "EVAL_SEEDS", "Algorithm", "Hook", "TrainResult", "TrainingRun", "evaluate", "load_run",
-           "ppo", "sac", "td3"]
+__all__ = [
+    "ALGORITHMS",
+    "EVAL_SEEDS",
+    "Algorithm",
+    "Hook",
+    "TrainResult",
+    "TrainingRun",
+    "evaluate",
+    "load_run",
+    "ppo",
+    "sac",
+    "td3",
+]

@@ -11,9 +11,22 @@ import numpy as np
 from ..errors import ConfigError
 from ..nn import NETWORKS
 
-__all__ = ["ACTIVATIONS", "OffPolicyConfig", "Rule", "activation_name", "finite", "hidden_sizes", "network_name", "non_negative",
-           "non_negative_int", "positive", "positive_int", "unit_interval", "validate_fields",
-           "validate_off_policy"]
+__all__ = [
+    "ACTIVATIONS",
+    "OffPolicyConfig",
+    "Rule",
+    "activation_name",
+    "finite",
+    "hidden_sizes",
+    "network_name",
+    "non_negative",
+    "non_negative_int",
+    "positive",
+    "positive_int",
+    "unit_interval",
+    "validate_fields",
+    "validate_off_policy",
+]
 
 #: a field's rule: (predicate on the value, what the value must be, for the error message)
 Rule = tuple[Callable[[Any], bool], str]
@@ -71,31 +84,35 @@ def network_name(v: object) -> bool:
 
 def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
     """The fields TD3 and SAC share, then the algorithm's own."""
-    validate_fields(config, {
-        "total_steps": (positive_int, "a positive int"),
-        "warmup_steps": (non_negative_int, "an int >= 0"),
-        "batch_size": (positive_int, "a positive int"),
-        "hidden": (hidden_sizes, "a tuple of positive ints"),
-        "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
-        "network": (network_name, "a name in dispatchrl.nn.NETWORKS or 'module:function'"),
-        "gamma": (unit_interval, "in [0, 1]"),
-        "polyak": (unit_interval, "in [0, 1]"),
-        "actor_lr": (positive, "a positive number"),
-        "critic_lr": (positive, "a positive number"),
-        "policy_delay": (positive_int, "a positive int"),
-        "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
-        "num_envs": (positive_int, "a positive int"),
-        "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
-        "prioritized": (lambda v: isinstance(v, bool), "true or false"),
-        "priority_alpha": (non_negative, "a number >= 0"),
-        "priority_beta": (unit_interval, "in [0, 1]"),
-        "priority_eps": (non_negative, "a number >= 0"),
-        "priority_beta_steps": (lambda v: v is None or positive_int(v), "None or a positive int"),
-        **extra_rules,
-    })
+    validate_fields(
+        config,
+        {
+            "total_steps": (positive_int, "a positive int"),
+            "warmup_steps": (non_negative_int, "an int >= 0"),
+            "batch_size": (positive_int, "a positive int"),
+            "hidden": (hidden_sizes, "a tuple of positive ints"),
+            "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
+            "network": (network_name, "a name in dispatchrl.nn.NETWORKS or 'module:function'"),
+            "gamma": (unit_interval, "in [0, 1]"),
+            "polyak": (unit_interval, "in [0, 1]"),
+            "actor_lr": (positive, "a positive number"),
+            "critic_lr": (positive, "a positive number"),
+            "policy_delay": (positive_int, "a positive int"),
+            "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
+            "num_envs": (positive_int, "a positive int"),
+            "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
+            "prioritized": (lambda v: isinstance(v, bool), "true or false"),
+            "priority_alpha": (non_negative, "a number >= 0"),
+            "priority_beta": (unit_interval, "in [0, 1]"),
+            "priority_eps": (non_negative, "a number >= 0"),
+            "priority_beta_steps": (lambda v: v is None or positive_int(v), "None or a positive int"),
+            **extra_rules,
+        },
+    )
     if config.total_steps < config.num_envs:
-        raise ConfigError(f"{type(config).__name__}.total_steps ({config.total_steps}) must be >= "
-                          f"num_envs ({config.num_envs})")
+        raise ConfigError(
+            f"{type(config).__name__}.total_steps ({config.total_steps}) must be >= num_envs ({config.num_envs})"
+        )
 
 
 @dataclass
@@ -103,24 +120,24 @@ class OffPolicyConfig:
     """The hyperparameters TD3 and SAC share; defaults are the RLtools paper's Pendulum benchmark."""
 
     total_steps: int = 10_000
-    warmup_steps: int = 100          # uniform random actions, no updates
+    warmup_steps: int = 100  # uniform random actions, no updates
     batch_size: int = 100
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "relu"
-    network: str = "mlp"             # actor/critic constructor: a name in nn.NETWORKS or "module:function"
+    network: str = "mlp"  # actor/critic constructor: a name in nn.NETWORKS or "module:function"
     gamma: float = 0.99
-    polyak: float = 0.995            # target ← polyak·target + (1 − polyak)·online
+    polyak: float = 0.995  # target ← polyak·target + (1 − polyak)·online
     actor_lr: float = 1e-3
     critic_lr: float = 1e-3
-    policy_delay: int = 1            # actor (and target or temperature) updates every policy_delay steps
-    replay_capacity: int | None = None   # None: total_steps
+    policy_delay: int = 1  # actor (and target or temperature) updates every policy_delay steps
+    replay_capacity: int | None = None  # None: total_steps
     num_envs: int = 1
-    check_every: int = 1000          # divergence check (NaN/inf) every this many steps; 0: off
-    prioritized: bool = False        # prioritized replay (sum tree), priorities = twin critics' mean |TD error|
-    priority_alpha: float = 0.6      # stored value (priority + eps) ** alpha
-    priority_beta: float = 0.4       # importance-weight exponent, annealed linearly to 1 over total_steps
+    check_every: int = 1000  # divergence check (NaN/inf) every this many steps; 0: off
+    prioritized: bool = False  # prioritized replay (sum tree), priorities = twin critics' mean |TD error|
+    priority_alpha: float = 0.6  # stored value (priority + eps) ** alpha
+    priority_beta: float = 0.4  # importance-weight exponent, annealed linearly to 1 over total_steps
     priority_eps: float = 1e-6
-    priority_beta_steps: int | None = None   # env steps (per env) over which β reaches 1; None: the run's
+    priority_beta_steps: int | None = None  # env steps (per env) over which β reaches 1; None: the run's
 
     def validate(self) -> None:
         validate_off_policy(self, self.extra_rules())

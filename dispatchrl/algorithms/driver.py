@@ -28,13 +28,27 @@ from ..kernels.core.api import nonfinite_flag
 from ..nn import MLP, Parameter
 from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
-from .runs import TrainResult, build_state, restore_for_resume, save_run
 from .protocol import Algorithm, Schedule
+from .runs import TrainResult, build_state, restore_for_resume, save_run
 
-
-__all__ = ["DIVERGENCE_HINT", "EPISODE_LOG_CAPACITY", "DivergenceCheck", "Hook", "PeriodicCheckpoint", "Progress",
-           "StopOnRequest", "StopRequested", "TrainingRun", "available_memory", "check_config", "check_memory",
-           "check_seed", "chunk_iterations", "train", "watched_quantities"]
+__all__ = [
+    "DIVERGENCE_HINT",
+    "EPISODE_LOG_CAPACITY",
+    "DivergenceCheck",
+    "Hook",
+    "PeriodicCheckpoint",
+    "Progress",
+    "StopOnRequest",
+    "StopRequested",
+    "TrainingRun",
+    "available_memory",
+    "check_config",
+    "check_memory",
+    "check_seed",
+    "chunk_iterations",
+    "train",
+    "watched_quantities",
+]
 
 EPISODE_LOG_CAPACITY = 1 << 16
 #: Python-stepped envs return to the hooks about every this many steps per env
@@ -53,8 +67,8 @@ class TrainingRun:
     seed: int
     state: Any
     schedule: Schedule
-    iterations: int          # the run's total
-    done: int                # iterations finished so far (a resumed run starts above 0)
+    iterations: int  # the run's total
+    done: int  # iterations finished so far (a resumed run starts above 0)
 
     @property
     def steps_per_iteration(self) -> int:
@@ -81,8 +95,13 @@ class TrainingRun:
         for name, array in named_arrays(self.state):
             values = to_numpy(array)
             if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
-                raise TrainingDiverged(f"training diverged: {name.rstrip('.')} holds NaN or inf at step {self.steps}; "
-                                       f"not saved. Hint: {DIVERGENCE_HINT}", name.rstrip("."), self.steps, self.steps)
+                raise TrainingDiverged(
+                    f"training diverged: {name.rstrip('.')} holds NaN or inf at step {self.steps}; "
+                    f"not saved. Hint: {DIVERGENCE_HINT}",
+                    name.rstrip("."),
+                    self.steps,
+                    self.steps,
+                )
         return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state, keep)
 
 
@@ -112,8 +131,9 @@ class Progress:
         width = 30
         filled = int(width * done / max(self.total, 1))
         shown = "n/a" if recent_return is None else f"{recent_return:9.2f}"
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} steps "
-                          f"{rate:10.0f} steps/s  return {shown}")
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} steps {rate:10.0f} steps/s  return {shown}"
+        )
         self.stream.flush()
 
     def close(self) -> None:
@@ -166,8 +186,9 @@ class StopOnRequest:
     next chunk boundary checkpoints the run with ``checkpoint`` (if given) and raises
     :class:`StopRequested`."""
 
-    def __init__(self, checkpoint: PeriodicCheckpoint | None = None,
-                 save: Callable[[TrainingRun], Path] | None = None) -> None:
+    def __init__(
+        self, checkpoint: PeriodicCheckpoint | None = None, save: Callable[[TrainingRun], Path] | None = None
+    ) -> None:
         self.requested = False
         self.save = save if save is not None else (checkpoint.save if checkpoint is not None else None)
 
@@ -191,9 +212,11 @@ def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
         what, field, per_row = "rollout", "num_envs × steps_per_env", per_row + 32
     needed, available = rows * per_row, available_memory()
     if available is not None and needed > available:
-        raise ConfigError(f"{type(config).__module__.rsplit('.', 1)[-1]} Config: the {what} of {rows} rows needs "
-                          f"{needed / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB of memory available; "
-                          f"lower {field}")
+        raise ConfigError(
+            f"{type(config).__module__.rsplit('.', 1)[-1]} Config: the {what} of {rows} rows needs "
+            f"{needed / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB of memory available; "
+            f"lower {field}"
+        )
 
 
 def available_memory() -> int | None:
@@ -214,8 +237,10 @@ def available_memory() -> int | None:
 # ---------------------------------------------------------------- divergence detection
 
 #: the one-line advice of a diverged run (the CLI prints it)
-DIVERGENCE_HINT = ("lower the learning rates (actor_lr/critic_lr, PPO: lr), check the env's rewards and "
-                   "observations, or resume from the last good checkpoint with other settings")
+DIVERGENCE_HINT = (
+    "lower the learning rates (actor_lr/critic_lr, PPO: lr), check the env's rewards and "
+    "observations, or resume from the last good checkpoint with other settings"
+)
 
 #: state fields read by the check besides the observation, in the order the step computes them
 _WATCHED_FIELDS = (("q_target", "TD target (critic loss)"), ("update_stats", "PPO losses (KL, surrogate, entropy)"))
@@ -245,10 +270,12 @@ def _check_finite(device: Device, quantities: list[tuple[str, Array]], flag: Arr
         nonfinite_flag(device, array, flag, code)
 
 
-def _checked(step: Callable[..., None], counter: str, period: int, quantities: list[tuple[str, Array]],
-             flag: Array) -> Callable[..., None]:
+def _checked(
+    step: Callable[..., None], counter: str, period: int, quantities: list[tuple[str, Array]], flag: Array
+) -> Callable[..., None]:
     """``step``, then the divergence check every ``period`` counts of ``state.<counter>`` (after the
     step advanced it); the check only reads, so the step's numbers do not change."""
+
     def checked_step(device: Device, *args: Any) -> None:
         step(device, *args)
         state = args[-1]
@@ -265,7 +292,7 @@ class DivergenceCheck:
 
     def __init__(self, flag: Array, quantities: list[tuple[str, Array]], every: int) -> None:
         self.flag, self.quantities, self.every = flag, quantities, every
-        self.clean_until: int | None = None   # env steps (all envs) of the last check that passed
+        self.clean_until: int | None = None  # env steps (all envs) of the last check that passed
 
     def __call__(self, run: TrainingRun) -> None:
         n = run.config.num_envs
@@ -283,7 +310,10 @@ class DivergenceCheck:
             raise TrainingDiverged(
                 f"training diverged: {name} became NaN or inf between step {first} and {last}; training "
                 f"stopped at step {run.steps} and saved nothing after step {first}. Hint: {DIVERGENCE_HINT}",
-                name, first, last)
+                name,
+                first,
+                last,
+            )
         self.clean_until = (per_env - per_env % self.every) * n
 
 
@@ -298,8 +328,7 @@ def check_config(algo: Algorithm, config: Any) -> None:
     expected: Any = algo.Config
     if not isinstance(config, expected):
         module = expected.__module__
-        raise ConfigError(f"config must be a {module}.Config, got {type(config).__module__}."
-                          f"{type(config).__name__}")
+        raise ConfigError(f"config must be a {module}.Config, got {type(config).__module__}.{type(config).__name__}")
     config.validate()
 
 
@@ -312,9 +341,16 @@ def chunk_iterations(spec: EnvSpec, schedule: Schedule, iterations: int) -> int:
     return max(1, min(iterations // 20, 2000 // schedule.env_steps))
 
 
-def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed: object = 0,
-          progress: bool | None = None, resume: str | Path | None = None,
-          hooks: Sequence[Hook] = ()) -> TrainResult:
+def train(
+    algo: Algorithm,
+    device: Device,
+    env: object,
+    config: Any = None,
+    seed: object = 0,
+    progress: bool | None = None,
+    resume: str | Path | None = None,
+    hooks: Sequence[Hook] = (),
+) -> TrainResult:
     """Train ``algo`` on ``env`` from ``seed`` (or continue checkpoint ``resume``), calling
     ``hooks`` after every chunk; ``config`` defaults to ``algo.config_for(env)``."""
     config = algo.config_for(env) if config is None else config
@@ -328,8 +364,17 @@ def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed
         seed = restore_for_resume(resume, algo.NAME, spec, config, state)
     schedule = algo.schedule(config)
     iterations = config.total_steps // (config.num_envs * schedule.env_steps)
-    run = TrainingRun(algo, device, spec, config, seed, state, schedule, iterations,
-                      done=int(to_numpy(state.step)[0]) // schedule.env_steps)
+    run = TrainingRun(
+        algo,
+        device,
+        spec,
+        config,
+        seed,
+        state,
+        schedule,
+        iterations,
+        done=int(to_numpy(state.step)[0]) // schedule.env_steps,
+    )
     if run.done > iterations:
         raise ConfigError(f"the checkpoint is at {run.steps} steps, past total_steps={config.total_steps}")
     check_every = getattr(config, "check_every", 0)
@@ -354,14 +399,25 @@ def train(algo: Algorithm, device: Device, env: object, config: Any = None, seed
     finally:
         loop.close()
     ends, returns, lengths = state.episodes.finished()
-    return TrainResult(algo.NAME, spec.name, device, seed, run.total_steps, config,
-                       algo.policy(state, spec.action_low, spec.action_high),
-                       {"steps": ends * config.num_envs, "returns": returns, "lengths": lengths},
-                       train_seconds, compile_seconds, state, spec)
+    return TrainResult(
+        algo.NAME,
+        spec.name,
+        device,
+        seed,
+        run.total_steps,
+        config,
+        algo.policy(state, spec.action_low, spec.action_high),
+        {"steps": ends * config.num_envs, "returns": returns, "lengths": lengths},
+        train_seconds,
+        compile_seconds,
+        state,
+        spec,
+    )
 
 
-def _with_checks(run: TrainingRun, divergence: DivergenceCheck | None,
-                 env_step: Callable[..., None] | None = None) -> tuple[Callable[..., None], Callable[..., None]]:
+def _with_checks(
+    run: TrainingRun, divergence: DivergenceCheck | None, env_step: Callable[..., None] | None = None
+) -> tuple[Callable[..., None], Callable[..., None]]:
     """The env step (default the native one) and the update, each followed by the divergence
     check when it is on: env steps every K of ``state.step``; separate updates (PPO) every K of
     ``state.updates``."""
@@ -429,14 +485,22 @@ class _PythonLoop:
                 action = np.clip(to_numpy(state.action), -1.0, 1.0)
                 if not np.all(np.isfinite(action)):  # the env would refuse it: say why
                     step = int(to_numpy(state.step)[0]) * len(action)
-                    raise TrainingDiverged(f"training diverged: the policy's action became NaN or inf at step {step} "
-                                           f"(its weights diverged). Hint: {DIVERGENCE_HINT}", "action", step, step)
+                    raise TrainingDiverged(
+                        f"training diverged: the policy's action became NaN or inf at step {step} "
+                        f"(its weights diverged). Hint: {DIVERGENCE_HINT}",
+                        "action",
+                        step,
+                        step,
+                    )
                 physical = self.low + (action + 1) * 0.5 * (self.high - self.low)
                 obs, reward, terminated, truncated, _ = batch.step(physical)
                 self.obs = _finite_rows("observations", obs)
-                for array, value in ((transition.next_obs, _finite_rows("final observations", batch.final_obs)),
-                                     (transition.reward, _finite_rows("rewards", reward)),
-                                     (transition.terminated, terminated), (transition.truncated, truncated)):
+                for array, value in (
+                    (transition.next_obs, _finite_rows("final observations", batch.final_obs)),
+                    (transition.reward, _finite_rows("rewards", reward)),
+                    (transition.terminated, terminated),
+                    (transition.truncated, truncated),
+                ):
                     assign(array, value)
                 self.store()
             self.algo.check_iteration(state)
@@ -451,6 +515,8 @@ def _finite_rows(name: str, values: Any) -> np.ndarray:
     values = np.asarray(values)
     if not np.all(np.isfinite(values)):
         row = int(np.argwhere(~np.isfinite(values.reshape(values.shape[0], -1)))[0][0])
-        raise ConfigError(f"{name}: the env returned NaN or inf (env row {row}); observation "
-                          "normalization and the policy need finite values")
+        raise ConfigError(
+            f"{name}: the env returned NaN or inf (env row {row}); observation "
+            "normalization and the policy need finite values"
+        )
     return values

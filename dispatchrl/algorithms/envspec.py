@@ -13,7 +13,7 @@ import numpy as np
 from ..envs import AcrobotContinuous, NativeEnv, Pendulum, from_gymnasium
 from ..errors import ConfigError
 
-__all__ = ["EnvSpec", "NAMED_ENVS", "resolve_env"]
+__all__ = ["NAMED_ENVS", "EnvSpec", "resolve_env"]
 
 
 @dataclass
@@ -22,18 +22,22 @@ class EnvSpec:
     units, for the deployable policy) and which gymnasium id evaluates it."""
 
     name: str
-    native: NativeEnv | None                      # a native env description (fused), or None
-    make_batch: Callable[[], Any] | None          # () -> batch with reset/step/final_obs/close, or None
+    native: NativeEnv | None  # a native env description (fused), or None
+    make_batch: Callable[[], Any] | None  # () -> batch with reset/step/final_obs/close, or None
     obs_dim: int
     action_dim: int
     action_low: np.ndarray
     action_high: np.ndarray
-    eval_id: str | None                           # gymnasium id evaluating a policy, or None
+    eval_id: str | None  # gymnasium id evaluating a policy, or None
 
 
 #: env names the command line and checkpoints use for the built-in native envs → their class
-NAMED_ENVS: dict[str, type[NativeEnv]] = {"pendulum": Pendulum, "pendulum-v1": Pendulum,
-                                         "acrobot": AcrobotContinuous, "acrobotcontinuous-v1": AcrobotContinuous}
+NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
+    "pendulum": Pendulum,
+    "pendulum-v1": Pendulum,
+    "acrobot": AcrobotContinuous,
+    "acrobotcontinuous-v1": AcrobotContinuous,
+}
 
 
 def _import_env(path: str) -> object:
@@ -60,7 +64,7 @@ def resolve_env(env: object, num_envs: int = 1) -> EnvSpec:
     elif isinstance(env, str) and ":" in env:
         target = _import_env(env)  # None unless it names a native env: then a gymnasium id
         if isinstance(target, type) and issubclass(target, NativeEnv):
-            target = target(num_envs=num_envs)
+            target = target(num_envs=num_envs)  # type: ignore[call-arg]  # subclasses take num_envs
         env = target if isinstance(target, NativeEnv) else env
     if isinstance(env, NativeEnv):
         env = env.training_env()

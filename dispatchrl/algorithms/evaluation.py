@@ -13,12 +13,15 @@ __all__ = ["EVAL_SEEDS", "evaluate"]
 EVAL_SEEDS = tuple(range(10_000, 10_010))
 
 
-def evaluate(policy: Callable[[np.ndarray], np.ndarray], eval_id: str | None,
-             seeds: Sequence[int] = EVAL_SEEDS) -> tuple[float, list[float]]:
+def evaluate(
+    policy: Callable[[np.ndarray], np.ndarray], eval_id: str | None, seeds: Sequence[int] = EVAL_SEEDS
+) -> tuple[float, list[float]]:
     """(mean, per-episode) undiscounted return of the deterministic ``policy``, one episode per seed."""
     if eval_id is None:
-        raise ConfigError("evaluate: the env has no gymnasium id to evaluate on (set the native env's eval_id "
-                          "and register it with dispatchrl.envs.register_native_env)")
+        raise ConfigError(
+            "evaluate: the env has no gymnasium id to evaluate on (set the native env's eval_id "
+            "and register it with dispatchrl.envs.register_native_env)"
+        )
     env = gymnasium.make(eval_id)
     returns = []
     try:

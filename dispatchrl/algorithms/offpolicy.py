@@ -14,29 +14,47 @@ from ..devices import Device
 from ..envs import env_reset_done, env_step
 from ..kernels.core.api import copy, increment
 from ..kernels.offpolicy.api import replay_add, replay_sample, track_episodes
-from ..kernels.replay.api import (EMPTY, linear_anneal, priority_mark_new, priority_sample, priority_update,
-                                  replay_gather, scale_rows, td_priority, tree_leaves)
+from ..kernels.replay.api import (
+    EMPTY,
+    linear_anneal,
+    priority_mark_new,
+    priority_sample,
+    priority_update,
+    replay_gather,
+    scale_rows,
+    td_priority,
+    tree_leaves,
+)
 
-__all__ = ["Priorities", "native_step", "priorities", "sample_batch", "store", "update_priorities",
-           "validate_checkpoint", "weight_gradient"]
+__all__ = [
+    "Priorities",
+    "native_step",
+    "priorities",
+    "sample_batch",
+    "store",
+    "update_priorities",
+    "validate_checkpoint",
+    "weight_gradient",
+]
 
-Act = Callable[[Device, Any, Any, Any], None]       # (device, config, state, obs)
-Update = Callable[[Device, Any, Any], None]         # (device, config, state)
+Act = Callable[[Device, Any, Any, Any], None]  # (device, config, state, obs)
+Update = Callable[[Device, Any, Any], None]  # (device, config, state)
 
 
 # ---------------------------------------------------------------- prioritized replay (config.prioritized)
+
 
 @dataclass
 class Priorities:
     """Prioritized replay over the ring (Schaul et al. 2016), kept next to it in the state."""
 
-    sum_tree: Array         # float64 (2L,): stored values (priority + eps) ** alpha, summed
-    min_tree: Array         # float64 (2L,): their minima (EMPTY for empty rows)
-    max_priority: Array     # float64 (1,): largest priority seen, new rows get it
-    beta: Array             # float64 (1,): annealed from config.priority_beta to 1 over the run
-    index: Array            # int64 (B,): the sampled rows
-    weight: Array           # (B,): importance weights of the sampled rows
-    priority: Array         # (B,): the twin critics' mean |TD error| on them
+    sum_tree: Array  # float64 (2L,): stored values (priority + eps) ** alpha, summed
+    min_tree: Array  # float64 (2L,): their minima (EMPTY for empty rows)
+    max_priority: Array  # float64 (1,): largest priority seen, new rows get it
+    beta: Array  # float64 (1,): annealed from config.priority_beta to 1 over the run
+    index: Array  # int64 (B,): the sampled rows
+    weight: Array  # (B,): importance weights of the sampled rows
+    priority: Array  # (B,): the twin critics' mean |TD error| on them
 
 
 def priorities(device: Device, config: Any, batch_size: int) -> Priorities | None:
@@ -44,16 +62,31 @@ def priorities(device: Device, config: Any, batch_size: int) -> Priorities | Non
     if not config.prioritized:
         return None
     leaves = tree_leaves(config.capacity)
-    return Priorities(zeros(device, 2 * leaves, np.float64), asarray(device, np.full(2 * leaves, EMPTY)),
-                      asarray(device, np.ones(1)), asarray(device, np.array([config.priority_beta])),
-                      zeros(device, batch_size, np.int64), zeros(device, batch_size), zeros(device, batch_size))
+    return Priorities(
+        zeros(device, 2 * leaves, np.float64),
+        asarray(device, np.full(2 * leaves, EMPTY)),
+        asarray(device, np.ones(1)),
+        asarray(device, np.array([config.priority_beta])),
+        zeros(device, batch_size, np.int64),
+        zeros(device, batch_size),
+        zeros(device, batch_size),
+    )
 
 
 def _mark_new(device: Device, config: Any, state: Any, rows: int) -> None:
     p = getattr(state, "priorities", None)
-    if p is not None:   # before replay_add: the rows it is about to write get the max priority
-        priority_mark_new(device, p.sum_tree, p.min_tree, p.max_priority, state.replay.position, rows,
-                          state.replay.capacity, config.priority_alpha, config.priority_eps)
+    if p is not None:  # before replay_add: the rows it is about to write get the max priority
+        priority_mark_new(
+            device,
+            p.sum_tree,
+            p.min_tree,
+            p.max_priority,
+            state.replay.position,
+            rows,
+            state.replay.capacity,
+            config.priority_alpha,
+            config.priority_eps,
+        )
 
 
 def sample_batch(device: Device, config: Any, state: Any) -> None:
@@ -68,7 +101,7 @@ def sample_batch(device: Device, config: Any, state: Any) -> None:
     replay_gather(device, state.replay, p.index, state.batch)
 
 
-def weight_gradient(device: Device, state: Any, d_output: Array) -> None:
+def weight_gradient(device: Device, state: Any, d_output: Any) -> None:
     """Importance weights on a critic's per-row loss gradient (prioritized replay only)."""
     if state.priorities is not None:
         scale_rows(device, state.priorities.weight, d_output)
@@ -79,8 +112,16 @@ def update_priorities(device: Device, config: Any, state: Any, q1: Array, q2: Ar
     p = state.priorities
     if p is not None:
         td_priority(device, q1, q2, target, p.priority)
-        priority_update(device, p.sum_tree, p.min_tree, p.max_priority, p.index, p.priority, config.priority_alpha,
-                        config.priority_eps)
+        priority_update(
+            device,
+            p.sum_tree,
+            p.min_tree,
+            p.max_priority,
+            p.index,
+            p.priority,
+            config.priority_alpha,
+            config.priority_eps,
+        )
 
 
 def native_step(device: Device, act: Act, update: Update, config: Any, env: Any, state: Any) -> None:
@@ -90,8 +131,16 @@ def native_step(device: Device, act: Act, update: Update, config: Any, env: Any,
     copy(device, env_now.obs, state.transition.obs)
     env_step(device, env, env_now, state.action)
     _mark_new(device, config, state, state.action.shape[0])
-    replay_add(device, state.replay, state.transition.obs, state.action, env_now.reward, env_now.obs,
-               env_now.terminated, env_now.truncated)
+    replay_add(
+        device,
+        state.replay,
+        state.transition.obs,
+        state.action,
+        env_now.reward,
+        env_now.obs,
+        env_now.terminated,
+        env_now.truncated,
+    )
     track_episodes(device, state.episodes, env_now.reward, env_now.terminated, env_now.truncated, state.step)
     env_reset_done(device, env, env_now, state.rng)
     update(device, config, state)
@@ -102,10 +151,17 @@ def store(device: Device, update: Update, config: Any, state: Any) -> None:
     """Store ``state.transition`` (written by the driver from a Python-stepped env), then learn."""
     transition = state.transition
     _mark_new(device, config, state, state.action.shape[0])
-    replay_add(device, state.replay, transition.obs, state.action, transition.reward, transition.next_obs,
-               transition.terminated, transition.truncated)
-    track_episodes(device, state.episodes, transition.reward, transition.terminated, transition.truncated,
-                   state.step)
+    replay_add(
+        device,
+        state.replay,
+        transition.obs,
+        state.action,
+        transition.reward,
+        transition.next_obs,
+        transition.terminated,
+        transition.truncated,
+    )
+    track_episodes(device, state.episodes, transition.reward, transition.terminated, transition.truncated, state.step)
     update(device, config, state)
     increment(device, state.step)
 
@@ -122,8 +178,11 @@ def validate_checkpoint(state: Any, values: checkpoint.FieldValues, context: dic
     written, capacity = step * n, state.replay.capacity
     for field, expected in (("replay.size", min(written, capacity)), ("replay.position", written % capacity)):
         if values.scalar(field) != expected:
-            values.refuse(field, f"= {values.scalar(field)} does not match step {step}: {step} steps × {n} envs "
-                                 f"into {capacity} rows give {expected}")
+            values.refuse(
+                field,
+                f"= {values.scalar(field)} does not match step {step}: {step} steps × {n} envs "
+                f"into {capacity} rows give {expected}",
+            )
     values.require("episodes.count", 0, written, "episodes finished, at most one per env step")
     values.require("episodes.end_steps", 0, step, "steps at which episodes ended")
     for net in ("actor", "critic1", "critic2", "log_alpha"):  # trained by Adam: at most one update per step

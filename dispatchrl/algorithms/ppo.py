@@ -20,96 +20,157 @@ import numpy as np
 
 from .. import checkpoint
 from ..arrays import Array, asarray, to_numpy, zeros
-from ..data import (EpisodeLog, Minibatch, ObsStats, Rollout, Transitions, episode_log, minibatch, obs_stats, rollout,
-                    transitions)
+from ..data import (
+    EpisodeLog,
+    Minibatch,
+    ObsStats,
+    Rollout,
+    Transitions,
+    episode_log,
+    minibatch,
+    obs_stats,
+    rollout,
+    transitions,
+)
 from ..devices import Device
 from ..envs import EnvState, env_reset_done, env_step
 from ..errors import ConfigError
 from ..kernels.core.api import adam_step, copy, fill, increment, mse_gradient
 from ..kernels.offpolicy.api import track_episodes
-from ..kernels.onpolicy.api import (NORMALIZE_EPS, adaptive_learning_rate, gae, gather_minibatch, gaussian_sample,
-                                    normalize_observations, ppo_policy_gradient, random_permutation, rollout_store,
-                                    running_stats_update)
+from ..kernels.onpolicy.api import (
+    NORMALIZE_EPS,
+    adaptive_learning_rate,
+    gae,
+    gather_minibatch,
+    gaussian_sample,
+    normalize_observations,
+    ppo_policy_gradient,
+    random_permutation,
+    rollout_store,
+    running_stats_update,
+)
 from ..kernels.random.api import rng
-from ..nn import (MLP, MLPBuffers, Parameter, Policy, backward, forward, make_buffers, network_constructor,
-                  parameter, parameter_groups)
+from ..nn import (
+    MLP,
+    MLPBuffers,
+    Parameter,
+    Policy,
+    backward,
+    forward,
+    make_buffers,
+    network_constructor,
+    parameter,
+    parameter_groups,
+)
 from ..staging import Every, when
 from . import driver
-from .config import (activation_name, finite, hidden_sizes, network_name, non_negative_int, positive, positive_int,
-                     unit_interval, validate_fields)
+from .config import (
+    activation_name,
+    finite,
+    hidden_sizes,
+    network_name,
+    non_negative_int,
+    positive,
+    positive_int,
+    unit_interval,
+    validate_fields,
+)
 from .protocol import Schedule
 from .runs import TrainResult
 
-__all__ = ["NAME", "Config", "State", "act", "ant_config", "build", "check_iteration", "config_for", "native_step",
-           "policy", "prepare_update", "record_step", "schedule", "store", "train", "update"]
+__all__ = [
+    "NAME",
+    "Config",
+    "State",
+    "act",
+    "ant_config",
+    "build",
+    "check_iteration",
+    "config_for",
+    "native_step",
+    "policy",
+    "prepare_update",
+    "record_step",
+    "schedule",
+    "store",
+    "train",
+    "update",
+]
 
 NAME = "ppo"
 
 
 # ---------------------------------------------------------------- hyperparameters
 
+
 @dataclass
 class Config:
     """Defaults: Pendulum, as the RLtools zoo's PPO (with 64 envs × 128 steps)."""
 
-    total_steps: int = 5_242_880       # 640 iterations of 64 × 128 steps
+    total_steps: int = 5_242_880  # 640 iterations of 64 × 128 steps
     num_envs: int = 64
-    steps_per_env: int = 128           # T: rollout length per env and iteration
-    batch_size: int = 1024             # minibatch rows; must divide num_envs × steps_per_env
+    steps_per_env: int = 128  # T: rollout length per env and iteration
+    batch_size: int = 1024  # minibatch rows; must divide num_envs × steps_per_env
     epochs: int = 1
     hidden: tuple[int, ...] = (32, 32)
     activation: str = "tanh"
-    network: str = "mlp"               # actor/critic constructor: a name in nn.NETWORKS or "module:function"
+    network: str = "mlp"  # actor/critic constructor: a name in nn.NETWORKS or "module:function"
     gamma: float = 0.9
-    lam: float = 0.95                  # GAE λ
+    lam: float = 0.95  # GAE λ
     clip: float = 0.2
     entropy_coef: float = 0.1
     initial_std: float = 2.0
     lr: float = 1e-3
-    adam_eps: float = 1e-7             # TensorFlow's Adam default, as RLtools
-    normalize_advantage: bool = True   # per minibatch
+    adam_eps: float = 1e-7  # TensorFlow's Adam default, as RLtools
+    normalize_advantage: bool = True  # per minibatch
     normalize_observations: bool = True
     adaptive_lr: bool = False
     kl_target: float = 0.008
     lr_factor: float = 1.5
     lr_min: float = 1e-6
     lr_max: float = 1e-2
-    check_every: int = 1000            # divergence check (NaN/inf) every this many steps/updates; 0: off
+    check_every: int = 1000  # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
         flag = (lambda v: isinstance(v, (bool, np.bool_)), "True or False")
-        validate_fields(self, {
-            "total_steps": (positive_int, "a positive int"),
-            "num_envs": (positive_int, "a positive int"),
-            "steps_per_env": (positive_int, "a positive int"),
-            "batch_size": (positive_int, "a positive int"),
-            "epochs": (positive_int, "a positive int"),
-            "hidden": (hidden_sizes, "a tuple of positive ints"),
-            "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
-            "network": (network_name, "a name in dispatchrl.nn.NETWORKS or 'module:function'"),
-            "gamma": (unit_interval, "in [0, 1]"),
-            "lam": (unit_interval, "in [0, 1]"),
-            "clip": (positive, "a positive number"),
-            "entropy_coef": (finite, "a finite number"),
-            "initial_std": (positive, "a positive number"),
-            "lr": (positive, "a positive number"),
-            "adam_eps": (positive, "a positive number"),
-            "normalize_advantage": flag,
-            "normalize_observations": flag,
-            "adaptive_lr": flag,
-            "kl_target": (positive, "a positive number"),
-            "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
-            "lr_min": (positive, "a positive number"),
-            "lr_max": (positive, "a positive number"),
-            "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
-        })
+        validate_fields(
+            self,
+            {
+                "total_steps": (positive_int, "a positive int"),
+                "num_envs": (positive_int, "a positive int"),
+                "steps_per_env": (positive_int, "a positive int"),
+                "batch_size": (positive_int, "a positive int"),
+                "epochs": (positive_int, "a positive int"),
+                "hidden": (hidden_sizes, "a tuple of positive ints"),
+                "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
+                "network": (network_name, "a name in dispatchrl.nn.NETWORKS or 'module:function'"),
+                "gamma": (unit_interval, "in [0, 1]"),
+                "lam": (unit_interval, "in [0, 1]"),
+                "clip": (positive, "a positive number"),
+                "entropy_coef": (finite, "a finite number"),
+                "initial_std": (positive, "a positive number"),
+                "lr": (positive, "a positive number"),
+                "adam_eps": (positive, "a positive number"),
+                "normalize_advantage": flag,
+                "normalize_observations": flag,
+                "adaptive_lr": flag,
+                "kl_target": (positive, "a positive number"),
+                "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
+                "lr_min": (positive, "a positive number"),
+                "lr_max": (positive, "a positive number"),
+                "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
+            },
+        )
         rows = self.num_envs * self.steps_per_env
         if rows % self.batch_size:
-            raise ConfigError(f"Config.batch_size ({self.batch_size}) must divide the rollout's num_envs × "
-                              f"steps_per_env = {self.num_envs} × {self.steps_per_env} = {rows} rows")
+            raise ConfigError(
+                f"Config.batch_size ({self.batch_size}) must divide the rollout's num_envs × "
+                f"steps_per_env = {self.num_envs} × {self.steps_per_env} = {rows} rows"
+            )
         if self.total_steps < rows:
-            raise ConfigError(f"Config.total_steps ({self.total_steps}) must be >= one rollout "
-                              f"(num_envs × steps_per_env = {rows})")
+            raise ConfigError(
+                f"Config.total_steps ({self.total_steps}) must be >= one rollout (num_envs × steps_per_env = {rows})"
+            )
         if self.lr_min > self.lr_max:
             raise ConfigError(f"Config.lr_min ({self.lr_min}) must be <= lr_max ({self.lr_max})")
 
@@ -124,10 +185,24 @@ class Config:
 
 def ant_config() -> Config:
     """Ant-v5: RLtools' PPO Ant configuration (paper figure 3, appendix F)."""
-    return Config(total_steps=1_000_000, num_envs=64, steps_per_env=64, batch_size=2048, epochs=4,
-                  hidden=(256, 256), activation="relu", gamma=0.99, lam=0.95, clip=0.2, entropy_coef=0.0,
-                  initial_std=0.5, lr=3e-4, normalize_advantage=False, normalize_observations=True,
-                  adaptive_lr=True)
+    return Config(
+        total_steps=1_000_000,
+        num_envs=64,
+        steps_per_env=64,
+        batch_size=2048,
+        epochs=4,
+        hidden=(256, 256),
+        activation="relu",
+        gamma=0.99,
+        lam=0.95,
+        clip=0.2,
+        entropy_coef=0.0,
+        initial_std=0.5,
+        lr=3e-4,
+        normalize_advantage=False,
+        normalize_observations=True,
+        adaptive_lr=True,
+    )
 
 
 def config_for(env: object) -> Config:
@@ -139,32 +214,33 @@ def config_for(env: object) -> Config:
 
 # ---------------------------------------------------------------- state
 
+
 @dataclass
 class State:
-    actor: MLP                      # observation → Gaussian mean (normalised action units)
-    critic: MLP                     # observation → V
-    log_std: Parameter              # (A,): the state-independent log standard deviation
-    actor_act: MLPBuffers           # actor buffers, N rows (acting)
-    critic_act: MLPBuffers          # critic buffers, N rows: V(s_t)
-    critic_next: MLPBuffers         # critic buffers, N rows: V(s_{t+1})
-    actor_train: MLPBuffers         # actor buffers, B rows (d_output takes the policy gradient)
+    actor: MLP  # observation → Gaussian mean (normalised action units)
+    critic: MLP  # observation → V
+    log_std: Parameter  # (A,): the state-independent log standard deviation
+    actor_act: MLPBuffers  # actor buffers, N rows (acting)
+    critic_act: MLPBuffers  # critic buffers, N rows: V(s_t)
+    critic_next: MLPBuffers  # critic buffers, N rows: V(s_{t+1})
+    actor_train: MLPBuffers  # actor buffers, B rows (d_output takes the policy gradient)
     critic_train: MLPBuffers
-    obs_stats: ObsStats             # running observation mean/variance
-    obs_norm: Array                 # (N, O) normalised observation the policy acts on
-    next_obs_norm: Array            # (N, O) normalised true next observation
-    action: Array                   # (N, A) sampled actions (unclipped)
-    log_prob: Array                 # (N,)
+    obs_stats: ObsStats  # running observation mean/variance
+    obs_norm: Array  # (N, O) normalised observation the policy acts on
+    next_obs_norm: Array  # (N, O) normalised true next observation
+    action: Array  # (N, A) sampled actions (unclipped)
+    log_prob: Array  # (N,)
     rollout: Rollout
     batch: Minibatch
-    permutation: Array              # (T·N,) int64 shuffled row order of the current epoch
-    old_log_std: Array              # (A,) log-std the rollout was sampled with (for the KL)
-    update_stats: Array             # (4,) float64: KL, surrogate, entropy, clip fraction of the last minibatch
-    learning_rate: Array            # (1,) float64: Adam's learning rate (adapted in the fused step)
-    transition: Transitions         # the current transition, N rows (Python-stepped envs)
+    permutation: Array  # (T·N,) int64 shuffled row order of the current epoch
+    old_log_std: Array  # (A,) log-std the rollout was sampled with (for the KL)
+    update_stats: Array  # (4,) float64: KL, surrogate, entropy, clip fraction of the last minibatch
+    learning_rate: Array  # (1,) float64: Adam's learning rate (adapted in the fused step)
+    transition: Transitions  # the current transition, N rows (Python-stepped envs)
     episodes: EpisodeLog
     rng: Array
-    step: Array                     # int64 (1,): environment steps taken (per env)
-    updates: Array                  # int64 (1,): minibatch updates done
+    step: Array  # int64 (1,): environment steps taken (per env)
+    updates: Array  # int64 (1,): minibatch updates done
     env_state: EnvState | None = None
 
     def validate_checkpoint(self, values, context):
@@ -198,7 +274,9 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
     log_std = parameter(device, action_dim)
     fill(device, log_std.value, float(np.log(config.initial_std)))
     return State(
-        actor=actor, critic=critic, log_std=log_std,
+        actor=actor,
+        critic=critic,
+        log_std=log_std,
         actor_act=make_buffers(device, actor, envs),
         critic_act=make_buffers(device, critic, envs),
         critic_next=make_buffers(device, critic, envs),
@@ -225,6 +303,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
 
 # ---------------------------------------------------------------- rollout
 
+
 def normalize(device: Device, config: Config, state: State, obs: Array, out: Array, update_stats: bool) -> None:
     if not config.normalize_observations:
         copy(device, obs, out)
@@ -242,13 +321,26 @@ def act(device: Device, config: Config, state: State, obs: Array) -> None:
     forward(device, state.critic, state.critic_act, state.obs_norm)
 
 
-def record_step(device: Device, config: Config, state: State, next_obs: Array, reward: Array, terminated: Array,
-                truncated: Array) -> None:
+def record_step(
+    device: Device, config: Config, state: State, next_obs: Array, reward: Array, terminated: Array, truncated: Array
+) -> None:
     """V of the true next observation, then the step goes into the rollout and the episode log."""
     normalize(device, config, state, next_obs, state.next_obs_norm, update_stats=False)
     forward(device, state.critic, state.critic_next, state.next_obs_norm)
-    rollout_store(device, state.rollout, state.step, state.obs_norm, state.action, state.actor_act.output,
-                  state.log_prob, state.critic_act.output, state.critic_next.output, reward, terminated, truncated)
+    rollout_store(
+        device,
+        state.rollout,
+        state.step,
+        state.obs_norm,
+        state.action,
+        state.actor_act.output,
+        state.log_prob,
+        state.critic_act.output,
+        state.critic_next.output,
+        reward,
+        terminated,
+        truncated,
+    )
     track_episodes(device, state.episodes, reward, terminated, truncated, state.step)
     increment(device, state.step)
 
@@ -266,16 +358,28 @@ def native_step(device: Device, config: Config, env: Any, state: State) -> None:
 def store(device: Device, config: Config, state: State) -> None:
     """Record ``state.transition``, written by the driver from a Python-stepped env."""
     transition = state.transition
-    record_step(device, config, state, transition.next_obs, transition.reward, transition.terminated,
-                transition.truncated)
+    record_step(
+        device, config, state, transition.next_obs, transition.reward, transition.terminated, transition.truncated
+    )
 
 
 # ---------------------------------------------------------------- update
 
+
 def prepare_update(device: Device, config: Config, state: State) -> None:
     stored = state.rollout
-    gae(device, stored.reward, stored.value, stored.next_value, stored.terminated, stored.truncated, config.gamma,
-        config.lam, stored.advantage, stored.returns)
+    gae(
+        device,
+        stored.reward,
+        stored.value,
+        stored.next_value,
+        stored.terminated,
+        stored.truncated,
+        config.gamma,
+        config.lam,
+        stored.advantage,
+        stored.returns,
+    )
     copy(device, state.log_std.value, state.old_log_std)
 
 
@@ -283,33 +387,52 @@ def update(device: Device, config: Config, state: State) -> None:
     """One minibatch step; ``epochs × minibatches`` of them make an iteration's update. The first
     computes GAE, the first of each epoch reshuffles."""
     per_epoch = config.minibatches
-    when(device, Every(state.updates, per_epoch * config.epochs),
-         lambda device: prepare_update(device, config, state))
-    when(device, Every(state.updates, per_epoch),
-         lambda device: random_permutation(device, state.rng, state.permutation))
+    when(device, Every(state.updates, per_epoch * config.epochs), lambda device: prepare_update(device, config, state))
+    when(
+        device, Every(state.updates, per_epoch), lambda device: random_permutation(device, state.rng, state.permutation)
+    )
     batch = state.batch
     gather_minibatch(device, state.rollout, state.permutation, state.updates, batch)
     # actor: clipped surrogate + entropy through the Gaussian head, then the MLP
     forward(device, state.actor, state.actor_train, batch.obs)
-    ppo_policy_gradient(device, state.actor_train.output, state.log_std.value, batch.action, batch.log_prob,
-                        batch.advantage, batch.mean, state.old_log_std, config.clip, config.entropy_coef,
-                        config.normalize_advantage, state.actor_train.d_output, state.log_std.grad,
-                        state.update_stats)
+    ppo_policy_gradient(
+        device,
+        state.actor_train.output,
+        state.log_std.value,
+        batch.action,
+        batch.log_prob,
+        batch.advantage,
+        batch.mean,
+        state.old_log_std,
+        config.clip,
+        config.entropy_coef,
+        config.normalize_advantage,
+        state.actor_train.d_output,
+        state.log_std.grad,
+        state.update_stats,
+    )
     if config.adaptive_lr:
-        adaptive_learning_rate(device, state.update_stats, state.learning_rate, config.kl_target, config.lr_factor,
-                               config.lr_min, config.lr_max)
+        adaptive_learning_rate(
+            device,
+            state.update_stats,
+            state.learning_rate,
+            config.kl_target,
+            config.lr_factor,
+            config.lr_min,
+            config.lr_max,
+        )
     backward(device, state.actor, state.actor_train, batch.obs, state.actor_train.d_output)
     # critic: regression on the GAE returns
     forward(device, state.critic, state.critic_train, batch.obs)
     mse_gradient(device, state.critic_train.output, batch.returns, state.critic_train.d_output)
     backward(device, state.critic, state.critic_train, batch.obs, state.critic_train.d_output)
     for p in (*parameter_groups(state.actor), state.log_std, *parameter_groups(state.critic)):
-        adam_step(device, p.value, p.grad, p.m, p.v, p.t, state.learning_rate, 0.9, 0.999,
-                            config.adam_eps)
+        adam_step(device, p.value, p.grad, p.m, p.v, p.t, state.learning_rate, 0.9, 0.999, config.adam_eps)
     increment(device, state.updates)
 
 
 # ---------------------------------------------------------------- the driver's entry points
+
 
 def schedule(config: Config) -> Schedule:
     """A rollout of ``steps_per_env`` steps of every env, then ``epochs × minibatches`` updates."""
@@ -320,8 +443,10 @@ def check_iteration(state: State) -> None:
     """Refuse a rollout whose observations were not finite (the statistics update skipped them)."""
     bad = int(to_numpy(state.obs_stats.nonfinite)[0])
     if bad:
-        raise ConfigError(f"observation normalization: the env returned NaN or inf observations "
-                          f"({bad} refused statistics update(s)); check the environment")
+        raise ConfigError(
+            f"observation normalization: the env returned NaN or inf observations "
+            f"({bad} refused statistics update(s)); check the environment"
+        )
 
 
 def policy(state: State, action_low: Any, action_high: Any) -> Policy:
@@ -338,9 +463,15 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy:
     return Policy(weights, biases, state.actor.activation, state.actor.output_activation, low, high, "clip", mean, std)
 
 
-def train(device: Device, env: object = "pendulum", config: Config | None = None, seed: int = 0,
-          progress: bool | None = None, resume: str | Path | None = None,
-          hooks: tuple[driver.Hook, ...] = ()) -> TrainResult:
+def train(
+    device: Device,
+    env: object = "pendulum",
+    config: Config | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+    resume: str | Path | None = None,
+    hooks: tuple[driver.Hook, ...] = (),
+) -> TrainResult:
     """Train PPO; returns a :class:`~dispatchrl.algorithms.runs.TrainResult` (``.policy`` acts on
     numpy observations, ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``).
     ``config`` defaults to :func:`config_for` ``(env)``."""

@@ -9,14 +9,16 @@ steps per env (each one fused ``native_step``, or ``act`` â†’ Python env step â†
 step, as TD3 and SAC do).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import numpy as np
 
 from ..arrays import Array
 from ..data import EpisodeLog, Transitions
 from ..devices import Device
 from ..envs import EnvState
-from ..nn import Policy
 
 __all__ = ["Algorithm", "AlgorithmConfig", "AlgorithmState", "Schedule"]
 
@@ -28,7 +30,6 @@ class Schedule:
 
     env_steps: int
     updates: int
-
 
 
 class AlgorithmConfig(Protocol):
@@ -43,19 +44,19 @@ class AlgorithmConfig(Protocol):
 class AlgorithmState(Protocol):
     """The fields the driver uses of an algorithm's ``State`` dataclass (all device Arrays)."""
 
-    rng: Array                    # the run's random stream (env resets draw from it)
-    step: Array                   # int64 (1,): environment steps taken, per env
-    action: Array                 # (N, A) the actions chosen by ``act``, in [-1, 1]
-    transition: Transitions       # N rows: the Python-stepped env's transition, written by the driver
-    episodes: EpisodeLog          # finished episodes, for history and progress
-    env_state: EnvState | None    # a native env's state (attached by the driver), else None
+    rng: Array  # the run's random stream (env resets draw from it)
+    step: Array  # int64 (1,): environment steps taken, per env
+    action: Array  # (N, A) the actions chosen by ``act``, in [-1, 1]
+    transition: Transitions  # N rows: the Python-stepped env's transition, written by the driver
+    episodes: EpisodeLog  # finished episodes, for history and progress
+    env_state: EnvState | None  # a native env's state (attached by the driver), else None
 
 
 class Algorithm(Protocol):
     """What an algorithm module provides. Functions taking ``device`` are traced and fused into
     compiled steps; they must stay device-free (generic functions only)."""
 
-    NAME: str                     # the registry and checkpoint name ("td3")
+    NAME: str  # the registry and checkpoint name ("td3")
 
     @property
     def Config(self) -> type:  # a module's class, read through the protocol
@@ -91,7 +92,5 @@ class Algorithm(Protocol):
         """Host-side check of the env steps just run, before their updates (with updates == 0,
         once per chunk); raises a dispatchrl error."""
 
-    def policy(self, state: Any, action_low: Any, action_high: Any) -> Policy:
+    def policy(self, state: Any, action_low: Any, action_high: Any) -> Callable[[np.ndarray], np.ndarray]:
         """The deterministic, deployable policy on numpy observations in physical action units."""
-
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +16,19 @@ from .. import checkpoint
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
 from ..errors import CheckpointError
-from ..nn import Policy
 from .envspec import EnvSpec, resolve_env
 from .protocol import Algorithm
 
-
-__all__ = ["RENAMED_FIELDS", "TrainResult", "build_state", "config_from_metadata", "load_run", "restore_for_resume",
-           "result_json", "save_run"]
+__all__ = [
+    "RENAMED_FIELDS",
+    "TrainResult",
+    "build_state",
+    "config_from_metadata",
+    "load_run",
+    "restore_for_resume",
+    "result_json",
+    "save_run",
+]
 
 
 @dataclass
@@ -33,19 +39,26 @@ class TrainResult:
     seed: int
     steps: int
     config: Any
-    policy: Policy           # callable on numpy observations
+    policy: Callable[[np.ndarray], np.ndarray]  # a deployable Policy (or a user network's): numpy obs -> action
     history: dict[str, np.ndarray]  # "steps", "returns", "lengths" of finished training episodes
-    train_seconds: float     # the training loop only
-    compile_seconds: float   # building the state, tracing and compiling (or loading) the steps
-    state: Any               # every Array of the run (for checkpoints)
+    train_seconds: float  # the training loop only
+    compile_seconds: float  # building the state, tracing and compiling (or loading) the steps
+    state: Any  # every Array of the run (for checkpoints)
     spec: EnvSpec
 
     def summary(self) -> dict[str, Any]:
         returns = self.history["returns"]
-        return {"algo": self.algo, "env": self.env, "device": type(self.device).__name__.lower(),
-                "seed": self.seed, "steps": self.steps, "train_seconds": round(self.train_seconds, 4),
-                "compile_seconds": round(self.compile_seconds, 4), "episodes": len(returns),
-                "recent_return": None if len(returns) == 0 else round(float(np.mean(returns[-10:])), 3)}
+        return {
+            "algo": self.algo,
+            "env": self.env,
+            "device": type(self.device).__name__.lower(),
+            "seed": self.seed,
+            "steps": self.steps,
+            "train_seconds": round(self.train_seconds, 4),
+            "compile_seconds": round(self.compile_seconds, 4),
+            "episodes": len(returns),
+            "recent_return": None if len(returns) == 0 else round(float(np.mean(returns[-10:])), 3),
+        }
 
     def save(self, path: str | Path, keep: int | None = None) -> tuple[Path, Path]:
         """Checkpoint the whole training state (npz + json, never pickle); ``keep=K``: into
@@ -53,22 +66,36 @@ class TrainResult:
         return save_run(path, self.algo, self.spec, self.config, self.seed, self.steps, self.state, keep)
 
 
-def save_run(path: str | Path, name: str, spec: EnvSpec, config: Any, seed: int, steps: int,
-             state: Any, keep: int | None = None) -> tuple[Path, Path]:
+def save_run(
+    path: str | Path, name: str, spec: EnvSpec, config: Any, seed: int, steps: int, state: Any, keep: int | None = None
+) -> tuple[Path, Path]:
     """Checkpoint a run's whole state with the metadata that :func:`load_run` and a resume check;
     ``steps`` is the run's budget when it finishes, or the steps taken so far mid-run (and names
     the file when ``keep`` rotates checkpoints in directory ``path``)."""
-    return checkpoint.save(path, state, {
-        "algo": name, "env": spec.name, "num_envs": config.num_envs, "seed": seed,
-        "steps": steps, "config": dataclasses.asdict(config),
-        "obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
-        "action_low": spec.action_low.tolist(), "action_high": spec.action_high.tolist(),
-        "eval_id": spec.eval_id}, keep=keep)
+    return checkpoint.save(
+        path,
+        state,
+        {
+            "algo": name,
+            "env": spec.name,
+            "num_envs": config.num_envs,
+            "seed": seed,
+            "steps": steps,
+            "config": dataclasses.asdict(config),
+            "obs_dim": spec.obs_dim,
+            "action_dim": spec.action_dim,
+            "action_low": spec.action_low.tolist(),
+            "action_high": spec.action_high.tolist(),
+            "eval_id": spec.eval_id,
+        },
+        keep=keep,
+    )
 
 
 def result_json(result: TrainResult, eval_return: float, eval_returns: list[float]) -> str:
-    return json.dumps({**result.summary(), "eval_return": round(eval_return, 3),
-                       "eval_returns": [round(r, 3) for r in eval_returns]})
+    return json.dumps(
+        {**result.summary(), "eval_return": round(eval_return, 3), "eval_returns": [round(r, 3) for r in eval_returns]}
+    )
 
 
 def build_state(algo: Algorithm, device: Device, spec: EnvSpec, config: Any, seed: int) -> Any:
@@ -82,10 +109,17 @@ def build_state(algo: Algorithm, device: Device, spec: EnvSpec, config: Any, see
 
 #: State fields renamed since checkpoint format 1 was first written (old → new); checkpoints
 #: with the old names still load
-RENAMED_FIELDS = {"io": "transition", "log": "episodes", "critic_in": "critic_input",
-                  "critic_next_in": "critic_next_input", "actor_critic_in": "actor_critic_input",
-                  "d_critic_in": "d_critic_input", "perm": "permutation", "info": "update_stats",
-                  "lr": "learning_rate"}
+RENAMED_FIELDS = {
+    "io": "transition",
+    "log": "episodes",
+    "critic_in": "critic_input",
+    "critic_next_in": "critic_next_input",
+    "actor_critic_in": "actor_critic_input",
+    "d_critic_in": "d_critic_input",
+    "perm": "permutation",
+    "info": "update_stats",
+    "lr": "learning_rate",
+}
 
 
 @checkpoint.migration(from_version=2)
@@ -104,8 +138,9 @@ def restore_for_resume(path: str | Path, name: str, spec: EnvSpec, config: Any, 
     """Load checkpoint ``path`` into ``state`` to continue the run; returns the run's seed."""
     meta, arrays = checkpoint.load(path)  # one read: the newest checkpoint may rotate meanwhile
     if meta.get("algo") != name or meta.get("env") != spec.name:
-        raise CheckpointError(f"checkpoint {path} is a {meta.get('algo')} run on {meta.get('env')}, "
-                              f"not {name} on {spec.name}")
+        raise CheckpointError(
+            f"checkpoint {path} is a {meta.get('algo')} run on {meta.get('env')}, not {name} on {spec.name}"
+        )
     if meta.get("num_envs") != config.num_envs:
         raise CheckpointError(f"checkpoint {path} has num_envs={meta.get('num_envs')}, this run {config.num_envs}")
     if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
@@ -125,18 +160,21 @@ def _grow_replay(arrays: dict[str, np.ndarray], capacity: int, num_envs: int) ->
         raise CheckpointError("checkpoint replay buffer is inconsistent (position vs size)")
     written = int(arrays["step"][0]) * num_envs
     if written > old.shape[0]:
-        raise CheckpointError(f"cannot grow a replay buffer that has wrapped ({written} transitions "
-                              f"written into {old.shape[0]} rows); resume with the original total_steps")
+        raise CheckpointError(
+            f"cannot grow a replay buffer that has wrapped ({written} transitions "
+            f"written into {old.shape[0]} rows); resume with the original total_steps"
+        )
     for field in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
         key = f"replay.{field}"
         grown = np.zeros((capacity, *arrays[key].shape[1:]), arrays[key].dtype)
-        grown[:old.shape[0]] = arrays[key]
+        grown[: old.shape[0]] = arrays[key]
         arrays[key] = grown
     arrays["replay.position"] = np.array([size], np.int64)
 
 
-def load_run(path: str | Path, algorithms: Mapping[str, Algorithm],
-             device: Device | None = None) -> tuple[Algorithm, str, EnvSpec, Any, Any]:
+def load_run(
+    path: str | Path, algorithms: Mapping[str, Algorithm], device: Device | None = None
+) -> tuple[Algorithm, str, EnvSpec, Any, Any]:
     """(algorithm module, name, spec, config, state) of a checkpoint, restored on ``device``
     (default Generic); ``algorithms`` maps names to algorithm modules (usually ``ALGORITHMS``)."""
     meta, arrays = checkpoint.load(path)
@@ -151,8 +189,10 @@ def load_run(path: str | Path, algorithms: Mapping[str, Algorithm],
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"checkpoint {path}: metadata does not describe a run: {e}") from None
     if (meta.get("obs_dim"), meta.get("action_dim")) != (spec.obs_dim, spec.action_dim):
-        raise CheckpointError(f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
-                              f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})")
+        raise CheckpointError(
+            f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
+            f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})"
+        )
     state = build_state(algo, device or Generic(), spec, config, seed)
     checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
     return algo, name, spec, config, state

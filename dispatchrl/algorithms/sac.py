@@ -19,32 +19,66 @@ from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buff
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import adam_step, fill, mse_gradient
+from ..kernels.offpolicy.api import (
+    concat_columns,
+    entropy_temperature_gradient,
+    gaussian_tanh_backward,
+    gaussian_tanh_sample,
+    select_min_rows,
+    slice_columns,
+    soft_td_target,
+)
 from ..kernels.random.api import random_uniform, rng
-from ..kernels.offpolicy.api import (concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
-                              gaussian_tanh_sample, select_min_rows, slice_columns,
-                              soft_td_target)
-from ..nn import (MLP, MLPBuffers, Parameter, Policy, adam_update, backward, forward, make_buffers,
-                  network_constructor, parameter, polyak_average)
+from ..nn import (
+    MLP,
+    MLPBuffers,
+    Parameter,
+    Policy,
+    adam_update,
+    backward,
+    forward,
+    make_buffers,
+    network_constructor,
+    parameter,
+    polyak_average,
+)
 from ..staging import Below, Every, when
 from . import driver, offpolicy
 from .config import OffPolicyConfig, Rule, positive
 from .protocol import Schedule
 from .runs import TrainResult
 
-__all__ = ["NAME", "Config", "State", "act", "build", "check_iteration", "config_for", "native_step", "policy",
-           "schedule", "store", "train", "update", "update_actor", "update_critics", "update_targets",
-           "update_temperature"]
+__all__ = [
+    "NAME",
+    "Config",
+    "State",
+    "act",
+    "build",
+    "check_iteration",
+    "config_for",
+    "native_step",
+    "policy",
+    "schedule",
+    "store",
+    "train",
+    "update",
+    "update_actor",
+    "update_critics",
+    "update_targets",
+    "update_temperature",
+]
 
 NAME = "sac"
 
 
 # ---------------------------------------------------------------- hyperparameters
 
+
 @dataclass
 class Config(OffPolicyConfig):
     alpha_lr: float = 1e-3
-    initial_alpha: float = 0.2         # the SAC paper's temperature; tuned automatically from there
-    target_entropy: float | None = None   # None: −action_dim
+    initial_alpha: float = 0.2  # the SAC paper's temperature; tuned automatically from there
+    target_entropy: float | None = None  # None: −action_dim
 
     def extra_rules(self) -> dict[str, Rule]:
         return {
@@ -60,46 +94,47 @@ def config_for(env: object) -> Config:
 
 # ---------------------------------------------------------------- state
 
+
 @dataclass
 class State:
-    actor: MLP                      # outputs [mean, log_std]
+    actor: MLP  # outputs [mean, log_std]
     critic1: MLP
     critic2: MLP
     critic1_target: MLP
     critic2_target: MLP
-    log_alpha: Parameter            # (1,): the temperature, trained by Adam
-    actor_act: MLPBuffers           # actor buffers, N rows
-    actor_train: MLPBuffers         # actor buffers, B rows (its d_output takes the Gaussian head's gradient)
-    actor_next: MLPBuffers          # actor buffers, B rows, on next observations
+    log_alpha: Parameter  # (1,): the temperature, trained by Adam
+    actor_act: MLPBuffers  # actor buffers, N rows
+    actor_train: MLPBuffers  # actor buffers, B rows (its d_output takes the Gaussian head's gradient)
+    actor_next: MLPBuffers  # actor buffers, B rows, on next observations
     critic1_train: MLPBuffers
     critic2_train: MLPBuffers
-    critic1_next: MLPBuffers        # target critics' buffers, on next observations
+    critic1_next: MLPBuffers  # target critics' buffers, on next observations
     critic2_next: MLPBuffers
-    critic1_actor: MLPBuffers       # critics on the policy's actions, with input gradients
+    critic1_actor: MLPBuffers  # critics on the policy's actions, with input gradients
     critic2_actor: MLPBuffers
-    act_noise: Array                # (N, A) ε, action and log π for acting ...
-    act_log_prob: Array             # (N, 1)
-    pi_noise: Array                 # (B, A) ... for the actor update on the batch ...
-    pi_action: Array                # (B, A)
-    pi_log_prob: Array              # (B, 1)
-    next_noise: Array               # (B, A) ... and for the target on next observations
-    next_action: Array              # (B, A)
-    next_log_prob: Array            # (B, 1)
-    critic_input: Array             # (B, O + A) [obs, action] of the batch
-    critic_next_input: Array        # (B, O + A) [next_obs, a']
-    actor_critic_input: Array       # (B, O + A) [obs, a]
-    d_critic_input: Array           # (B, O + A) gradient of −mean min(Q1, Q2) w.r.t. [obs, action]
-    d_action: Array                 # (B, A)
-    q_target: Array                 # (B, 1)
+    act_noise: Array  # (N, A) ε, action and log π for acting ...
+    act_log_prob: Array  # (N, 1)
+    pi_noise: Array  # (B, A) ... for the actor update on the batch ...
+    pi_action: Array  # (B, A)
+    pi_log_prob: Array  # (B, 1)
+    next_noise: Array  # (B, A) ... and for the target on next observations
+    next_action: Array  # (B, A)
+    next_log_prob: Array  # (B, 1)
+    critic_input: Array  # (B, O + A) [obs, action] of the batch
+    critic_next_input: Array  # (B, O + A) [next_obs, a']
+    actor_critic_input: Array  # (B, O + A) [obs, a]
+    d_critic_input: Array  # (B, O + A) gradient of −mean min(Q1, Q2) w.r.t. [obs, action]
+    d_action: Array  # (B, A)
+    q_target: Array  # (B, 1)
     replay: ReplayRing
-    batch: Transitions              # B rows sampled from the replay buffer
-    transition: Transitions         # the current transition, N rows
-    action: Array                   # (N, A) in [-1, 1]
+    batch: Transitions  # B rows sampled from the replay buffer
+    transition: Transitions  # the current transition, N rows
+    action: Array  # (N, A) in [-1, 1]
     episodes: EpisodeLog
     rng: Array
-    step: Array                     # int64 (1,): environment steps taken (per env)
+    step: Array  # int64 (1,): environment steps taken (per env)
     env_state: EnvState | None = None
-    priorities: offpolicy.Priorities | None = None     # config.prioritized
+    priorities: offpolicy.Priorities | None = None  # config.prioritized
 
     validate_checkpoint = offpolicy.validate_checkpoint
 
@@ -119,8 +154,11 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
     fill(device, log_alpha.value, float(np.log(config.initial_alpha)))
     critic_width = obs_dim + action_dim
     return State(
-        actor=actor, critic1=critic1, critic2=critic2,
-        critic1_target=net(critic_sizes, 1), critic2_target=net(critic_sizes, 2),
+        actor=actor,
+        critic1=critic1,
+        critic2=critic2,
+        critic1_target=net(critic_sizes, 1),
+        critic2_target=net(critic_sizes, 2),
         log_alpha=log_alpha,
         actor_act=make_buffers(device, actor, envs),
         actor_train=make_buffers(device, actor, rows),
@@ -158,17 +196,24 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
 
 # ---------------------------------------------------------------- acting
 
+
 def act(device: Device, config: Config, state: State, obs: Array) -> None:
     def explore(device: Device) -> None:
         forward(device, state.actor, state.actor_act, obs)
-        gaussian_tanh_sample(device, state.rng, state.actor_act.output, state.act_noise, state.action,
-                             state.act_log_prob)
+        gaussian_tanh_sample(
+            device, state.rng, state.actor_act.output, state.act_noise, state.action, state.act_log_prob
+        )
 
-    when(device, Below(state.step, config.warmup_steps),
-         lambda device: random_uniform(device, state.rng, state.action, -1.0, 1.0), explore)
+    when(
+        device,
+        Below(state.step, config.warmup_steps),
+        lambda device: random_uniform(device, state.rng, state.action, -1.0, 1.0),
+        explore,
+    )
 
 
 # ---------------------------------------------------------------- learning
+
 
 def update_temperature(device: Device, config: Config, state: State) -> None:
     target_entropy = -state.pi_action.shape[1] if config.target_entropy is None else config.target_entropy
@@ -181,13 +226,23 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     # soft target: r + γ(1 − terminated)(min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(·|s')
     batch = state.batch
     forward(device, state.actor, state.actor_next, batch.next_obs)
-    gaussian_tanh_sample(device, state.rng, state.actor_next.output, state.next_noise, state.next_action,
-                         state.next_log_prob)
+    gaussian_tanh_sample(
+        device, state.rng, state.actor_next.output, state.next_noise, state.next_action, state.next_log_prob
+    )
     concat_columns(device, batch.next_obs, state.next_action, state.critic_next_input)
     forward(device, state.critic1_target, state.critic1_next, state.critic_next_input)
     forward(device, state.critic2_target, state.critic2_next, state.critic_next_input)
-    soft_td_target(device, batch.reward, batch.terminated, state.critic1_next.output, state.critic2_next.output,
-                   state.next_log_prob, state.log_alpha.value, config.gamma, state.q_target)
+    soft_td_target(
+        device,
+        batch.reward,
+        batch.terminated,
+        state.critic1_next.output,
+        state.critic2_next.output,
+        state.next_log_prob,
+        state.log_alpha.value,
+        config.gamma,
+        state.q_target,
+    )
     concat_columns(device, batch.obs, batch.action, state.critic_input)
     for critic, buffers in ((state.critic1, state.critic1_train), (state.critic2, state.critic2_train)):
         forward(device, critic, buffers, state.critic_input)
@@ -195,8 +250,9 @@ def update_critics(device: Device, config: Config, state: State) -> None:
         offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output)
         adam_update(device, critic, config.critic_lr)
-    offpolicy.update_priorities(device, config, state, state.critic1_train.output, state.critic2_train.output,
-                                state.q_target)
+    offpolicy.update_priorities(
+        device, config, state, state.critic1_train.output, state.critic2_train.output, state.q_target
+    )
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:
@@ -207,11 +263,24 @@ def update_actor(device: Device, config: Config, state: State) -> None:
         forward(device, critic, buffers, state.actor_critic_input)
         fill(device, buffers.d_output, -1.0 / config.batch_size)
         backward(device, critic, buffers, state.actor_critic_input, buffers.d_output, parameters=False)
-    select_min_rows(device, state.critic1_actor.output, state.critic2_actor.output, state.critic1_actor.d_in[0],
-                    state.critic2_actor.d_in[0], state.d_critic_input)
+    select_min_rows(
+        device,
+        state.critic1_actor.output,
+        state.critic2_actor.output,
+        state.critic1_actor.d_in[0],
+        state.critic2_actor.d_in[0],
+        state.d_critic_input,
+    )
     slice_columns(device, state.d_critic_input, obs.shape[1], state.d_action)
-    gaussian_tanh_backward(device, state.actor_train.output, state.pi_noise, state.pi_action, state.d_action,
-                           state.log_alpha.value, state.actor_train.d_output)
+    gaussian_tanh_backward(
+        device,
+        state.actor_train.output,
+        state.pi_noise,
+        state.pi_action,
+        state.d_action,
+        state.log_alpha.value,
+        state.actor_train.d_output,
+    )
     backward(device, state.actor, state.actor_train, obs, state.actor_train.d_output)
     adam_update(device, state.actor, config.actor_lr)
 
@@ -223,13 +292,16 @@ def update_targets(device: Device, config: Config, state: State) -> None:
 
 def update(device: Device, config: Config, state: State) -> None:
     """One gradient step after warm-up (temperature and actor every policy_delay steps)."""
+
     def learn(device: Device) -> None:
         offpolicy.sample_batch(device, config, state)
         forward(device, state.actor, state.actor_train, state.batch.obs)
-        gaussian_tanh_sample(device, state.rng, state.actor_train.output, state.pi_noise, state.pi_action,
-                             state.pi_log_prob)
-        delayed = Every(state.step, config.policy_delay,
-                        (config.warmup_steps + config.policy_delay - 1) % config.policy_delay)
+        gaussian_tanh_sample(
+            device, state.rng, state.actor_train.output, state.pi_noise, state.pi_action, state.pi_log_prob
+        )
+        delayed = Every(
+            state.step, config.policy_delay, (config.warmup_steps + config.policy_delay - 1) % config.policy_delay
+        )
         when(device, delayed, lambda device: update_temperature(device, config, state))
         update_critics(device, config, state)
         when(device, delayed, lambda device: update_actor(device, config, state))
@@ -239,6 +311,7 @@ def update(device: Device, config: Config, state: State) -> None:
 
 
 # ---------------------------------------------------------------- the driver's entry points
+
 
 def schedule(config: Config) -> Schedule:
     return Schedule(env_steps=1, updates=0)  # the update is fused into every env step
@@ -266,8 +339,14 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy:
     return deployed
 
 
-def train(device: Device, env: object = "pendulum", config: Config | None = None, seed: int = 0,
-          progress: bool | None = None, resume: str | Path | None = None,
-          hooks: tuple[driver.Hook, ...] = ()) -> TrainResult:
+def train(
+    device: Device,
+    env: object = "pendulum",
+    config: Config | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+    resume: str | Path | None = None,
+    hooks: tuple[driver.Hook, ...] = (),
+) -> TrainResult:
     """Train SAC; returns a :class:`~dispatchrl.algorithms.runs.TrainResult`, as :func:`dispatchrl.td3.train`."""
     return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks)

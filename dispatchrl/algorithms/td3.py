@@ -19,8 +19,8 @@ from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buff
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
-from ..kernels.random.api import random_uniform, rng
 from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, slice_columns, td_target
+from ..kernels.random.api import random_uniform, rng
 from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, network_constructor, polyak_average
 from ..staging import Below, Every, when
 from . import driver, offpolicy
@@ -28,19 +28,36 @@ from .config import OffPolicyConfig, Rule, non_negative
 from .protocol import Schedule
 from .runs import TrainResult
 
-__all__ = ["NAME", "Config", "State", "act", "build", "check_iteration", "config_for", "native_step", "policy",
-           "schedule", "store", "train", "update", "update_actor", "update_critics", "update_targets"]
+__all__ = [
+    "NAME",
+    "Config",
+    "State",
+    "act",
+    "build",
+    "check_iteration",
+    "config_for",
+    "native_step",
+    "policy",
+    "schedule",
+    "store",
+    "train",
+    "update",
+    "update_actor",
+    "update_critics",
+    "update_targets",
+]
 
 NAME = "td3"
 
 
 # ---------------------------------------------------------------- hyperparameters
 
+
 @dataclass
 class Config(OffPolicyConfig):
     """Defaults: the RLtools paper's Pendulum benchmark (and the TD3 paper)."""
 
-    policy_delay: int = 2            # actor and target updates every 2nd step
+    policy_delay: int = 2  # actor and target updates every 2nd step
     exploration_noise: float = 0.1
     target_noise: float = 0.2
     target_noise_clip: float = 0.5
@@ -59,6 +76,7 @@ def config_for(env: object) -> Config:
 
 # ---------------------------------------------------------------- state
 
+
 @dataclass
 class State:
     # networks are made by config.network (nn.MLP by default) and used through dispatchrl.nn's
@@ -69,24 +87,24 @@ class State:
     actor_target: Any
     critic1_target: Any
     critic2_target: Any
-    actor_act: Any                  # actor buffers, N rows (acting)
+    actor_act: Any  # actor buffers, N rows (acting)
     # B-row buffers, shared by the target and online nets of a kind: their uses never overlap,
     # and a smaller working set stays in cache
     actor_batch: Any
-    critic1_batch: Any              # keeps the input gradient, for the actor update
+    critic1_batch: Any  # keeps the input gradient, for the actor update
     critic2_batch: Any
-    critic_input: Array             # (B, O + A) [obs, action] rows, refilled before each use
-    q_target: Array                 # (B, 1)
-    d_action: Array                 # (B, A) ∂(−mean Q)/∂action
+    critic_input: Array  # (B, O + A) [obs, action] rows, refilled before each use
+    q_target: Array  # (B, 1)
+    d_action: Array  # (B, A) ∂(−mean Q)/∂action
     replay: ReplayRing
-    batch: Transitions              # B rows sampled from the replay buffer
-    transition: Transitions         # the current transition, N rows
-    action: Array                   # (N, A) in [-1, 1]
+    batch: Transitions  # B rows sampled from the replay buffer
+    transition: Transitions  # the current transition, N rows
+    action: Array  # (N, A) in [-1, 1]
     episodes: EpisodeLog
     rng: Array
-    step: Array                     # int64 (1,): environment steps taken (per env)
+    step: Array  # int64 (1,): environment steps taken (per env)
     env_state: EnvState | None = None
-    priorities: offpolicy.Priorities | None = None     # config.prioritized
+    priorities: offpolicy.Priorities | None = None  # config.prioritized
 
     validate_checkpoint = offpolicy.validate_checkpoint
 
@@ -104,7 +122,9 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
     actor = net(actor_sizes, "tanh", 0)
     critic1, critic2 = net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)
     return State(
-        actor=actor, critic1=critic1, critic2=critic2,
+        actor=actor,
+        critic1=critic1,
+        critic2=critic2,
         actor_target=net(actor_sizes, "tanh", 0, False),
         critic1_target=net(critic_sizes, "identity", 1, False),
         critic2_target=net(critic_sizes, "identity", 2, False),
@@ -128,30 +148,44 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
 
 # ---------------------------------------------------------------- acting
 
+
 def act(device: Device, config: Config, state: State, obs: Array) -> None:
     def explore(device: Device) -> None:
         forward(device, state.actor, state.actor_act, obs)
         copy(device, state.actor_act.output, state.action)
         add_clipped_noise(device, state.rng, state.action, config.exploration_noise, None, -1.0, 1.0)
 
-    when(device, Below(state.step, config.warmup_steps),
-         lambda device: random_uniform(device, state.rng, state.action, -1.0, 1.0), explore)
+    when(
+        device,
+        Below(state.step, config.warmup_steps),
+        lambda device: random_uniform(device, state.rng, state.action, -1.0, 1.0),
+        explore,
+    )
 
 
 # ---------------------------------------------------------------- learning
+
 
 def update_critics(device: Device, config: Config, state: State) -> None:
     batch = state.batch
     offpolicy.sample_batch(device, config, state)
     # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
     forward(device, state.actor_target, state.actor_batch, batch.next_obs)
-    add_clipped_noise(device, state.rng, state.actor_batch.output, config.target_noise, config.target_noise_clip,
-                      -1.0, 1.0)
+    add_clipped_noise(
+        device, state.rng, state.actor_batch.output, config.target_noise, config.target_noise_clip, -1.0, 1.0
+    )
     concat_columns(device, batch.next_obs, state.actor_batch.output, state.critic_input)
     forward(device, state.critic1_target, state.critic1_batch, state.critic_input)
     forward(device, state.critic2_target, state.critic2_batch, state.critic_input)
-    td_target(device, batch.reward, batch.terminated, state.critic1_batch.output, state.critic2_batch.output,
-              config.gamma, state.q_target)
+    td_target(
+        device,
+        batch.reward,
+        batch.terminated,
+        state.critic1_batch.output,
+        state.critic2_batch.output,
+        config.gamma,
+        state.q_target,
+    )
     concat_columns(device, batch.obs, batch.action, state.critic_input)
     for critic, buffers in ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)):
         forward(device, critic, buffers, state.critic_input)
@@ -159,8 +193,9 @@ def update_critics(device: Device, config: Config, state: State) -> None:
         offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
         adam_update(device, critic, config.critic_lr)
-    offpolicy.update_priorities(device, config, state, state.critic1_batch.output, state.critic2_batch.output,
-                                state.q_target)
+    offpolicy.update_priorities(
+        device, config, state, state.critic1_batch.output, state.critic2_batch.output, state.q_target
+    )
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:
@@ -177,27 +212,33 @@ def update_actor(device: Device, config: Config, state: State) -> None:
 
 
 def update_targets(device: Device, config: Config, state: State) -> None:
-    for online, target in ((state.actor, state.actor_target), (state.critic1, state.critic1_target),
-                           (state.critic2, state.critic2_target)):
+    for online, target in (
+        (state.actor, state.actor_target),
+        (state.critic1, state.critic1_target),
+        (state.critic2, state.critic2_target),
+    ):
         polyak_average(device, target, online, config.polyak)
 
 
 def update(device: Device, config: Config, state: State) -> None:
     """One gradient step after warm-up: the critics always, the actor and targets every policy_delay."""
+
     def delayed_updates(device: Device) -> None:
         update_actor(device, config, state)
         update_targets(device, config, state)
 
     def learn(device: Device) -> None:
         update_critics(device, config, state)
-        delayed = Every(state.step, config.policy_delay,
-                        (config.warmup_steps + config.policy_delay - 1) % config.policy_delay)
+        delayed = Every(
+            state.step, config.policy_delay, (config.warmup_steps + config.policy_delay - 1) % config.policy_delay
+        )
         when(device, delayed, delayed_updates)
 
     when(device, Below(state.step, config.warmup_steps), None, learn)
 
 
 # ---------------------------------------------------------------- the driver's entry points
+
 
 def schedule(config: Config) -> Schedule:
     return Schedule(env_steps=1, updates=0)  # the update is fused into every env step
@@ -219,9 +260,15 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable
     return deployable(state.actor, action_low, action_high, "tanh")
 
 
-def train(device: Device, env: object = "pendulum", config: Config | None = None, seed: int = 0,
-          progress: bool | None = None, resume: str | Path | None = None,
-          hooks: tuple[driver.Hook, ...] = ()) -> TrainResult:
+def train(
+    device: Device,
+    env: object = "pendulum",
+    config: Config | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+    resume: str | Path | None = None,
+    hooks: tuple[driver.Hook, ...] = (),
+) -> TrainResult:
     """Train TD3; returns a :class:`~dispatchrl.algorithms.runs.TrainResult` (``.policy`` acts on
     numpy observations, ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``)."""
     return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks)

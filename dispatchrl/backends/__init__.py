@@ -8,6 +8,6 @@ generic functions: those live in dispatchrl.kernels and dispatchrl.envs, one fil
 - :mod:`.c`: C kernel blocks and their rendering, the host compiler, ``compile_step(C)``.
 """
 
-from . import c, cpu  # noqa: F401  (compile_step methods register on import)
+from . import c, cpu
 
 __all__ = ["c", "cpu"]

@@ -14,8 +14,18 @@ from ..arrays import Array
 from ..devices import CUDA
 from ..staging import Program, compile_step, launch, python_program
 
-__all__ = ["BLOCK_1D", "BLOCK_2D", "REDUCE_THREADS", "Launch", "device_twin", "grid_1d", "grid_2d", "launch_1d",
-           "launch_2d", "flat"]
+__all__ = [
+    "BLOCK_1D",
+    "BLOCK_2D",
+    "REDUCE_THREADS",
+    "Launch",
+    "device_twin",
+    "flat",
+    "grid_1d",
+    "grid_2d",
+    "launch_1d",
+    "launch_2d",
+]
 
 BLOCK_1D = 128
 BLOCK_2D = (16, 8)
@@ -31,10 +41,11 @@ def device_twin(cpu_function, **callees):
     scope = {**py.__globals__, **callees}
     stray = sorted(name for name in py.__code__.co_names if isinstance(scope.get(name), CPUDispatcher))
     if stray:
-        raise TypeError(f"device_twin({py.__name__}): it calls CPU-jitted {', '.join(stray)}; "
-                        "pass their device twins as keyword arguments")
-    return cuda.jit(device=True)(types.FunctionType(py.__code__, scope, py.__name__, py.__defaults__,
-                                                    py.__closure__))
+        raise TypeError(
+            f"device_twin({py.__name__}): it calls CPU-jitted {', '.join(stray)}; "
+            "pass their device twins as keyword arguments"
+        )
+    return cuda.jit(device=True)(types.FunctionType(py.__code__, scope, py.__name__, py.__defaults__, py.__closure__))
 
 
 def grid_1d(n: int) -> tuple:
@@ -50,7 +61,7 @@ class Launch:
     """``kernel[grid, block]`` applied at call time: the CUDA simulator's ``kernel[...]`` mutates
     and returns the kernel itself, so a configured kernel cannot be kept for later."""
 
-    __slots__ = ("kernel", "grid", "block")
+    __slots__ = ("block", "grid", "kernel")
 
     def __init__(self, kernel, grid, block):
         self.kernel, self.grid, self.block = kernel, grid, block

@@ -2,13 +2,42 @@
 minibatches and observation statistics (on-policy), filled by kernels; and the host-side data layer
 of TorchRL's design: TensorDict and a composable ReplayBuffer (storages, samplers, n-step)."""
 
-from .buffers import (DeviceStorage, MemmapStorage, NStep, PrioritizedSampler, ReplayBuffer, RoundRobinWriter,
-                      UniformSampler, WithoutReplacementSampler)
+from .buffers import (
+    DeviceStorage,
+    MemmapStorage,
+    NStep,
+    PrioritizedSampler,
+    ReplayBuffer,
+    RoundRobinWriter,
+    UniformSampler,
+    WithoutReplacementSampler,
+)
 from .replay import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
 from .rollout import Minibatch, ObsStats, Rollout, minibatch, obs_stats, rollout
 from .tensordict import TensorDict, cat, stack
 
-__all__ = ["EpisodeLog", "ReplayRing", "Transitions", "episode_log", "replay_buffer", "transitions",
-           "ObsStats", "Rollout", "Minibatch", "obs_stats", "rollout", "minibatch",
-           "TensorDict", "stack", "cat", "ReplayBuffer", "DeviceStorage", "MemmapStorage", "RoundRobinWriter",
-           "UniformSampler", "WithoutReplacementSampler", "PrioritizedSampler", "NStep"]
+__all__ = [
+    "DeviceStorage",
+    "EpisodeLog",
+    "MemmapStorage",
+    "Minibatch",
+    "NStep",
+    "ObsStats",
+    "PrioritizedSampler",
+    "ReplayBuffer",
+    "ReplayRing",
+    "Rollout",
+    "RoundRobinWriter",
+    "TensorDict",
+    "Transitions",
+    "UniformSampler",
+    "WithoutReplacementSampler",
+    "cat",
+    "episode_log",
+    "minibatch",
+    "obs_stats",
+    "replay_buffer",
+    "rollout",
+    "stack",
+    "transitions",
+]

@@ -24,8 +24,16 @@ from ..kernels.replay.api import EMPTY, tree_leaves
 from ..kernels.replay.cpu import priority_mark_new_kernel, priority_sample_kernel, priority_update_kernel, set_leaf
 from .tensordict import META_FILE, TensorDict, _flat_key, _host, stack
 
-__all__ = ["ReplayBuffer", "DeviceStorage", "MemmapStorage", "RoundRobinWriter", "UniformSampler",
-           "WithoutReplacementSampler", "PrioritizedSampler", "NStep"]
+__all__ = [
+    "DeviceStorage",
+    "MemmapStorage",
+    "NStep",
+    "PrioritizedSampler",
+    "ReplayBuffer",
+    "RoundRobinWriter",
+    "UniformSampler",
+    "WithoutReplacementSampler",
+]
 
 
 def _positive_int(name, value):
@@ -50,8 +58,12 @@ class _Storage:
 
     def __init__(self, max_size):
         self.max_size = _positive_int("max_size", max_size)
-        self.data = None                                   # TensorDict of batch (max_size,)
-        self._counters = np.zeros(2, np.int64)             # [length, cursor]
+        self.data = None  # TensorDict of batch (max_size,)
+        self._counters = np.zeros(2, np.int64)  # [length, cursor]
+
+    def _allocate(self, td) -> None:
+        """Create the storage's arrays from the first batch written (each storage kind has its own)."""
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return int(self._counters[0])
@@ -81,8 +93,10 @@ class _Storage:
         for key in have:
             row, new = self.data[key].shape[1:], _host(td[key]).shape[1:]
             if tuple(row) != tuple(new):
-                raise ShapeError(f"replay storage: entry {'.'.join(key)!r} has rows of shape {tuple(new)}, "
-                                 f"the storage holds {tuple(row)}")
+                raise ShapeError(
+                    f"replay storage: entry {'.'.join(key)!r} has rows of shape {tuple(new)}, "
+                    f"the storage holds {tuple(row)}"
+                )
 
     def set(self, indices, td) -> None:
         if self.data is None:
@@ -108,7 +122,7 @@ class _Storage:
         counters = np.asarray(state["counters"], np.int64)
         if counters.shape != (2,) or not (0 <= counters[0] <= self.max_size and 0 <= counters[1] < self.max_size):
             raise ShapeError(f"replay storage: counters {counters.tolist()} do not fit max_size {self.max_size}")
-        entries = {k[len("data/"):]: v for k, v in state.items() if k.startswith("data/")}
+        entries = {k[len("data/") :]: v for k, v in state.items() if k.startswith("data/")}
         if entries:
             td = TensorDict(entries, [self.max_size]).unflatten_keys("/")
             if self.data is None:
@@ -143,19 +157,21 @@ class MemmapStorage(_Storage):
         if os.path.exists(os.path.join(self.path, META_FILE)):
             self.data = TensorDict.load_memmap(self.path)
             if self.data.batch_size != (self.max_size,):
-                raise ShapeError(f"MemmapStorage: {self.path!r} holds {self.data.batch_size} rows, "
-                                 f"max_size is {self.max_size}")
+                raise ShapeError(
+                    f"MemmapStorage: {self.path!r} holds {self.data.batch_size} rows, max_size is {self.max_size}"
+                )
             self._counters = np.load(os.path.join(self.path, self.COUNTERS), mmap_mode="r+", allow_pickle=False)
 
     def _allocate(self, td) -> None:
         self.data = TensorDict.empty_memmap(self.path, [self.max_size], self._spec(td))
-        counters = np.lib.format.open_memmap(os.path.join(self.path, self.COUNTERS), mode="w+",
-                                             dtype=np.int64, shape=(2,))
+        counters = np.lib.format.open_memmap(
+            os.path.join(self.path, self.COUNTERS), mode="w+", dtype=np.int64, shape=(2,)
+        )
         counters[:] = self._counters
         self._counters = counters
 
     def flush(self) -> None:
-        for leaf in (self.data.values(True, True) if self.data is not None else []):
+        for leaf in self.data.values(True, True) if self.data is not None else []:
             if isinstance(leaf, np.memmap):
                 leaf.flush()
         if isinstance(self._counters, np.memmap):
@@ -220,7 +236,7 @@ class WithoutReplacementSampler:
         if len(self.order) != length or left <= 0 or (self.drop_last and left < batch_size):
             self.order = self.rng.permutation(length)
             self.position = 0
-        index = self.order[self.position:self.position + batch_size]
+        index = self.order[self.position : self.position + batch_size]
         self.position += len(index)
         return index, {}
 
@@ -258,8 +274,9 @@ class PrioritizedSampler:
         self.sum_tree = np.zeros(2 * self.leaves, np.float64)
         self.min_tree = np.full(2 * self.leaves, EMPTY, np.float64)
         self._max_priority = np.ones(1, np.float64)
-        seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> np.uint64(1)) \
-            if seed is None else seed
+        seed = (
+            int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> np.uint64(1)) if seed is None else seed
+        )
         self.rng = to_numpy(rng(CPU(), seed))
         self._size = np.zeros(1, np.int64)
 
@@ -281,9 +298,10 @@ class PrioritizedSampler:
     def written(self, indices, capacity) -> None:
         indices = np.asarray(indices, np.int64)
         start = indices[:1].copy()
-        if np.array_equal(indices, (start[0] + np.arange(len(indices))) % capacity):   # a ring write
-            priority_mark_new_kernel(self.sum_tree, self.min_tree, self._max_priority, start, len(indices),
-                                     capacity, self.alpha, self.eps)
+        if np.array_equal(indices, (start[0] + np.arange(len(indices))) % capacity):  # a ring write
+            priority_mark_new_kernel(
+                self.sum_tree, self.min_tree, self._max_priority, start, len(indices), capacity, self.alpha, self.eps
+            )
             return
         value = (self._max_priority[0] + self.eps) ** self.alpha
         for row in indices:
@@ -293,12 +311,14 @@ class PrioritizedSampler:
         indices = np.ascontiguousarray(indices, np.int64).reshape(-1)
         priority = np.ascontiguousarray(np.broadcast_to(np.asarray(priority, np.float64), indices.shape))
         if indices.size and (indices.min() < 0 or indices.max() >= length):
-            raise ShapeError(f"update_priority: indices must be stored rows in [0, {length}), "
-                             f"got [{indices.min()}, {indices.max()}]")
+            raise ShapeError(
+                f"update_priority: indices must be stored rows in [0, {length}), got [{indices.min()}, {indices.max()}]"
+            )
         if not np.all(np.isfinite(priority)) or np.any(priority < 0):
             raise ConfigError("update_priority: priorities must be finite and >= 0")
-        priority_update_kernel(self.sum_tree, self.min_tree, self._max_priority, indices, priority, self.alpha,
-                               self.eps)
+        priority_update_kernel(
+            self.sum_tree, self.min_tree, self._max_priority, indices, priority, self.alpha, self.eps
+        )
 
     def sample(self, length, batch_size):
         index = np.empty(batch_size, np.int64)
@@ -308,14 +328,20 @@ class PrioritizedSampler:
         return index, {"weight": weight}
 
     def state_dict(self) -> dict:
-        return {"rng": self.rng.copy(), "sum_tree": self.sum_tree.copy(), "min_tree": self.min_tree.copy(),
-                "max_priority": self.max_priority, "beta": self._beta}
+        return {
+            "rng": self.rng.copy(),
+            "sum_tree": self.sum_tree.copy(),
+            "min_tree": self.min_tree.copy(),
+            "max_priority": self.max_priority,
+            "beta": self._beta,
+        }
 
     def load_state_dict(self, state) -> None:
         for name in ("sum_tree", "min_tree"):
             if np.shape(state[name]) != (2 * self.leaves,):
-                raise ShapeError(f"PrioritizedSampler: {name} has shape {np.shape(state[name])}, "
-                                 f"expected {(2 * self.leaves,)}")
+                raise ShapeError(
+                    f"PrioritizedSampler: {name} has shape {np.shape(state[name])}, expected {(2 * self.leaves,)}"
+                )
         self.rng[:] = np.asarray(state["rng"], np.uint64)
         self.sum_tree[:] = state["sum_tree"]
         self.min_tree[:] = state["min_tree"]
@@ -337,22 +363,30 @@ class NStep:
     bootstraps from the last observation), and ``steps`` = k (bootstrap with ``gamma ** steps``).
     """
 
-    def __init__(self, n, gamma, reward_key="reward", next_keys=("next_obs",), terminated_key="terminated",
-                 truncated_key="truncated", steps_key="steps"):
+    def __init__(
+        self,
+        n,
+        gamma,
+        reward_key="reward",
+        next_keys=("next_obs",),
+        terminated_key="terminated",
+        truncated_key="truncated",
+        steps_key="steps",
+    ):
         self.n = _positive_int("n", n)
         if not 0.0 <= gamma <= 1.0:
             raise ConfigError(f"NStep: 'gamma' must be in [0, 1], got {gamma!r}")
         self.gamma = float(gamma)
         self.reward_key, self.next_keys = reward_key, tuple(next_keys)
         self.terminated_key, self.truncated_key, self.steps_key = terminated_key, truncated_key, steps_key
-        self.windows = []          # per env: deque of flat {key: row}
+        self.windows = []  # per env: deque of flat {key: row}
 
     def _emit(self, rows):
         first, last = rows[0], rows[-1]
         out = dict(first)
         reward = np.zeros_like(np.asarray(first[self.reward_key], np.float64))
         for j, row in enumerate(rows):
-            reward = reward + self.gamma ** j * np.asarray(row[self.reward_key], np.float64)
+            reward = reward + self.gamma**j * np.asarray(row[self.reward_key], np.float64)
         out[self.reward_key] = np.asarray(reward, np.asarray(first[self.reward_key]).dtype)
         for key in self.next_keys + (self.terminated_key, self.truncated_key):
             out[key] = last[key]
@@ -386,20 +420,23 @@ class NStep:
                 window.popleft()
         if not emitted:
             return None
-        return TensorDict({k: np.stack([e[k] for e in emitted]) for k in emitted[0]}, [len(emitted)]
-                          ).unflatten_keys("/")
+        return TensorDict({k: np.stack([e[k] for e in emitted]) for k in emitted[0]}, [len(emitted)]).unflatten_keys(
+            "/"
+        )
 
     def state_dict(self) -> dict:
-        out = {"num_envs": len(self.windows), "env": np.array([e for e, w in enumerate(self.windows) for _ in w],
-                                                              np.int64)}
+        out = {
+            "num_envs": len(self.windows),
+            "env": np.array([e for e, w in enumerate(self.windows) for _ in w], np.int64),
+        }
         rows = [row for w in self.windows for row in w]
-        for key in (rows[0] if rows else {}):
+        for key in rows[0] if rows else {}:
             out["rows/" + key] = np.stack([row[key] for row in rows])
         return out
 
     def load_state_dict(self, state) -> None:
         self.windows = [deque() for _ in range(int(state["num_envs"]))]
-        keys = [k[len("rows/"):] for k in state if k.startswith("rows/")]
+        keys = [k[len("rows/") :] for k in state if k.startswith("rows/")]
         for i, env in enumerate(np.asarray(state["env"])):
             self.windows[int(env)].append({k: np.array(state["rows/" + k][i]) for k in keys})
 
@@ -433,8 +470,10 @@ class ReplayBuffer:
         self.batch_size = None if batch_size is None else _positive_int("batch_size", batch_size)
         self.transform = transform
         if isinstance(self.sampler, PrioritizedSampler) and self.sampler.max_size < storage.max_size:
-            raise ConfigError(f"ReplayBuffer: PrioritizedSampler max_size {self.sampler.max_size} is below "
-                              f"the storage's {storage.max_size}")
+            raise ConfigError(
+                f"ReplayBuffer: PrioritizedSampler max_size {self.sampler.max_size} is below "
+                f"the storage's {storage.max_size}"
+            )
 
     def __len__(self) -> int:
         return len(self.storage)
@@ -505,8 +544,8 @@ class ReplayBuffer:
         if self.transform is not None:
             parts["transform"] = self.transform
         for part, obj in parts.items():
-            sub = {k[len(part) + 1:]: v for k, v in state.items() if k.startswith(part + "/")}
-            sub.update({k[len(part) + 1:]: v for k, v in meta.items() if k.startswith(part + "/")})
+            sub = {k[len(part) + 1 :]: v for k, v in state.items() if k.startswith(part + "/")}
+            sub.update({k[len(part) + 1 :]: v for k, v in meta.items() if k.startswith(part + "/")})
             obj.load_state_dict(sub)
 
     def save(self, path) -> None:

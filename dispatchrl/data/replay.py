@@ -16,12 +16,12 @@ from ..errors import ConfigError
 class Transitions:
     """Rows of (obs, action, reward, next_obs, terminated, truncated): a batch, or a buffer's storage."""
 
-    obs: Array          # (rows, O)
-    action: Array       # (rows, A)
-    reward: Array       # (rows,)
-    next_obs: Array     # (rows, O)
-    terminated: Array   # (rows,) bool
-    truncated: Array    # (rows,) bool
+    obs: Array  # (rows, O)
+    action: Array  # (rows, A)
+    reward: Array  # (rows,)
+    next_obs: Array  # (rows, O)
+    terminated: Array  # (rows,) bool
+    truncated: Array  # (rows,) bool
 
 
 @dataclass
@@ -29,8 +29,8 @@ class ReplayRing(Transitions):
     """The preallocated device ring the fused TD3/SAC steps write with replay_add and read with
     replay_sample (dispatchrl.data.ReplayBuffer is the composable host-side buffer)."""
 
-    position: Array     # int64 (1,): next row to write
-    size: Array         # int64 (1,): rows filled so far
+    position: Array  # int64 (1,): next row to write
+    size: Array  # int64 (1,): rows filled so far
 
     @property
     def capacity(self) -> int:
@@ -47,9 +47,14 @@ class ReplayRing(Transitions):
 
 
 def transitions(device, rows, obs_dim, action_dim, dtype=np.float32):
-    return Transitions(zeros(device, (rows, obs_dim), dtype), zeros(device, (rows, action_dim), dtype),
-                       zeros(device, rows, dtype), zeros(device, (rows, obs_dim), dtype),
-                       zeros(device, rows, np.bool_), zeros(device, rows, np.bool_))
+    return Transitions(
+        zeros(device, (rows, obs_dim), dtype),
+        zeros(device, (rows, action_dim), dtype),
+        zeros(device, rows, dtype),
+        zeros(device, (rows, obs_dim), dtype),
+        zeros(device, rows, np.bool_),
+        zeros(device, rows, np.bool_),
+    )
 
 
 def replay_buffer(device, capacity, obs_dim, action_dim, dtype=np.float32):
@@ -65,12 +70,12 @@ def replay_buffer(device, capacity, obs_dim, action_dim, dtype=np.float32):
 class EpisodeLog:
     """Per-env running return/length and the returns, lengths and end steps of finished episodes."""
 
-    running_return: Array   # (N,) float64
-    running_length: Array   # (N,) int64
-    returns: Array          # (capacity,) float64
-    lengths: Array          # (capacity,) int64
-    end_steps: Array        # (capacity,) int64: global step at which each episode ended
-    count: Array            # (1,) int64: episodes finished (may exceed capacity; later ones are dropped)
+    running_return: Array  # (N,) float64
+    running_length: Array  # (N,) int64
+    returns: Array  # (capacity,) float64
+    lengths: Array  # (capacity,) int64
+    end_steps: Array  # (capacity,) int64: global step at which each episode ended
+    count: Array  # (1,) int64: episodes finished (may exceed capacity; later ones are dropped)
 
     def finished(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Host copies of (end_steps, returns, lengths) of the logged episodes."""
@@ -86,6 +91,11 @@ class EpisodeLog:
 
 
 def episode_log(device, num_envs, capacity):
-    return EpisodeLog(zeros(device, num_envs, np.float64), zeros(device, num_envs, np.int64),
-                      zeros(device, capacity, np.float64), zeros(device, capacity, np.int64),
-                      zeros(device, capacity, np.int64), zeros(device, 1, np.int64))
+    return EpisodeLog(
+        zeros(device, num_envs, np.float64),
+        zeros(device, num_envs, np.int64),
+        zeros(device, capacity, np.float64),
+        zeros(device, capacity, np.int64),
+        zeros(device, capacity, np.int64),
+        zeros(device, 1, np.int64),
+    )

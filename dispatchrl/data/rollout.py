@@ -9,7 +9,7 @@ import numpy as np
 from ..arrays import asarray, zeros
 from ..errors import ConfigError
 
-__all__ = ["STATS_INITIAL_COUNT", "ObsStats", "Rollout", "Minibatch", "obs_stats", "rollout", "minibatch"]
+__all__ = ["STATS_INITIAL_COUNT", "Minibatch", "ObsStats", "Rollout", "minibatch", "obs_stats", "rollout"]
 
 #: running observation statistics start as gymnasium's RunningMeanStd: count ε, mean 0, var 1
 STATS_INITIAL_COUNT = 1e-4
@@ -17,9 +17,9 @@ STATS_INITIAL_COUNT = 1e-4
 
 @dataclass
 class ObsStats:
-    mean: object       # (D,) float64
-    var: object        # (D,) float64
-    count: object      # (1,) float64: samples folded in (starts at a tiny ε, as gymnasium's)
+    mean: object  # (D,) float64
+    var: object  # (D,) float64
+    count: object  # (1,) float64: samples folded in (starts at a tiny ε, as gymnasium's)
     nonfinite: object  # (1,) int64: updates refused because of NaN/inf observations
 
     def validate_checkpoint(self, values, context):
@@ -29,25 +29,29 @@ class ObsStats:
 
 
 def obs_stats(device, dim):
-    return ObsStats(zeros(device, dim, np.float64), asarray(device, np.ones(dim)),
-                    asarray(device, np.full(1, STATS_INITIAL_COUNT)), zeros(device, 1, np.int64))
+    return ObsStats(
+        zeros(device, dim, np.float64),
+        asarray(device, np.ones(dim)),
+        asarray(device, np.full(1, STATS_INITIAL_COUNT)),
+        zeros(device, 1, np.int64),
+    )
 
 
 @dataclass
 class Rollout:
     """T steps of N envs; scalars (T, N), per-step rows (T·N, D) with row t·N + n."""
 
-    obs: object         # (T·N, O) normalised observations the policy saw
-    action: object      # (T·N, A) sampled (unclipped) actions
-    mean: object        # (T·N, A) Gaussian means at sampling time (for the KL)
-    log_prob: object    # (T, N)
-    value: object       # (T, N) V(s_t)
+    obs: object  # (T·N, O) normalised observations the policy saw
+    action: object  # (T·N, A) sampled (unclipped) actions
+    mean: object  # (T·N, A) Gaussian means at sampling time (for the KL)
+    log_prob: object  # (T, N)
+    value: object  # (T, N) V(s_t)
     next_value: object  # (T, N) V(s_{t+1}), of the final observation where an episode ended
-    reward: object      # (T, N)
+    reward: object  # (T, N)
     terminated: object  # (T, N) bool
-    truncated: object   # (T, N) bool
-    advantage: object   # (T, N)
-    returns: object     # (T, N)
+    truncated: object  # (T, N) bool
+    advantage: object  # (T, N)
+    returns: object  # (T, N)
 
 
 def _positive(name, value):
@@ -60,24 +64,35 @@ def rollout(device, steps, envs, obs_dim, action_dim, dtype=np.float32):
         _positive(name, value)
     rows = steps * envs
     scalars = [zeros(device, (steps, envs), dtype) for _ in range(4)]
-    return Rollout(zeros(device, (rows, obs_dim), dtype), zeros(device, (rows, action_dim), dtype),
-                   zeros(device, (rows, action_dim), dtype), *scalars,
-                   zeros(device, (steps, envs), np.bool_), zeros(device, (steps, envs), np.bool_),
-                   zeros(device, (steps, envs), dtype), zeros(device, (steps, envs), dtype))
+    return Rollout(
+        zeros(device, (rows, obs_dim), dtype),
+        zeros(device, (rows, action_dim), dtype),
+        zeros(device, (rows, action_dim), dtype),
+        *scalars,
+        zeros(device, (steps, envs), np.bool_),
+        zeros(device, (steps, envs), np.bool_),
+        zeros(device, (steps, envs), dtype),
+        zeros(device, (steps, envs), dtype),
+    )
 
 
 @dataclass
 class Minibatch:
-    obs: object        # (B, O)
-    action: object     # (B, A)
-    mean: object       # (B, A)
-    log_prob: object   # (B,)
+    obs: object  # (B, O)
+    action: object  # (B, A)
+    mean: object  # (B, A)
+    log_prob: object  # (B,)
     advantage: object  # (B,)
-    returns: object    # (B, 1): the critic's regression target
+    returns: object  # (B, 1): the critic's regression target
 
 
 def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32):
     _positive("rows", rows)
-    return Minibatch(zeros(device, (rows, obs_dim), dtype), zeros(device, (rows, action_dim), dtype),
-                     zeros(device, (rows, action_dim), dtype), zeros(device, rows, dtype),
-                     zeros(device, rows, dtype), zeros(device, (rows, 1), dtype))
+    return Minibatch(
+        zeros(device, (rows, obs_dim), dtype),
+        zeros(device, (rows, action_dim), dtype),
+        zeros(device, (rows, action_dim), dtype),
+        zeros(device, rows, dtype),
+        zeros(device, rows, dtype),
+        zeros(device, (rows, 1), dtype),
+    )

@@ -20,7 +20,7 @@ from ..arrays import Array, asarray, to_numpy
 from ..devices import Device
 from ..errors import DeviceError, LockedError, MissingKeyError, ShapeError
 
-__all__ = ["TensorDict", "stack", "cat"]
+__all__ = ["TensorDict", "cat", "stack"]
 
 #: file written next to the .npy leaves by :meth:`TensorDict.memmap`
 META_FILE = "tensordict.json"
@@ -74,8 +74,10 @@ def _put(device, host):
     if device is None:
         return host
     if host.ndim == 0 or host.size == 0:
-        raise ShapeError(f"TensorDict on {device!r}: leaves must have a non-empty shape (got {host.shape}); "
-                         "use device=None for scalars or empty batches")
+        raise ShapeError(
+            f"TensorDict on {device!r}: leaves must have a non-empty shape (got {host.shape}); "
+            "use device=None for scalars or empty batches"
+        )
     return asarray(device, host)
 
 
@@ -97,7 +99,7 @@ def _normalize_index(index, batch_ndim):
         raise ShapeError(f"TensorDict index {index!r} addresses {used} dimensions, but the batch has {batch_ndim}")
     if any(part is Ellipsis for part in index):
         at = next(i for i, part in enumerate(index) if part is Ellipsis)
-        index = index[:at] + (slice(None),) * (batch_ndim - used) + index[at + 1:]
+        index = index[:at] + (slice(None),) * (batch_ndim - used) + index[at + 1 :]
         if any(part is Ellipsis for part in index):
             raise ShapeError("TensorDict index: at most one Ellipsis")
     else:
@@ -108,7 +110,7 @@ def _normalize_index(index, batch_ndim):
 class TensorDict:
     """A dict of arrays and TensorDicts whose leading dimensions all equal ``batch_size``."""
 
-    __slots__ = ("_entries", "_batch_size", "_device", "_locked")
+    __slots__ = ("_batch_size", "_device", "_entries", "_locked")
 
     def __init__(self, source, batch_size, device=None):
         if device is not None and not isinstance(device, Device):
@@ -136,9 +138,10 @@ class TensorDict:
         """``value`` checked against the batch size and put on this TensorDict's device."""
         batch = self._batch_size
         if isinstance(value, TensorDict):
-            if value.batch_size[:len(batch)] != batch:
-                raise ShapeError(f"TensorDict: entry '{name}' has batch size {value.batch_size}, "
-                                 f"which does not start with {batch}")
+            if value.batch_size[: len(batch)] != batch:
+                raise ShapeError(
+                    f"TensorDict: entry '{name}' has batch size {value.batch_size}, which does not start with {batch}"
+                )
             return value if value.device == self._device else value.to(self._device)
         if isinstance(value, dict):
             sub = TensorDict._raw({}, batch, self._device)
@@ -158,9 +161,11 @@ class TensorDict:
             if host.dtype == object:
                 raise ShapeError(f"TensorDict: entry '{name}' is not an array (object dtype)")
             shape = host.shape
-        if tuple(shape[:len(batch)]) != batch:
-            raise ShapeError(f"TensorDict: entry '{name}' has shape {tuple(shape)}, whose leading dimensions "
-                             f"do not match the batch size {batch}")
+        if tuple(shape[: len(batch)]) != batch:
+            raise ShapeError(
+                f"TensorDict: entry '{name}' has shape {tuple(shape)}, whose leading dimensions "
+                f"do not match the batch size {batch}"
+            )
         if host is None:
             return value
         if self._device is None:
@@ -311,11 +316,14 @@ class TensorDict:
         for key, value in self._entries.items():
             if isinstance(value, TensorDict):
                 inner = index + (slice(None),) * (value.batch_dims - self.batch_dims)
-                sub_batch = batch + value._batch_size[self.batch_dims:]
+                sub_batch = batch + value._batch_size[self.batch_dims :]
                 entries[key] = value._index_normalized(inner, sub_batch)
             else:
-                entries[key] = _put(self._device, _contiguous(_host(value)[index])) \
-                    if self._device is not None else _host(value)[index]
+                entries[key] = (
+                    _put(self._device, _contiguous(_host(value)[index]))
+                    if self._device is not None
+                    else _host(value)[index]
+                )
         return TensorDict._raw(entries, batch, self._device)
 
     def __setitem__(self, index, value):
@@ -350,7 +358,7 @@ class TensorDict:
             new = np.broadcast_to(np.zeros((), np.uint8), self._batch_size).reshape(shape).shape
         except ValueError:
             raise ShapeError(f"TensorDict.reshape: cannot reshape batch {self._batch_size} to {shape}") from None
-        return self.apply(lambda x: x.reshape(new + x.shape[self.batch_dims:]), batch_size=new)
+        return self.apply(lambda x: x.reshape(new + x.shape[self.batch_dims :]), batch_size=new)
 
     def split(self, sizes, dim=0) -> list:
         """Pieces along batch dimension ``dim``: of ``sizes`` each (an int), or of the listed sizes."""
@@ -386,7 +394,9 @@ class TensorDict:
                     raise MissingKeyError(f"TensorDict.apply: other TensorDict has no key '{key}'")
                 other_values.append(other._entries[key])
             if isinstance(value, TensorDict):
-                sub_batch = batch + value._batch_size[self.batch_dims:] if batch_size is not None else value._batch_size
+                sub_batch = (
+                    batch + value._batch_size[self.batch_dims :] if batch_size is not None else value._batch_size
+                )
                 entries[key] = value.apply(fn, *other_values, batch_size=sub_batch, device=dev)
             else:
                 result = fn(_host(value), *(_host(v) for v in other_values))
@@ -471,8 +481,10 @@ class TensorDict:
             flat = _flat_key(key)
             for part in flat:
                 if not _SAFE_KEY.match(part):
-                    raise ShapeError(f"TensorDict.memmap: key {key!r} is not a safe file name "
-                                     "(letters, digits, '_', '-', '.', not starting with '.')")
+                    raise ShapeError(
+                        f"TensorDict.memmap: key {key!r} is not a safe file name "
+                        "(letters, digits, '_', '-', '.', not starting with '.')"
+                    )
             host = _contiguous(_host(self[flat]))
             if host.dtype.hasobject:
                 raise ShapeError(f"TensorDict.memmap: entry {key!r} has an object dtype")
@@ -530,16 +542,22 @@ class TensorDict:
                 raise ShapeError(f"TensorDict.load_memmap: unsafe leaf path {rel!r}")
             array = np.load(os.path.join(path, rel), mmap_mode=mode, allow_pickle=False)
             if list(array.shape) != info["shape"] or array.dtype.str != info["dtype"]:
-                raise ShapeError(f"TensorDict.load_memmap: {rel} has shape {array.shape} dtype {array.dtype}, "
-                                 f"metadata says {info['shape']} {info['dtype']}")
+                raise ShapeError(
+                    f"TensorDict.load_memmap: {rel} has shape {array.shape} dtype {array.dtype}, "
+                    f"metadata says {info['shape']} {info['dtype']}"
+                )
             td.set(tuple(info["key"]), array)
         return td
 
 
-
 def _write_meta(path, batch_size, leaves, nested):
-    meta = {"format": "dispatchrl.TensorDict", "version": 1, "batch_size": list(batch_size),
-            "leaves": leaves, "nested": nested}
+    meta = {
+        "format": "dispatchrl.TensorDict",
+        "version": 1,
+        "batch_size": list(batch_size),
+        "leaves": leaves,
+        "nested": nested,
+    }
     tmp = os.path.join(path, META_FILE + ".tmp")
     with open(tmp, "w") as f:
         json.dump(meta, f, indent=1)
@@ -591,11 +609,11 @@ def cat(tds, dim=0) -> TensorDict:
     if not 0 <= dim < len(batch):
         raise ShapeError(f"cat: dim {dim} out of range for batch {batch}")
     for i, td in enumerate(tds):
-        others = td.batch_size[:dim] + td.batch_size[dim + 1:]
-        if td.batch_dims != len(batch) or others != batch[:dim] + batch[dim + 1:]:
+        others = td.batch_size[:dim] + td.batch_size[dim + 1 :]
+        if td.batch_dims != len(batch) or others != batch[:dim] + batch[dim + 1 :]:
             raise ShapeError(f"cat: TensorDict {i} has batch size {td.batch_size}, incompatible with {batch}")
     _check_same_keys(tds, "cat")
-    new_batch = batch[:dim] + (sum(td.batch_size[dim] for td in tds),) + batch[dim + 1:]
+    new_batch = batch[:dim] + (sum(td.batch_size[dim] for td in tds),) + batch[dim + 1 :]
     out = TensorDict({}, new_batch, tds[0].device)
     for key in tds[0].keys():
         if isinstance(tds[0][key], TensorDict):
@@ -606,4 +624,3 @@ def cat(tds, dim=0) -> TensorDict:
         except ValueError as exc:
             raise ShapeError(f"cat: entry {key!r}: {exc}") from None
     return out
-

@@ -14,7 +14,7 @@ import importlib
 
 from ..errors import DeviceError
 
-__all__ = ["Device", "Generic", "CPU", "CUDA", "C"]
+__all__ = ["CPU", "CUDA", "C", "Device", "Generic"]
 
 
 class Device:
@@ -52,9 +52,15 @@ class CUDA(Device):
     #: the CUDA runtime and the modules holding CUDA methods, imported (so registered) when a CUDA
     #: device is first made: importing numba.cuda is slow, and CPU-only users should not pay for it.
     #: The one place dispatchrl names modules by string; a backend added outside dispatchrl appends.
-    method_modules = ["dispatchrl.backends.cuda", "dispatchrl.kernels.core.cuda", "dispatchrl.kernels.random.cuda",
-                      "dispatchrl.kernels.offpolicy.cuda", "dispatchrl.kernels.onpolicy.cuda", "dispatchrl.kernels.replay.cuda",
-                      "dispatchrl.envs.cuda"]
+    method_modules = [
+        "dispatchrl.backends.cuda",
+        "dispatchrl.kernels.core.cuda",
+        "dispatchrl.kernels.random.cuda",
+        "dispatchrl.kernels.offpolicy.cuda",
+        "dispatchrl.kernels.onpolicy.cuda",
+        "dispatchrl.kernels.replay.cuda",
+        "dispatchrl.envs.cuda",
+    ]
 
     def __init__(self):
         cuda = _import_numba_cuda()

@@ -13,18 +13,50 @@
   ``gymnasium.make_vec`` both work).
 """
 
-
-from . import generic, cpu  # noqa: F401  (importing registers the Generic and CPU methods)
-from . import c  # noqa: F401  (C methods; compiling is lazy)
-from .api import (NATIVE_ENVS, AcrobotContinuous, EnvState, NativeEnv, Pendulum, check_action, env_reset,
-                  env_reset_done, env_state, env_step)
+from . import (  # noqa: F401  (importing registers the Generic and CPU methods)
+    c,
+    cpu,
+    generic,
+)
+from .api import (
+    NATIVE_ENVS,
+    AcrobotContinuous,
+    EnvState,
+    NativeEnv,
+    Pendulum,
+    check_action,
+    env_reset,
+    env_reset_done,
+    env_state,
+    env_step,
+)
 from .batch import BatchVectorEnv, GymnasiumBatch, NativeBatch, check_actions, from_gymnasium
 from .gym import ENV_IDS, AcrobotContinuousEnv, NativeGymEnv, PendulumEnv, register_envs, register_native_env
 
-__all__ = ["NativeEnv", "NativeGymEnv", "register_native_env", "Pendulum", "AcrobotContinuous", "EnvState", "NATIVE_ENVS", "env_state", "env_reset",
-           "env_step", "env_reset_done", "check_action", "check_actions", "NativeBatch",
-           "GymnasiumBatch", "BatchVectorEnv", "from_gymnasium", "AntBatch", "PendulumEnv",
-           "AcrobotContinuousEnv", "ENV_IDS", "register_envs"]
+__all__ = [
+    "ENV_IDS",
+    "NATIVE_ENVS",
+    "AcrobotContinuous",
+    "AcrobotContinuousEnv",
+    "AntBatch",
+    "BatchVectorEnv",
+    "EnvState",
+    "GymnasiumBatch",
+    "NativeBatch",
+    "NativeEnv",
+    "NativeGymEnv",
+    "Pendulum",
+    "PendulumEnv",
+    "check_action",
+    "check_actions",
+    "env_reset",
+    "env_reset_done",
+    "env_state",
+    "env_step",
+    "from_gymnasium",
+    "register_envs",
+    "register_native_env",
+]
 
 # CUDA methods register when a CUDA device is first made (dispatchrl.devices.CUDA.method_modules)
 register_envs()

@@ -62,8 +62,7 @@ class AntBatch:
     ``final_obs``). Env i draws its resets from its own generator, seeded ``seed + i`` like
     gymnasium's vector envs, so each env replays gymnasium Ant-v5 reset with that seed."""
 
-    def __init__(self, num_envs=1, num_threads=None, max_episode_steps=1000, obs_dtype=np.float32,
-                 autoreset=True):
+    def __init__(self, num_envs=1, num_threads=None, max_episode_steps=1000, obs_dtype=np.float32, autoreset=True):
         mujoco = _mujoco()
         for name, value in (("num_envs", num_envs), ("max_episode_steps", max_episode_steps)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
@@ -139,8 +138,7 @@ class AntBatch:
         if np_randoms is None:
             if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
                 raise ConfigError(f"reset: 'seed' must be None or an int >= 0, got {seed!r}")
-            np_randoms = [seeding.np_random(None if seed is None else int(seed) + i)[0]
-                          for i in range(self.num_envs)]
+            np_randoms = [seeding.np_random(None if seed is None else int(seed) + i)[0] for i in range(self.num_envs)]
         self._rngs = list(np_randoms)
         for i in range(self.num_envs):
             self._reset_env(i, self._rngs[i])
@@ -167,7 +165,8 @@ class AntBatch:
         # gymnasium: float32 action → float32 ctrl cost; contact cost over all bodies, float64
         ctrl_cost = CTRL_COST_WEIGHT * np.sum(np.square(actions), axis=1)
         contact_cost = CONTACT_COST_WEIGHT * np.sum(
-            np.square(np.clip(self.cfrc_ext, *CONTACT_FORCE_RANGE)).reshape(self.num_envs, -1), axis=1)
+            np.square(np.clip(self.cfrc_ext, *CONTACT_FORCE_RANGE)).reshape(self.num_envs, -1), axis=1
+        )
         reward = (forward + healthy_reward) - (ctrl_cost + contact_cost)
         terminated = ~healthy
         self.steps += 1
@@ -179,10 +178,16 @@ class AntBatch:
             self._reset_env(i, self._rngs[i])
             obs[i] = self._observations(slice(i, i + 1))[0]
         self.final_obs = final
-        info = {"x_position": self.qpos[:, 0].copy(), "y_position": self.qpos[:, 1].copy(),
-                "x_velocity": xy_velocity[:, 0], "y_velocity": xy_velocity[:, 1],
-                "reward_forward": forward, "reward_ctrl": -ctrl_cost, "reward_contact": -contact_cost,
-                "reward_survive": healthy_reward}
+        info = {
+            "x_position": self.qpos[:, 0].copy(),
+            "y_position": self.qpos[:, 1].copy(),
+            "x_velocity": xy_velocity[:, 0],
+            "y_velocity": xy_velocity[:, 1],
+            "reward_forward": forward,
+            "reward_ctrl": -ctrl_cost,
+            "reward_contact": -contact_cost,
+            "reward_survive": healthy_reward,
+        }
         return obs, reward, terminated, truncated, info
 
     def close(self):
@@ -201,8 +206,7 @@ class AntEnv(gymnasium.Env):
         if render_mode is not None:
             raise ConfigError(f"AntEnv: rendering is not supported, got render_mode={render_mode!r}")
         self.render_mode = None
-        self._batch = AntBatch(1, num_threads=1, max_episode_steps=2**62, obs_dtype=np.float64,
-                               autoreset=False)
+        self._batch = AntBatch(1, num_threads=1, max_episode_steps=2**62, obs_dtype=np.float64, autoreset=False)
         b = self._batch
         self.action_space = spaces.Box(b.action_low, b.action_high, dtype=np.float32)
         self.observation_space = spaces.Box(-np.inf, np.inf, (b.observation_dim,), np.float64)
@@ -221,7 +225,9 @@ class AntEnv(gymnasium.Env):
         if a.shape != self.action_space.shape:
             raise ShapeError(f"step: argument 'action' has shape {a.shape}, expected {self.action_space.shape}")
         obs, reward, terminated, _, info = self._batch.step(a[None])
-        info = dict(self._position_info(), **{k: v[0] for k, v in info.items() if k not in ("x_position", "y_position")})
+        info = dict(
+            self._position_info(), **{k: v[0] for k, v in info.items() if k not in ("x_position", "y_position")}
+        )
         return obs[0], float(reward[0]), bool(terminated[0]), False, info
 
     def close(self):

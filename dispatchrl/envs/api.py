@@ -19,12 +19,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import Array, to_numpy, zeros
+from ..checks import check_array, check_device
 from ..dispatch import generic
 from ..errors import ConfigError, DTypeError, ShapeError
-from ..checks import check_array, check_device
 
-__all__ = ["NativeEnv", "Pendulum", "AcrobotContinuous", "EnvState", "env_state", "env_reset", "env_step",
-           "env_reset_done", "check_action", "NATIVE_ENVS"]
+__all__ = [
+    "NATIVE_ENVS",
+    "AcrobotContinuous",
+    "EnvState",
+    "NativeEnv",
+    "Pendulum",
+    "check_action",
+    "env_reset",
+    "env_reset_done",
+    "env_state",
+    "env_step",
+]
 
 
 def _check_count(cls, name, value, minimum=1):
@@ -63,6 +73,8 @@ class NativeEnv:
     physics_dim: int
     num_envs: int
     max_episode_steps: int
+    action_low: np.ndarray  # float32 (action_dim,), physical units
+    action_high: np.ndarray
     #: gymnasium id evaluating a trained policy (None: the run is not evaluated through gymnasium)
     eval_id: str | None = None
 
@@ -172,12 +184,12 @@ class EnvState:
     """Per-device state of a batch of N native envs. ``terminated``/``truncated``/``reward``
     describe the last transition and are left alone by :func:`env_reset_done`."""
 
-    physics: Array      # (N, physics_dim) float64
-    steps: Array        # (N,) int64, steps since the last reset
-    obs: Array          # (N, observation_dim) float32
-    reward: Array       # (N,) float32
-    terminated: Array   # (N,) bool
-    truncated: Array    # (N,) bool
+    physics: Array  # (N, physics_dim) float64
+    steps: Array  # (N,) int64, steps since the last reset
+    obs: Array  # (N, observation_dim) float32
+    reward: Array  # (N,) float32
+    terminated: Array  # (N,) bool
+    truncated: Array  # (N,) bool
 
     def validate_checkpoint(self, values, context):
         """Between steps every env has been reset at its time limit: 0 <= steps < limit."""
@@ -188,8 +200,10 @@ class EnvState:
 
 def _check_env(fn, env):
     if not isinstance(env, NativeEnv):
-        raise ConfigError(f"{fn}: argument 'env' must be a native env (a dispatchrl.envs.NativeEnv such as "
-                          f"Pendulum), got {type(env).__name__}")
+        raise ConfigError(
+            f"{fn}: argument 'env' must be a native env (a dispatchrl.envs.NativeEnv such as "
+            f"Pendulum), got {type(env).__name__}"
+        )
 
 
 def env_state(device, env):
@@ -197,16 +211,22 @@ def env_state(device, env):
     check_device("env_state", device)
     _check_env("env_state", env)
     n = env.num_envs
-    return EnvState(zeros(device, (n, env.physics_dim), np.float64), zeros(device, n, np.int64),
-                    zeros(device, (n, env.observation_dim), np.float32), zeros(device, n, np.float32),
-                    zeros(device, n, np.bool_), zeros(device, n, np.bool_))
+    return EnvState(
+        zeros(device, (n, env.physics_dim), np.float64),
+        zeros(device, n, np.int64),
+        zeros(device, (n, env.observation_dim), np.float32),
+        zeros(device, n, np.float32),
+        zeros(device, n, np.bool_),
+        zeros(device, n, np.bool_),
+    )
 
 
 def _check_state(fn, device, env, state):
     _check_env(fn, env)
     if not isinstance(state, EnvState):
-        raise ConfigError(f"{fn}: argument 'state' must be an EnvState from env_state(device, env), "
-                          f"got {type(state).__name__}")
+        raise ConfigError(
+            f"{fn}: argument 'state' must be an EnvState from env_state(device, env), got {type(state).__name__}"
+        )
     n = env.num_envs
     check_array(fn, "state.physics", state.physics, device, (n, env.physics_dim), np.float64)
     check_array(fn, "state.steps", state.steps, device, (n,), np.int64)
@@ -263,6 +283,7 @@ def check_action(env, action, name="action"):
         raise ShapeError(f"{name}: has shape {host.shape}, expected {shape}")
     bad = ~np.isfinite(host)
     if bad.any():
-        raise ConfigError(f"{name}: must be finite, got {host[bad][0]} at index "
-                          f"{tuple(int(i) for i in np.argwhere(bad)[0])}")
+        raise ConfigError(
+            f"{name}: must be finite, got {host[bad][0]} at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+        )
     return host

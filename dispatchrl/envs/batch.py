@@ -28,8 +28,15 @@ from ..kernels.random.api import rng
 from ..staging import fuse
 from .api import AcrobotContinuous, NativeEnv, Pendulum, env_reset, env_reset_done, env_state, env_step
 
-__all__ = ["NativeBatch", "GymnasiumBatch", "BatchVectorEnv", "from_gymnasium", "check_actions",
-           "make_pendulum_vector", "make_acrobot_vector"]
+__all__ = [
+    "BatchVectorEnv",
+    "GymnasiumBatch",
+    "NativeBatch",
+    "check_actions",
+    "from_gymnasium",
+    "make_acrobot_vector",
+    "make_pendulum_vector",
+]
 
 
 def check_actions(actions, num_envs, action_dim, name="actions"):
@@ -62,8 +69,10 @@ class NativeBatch:
 
     def __init__(self, env, device=None):
         if not isinstance(env, NativeEnv):
-            raise ConfigError(f"NativeBatch: 'env' must be a native env (a dispatchrl.envs.NativeEnv such as "
-                              f"Pendulum), got {type(env).__name__}")
+            raise ConfigError(
+                f"NativeBatch: 'env' must be a native env (a dispatchrl.envs.NativeEnv such as "
+                f"Pendulum), got {type(env).__name__}"
+            )
         device = CPU() if device is None else device
         if not isinstance(device, Device):
             raise ConfigError(f"NativeBatch: 'device' must be a dispatchrl Device, got {device!r}")
@@ -112,8 +121,7 @@ class GymnasiumBatch:
         space, act = envs[0].observation_space, envs[0].action_space
         for name, s in (("observation_space", space), ("action_space", act)):
             if not isinstance(s, gymnasium.spaces.Box):
-                raise ConfigError(f"from_gymnasium: the env's {name} must be a gymnasium Box, "
-                                  f"got {type(s).__name__}")
+                raise ConfigError(f"from_gymnasium: the env's {name} must be a gymnasium Box, got {type(s).__name__}")
         self.num_envs = len(envs)
         self.observation_dim = int(np.prod(space.shape))
         self.action_dim = int(np.prod(act.shape))
@@ -168,8 +176,9 @@ def from_gymnasium(id_or_env, num_envs=1, **kwargs):
         envs = [make(id_or_env) for _ in range(num_envs)]
     elif isinstance(id_or_env, gymnasium.Env):
         if num_envs > 1 and id_or_env.spec is None:
-            raise ConfigError("from_gymnasium: an env instance without a spec cannot be copied; "
-                              "pass its id or num_envs=1")
+            raise ConfigError(
+                "from_gymnasium: an env instance without a spec cannot be copied; pass its id or num_envs=1"
+            )
         envs = [id_or_env] + [make(id_or_env.spec) for _ in range(num_envs - 1)]
     else:
         raise ConfigError(f"from_gymnasium: expected an env id or a gymnasium.Env, got {type(id_or_env).__name__}")
@@ -186,8 +195,11 @@ class BatchVectorEnv(VectorEnv):
     def __init__(self, batch, observation_high=None):
         self.batch = batch
         self.num_envs = batch.num_envs
-        high = (np.full(batch.observation_dim, np.inf, np.float32) if observation_high is None
-                else np.asarray(observation_high, np.float32))
+        high = (
+            np.full(batch.observation_dim, np.inf, np.float32)
+            if observation_high is None
+            else np.asarray(observation_high, np.float32)
+        )
         self.single_observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
         self.single_action_space = gymnasium.spaces.Box(batch.action_low, batch.action_high, dtype=np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -210,8 +222,9 @@ class BatchVectorEnv(VectorEnv):
         self.batch.close()
 
 
-def make_pendulum_vector(num_envs=1, max_episode_steps=200, normalized_actions=False, g=10.0,
-                         device=None, render_mode=None):
+def make_pendulum_vector(
+    num_envs=1, max_episode_steps=200, normalized_actions=False, g=10.0, device=None, render_mode=None
+):
     """``gymnasium.make_vec("dispatchrl/Pendulum-v1", num_envs)`` entry point."""
     env = Pendulum(num_envs, normalized_actions=normalized_actions, max_episode_steps=max_episode_steps, g=g)
     return BatchVectorEnv(NativeBatch(env, device), env.observation_high)

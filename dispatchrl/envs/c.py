@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from ..devices import C
 from ..backends.c import CKernel
+from ..devices import C
 from ..kernels.random.c import UNIFORM01
 from ..staging import launch
 from . import api
@@ -212,8 +212,19 @@ def _state_args(state):
 @api.env_step.dispatch
 def env_step(device: C, env: Pendulum, state, action):
     kernel = _step("pendulum_step", PENDULUM_STEP, env, ("scale", "gterm"))
-    launch(device, kernel, state.physics, state.steps, action, state.obs, state.reward, state.terminated,
-           state.truncated, env.action_scale, pendulum_gterm(env))
+    launch(
+        device,
+        kernel,
+        state.physics,
+        state.steps,
+        action,
+        state.obs,
+        state.reward,
+        state.terminated,
+        state.truncated,
+        env.action_scale,
+        pendulum_gterm(env),
+    )
 
 
 @api.env_reset.dispatch
@@ -227,17 +238,18 @@ def env_reset_done(device: C, env: Pendulum, state, rng):
 
 
 @api.env_step.dispatch
-def env_step(device: C, env: AcrobotContinuous, state, action):  # noqa: F811
+def env_step(device: C, env: AcrobotContinuous, state, action):
     kernel = _step("acrobot_step", ACROBOT_STEP, env, ())
-    launch(device, kernel, state.physics, state.steps, action, state.obs, state.reward, state.terminated,
-           state.truncated)
+    launch(
+        device, kernel, state.physics, state.steps, action, state.obs, state.reward, state.terminated, state.truncated
+    )
 
 
 @api.env_reset.dispatch
-def env_reset(device: C, env: AcrobotContinuous, state, rng):  # noqa: F811
+def env_reset(device: C, env: AcrobotContinuous, state, rng):
     launch(device, _reset("acrobot_reset", ACROBOT_RESET, env, False), rng, *_state_args(state))
 
 
 @api.env_reset_done.dispatch
-def env_reset_done(device: C, env: AcrobotContinuous, state, rng):  # noqa: F811
+def env_reset_done(device: C, env: AcrobotContinuous, state, rng):
     launch(device, _reset("acrobot_reset_done", ACROBOT_RESET, env, True), rng, *_state_args(state))

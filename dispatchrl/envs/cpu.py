@@ -11,13 +11,12 @@ import math
 import numpy as np
 from numba import njit
 
-from ..devices import CPU
 from ..backends.cpu import JIT_EXACT
+from ..devices import CPU
 from ..kernels.random.cpu import uniform01
 from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum
-
 
 PI = math.pi
 TWO_PI = 2 * math.pi
@@ -37,7 +36,7 @@ def pendulum_dynamics(th, thdot, u, gterm):
     (3.0 * u and 0.001 * u**2) added to float64: rounded the same way here."""
     torque_term = np.float64(np.float32(3.0 * u))
     torque_cost = np.float64(np.float32(U_COST * np.float64(np.float32(u * u))))
-    cost = ((th + PI) % TWO_PI - PI) ** 2 + 0.1 * thdot ** 2 + torque_cost
+    cost = ((th + PI) % TWO_PI - PI) ** 2 + 0.1 * thdot**2 + torque_cost
     newthdot = thdot + (gterm * math.sin(th) + torque_term) * 0.05
     newthdot = min(max(newthdot, -8.0), 8.0)
     newth = th + newthdot * 0.05
@@ -65,7 +64,8 @@ def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a):
         + phi2
     )
     ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * math.sin(theta2) - phi2) / (
-        m2 * lc2**2 + I2 - d2**2 / d1)
+        m2 * lc2**2 + I2 - d2**2 / d1
+    )
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
     return dtheta1, dtheta2, ddtheta1, ddtheta2
 
@@ -109,8 +109,7 @@ def acrobot_rk4(s0, s1, s2, s3, torque):
 
 
 @njit(**JIT_EXACT)
-def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm,
-                         max_steps):
+def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
     for i in range(physics.shape[0]):
         u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
         th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
@@ -201,8 +200,20 @@ def pendulum_gterm(env):
 
 @api.env_step.dispatch
 def env_step(device: CPU, env: Pendulum, state, action):
-    launch(device, pendulum_step_kernel, state.physics, state.steps, action, state.obs, state.reward,
-           state.terminated, state.truncated, env.action_scale, pendulum_gterm(env), env.max_episode_steps)
+    launch(
+        device,
+        pendulum_step_kernel,
+        state.physics,
+        state.steps,
+        action,
+        state.obs,
+        state.reward,
+        state.terminated,
+        state.truncated,
+        env.action_scale,
+        pendulum_gterm(env),
+        env.max_episode_steps,
+    )
 
 
 @api.env_reset.dispatch
@@ -216,16 +227,26 @@ def env_reset_done(device: CPU, env: Pendulum, state, rng):
 
 
 @api.env_step.dispatch
-def env_step(device: CPU, env: AcrobotContinuous, state, action):  # noqa: F811
-    launch(device, acrobot_step_kernel, state.physics, state.steps, action, state.obs, state.reward,
-           state.terminated, state.truncated, env.max_episode_steps)
+def env_step(device: CPU, env: AcrobotContinuous, state, action):
+    launch(
+        device,
+        acrobot_step_kernel,
+        state.physics,
+        state.steps,
+        action,
+        state.obs,
+        state.reward,
+        state.terminated,
+        state.truncated,
+        env.max_episode_steps,
+    )
 
 
 @api.env_reset.dispatch
-def env_reset(device: CPU, env: AcrobotContinuous, state, rng):  # noqa: F811
+def env_reset(device: CPU, env: AcrobotContinuous, state, rng):
     launch(device, acrobot_reset_kernel, rng, *_state_args(state), False)
 
 
 @api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: AcrobotContinuous, state, rng):  # noqa: F811
+def env_reset_done(device: CPU, env: AcrobotContinuous, state, rng):
     launch(device, acrobot_reset_kernel, rng, *_state_args(state), True)

@@ -11,8 +11,8 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..devices import CUDA
 from ..backends.cuda import Launch, device_twin, grid_1d
+from ..devices import CUDA
 from ..kernels.core.cuda import increment_kernel
 from ..kernels.random.cuda import uniform01
 from ..staging import launch
@@ -30,8 +30,7 @@ acrobot_rk4 = device_twin(cpu.acrobot_rk4, acrobot_dsdt=acrobot_dsdt, wrap_angle
 
 
 @cuda.jit
-def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm,
-                         max_steps):
+def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
     i = cuda.grid(1)
     if i < physics.shape[0]:
         u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
@@ -124,9 +123,21 @@ def _reset(device, kernel, env, state, rng, only_done, draws_per_env):
 
 @api.env_step.dispatch
 def env_step(device: CUDA, env: Pendulum, state, action):
-    _launch_per_env(device, pendulum_step_kernel, env.num_envs, state.physics, state.steps, action,
-                    state.obs, state.reward, state.terminated, state.truncated, env.action_scale,
-                    cpu.pendulum_gterm(env), env.max_episode_steps)
+    _launch_per_env(
+        device,
+        pendulum_step_kernel,
+        env.num_envs,
+        state.physics,
+        state.steps,
+        action,
+        state.obs,
+        state.reward,
+        state.terminated,
+        state.truncated,
+        env.action_scale,
+        cpu.pendulum_gterm(env),
+        env.max_episode_steps,
+    )
 
 
 @api.env_reset.dispatch
@@ -140,16 +151,27 @@ def env_reset_done(device: CUDA, env: Pendulum, state, rng):
 
 
 @api.env_step.dispatch
-def env_step(device: CUDA, env: AcrobotContinuous, state, action):  # noqa: F811
-    _launch_per_env(device, acrobot_step_kernel, env.num_envs, state.physics, state.steps, action,
-                    state.obs, state.reward, state.terminated, state.truncated, env.max_episode_steps)
+def env_step(device: CUDA, env: AcrobotContinuous, state, action):
+    _launch_per_env(
+        device,
+        acrobot_step_kernel,
+        env.num_envs,
+        state.physics,
+        state.steps,
+        action,
+        state.obs,
+        state.reward,
+        state.terminated,
+        state.truncated,
+        env.max_episode_steps,
+    )
 
 
 @api.env_reset.dispatch
-def env_reset(device: CUDA, env: AcrobotContinuous, state, rng):  # noqa: F811
+def env_reset(device: CUDA, env: AcrobotContinuous, state, rng):
     _reset(device, acrobot_reset_kernel, env, state, rng, False, 4)
 
 
 @api.env_reset_done.dispatch
-def env_reset_done(device: CUDA, env: AcrobotContinuous, state, rng):  # noqa: F811
+def env_reset_done(device: CUDA, env: AcrobotContinuous, state, rng):
     _reset(device, acrobot_reset_kernel, env, state, rng, True, 4)

@@ -14,8 +14,7 @@ from .api import AcrobotContinuous, Pendulum
 PI = math.pi
 
 
-def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm,
-                         max_steps):
+def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
     th, thdot = physics[:, 0].copy(), physics[:, 1].copy()
     u = np.clip(action[:, 0].astype(np.float64) * scale, -2.0, 2.0)
     # gymnasium's torque is a float32 scalar: its torque terms are float32 products
@@ -60,11 +59,15 @@ def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a):
     d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * np.cos(theta2)) + I1 + I2
     d2 = m2 * (lc2**2 + l1 * lc2 * np.cos(theta2)) + I2
     phi2 = m2 * lc2 * g * np.cos(theta1 + theta2 - PI / 2.0)
-    phi1 = (-m2 * l1 * lc2 * dtheta2**2 * np.sin(theta2)
-            - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * np.sin(theta2)
-            + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - PI / 2) + phi2)
+    phi1 = (
+        -m2 * l1 * lc2 * dtheta2**2 * np.sin(theta2)
+        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * np.sin(theta2)
+        + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - PI / 2)
+        + phi2
+    )
     ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * np.sin(theta2) - phi2) / (
-        m2 * lc2**2 + I2 - d2**2 / d1)
+        m2 * lc2**2 + I2 - d2**2 / d1
+    )
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
     return np.stack([dtheta1, dtheta2, ddtheta1, ddtheta2], axis=1)
 
@@ -99,8 +102,7 @@ def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncat
 
 
 def _acrobot_obs(s, obs, mask=None):
-    values = np.stack([np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]),
-                       s[:, 2], s[:, 3]], axis=1)
+    values = np.stack([np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]), s[:, 2], s[:, 3]], axis=1)
     if mask is None:
         obs[...] = values
     else:
@@ -128,8 +130,20 @@ def pendulum_gterm(env):
 
 @api.env_step.dispatch
 def env_step(device: Generic, env: Pendulum, state, action):
-    launch(device, pendulum_step_kernel, state.physics, state.steps, action, state.obs, state.reward,
-           state.terminated, state.truncated, env.action_scale, pendulum_gterm(env), env.max_episode_steps)
+    launch(
+        device,
+        pendulum_step_kernel,
+        state.physics,
+        state.steps,
+        action,
+        state.obs,
+        state.reward,
+        state.terminated,
+        state.truncated,
+        env.action_scale,
+        pendulum_gterm(env),
+        env.max_episode_steps,
+    )
 
 
 @api.env_reset.dispatch
@@ -143,16 +157,26 @@ def env_reset_done(device: Generic, env: Pendulum, state, rng):
 
 
 @api.env_step.dispatch
-def env_step(device: Generic, env: AcrobotContinuous, state, action):  # noqa: F811
-    launch(device, acrobot_step_kernel, state.physics, state.steps, action, state.obs, state.reward,
-           state.terminated, state.truncated, env.max_episode_steps)
+def env_step(device: Generic, env: AcrobotContinuous, state, action):
+    launch(
+        device,
+        acrobot_step_kernel,
+        state.physics,
+        state.steps,
+        action,
+        state.obs,
+        state.reward,
+        state.terminated,
+        state.truncated,
+        env.max_episode_steps,
+    )
 
 
 @api.env_reset.dispatch
-def env_reset(device: Generic, env: AcrobotContinuous, state, rng):  # noqa: F811
+def env_reset(device: Generic, env: AcrobotContinuous, state, rng):
     launch(device, acrobot_reset_kernel, rng, *_state_args(state), False)
 
 
 @api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: AcrobotContinuous, state, rng):  # noqa: F811
+def env_reset_done(device: Generic, env: AcrobotContinuous, state, rng):
     launch(device, acrobot_reset_kernel, rng, *_state_args(state), True)

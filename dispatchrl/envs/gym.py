@@ -76,7 +76,7 @@ class NativeGymEnv(_NativeEnv):
         if not isinstance(env, NativeEnv):
             raise ConfigError(f"NativeGymEnv: 'env' must be a dispatchrl.envs.NativeEnv, got {type(env).__name__}")
         if env.num_envs != 1:
-            env = dataclasses.replace(env, num_envs=1)
+            env = dataclasses.replace(env, num_envs=1)  # type: ignore[type-var]  # native envs are dataclasses
         super().__init__(env, render_mode)
         self._rng = rng(self._device, 0)
 
@@ -97,7 +97,7 @@ def register_native_env(env_id: str, env: NativeEnv, **kwargs) -> None:
     if env_id in gymnasium.registry:
         return
     kwargs.setdefault("max_episode_steps", env.max_episode_steps)
-    gymnasium.register(id=env_id, entry_point=lambda render_mode=None: NativeGymEnv(env, render_mode), **kwargs)
+    gymnasium.register(id=env_id, entry_point=lambda render_mode=None: NativeGymEnv(env, render_mode), **kwargs)  # type: ignore[arg-type]
 
 
 class PendulumEnv(_NativeEnv):
@@ -105,8 +105,9 @@ class PendulumEnv(_NativeEnv):
     [-1, 1] (scaled by the max torque 2, as in the RLtools paper) instead of torques in [-2, 2]."""
 
     def __init__(self, render_mode=None, g=10.0, normalized_actions=False):
-        super().__init__(Pendulum(1, normalized_actions=normalized_actions, max_episode_steps=_NO_LIMIT,
-                                  g=float(g)), render_mode)
+        super().__init__(
+            Pendulum(1, normalized_actions=normalized_actions, max_episode_steps=_NO_LIMIT, g=float(g)), render_mode
+        )
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -136,20 +137,31 @@ class AcrobotContinuousEnv(_NativeEnv):
         low, high = utils.maybe_parse_reset_bounds(options, -0.1, 0.1)
         s = self.np_random.uniform(low=low, high=high, size=(4,)).astype(np.float32)
         self._set_physics(s)
-        return np.array([np.cos(s[0]), np.sin(s[0]), np.cos(s[1]), np.sin(s[1]), s[2], s[3]],
-                        dtype=np.float32), {}
+        return np.array([np.cos(s[0]), np.sin(s[0]), np.cos(s[1]), np.sin(s[1]), s[2], s[3]], dtype=np.float32), {}
 
 
 def register_envs():
     """Register the dispatchrl ids with gymnasium (idempotent)."""
     specs = [
-        dict(id="dispatchrl/Pendulum-v1", entry_point="dispatchrl.envs.gym:PendulumEnv",
-             vector_entry_point="dispatchrl.envs.batch:make_pendulum_vector", max_episode_steps=200),
-        dict(id="dispatchrl/AcrobotContinuous-v1", entry_point="dispatchrl.envs.gym:AcrobotContinuousEnv",
-             vector_entry_point="dispatchrl.envs.batch:make_acrobot_vector", max_episode_steps=500),
-        dict(id="dispatchrl/Ant-v5", entry_point="dispatchrl.envs.ant:AntEnv",
-             vector_entry_point="dispatchrl.envs.ant:make_ant_vector", max_episode_steps=1000,
-             reward_threshold=6000.0),
+        dict(
+            id="dispatchrl/Pendulum-v1",
+            entry_point="dispatchrl.envs.gym:PendulumEnv",
+            vector_entry_point="dispatchrl.envs.batch:make_pendulum_vector",
+            max_episode_steps=200,
+        ),
+        dict(
+            id="dispatchrl/AcrobotContinuous-v1",
+            entry_point="dispatchrl.envs.gym:AcrobotContinuousEnv",
+            vector_entry_point="dispatchrl.envs.batch:make_acrobot_vector",
+            max_episode_steps=500,
+        ),
+        dict(
+            id="dispatchrl/Ant-v5",
+            entry_point="dispatchrl.envs.ant:AntEnv",
+            vector_entry_point="dispatchrl.envs.ant:make_ant_vector",
+            max_episode_steps=1000,
+            reward_threshold=6000.0,
+        ),
     ]
     for spec in specs:
         if spec["id"] not in gymnasium.registry:

@@ -1,7 +1,7 @@
 """Deploy a trained :class:`dispatchrl.nn.Policy` as C: sources, host and cross builds.
 
-    header, source = dispatchrl.export.c_source(policy)
-    paths = dispatchrl.export.write_policy(policy, "out", target="cortex-m4")
+header, source = dispatchrl.export.c_source(policy)
+paths = dispatchrl.export.write_policy(policy, "out", target="cortex-m4")
 """
 
 import ctypes
@@ -12,9 +12,21 @@ from .elf import code_size, undefined_symbols
 from .source import SELFTEST_TOLERANCE, c_source, check_policy, main_source, selftest_observations
 from .targets import LIBM_SYMBOLS, TARGETS, build, get_target, run_executable, target_compiler
 
-__all__ = ["c_source", "write_policy", "host_library", "check_policy", "selftest_observations",
-           "run_executable", "build", "target_compiler", "TARGETS", "LIBM_SYMBOLS",
-           "SELFTEST_TOLERANCE", "code_size", "undefined_symbols"]
+__all__ = [
+    "LIBM_SYMBOLS",
+    "SELFTEST_TOLERANCE",
+    "TARGETS",
+    "build",
+    "c_source",
+    "check_policy",
+    "code_size",
+    "host_library",
+    "run_executable",
+    "selftest_observations",
+    "target_compiler",
+    "undefined_symbols",
+    "write_policy",
+]
 
 
 def write_policy(policy, out_dir, target=None, name="policy"):
@@ -49,9 +61,24 @@ def host_library(source, extra_sources=(), name=None, flags=("-O2",)):
     shared library ``lib<name>.so`` next to it with the host compiler, and load it with ctypes."""
     source = Path(source)
     library = source.with_name(f"lib{name or source.stem}.so")
-    run_compiler(host_compiler(), [*flags, "-std=c99", "-ffp-contract=off", "-fPIC", "-shared",
-                                   "-I", str(source.parent), str(source), *map(str, extra_sources),
-                                   "-o", str(library), "-lm"], f"{source.name} for the host")
+    run_compiler(
+        host_compiler(),
+        [
+            *flags,
+            "-std=c99",
+            "-ffp-contract=off",
+            "-fPIC",
+            "-shared",
+            "-I",
+            str(source.parent),
+            str(source),
+            *map(str, extra_sources),
+            "-o",
+            str(library),
+            "-lm",
+        ],
+        f"{source.name} for the host",
+    )
     lib = load_library(library)
     forward = getattr(lib, f"{source.stem}_forward")
     forward.argtypes, forward.restype = (ctypes.POINTER(ctypes.c_float),) * 2, None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["sections", "undefined_symbols", "code_size"]
+__all__ = ["code_size", "sections", "undefined_symbols"]
 
 _SHT_SYMTAB, _SHF_WRITE, _SHF_ALLOC, _SHF_EXECINSTR = 2, 0x1, 0x2, 0x4
 
@@ -23,12 +23,13 @@ def _read(path):
     names = raw[shstrndx][4]
 
     def string(table_offset, offset):
-        return blob[table_offset + offset:blob.index(b"\0", table_offset + offset)].decode()
+        return blob[table_offset + offset : blob.index(b"\0", table_offset + offset)].decode()
 
     result = []
     for name, kind, flags, _, offset, size, link, _, _, entsize in raw:
-        result.append(dict(name=string(names, name), type=kind, flags=flags, offset=offset,
-                           size=size, link=link, entsize=entsize))
+        result.append(
+            dict(name=string(names, name), type=kind, flags=flags, offset=offset, size=size, link=link, entsize=entsize)
+        )
     return blob, order, wide, result
 
 
@@ -52,7 +53,7 @@ def undefined_symbols(path):
             else:
                 name, _, _, _, _, shndx = struct.unpack_from(order + "IIIBBH", blob, at)
             if shndx == 0 and name:
-                names.add(blob[strings + name:blob.index(b"\0", strings + name)].decode())
+                names.add(blob[strings + name : blob.index(b"\0", strings + name)].decode())
     return sorted(names)
 
 

@@ -11,7 +11,6 @@ on every target. ``trainer.c`` includes no libc header beyond <stdint.h>/<stdboo
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, 
 from ..nn import MLP, mlp_buffers, mlp_forward
 from ..staging import Branch
 
-__all__ = ["TrainerSource", "trainer_source", "weights_checksum", "EVAL_SEED", "EPISODE_LOG"]
+__all__ = ["EPISODE_LOG", "EVAL_SEED", "TrainerSource", "trainer_source", "weights_checksum"]
 
 #: the evaluation episodes' reset stream (fixed, so trainer_evaluate is a function of the weights)
 EVAL_SEED = 10_000
@@ -43,23 +42,11 @@ _MASK = (1 << 64) - 1
 
 @dataclass
 class TrainerSource:
-    header: str          # trainer.h
-    source: str          # trainer.c
-    main: str            # main.c for hosted targets
-    state_bytes: int     # static RAM of the training state
+    header: str  # trainer.h
+    source: str  # trainer.c
+    main: str  # main.c for hosted targets
+    state_bytes: int  # static RAM of the training state
     config: Any
-
-
-# ---------------------------------------------------------------- tracing
-
-@contextlib.contextmanager
-def _recording(calls: list):
-    # the same recording fuse() uses: launches append (kernel, args) instead of running
-    token = staging._recording.set(calls)
-    try:
-        yield
-    finally:
-        staging._recording.reset(token)
 
 
 def _splitmix_key(value: int) -> int:
@@ -94,22 +81,25 @@ def _trace(algo, config, env, seed):
     device = C()
     spec = resolve_env(env, config.num_envs)
     if spec.native is None:
-        raise ConfigError(f"export-trainer: env {env!r} is stepped from Python; the trainer needs a native env "
-                          "(pendulum, acrobot)")
+        raise ConfigError(
+            f"export-trainer: env {env!r} is stepped from Python; the trainer needs a native env (pendulum, acrobot)"
+        )
     programs: dict[str, list] = {name: [] for name in ("init", "step", "act", "eval_reset", "eval_step")}
-    with _recording(programs["init"]):
+    with staging.trace(programs["init"]):
         state = build_state(algo, device, spec, config, seed)
         state.episodes = episode_log(device, config.num_envs, EPISODE_LOG)
-    with _recording(programs["step"]):
+    with staging.trace(programs["step"]):
         algo.native_step(device, config, spec.native, state)
     # acting and evaluation: one env, the deterministic policy (tanh of the actor's mean columns)
     eval_spec = resolve_env(env, 1)
     actor: MLP = state.actor
     action_dim = spec.action_dim
-    act = dict(obs=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
-               buffers=mlp_buffers(device, actor, 1),
-               mean=Array(device, np.zeros((1, action_dim), np.float32)),
-               action=Array(device, np.zeros((1, action_dim), np.float32)))
+    act = dict(
+        obs=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
+        buffers=mlp_buffers(device, actor, 1),
+        mean=Array(device, np.zeros((1, action_dim), np.float32)),
+        action=Array(device, np.zeros((1, action_dim), np.float32)),
+    )
     eval_env = env_state(device, eval_spec.native)
     eval_rng = rng(device, EVAL_SEED)
 
@@ -124,25 +114,45 @@ def _trace(algo, config, env, seed):
         else:
             raise ConfigError(f"export-trainer: {algo.NAME}'s actor is not a tanh or a Gaussian-tanh policy")
 
-    with _recording(programs["act"]):
+    with staging.trace(programs["act"]):
         act_program(device)
-    with _recording(programs["eval_reset"]):
+    with staging.trace(programs["eval_reset"]):
         env_reset(device, eval_spec.native, eval_env, eval_rng)
-    with _recording(programs["eval_step"]):
+    with staging.trace(programs["eval_step"]):
         copy(device, eval_env.obs, act["obs"])
         act_program(device)
         env_step(device, eval_spec.native, eval_env, act["action"])
     for name, calls in programs.items():
         if not renders_in_c(calls):
-            others = sorted({type(k).__name__ + ":" + getattr(k, "__name__", "?") for k, _ in staging.kernel_calls(calls)
-                             if type(k).__name__ != "CKernel"})
-            raise ConfigError(f"export-trainer: {algo.NAME}'s {name} program has kernels without a C method "
-                              f"({', '.join(others[:5])}); only fully generated-C algorithms export")
-    weights = [p.value for field in dataclasses.fields(state) if isinstance(getattr(state, field.name), MLP)
-               for net in [getattr(state, field.name)] for p in (*net.weights, *net.biases)]
-    named = dict(act_obs=act["obs"], act_action=act["action"], eval_reward=eval_env.reward,
-                 eval_terminated=eval_env.terminated, eval_truncated=eval_env.truncated, eval_rng=eval_rng,
-                 step=state.step, episode_count=state.episodes.count, episode_returns=state.episodes.returns)
+            others = sorted(
+                {
+                    type(k).__name__ + ":" + getattr(k, "__name__", "?")
+                    for k, _ in staging.kernel_calls(calls)
+                    if type(k).__name__ != "CKernel"
+                }
+            )
+            raise ConfigError(
+                f"export-trainer: {algo.NAME}'s {name} program has kernels without a C method "
+                f"({', '.join(others[:5])}); only fully generated-C algorithms export"
+            )
+    weights = [
+        p.value
+        for field in dataclasses.fields(state)
+        if isinstance(getattr(state, field.name), MLP)
+        for net in [getattr(state, field.name)]
+        for p in (*net.weights, *net.biases)
+    ]
+    named = dict(
+        act_obs=act["obs"],
+        act_action=act["action"],
+        eval_reward=eval_env.reward,
+        eval_terminated=eval_env.terminated,
+        eval_truncated=eval_env.truncated,
+        eval_rng=eval_rng,
+        step=state.step,
+        episode_count=state.episodes.count,
+        episode_returns=state.episodes.returns,
+    )
     return spec, state, programs, weights, named
 
 
@@ -158,11 +168,17 @@ def weights_checksum(weights: list) -> str:
 
 def state_weights(state: Any) -> list:
     """The arrays :func:`weights_checksum` hashes for a training state (every MLP's parameters)."""
-    return [p.value for field in dataclasses.fields(state) if isinstance(getattr(state, field.name), MLP)
-            for net in [getattr(state, field.name)] for p in (*net.weights, *net.biases)]
+    return [
+        p.value
+        for field in dataclasses.fields(state)
+        if isinstance(getattr(state, field.name), MLP)
+        for net in [getattr(state, field.name)]
+        for p in (*net.weights, *net.biases)
+    ]
 
 
 # ---------------------------------------------------------------- storage
+
 
 def _root(a: np.ndarray) -> np.ndarray:
     while isinstance(a.base, np.ndarray):
@@ -172,15 +188,21 @@ def _root(a: np.ndarray) -> np.ndarray:
 
 def _c_literal(value, dtype: np.dtype) -> str:
     if dtype == np.float32:
-        return float(value).hex() + "f" if np.isfinite(value) else ("NAN" if np.isnan(value) else
-                                                                      ("INFINITY" if value > 0 else "-INFINITY"))
+        return (
+            float(value).hex() + "f"
+            if np.isfinite(value)
+            else ("NAN" if np.isnan(value) else ("INFINITY" if value > 0 else "-INFINITY"))
+        )
     if dtype == np.float64:
-        return float(value).hex() if np.isfinite(value) else ("NAN" if np.isnan(value) else
-                                                               ("INFINITY" if value > 0 else "-INFINITY"))
+        return (
+            float(value).hex()
+            if np.isfinite(value)
+            else ("NAN" if np.isnan(value) else ("INFINITY" if value > 0 else "-INFINITY"))
+        )
     if dtype == np.uint64:
         return f"UINT64_C({int(value)})"
     if dtype == np.int64:
-        return f"INT64_C({int(value)})" if value != -2**63 else "INT64_MIN"
+        return f"INT64_C({int(value)})" if value != -(2**63) else "INT64_MIN"
     return str(int(value))
 
 
@@ -219,13 +241,15 @@ class _Storage:
         nbytes = entry["end"] - entry["start"]
         base = entry["root"].view(np.uint8).reshape(-1)
         offset = entry["start"] - entry["root"].ctypes.data
-        return base[offset:offset + nbytes].view(entry["dtype"]).copy()
+        return base[offset : offset + nbytes].view(entry["dtype"]).copy()
 
 
 # ---------------------------------------------------------------- rendering
 
-def trainer_source(algo_name: str, env: str = "pendulum", steps: int = 10_000, seed: int = 0,
-                   overrides: dict | None = None) -> TrainerSource:
+
+def trainer_source(
+    algo_name: str, env: str = "pendulum", steps: int = 10_000, seed: int = 0, overrides: dict | None = None
+) -> TrainerSource:
     """trainer.h, trainer.c and main.c for ``algo_name`` on ``env`` (config: the algorithm's
     default for the env with ``total_steps=steps`` and ``overrides``); ``seed`` is main's default."""
     from ..algorithms import ALGORITHMS
@@ -240,11 +264,13 @@ def trainer_source(algo_name: str, env: str = "pendulum", steps: int = 10_000, s
     config.validate()
     schedule = algo.schedule(config)
     if schedule.updates or schedule.env_steps != 1:
-        raise ConfigError(f"export-trainer: {algo_name} updates between env-step chunks "
-                          f"(schedule {schedule}); only algorithms whose update is fused into the env step export")
+        raise ConfigError(
+            f"export-trainer: {algo_name} updates between env-step chunks "
+            f"(schedule {schedule}); only algorithms whose update is fused into the env step export"
+        )
     # three traces: every array's initial content must not depend on the seed, except rng keys
     traces = [_trace(algo, config, env, s) for s in (0, 1, 2)]
-    spec, state, programs, weights, named = traces[0]
+    spec, _state, programs, weights, named = traces[0]
     storage = _Storage()
     for name in programs:
         for _, args in staging.kernel_calls(programs[name]):
@@ -271,7 +297,7 @@ def trainer_source(algo_name: str, env: str = "pendulum", steps: int = 10_000, s
         if [a.shape for a in o_storage.order] != [a.shape for a in storage.order]:
             raise ConfigError("export-trainer: the traced programs differ between seeds")
         others.append(o_storage)
-    seeded = {}   # position in storage.order -> (a, b): the array is rng(a * seed + b)
+    seeded = {}  # position in storage.order -> (a, b): the array is rng(a * seed + b)
     for position, a in enumerate(storage.order):
         values = [np.array(a), *(np.array(o.order[position]) for o in others)]
         if all(np.array_equal(values[0], v) for v in values[1:]):
@@ -333,7 +359,7 @@ def _render(algo_name, spec, config, seed, programs, weights, named, storage, se
         rng_slots = [(storage.name(a), seeded[id(a)]) for a in entry["arrays"] if id(a) in seeded]
         if np.any(values != 0):
             literals = [_c_literal(v, entry["dtype"]) for v in values.tolist()]
-            rows = [", ".join(literals[i:i + 8]) for i in range(0, len(literals), 8)]
+            rows = [", ".join(literals[i : i + 8]) for i in range(0, len(literals), 8)]
             globals_text.append(f"static const {ctype} {gname}_init[{size}] = {{\n    " + ",\n    ".join(rows) + "\n};")
             init_text.append(f"    for (int32_t i = 0; i < {size}; i++) {gname}[i] = {gname}_init[i];")
         else:
@@ -348,104 +374,106 @@ def _render(algo_name, spec, config, seed, programs, weights, named, storage, se
     eval_key = _splitmix_key(EVAL_SEED)
     n = lambda key: storage.name(staging.raw(named[key]))  # noqa: E731
     obs_dim, action_dim = spec.obs_dim, spec.action_dim
-    return "\n".join([
-        f"/* generated by dispatchrl export-trainer: {algo_name} on {spec.name}, do not edit.",
-        f"   config: {dataclasses.asdict(config)} */",
-        '#include "trainer.h"',
-        HEADER,
-        "#if defined(__GNUC__) || defined(__clang__)",
-        "#define DRL_ALIGNED __attribute__((aligned(64)))",
-        "#else",
-        "#define DRL_ALIGNED",
-        "#endif",
-        "",
-        "/* ---- the training state: every array, static ---- */",
-        *globals_text,
-        "",
-        "static uint64_t drl_stream_key(uint64_t z)",
-        "{",
-        f"    z += UINT64_C(0x{int(SPLITMIX_GOLDEN):X});",
-        f"    z = (z ^ (z >> 30)) * UINT64_C(0x{int(SPLITMIX_MIX1):X});",
-        f"    z = (z ^ (z >> 27)) * UINT64_C(0x{int(SPLITMIX_MIX2):X});",
-        "    return z ^ (z >> 31);",
-        "}",
-        "",
-        "static uint64_t drl_hash_floats(uint64_t h, const float *x, int32_t n)",
-        "{",
-        "    for (int32_t i = 0; i < n; i++) {",
-        "        union { float f; uint32_t u; } v;",
-        "        v.f = x[i];",
-        "        h = (h ^ v.u) * UINT64_C(0x100000001B3);",
-        "    }",
-        "    return h;",
-        "}",
-        "",
-        *helpers,
-        *(text.replace("@NAME", fname) for text, fname in functions.items()),
-        *program_text,
-        "/* ---- the API (trainer.h) ---- */",
-        "void trainer_init(uint64_t seed)",
-        "{",
-        *init_text,
-        "    program_init();",
-        "}",
-        "",
-        "void trainer_run(int64_t steps)",
-        "{",
-        "    for (int64_t i = 0; i < steps; i++) program_step();",
-        "}",
-        "",
-        "int64_t trainer_steps(void) { return " + n("step") + "[0]; }",
-        "",
-        "double trainer_recent_return(int32_t episodes)",
-        "{",
-        f"    int64_t count = {n('episode_count')}[0];",
-        f"    if (count > {EPISODE_LOG}) count = {EPISODE_LOG};",
-        "    if (count == 0 || episodes <= 0) return 0.0;",
-        "    double total = 0.0;",
-        "    int32_t used = 0;",
-        "    for (int64_t i = count - 1; i >= 0 && used < episodes; i--, used++) total += "
-        f"{n('episode_returns')}[i];",
-        "    return total / used;",
-        "}",
-        "",
-        "static const float drl_action_low[TRAINER_ACTION_DIM] = {" + low + "};",
-        "static const float drl_action_high[TRAINER_ACTION_DIM] = {" + high + "};",
-        "",
-        "void trainer_act(const float *obs, float *action)",
-        "{",
-        f"    for (int32_t i = 0; i < {obs_dim}; i++) {n('act_obs')}[i] = obs[i];",
-        "    program_act();",
-        f"    for (int32_t j = 0; j < {action_dim}; j++)",
-        f"        action[j] = drl_action_low[j] + ({n('act_action')}[j] + 1.0f) * 0.5f"
-        " * (drl_action_high[j] - drl_action_low[j]);",
-        "}",
-        "",
-        "double trainer_evaluate(int32_t episodes)",
-        "{",
-        "    if (episodes <= 0) return 0.0;",
-        f"    {n('eval_rng')}[0] = UINT64_C({eval_key});",
-        f"    {n('eval_rng')}[1] = 0;",
-        "    double total = 0.0;",
-        "    for (int32_t e = 0; e < episodes; e++) {",
-        "        program_eval_reset();",
-        "        for (int64_t t = 0; t < INT64_C(1000000); t++) {",
-        "            program_eval_step();",
-        f"            total += (double){n('eval_reward')}[0];",
-        f"            if ({n('eval_terminated')}[0] || {n('eval_truncated')}[0]) break;",
-        "        }",
-        "    }",
-        "    return total / episodes;",
-        "}",
-        "",
-        "uint64_t trainer_checksum(void)",
-        "{",
-        "    uint64_t h = UINT64_C(0xCBF29CE484222325);",
-        *checksum,
-        "    return h;",
-        "}",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"/* generated by dispatchrl export-trainer: {algo_name} on {spec.name}, do not edit.",
+            f"   config: {dataclasses.asdict(config)} */",
+            '#include "trainer.h"',
+            HEADER,
+            "#if defined(__GNUC__) || defined(__clang__)",
+            "#define DRL_ALIGNED __attribute__((aligned(64)))",
+            "#else",
+            "#define DRL_ALIGNED",
+            "#endif",
+            "",
+            "/* ---- the training state: every array, static ---- */",
+            *globals_text,
+            "",
+            "static uint64_t drl_stream_key(uint64_t z)",
+            "{",
+            f"    z += UINT64_C(0x{int(SPLITMIX_GOLDEN):X});",
+            f"    z = (z ^ (z >> 30)) * UINT64_C(0x{int(SPLITMIX_MIX1):X});",
+            f"    z = (z ^ (z >> 27)) * UINT64_C(0x{int(SPLITMIX_MIX2):X});",
+            "    return z ^ (z >> 31);",
+            "}",
+            "",
+            "static uint64_t drl_hash_floats(uint64_t h, const float *x, int32_t n)",
+            "{",
+            "    for (int32_t i = 0; i < n; i++) {",
+            "        union { float f; uint32_t u; } v;",
+            "        v.f = x[i];",
+            "        h = (h ^ v.u) * UINT64_C(0x100000001B3);",
+            "    }",
+            "    return h;",
+            "}",
+            "",
+            *helpers,
+            *(text.replace("@NAME", fname) for text, fname in functions.items()),
+            *program_text,
+            "/* ---- the API (trainer.h) ---- */",
+            "void trainer_init(uint64_t seed)",
+            "{",
+            *init_text,
+            "    program_init();",
+            "}",
+            "",
+            "void trainer_run(int64_t steps)",
+            "{",
+            "    for (int64_t i = 0; i < steps; i++) program_step();",
+            "}",
+            "",
+            "int64_t trainer_steps(void) { return " + n("step") + "[0]; }",
+            "",
+            "double trainer_recent_return(int32_t episodes)",
+            "{",
+            f"    int64_t count = {n('episode_count')}[0];",
+            f"    if (count > {EPISODE_LOG}) count = {EPISODE_LOG};",
+            "    if (count == 0 || episodes <= 0) return 0.0;",
+            "    double total = 0.0;",
+            "    int32_t used = 0;",
+            "    for (int64_t i = count - 1; i >= 0 && used < episodes; i--, used++) total += "
+            f"{n('episode_returns')}[i];",
+            "    return total / used;",
+            "}",
+            "",
+            "static const float drl_action_low[TRAINER_ACTION_DIM] = {" + low + "};",
+            "static const float drl_action_high[TRAINER_ACTION_DIM] = {" + high + "};",
+            "",
+            "void trainer_act(const float *obs, float *action)",
+            "{",
+            f"    for (int32_t i = 0; i < {obs_dim}; i++) {n('act_obs')}[i] = obs[i];",
+            "    program_act();",
+            f"    for (int32_t j = 0; j < {action_dim}; j++)",
+            f"        action[j] = drl_action_low[j] + ({n('act_action')}[j] + 1.0f) * 0.5f"
+            " * (drl_action_high[j] - drl_action_low[j]);",
+            "}",
+            "",
+            "double trainer_evaluate(int32_t episodes)",
+            "{",
+            "    if (episodes <= 0) return 0.0;",
+            f"    {n('eval_rng')}[0] = UINT64_C({eval_key});",
+            f"    {n('eval_rng')}[1] = 0;",
+            "    double total = 0.0;",
+            "    for (int32_t e = 0; e < episodes; e++) {",
+            "        program_eval_reset();",
+            "        for (int64_t t = 0; t < INT64_C(1000000); t++) {",
+            "            program_eval_step();",
+            f"            total += (double){n('eval_reward')}[0];",
+            f"            if ({n('eval_terminated')}[0] || {n('eval_truncated')}[0]) break;",
+            "        }",
+            "    }",
+            "    return total / episodes;",
+            "}",
+            "",
+            "uint64_t trainer_checksum(void)",
+            "{",
+            "    uint64_t h = UINT64_C(0xCBF29CE484222325);",
+            *checksum,
+            "    return h;",
+            "}",
+            "",
+        ]
+    )
 
 
 def _header(algo_name, spec, config, seed, state_bytes) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..backends.c.compiler import host_compiler, run_compiler, zig_command
 from ..errors import ConfigError, DeviceError
 
-__all__ = ["TRAINER_TARGETS", "TrainerTarget", "build_trainer", "run_trainer", "elf_size", "STARTUP_C", "LINKER_SCRIPT"]
+__all__ = ["LINKER_SCRIPT", "STARTUP_C", "TRAINER_TARGETS", "TrainerTarget", "build_trainer", "elf_size", "run_trainer"]
 
 #: the same rounding on every target: C99, no FMA contraction, no reassociation
 FLAGS = ("-O3", "-std=c99", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math")
@@ -25,23 +25,40 @@ FLAGS = ("-O3", "-std=c99", "-ffp-contract=off", "-fno-math-errno", "-fno-trappi
 class TrainerTarget:
     name: str
     zig_flags: tuple = ()
-    runner: str = ""        # qemu binary (or "node") that runs the build here
+    runner: str = ""  # qemu binary (or "node") that runs the build here
     suffix: str = ""
 
 
-TRAINER_TARGETS = {t.name: t for t in [
-    TrainerTarget("host"),
-    TrainerTarget("aarch64-linux", ("-target", "aarch64-linux-musl", "-static"), "qemu-aarch64", "-aarch64"),
-    TrainerTarget("armhf-linux", ("-target", "arm-linux-musleabihf", "-mcpu=generic+v7a+vfp3d16", "-static"),
-                  "qemu-arm", "-armhf"),
-    TrainerTarget("riscv64-linux", ("-target", "riscv64-linux-musl", "-static"), "qemu-riscv64", "-riscv64"),
-    # Cortex-M7 with the double-precision FPv5 (the Teensy 4.1's i.MX RT1062 has it): the C
-    # device's env physics and RNG run in double; no soft-float calls
-    TrainerTarget("cortex-m7", ("-target", "thumb-freestanding-eabihf", "-mcpu=cortex_m7+fp_armv8d16",
-                                "-ffreestanding", "-fno-unwind-tables", "-fno-asynchronous-unwind-tables"),
-                  "qemu-system-arm", ".elf"),
-    TrainerTarget("wasm32-wasi", ("-target", "wasm32-wasi"), "node", ".wasm"),
-]}
+TRAINER_TARGETS = {
+    t.name: t
+    for t in [
+        TrainerTarget("host"),
+        TrainerTarget("aarch64-linux", ("-target", "aarch64-linux-musl", "-static"), "qemu-aarch64", "-aarch64"),
+        TrainerTarget(
+            "armhf-linux",
+            ("-target", "arm-linux-musleabihf", "-mcpu=generic+v7a+vfp3d16", "-static"),
+            "qemu-arm",
+            "-armhf",
+        ),
+        TrainerTarget("riscv64-linux", ("-target", "riscv64-linux-musl", "-static"), "qemu-riscv64", "-riscv64"),
+        # Cortex-M7 with the double-precision FPv5 (the Teensy 4.1's i.MX RT1062 has it): the C
+        # device's env physics and RNG run in double; no soft-float calls
+        TrainerTarget(
+            "cortex-m7",
+            (
+                "-target",
+                "thumb-freestanding-eabihf",
+                "-mcpu=cortex_m7+fp_armv8d16",
+                "-ffreestanding",
+                "-fno-unwind-tables",
+                "-fno-asynchronous-unwind-tables",
+            ),
+            "qemu-system-arm",
+            ".elf",
+        ),
+        TrainerTarget("wasm32-wasi", ("-target", "wasm32-wasi"), "node", ".wasm"),
+    ]
+}
 
 
 def get_trainer_target(name: str) -> TrainerTarget:
@@ -202,12 +219,19 @@ def _compiler(target: TrainerTarget) -> tuple:
     if target.name == "host":
         return host_compiler()
     if zig_command() is None:
-        raise DeviceError(f"export-trainer: target {target.name} needs zig cc: pip install 'dispatchrl[cross]' (ziglang)")
+        raise DeviceError(
+            f"export-trainer: target {target.name} needs zig cc: pip install 'dispatchrl[cross]' (ziglang)"
+        )
     return zig_command()
 
 
-def build_trainer(directory: str | Path, target: str = "host", steps: int | None = None,
-                  seed: int | None = None, eval_episodes: int = 10) -> Path:
+def build_trainer(
+    directory: str | Path,
+    target: str = "host",
+    steps: int | None = None,
+    seed: int | None = None,
+    eval_episodes: int = 10,
+) -> Path:
     """Build the trainer in ``directory`` (trainer.h, trainer.c, main.c) for ``target``; returns the
     executable, ELF or .wasm. ``steps``/``seed`` are the Cortex-M7 run's (its main takes no arguments)."""
     spec = get_trainer_target(target)
@@ -218,24 +242,47 @@ def build_trainer(directory: str | Path, target: str = "host", steps: int | None
     if spec.name == "cortex-m7":
         (directory / "startup.c").write_text(STARTUP_C)
         (directory / "cortex-m7.ld").write_text(LINKER_SCRIPT)
-        defines = [f"-DTRAINER_RUN_STEPS={int(steps) if steps is not None else 'TRAINER_STEPS'}",
-                   f"-DTRAINER_EVAL_EPISODES={int(eval_episodes)}"]
+        defines = [
+            f"-DTRAINER_RUN_STEPS={int(steps) if steps is not None else 'TRAINER_STEPS'}",
+            f"-DTRAINER_EVAL_EPISODES={int(eval_episodes)}",
+        ]
         if seed is not None:
             defines.append(f"-DTRAINER_SEED_OVERRIDE={int(seed)}")
-        run_compiler(command, [*FLAGS, *spec.zig_flags, *include, *defines, "-T", str(directory / "cortex-m7.ld"),
-                               str(directory / "startup.c"), str(directory / "trainer.c"), "-o", str(out)],
-                     f"the trainer for {spec.name}")
+        run_compiler(
+            command,
+            [
+                *FLAGS,
+                *spec.zig_flags,
+                *include,
+                *defines,
+                "-T",
+                str(directory / "cortex-m7.ld"),
+                str(directory / "startup.c"),
+                str(directory / "trainer.c"),
+                "-o",
+                str(out),
+            ],
+            f"the trainer for {spec.name}",
+        )
         return out
     if spec.name == "wasm32-wasi":
         (directory / "run_wasi.mjs").write_text(NODE_WASI)
-    flags = (*FLAGS, "-march=native") if spec.name == "host" and command == host_compiler() and "zig" not in " ".join(command) else FLAGS
-    run_compiler(command, [*flags, *spec.zig_flags, *include, str(directory / "main.c"), str(directory / "trainer.c"),
-                           "-o", str(out)], f"the trainer for {spec.name}")
+    flags = (
+        (*FLAGS, "-march=native")
+        if spec.name == "host" and command == host_compiler() and "zig" not in " ".join(command)
+        else FLAGS
+    )
+    run_compiler(
+        command,
+        [*flags, *spec.zig_flags, *include, str(directory / "main.c"), str(directory / "trainer.c"), "-o", str(out)],
+        f"the trainer for {spec.name}",
+    )
     return out
 
 
-def run_trainer(path: str | Path, target: str = "host", steps: int | None = None, seed: int | None = None,
-                timeout: float = 600) -> dict:
+def run_trainer(
+    path: str | Path, target: str = "host", steps: int | None = None, seed: int | None = None, timeout: float = 600
+) -> dict:
     """Run a built trainer (under its emulator or runtime) and return its JSON line as a dict."""
     spec = get_trainer_target(target)
     path = Path(path).resolve()
@@ -249,16 +296,22 @@ def run_trainer(path: str | Path, target: str = "host", steps: int | None = None
     else:
         command = [spec.runner, str(path), *args]
     if not shutil.which(command[0]):
-        raise DeviceError(f"export-trainer: running {spec.name} needs {command[0]} (apt-get install "
-                          f"{'nodejs' if command[0] == 'node' else 'qemu-user qemu-system-arm'})")
+        raise DeviceError(
+            f"export-trainer: running {spec.name} needs {command[0]} (apt-get install "
+            f"{'nodejs' if command[0] == 'node' else 'qemu-user qemu-system-arm'})"
+        )
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise DeviceError(f"export-trainer: {path.name} on {spec.name} ran past {timeout} s") from None
-    lines = [line for line in (done.stdout + "\n" + done.stderr).splitlines() if line.startswith("{")]  # semihosting: stderr
+    lines = [
+        line for line in (done.stdout + "\n" + done.stderr).splitlines() if line.startswith("{")
+    ]  # semihosting: stderr
     if done.returncode != 0 or not lines:
-        raise DeviceError(f"export-trainer: {path.name} on {spec.name} failed (exit {done.returncode}): "
-                          f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        raise DeviceError(
+            f"export-trainer: {path.name} on {spec.name} failed (exit {done.returncode}): "
+            f"{(done.stderr or done.stdout).strip()[-2000:]}"
+        )
     return json.loads(lines[-1])
 
 
@@ -268,7 +321,7 @@ def elf_size(path: str | Path) -> dict:
 
     sizes = {"text": 0, "data": 0, "bss": 0}
     for sec in sections(path):
-        if not sec["flags"] & 0x2:          # SHF_ALLOC
+        if not sec["flags"] & 0x2:  # SHF_ALLOC
             continue
         kind = "bss" if sec["type"] == 8 else "data" if sec["flags"] & 0x1 else "text"  # SHT_NOBITS, SHF_WRITE
         sizes[kind] += sec["size"]

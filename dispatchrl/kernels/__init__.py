@@ -10,6 +10,6 @@ of methods per backend (``generic``, ``cpu``, ``cuda``, ``c``):
 The CUDA modules register when a CUDA device is first made (``CUDA.method_modules``: importing
 numba.cuda is slow)."""
 
-from . import core, offpolicy, onpolicy, random, replay  # noqa: F401  (importing registers the methods)
+from . import core, offpolicy, onpolicy, random, replay
 
-__all__ = ["core", "random", "offpolicy", "onpolicy", "replay"]
+__all__ = ["core", "offpolicy", "onpolicy", "random", "replay"]

@@ -4,11 +4,42 @@ The algorithms use networks only through :mod:`dispatchrl.nn.network` (functions
 network type); :class:`MLP` is the built-in network.
 """
 
-from .policy import Policy
 from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward, mlp_train_step, parameter
-from .network import (NETWORKS, NetworkFunction, NetworkPolicy, adam_update, backward, deployable, forward,
-                      make_buffers, network_constructor, parameter_groups, polyak_average)
+from .network import (
+    NETWORKS,
+    NetworkFunction,
+    NetworkPolicy,
+    adam_update,
+    backward,
+    deployable,
+    forward,
+    make_buffers,
+    network_constructor,
+    parameter_groups,
+    polyak_average,
+)
+from .policy import Policy
 
-__all__ = ["MLP", "MLPBuffers", "NETWORKS", "NetworkFunction", "NetworkPolicy", "Parameter", "Policy", "adam_update",
-           "backward", "deployable", "forward", "make_buffers", "mlp", "mlp_backward", "mlp_buffers", "mlp_forward",
-           "mlp_train_step", "network_constructor", "parameter", "parameter_groups", "polyak_average"]
+__all__ = [
+    "MLP",
+    "NETWORKS",
+    "MLPBuffers",
+    "NetworkFunction",
+    "NetworkPolicy",
+    "Parameter",
+    "Policy",
+    "adam_update",
+    "backward",
+    "deployable",
+    "forward",
+    "make_buffers",
+    "mlp",
+    "mlp_backward",
+    "mlp_buffers",
+    "mlp_forward",
+    "mlp_train_step",
+    "network_constructor",
+    "parameter",
+    "parameter_groups",
+    "polyak_average",
+]

@@ -5,6 +5,7 @@ their gradients for one static batch size live in :class:`MLPBuffers`, so one ne
 evaluated at several batch sizes (acting vs training) without reallocation.
 """
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,8 +13,15 @@ import numpy as np
 from ..activation import ACTIVATIONS
 from ..arrays import view, zeros
 from ..errors import ConfigError, ShapeError
-from ..kernels.core.api import (adam_step, dense_backward, dense_forward, dense_input_gradient, mse_gradient, mse_loss,
-                                polyak_update)
+from ..kernels.core.api import (
+    adam_step,
+    dense_backward,
+    dense_forward,
+    dense_input_gradient,
+    mse_gradient,
+    mse_loss,
+    polyak_update,
+)
 from ..kernels.random.api import random_uniform, rng
 
 
@@ -40,12 +48,12 @@ class MLP:
     activation: str
     output_activation: str
     weights: list  # Parameter (in, out) per layer
-    biases: list   # Parameter (out,) per layer
+    biases: list  # Parameter (out,) per layer
     # What Adam and Polyak averaging update, one kernel each: a flat Parameter that most of the
     # layers' tensors are views of (one shared Adam step counter), then the rest on their own
     # (see FLAT_MULTIPLE). Fewer calls on CPU, fewer launches on CUDA. Checkpoints keep the
     # per-layer tensors only.
-    groups: list = field(default=None, metadata={"checkpoint": False})
+    groups: list | None = field(default=None, metadata={"checkpoint": False})
 
     def activation_of(self, layer):
         return self.output_activation if layer == len(self.weights) - 1 else self.activation
@@ -57,10 +65,10 @@ class MLP:
 @dataclass
 class MLPBuffers:
     batch: int
-    pre: list     # pre-activations per layer
-    out: list     # outputs per layer; out[-1] is the network output
-    d_pre: list   # gradient w.r.t. pre-activations
-    d_in: list    # gradient w.r.t. each layer's input (None for layer 0 unless asked for)
+    pre: list  # pre-activations per layer
+    out: list  # outputs per layer; out[-1] is the network output
+    d_pre: list  # gradient w.r.t. pre-activations
+    d_in: list  # gradient w.r.t. each layer's input (None for layer 0 unless asked for)
     d_output: object  # gradient w.r.t. the network output, filled by a loss gradient
 
     @property
@@ -76,8 +84,7 @@ class MLPBuffers:
 FLAT_MULTIPLE = 64
 
 
-def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np.float32, seed=0,
-        trainable=True):
+def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np.float32, seed=0, trainable=True):
     """An MLP with layer widths ``sizes`` (input first), initialised like PyTorch's Linear:
     U(±1/√fan_in) for weights and biases, drawn from the counter RNG so every device agrees."""
     sizes = tuple(int(s) for s in sizes)
@@ -86,7 +93,7 @@ def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np
     for name, act in (("activation", activation), ("output_activation", output_activation)):
         if act not in ACTIVATIONS:
             raise ConfigError(f"mlp: '{name}' must be one of {sorted(ACTIVATIONS)}, got {act!r}")
-    shapes = [shape for n_in, n_out in zip(sizes[:-1], sizes[1:]) for shape in ((n_in, n_out), (n_out,))]
+    shapes = [shape for n_in, n_out in itertools.pairwise(sizes) for shape in ((n_in, n_out), (n_out,))]
     in_flat = [int(np.prod(shape)) % FLAT_MULTIPLE == 0 for shape in shapes]
     # members are whole multiples of 64 elements, so every view starts on a cache line
     offsets = np.cumsum([0] + [int(np.prod(shape)) if member else 0 for shape, member in zip(shapes, in_flat)])
@@ -119,16 +126,20 @@ def mlp_buffers(device, net, batch, input_gradient=False):
     out = [zeros(device, (batch, w), dtype) for w in widths]
     # Only GELU's derivative needs the pre-activation (ReLU's sign and tanh's value survive the
     # activation), so other layers activate in place: pre is out, one memory stream less.
-    pre = [zeros(device, (batch, w), dtype) if net.activation_of(i) == "gelu" else out[i]
-           for i, w in enumerate(widths)]
-    return MLPBuffers(batch, pre, out, [zeros(device, (batch, w), dtype) for w in widths], d_in,
-                      zeros(device, (batch, widths[-1]), dtype))
+    pre = [zeros(device, (batch, w), dtype) if net.activation_of(i) == "gelu" else out[i] for i, w in enumerate(widths)]
+    return MLPBuffers(
+        batch,
+        pre,
+        out,
+        [zeros(device, (batch, w), dtype) for w in widths],
+        d_in,
+        zeros(device, (batch, widths[-1]), dtype),
+    )
 
 
 def mlp_forward(device, net, buffers, x):
     if x.shape != (buffers.batch, net.sizes[0]):
-        raise ShapeError(f"mlp_forward: argument 'x' has shape {x.shape}, expected "
-                         f"({buffers.batch}, {net.sizes[0]})")
+        raise ShapeError(f"mlp_forward: argument 'x' has shape {x.shape}, expected ({buffers.batch}, {net.sizes[0]})")
     inp = x
     for i, (w, b) in enumerate(zip(net.weights, net.biases)):
         dense_forward(device, inp, w.value, b.value, buffers.pre[i], buffers.out[i], net.activation_of(i))
@@ -147,12 +158,30 @@ def mlp_backward(device, net, buffers, x, d_output, parameters=True, input_gradi
         if parameters:
             inp = x if i == 0 else buffers.out[i - 1]
             d_x = None if i == 0 and input_gradient is False else buffers.d_in[i]
-            dense_backward(device, inp, net.weights[i].value, buffers.pre[i], buffers.out[i], d_out,
-                           buffers.d_pre[i], net.weights[i].grad, net.biases[i].grad, d_x,
-                           net.activation_of(i))
+            dense_backward(
+                device,
+                inp,
+                net.weights[i].value,
+                buffers.pre[i],
+                buffers.out[i],
+                d_out,
+                buffers.d_pre[i],
+                net.weights[i].grad,
+                net.biases[i].grad,
+                d_x,
+                net.activation_of(i),
+            )
         else:
-            dense_input_gradient(device, net.weights[i].value, buffers.pre[i], buffers.out[i], d_out,
-                                 buffers.d_pre[i], buffers.d_in[i], net.activation_of(i))
+            dense_input_gradient(
+                device,
+                net.weights[i].value,
+                buffers.pre[i],
+                buffers.out[i],
+                d_out,
+                buffers.d_pre[i],
+                buffers.d_in[i],
+                net.activation_of(i),
+            )
         d_out = buffers.d_in[i]
 
 

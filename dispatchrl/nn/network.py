@@ -28,8 +28,19 @@ from ..kernels.core.api import adam_step, polyak_update
 from .mlp import MLP, MLPBuffers, mlp, mlp_backward, mlp_buffers, mlp_forward
 from .policy import Policy
 
-__all__ = ["NetworkFunction", "NetworkPolicy", "forward", "backward", "make_buffers", "parameter_groups", "adam_update",
-           "polyak_average", "deployable", "NETWORKS", "network_constructor"]
+__all__ = [
+    "NETWORKS",
+    "NetworkFunction",
+    "NetworkPolicy",
+    "adam_update",
+    "backward",
+    "deployable",
+    "forward",
+    "make_buffers",
+    "network_constructor",
+    "parameter_groups",
+    "polyak_average",
+]
 
 
 class NetworkFunction:
@@ -55,8 +66,10 @@ class NetworkFunction:
             return self.function(*bound.args)
         except plum.NotFoundLookupError:
             types = ", ".join(type(a).__name__ for a in bound.args)
-            raise ConfigError(f"{self.__name__} has no method for ({types}); register one with "
-                              f"@dispatchrl.nn.{self.__name__}.dispatch") from None
+            raise ConfigError(
+                f"{self.__name__} has no method for ({types}); register one with "
+                f"@dispatchrl.nn.{self.__name__}.dispatch"
+            ) from None
 
     def __repr__(self) -> str:
         return f"<network function {self.__name__} with {len(self.function.methods)} method(s)>"
@@ -104,14 +117,14 @@ def deployable(net, action_low, action_high, squash="tanh") -> Callable[[np.ndar
 
 # ---------------------------------------------------------------- the MLP methods
 
+
 @forward.dispatch
 def _(device, net: MLP, buffers, x) -> None:
     mlp_forward(device, net, buffers, x)
 
 
 @backward.dispatch
-def _(device, net: MLP, buffers, x, d_output, parameters,
-      input_gradient) -> None:
+def _(device, net: MLP, buffers, x, d_output, parameters, input_gradient) -> None:
     mlp_backward(device, net, buffers, x, d_output, parameters, input_gradient)
 
 
@@ -122,10 +135,12 @@ def _(device, net: MLP, batch, input_gradient) -> MLPBuffers:
 
 @parameter_groups.dispatch
 def _(net: MLP) -> list:
+    assert net.groups is not None  # set by mlp() when the network is built
     return net.groups
 
 
 # any network whose parameter_groups are Parameters: one Adam / Polyak kernel per group
+
 
 @adam_update.dispatch
 def _(device, net, lr, beta1, beta2, eps) -> None:
@@ -156,8 +171,10 @@ class NetworkPolicy:
     def __init__(self, net: Any, action_low: Any, action_high: Any, squash: str = "tanh") -> None:
         first = parameter_groups(net)[0].value
         if not isinstance(first, Array) or first.device.memory != "host":
-            raise ConfigError("deployable: a user network's default policy needs host memory; add a "
-                              "dispatchrl.nn.deployable method for it")
+            raise ConfigError(
+                "deployable: a user network's default policy needs host memory; add a "
+                "dispatchrl.nn.deployable method for it"
+            )
         self.net, self.device, self.squash = net, first.device, squash
         self.action_low = np.asarray(action_low, np.float32)
         self.action_high = np.asarray(action_high, np.float32)
@@ -207,6 +224,4 @@ def network_constructor(name: str) -> Callable[..., Any]:
             raise ConfigError(f"network {name!r}: cannot import it ({e})") from None
         if callable(target):
             return target
-    raise ConfigError(f"network: {name!r} is neither one of {sorted(NETWORKS)} nor an importable "
-                      "'module:function'")
-
+    raise ConfigError(f"network: {name!r} is neither one of {sorted(NETWORKS)} nor an importable 'module:function'")

@@ -16,8 +16,8 @@ class Policy:
     raw output is clipped to [low, high] (PPO's Gaussian mean). Observations are normalised as
     ``(obs - obs_mean) / obs_std`` first when those are given."""
 
-    weights: list          # host float32 arrays (in, out) per layer
-    biases: list           # host float32 arrays (out,) per layer
+    weights: list  # host float32 arrays (in, out) per layer
+    biases: list  # host float32 arrays (out,) per layer
     activation: str
     output_activation: str
     action_low: np.ndarray
@@ -28,10 +28,17 @@ class Policy:
 
     @classmethod
     def from_mlp(cls, net: MLP, action_low, action_high, squash="tanh", obs_mean=None, obs_std=None):
-        return cls([to_numpy(w.value) for w in net.weights], [to_numpy(b.value) for b in net.biases],
-                   net.activation, net.output_activation,
-                   np.asarray(action_low, np.float32), np.asarray(action_high, np.float32),
-                   squash, obs_mean, obs_std)
+        return cls(
+            [to_numpy(w.value) for w in net.weights],
+            [to_numpy(b.value) for b in net.biases],
+            net.activation,
+            net.output_activation,
+            np.asarray(action_low, np.float32),
+            np.asarray(action_high, np.float32),
+            squash,
+            obs_mean,
+            obs_std,
+        )
 
     @property
     def observation_dim(self):
@@ -47,8 +54,10 @@ class Policy:
         single = obs.ndim == 1
         x = obs[None] if single else obs
         if x.ndim != 2 or x.shape[1] != self.observation_dim:
-            raise ShapeError(f"policy: argument 'obs' has shape {obs.shape}, expected "
-                             f"({self.observation_dim},) or (batch, {self.observation_dim})")
+            raise ShapeError(
+                f"policy: argument 'obs' has shape {obs.shape}, expected "
+                f"({self.observation_dim},) or (batch, {self.observation_dim})"
+            )
         if self.obs_mean is not None:
             x = (x - self.obs_mean) / self.obs_std
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
@@ -69,5 +78,4 @@ def _gelu(x):
     return 0.5 * x * (1 + erf(x / np.sqrt(2)))
 
 
-_ACTIVATIONS = {"identity": lambda x: x, "relu": lambda x: np.maximum(x, 0), "tanh": np.tanh,
-                "gelu": _gelu}
+_ACTIVATIONS = {"identity": lambda x: x, "relu": lambda x: np.maximum(x, 0), "tanh": np.tanh, "gelu": _gelu}

@@ -5,6 +5,18 @@ from .compiler import compile_shared, host_compiler, load_library, run_compiler,
 from .program import borrow_methods, c_program
 from .render import CTYPES, CKernel, render_function, render_invocation, render_step, renders_in_c
 
-__all__ = ["CKernel", "CTYPES", "render_function", "render_invocation", "render_step", "renders_in_c",
-           "compile_shared", "host_compiler", "load_library", "run_compiler", "zig_command", "borrow_methods",
-           "c_program"]
+__all__ = [
+    "CTYPES",
+    "CKernel",
+    "borrow_methods",
+    "c_program",
+    "compile_shared",
+    "host_compiler",
+    "load_library",
+    "render_function",
+    "render_invocation",
+    "render_step",
+    "renders_in_c",
+    "run_compiler",
+    "zig_command",
+]

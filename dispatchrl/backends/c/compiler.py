@@ -13,26 +13,34 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from ...cache import cache_dir
 from ...errors import DeviceError
 
-__all__ = ["host_compiler", "zig_command", "compile_shared", "load_library", "run_compiler", "step_function",
-           "array_pointers"]
+__all__ = [
+    "array_pointers",
+    "compile_shared",
+    "host_compiler",
+    "load_library",
+    "run_compiler",
+    "step_function",
+    "zig_command",
+]
 
 #: -ffp-contract=off: no fused multiply-adds, so results (and the RNG stream) round like numpy's;
 #: no -fopenmp-simd or -ffast-math: a reduction sums in source order, as on every other target
 #: (the exported trainer must give the host's bits on ARM, RISC-V, Cortex-M and WebAssembly)
-HOST_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
-              "-fno-trapping-math")
+HOST_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math")
 
-INSTALL_HINT = ("install a C compiler (Debian/Ubuntu: apt-get install gcc), point $CC at one, "
-                "or pip install 'dispatchrl[cross]' for zig cc")
+INSTALL_HINT = (
+    "install a C compiler (Debian/Ubuntu: apt-get install gcc), point $CC at one, "
+    "or pip install 'dispatchrl[cross]' for zig cc"
+)
 
 
-@lru_cache(maxsize=None)
+@cache
 def zig_command():
     """``zig cc`` as a command prefix: a ``zig`` on PATH or the ``ziglang`` package; None if neither."""
     if shutil.which("zig"):
@@ -44,14 +52,13 @@ def zig_command():
     return (sys.executable, "-m", "ziglang", "cc")
 
 
-@lru_cache(maxsize=None)
+@cache
 def host_compiler():
     """Command prefix of the host C compiler; DeviceError naming what to install if there is none."""
     if os.environ.get("CC"):
         command = tuple(shlex.split(os.environ["CC"]))
         if not shutil.which(command[0]):
-            raise DeviceError(f"$CC is {os.environ['CC']!r} but {command[0]!r} is not on PATH; "
-                              + INSTALL_HINT)
+            raise DeviceError(f"$CC is {os.environ['CC']!r} but {command[0]!r} is not on PATH; " + INSTALL_HINT)
         return command
     for name in ("cc", "gcc", "clang"):
         if shutil.which(name):
@@ -61,11 +68,11 @@ def host_compiler():
     raise DeviceError("the C device needs a C compiler and none was found: " + INSTALL_HINT)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _identity(command):
     """The compiler's version banner: part of every cache key, so an upgrade recompiles."""
     try:
-        done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120, check=False)
     except OSError as e:
         raise DeviceError(f"cannot run the C compiler {' '.join(command)}: {e}; " + INSTALL_HINT) from None
     return done.stdout.strip().splitlines()[0] if done.stdout.strip() else " ".join(command)
@@ -81,12 +88,11 @@ def _native_flags(command):
 def run_compiler(command, args, what):
     """Run ``command + args``; DeviceError with the compiler's message if it fails."""
     try:
-        done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=600)
+        done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=600, check=False)
     except OSError as e:
         raise DeviceError(f"cannot run the C compiler {' '.join(command)}: {e}; " + INSTALL_HINT) from None
     if done.returncode != 0:
-        raise DeviceError(f"C compiler failed on {what}:\n{' '.join([*command, *args])}\n"
-                          f"{done.stderr.strip()[-4000:]}")
+        raise DeviceError(f"C compiler failed on {what}:\n{' '.join([*command, *args])}\n{done.stderr.strip()[-4000:]}")
     return done
 
 
@@ -111,7 +117,7 @@ def compile_shared(source, prefix="step"):
     return library
 
 
-_libraries = {}
+_libraries: dict[str, ctypes.CDLL] = {}
 
 
 def load_library(path):
@@ -122,7 +128,7 @@ def load_library(path):
     return _libraries[path]
 
 
-_step_functions = {}
+_step_functions: dict = {}
 
 
 def step_function(source: str):

@@ -15,8 +15,7 @@ bodies call these functions, so no kernel source changes.
 __all__ = ["MATH", "MATH_FUNCTIONS"]
 
 #: libm names the macros take over (double, and float with an f suffix)
-MATH_FUNCTIONS = ("sin", "cos", "exp", "log", "tanh", "pow", "fmod", "erf", "sqrt", "fabs", "copysign", "fmin",
-                  "fmax")
+MATH_FUNCTIONS = ("sin", "cos", "exp", "log", "tanh", "pow", "fmod", "erf", "sqrt", "fabs", "copysign", "fmin", "fmax")
 
 MATH = r"""
 /* ---- dispatchrl math: no libm, the same bits on every target ---- */
@@ -193,6 +192,8 @@ static inline float drl_fminf(float x, float y) { return (float)drl_fmin(x, y); 
 static inline float drl_fmaxf(float x, float y) { return (float)drl_fmax(x, y); }
 """
 
-MATH += "".join(f"#define {name}(...) drl_{name}(__VA_ARGS__)\n#define {name}f(...) drl_{name}f(__VA_ARGS__)\n"
-                for name in MATH_FUNCTIONS)
+MATH += "".join(
+    f"#define {name}(...) drl_{name}(__VA_ARGS__)\n#define {name}f(...) drl_{name}f(__VA_ARGS__)\n"
+    for name in MATH_FUNCTIONS
+)
 MATH += "/* ---- end of dispatchrl math ---- */\n"

@@ -3,12 +3,14 @@ into a shared library cached on disk by source hash and called through ctypes wi
 data pointers prepared once. Kernels the C device borrows from the CPU device (see
 :func:`borrow_methods`) split the step into C segments and host segments."""
 
-from ...devices import C, CPU
+from typing import cast
+
+from ...devices import CPU, C
 from ...staging import Program, compile_step, segmented_program
 from .compiler import array_pointers, step_function
 from .render import render_step, renders_in_c
 
-__all__ = ["c_program", "borrow_methods"]
+__all__ = ["borrow_methods", "c_program"]
 
 
 def c_program(calls: list) -> Program:
@@ -19,7 +21,7 @@ def c_program(calls: list) -> Program:
     def run(n):
         fn(n, pointers)  # `pointers` keeps the arrays' addresses; the closure keeps them alive
 
-    run.source, run.arrays = source, arrays
+    run.source, run.arrays = source, arrays  # type: ignore[attr-defined]  # for export and tests
     return run
 
 
@@ -28,7 +30,8 @@ def _renders(node: object) -> bool:
 
 
 def _host_program(calls: list) -> Program:
-    return compile_step(CPU(), calls)  # borrowed host kernels run as the CPU device runs them
+    # borrowed host kernels run as the CPU device runs them
+    return cast(Program, compile_step(CPU(), calls))
 
 
 @compile_step.dispatch
@@ -46,6 +49,7 @@ def borrow_methods(*functions, source=CPU()) -> None:
     alternates C segments with them. Borrowed methods have lower precedence, so a real C method
     registered later wins."""
     for fn in functions:
+
         def method(device: C, *args, _fn=fn):
             _fn.function.invoke(type(source), *map(type, args))(device, *args)
 

@@ -3,6 +3,6 @@ averaging, fill/copy/increment. Declarations in api, methods per backend; CUDA m
 when a CUDA device is first made."""
 
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
-from .api import *  # noqa: F401,F403
+from .api import *  # noqa: F403
 
 __all__ = list(api.__all__)

@@ -14,10 +14,30 @@ from ...checks import check_activation, check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ConfigError
 
-__all__ = ["SQRT_HALF", "INV_SQRT_2PI", "Activation", "ACTIVATIONS", "ACTIVATION_FUNCTIONS", "register_activation_methods",
-           "matmul", "identity", "relu", "tanh", "gelu", "dense_forward", "dense_backward", "dense_input_gradient",
-           "mse_loss", "mse_gradient", "adam_step", "polyak_update", "fill", "copy", "increment",
-           "nonfinite_flag"]
+__all__ = [
+    "ACTIVATIONS",
+    "ACTIVATION_FUNCTIONS",
+    "INV_SQRT_2PI",
+    "SQRT_HALF",
+    "Activation",
+    "adam_step",
+    "copy",
+    "dense_backward",
+    "dense_forward",
+    "dense_input_gradient",
+    "fill",
+    "gelu",
+    "identity",
+    "increment",
+    "matmul",
+    "mse_gradient",
+    "mse_loss",
+    "nonfinite_flag",
+    "polyak_update",
+    "register_activation_methods",
+    "relu",
+    "tanh",
+]
 
 #: GELU's constants: x Φ(x) = x (1 + erf(x SQRT_HALF)) / 2, Φ'(x) = INV_SQRT_2PI exp(-x²/2)
 SQRT_HALF = 0.7071067811865476
@@ -53,8 +73,12 @@ tanh = _elementwise("tanh", "``out = tanh(x)``")
 gelu = _elementwise("gelu", "``out = x Φ(x)`` (exact GELU, with erf)")
 
 #: the elementwise generic function of each activation
-ACTIVATION_FUNCTIONS = {Activation.IDENTITY: identity, Activation.RELU: relu, Activation.TANH: tanh,
-                        Activation.GELU: gelu}
+ACTIVATION_FUNCTIONS = {
+    Activation.IDENTITY: identity,
+    Activation.RELU: relu,
+    Activation.TANH: tanh,
+    Activation.GELU: gelu,
+}
 
 
 def register_activation_methods(method_for) -> None:
@@ -93,9 +117,14 @@ def dense_backward(device, x, W, pre, out, d_out, d_pre, dW, db, d_x=None, activ
     batch, n_in = x.shape
     check_array(fn, "W", W, device, shape=(n_in, None), dtype=x.dtype)
     n_out = W.shape[1]
-    for name, arr, shape in (("pre", pre, (batch, n_out)), ("out", out, (batch, n_out)),
-                             ("d_out", d_out, (batch, n_out)), ("d_pre", d_pre, (batch, n_out)),
-                             ("dW", dW, W.shape), ("db", db, (n_out,))):
+    for name, arr, shape in (
+        ("pre", pre, (batch, n_out)),
+        ("out", out, (batch, n_out)),
+        ("d_out", d_out, (batch, n_out)),
+        ("d_pre", d_pre, (batch, n_out)),
+        ("dW", dW, W.shape),
+        ("db", db, (n_out,)),
+    ):
         check_array(fn, name, arr, device, shape=shape, dtype=x.dtype)
     if d_x is not None:
         check_array(fn, "d_x", d_x, device, shape=x.shape, dtype=x.dtype)
@@ -155,10 +184,18 @@ def adam_step(device, param, grad, m, v, t, lr=1e-3, beta1=0.9, beta2=0.999, eps
         check_array(fn, "lr", lr, device, shape=(1,), dtype=np.float64)
     else:
         lr = check_number(fn, "lr", lr, 0, low_open=True)
-    return (device, param, grad, m, v, t, lr,
-            check_number(fn, "beta1", beta1, 0, 1, high_open=True),
-            check_number(fn, "beta2", beta2, 0, 1, high_open=True),
-            check_number(fn, "eps", eps, 0, low_open=True))
+    return (
+        device,
+        param,
+        grad,
+        m,
+        v,
+        t,
+        lr,
+        check_number(fn, "beta1", beta1, 0, 1, high_open=True),
+        check_number(fn, "beta2", beta2, 0, 1, high_open=True),
+        check_number(fn, "eps", eps, 0, low_open=True),
+    )
 
 
 @generic(inplace=("target",), may_alias={"target": ("source",)})

@@ -7,7 +7,7 @@ step for its shapes and runs it."""
 from ...activation import Activation
 from ...arrays import Array
 from ...backends.c import CKernel
-from ...devices import C, CPU
+from ...devices import CPU, C
 from ...staging import launch
 from . import api
 
@@ -15,12 +15,18 @@ __all__ = ["ACTIVATE", "DERIVATIVE", "dense_forward_kernel"]
 
 #: activation(v) and its derivative given v = pre-activation, y = activation(v)
 _SQRT_HALF, _INV_SQRT_2PI = f"(T){api.SQRT_HALF!r}", f"(T){api.INV_SQRT_2PI!r}"
-ACTIVATE = {Activation.IDENTITY: "v", Activation.RELU: "(v > 0 ? v : (T)0)", Activation.TANH: "tanh_T(v)",
-            Activation.GELU: f"(T)0.5 * v * ((T)1 + erf_T(v * {_SQRT_HALF}))"}
-DERIVATIVE = {Activation.IDENTITY: "(T)1", Activation.RELU: "(v > 0 ? (T)1 : (T)0)",
-              Activation.TANH: "((T)1 - y * y)",
-              Activation.GELU: f"((T)0.5 * ((T)1 + erf_T(v * {_SQRT_HALF})) + v * exp_T((T)-0.5 * v * v) * "
-                               f"{_INV_SQRT_2PI})"}
+ACTIVATE = {
+    Activation.IDENTITY: "v",
+    Activation.RELU: "(v > 0 ? v : (T)0)",
+    Activation.TANH: "tanh_T(v)",
+    Activation.GELU: f"(T)0.5 * v * ((T)1 + erf_T(v * {_SQRT_HALF}))",
+}
+DERIVATIVE = {
+    Activation.IDENTITY: "(T)1",
+    Activation.RELU: "(v > 0 ? (T)1 : (T)0)",
+    Activation.TANH: "((T)1 - y * y)",
+    Activation.GELU: f"((T)0.5 * ((T)1 + erf_T(v * {_SQRT_HALF})) + v * exp_T((T)-0.5 * v * v) * {_INV_SQRT_2PI})",
+}
 
 
 # --- elementwise and matrix kernels ------------------------------------------------------------
@@ -36,8 +42,7 @@ for (int i = 0; i < SIZE; i++) {
 def _activation_method(activation):
     def method(device: C, x, out):
         body = ELEMENTWISE.replace("@ACTIVATE", ACTIVATE[activation])
-        launch(device, CKernel(activation.label, body, ("x", "out"), ("out",), {"SIZE": x.size}, x.dtype),
-               x, out)
+        launch(device, CKernel(activation.label, body, ("x", "out"), ("out",), {"SIZE": x.size}, x.dtype), x, out)
 
     return method
 
@@ -58,8 +63,7 @@ for (int i = 0; i < M; i++) {
 @api.matmul.dispatch
 def matmul(device: C, a, b, out):
     (m, k), n = a.shape, b.shape[1]
-    launch(device, CKernel("matmul", MATMUL, ("a", "b", "out"), ("out",), dict(M=m, K=k, N=n), a.dtype),
-           a, b, out)
+    launch(device, CKernel("matmul", MATMUL, ("a", "b", "out"), ("out",), dict(M=m, K=k, N=n), a.dtype), a, b, out)
 
 
 DENSE_FORWARD = """
@@ -80,13 +84,20 @@ for (int i = 0; i < M; i++) {
 def dense_forward_kernel(batch, n_in, n_out, activation, dtype):
     """The C block of ``dense_forward`` over (x, W, b, pre, out); also used by the export."""
     activation = Activation.of(activation, "dense_forward_kernel")
-    return CKernel(f"dense_forward {activation.label}", DENSE_FORWARD.replace("@ACTIVATE", ACTIVATE[activation]),
-                   ("x", "W", "b", "pre", "out"), ("pre", "out"), dict(M=batch, K=n_in, N=n_out), dtype)
+    return CKernel(
+        f"dense_forward {activation.label}",
+        DENSE_FORWARD.replace("@ACTIVATE", ACTIVATE[activation]),
+        ("x", "W", "b", "pre", "out"),
+        ("pre", "out"),
+        dict(M=batch, K=n_in, N=n_out),
+        dtype,
+    )
 
 
 @api.dense_forward.dispatch
 def dense_forward(device: C, x, W, b, pre, out, activation):
-    launch(device, dense_forward_kernel(*x.shape, W.shape[1], activation, x.dtype), x, W, b, pre, out)
+    batch, n_in = x.shape
+    launch(device, dense_forward_kernel(batch, n_in, W.shape[1], activation, x.dtype), x, W, b, pre, out)
 
 
 DENSE_BACKWARD = """
@@ -134,8 +145,14 @@ def dense_backward(device: C, x, W, pre, out, d_out, d_pre, dW, db, d_x, activat
     args = [x, W, pre, out, d_out, d_pre, dW, db]
     if d_x is not None:
         body, params, outputs, args = body + INPUT_GRADIENT, params + ["d_x"], outputs + ["d_x"], args + [d_x]
-    kernel = CKernel(f"dense_backward {activation.label}", body, params, outputs,
-                     dict(M=x.shape[0], K=x.shape[1], N=W.shape[1]), x.dtype)
+    kernel = CKernel(
+        f"dense_backward {activation.label}",
+        body,
+        params,
+        outputs,
+        dict(M=x.shape[0], K=x.shape[1], N=W.shape[1]),
+        x.dtype,
+    )
     launch(device, kernel, *args)
 
 
@@ -150,8 +167,14 @@ for (int i = 0; i < M * N; i++) {
 @api.dense_input_gradient.dispatch
 def dense_input_gradient(device: C, W, pre, out, d_out, d_pre, d_x, activation):
     body = ACTIVATION_GRADIENT.replace("@DERIVATIVE", DERIVATIVE[activation]) + INPUT_GRADIENT
-    kernel = CKernel(f"dense_input_gradient {activation.label}", body, ("W", "pre", "out", "d_out", "d_pre", "d_x"),
-                     ("d_pre", "d_x"), dict(M=pre.shape[0], K=W.shape[0], N=W.shape[1]), W.dtype)
+    kernel = CKernel(
+        f"dense_input_gradient {activation.label}",
+        body,
+        ("W", "pre", "out", "d_out", "d_pre", "d_x"),
+        ("d_pre", "d_x"),
+        dict(M=pre.shape[0], K=W.shape[0], N=W.shape[1]),
+        W.dtype,
+    )
     launch(device, kernel, W, pre, out, d_out, d_pre, d_x)
 
 
@@ -169,8 +192,13 @@ loss[0] = (T)(acc / SIZE);
 
 @api.mse_loss.dispatch
 def mse_loss(device: C, pred, target, loss):
-    launch(device, CKernel("mse_loss", MSE_LOSS, ("pred", "target", "loss"), ("loss",),
-                           {"SIZE": pred.size}, pred.dtype), pred, target, loss)
+    launch(
+        device,
+        CKernel("mse_loss", MSE_LOSS, ("pred", "target", "loss"), ("loss",), {"SIZE": pred.size}, pred.dtype),
+        pred,
+        target,
+        loss,
+    )
 
 
 MSE_GRADIENT = """
@@ -180,8 +208,15 @@ for (int i = 0; i < SIZE; i++) d_pred[i] = (T)((double)(pred[i] - target[i]) * (
 
 @api.mse_gradient.dispatch
 def mse_gradient(device: C, pred, target, d_pred):
-    launch(device, CKernel("mse_gradient", MSE_GRADIENT, ("pred", "target", "d_pred"), ("d_pred",),
-                           {"SIZE": pred.size}, pred.dtype), pred, target, d_pred)
+    launch(
+        device,
+        CKernel(
+            "mse_gradient", MSE_GRADIENT, ("pred", "target", "d_pred"), ("d_pred",), {"SIZE": pred.size}, pred.dtype
+        ),
+        pred,
+        target,
+        d_pred,
+    )
 
 
 ADAM_STEP = """
@@ -201,18 +236,24 @@ for (int i = 0; i < SIZE; i++) {
 
 @api.adam_step.dispatch
 def adam_step(device: C, param, grad, m, v, t, lr, beta1, beta2, eps):
-    kernel = CKernel("adam_step", ADAM_STEP,
-                     ("param", "grad", "m", "v", "t", "lr", "beta1", "beta2", "eps"),
-                     ("param", "m", "v", "t"), {"SIZE": param.size}, param.dtype)
+    kernel = CKernel(
+        "adam_step",
+        ADAM_STEP,
+        ("param", "grad", "m", "v", "t", "lr", "beta1", "beta2", "eps"),
+        ("param", "m", "v", "t"),
+        {"SIZE": param.size},
+        param.dtype,
+    )
     launch(device, kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
 
 
 @api.adam_step.dispatch
-def adam_step(device: C, param, grad, m, v, t, lr: Array, beta1, beta2, eps):  # noqa: F811
+def adam_step(device: C, param, grad, m, v, t, lr: Array, beta1, beta2, eps):
     # Borrowed from the CPU device (C arrays are host arrays) until it has a C block; see
     # dispatchrl.backends.c.borrow_methods
     api.adam_step.function.invoke(CPU, *map(type, (param, grad, m, v, t, lr, beta1, beta2, eps)))(
-        device, param, grad, m, v, t, lr, beta1, beta2, eps)
+        device, param, grad, m, v, t, lr, beta1, beta2, eps
+    )
 
 
 POLYAK_UPDATE = """
@@ -222,8 +263,20 @@ for (int i = 0; i < SIZE; i++) target[i] = (T)(polyak * target[i] + (1.0 - polya
 
 @api.polyak_update.dispatch
 def polyak_update(device: C, target, source, polyak):
-    launch(device, CKernel("polyak_update", POLYAK_UPDATE, ("target", "source", "polyak"), ("target",),
-                           {"SIZE": target.size}, target.dtype), target, source, polyak)
+    launch(
+        device,
+        CKernel(
+            "polyak_update",
+            POLYAK_UPDATE,
+            ("target", "source", "polyak"),
+            ("target",),
+            {"SIZE": target.size},
+            target.dtype,
+        ),
+        target,
+        source,
+        polyak,
+    )
 
 
 FILL = "for (int i = 0; i < SIZE; i++) out[i] = (T)value;"
@@ -231,8 +284,7 @@ FILL = "for (int i = 0; i < SIZE; i++) out[i] = (T)value;"
 
 @api.fill.dispatch
 def fill(device: C, out, value):
-    launch(device, CKernel("fill", FILL, ("out", "value"), ("out",), {"SIZE": out.size}, out.dtype),
-           out, value)
+    launch(device, CKernel("fill", FILL, ("out", "value"), ("out",), {"SIZE": out.size}, out.dtype), out, value)
 
 
 COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
@@ -240,8 +292,7 @@ COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
 
 @api.copy.dispatch
 def copy(device: C, src, dst):
-    launch(device, CKernel("copy", COPY, ("src", "dst"), ("dst",), {"SIZE": src.size}, src.dtype),
-           src, dst)
+    launch(device, CKernel("copy", COPY, ("src", "dst"), ("dst",), {"SIZE": src.size}, src.dtype), src, dst)
 
 
 INCREMENT = "counter[0] += (int64_t)amount;"
@@ -249,8 +300,9 @@ INCREMENT = "counter[0] += (int64_t)amount;"
 
 @api.increment.dispatch
 def increment(device: C, counter, amount):
-    launch(device, CKernel("increment", INCREMENT, ("counter", "amount"), ("counter",), {}, counter.dtype),
-           counter, amount)
+    launch(
+        device, CKernel("increment", INCREMENT, ("counter", "amount"), ("counter",), {}, counter.dtype), counter, amount
+    )
 
 
 # x - x is 0 for finite x and NaN for NaN or inf; NaN compares unequal to itself (no libm, and
@@ -269,5 +321,10 @@ if (flag[0] == 0) {
 
 @api.nonfinite_flag.dispatch
 def nonfinite_flag(device: C, x, flag, code):
-    launch(device, CKernel("nonfinite_flag", NONFINITE_FLAG, ("x", "flag", "code"), ("flag",), {"SIZE": x.size},
-                           x.dtype), x, flag, code)
+    launch(
+        device,
+        CKernel("nonfinite_flag", NONFINITE_FLAG, ("x", "flag", "code"), ("flag",), {"SIZE": x.size}, x.dtype),
+        x,
+        flag,
+        code,
+    )

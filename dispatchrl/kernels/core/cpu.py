@@ -20,7 +20,7 @@ from ...staging import launch
 from . import api
 from .api import INV_SQRT_2PI, SQRT_HALF
 
-__all__ = ["tanh", "activation_kernel", "matmul_blas", "matmul_loop", "adam_step_kernel", "adam_step_lr_array_kernel"]
+__all__ = ["activation_kernel", "adam_step_kernel", "adam_step_lr_array_kernel", "matmul_blas", "matmul_loop", "tanh"]
 
 
 #: below this many multiply-adds a hand loop beats the BLAS call overhead
@@ -36,6 +36,7 @@ def tanh(x):
 @overload(tanh, jit_options=dict(fastmath=True))
 def _tanh_overload(x):
     if isinstance(x, types.Float) and x.bitwidth == 32:
+
         def fast(x):
             x = min(max(x, np.float32(-7.90531110763549805)), np.float32(7.90531110763549805))
             x2 = x * x
@@ -114,7 +115,8 @@ def _use_blas(m, k, n):
 
 @api.matmul.dispatch
 def matmul(device: CPU, a, b, out):
-    kernel = matmul_blas if _use_blas(*a.shape, b.shape[1]) else matmul_loop
+    m, k = a.shape
+    kernel = matmul_blas if _use_blas(m, k, b.shape[1]) else matmul_loop
     launch(device, kernel, a, b, out)
 
 
@@ -334,8 +336,21 @@ def dense_backward(device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x, activ
         kernel = dense_backward_blas if blas else dense_backward_loop
         launch(device, kernel, x, W, pre, out, d_out, d_pre, dW, db, code)
     elif blas:
-        launch(device, dense_backward_input_blas, x, W, _transpose_scratch(device, W), pre, out, d_out, d_pre, dW, db,
-               d_x, code)
+        launch(
+            device,
+            dense_backward_input_blas,
+            x,
+            W,
+            _transpose_scratch(device, W),
+            pre,
+            out,
+            d_out,
+            d_pre,
+            dW,
+            db,
+            d_x,
+            code,
+        )
     else:
         launch(device, dense_backward_input_loop, x, W, pre, out, d_out, d_pre, dW, db, d_x, code)
 
@@ -405,7 +420,7 @@ def adam_step(device: CPU, param, grad, m, v, t, lr, beta1, beta2, eps):
 
 
 @api.adam_step.dispatch
-def adam_step(device: CPU, param, grad, m, v, t, lr: Array, beta1, beta2, eps):  # noqa: F811
+def adam_step(device: CPU, param, grad, m, v, t, lr: Array, beta1, beta2, eps):
     launch(device, adam_step_lr_array_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
 
 

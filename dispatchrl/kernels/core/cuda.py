@@ -17,8 +17,7 @@ from ...staging import launch
 from . import api
 from .api import INV_SQRT_2PI, SQRT_HALF
 
-__all__ = ["increment_kernel", "adam_update"]
-
+__all__ = ["adam_update", "increment_kernel"]
 
 
 @cuda.jit(device=True)
@@ -130,8 +129,9 @@ def input_gradient_kernel(d_pre, W, d_x):
 
 @api.dense_backward.dispatch
 def dense_backward(device: CUDA, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation):
-    launch_1d(device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out),
-           flat(d_pre), int(activation))
+    launch_1d(
+        device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out), flat(d_pre), int(activation)
+    )
     launch_2d(device, weight_gradient_kernel, dW.shape, x, d_pre, dW)
     launch_1d(device, bias_gradient_kernel, db.size, d_pre, db)
     if d_x is not None:
@@ -140,8 +140,9 @@ def dense_backward(device: CUDA, x, W, pre, out, d_out, d_pre, dW, db, d_x, acti
 
 @api.dense_input_gradient.dispatch
 def dense_input_gradient(device: CUDA, W, pre, out, d_out, d_pre, d_x, activation):
-    launch_1d(device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out), flat(d_pre),
-              int(activation))
+    launch_1d(
+        device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out), flat(d_pre), int(activation)
+    )
     launch_2d(device, input_gradient_kernel, d_x.shape, d_pre, W, d_x)
 
 
@@ -188,7 +189,7 @@ def adam_update(i, param, grad, m, v, step, lr, beta1, beta2, eps):
     g = grad[i]
     m[i] = beta1 * m[i] + (1 - beta1) * g
     v[i] = beta2 * v[i] + (1 - beta2) * g * g
-    param[i] -= lr * (m[i] / (1.0 - beta1 ** step)) / (math.sqrt(v[i] / (1.0 - beta2 ** step)) + eps)
+    param[i] -= lr * (m[i] / (1.0 - beta1**step)) / (math.sqrt(v[i] / (1.0 - beta2**step)) + eps)
 
 
 @cuda.jit
@@ -214,15 +215,26 @@ def increment_kernel(counter, index, amount):
 
 @api.adam_step.dispatch
 def adam_step(device: CUDA, param, grad, m, v, t, lr, beta1, beta2, eps):
-    launch_1d(device, adam_step_kernel, param.size, flat(param), flat(grad), flat(m), flat(v),
-              t, lr, beta1, beta2, eps)
+    launch_1d(device, adam_step_kernel, param.size, flat(param), flat(grad), flat(m), flat(v), t, lr, beta1, beta2, eps)
     launch(device, Launch(increment_kernel, (1,), (1,)), t, 0, 1)
 
 
 @api.adam_step.dispatch
-def adam_step(device: CUDA, param, grad, m, v, t, lr: Array, beta1, beta2, eps):  # noqa: F811
-    launch_1d(device, adam_step_lr_array_kernel, param.size, flat(param), flat(grad), flat(m), flat(v),
-              t, lr, beta1, beta2, eps)
+def adam_step(device: CUDA, param, grad, m, v, t, lr: Array, beta1, beta2, eps):
+    launch_1d(
+        device,
+        adam_step_lr_array_kernel,
+        param.size,
+        flat(param),
+        flat(grad),
+        flat(m),
+        flat(v),
+        t,
+        lr,
+        beta1,
+        beta2,
+        eps,
+    )
     launch(device, Launch(increment_kernel, (1,), (1,)), t, 0, 1)
 
 

@@ -138,7 +138,7 @@ def adam_step(device: Generic, param, grad, m, v, t, lr, beta1, beta2, eps):
 
 
 @api.adam_step.dispatch
-def adam_step(device: Generic, param, grad, m, v, t, lr: Array, beta1, beta2, eps):  # noqa: F811
+def adam_step(device: Generic, param, grad, m, v, t, lr: Array, beta1, beta2, eps):
     launch(device, adam_step_lr_array_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
 
 

@@ -3,10 +3,32 @@ log, SAC's squashed Gaussian head): declarations in api, methods per backend. CU
 register when a CUDA device is first made."""
 
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
-from .api import (add_clipped_noise, concat_columns, entropy_temperature_gradient, gaussian_tanh_backward,
-                  gaussian_tanh_sample, replay_add, replay_sample, select_min_rows, slice_columns, soft_td_target,
-                  td_target, track_episodes)
+from .api import (
+    add_clipped_noise,
+    concat_columns,
+    entropy_temperature_gradient,
+    gaussian_tanh_backward,
+    gaussian_tanh_sample,
+    replay_add,
+    replay_sample,
+    select_min_rows,
+    slice_columns,
+    soft_td_target,
+    td_target,
+    track_episodes,
+)
 
-__all__ = ["replay_add", "replay_sample", "concat_columns", "slice_columns", "add_clipped_noise", "td_target",
-           "track_episodes", "gaussian_tanh_sample", "gaussian_tanh_backward", "soft_td_target",
-           "entropy_temperature_gradient", "select_min_rows"]
+__all__ = [
+    "add_clipped_noise",
+    "concat_columns",
+    "entropy_temperature_gradient",
+    "gaussian_tanh_backward",
+    "gaussian_tanh_sample",
+    "replay_add",
+    "replay_sample",
+    "select_min_rows",
+    "slice_columns",
+    "soft_td_target",
+    "td_target",
+    "track_episodes",
+]

@@ -11,10 +11,24 @@ from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ShapeError
 
-__all__ = ["LOG_STD_MIN", "LOG_STD_MAX", "TRANSITION_FIELDS", "transition_arrays", "replay_add", "replay_sample",
-           "concat_columns", "slice_columns", "add_clipped_noise", "td_target", "track_episodes",
-           "gaussian_tanh_sample", "gaussian_tanh_backward", "soft_td_target", "entropy_temperature_gradient",
-           "select_min_rows"]
+__all__ = [
+    "LOG_STD_MAX",
+    "LOG_STD_MIN",
+    "TRANSITION_FIELDS",
+    "add_clipped_noise",
+    "concat_columns",
+    "entropy_temperature_gradient",
+    "gaussian_tanh_backward",
+    "gaussian_tanh_sample",
+    "replay_add",
+    "replay_sample",
+    "select_min_rows",
+    "slice_columns",
+    "soft_td_target",
+    "td_target",
+    "track_episodes",
+    "transition_arrays",
+]
 
 #: SAC log-std clamp (Stable-Baselines3's LOG_STD_MIN / LOG_STD_MAX)
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -70,10 +84,12 @@ def replay_sample(device, rng, buffer, batch):
     check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
     _, obs_dim, action_dim = _check_transitions(fn, device, "buffer", buffer)
     check_array(fn, "buffer.size", buffer.size, device, shape=(1,), dtype=np.int64)
-    rows, batch_obs, batch_action = _check_transitions(fn, device, "batch", batch)
+    _rows, batch_obs, batch_action = _check_transitions(fn, device, "batch", batch)
     if (batch_obs, batch_action) != (obs_dim, action_dim) or batch.obs.dtype != buffer.obs.dtype:
-        raise ShapeError(f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
-                         f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}")
+        raise ShapeError(
+            f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
+            f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}"
+        )
     return device, rng, buffer, batch
 
 
@@ -174,7 +190,7 @@ def gaussian_tanh_backward(device, actor_out, noise, action, d_action, log_alpha
     reparameterisation, given ``d_action`` = ∂(-mean_b Q)/∂action from the critic."""
     fn = "gaussian_tanh_backward"
     check_device(fn, device)
-    batch = _check_gaussian(fn, device, actor_out, action)
+    _check_gaussian(fn, device, actor_out, action)
     for name, arr in (("noise", noise), ("d_action", d_action)):
         check_array(fn, name, arr, device, shape=action.shape, dtype=action.dtype)
     check_array(fn, "log_alpha", log_alpha, device, shape=(1,), dtype=action.dtype)

@@ -37,10 +37,22 @@ for (int i = 0; i < N; i++) {
 def replay_add(device: C, buffer, obs, action, reward, next_obs, terminated, truncated):
     (n, o), a = obs.shape, action.shape[1]
     params = (*TRANSITION_FIELDS, *("b_" + p for p in TRANSITION_FIELDS), "position", "size")
-    kernel = CKernel("replay_add", REPLAY_ADD, params, params[6:],
-                     dict(N=n, O=o, A=a, CAPACITY=buffer.obs.shape[0]), obs.dtype)
-    launch(device, kernel, obs, action, reward, next_obs, terminated, truncated,
-           *transition_arrays(buffer), buffer.position, buffer.size)
+    kernel = CKernel(
+        "replay_add", REPLAY_ADD, params, params[6:], dict(N=n, O=o, A=a, CAPACITY=buffer.obs.shape[0]), obs.dtype
+    )
+    launch(
+        device,
+        kernel,
+        obs,
+        action,
+        reward,
+        next_obs,
+        terminated,
+        truncated,
+        *transition_arrays(buffer),
+        buffer.position,
+        buffer.size,
+    )
 
 
 REPLAY_SAMPLE = """
@@ -63,8 +75,15 @@ rng[1] = base + B;
 def replay_sample(device: C, rng, buffer, batch):
     (b, o), a = batch.obs.shape, batch.action.shape[1]
     params = ("rng", *("b_" + p for p in TRANSITION_FIELDS), "size", *TRANSITION_FIELDS)
-    kernel = CKernel("replay_sample", REPLAY_SAMPLE, params, ("rng", *TRANSITION_FIELDS), dict(B=b, O=o, A=a),
-                     batch.obs.dtype, UNIFORM_HELPERS)
+    kernel = CKernel(
+        "replay_sample",
+        REPLAY_SAMPLE,
+        params,
+        ("rng", *TRANSITION_FIELDS),
+        dict(B=b, O=o, A=a),
+        batch.obs.dtype,
+        UNIFORM_HELPERS,
+    )
     launch(device, kernel, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
 
 
@@ -78,8 +97,14 @@ for (int i = 0; i < M; i++) {
 
 @api.concat_columns.dispatch
 def concat_columns(device: C, a, b, out):
-    kernel = CKernel("concat_columns", CONCAT_COLUMNS, ("a", "b", "out"), ("out",),
-                     dict(M=a.shape[0], NA=a.shape[1], NB=b.shape[1]), a.dtype)
+    kernel = CKernel(
+        "concat_columns",
+        CONCAT_COLUMNS,
+        ("a", "b", "out"),
+        ("out",),
+        dict(M=a.shape[0], NA=a.shape[1], NB=b.shape[1]),
+        a.dtype,
+    )
     launch(device, kernel, a, b, out)
 
 
@@ -91,8 +116,14 @@ for (int i = 0; i < M; i++)
 
 @api.slice_columns.dispatch
 def slice_columns(device: C, x, start, out):
-    kernel = CKernel("slice_columns", SLICE_COLUMNS, ("x", "out"), ("out",),
-                     dict(M=x.shape[0], NX=x.shape[1], NOUT=out.shape[1], START=start), x.dtype)
+    kernel = CKernel(
+        "slice_columns",
+        SLICE_COLUMNS,
+        ("x", "out"),
+        ("out",),
+        dict(M=x.shape[0], NX=x.shape[1], NOUT=out.shape[1], START=start),
+        x.dtype,
+    )
     launch(device, kernel, x, out)
 
 
@@ -109,8 +140,15 @@ rng[1] = base + 2 * (uint64_t)SIZE;
 
 @api.add_clipped_noise.dispatch
 def add_clipped_noise(device: C, rng, x, std, noise_clip, low, high):
-    kernel = CKernel("add_clipped_noise", ADD_CLIPPED_NOISE, ("rng", "x", "std", "noise_clip", "low", "high"),
-                     ("rng", "x"), {"SIZE": x.size}, x.dtype, NORMAL_HELPERS)
+    kernel = CKernel(
+        "add_clipped_noise",
+        ADD_CLIPPED_NOISE,
+        ("rng", "x", "std", "noise_clip", "low", "high"),
+        ("rng", "x"),
+        {"SIZE": x.size},
+        x.dtype,
+        NORMAL_HELPERS,
+    )
     launch(device, kernel, rng, x, std, noise_clip, low, high)
 
 
@@ -124,8 +162,14 @@ for (int i = 0; i < N; i++) {
 
 @api.td_target.dispatch
 def td_target(device: C, reward, terminated, q1, q2, gamma, target):
-    kernel = CKernel("td_target", TD_TARGET, ("reward", "terminated", "q1", "q2", "gamma", "target"),
-                     ("target",), {"N": reward.shape[0]}, reward.dtype)
+    kernel = CKernel(
+        "td_target",
+        TD_TARGET,
+        ("reward", "terminated", "q1", "q2", "gamma", "target"),
+        ("target",),
+        {"N": reward.shape[0]},
+        reward.dtype,
+    )
     launch(device, kernel, reward, terminated, q1, q2, gamma, target)
 
 
@@ -150,12 +194,40 @@ for (int i = 0; i < N; i++) {
 
 @api.track_episodes.dispatch
 def track_episodes(device: C, log, reward, terminated, truncated, step):
-    params = ("reward", "terminated", "truncated", "step", "running_return", "running_length", "returns",
-              "lengths", "end_steps", "count")
-    kernel = CKernel("track_episodes", TRACK_EPISODES, params, params[4:],
-                     dict(N=reward.shape[0], CAPACITY=log.returns.shape[0]), reward.dtype)
-    launch(device, kernel, reward, terminated, truncated, step, log.running_return, log.running_length,
-           log.returns, log.lengths, log.end_steps, log.count)
+    params = (
+        "reward",
+        "terminated",
+        "truncated",
+        "step",
+        "running_return",
+        "running_length",
+        "returns",
+        "lengths",
+        "end_steps",
+        "count",
+    )
+    kernel = CKernel(
+        "track_episodes",
+        TRACK_EPISODES,
+        params,
+        params[4:],
+        dict(N=reward.shape[0], CAPACITY=log.returns.shape[0]),
+        reward.dtype,
+    )
+    launch(
+        device,
+        kernel,
+        reward,
+        terminated,
+        truncated,
+        step,
+        log.running_return,
+        log.running_length,
+        log.returns,
+        log.lengths,
+        log.end_steps,
+        log.count,
+    )
 
 
 _CLAMP_LOG_STD = f"fmin(fmax(@, {api.LOG_STD_MIN!r}), {api.LOG_STD_MAX!r})"
@@ -181,9 +253,15 @@ rng[1] = base + 2 * (uint64_t)(B * A);
 
 @api.gaussian_tanh_sample.dispatch
 def gaussian_tanh_sample(device: C, rng, actor_out, noise, action, log_prob):
-    kernel = CKernel("gaussian_tanh_sample", GAUSSIAN_TANH_SAMPLE,
-                     ("rng", "actor_out", "noise", "action", "log_prob"), ("rng", "noise", "action", "log_prob"),
-                     dict(B=action.shape[0], A=action.shape[1]), action.dtype, NORMAL_HELPERS)
+    kernel = CKernel(
+        "gaussian_tanh_sample",
+        GAUSSIAN_TANH_SAMPLE,
+        ("rng", "actor_out", "noise", "action", "log_prob"),
+        ("rng", "noise", "action", "log_prob"),
+        dict(B=action.shape[0], A=action.shape[1]),
+        action.dtype,
+        NORMAL_HELPERS,
+    )
     launch(device, kernel, rng, actor_out, noise, action, log_prob)
 
 
@@ -205,9 +283,14 @@ for (int i = 0; i < B; i++) {{
 
 @api.gaussian_tanh_backward.dispatch
 def gaussian_tanh_backward(device: C, actor_out, noise, action, d_action, log_alpha, d_actor_out):
-    kernel = CKernel("gaussian_tanh_backward", GAUSSIAN_TANH_BACKWARD,
-                     ("actor_out", "noise", "action", "d_action", "log_alpha", "d_actor_out"), ("d_actor_out",),
-                     dict(B=action.shape[0], A=action.shape[1]), action.dtype)
+    kernel = CKernel(
+        "gaussian_tanh_backward",
+        GAUSSIAN_TANH_BACKWARD,
+        ("actor_out", "noise", "action", "d_action", "log_alpha", "d_actor_out"),
+        ("d_actor_out",),
+        dict(B=action.shape[0], A=action.shape[1]),
+        action.dtype,
+    )
     launch(device, kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
 
 
@@ -223,9 +306,14 @@ for (int i = 0; i < N; i++) {
 
 @api.soft_td_target.dispatch
 def soft_td_target(device: C, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
-    kernel = CKernel("soft_td_target", SOFT_TD_TARGET,
-                     ("reward", "terminated", "q1", "q2", "log_prob", "log_alpha", "gamma", "target"), ("target",),
-                     {"N": reward.shape[0]}, reward.dtype)
+    kernel = CKernel(
+        "soft_td_target",
+        SOFT_TD_TARGET,
+        ("reward", "terminated", "q1", "q2", "log_prob", "log_alpha", "gamma", "target"),
+        ("target",),
+        {"N": reward.shape[0]},
+        reward.dtype,
+    )
     launch(device, kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
 
 
@@ -238,8 +326,14 @@ grad[0] = (T)(-total / N);
 
 @api.entropy_temperature_gradient.dispatch
 def entropy_temperature_gradient(device: C, log_prob, target_entropy, grad):
-    kernel = CKernel("entropy_temperature_gradient", ENTROPY_TEMPERATURE_GRADIENT,
-                     ("log_prob", "target_entropy", "grad"), ("grad",), {"N": log_prob.shape[0]}, log_prob.dtype)
+    kernel = CKernel(
+        "entropy_temperature_gradient",
+        ENTROPY_TEMPERATURE_GRADIENT,
+        ("log_prob", "target_entropy", "grad"),
+        ("grad",),
+        {"N": log_prob.shape[0]},
+        log_prob.dtype,
+    )
     launch(device, kernel, log_prob, target_entropy, grad)
 
 
@@ -253,6 +347,12 @@ for (int i = 0; i < M; i++) {
 
 @api.select_min_rows.dispatch
 def select_min_rows(device: C, a, b, x, y, out):
-    kernel = CKernel("select_min_rows", SELECT_MIN_ROWS, ("a", "b", "x", "y", "out"), ("out",),
-                     dict(M=x.shape[0], N=x.shape[1]), x.dtype)
+    kernel = CKernel(
+        "select_min_rows",
+        SELECT_MIN_ROWS,
+        ("a", "b", "x", "y", "out"),
+        ("out",),
+        dict(M=x.shape[0], N=x.shape[1]),
+        x.dtype,
+    )
     launch(device, kernel, a, b, x, y, out)

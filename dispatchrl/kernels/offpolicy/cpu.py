@@ -16,8 +16,22 @@ __all__ = ["gaussian_tanh_grad"]
 
 
 @njit(**JIT_EXACT)
-def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
-                      b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, position, size):
+def replay_add_kernel(
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+    size,
+):
     capacity = b_obs.shape[0]
     for i in range(obs.shape[0]):
         row = position[0]
@@ -33,13 +47,38 @@ def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
 
 @api.replay_add.dispatch
 def replay_add(device: CPU, buffer, obs, action, reward, next_obs, terminated, truncated):
-    launch(device, replay_add_kernel, obs, action, reward, next_obs, terminated, truncated,
-           *transition_arrays(buffer), buffer.position, buffer.size)
+    launch(
+        device,
+        replay_add_kernel,
+        obs,
+        action,
+        reward,
+        next_obs,
+        terminated,
+        truncated,
+        *transition_arrays(buffer),
+        buffer.position,
+        buffer.size,
+    )
 
 
 @njit(**JIT_EXACT)
-def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, size,
-                         obs, action, reward, next_obs, terminated, truncated):
+def replay_sample_kernel(
+    rng,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    size,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
     key, base = rng[0], rng[1]
     filled = size[0]
     for k in range(obs.shape[0]):  # element loops: row slices would build array views
@@ -115,8 +154,9 @@ def td_target(device: CPU, reward, terminated, q1, q2, gamma, target):
 
 
 @njit(**JIT_EXACT)
-def track_episodes_kernel(reward, terminated, truncated, step, running_return, running_length,
-                          returns, lengths, end_steps, count):
+def track_episodes_kernel(
+    reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count
+):
     for i in range(reward.shape[0]):
         running_return[i] += reward[i]
         running_length[i] += 1
@@ -133,8 +173,20 @@ def track_episodes_kernel(reward, terminated, truncated, step, running_return, r
 
 @api.track_episodes.dispatch
 def track_episodes(device: CPU, log, reward, terminated, truncated, step):
-    launch(device, track_episodes_kernel, reward, terminated, truncated, step, log.running_return,
-           log.running_length, log.returns, log.lengths, log.end_steps, log.count)
+    launch(
+        device,
+        track_episodes_kernel,
+        reward,
+        terminated,
+        truncated,
+        step,
+        log.running_return,
+        log.running_length,
+        log.returns,
+        log.lengths,
+        log.end_steps,
+        log.count,
+    )
 
 
 @njit(**JIT_EXACT)
@@ -177,7 +229,8 @@ def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha,
     for i in range(batch):
         for j in range(a_dim):
             d_actor_out[i, j], d_actor_out[i, a_dim + j] = gaussian_tanh_grad(
-                np.float64(action[i, j]), d_action[i, j], actor_out[i, a_dim + j], noise[i, j], scale)
+                np.float64(action[i, j]), d_action[i, j], actor_out[i, a_dim + j], noise[i, j], scale
+            )
 
 
 @api.gaussian_tanh_backward.dispatch

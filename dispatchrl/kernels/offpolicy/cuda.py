@@ -19,8 +19,21 @@ gaussian_tanh_grad = device_twin(cpu.gaussian_tanh_grad)
 
 
 @cuda.jit
-def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
-                      b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, position):
+def replay_add_kernel(
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+):
     i = cuda.grid(1)
     if i < obs.shape[0]:
         row = (position[0] + i) % b_obs.shape[0]
@@ -43,15 +56,41 @@ def advance_ring_kernel(position, size, rows, capacity):
 
 @api.replay_add.dispatch
 def replay_add(device: CUDA, buffer, obs, action, reward, next_obs, terminated, truncated):
-    launch_1d(device, replay_add_kernel, obs.shape[0], obs, action, reward, next_obs, terminated, truncated,
-              *transition_arrays(buffer), buffer.position)
-    launch(device, Launch(advance_ring_kernel, (1,), (1,)), buffer.position, buffer.size, obs.shape[0],
-           buffer.obs.shape[0])
+    launch_1d(
+        device,
+        replay_add_kernel,
+        obs.shape[0],
+        obs,
+        action,
+        reward,
+        next_obs,
+        terminated,
+        truncated,
+        *transition_arrays(buffer),
+        buffer.position,
+    )
+    launch(
+        device, Launch(advance_ring_kernel, (1,), (1,)), buffer.position, buffer.size, obs.shape[0], buffer.obs.shape[0]
+    )
 
 
 @cuda.jit
-def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, size,
-                         obs, action, reward, next_obs, terminated, truncated):
+def replay_sample_kernel(
+    rng,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    size,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
     k = cuda.grid(1)
     if k < obs.shape[0]:
         row = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
@@ -68,7 +107,9 @@ def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminate
 @api.replay_sample.dispatch
 def replay_sample(device: CUDA, rng, buffer, batch):
     rows = batch.obs.shape[0]
-    launch_1d(device, replay_sample_kernel, rows, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
+    launch_1d(
+        device, replay_sample_kernel, rows, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch)
+    )
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(rows))
 
 
@@ -124,8 +165,9 @@ def td_target(device: CUDA, reward, terminated, q1, q2, gamma, target):
 
 
 @cuda.jit
-def track_episodes_kernel(reward, terminated, truncated, step, running_return, running_length,
-                          returns, lengths, end_steps, count):
+def track_episodes_kernel(
+    reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count
+):
     i = cuda.grid(1)
     if i < reward.shape[0]:
         running_return[i] += reward[i]
@@ -142,8 +184,21 @@ def track_episodes_kernel(reward, terminated, truncated, step, running_return, r
 
 @api.track_episodes.dispatch
 def track_episodes(device: CUDA, log, reward, terminated, truncated, step):
-    launch_1d(device, track_episodes_kernel, reward.shape[0], reward, terminated, truncated, step,
-              log.running_return, log.running_length, log.returns, log.lengths, log.end_steps, log.count)
+    launch_1d(
+        device,
+        track_episodes_kernel,
+        reward.shape[0],
+        reward,
+        terminated,
+        truncated,
+        step,
+        log.running_return,
+        log.running_length,
+        log.returns,
+        log.lengths,
+        log.end_steps,
+        log.count,
+    )
 
 
 @cuda.jit
@@ -173,16 +228,22 @@ def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha,
     i, j = cuda.grid(2)
     batch, a_dim = action.shape
     if i < batch and j < a_dim:
-        d_mean, d_log_std = gaussian_tanh_grad(np.float64(action[i, j]), d_action[i, j], actor_out[i, a_dim + j],
-                                               noise[i, j], math.exp(log_alpha[0]) / batch)
+        d_mean, d_log_std = gaussian_tanh_grad(
+            np.float64(action[i, j]),
+            d_action[i, j],
+            actor_out[i, a_dim + j],
+            noise[i, j],
+            math.exp(log_alpha[0]) / batch,
+        )
         d_actor_out[i, j] = d_mean
         d_actor_out[i, a_dim + j] = d_log_std
 
 
 @api.gaussian_tanh_backward.dispatch
 def gaussian_tanh_backward(device: CUDA, actor_out, noise, action, d_action, log_alpha, d_actor_out):
-    launch_2d(device, gaussian_tanh_backward_kernel, action.shape, actor_out, noise, action, d_action,
-              log_alpha, d_actor_out)
+    launch_2d(
+        device, gaussian_tanh_backward_kernel, action.shape, actor_out, noise, action, d_action, log_alpha, d_actor_out
+    )
 
 
 @cuda.jit
@@ -195,8 +256,9 @@ def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma
 
 @api.soft_td_target.dispatch
 def soft_td_target(device: CUDA, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
-    launch_1d(device, soft_td_target_kernel, reward.shape[0], reward, terminated, q1, q2, log_prob,
-              log_alpha, gamma, target)
+    launch_1d(
+        device, soft_td_target_kernel, reward.shape[0], reward, terminated, q1, q2, log_prob, log_alpha, gamma, target
+    )
 
 
 @cuda.jit

@@ -13,12 +13,32 @@ from .api import transition_arrays
 __all__: list[str] = []
 
 
-def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
-                      b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, position, size):
+def replay_add_kernel(
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+    size,
+):
     capacity = b_obs.shape[0]
     rows = (position[0] + np.arange(obs.shape[0])) % capacity
-    for dst, src in ((b_obs, obs), (b_action, action), (b_reward, reward), (b_next_obs, next_obs),
-                     (b_terminated, terminated), (b_truncated, truncated)):
+    for dst, src in (
+        (b_obs, obs),
+        (b_action, action),
+        (b_reward, reward),
+        (b_next_obs, next_obs),
+        (b_terminated, terminated),
+        (b_truncated, truncated),
+    ):
         dst[rows] = src
     position[0] = (position[0] + obs.shape[0]) % capacity
     size[0] = min(size[0] + obs.shape[0], capacity)
@@ -26,15 +46,46 @@ def replay_add_kernel(obs, action, reward, next_obs, terminated, truncated,
 
 @api.replay_add.dispatch
 def replay_add(device: Generic, buffer, obs, action, reward, next_obs, terminated, truncated):
-    launch(device, replay_add_kernel, obs, action, reward, next_obs, terminated, truncated,
-           *transition_arrays(buffer), buffer.position, buffer.size)
+    launch(
+        device,
+        replay_add_kernel,
+        obs,
+        action,
+        reward,
+        next_obs,
+        terminated,
+        truncated,
+        *transition_arrays(buffer),
+        buffer.position,
+        buffer.size,
+    )
 
 
-def replay_sample_kernel(rng, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated, size,
-                         obs, action, reward, next_obs, terminated, truncated):
+def replay_sample_kernel(
+    rng,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    size,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
     rows = (uniform01(rng, obs.shape[0]) * size[0]).astype(np.int64)
-    for dst, src in ((obs, b_obs), (action, b_action), (reward, b_reward), (next_obs, b_next_obs),
-                     (terminated, b_terminated), (truncated, b_truncated)):
+    for dst, src in (
+        (obs, b_obs),
+        (action, b_action),
+        (reward, b_reward),
+        (next_obs, b_next_obs),
+        (terminated, b_terminated),
+        (truncated, b_truncated),
+    ):
         dst[...] = src[rows]
 
 
@@ -44,8 +95,8 @@ def replay_sample(device: Generic, rng, buffer, batch):
 
 
 def concat_columns_kernel(a, b, out):
-    out[:, :a.shape[1]] = a
-    out[:, a.shape[1]:] = b
+    out[:, : a.shape[1]] = a
+    out[:, a.shape[1] :] = b
 
 
 @api.concat_columns.dispatch
@@ -54,7 +105,7 @@ def concat_columns(device: Generic, a, b, out):
 
 
 def slice_columns_kernel(x, start, out):
-    out[...] = x[:, start:start + out.shape[1]]
+    out[...] = x[:, start : start + out.shape[1]]
 
 
 @api.slice_columns.dispatch
@@ -81,8 +132,9 @@ def td_target(device: Generic, reward, terminated, q1, q2, gamma, target):
     launch(device, td_target_kernel, reward, terminated, q1, q2, gamma, target)
 
 
-def track_episodes_kernel(reward, terminated, truncated, step, running_return, running_length,
-                          returns, lengths, end_steps, count):
+def track_episodes_kernel(
+    reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count
+):
     running_return += reward
     running_length += 1
     for i in np.flatnonzero(terminated | truncated):
@@ -95,8 +147,20 @@ def track_episodes_kernel(reward, terminated, truncated, step, running_return, r
 
 @api.track_episodes.dispatch
 def track_episodes(device: Generic, log, reward, terminated, truncated, step):
-    launch(device, track_episodes_kernel, reward, terminated, truncated, step, log.running_return,
-           log.running_length, log.returns, log.lengths, log.end_steps, log.count)
+    launch(
+        device,
+        track_episodes_kernel,
+        reward,
+        terminated,
+        truncated,
+        step,
+        log.running_return,
+        log.running_length,
+        log.returns,
+        log.lengths,
+        log.end_steps,
+        log.count,
+    )
 
 
 def _mean_log_std(actor_out):
@@ -110,8 +174,9 @@ def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
     noise[...] = eps
     a = np.tanh(mean + np.exp(log_std) * eps)
     action[...] = a
-    log_prob[:, 0] = np.sum(-0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi)
-                            - np.log(1.0 - a * a + 1e-6), axis=1)
+    log_prob[:, 0] = np.sum(
+        -0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi) - np.log(1.0 - a * a + 1e-6), axis=1
+    )
 
 
 @api.gaussian_tanh_sample.dispatch

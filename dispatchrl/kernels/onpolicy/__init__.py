@@ -5,11 +5,30 @@ rate in an Array is core's ``adam_step``; the rollout structs are in dispatchrl.
 Declarations in api, methods per backend; CUDA methods register when a CUDA device is first made."""
 
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
-from .api import (adaptive_learning_rate, discounted_returns, gae, gather_minibatch, gaussian_log_prob,
-                  gaussian_sample, normalize_observations, ppo_policy_gradient, random_permutation, rollout_store,
-                  running_stats_update)
+from .api import (
+    adaptive_learning_rate,
+    discounted_returns,
+    gae,
+    gather_minibatch,
+    gaussian_log_prob,
+    gaussian_sample,
+    normalize_observations,
+    ppo_policy_gradient,
+    random_permutation,
+    rollout_store,
+    running_stats_update,
+)
 
-__all__ = ["gae", "discounted_returns", "running_stats_update", "normalize_observations", "gaussian_sample",
-           "gaussian_log_prob", "ppo_policy_gradient", "adaptive_learning_rate", "rollout_store",
-           "random_permutation", "gather_minibatch"]
-
+__all__ = [
+    "adaptive_learning_rate",
+    "discounted_returns",
+    "gae",
+    "gather_minibatch",
+    "gaussian_log_prob",
+    "gaussian_sample",
+    "normalize_observations",
+    "ppo_policy_gradient",
+    "random_permutation",
+    "rollout_store",
+    "running_stats_update",
+]

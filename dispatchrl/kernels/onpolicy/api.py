@@ -25,10 +25,24 @@ from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ShapeError
 
-__all__ = ["FLOAT64", "NORMALIZE_EPS", "MAX_CUDA_ACTION_DIM", "LOG_2PI", "check_rollout", "gae",
-           "discounted_returns", "running_stats_update", "normalize_observations", "gaussian_sample",
-           "gaussian_log_prob", "ppo_policy_gradient", "adaptive_learning_rate", "rollout_store",
-           "random_permutation", "gather_minibatch"]
+__all__ = [
+    "FLOAT64",
+    "LOG_2PI",
+    "MAX_CUDA_ACTION_DIM",
+    "NORMALIZE_EPS",
+    "adaptive_learning_rate",
+    "check_rollout",
+    "discounted_returns",
+    "gae",
+    "gather_minibatch",
+    "gaussian_log_prob",
+    "gaussian_sample",
+    "normalize_observations",
+    "ppo_policy_gradient",
+    "random_permutation",
+    "rollout_store",
+    "running_stats_update",
+]
 
 FLOAT64 = np.dtype(np.float64)
 #: normalised observation = (x − mean) / sqrt(var + NORMALIZE_EPS)
@@ -63,8 +77,18 @@ def gae(device, reward, value, next_value, terminated, truncated, gamma, lam, ad
     outputs = (("advantage", advantage),) + ((("returns", returns),) if returns is not None else ())
     _check_timesteps(fn, device, reward, (("value", value), ("next_value", next_value)) + outputs)
     _check_flags(fn, device, reward.shape, terminated, truncated)
-    return (device, reward, value, next_value, terminated, truncated,
-            check_number(fn, "gamma", gamma, 0, 1), check_number(fn, "lam", lam, 0, 1), advantage, returns)
+    return (
+        device,
+        reward,
+        value,
+        next_value,
+        terminated,
+        truncated,
+        check_number(fn, "gamma", gamma, 0, 1),
+        check_number(fn, "lam", lam, 0, 1),
+        advantage,
+        returns,
+    )
 
 
 @generic(outputs=("returns",))
@@ -146,8 +170,22 @@ def gaussian_log_prob(device, mean, log_std, action, log_prob):
 
 
 @generic(outputs=("d_mean", "d_log_std", "info"))
-def ppo_policy_gradient(device, mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
-                        clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info):
+def ppo_policy_gradient(
+    device,
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize_advantage,
+    d_mean,
+    d_log_std,
+    info,
+):
     """Gradient of PPO's actor loss ``−mean_i min(ρ_i Â_i, clip(ρ_i, 1 ± clip) Â_i) −
     entropy_coef · H`` for a minibatch: w.r.t. the Gaussian means (``d_mean`` (B, A), to
     backpropagate through the actor) and the state-independent ``log_std`` (``d_log_std``).
@@ -166,9 +204,22 @@ def ppo_policy_gradient(device, mean, log_std, action, old_log_prob, advantage, 
     check_array(fn, "d_mean", d_mean, device, shape=mean.shape, dtype=mean.dtype)
     check_array(fn, "d_log_std", d_log_std, device, shape=log_std.shape, dtype=mean.dtype)
     check_array(fn, "info", info, device, shape=(4,), dtype=FLOAT64)
-    return (device, mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
-            check_number(fn, "clip", clip, 0, low_open=True), check_number(fn, "entropy_coef", entropy_coef),
-            bool(normalize_advantage), d_mean, d_log_std, info)
+    return (
+        device,
+        mean,
+        log_std,
+        action,
+        old_log_prob,
+        advantage,
+        old_mean,
+        old_log_std,
+        check_number(fn, "clip", clip, 0, low_open=True),
+        check_number(fn, "entropy_coef", entropy_coef),
+        bool(normalize_advantage),
+        d_mean,
+        d_log_std,
+        info,
+    )
 
 
 @generic(inplace=("lr",))
@@ -181,8 +232,15 @@ def adaptive_learning_rate(device, kl, lr, target, factor, low, high):
     check_array(fn, "kl", kl, device, shape=(None,), dtype=FLOAT64)
     check_array(fn, "lr", lr, device, shape=(1,), dtype=FLOAT64)
     low = check_number(fn, "low", low, 0, low_open=True)
-    return (device, kl, lr, check_number(fn, "target", target, 0, low_open=True),
-            check_number(fn, "factor", factor, 1), low, check_number(fn, "high", high, low))
+    return (
+        device,
+        kl,
+        lr,
+        check_number(fn, "target", target, 0, low_open=True),
+        check_number(fn, "factor", factor, 1),
+        low,
+        check_number(fn, "high", high, low),
+    )
 
 
 def _rollout_fields(rollout):
@@ -204,14 +262,13 @@ def check_rollout(fn, device, rollout):
 
 
 @generic(outputs=("rollout",))
-def rollout_store(device, rollout, step, obs, action, mean, log_prob, value, next_value, reward,
-                  terminated, truncated):
+def rollout_store(device, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated):
     """Write one environment step of N envs into row block ``t = step[0] mod T`` of ``rollout``:
     observations (N, O), sampled actions and Gaussian means (N, A), log-probs (N,), values and
     next values (N, 1) (critic outputs), rewards and flags (N,)."""
     fn = "rollout_store"
     check_device(fn, device)
-    steps, envs, obs_dim, action_dim = check_rollout(fn, device, rollout)
+    _steps, envs, obs_dim, action_dim = check_rollout(fn, device, rollout)
     dtype = rollout.reward.dtype
     check_array(fn, "step", step, device, shape=(1,), dtype=np.int64)
     check_array(fn, "obs", obs, device, shape=(envs, obs_dim), dtype=dtype)
@@ -249,8 +306,9 @@ def gather_minibatch(device, rollout, perm, counter, batch):
     check_array(fn, "batch.obs", batch.obs, device, shape=(None, obs_dim), dtype=dtype)
     rows = batch.obs.shape[0]
     if (steps * envs) % rows:
-        raise ShapeError(f"{fn}: the minibatch size {rows} does not divide the rollout's "
-                         f"{steps}×{envs} = {steps * envs} rows")
+        raise ShapeError(
+            f"{fn}: the minibatch size {rows} does not divide the rollout's {steps}×{envs} = {steps * envs} rows"
+        )
     check_array(fn, "batch.action", batch.action, device, shape=(rows, action_dim), dtype=dtype)
     check_array(fn, "batch.mean", batch.mean, device, shape=(rows, action_dim), dtype=dtype)
     check_array(fn, "batch.log_prob", batch.log_prob, device, shape=(rows,), dtype=dtype)

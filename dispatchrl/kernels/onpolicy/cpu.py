@@ -177,8 +177,21 @@ def gaussian_log_prob(device: CPU, mean, log_std, action, log_prob):
 
 
 @njit(**JIT_FAST)
-def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
-                               clip, entropy_coef, normalize, d_mean, d_log_std, info):
+def ppo_policy_gradient_kernel(
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize,
+    d_mean,
+    d_log_std,
+    info,
+):
     batch, a_dim = mean.shape
     shift, scale = 0.0, 1.0
     if normalize:
@@ -233,10 +246,39 @@ def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, o
 
 
 @api.ppo_policy_gradient.dispatch
-def ppo_policy_gradient(device: CPU, mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
-                        clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info):
-    launch(device, ppo_policy_gradient_kernel, mean, log_std, action, old_log_prob, advantage, old_mean,
-           old_log_std, clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info)
+def ppo_policy_gradient(
+    device: CPU,
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize_advantage,
+    d_mean,
+    d_log_std,
+    info,
+):
+    launch(
+        device,
+        ppo_policy_gradient_kernel,
+        mean,
+        log_std,
+        action,
+        old_log_prob,
+        advantage,
+        old_mean,
+        old_log_std,
+        clip,
+        entropy_coef,
+        normalize_advantage,
+        d_mean,
+        d_log_std,
+        info,
+    )
 
 
 @njit(**JIT_EXACT)
@@ -253,8 +295,28 @@ def adaptive_learning_rate(device: CPU, kl, lr, target, factor, low, high):
 
 
 @njit(**JIT_EXACT)
-def store_env_step(n, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
-                   r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated, r_truncated):
+def store_env_step(
+    n,
+    step,
+    obs,
+    action,
+    mean,
+    log_prob,
+    value,
+    next_value,
+    reward,
+    terminated,
+    truncated,
+    r_obs,
+    r_action,
+    r_mean,
+    r_log_prob,
+    r_value,
+    r_next_value,
+    r_reward,
+    r_terminated,
+    r_truncated,
+):
     """Write env n's step into the rollout's row block step[0] mod T; also compiled as the CUDA
     device function, so both backends share it."""
     steps, envs = r_reward.shape
@@ -274,18 +336,71 @@ def store_env_step(n, step, obs, action, mean, log_prob, value, next_value, rewa
 
 
 @njit(**JIT_EXACT)
-def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
-                         r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated,
-                         r_truncated):
+def rollout_store_kernel(
+    step,
+    obs,
+    action,
+    mean,
+    log_prob,
+    value,
+    next_value,
+    reward,
+    terminated,
+    truncated,
+    r_obs,
+    r_action,
+    r_mean,
+    r_log_prob,
+    r_value,
+    r_next_value,
+    r_reward,
+    r_terminated,
+    r_truncated,
+):
     for n in range(r_reward.shape[1]):
-        store_env_step(n, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated, r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated, r_truncated)
+        store_env_step(
+            n,
+            step,
+            obs,
+            action,
+            mean,
+            log_prob,
+            value,
+            next_value,
+            reward,
+            terminated,
+            truncated,
+            r_obs,
+            r_action,
+            r_mean,
+            r_log_prob,
+            r_value,
+            r_next_value,
+            r_reward,
+            r_terminated,
+            r_truncated,
+        )
 
 
 @api.rollout_store.dispatch
-def rollout_store(device: CPU, rollout, step, obs, action, mean, log_prob, value, next_value, reward,
-                  terminated, truncated):
-    launch(device, rollout_store_kernel, step, obs, action, mean, log_prob, value, next_value, reward,
-           terminated, truncated, *store_arguments(rollout))
+def rollout_store(
+    device: CPU, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+):
+    launch(
+        device,
+        rollout_store_kernel,
+        step,
+        obs,
+        action,
+        mean,
+        log_prob,
+        value,
+        next_value,
+        reward,
+        terminated,
+        truncated,
+        *store_arguments(rollout),
+    )
 
 
 @njit(**JIT_EXACT)
@@ -308,8 +423,22 @@ def random_permutation(device: CPU, rng, perm):
 
 
 @njit(**JIT_EXACT)
-def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns,
-                            b_obs, b_action, b_mean, b_log_prob, b_advantage, b_returns):
+def gather_minibatch_kernel(
+    perm,
+    counter,
+    obs,
+    action,
+    mean,
+    log_prob,
+    advantage,
+    returns,
+    b_obs,
+    b_action,
+    b_mean,
+    b_log_prob,
+    b_advantage,
+    b_returns,
+):
     rows = b_obs.shape[0]
     k = counter[0] % (perm.shape[0] // rows)
     flat_log_prob = log_prob.reshape(log_prob.size)

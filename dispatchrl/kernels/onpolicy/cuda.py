@@ -56,8 +56,21 @@ def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, adv
 def gae(device: CUDA, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
     # real CUDA cannot pass None into a kernel (the simulator can): without returns, advantage
     # stands in for the unused argument
-    launch_1d(device, gae_kernel, reward.shape[1], reward, value, next_value, terminated, truncated, gamma, lam,
-              advantage, advantage if returns is None else returns, returns is not None)
+    launch_1d(
+        device,
+        gae_kernel,
+        reward.shape[1],
+        reward,
+        value,
+        next_value,
+        terminated,
+        truncated,
+        gamma,
+        lam,
+        advantage,
+        advantage if returns is None else returns,
+        returns is not None,
+    )
 
 
 @cuda.jit
@@ -71,8 +84,9 @@ def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, 
 
 @api.discounted_returns.dispatch
 def discounted_returns(device: CUDA, reward, next_value, terminated, truncated, gamma, returns, n):
-    launch_1d(device, discounted_returns_kernel, reward.shape[1], reward, next_value, terminated, truncated,
-              gamma, returns, n)
+    launch_1d(
+        device, discounted_returns_kernel, reward.shape[1], reward, next_value, terminated, truncated, gamma, returns, n
+    )
 
 
 @cuda.jit
@@ -110,8 +124,7 @@ def add_count_kernel(count, rows):
 
 @api.running_stats_update.dispatch
 def running_stats_update(device: CUDA, stats, x):
-    launch_1d(device, running_stats_update_kernel, x.shape[1], x, stats.mean, stats.var, stats.count,
-              stats.nonfinite)
+    launch_1d(device, running_stats_update_kernel, x.shape[1], x, stats.mean, stats.var, stats.count, stats.nonfinite)
     _single(device, add_count_kernel, stats.count, float(x.shape[0]))
 
 
@@ -177,8 +190,21 @@ def _block_sum(partial, columns, tid):
 
 
 @cuda.jit
-def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
-                               clip, entropy_coef, normalize, d_mean, d_log_std, info):
+def ppo_policy_gradient_kernel(
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize,
+    d_mean,
+    d_log_std,
+    info,
+):
     partial = cuda.shared.array(_SLOTS, dtype=np.float64)
     grad = cuda.local.array(_MAX_A, dtype=np.float64)
     tid = cuda.threadIdx.x
@@ -255,13 +281,41 @@ def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, o
 
 
 @api.ppo_policy_gradient.dispatch
-def ppo_policy_gradient(device: CUDA, mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
-                        clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info):
+def ppo_policy_gradient(
+    device: CUDA,
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize_advantage,
+    d_mean,
+    d_log_std,
+    info,
+):
     if mean.shape[1] > _MAX_A:
-        raise ShapeError(f"ppo_policy_gradient: the CUDA method supports action_dim <= {_MAX_A}, "
-                         f"got {mean.shape[1]}")
-    launch(device, Launch(ppo_policy_gradient_kernel, (1,), (_THREADS,)), mean, log_std, action, old_log_prob,
-           advantage, old_mean, old_log_std, clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info)
+        raise ShapeError(f"ppo_policy_gradient: the CUDA method supports action_dim <= {_MAX_A}, got {mean.shape[1]}")
+    launch(
+        device,
+        Launch(ppo_policy_gradient_kernel, (1,), (_THREADS,)),
+        mean,
+        log_std,
+        action,
+        old_log_prob,
+        advantage,
+        old_mean,
+        old_log_std,
+        clip,
+        entropy_coef,
+        normalize_advantage,
+        d_mean,
+        d_log_std,
+        info,
+    )
 
 
 @cuda.jit
@@ -279,19 +333,73 @@ def adaptive_learning_rate(device: CUDA, kl, lr, target, factor, low, high):
 
 
 @cuda.jit
-def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
-                         r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated,
-                         r_truncated):
+def rollout_store_kernel(
+    step,
+    obs,
+    action,
+    mean,
+    log_prob,
+    value,
+    next_value,
+    reward,
+    terminated,
+    truncated,
+    r_obs,
+    r_action,
+    r_mean,
+    r_log_prob,
+    r_value,
+    r_next_value,
+    r_reward,
+    r_terminated,
+    r_truncated,
+):
     n = cuda.grid(1)
     if n < r_reward.shape[1]:
-        store_env_step(n, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated, r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated, r_truncated)
+        store_env_step(
+            n,
+            step,
+            obs,
+            action,
+            mean,
+            log_prob,
+            value,
+            next_value,
+            reward,
+            terminated,
+            truncated,
+            r_obs,
+            r_action,
+            r_mean,
+            r_log_prob,
+            r_value,
+            r_next_value,
+            r_reward,
+            r_terminated,
+            r_truncated,
+        )
 
 
 @api.rollout_store.dispatch
-def rollout_store(device: CUDA, rollout, step, obs, action, mean, log_prob, value, next_value, reward,
-                  terminated, truncated):
-    launch_1d(device, rollout_store_kernel, reward.shape[0], step, obs, action, mean, log_prob, value,
-              next_value, reward, terminated, truncated, *store_arguments(rollout))
+def rollout_store(
+    device: CUDA, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+):
+    launch_1d(
+        device,
+        rollout_store_kernel,
+        reward.shape[0],
+        step,
+        obs,
+        action,
+        mean,
+        log_prob,
+        value,
+        next_value,
+        reward,
+        terminated,
+        truncated,
+        *store_arguments(rollout),
+    )
 
 
 @cuda.jit
@@ -316,8 +424,22 @@ def random_permutation(device: CUDA, rng, perm):
 
 
 @cuda.jit
-def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns,
-                            b_obs, b_action, b_mean, b_log_prob, b_advantage, b_returns):
+def gather_minibatch_kernel(
+    perm,
+    counter,
+    obs,
+    action,
+    mean,
+    log_prob,
+    advantage,
+    returns,
+    b_obs,
+    b_action,
+    b_mean,
+    b_log_prob,
+    b_advantage,
+    b_returns,
+):
     i = cuda.grid(1)
     rows = b_obs.shape[0]
     if i < rows:
@@ -336,5 +458,17 @@ def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantag
 @api.gather_minibatch.dispatch
 def gather_minibatch(device: CUDA, rollout, perm, counter, batch):
     (obs, action, mean, log_prob, advantage, returns, *rest) = gather_arguments(rollout, batch)
-    launch_1d(device, gather_minibatch_kernel, batch.obs.shape[0], perm, counter, obs, action, mean,
-              flat(log_prob), flat(advantage), flat(returns), *rest)
+    launch_1d(
+        device,
+        gather_minibatch_kernel,
+        batch.obs.shape[0],
+        perm,
+        counter,
+        obs,
+        action,
+        mean,
+        flat(log_prob),
+        flat(advantage),
+        flat(returns),
+        *rest,
+    )

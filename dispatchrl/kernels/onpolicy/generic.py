@@ -7,7 +7,7 @@ from ...staging import launch
 from ..random.generic import standard_normal, uniform01
 from . import api
 
-__all__ = ["store_arguments", "gather_arguments"]
+__all__ = ["gather_arguments", "store_arguments"]
 
 
 def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
@@ -107,8 +107,21 @@ def gaussian_log_prob(device: Generic, mean, log_std, action, log_prob):
     launch(device, gaussian_log_prob_kernel, mean, log_std, action, log_prob)
 
 
-def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
-                               clip, entropy_coef, normalize, d_mean, d_log_std, info):
+def ppo_policy_gradient_kernel(
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize,
+    d_mean,
+    d_log_std,
+    info,
+):
     batch = mean.shape[0]
     adv = advantage.astype(np.float64)
     if normalize:
@@ -124,7 +137,7 @@ def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, o
     d_log_std[...] = np.sum(g[:, None] * (z * z - 1), axis=0) - entropy_coef
     old_std = np.exp(old_log_std.astype(np.float64))
     diff = mean.astype(np.float64) - old_mean
-    kl = np.log(std / old_std) + (old_std ** 2 + diff ** 2) / (2 * std ** 2) - 0.5
+    kl = np.log(std / old_std) + (old_std**2 + diff**2) / (2 * std**2) - 0.5
     info[0] = np.mean(np.sum(kl, axis=1))
     info[1] = np.mean(np.minimum(unclipped, clipped))
     info[2] = np.sum(np.log(std) + 0.5 * (api.LOG_2PI + 1))
@@ -132,10 +145,39 @@ def ppo_policy_gradient_kernel(mean, log_std, action, old_log_prob, advantage, o
 
 
 @api.ppo_policy_gradient.dispatch
-def ppo_policy_gradient(device: Generic, mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std,
-                        clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info):
-    launch(device, ppo_policy_gradient_kernel, mean, log_std, action, old_log_prob, advantage, old_mean,
-           old_log_std, clip, entropy_coef, normalize_advantage, d_mean, d_log_std, info)
+def ppo_policy_gradient(
+    device: Generic,
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize_advantage,
+    d_mean,
+    d_log_std,
+    info,
+):
+    launch(
+        device,
+        ppo_policy_gradient_kernel,
+        mean,
+        log_std,
+        action,
+        old_log_prob,
+        advantage,
+        old_mean,
+        old_log_std,
+        clip,
+        entropy_coef,
+        normalize_advantage,
+        d_mean,
+        d_log_std,
+        info,
+    )
 
 
 def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
@@ -150,9 +192,27 @@ def adaptive_learning_rate(device: Generic, kl, lr, target, factor, low, high):
     launch(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
 
 
-def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated,
-                         r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated,
-                         r_truncated):
+def rollout_store_kernel(
+    step,
+    obs,
+    action,
+    mean,
+    log_prob,
+    value,
+    next_value,
+    reward,
+    terminated,
+    truncated,
+    r_obs,
+    r_action,
+    r_mean,
+    r_log_prob,
+    r_value,
+    r_next_value,
+    r_reward,
+    r_terminated,
+    r_truncated,
+):
     steps, envs = r_reward.shape
     t = int(step[0]) % steps
     rows = slice(t * envs, (t + 1) * envs)
@@ -162,15 +222,38 @@ def rollout_store_kernel(step, obs, action, mean, log_prob, value, next_value, r
 
 
 def store_arguments(rollout):
-    return (rollout.obs, rollout.action, rollout.mean, rollout.log_prob, rollout.value, rollout.next_value,
-            rollout.reward, rollout.terminated, rollout.truncated)
+    return (
+        rollout.obs,
+        rollout.action,
+        rollout.mean,
+        rollout.log_prob,
+        rollout.value,
+        rollout.next_value,
+        rollout.reward,
+        rollout.terminated,
+        rollout.truncated,
+    )
 
 
 @api.rollout_store.dispatch
-def rollout_store(device: Generic, rollout, step, obs, action, mean, log_prob, value, next_value, reward,
-                  terminated, truncated):
-    launch(device, rollout_store_kernel, step, obs, action, mean, log_prob, value, next_value, reward,
-           terminated, truncated, *store_arguments(rollout))
+def rollout_store(
+    device: Generic, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+):
+    launch(
+        device,
+        rollout_store_kernel,
+        step,
+        obs,
+        action,
+        mean,
+        log_prob,
+        value,
+        next_value,
+        reward,
+        terminated,
+        truncated,
+        *store_arguments(rollout),
+    )
 
 
 def random_permutation_kernel(rng, perm):
@@ -188,11 +271,25 @@ def random_permutation(device: Generic, rng, perm):
     launch(device, random_permutation_kernel, rng, perm)
 
 
-def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns,
-                            b_obs, b_action, b_mean, b_log_prob, b_advantage, b_returns):
+def gather_minibatch_kernel(
+    perm,
+    counter,
+    obs,
+    action,
+    mean,
+    log_prob,
+    advantage,
+    returns,
+    b_obs,
+    b_action,
+    b_mean,
+    b_log_prob,
+    b_advantage,
+    b_returns,
+):
     rows = b_obs.shape[0]
     k = int(counter[0]) % (perm.shape[0] // rows)
-    idx = perm[k * rows:(k + 1) * rows]
+    idx = perm[k * rows : (k + 1) * rows]
     b_obs[...], b_action[...], b_mean[...] = obs[idx], action[idx], mean[idx]
     b_log_prob[...] = log_prob.reshape(-1)[idx]
     b_advantage[...] = advantage.reshape(-1)[idx]
@@ -200,11 +297,22 @@ def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantag
 
 
 def gather_arguments(rollout, batch):
-    return (rollout.obs, rollout.action, rollout.mean, rollout.log_prob, rollout.advantage, rollout.returns,
-            batch.obs, batch.action, batch.mean, batch.log_prob, batch.advantage, batch.returns)
+    return (
+        rollout.obs,
+        rollout.action,
+        rollout.mean,
+        rollout.log_prob,
+        rollout.advantage,
+        rollout.returns,
+        batch.obs,
+        batch.action,
+        batch.mean,
+        batch.log_prob,
+        batch.advantage,
+        batch.returns,
+    )
 
 
 @api.gather_minibatch.dispatch
 def gather_minibatch(device: Generic, rollout, perm, counter, batch):
     launch(device, gather_minibatch_kernel, perm, counter, *gather_arguments(rollout, batch))
-

@@ -5,4 +5,4 @@ from. CUDA methods register when a CUDA device is first made."""
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
 from .api import random_normal, random_uniform, rng
 
-__all__ = ["rng", "random_uniform", "random_normal"]
+__all__ = ["random_normal", "random_uniform", "rng"]

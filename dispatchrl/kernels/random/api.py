@@ -10,8 +10,16 @@ from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ConfigError
 
-__all__ = ["uniform_top", "SPLITMIX_GOLDEN", "SPLITMIX_MIX1", "SPLITMIX_MIX2", "UNIFORM01_SCALE", "rng", "random_uniform",
-           "random_normal"]
+__all__ = [
+    "SPLITMIX_GOLDEN",
+    "SPLITMIX_MIX1",
+    "SPLITMIX_MIX2",
+    "UNIFORM01_SCALE",
+    "random_normal",
+    "random_uniform",
+    "rng",
+    "uniform_top",
+]
 
 #: SplitMix64 (Steele, Lea & Flood): the Weyl increment and the two multipliers of the finaliser
 SPLITMIX_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -50,8 +58,7 @@ def random_uniform(device, rng, out, low=0.0, high=1.0):
 def random_normal(device, rng, out, mean=0.0, std=1.0):
     """Fill ``out`` with normal samples (Box–Muller over the counter-based stream ``rng``)."""
     _check_rng("random_normal", device, rng, out)
-    return (device, rng, out, check_number("random_normal", "mean", mean),
-            check_number("random_normal", "std", std, 0))
+    return (device, rng, out, check_number("random_normal", "mean", mean), check_number("random_normal", "std", std, 0))
 
 
 def rng(device, seed) -> Array:
@@ -68,5 +75,3 @@ def rng(device, seed) -> Array:
     z = ((z ^ (z >> 30)) * int(SPLITMIX_MIX1)) & mask
     z = ((z ^ (z >> 27)) * int(SPLITMIX_MIX2)) & mask
     return asarray(device, np.array([z ^ (z >> 31), 0], dtype=np.uint64))
-
-

@@ -8,7 +8,7 @@ from ...staging import launch
 from . import api
 from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
-__all__ = ["UNIFORM01", "STANDARD_NORMAL", "UNIFORM_HELPERS", "NORMAL_HELPERS"]
+__all__ = ["NORMAL_HELPERS", "STANDARD_NORMAL", "UNIFORM01", "UNIFORM_HELPERS"]
 
 
 def _hex(constant) -> str:
@@ -53,9 +53,23 @@ rng[1] = base + SIZE;
 
 @api.random_uniform.dispatch
 def random_uniform(device: C, rng, out, low, high):
-    launch(device, CKernel("random_uniform", RANDOM_UNIFORM, ("rng", "out", "low", "high", "top"),
-                           ("rng", "out"), {"SIZE": out.size}, out.dtype, UNIFORM_HELPERS), rng, out, low, high,
-           api.uniform_top(out.dtype, low, high))
+    launch(
+        device,
+        CKernel(
+            "random_uniform",
+            RANDOM_UNIFORM,
+            ("rng", "out", "low", "high", "top"),
+            ("rng", "out"),
+            {"SIZE": out.size},
+            out.dtype,
+            UNIFORM_HELPERS,
+        ),
+        rng,
+        out,
+        low,
+        high,
+        api.uniform_top(out.dtype, low, high),
+    )
 
 
 RANDOM_NORMAL = """
@@ -71,5 +85,19 @@ rng[1] = base + 2 * (uint64_t)SIZE;
 
 @api.random_normal.dispatch
 def random_normal(device: C, rng, out, mean, std):
-    launch(device, CKernel("random_normal", RANDOM_NORMAL, ("rng", "out", "mean", "std"), ("rng", "out"),
-                           {"SIZE": out.size}, out.dtype, UNIFORM_HELPERS), rng, out, mean, std)
+    launch(
+        device,
+        CKernel(
+            "random_normal",
+            RANDOM_NORMAL,
+            ("rng", "out", "mean", "std"),
+            ("rng", "out"),
+            {"SIZE": out.size},
+            out.dtype,
+            UNIFORM_HELPERS,
+        ),
+        rng,
+        out,
+        mean,
+        std,
+    )

@@ -13,7 +13,7 @@ from ...staging import launch
 from . import api
 from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
-__all__ = ["uniform01", "standard_normal", "random_uniform_kernel", "random_normal_kernel"]
+__all__ = ["random_normal_kernel", "random_uniform_kernel", "standard_normal", "uniform01"]
 
 
 @njit(**JIT_EXACT)

@@ -12,7 +12,7 @@ from ...staging import launch
 from ..core.cuda import increment_kernel
 from . import api, cpu
 
-__all__ = ["uniform01", "standard_normal"]
+__all__ = ["standard_normal", "uniform01"]
 
 uniform01 = device_twin(cpu.uniform01)
 standard_normal = device_twin(cpu.standard_normal, uniform01=uniform01)

@@ -10,7 +10,7 @@ from ...staging import launch
 from . import api
 from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
-__all__ = ["uniform01", "standard_normal"]
+__all__ = ["standard_normal", "uniform01"]
 
 
 def uniform01(rng, count):

@@ -5,8 +5,22 @@ row gather, importance weights on loss gradients, the twin critics' TD-error pri
 first made."""
 
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
-from .api import (linear_anneal, priority_mark_new, priority_sample, priority_update, replay_gather, scale_rows,
-                  td_priority)
+from .api import (
+    linear_anneal,
+    priority_mark_new,
+    priority_sample,
+    priority_update,
+    replay_gather,
+    scale_rows,
+    td_priority,
+)
 
-__all__ = ["priority_mark_new", "priority_update", "priority_sample", "replay_gather", "scale_rows", "td_priority",
-           "linear_anneal"]
+__all__ = [
+    "linear_anneal",
+    "priority_mark_new",
+    "priority_sample",
+    "priority_update",
+    "replay_gather",
+    "scale_rows",
+    "td_priority",
+]

@@ -15,8 +15,17 @@ from ...dispatch import generic
 from ...errors import ShapeError
 from ..offpolicy.api import _check_transitions
 
-__all__ = ["EMPTY", "priority_mark_new", "priority_update", "priority_sample", "replay_gather", "scale_rows",
-           "td_priority", "linear_anneal", "tree_leaves"]
+__all__ = [
+    "EMPTY",
+    "linear_anneal",
+    "priority_mark_new",
+    "priority_sample",
+    "priority_update",
+    "replay_gather",
+    "scale_rows",
+    "td_priority",
+    "tree_leaves",
+]
 
 #: min_tree's value for rows never written
 EMPTY = float(np.finfo(np.float64).max)
@@ -49,8 +58,17 @@ def priority_mark_new(device, sum_tree, min_tree, max_priority, position, count,
         raise ShapeError(f"{fn}: 'capacity' must be an int in [1, {leaves}], got {capacity!r}")
     if not isinstance(count, (int, np.integer)) or not 1 <= count <= capacity:
         raise ShapeError(f"{fn}: 'count' must be an int in [1, {capacity}], got {count!r}")
-    return (device, sum_tree, min_tree, max_priority, position, int(count), int(capacity),
-            check_number(fn, "alpha", alpha, 0), check_number(fn, "eps", eps, 0))
+    return (
+        device,
+        sum_tree,
+        min_tree,
+        max_priority,
+        position,
+        int(count),
+        int(capacity),
+        check_number(fn, "alpha", alpha, 0),
+        check_number(fn, "eps", eps, 0),
+    )
 
 
 @generic(inplace=("sum_tree", "min_tree", "max_priority"))
@@ -63,8 +81,16 @@ def priority_update(device, sum_tree, min_tree, max_priority, index, priority, a
     check_array(fn, "max_priority", max_priority, device, shape=(1,), dtype=np.float64)
     check_array(fn, "index", index, device, shape=(None,), dtype=np.int64, dtypes=None)
     check_array(fn, "priority", priority, device, shape=index.shape)
-    return (device, sum_tree, min_tree, max_priority, index, priority,
-            check_number(fn, "alpha", alpha, 0), check_number(fn, "eps", eps, 0))
+    return (
+        device,
+        sum_tree,
+        min_tree,
+        max_priority,
+        index,
+        priority,
+        check_number(fn, "alpha", alpha, 0),
+        check_number(fn, "eps", eps, 0),
+    )
 
 
 @generic(inplace=("rng",), outputs=("index", "weight"))
@@ -93,8 +119,10 @@ def replay_gather(device, buffer, index, batch):
     rows, batch_obs, batch_action = _check_transitions(fn, device, "batch", batch)
     check_array(fn, "index", index, device, shape=(rows,), dtype=np.int64, dtypes=None)
     if (batch_obs, batch_action) != (obs_dim, action_dim) or batch.obs.dtype != buffer.obs.dtype:
-        raise ShapeError(f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
-                         f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}")
+        raise ShapeError(
+            f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
+            f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}"
+        )
     return device, buffer, index, batch
 
 
@@ -128,5 +156,11 @@ def linear_anneal(device, step, start, end, steps, out):
     check_device(fn, device)
     check_array(fn, "step", step, device, shape=(1,), dtype=np.int64, dtypes=None)
     check_array(fn, "out", out, device, shape=(1,), dtype=np.float64)
-    return (device, step, check_number(fn, "start", start), check_number(fn, "end", end),
-            check_number(fn, "steps", steps, 0, low_open=True), out)
+    return (
+        device,
+        step,
+        check_number(fn, "start", start),
+        check_number(fn, "end", end),
+        check_number(fn, "steps", steps, 0, low_open=True),
+        out,
+    )

@@ -52,9 +52,15 @@ for (int i = 0; i < COUNT; i++) dispatchrl_tree_set(sum_tree, min_tree, LEAVES, 
 @api.priority_mark_new.dispatch
 def priority_mark_new(device: C, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
     params = ("sum_tree", "min_tree", "max_priority", "position", "alpha", "eps")
-    kernel = CKernel("priority_mark_new", PRIORITY_MARK_NEW, params, ("sum_tree", "min_tree"),
-                     dict(COUNT=count, CAPACITY=capacity, LEAVES=sum_tree.shape[0] // 2), sum_tree.dtype,
-                     (TREE_HELPERS,))
+    kernel = CKernel(
+        "priority_mark_new",
+        PRIORITY_MARK_NEW,
+        params,
+        ("sum_tree", "min_tree"),
+        dict(COUNT=count, CAPACITY=capacity, LEAVES=sum_tree.shape[0] // 2),
+        sum_tree.dtype,
+        (TREE_HELPERS,),
+    )
     launch(device, kernel, sum_tree, min_tree, max_priority, position, alpha, eps)
 
 
@@ -71,8 +77,15 @@ for (int i = 0; i < B; i++) {
 @api.priority_update.dispatch
 def priority_update(device: C, sum_tree, min_tree, max_priority, index, priority, alpha, eps):
     params = ("sum_tree", "min_tree", "max_priority", "index", "priority", "alpha", "eps")
-    kernel = CKernel("priority_update", PRIORITY_UPDATE, params, ("sum_tree", "min_tree", "max_priority"),
-                     dict(B=index.shape[0], LEAVES=sum_tree.shape[0] // 2), priority.dtype, (TREE_HELPERS,))
+    kernel = CKernel(
+        "priority_update",
+        PRIORITY_UPDATE,
+        params,
+        ("sum_tree", "min_tree", "max_priority"),
+        dict(B=index.shape[0], LEAVES=sum_tree.shape[0] // 2),
+        priority.dtype,
+        (TREE_HELPERS,),
+    )
     launch(device, kernel, sum_tree, min_tree, max_priority, index, priority, alpha, eps)
 
 
@@ -93,9 +106,15 @@ rng[1] = base + B;
 @api.priority_sample.dispatch
 def priority_sample(device: C, rng, sum_tree, min_tree, size, beta, index, weight):
     params = ("rng", "sum_tree", "min_tree", "size", "beta", "index", "weight")
-    kernel = CKernel("priority_sample", PRIORITY_SAMPLE, params, ("rng", "index", "weight"),
-                     dict(B=index.shape[0], LEAVES=sum_tree.shape[0] // 2), weight.dtype,
-                     (*UNIFORM_HELPERS, TREE_HELPERS))
+    kernel = CKernel(
+        "priority_sample",
+        PRIORITY_SAMPLE,
+        params,
+        ("rng", "index", "weight"),
+        dict(B=index.shape[0], LEAVES=sum_tree.shape[0] // 2),
+        weight.dtype,
+        (*UNIFORM_HELPERS, TREE_HELPERS),
+    )
     launch(device, kernel, rng, sum_tree, min_tree, size, beta, index, weight)
 
 
@@ -116,8 +135,7 @@ for (int k = 0; k < B; k++) {
 def replay_gather(device: C, buffer, index, batch):
     (b, o), a = batch.obs.shape, batch.action.shape[1]
     params = ("index", *("b_" + p for p in TRANSITION_FIELDS), *TRANSITION_FIELDS)
-    kernel = CKernel("replay_gather", REPLAY_GATHER, params, TRANSITION_FIELDS, dict(B=b, O=o, A=a),
-                     batch.obs.dtype)
+    kernel = CKernel("replay_gather", REPLAY_GATHER, params, TRANSITION_FIELDS, dict(B=b, O=o, A=a), batch.obs.dtype)
     launch(device, kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
 
 
@@ -144,8 +162,14 @@ for (int i = 0; i < B; i++) {
 
 @api.td_priority.dispatch
 def td_priority(device: C, q1, q2, target, priority):
-    kernel = CKernel("td_priority", TD_PRIORITY, ("q1", "q2", "target", "priority"), ("priority",),
-                     dict(B=priority.shape[0]), priority.dtype)
+    kernel = CKernel(
+        "td_priority",
+        TD_PRIORITY,
+        ("q1", "q2", "target", "priority"),
+        ("priority",),
+        dict(B=priority.shape[0]),
+        priority.dtype,
+    )
     launch(device, kernel, q1, q2, target, priority)
 
 
@@ -157,6 +181,5 @@ out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
 
 @api.linear_anneal.dispatch
 def linear_anneal(device: C, step, start, end, steps, out):
-    kernel = CKernel("linear_anneal", LINEAR_ANNEAL, ("step", "start", "end", "steps", "out"), ("out",), {},
-                     out.dtype)
+    kernel = CKernel("linear_anneal", LINEAR_ANNEAL, ("step", "start", "end", "steps", "out"), ("out",), {}, out.dtype)
     launch(device, kernel, step, start, end, steps, out)

@@ -89,8 +89,21 @@ def priority_sample(device: CPU, rng, sum_tree, min_tree, size, beta, index, wei
 
 
 @njit(**JIT_EXACT)
-def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated,
-                         obs, action, reward, next_obs, terminated, truncated):
+def replay_gather_kernel(
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
     for k in range(index.shape[0]):
         row = index[k]
         for j in range(obs.shape[1]):

@@ -29,8 +29,18 @@ def priority_mark_new_kernel(sum_tree, min_tree, max_priority, position, count, 
 
 @api.priority_mark_new.dispatch
 def priority_mark_new(device: CUDA, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
-    launch(device, Launch(priority_mark_new_kernel, (1,), (1,)), sum_tree, min_tree, max_priority, position,
-           count, capacity, alpha, eps)
+    launch(
+        device,
+        Launch(priority_mark_new_kernel, (1,), (1,)),
+        sum_tree,
+        min_tree,
+        max_priority,
+        position,
+        count,
+        capacity,
+        alpha,
+        eps,
+    )
 
 
 @cuda.jit
@@ -45,8 +55,17 @@ def priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, al
 
 @api.priority_update.dispatch
 def priority_update(device: CUDA, sum_tree, min_tree, max_priority, index, priority, alpha, eps):
-    launch(device, Launch(priority_update_kernel, (1,), (1,)), sum_tree, min_tree, max_priority, index, priority,
-           alpha, eps)
+    launch(
+        device,
+        Launch(priority_update_kernel, (1,), (1,)),
+        sum_tree,
+        min_tree,
+        max_priority,
+        index,
+        priority,
+        alpha,
+        eps,
+    )
 
 
 @cuda.jit
@@ -69,8 +88,21 @@ def priority_sample(device: CUDA, rng, sum_tree, min_tree, size, beta, index, we
 
 
 @cuda.jit
-def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated,
-                         obs, action, reward, next_obs, terminated, truncated):
+def replay_gather_kernel(
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
     k = cuda.grid(1)
     if k < index.shape[0]:
         row = index[k]
@@ -86,8 +118,9 @@ def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_termina
 
 @api.replay_gather.dispatch
 def replay_gather(device: CUDA, buffer, index, batch):
-    launch_1d(device, replay_gather_kernel, index.shape[0], index, *transition_arrays(buffer),
-              *transition_arrays(batch))
+    launch_1d(
+        device, replay_gather_kernel, index.shape[0], index, *transition_arrays(buffer), *transition_arrays(batch)
+    )
 
 
 @cuda.jit

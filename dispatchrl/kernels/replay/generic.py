@@ -72,10 +72,29 @@ def priority_sample(device: Generic, rng, sum_tree, min_tree, size, beta, index,
     launch(device, priority_sample_kernel, rng, sum_tree, min_tree, size, beta, index, weight)
 
 
-def replay_gather_kernel(index, b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated,
-                         obs, action, reward, next_obs, terminated, truncated):
-    for dst, src in ((obs, b_obs), (action, b_action), (reward, b_reward), (next_obs, b_next_obs),
-                     (terminated, b_terminated), (truncated, b_truncated)):
+def replay_gather_kernel(
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
+    for dst, src in (
+        (obs, b_obs),
+        (action, b_action),
+        (reward, b_reward),
+        (next_obs, b_next_obs),
+        (terminated, b_terminated),
+        (truncated, b_truncated),
+    ):
         dst[...] = src[index]
 
 

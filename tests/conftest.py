@@ -30,3 +30,8 @@ def device(request):
 settings.register_profile("default", max_examples=8, deadline=None, print_blob=True)
 #: ≥ 200 examples per kernel family and device
 settings.register_profile("thorough", max_examples=200, deadline=None, print_blob=True)
+#: .ci/run: the default profile with a fixed seed per test, so a merge is judged on the same examples
+#: every time; exploration happens in local and thorough runs
+settings.register_profile("ci", max_examples=8, deadline=None, print_blob=True, derandomize=True)
+if os.environ.get("DISPATCHRL_HYPOTHESIS_PROFILE"):
+    settings.load_profile(os.environ["DISPATCHRL_HYPOTHESIS_PROFILE"])

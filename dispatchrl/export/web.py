@@ -25,7 +25,7 @@ from ..errors import ConfigError, DeviceError
 from .trainer import trainer_source, write_trainer
 from .trainer_targets import FLAGS
 
-__all__ = ["ASSETS", "EXPORTS", "WASM_BUILDS", "build_web", "serve", "web_folder"]
+__all__ = ["ASSETS", "EXPORTS", "WASM_BUILDS", "browser_run", "build_web", "serve", "web_folder"]
 
 #: the page's static files (copied next to the wasm)
 ASSETS = ("index.html", "app.js", "worker.js")
@@ -150,3 +150,54 @@ def serve(directory: str | Path, port: int = 8000, host: str = "127.0.0.1") -> h
     server = http.server.ThreadingHTTPServer((host, int(port)), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def browser_run(
+    folder: str | Path,
+    steps: int,
+    seed: int,
+    timeout: float = 600,
+    screenshot: str | Path | None = None,
+    executable: str | None = None,
+) -> dict:
+    """Run the page in ``folder`` in headless Chromium (playwright driving ``executable``, default
+    the system's ``chromium``) with ``?steps=&seed=&autostart=1``; returns ``window.trainerResult``
+    plus ``console_errors`` (console errors and uncaught page errors) and ``curve_pixels`` (the
+    learning-curve canvas's pixels that are not white)."""
+    from playwright.sync_api import sync_playwright
+
+    executable = executable or shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        raise DeviceError("the browser run needs Chromium: apt-get install chromium")
+    server = serve(folder, 0)
+    errors: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1000, "height": 720})
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                port = server.server_address[1]
+                page.goto(f"http://127.0.0.1:{port}/index.html?steps={int(steps)}&seed={int(seed)}&autostart=1")
+                page.wait_for_function("window.trainerResult !== undefined", timeout=timeout * 1000)
+                result = dict(page.evaluate("window.trainerResult"))
+                page.wait_for_timeout(300)  # a few animation frames of the final policy
+                result["curve_pixels"] = page.evaluate(
+                    """() => {
+                        const c = document.getElementById('curve');
+                        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                        let n = 0;
+                        for (let i = 0; i < d.length; i += 4) if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) n++;
+                        return n;
+                    }"""
+                )
+                if screenshot is not None:
+                    page.screenshot(path=str(screenshot), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    result["console_errors"] = errors
+    return result

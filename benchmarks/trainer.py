@@ -1,6 +1,8 @@
 """The exported trainer on every target: one JSON line per target.
 
 - host and wasm32-wasi (Node): wall seconds of a full TD3 Pendulum run (--steps, default 10k);
+- browser: the same run in the web page (export-trainer --target web) in headless Chromium, against
+  the native host trainer timed right after it (same config and seed: same checksum);
 - aarch64/armhf/riscv64-linux under qemu-user and cortex-m7 under qemu-system-arm: a shorter run
   (--emulated-steps), labelled "emulated" (emulation speed, not the hardware's);
 - cortex-m7 memory: text + data + bss of the ELF for TD3 and SAC at several replay capacities;
@@ -28,6 +30,40 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor()
+
+
+def browser_row(folder: Path, steps: int, machine: str) -> None:
+    """Wall seconds of the page's run in headless Chromium over the native host trainer's."""
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        print(json.dumps({"target": "browser", "skipped": "pip install playwright"}), flush=True)
+        return
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        print(json.dumps({"target": "browser", "skipped": "chromium not installed"}), flush=True)
+        return
+    from dispatchrl.export.web import browser_run, build_web
+
+    build_web(folder, "td3", "pendulum", steps, 0)
+    browser = browser_run(folder, steps, 0)
+    native = run_trainer(build_trainer(folder, "host"), "host", steps=steps, seed=0)
+    print(
+        json.dumps(
+            {
+                "target": "browser",
+                "algo": "td3",
+                "steps": browser["steps"],
+                "browser_seconds": round(browser["seconds"], 3),
+                "native_seconds": native["train_seconds"],
+                "ratio": round(browser["seconds"] / native["train_seconds"], 2),
+                "goal": 2.0,
+                "same_checksum": browser["checksum"] == native["checksum"],
+                "checksum": browser["checksum"],
+                "machine": machine,
+            }
+        ),
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -59,6 +95,7 @@ def main() -> None:
                 ),
                 flush=True,
             )
+        browser_row(out.parent / "web", args.steps, machine)
         for target, tool in (
             ("aarch64-linux", "qemu-aarch64"),
             ("armhf-linux", "qemu-arm"),

@@ -182,7 +182,7 @@ def browser_run(
                 page.goto(f"http://127.0.0.1:{port}/index.html?steps={int(steps)}&seed={int(seed)}&autostart=1")
                 page.wait_for_function("window.trainerResult !== undefined", timeout=timeout * 1000)
                 result = dict(page.evaluate("window.trainerResult"))
-                page.wait_for_timeout(300)  # a few animation frames of the final policy
+                page.wait_for_timeout(3000 if screenshot is not None else 300)  # the final policy swinging up
                 result["curve_pixels"] = page.evaluate(
                     """() => {
                         const c = document.getElementById('curve');

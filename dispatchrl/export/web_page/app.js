@@ -254,7 +254,7 @@ async function main() {
   const c = meta.config;
   $('config').textContent = `config: replay capacity ${meta.capacity}, batch ${c.batch_size}, hidden ${c.hidden.join('×')}, ` +
     `warm-up ${c.warmup_steps} steps, γ ${c.gamma}; eval: ${meta.eval_episodes} deterministic episodes. ` +
-    `Same bits as: dispatchrl export-trainer ${meta.algo} --env ${meta.env} --steps ${meta.steps} --target host --run`;
+    `Same bits as the native trainer with the same seed: dispatchrl export-trainer ${meta.algo} --env ${meta.env} --steps ${meta.steps} --seed SEED --target host --run`;
   totalSteps = Number(checkSteps($('steps').value)[0] || meta.steps);
   drawCurve();
   requestAnimationFrame(tick);

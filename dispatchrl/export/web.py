@@ -41,8 +41,14 @@ EXPORTS = (
     "trainer_eval_step",
     "web_obs",
 )
-#: file -> extra clang flags: SIMD128 (every current browser) and the scalar fallback
-WASM_BUILDS = {"trainer.wasm": ("-msimd128",), "trainer-scalar.wasm": ()}
+#: file -> extra clang flags: SIMD128 (every current browser) and the scalar fallback. Interleaving
+#: the vectorised loops 4x (more independent vectors per iteration) took ~15% off the V8 run time;
+#: it keeps every lane's operation order (the vectoriser reorders no FP reduction without leave to
+#: reassociate, which only forcing a vector *width* would give), so the bits stay the host's.
+WASM_BUILDS = {
+    "trainer.wasm": ("-msimd128", "-mllvm", "-force-vector-interleave=4"),
+    "trainer-scalar.wasm": (),
+}
 
 GLUE_C = """\
 /* glue.c: a buffer the page reads observations through (the wasm has no allocator) */

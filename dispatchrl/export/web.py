@@ -60,7 +60,7 @@ float *web_obs(void) { return web_obs_buffer; }
 
 
 def _asset(name: str) -> bytes:
-    return resources.files("dispatchrl.export").joinpath("web_page", name).read_bytes()
+    return resources.files("dispatchrl.export").joinpath("web_page").joinpath(name).read_bytes()
 
 
 def build_web(
@@ -118,9 +118,13 @@ def build_web(
         "state_bytes": trainer.state_bytes,
     }
     (out / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
-    return {"algo": algo, "env": env, "out": str(out), "state_bytes": trainer.state_bytes, "files": sorted(
-        p.name for p in out.iterdir()
-    )}
+    return {
+        "algo": algo,
+        "env": env,
+        "out": str(out),
+        "state_bytes": trainer.state_bytes,
+        "files": sorted(p.name for p in out.iterdir()),
+    }
 
 
 def web_folder(algo: str, env: str, steps: int = 10_000, seed: int = 0) -> Path:

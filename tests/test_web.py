@@ -30,12 +30,24 @@ SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "web_trainer.png"
 def page_folder(tmp_path_factory):
     pytest.importorskip("playwright", reason="pip install playwright")
     pytest.importorskip("ziglang", reason="the wasm build needs zig cc: pip install ziglang")
-    from dispatchrl.export.web import build_web
+    from dispatchrl.cli import main
 
     folder = tmp_path_factory.mktemp("web") / "td3"
-    summary = build_web(folder, "td3", "pendulum", STEPS, SEED)
-    assert {"index.html", "app.js", "worker.js", "trainer.wasm", "trainer-scalar.wasm"} <= set(summary["files"])
+    argv = ["export-trainer", "td3", "--env", "pendulum", "--target", "web", "--out", str(folder)]
+    assert main([*argv, "--steps", str(STEPS), "--seed", str(SEED)]) == 0
+    files = {p.name for p in folder.iterdir()}
+    assert {"index.html", "app.js", "worker.js", "trainer.wasm", "trainer-scalar.wasm", "trainer.json"} <= files
     return folder
+
+
+@pytest.mark.parametrize("flags", [["--steps", "0"], ["--seed", "-1"], ["--env", "no-such-env"]])
+def test_web_command_flags_get_train_errors(flags, capsys):
+    from dispatchrl.cli import main
+
+    assert main(["train", "td3", *flags]) == 2
+    train_error = capsys.readouterr().err.strip()
+    assert main(["web", *flags]) == 2
+    assert capsys.readouterr().err.strip() == train_error
 
 
 def test_browser_run_matches_host_trainer(page_folder, tmp_path):

@@ -79,6 +79,7 @@ function drawCurve() {
   const xMax = Math.max(totalSteps, 1);
   let yMin = meta.env === 'acrobot' ? -500 : -1600, yMax = 0;
   for (const [, r] of points) { yMin = Math.min(yMin, r); yMax = Math.max(yMax, r); }
+  yMin -= 0.02 * (yMax - yMin);  // a curve on the floor stays visible above the x axis
   const yStep = niceStep(yMax - yMin || 1, 5);
   yMin = Math.floor(yMin / yStep) * yStep;
   yMax = Math.ceil(yMax / yStep) * yStep;

@@ -1,12 +1,14 @@
 """The exported trainer on every target: one JSON line per target.
 
 - host and wasm32-wasi (Node): wall seconds of a full TD3 Pendulum run (--steps, default 10k);
+- browser: the same run in the web page (export-trainer --target web) in headless Chromium, against
+  the native host trainer in alternating pairs (same config and seed: same checksum);
 - aarch64/armhf/riscv64-linux under qemu-user and cortex-m7 under qemu-system-arm: a shorter run
   (--emulated-steps), labelled "emulated" (emulation speed, not the hardware's);
 - cortex-m7 memory: text + data + bss of the ELF for TD3 and SAC at several replay capacities;
 - train --device c over --device cpu, the same config in the same process run.
 
-Usage: python benchmarks/trainer.py [--steps 10000] [--emulated-steps 1000] [--skip-ratio]
+Usage: python benchmarks/trainer.py [--steps 10000] [--emulated-steps 1000] [--skip-ratio] [--browser-pairs 3]
 """
 
 import argparse
@@ -30,11 +32,53 @@ def cpu_model() -> str:
     return platform.processor()
 
 
+def browser_row(folder: Path, steps: int, machine: str, pairs: int = 3) -> None:
+    """Wall seconds of the page's run in headless Chromium over the native host trainer's: ``pairs``
+    alternating runs (native, then browser), medians; the ratio is the median of the pairs' ratios."""
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        print(json.dumps({"target": "browser", "skipped": "pip install playwright"}), flush=True)
+        return
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        print(json.dumps({"target": "browser", "skipped": "chromium not installed"}), flush=True)
+        return
+    from statistics import median
+
+    from dispatchrl.export.web import browser_run, build_web
+
+    build_web(folder, "td3", "pendulum", steps, 0)
+    host = build_trainer(folder, "host")
+    native, browser = [], []
+    for _ in range(pairs):
+        native.append(run_trainer(host, "host", steps=steps, seed=0))
+        browser.append(browser_run(folder, steps, 0))
+    print(
+        json.dumps(
+            {
+                "target": "browser",
+                "algo": "td3",
+                "steps": browser[0]["steps"],
+                "pairs": pairs,
+                "browser_seconds": round(median(b["seconds"] for b in browser), 3),
+                "native_seconds": round(median(n["train_seconds"] for n in native), 3),
+                "ratio": round(median(b["seconds"] / n["train_seconds"] for b, n in zip(browser, native)), 2),
+                "goal": 2.0,
+                "same_checksum": all(b["checksum"] == n["checksum"] for b, n in zip(browser, native)),
+                "checksum": browser[0]["checksum"],
+                "machine": machine,
+            }
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--emulated-steps", type=int, default=1000)
     parser.add_argument("--skip-ratio", action="store_true")
+    parser.add_argument("--browser-pairs", type=int, default=3, help="native/browser run pairs (medians)")
     args = parser.parse_args()
     machine = cpu_model()
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,6 +103,7 @@ def main() -> None:
                 ),
                 flush=True,
             )
+        browser_row(out.parent / "web", args.steps, machine, args.browser_pairs)
         for target, tool in (
             ("aarch64-linux", "qemu-aarch64"),
             ("armhf-linux", "qemu-arm"),

@@ -334,6 +334,12 @@ def export_trainer(args: argparse.Namespace) -> dict:
         for k, v in dataclasses.asdict(_parse_overrides(base, args.set or [])).items()
         if k != "total_steps" and v != getattr(base, k)
     }
+    if args.target == "web":  # a static page around the trainer compiled to wasm
+        from dispatchrl.export.web import build_web
+
+        web_summary = build_web(args.out, args.algo, args.env, args.steps, args.seed, overrides)
+        print(json.dumps(web_summary))
+        return web_summary
     trainer = trainer_source(args.algo, args.env, args.steps, args.seed, overrides)
     written = {k: str(v) for k, v in write_trainer(args.out, trainer).items()}
     summary: dict = {
@@ -352,6 +358,46 @@ def export_trainer(args: argparse.Namespace) -> dict:
             summary["run"] = run_trainer(path, args.target, steps=args.steps, seed=args.seed)
     print(json.dumps(summary))
     return summary
+
+
+def web(args: argparse.Namespace) -> None:
+    """Build the training page into the cache and serve it on localhost until interrupted."""
+    import threading
+
+    from dispatchrl import ConfigError, DeviceError
+    from dispatchrl.algorithms import ALGORITHMS
+    from dispatchrl.algorithms.driver import check_seed
+    from dispatchrl.export.web import serve, web_folder
+
+    config = dataclasses.replace(ALGORITHMS[args.algo].config_for(args.env), total_steps=args.steps)
+    config.validate()  # the same ConfigError as train for --steps
+    check_seed(args.seed)
+    if not 0 <= args.port < 65536:
+        raise ConfigError(f"--port must be in [0, 65536), got {args.port}")
+    folder = web_folder(args.algo, args.env, args.steps, args.seed)
+    try:
+        server = serve(folder, args.port)
+    except OSError as error:
+        raise DeviceError(f"--port {args.port}: cannot serve on localhost: {error}") from None
+    print(f"dispatchrl: serving {folder} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+
+
+def add_web_command(commands: Any) -> None:
+    from dispatchrl.algorithms import ALGORITHMS
+
+    p = commands.add_parser("web", help="serve a page that trains in the browser (the trainer compiled to wasm)")
+    p.add_argument("--algo", default="td3", choices=sorted(ALGORITHMS))
+    p.add_argument("--env", default="pendulum", help="pendulum or acrobot (a native env)")
+    p.add_argument("--steps", type=int, default=10_000, help="the page's default steps (and the replay capacity)")
+    p.add_argument("--seed", type=int, default=0, help="the page's default seed")
+    p.add_argument("--port", type=int, default=8000, help="0: any free port")
+    p.set_defaults(run=web)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -428,7 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--target",
         default=None,
-        help="also build for host, aarch64-linux, armhf-linux, riscv64-linux, cortex-m7 or wasm32-wasi",
+        help="also build for host, aarch64-linux, armhf-linux, riscv64-linux, cortex-m7 or wasm32-wasi; "
+        "web: a static page training in the browser (index.html, trainer.wasm)",
     )
     p.add_argument(
         "--run", dest="run_built", action="store_true", help="run the build (under qemu or node for other targets)"
@@ -440,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=demo)
+
+    add_web_command(commands)
 
     from dispatchrl import TrainingDiverged
     from dispatchrl.algorithms.driver import StopRequested

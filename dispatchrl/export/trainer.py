@@ -145,6 +145,7 @@ def _trace(algo, config, env, seed):
     named = dict(
         act_obs=act["obs"],
         act_action=act["action"],
+        eval_obs=eval_env.obs,
         eval_reward=eval_env.reward,
         eval_terminated=eval_env.terminated,
         eval_truncated=eval_env.truncated,
@@ -465,6 +466,20 @@ def _render(algo_name, spec, config, seed, programs, weights, named, storage, se
             "    return total / episodes;",
             "}",
             "",
+            "/* one evaluation env for viewers (the web page's animation): trainer_evaluate reseeds it */",
+            "void trainer_eval_reset(float *obs)",
+            "{",
+            "    program_eval_reset();",
+            f"    for (int32_t i = 0; i < {obs_dim}; i++) obs[i] = {n('eval_obs')}[i];",
+            "}",
+            "",
+            "int32_t trainer_eval_step(float *obs)",
+            "{",
+            "    program_eval_step();",
+            f"    for (int32_t i = 0; i < {obs_dim}; i++) obs[i] = {n('eval_obs')}[i];",
+            f"    return {n('eval_terminated')}[0] || {n('eval_truncated')}[0];",
+            "}",
+            "",
             "uint64_t trainer_checksum(void)",
             "{",
             "    uint64_t h = UINT64_C(0xCBF29CE484222325);",
@@ -512,6 +527,10 @@ double trainer_evaluate(int32_t episodes);
 double trainer_recent_return(int32_t episodes);
 /* The deterministic action (physical units) for one observation. */
 void trainer_act(const float *obs, float *action);
+/* Reset the evaluation env (the policy's own, reseeded by trainer_evaluate); its observation to `obs`. */
+void trainer_eval_reset(float *obs);
+/* One deterministic-policy step of that env; the new observation to `obs`; 1 when the episode ended. */
+int32_t trainer_eval_step(float *obs);
 /* 64-bit FNV-1a hash of every network weight's float32 bits. */
 uint64_t trainer_checksum(void);
 

@@ -56,7 +56,14 @@ TRAINER_TARGETS = {
             "qemu-system-arm",
             ".elf",
         ),
-        TrainerTarget("wasm32-wasi", ("-target", "wasm32-wasi"), "node", ".wasm"),
+        # SIMD128 (Node >= 16), vectorised loops interleaved 4x (as the web build, export/web.py):
+        # each lane keeps its operation order, so the same bits
+        TrainerTarget(
+            "wasm32-wasi",
+            ("-target", "wasm32-wasi", "-msimd128", "-mllvm", "-force-vector-interleave=4"),
+            "node",
+            ".wasm",
+        ),
     ]
 }
 
@@ -292,7 +299,9 @@ def run_trainer(
     elif spec.name == "cortex-m7":
         command = [spec.runner, "-M", "mps2-an500", "-nographic", "-semihosting", "-kernel", str(path)]
     elif spec.name == "wasm32-wasi":
-        command = ["node", str(path.parent / "run_wasi.mjs"), str(path), *args]
+        # --no-liftoff: main calls trainer_run once, and V8 tiers a wasm function up only between
+        # calls (no on-stack replacement), so the whole run would stay in the baseline compiler
+        command = ["node", "--no-liftoff", str(path.parent / "run_wasi.mjs"), str(path), *args]
     else:
         command = [spec.runner, str(path), *args]
     if not shutil.which(command[0]):

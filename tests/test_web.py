@@ -1,0 +1,119 @@
+"""The browser trainer (export-trainer --target web) in real headless Chromium, driven by playwright.
+
+One 10k-step TD3 Pendulum run in the page must end with the host trainer's checksum for the same
+config and seed, bit for bit, a passing evaluation return, a drawn learning curve and no console
+errors; an out-of-range field must show ConfigError's message. Seed 1: the 10k-step TD3 trainer
+with seed 0 evaluates to -440.6 on the host too (README, "Train anywhere"), below the -400 bar.
+Set DISPATCHRL_UPDATE_SCREENSHOT=1 to write the finished page to docs/web_trainer.png.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dispatchrl import ConfigError
+from dispatchrl.algorithms import td3
+from dispatchrl.algorithms.driver import check_seed
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (apt-get install chromium)"),
+]
+STEPS = 10_000
+SEED = 1
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "web_trainer.png"
+
+
+@pytest.fixture(scope="module")
+def page_folder(tmp_path_factory):
+    pytest.importorskip("playwright", reason="pip install playwright")
+    pytest.importorskip("ziglang", reason="the wasm build needs zig cc: pip install ziglang")
+    from dispatchrl.cli import main
+
+    folder = tmp_path_factory.mktemp("web") / "td3"
+    argv = ["export-trainer", "td3", "--env", "pendulum", "--target", "web", "--out", str(folder)]
+    assert main([*argv, "--steps", str(STEPS), "--seed", str(SEED)]) == 0
+    files = {p.name for p in folder.iterdir()}
+    assert {"index.html", "app.js", "worker.js", "trainer.wasm", "trainer-scalar.wasm", "trainer.json"} <= files
+    return folder
+
+
+@pytest.mark.parametrize("flags", [["--steps", "0"], ["--seed", "-1"], ["--env", "no-such-env"]])
+def test_web_command_flags_get_train_errors(flags, capsys):
+    from dispatchrl.cli import main
+
+    assert main(["train", "td3", *flags]) == 2
+    train_error = capsys.readouterr().err.strip()
+    assert main(["web", *flags]) == 2
+    assert capsys.readouterr().err.strip() == train_error
+
+
+def test_browser_run_matches_host_trainer(page_folder, tmp_path):
+    from dispatchrl.export.trainer_targets import build_trainer, run_trainer
+    from dispatchrl.export.web import browser_run
+
+    shot = tmp_path / "web_trainer.png"
+    result = browser_run(page_folder, STEPS, SEED, timeout=1200, screenshot=shot)
+    host = run_trainer(build_trainer(page_folder, "host"), "host", steps=STEPS, seed=SEED)
+    assert result["console_errors"] == []
+    assert result["steps"] == STEPS and not result["stopped"]
+    assert result["checksum"] == host["checksum"]
+    assert round(result["eval_return"], 3) == host["eval_return"]  # main.c prints %.3f
+    assert result["eval_return"] >= -400, result
+    assert result["curve_pixels"] > 2000  # axes, labels and the curve, not a blank canvas
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("DISPATCHRL_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(shot, SCREENSHOT)
+
+
+def _python_message(check) -> str:
+    with pytest.raises(ConfigError) as error:
+        check()
+    return str(error.value)
+
+
+@pytest.mark.parametrize(
+    "field, value, check",
+    [
+        ("steps", "0", lambda: td3.Config(total_steps=0).validate()),
+        ("steps", "-5", lambda: td3.Config(total_steps=-5).validate()),
+        ("steps", "2.5", lambda: td3.Config(total_steps=2.5).validate()),
+        ("steps", "ten", lambda: td3.Config(total_steps="ten").validate()),
+        ("seed", "-1", lambda: check_seed(-1)),
+        ("seed", "2147483648", lambda: check_seed(2**31)),
+        ("seed", "x1", lambda: check_seed("x1")),
+    ],
+)
+def test_invalid_field_shows_config_error(page_folder, field, value, check):
+    from playwright.sync_api import sync_playwright
+
+    from dispatchrl.export.web import serve
+
+    expected = _python_message(check)
+    server = serve(page_folder, 0)
+    errors: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
+                page.wait_for_function("document.getElementById('status').textContent === 'ready'")
+                assert page.text_content("#error") == ""
+                page.fill(f"#{field}", value)
+                assert page.text_content("#error") == expected
+                assert page.get_attribute(f"#{field}", "aria-invalid") == "true"
+                page.click("#start")  # refused: nothing starts
+                page.wait_for_timeout(200)
+                assert page.text_content("#status") == "ready"
+                assert page.evaluate("window.trainerResult") is None
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert errors == []

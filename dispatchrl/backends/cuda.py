@@ -1,4 +1,5 @@
-"""The CUDA runtime: launch configurations, device twins of CPU helpers, ``compile_step(CUDA)``.
+"""The CUDA runtime: launch configurations, device twins of CPU helpers, block-level forms of
+kernels, and ``compile_step(CUDA)``: one generated single-block kernel per fused step.
 
 Imported only when a CUDA device is first made (``CUDA.method_modules``): importing numba.cuda is
 slow and CPU-only users should not pay for it. This lazy, string-named import is the one
@@ -6,30 +7,45 @@ exception to plain imports in dispatchrl. Kernels stay within the subset real nu
 (the simulator would accept more)."""
 
 import types
+from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 from numba import cuda
 from numba.core.registry import CPUDispatcher
 
 from ..arrays import Array
 from ..devices import CUDA
-from ..staging import Program, compile_step, launch, python_program
+from ..errors import ConfigError
+from ..staging import Branch, Program, compile_step, kernel_calls, launch, python_program, raw
 
 __all__ = [
     "BLOCK_1D",
     "BLOCK_2D",
+    "BLOCK_FORMS",
+    "FUSED_BLOCK",
+    "MAX_FUSED_BLOCK",
     "REDUCE_THREADS",
     "Launch",
+    "block_form",
+    "block_program",
     "device_twin",
     "flat",
     "grid_1d",
     "grid_2d",
     "launch_1d",
     "launch_2d",
+    "unfused_kernels",
 ]
 
 BLOCK_1D = 128
 BLOCK_2D = (16, 8)
 REDUCE_THREADS = 128  # one block reduces a whole array (shared memory tree)
+#: threads of the one block a fused step runs in (a power of two, at most MAX_FUSED_BLOCK);
+#: 1024 ran out of registers on an H100 with a naive single-block prototype of the demo step
+FUSED_BLOCK = 256
+#: the largest block a block-level form supports (sizes its shared reduction scratch)
+MAX_FUSED_BLOCK = 1024
 
 
 def device_twin(cpu_function, **callees):
@@ -83,7 +99,145 @@ def flat(a: Array):
     return a.data.reshape(a.size)
 
 
+#: per-element kernel -> (its block-level device function, the literal sizes it takes): see block_form
+BLOCK_FORMS: dict[Any, tuple[Any, Callable[..., tuple]]] = {}
+
+
+def block_form(kernel, sizes: Callable[..., tuple] = lambda *args: ()) -> Callable:
+    """Register the decorated ``@cuda.jit(device=True)`` function as ``kernel``'s block-level form:
+    called by every thread of one block with ``kernel``'s arguments followed by ``sizes(*raw
+    arguments)`` (shapes, which the fused kernel's source then holds as literals), it does the whole
+    launch's work in block-stride loops (``cuda.threadIdx.x`` step ``cuda.blockDim.x``). The fused
+    step puts a ``cuda.syncthreads()`` after it, so it need not end with one."""
+
+    def register(device_function):
+        BLOCK_FORMS[kernel] = (device_function, sizes)
+        return device_function
+
+    return register
+
+
+def _kernel_of(operation) -> Any:
+    return operation.kernel if isinstance(operation, Launch) else operation
+
+
+def _kernel_name(operation) -> str:
+    kernel = _kernel_of(operation)
+    py = getattr(kernel, "py_func", kernel)
+    return getattr(py, "__name__", repr(kernel))
+
+
+def _is_device_array(value: object) -> bool:
+    # numba device arrays, real or simulated (the simulator's lack __cuda_array_interface__)
+    data = raw(value)
+    return hasattr(data, "copy_to_host") and hasattr(data, "is_c_contiguous")
+
+
+def _fusable_argument(value: object) -> bool:
+    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) or _is_device_array(value)
+
+
+def unfused_kernels(calls: list) -> list[str]:
+    """Names of the recorded kernels that keep ``calls`` from becoming one block-level kernel: no
+    block-level form registered, or an argument that is neither a device array nor a number."""
+    missing: dict[str, None] = {}
+    for operation, args in kernel_calls(calls):
+        if _kernel_of(operation) not in BLOCK_FORMS or not all(_fusable_argument(a) for a in args):
+            missing[_kernel_name(operation)] = None
+    return list(missing)
+
+
+def _literal(value: object) -> str:
+    """A number argument as source the CUDA target types as the per-element launch would."""
+    if isinstance(value, (bool, np.bool_)):
+        return repr(bool(value))
+    if isinstance(value, np.unsignedinteger):
+        return f"np.uint64({int(value)})"
+    if isinstance(value, (int, np.integer)):
+        return repr(int(value))
+    value = float(value)  # type: ignore[arg-type]
+    return repr(value) if np.isfinite(value) else f"float({str(value)!r})"
+
+
+def block_program(calls: list, block_size: int | None = None) -> Program:
+    """``calls`` as ONE generated numba.cuda kernel, launched once per ``run(n)`` on a single block of
+    ``block_size`` threads (default :data:`FUSED_BLOCK`): each kernel's block-level form in order,
+    a ``cuda.syncthreads()`` after each, the ``n`` steps looped inside, and ``when`` conditions read
+    on the device. ``run.launches`` counts launches, ``run.source`` is the generated source."""
+    block = FUSED_BLOCK if block_size is None else int(block_size)
+    if block < 1 or block > MAX_FUSED_BLOCK or block & (block - 1):
+        raise ConfigError(f"block_program: block_size must be a power of two in [1, {MAX_FUSED_BLOCK}], got {block}")
+    missing = unfused_kernels(calls)
+    if missing:
+        raise ConfigError(f"block_program: no block-level form for {', '.join(missing)}")
+    functions: dict[Any, str] = {}
+    arrays: dict[int, tuple[str, Any]] = {}
+    conditions = iter(range(1 << 62))
+
+    def array_name(a):
+        data = raw(a)
+        return arrays.setdefault(id(data), (f"a{len(arrays)}", data))[0]
+
+    def render(nodes, indent):
+        lines = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                # every thread reads the counter before any thread of the branch may change it
+                flag = f"c{next(conditions)}"
+                lines.append(f"{indent}{flag} = {node.condition.expression(array_name(node.condition.counter))}")
+                lines.append(f"{indent}cuda.syncthreads()")
+                lines.append(f"{indent}if {flag}:")
+                lines += render(node.then, indent + "    ") or [indent + "    pass"]
+                if node.otherwise:
+                    lines.append(f"{indent}else:")
+                    lines += render(node.otherwise, indent + "    ")
+            else:
+                operation, args = node
+                device_function, sizes = BLOCK_FORMS[_kernel_of(operation)]
+                name = functions.setdefault(device_function, f"f{len(functions)}")
+                rendered = [array_name(a) if _is_device_array(a) else _literal(a) for a in args]
+                rendered += [repr(int(s)) for s in sizes(*[raw(a) for a in args])]
+                lines.append(f"{indent}{name}({', '.join(rendered)})")
+                lines.append(f"{indent}cuda.syncthreads()")
+        return lines
+
+    body = render(calls, "        ")
+    params = "".join(f", {name}" for name, _ in arrays.values())
+    source = "\n".join(
+        [
+            "# generated by dispatchrl.backends.cuda: one fused step in one thread block, do not edit",
+            f"def fused_step(n{params}):",
+            "    for _ in range(n):",
+            *(body or ["        pass"]),
+            "",
+        ]
+    )
+    namespace: dict[str, Any] = {"cuda": cuda, "np": np, **{name: f for f, name in functions.items()}}
+    exec(compile(source, "<dispatchrl fused CUDA step>", "exec"), namespace)
+    kernel = cuda.jit(namespace["fused_step"])
+    buffers = [data for _, data in arrays.values()]
+    fused = Launch(kernel, (1,), (block,))
+    fused(0, *buffers)  # compile now, not on the first real call
+
+    def run(n):
+        if n > 0:
+            fused(n, *buffers)
+            run.launches += 1  # type: ignore[attr-defined]
+
+    run.launches = 0  # type: ignore[attr-defined]
+    run.kernels = 1  # type: ignore[attr-defined]
+    run.source = source  # type: ignore[attr-defined]
+    run.block_size = block  # type: ignore[attr-defined]
+    return run
+
+
 @compile_step.dispatch
 def compile_step(device: CUDA, calls: list) -> Program:
-    # A prepared loop of launches on device-resident arrays (one fused kernel is the design target)
-    return python_program(calls)
+    # One single-block kernel when every call has a block-level form; otherwise today's prepared
+    # loop of launches for the whole step, which names the calls that kept it from fusing
+    missing = unfused_kernels(calls)
+    if not missing:
+        return block_program(calls)
+    run = python_program(calls)
+    run.unfused = missing  # type: ignore[attr-defined]
+    return run

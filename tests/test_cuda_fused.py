@@ -1,0 +1,131 @@
+"""The fused CUDA step: one single-block kernel launch per ``step(n)`` (in the simulator here; on a
+GPU with NUMBA_ENABLE_CUDASIM=0). Simulated threads are Python threads, so shapes and step counts
+stay small; the single-block program itself does not depend on the block size."""
+
+import numpy as np
+import pytest
+
+import dispatchrl as drl
+from dispatchrl import nn
+from dispatchrl.errors import ConfigError
+from dispatchrl.staging import compile_step, python_program, trace
+
+cuda_backend = pytest.importorskip("dispatchrl.backends.cuda")
+
+
+def regression(device, sizes, batch):
+    """The ``dispatchrl demo`` step (MLP regression, MSE + Adam) on ``device``."""
+    net = nn.mlp(device, sizes, activation="relu", seed=0)
+    buffers = nn.mlp_buffers(device, net, batch)
+    loss = drl.zeros(device, 1)
+    g = np.random.default_rng(0)
+    x = g.uniform(-2, 2, size=(batch, sizes[0]))
+    y = np.sin(x).sum(axis=1, keepdims=True) * np.arange(1, sizes[-1] + 1)
+    args = (net, buffers, drl.asarray(device, x, np.float32), drl.asarray(device, y, np.float32), loss)
+    return net, loss, args
+
+
+def state(net, loss) -> list:
+    return [drl.to_numpy(p.value) for p in net.parameters()] + [drl.to_numpy(loss)]
+
+
+def assert_close(got: list, want: list, rtol: float) -> None:
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * 1e-2)
+
+
+def test_demo_step_is_one_launch_and_matches_cpu(cuda_device):
+    sizes, batch, steps = (4, 64, 64, 1), 100, 2  # the demo's shapes; ~7 s per simulated step
+    net, loss, args = regression(cuda_device, sizes, batch)
+    step = drl.fuse(cuda_device, nn.mlp_train_step, *args)
+    program = step._run
+    assert program.kernels == 1 and not hasattr(program, "unfused")
+    assert program.block_size == cuda_backend.FUSED_BLOCK
+    assert "for _ in range(n):" in program.source and "cuda.syncthreads()" in program.source
+    step(steps)
+    assert program.launches == 1  # all steps inside one launch
+
+    cpu = drl.CPU()
+    cpu_net, cpu_loss, cpu_args = regression(cpu, sizes, batch)
+    drl.fuse(cpu, nn.mlp_train_step, *cpu_args)(steps)
+    assert_close(state(net, loss), state(cpu_net, cpu_loss), rtol=2e-5)
+
+
+@pytest.mark.parametrize("block_size", [32, 64])
+def test_fused_matches_launch_loop_and_cpu(cuda_device, block_size):
+    sizes, batch, steps = (3, 8, 8, 2), 10, 4
+    runs = {}
+    for path in ("fused", "launches"):
+        net, loss, args = regression(cuda_device, sizes, batch)
+        with trace([]) as calls:
+            nn.mlp_train_step(cuda_device, *args)
+        if path == "fused":
+            program = cuda_backend.block_program(calls, block_size)
+            program(steps - 1)
+            program(1)
+            assert program.launches == 2
+        else:
+            python_program(calls)(steps)
+        runs[path] = state(net, loss)
+    cpu = drl.CPU()
+    cpu_net, cpu_loss, cpu_args = regression(cpu, sizes, batch)
+    drl.fuse(cpu, nn.mlp_train_step, *cpu_args)(steps)
+    # the same per-element bodies in both CUDA paths (the loss reduction may sum in another order)
+    assert_close(runs["fused"], runs["launches"], rtol=1e-6)
+    assert_close(runs["fused"], state(cpu_net, cpu_loss), rtol=2e-5)
+
+
+def branching_step(device, counter, x, evens, below):
+    """x is halved once counter >= 3; evens counts even counts; below counts steps while counter < 3."""
+    drl.when(device, drl.Every(counter, 2), lambda d: drl.increment(d, evens))
+    drl.when(
+        device, drl.Below(counter, 3), lambda d: drl.increment(d, below), lambda d: drl.polyak_update(d, x, x, 0.5)
+    )
+    drl.increment(device, counter)
+
+
+def test_branches_run_on_the_device_in_one_launch(cuda_device):
+    counter, evens, below = (drl.zeros(cuda_device, 1, np.int64) for _ in range(3))
+    x = drl.asarray(cuda_device, np.full(5, 8.0), np.float32)
+    step = drl.fuse(cuda_device, branching_step, counter, x, evens, below)
+    step(7)
+    assert step._run.kernels == 1 and step._run.launches == 1
+    assert [int(drl.to_numpy(a)[0]) for a in (counter, evens, below)] == [7, 4, 3]
+    np.testing.assert_array_equal(drl.to_numpy(x), np.full(5, 8.0, np.float32))  # polyak of x with itself
+
+
+def doubled(device, x):
+    drl.staging.launch(device, lambda data: data.copy_to_device(data.copy_to_host() * 2), x)
+    drl.increment(device, x)
+
+
+def test_step_without_block_form_falls_back_to_launches_and_names_it(cuda_device):
+    x = drl.zeros(cuda_device, 1, np.int64)
+    step = drl.fuse(cuda_device, doubled, x)
+    assert step._run.unfused == ["<lambda>"]
+    step(3)
+    np.testing.assert_array_equal(drl.to_numpy(x), [7])  # ((0*2+1)*2+1)*2+1
+    with trace([]) as calls:
+        doubled(cuda_device, x)
+    assert cuda_backend.unfused_kernels(calls) == ["<lambda>"]
+    with pytest.raises(ConfigError, match="no block-level form for <lambda>"):
+        cuda_backend.block_program(calls)
+
+
+@pytest.mark.parametrize("block_size", [0, 48, 2048])
+def test_block_size_must_be_a_power_of_two_within_limits(cuda_device, block_size):
+    counter = drl.zeros(cuda_device, 1, np.int64)
+    with trace([]) as calls:
+        drl.increment(cuda_device, counter)
+    with pytest.raises(ConfigError, match="block_size"):
+        cuda_backend.block_program(calls, block_size)
+
+
+def test_compile_step_is_the_block_program(cuda_device):
+    counter = drl.zeros(cuda_device, 1, np.int64)
+    with trace([]) as calls:
+        drl.increment(cuda_device, counter, 3)
+    program = compile_step(cuda_device, calls)
+    program(4)
+    assert program.kernels == 1 and program.launches == 1
+    assert int(drl.to_numpy(counter)[0]) == 12

@@ -129,3 +129,34 @@ def test_compile_step_is_the_block_program(cuda_device):
     program(4)
     assert program.kernels == 1 and program.launches == 1
     assert int(drl.to_numpy(counter)[0]) == 12
+
+
+@pytest.fixture
+def recorded_programs(monkeypatch):
+    """Every program compile_step(CUDA) builds; a launch-loop fallback fails the test."""
+    programs: list = []
+    block_program = cuda_backend.block_program
+
+    def recording(calls, block_size=None):
+        programs.append(block_program(calls, block_size))
+        return programs[-1]
+
+    def refused(calls):
+        raise AssertionError(f"fell back to launches for {cuda_backend.unfused_kernels(calls)}")
+
+    monkeypatch.setattr(cuda_backend, "FUSED_BLOCK", 16)  # simulated threads are Python threads
+    monkeypatch.setattr(cuda_backend, "block_program", recording)
+    monkeypatch.setattr(cuda_backend, "python_program", refused)
+    return programs
+
+
+@pytest.mark.parametrize("algorithm", ["td3"])
+def test_offpolicy_training_fuses_to_one_kernel_and_matches_cpu(cuda_device, recorded_programs, algorithm):
+    module = getattr(drl, algorithm)
+    config = module.Config(total_steps=10, warmup_steps=4, batch_size=4, hidden=(4, 4))
+    on_cuda = module.train(cuda_device, "pendulum", config, seed=0)
+    assert recorded_programs and all(p.kernels == 1 for p in recorded_programs)
+    on_cpu = module.train(drl.CPU(), "pendulum", config, seed=0)
+    obs = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(on_cuda.policy(obs)), np.asarray(on_cpu.policy(obs)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(on_cuda.history["returns"], on_cpu.history["returns"], rtol=1e-5)

@@ -6,10 +6,12 @@ slow and CPU-only users should not pay for it. This lazy, string-named import is
 exception to plain imports in dispatchrl. Kernels stay within the subset real numba.cuda compiles
 (the simulator would accept more)."""
 
+import contextlib
 import types
 from collections.abc import Callable
 from typing import Any
 
+import numba
 import numpy as np
 from numba import cuda
 from numba.core.registry import CPUDispatcher
@@ -148,15 +150,17 @@ def unfused_kernels(calls: list) -> list[str]:
 
 
 def _literal(value: object) -> str:
-    """A number argument as source the CUDA target types as the per-element launch would."""
+    """A number argument as source that the CUDA target types as the per-element launch would:
+    Python numbers as themselves (int64, float64), numpy scalars in their own dtype."""
     if isinstance(value, (bool, np.bool_)):
         return repr(bool(value))
-    if isinstance(value, np.unsignedinteger):
-        return f"np.uint64({int(value)})"
-    if isinstance(value, (int, np.integer)):
-        return repr(int(value))
-    value = float(value)  # type: ignore[arg-type]
-    return repr(value) if np.isfinite(value) else f"float({str(value)!r})"
+    if isinstance(value, int):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if np.isfinite(value) else f"float({str(value)!r})"
+    scalar: Any = value
+    number = _literal(scalar.item())
+    return f"np.{scalar.dtype.name}({number})"
 
 
 def block_program(calls: list, block_size: int | None = None) -> Program:
@@ -216,7 +220,7 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     exec(compile(source, "<dispatchrl fused CUDA step>", "exec"), namespace)
     kernel = cuda.jit(namespace["fused_step"])
     buffers = [data for _, data in arrays.values()]
-    fused = Launch(kernel, (1,), (block,))
+    fused = _simulated(Launch(kernel, (1,), (block,))) if _SIMULATOR else Launch(kernel, (1,), (block,))
     fused(0, *buffers)  # compile now, not on the first real call
 
     def run(n):
@@ -228,6 +232,27 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     run.kernels = 1  # type: ignore[attr-defined]
     run.source = source  # type: ignore[attr-defined]
     run.block_size = block  # type: ignore[attr-defined]
+    return run
+
+
+_SIMULATOR = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
+
+
+def _simulated(fused: Launch) -> Callable[..., None]:
+    """``fused`` for the CUDA simulator, with ``cuda`` in every block form's module set to one fake
+    module for the whole launch. The simulator swaps it in per device-function call and swaps it
+    back on return, so a thread still inside a block form of another module than the kernel's would
+    find the real module (and no ``cuda.blockDim``) once another thread returns first."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule, swapped_cuda_module
+
+    def run(*args):
+        fake = FakeCUDAModule((1, 1, 1), (fused.block[0], 1, 1), 0)
+        modules = {id(f.fn.__globals__): f.fn for f, _ in BLOCK_FORMS.values()}
+        with contextlib.ExitStack() as stack:
+            for fn in modules.values():
+                stack.enter_context(swapped_cuda_module(fn, fake))
+            fused(*args)
+
     return run
 
 

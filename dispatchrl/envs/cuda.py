@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..backends.cuda import Launch, device_twin, grid_1d
+from ..backends.cuda import Launch, block_form, device_twin, grid_1d
 from ..devices import CUDA
 from ..kernels.core.cuda import increment_kernel
 from ..kernels.random.cuda import uniform01
@@ -29,27 +29,38 @@ acrobot_terminal = device_twin(cpu.acrobot_terminal)
 acrobot_rk4 = device_twin(cpu.acrobot_rk4, acrobot_dsdt=acrobot_dsdt, wrap_angle=wrap_angle)
 
 
+@cuda.jit(device=True)
+def _pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
+    u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
+    th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
+    physics[i, 0] = th
+    physics[i, 1] = thdot
+    obs[i, 0] = math.cos(th)
+    obs[i, 1] = math.sin(th)
+    obs[i, 2] = thdot
+    reward[i] = -cost
+    steps[i] += 1
+    terminated[i] = False
+    truncated[i] = steps[i] >= max_steps
+
+
 @cuda.jit
 def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
     i = cuda.grid(1)
     if i < physics.shape[0]:
-        u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
-        th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
-        physics[i, 0] = th
-        physics[i, 1] = thdot
-        obs[i, 0] = math.cos(th)
-        obs[i, 1] = math.sin(th)
-        obs[i, 2] = thdot
-        reward[i] = -cost
-        steps[i] += 1
-        terminated[i] = False
-        truncated[i] = steps[i] >= max_steps
+        _pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps)
 
 
-@cuda.jit
-def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
-    i = cuda.grid(1)
-    if i < physics.shape[0] and (not only_done or terminated[i] or truncated[i]):
+@block_form(pendulum_step_kernel, lambda physics, *rest: (physics.shape[0],))
+@cuda.jit(device=True)
+def pendulum_step_block(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps, envs):
+    for i in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        _pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps)
+
+
+@cuda.jit(device=True)
+def _pendulum_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done):
+    if not only_done or terminated[i] or truncated[i]:
         th = -PI + TWO_PI * uniform01(rng[0], rng[1] + np.uint64(2 * i))
         thdot = -1.0 + 2.0 * uniform01(rng[0], rng[1] + np.uint64(2 * i + 1))
         physics[i, 0] = th
@@ -62,6 +73,20 @@ def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
             reward[i] = 0.0
             terminated[i] = False
             truncated[i] = False
+
+
+@cuda.jit
+def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
+    i = cuda.grid(1)
+    if i < physics.shape[0]:
+        _pendulum_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done)
+
+
+@block_form(pendulum_reset_kernel, lambda rng, physics, *rest: (physics.shape[0],))
+@cuda.jit(device=True)
+def pendulum_reset_block(rng, physics, steps, obs, reward, terminated, truncated, only_done, envs):
+    for i in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        _pendulum_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
 @cuda.jit

@@ -5,7 +5,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d
+from ...backends.cuda import Launch, block_form, device_twin, flat, launch_1d, launch_2d
 from ...devices import CUDA
 from ...staging import launch
 from ..core.cuda import increment_kernel
@@ -16,6 +16,34 @@ from .api import transition_arrays
 __all__ = ["gaussian_tanh_grad"]
 
 gaussian_tanh_grad = device_twin(cpu.gaussian_tanh_grad)
+
+
+@cuda.jit(device=True)
+def _replay_add_at(
+    i,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+):
+    row = (position[0] + i) % b_obs.shape[0]
+    for j in range(obs.shape[1]):
+        b_obs[row, j] = obs[i, j]
+        b_next_obs[row, j] = next_obs[i, j]
+    for j in range(action.shape[1]):
+        b_action[row, j] = action[i, j]
+    b_reward[row] = reward[i]
+    b_terminated[row] = terminated[i]
+    b_truncated[row] = truncated[i]
 
 
 @cuda.jit
@@ -36,22 +64,78 @@ def replay_add_kernel(
 ):
     i = cuda.grid(1)
     if i < obs.shape[0]:
-        row = (position[0] + i) % b_obs.shape[0]
-        for j in range(obs.shape[1]):
-            b_obs[row, j] = obs[i, j]
-            b_next_obs[row, j] = next_obs[i, j]
-        for j in range(action.shape[1]):
-            b_action[row, j] = action[i, j]
-        b_reward[row] = reward[i]
-        b_terminated[row] = terminated[i]
-        b_truncated[row] = truncated[i]
+        _replay_add_at(
+            i,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            position,
+        )
+
+
+@block_form(replay_add_kernel, lambda obs, *rest: (obs.shape[0],))
+@cuda.jit(device=True)
+def replay_add_block(
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+    rows,
+):
+    for i in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _replay_add_at(
+            i,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            position,
+        )
+
+
+@cuda.jit(device=True)
+def _advance_ring(position, size, rows, capacity):
+    position[0] = (position[0] + rows) % capacity
+    size[0] = min(size[0] + rows, capacity)
 
 
 @cuda.jit
 def advance_ring_kernel(position, size, rows, capacity):
     if cuda.grid(1) == 0:  # after every row was written at the old position
-        position[0] = (position[0] + rows) % capacity
-        size[0] = min(size[0] + rows, capacity)
+        _advance_ring(position, size, rows, capacity)
+
+
+@block_form(advance_ring_kernel)
+@cuda.jit(device=True)
+def advance_ring_block(position, size, rows, capacity):
+    if cuda.threadIdx.x == 0:
+        _advance_ring(position, size, rows, capacity)
 
 
 @api.replay_add.dispatch
@@ -93,15 +177,91 @@ def replay_sample_kernel(
 ):
     k = cuda.grid(1)
     if k < obs.shape[0]:
-        row = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
-        for j in range(obs.shape[1]):
-            obs[k, j] = b_obs[row, j]
-            next_obs[k, j] = b_next_obs[row, j]
-        for j in range(action.shape[1]):
-            action[k, j] = b_action[row, j]
-        reward[k] = b_reward[row]
-        terminated[k] = b_terminated[row]
-        truncated[k] = b_truncated[row]
+        _replay_sample_at(
+            k,
+            rng,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            size,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+        )
+
+
+@cuda.jit(device=True)
+def _replay_sample_at(
+    k,
+    rng,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    size,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
+    row = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
+    for j in range(obs.shape[1]):
+        obs[k, j] = b_obs[row, j]
+        next_obs[k, j] = b_next_obs[row, j]
+    for j in range(action.shape[1]):
+        action[k, j] = b_action[row, j]
+    reward[k] = b_reward[row]
+    terminated[k] = b_terminated[row]
+    truncated[k] = b_truncated[row]
+
+
+@block_form(replay_sample_kernel, lambda rng, *buffer_size_batch: (buffer_size_batch[7].shape[0],))
+@cuda.jit(device=True)
+def replay_sample_block(
+    rng,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    size,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    rows,
+):
+    for k in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _replay_sample_at(
+            k,
+            rng,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            size,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+        )
 
 
 @api.replay_sample.dispatch
@@ -120,6 +280,14 @@ def concat_columns_kernel(a, b, out):
         out[i, j] = a[i, j] if j < a.shape[1] else b[i, j - a.shape[1]]
 
 
+@block_form(concat_columns_kernel, lambda a, b, out: (out.shape[0], out.shape[1], a.shape[1]))
+@cuda.jit(device=True)
+def concat_columns_block(a, b, out, rows, cols, split):
+    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
+        i, j = k // cols, k % cols
+        out[i, j] = a[i, j] if j < split else b[i, j - split]
+
+
 @api.concat_columns.dispatch
 def concat_columns(device: CUDA, a, b, out):
     launch_2d(device, concat_columns_kernel, out.shape, a, b, out)
@@ -132,17 +300,36 @@ def slice_columns_kernel(x, start, out):
         out[i, j] = x[i, start + j]
 
 
+@block_form(slice_columns_kernel, lambda x, start, out: out.shape)
+@cuda.jit(device=True)
+def slice_columns_block(x, start, out, rows, cols):
+    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
+        out[k // cols, k % cols] = x[k // cols, start + k % cols]
+
+
 @api.slice_columns.dispatch
 def slice_columns(device: CUDA, x, start, out):
     launch_2d(device, slice_columns_kernel, out.shape, x, start, out)
+
+
+@cuda.jit(device=True)
+def _add_clipped_noise_at(i, rng, x, std, noise_clip, low, high):
+    noise = min(max(std * standard_normal(rng[0], rng[1] + np.uint64(2 * i)), -noise_clip), noise_clip)
+    x[i] = min(max(x[i] + noise, low), high)
 
 
 @cuda.jit
 def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):
     i = cuda.grid(1)
     if i < x.size:
-        noise = min(max(std * standard_normal(rng[0], rng[1] + np.uint64(2 * i)), -noise_clip), noise_clip)
-        x[i] = min(max(x[i] + noise, low), high)
+        _add_clipped_noise_at(i, rng, x, std, noise_clip, low, high)
+
+
+@block_form(add_clipped_noise_kernel, lambda rng, x, *bounds: (x.size,))
+@cuda.jit(device=True)
+def add_clipped_noise_block(rng, x, std, noise_clip, low, high, size):
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        _add_clipped_noise_at(i, rng, x, std, noise_clip, low, high)
 
 
 @api.add_clipped_noise.dispatch
@@ -151,12 +338,24 @@ def add_clipped_noise(device: CUDA, rng, x, std, noise_clip, low, high):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * x.size))
 
 
+@cuda.jit(device=True)
+def _td_target_at(i, reward, terminated, q1, q2, gamma, target):
+    bootstrap = 0.0 if terminated[i] else gamma * min(q1[i, 0], q2[i, 0])
+    target[i, 0] = reward[i] + bootstrap
+
+
 @cuda.jit
 def td_target_kernel(reward, terminated, q1, q2, gamma, target):
     i = cuda.grid(1)
     if i < reward.shape[0]:
-        bootstrap = 0.0 if terminated[i] else gamma * min(q1[i, 0], q2[i, 0])
-        target[i, 0] = reward[i] + bootstrap
+        _td_target_at(i, reward, terminated, q1, q2, gamma, target)
+
+
+@block_form(td_target_kernel, lambda reward, *rest: (reward.shape[0],))
+@cuda.jit(device=True)
+def td_target_block(reward, terminated, q1, q2, gamma, target, rows):
+    for i in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _td_target_at(i, reward, terminated, q1, q2, gamma, target)
 
 
 @api.td_target.dispatch
@@ -170,16 +369,36 @@ def track_episodes_kernel(
 ):
     i = cuda.grid(1)
     if i < reward.shape[0]:
-        running_return[i] += reward[i]
-        running_length[i] += 1
-        if terminated[i] or truncated[i]:
-            slot = cuda.atomic.add(count, 0, 1)
-            if slot < returns.shape[0]:
-                returns[slot] = running_return[i]
-                lengths[slot] = running_length[i]
-                end_steps[slot] = step[0]
-            running_return[i] = 0.0
-            running_length[i] = 0
+        _track_episodes_at(
+            i, reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count
+        )
+
+
+@cuda.jit(device=True)
+def _track_episodes_at(
+    i, reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count
+):
+    running_return[i] += reward[i]
+    running_length[i] += 1
+    if terminated[i] or truncated[i]:
+        slot = cuda.atomic.add(count, 0, 1)
+        if slot < returns.shape[0]:
+            returns[slot] = running_return[i]
+            lengths[slot] = running_length[i]
+            end_steps[slot] = step[0]
+        running_return[i] = 0.0
+        running_length[i] = 0
+
+
+@block_form(track_episodes_kernel, lambda reward, *rest: (reward.shape[0],))
+@cuda.jit(device=True)
+def track_episodes_block(
+    reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count, rows
+):
+    for i in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _track_episodes_at(
+            i, reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count
+        )
 
 
 @api.track_episodes.dispatch

@@ -102,7 +102,7 @@ def doubled(device, x):
 def test_step_without_block_form_falls_back_to_launches_and_names_it(cuda_device):
     x = drl.zeros(cuda_device, 1, np.int64)
     step = drl.fuse(cuda_device, doubled, x)
-    assert step._run.unfused == ["<lambda>"]
+    assert step._run.unfused == ["<lambda>"] and "no block-level form for <lambda>" in step._run.fallback
     step(3)
     np.testing.assert_array_equal(drl.to_numpy(x), [7])  # ((0*2+1)*2+1)*2+1
     with trace([]) as calls:
@@ -150,13 +150,26 @@ def recorded_programs(monkeypatch):
     return programs
 
 
-@pytest.mark.parametrize("algorithm", ["td3"])
-def test_offpolicy_training_fuses_to_one_kernel_and_matches_cpu(cuda_device, recorded_programs, algorithm):
+@pytest.mark.parametrize(("algorithm", "env"), [("td3", "pendulum"), ("sac", "pendulum"), ("td3", "acrobot")])
+def test_offpolicy_training_fuses_to_one_kernel_and_matches_cpu(cuda_device, recorded_programs, algorithm, env):
     module = getattr(drl, algorithm)
     config = module.Config(total_steps=10, warmup_steps=4, batch_size=4, hidden=(4, 4))
-    on_cuda = module.train(cuda_device, "pendulum", config, seed=0)
+    on_cuda = module.train(cuda_device, env, config, seed=0)
     assert recorded_programs and all(p.kernels == 1 for p in recorded_programs)
-    on_cpu = module.train(drl.CPU(), "pendulum", config, seed=0)
-    obs = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    on_cpu = module.train(drl.CPU(), env, config, seed=0)
+    obs = np.random.default_rng(0).standard_normal((5, on_cpu.spec.obs_dim)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(on_cuda.policy(obs)), np.asarray(on_cpu.policy(obs)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(on_cuda.history["returns"], on_cpu.history["returns"], rtol=1e-5)
+
+
+def test_large_shapes_keep_the_launch_loop(cuda_device, monkeypatch):
+    sizes, batch = (3, 8, 8, 2), 10  # largest call: 10 x 8 x 8 multiply-adds
+    net, loss, args = regression(cuda_device, sizes, batch)
+    with trace([]) as calls:
+        nn.mlp_train_step(cuda_device, *args)
+    assert cuda_backend.block_work(calls) == 10 * 8 * 8
+    monkeypatch.setattr(cuda_backend, "SINGLE_BLOCK_MAX_WORK", 10 * 8 * 8 - 1)
+    step = drl.fuse(cuda_device, nn.mlp_train_step, *args)
+    assert step._run.unfused == [] and "SINGLE_BLOCK_MAX_WORK" in step._run.fallback
+    step(1)
+    assert np.isfinite(drl.to_numpy(loss)).all()

@@ -28,9 +28,11 @@ __all__ = [
     "FUSED_BLOCK",
     "MAX_FUSED_BLOCK",
     "REDUCE_THREADS",
+    "SINGLE_BLOCK_MAX_WORK",
     "Launch",
     "block_form",
     "block_program",
+    "block_work",
     "device_twin",
     "flat",
     "grid_1d",
@@ -48,6 +50,11 @@ REDUCE_THREADS = 128  # one block reduces a whole array (shared memory tree)
 FUSED_BLOCK = 256
 #: the largest block a block-level form supports (sizes its shared reduction scratch)
 MAX_FUSED_BLOCK = 1024
+#: a step fuses into one block only while its largest call does at most this much work (the product
+#: of the call's literal sizes: multiply-adds for dense layers, elements otherwise); larger steps
+#: keep the launch loop, whose grids use the whole GPU. A placeholder, not yet measured: the demo's
+#: largest call (100 x 64 x 64) is 0.4M, dense 1024 x 4096 is 4G. See docs/DESIGN.md.
+SINGLE_BLOCK_MAX_WORK = 1 << 20
 
 
 def device_twin(cpu_function, **callees):
@@ -147,6 +154,15 @@ def unfused_kernels(calls: list) -> list[str]:
         if _kernel_of(operation) not in BLOCK_FORMS or not all(_fusable_argument(a) for a in args):
             missing[_kernel_name(operation)] = None
     return list(missing)
+
+
+def block_work(calls: list) -> int:
+    """The largest product of literal sizes among ``calls`` (see SINGLE_BLOCK_MAX_WORK)."""
+    work = 0
+    for operation, args in kernel_calls(calls):
+        _, sizes = BLOCK_FORMS[_kernel_of(operation)]
+        work = max(work, int(np.prod([int(s) for s in sizes(*[raw(a) for a in args])], dtype=np.int64)))
+    return work
 
 
 def _literal(value: object) -> str:
@@ -258,11 +274,17 @@ def _simulated(fused: Launch) -> Callable[..., None]:
 
 @compile_step.dispatch
 def compile_step(device: CUDA, calls: list) -> Program:
-    # One single-block kernel when every call has a block-level form; otherwise today's prepared
-    # loop of launches for the whole step, which names the calls that kept it from fusing
+    # One single-block kernel when every call has a block-level form and the shapes are small;
+    # otherwise the prepared loop of launches for the whole step, saying why it did not fuse
     missing = unfused_kernels(calls)
     if not missing:
-        return block_program(calls)
+        work = block_work(calls)
+        if work <= SINGLE_BLOCK_MAX_WORK:
+            return block_program(calls)
+        reason = f"largest call does {work} > SINGLE_BLOCK_MAX_WORK = {SINGLE_BLOCK_MAX_WORK} units of work"
+    else:
+        reason = f"no block-level form for {', '.join(missing)}"
     run = python_program(calls)
     run.unfused = missing  # type: ignore[attr-defined]
+    run.fallback = reason  # type: ignore[attr-defined]
     return run

@@ -420,20 +420,32 @@ def track_episodes(device: CUDA, log, reward, terminated, truncated, step):
     )
 
 
+@cuda.jit(device=True)
+def _gaussian_tanh_sample_at(i, rng, actor_out, noise, action, log_prob, a_dim):
+    total = 0.0
+    for j in range(a_dim):
+        eps = standard_normal(rng[0], rng[1] + np.uint64(2 * (i * a_dim + j)))
+        log_std = min(max(np.float64(actor_out[i, a_dim + j]), api.LOG_STD_MIN), api.LOG_STD_MAX)
+        a = math.tanh(actor_out[i, j] + math.exp(log_std) * eps)
+        noise[i, j] = eps
+        action[i, j] = a
+        total += -0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi) - math.log(1.0 - a * a + 1e-6)
+    log_prob[i, 0] = total
+
+
 @cuda.jit
 def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
     i = cuda.grid(1)
     batch, a_dim = action.shape
     if i < batch:
-        total = 0.0
-        for j in range(a_dim):
-            eps = standard_normal(rng[0], rng[1] + np.uint64(2 * (i * a_dim + j)))
-            log_std = min(max(np.float64(actor_out[i, a_dim + j]), api.LOG_STD_MIN), api.LOG_STD_MAX)
-            a = math.tanh(actor_out[i, j] + math.exp(log_std) * eps)
-            noise[i, j] = eps
-            action[i, j] = a
-            total += -0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi) - math.log(1.0 - a * a + 1e-6)
-        log_prob[i, 0] = total
+        _gaussian_tanh_sample_at(i, rng, actor_out, noise, action, log_prob, a_dim)
+
+
+@block_form(gaussian_tanh_sample_kernel, lambda rng, actor_out, noise, action, log_prob: action.shape)
+@cuda.jit(device=True)
+def gaussian_tanh_sample_block(rng, actor_out, noise, action, log_prob, batch, a_dim):
+    for i in range(cuda.threadIdx.x, batch, cuda.blockDim.x):
+        _gaussian_tanh_sample_at(i, rng, actor_out, noise, action, log_prob, a_dim)
 
 
 @api.gaussian_tanh_sample.dispatch
@@ -442,20 +454,34 @@ def gaussian_tanh_sample(device: CUDA, rng, actor_out, noise, action, log_prob):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * action.size))
 
 
+@cuda.jit(device=True)
+def _gaussian_tanh_backward_at(i, j, actor_out, noise, action, d_action, log_alpha, d_actor_out, batch, a_dim):
+    d_mean, d_log_std = gaussian_tanh_grad(
+        np.float64(action[i, j]),
+        d_action[i, j],
+        actor_out[i, a_dim + j],
+        noise[i, j],
+        math.exp(log_alpha[0]) / batch,
+    )
+    d_actor_out[i, j] = d_mean
+    d_actor_out[i, a_dim + j] = d_log_std
+
+
 @cuda.jit
 def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out):
     i, j = cuda.grid(2)
     batch, a_dim = action.shape
     if i < batch and j < a_dim:
-        d_mean, d_log_std = gaussian_tanh_grad(
-            np.float64(action[i, j]),
-            d_action[i, j],
-            actor_out[i, a_dim + j],
-            noise[i, j],
-            math.exp(log_alpha[0]) / batch,
+        _gaussian_tanh_backward_at(i, j, actor_out, noise, action, d_action, log_alpha, d_actor_out, batch, a_dim)
+
+
+@block_form(gaussian_tanh_backward_kernel, lambda actor_out, noise, action, *rest: action.shape)
+@cuda.jit(device=True)
+def gaussian_tanh_backward_block(actor_out, noise, action, d_action, log_alpha, d_actor_out, batch, a_dim):
+    for k in range(cuda.threadIdx.x, batch * a_dim, cuda.blockDim.x):
+        _gaussian_tanh_backward_at(
+            k // a_dim, k % a_dim, actor_out, noise, action, d_action, log_alpha, d_actor_out, batch, a_dim
         )
-        d_actor_out[i, j] = d_mean
-        d_actor_out[i, a_dim + j] = d_log_std
 
 
 @api.gaussian_tanh_backward.dispatch
@@ -465,12 +491,24 @@ def gaussian_tanh_backward(device: CUDA, actor_out, noise, action, d_action, log
     )
 
 
+@cuda.jit(device=True)
+def _soft_td_target_at(i, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+    soft_q = min(q1[i, 0], q2[i, 0]) - math.exp(log_alpha[0]) * log_prob[i, 0]
+    target[i, 0] = reward[i] + (0.0 if terminated[i] else gamma * soft_q)
+
+
 @cuda.jit
 def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
     i = cuda.grid(1)
     if i < reward.shape[0]:
-        soft_q = min(q1[i, 0], q2[i, 0]) - math.exp(log_alpha[0]) * log_prob[i, 0]
-        target[i, 0] = reward[i] + (0.0 if terminated[i] else gamma * soft_q)
+        _soft_td_target_at(i, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
+
+
+@block_form(soft_td_target_kernel, lambda reward, *rest: (reward.shape[0],))
+@cuda.jit(device=True)
+def soft_td_target_block(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target, rows):
+    for i in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _soft_td_target_at(i, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
 
 
 @api.soft_td_target.dispatch
@@ -480,13 +518,25 @@ def soft_td_target(device: CUDA, reward, terminated, q1, q2, log_prob, log_alpha
     )
 
 
+@cuda.jit(device=True)
+def _entropy_temperature_gradient(log_prob, target_entropy, grad):
+    total = 0.0
+    for i in range(log_prob.shape[0]):
+        total += log_prob[i, 0] + target_entropy
+    grad[0] = -total / log_prob.shape[0]
+
+
 @cuda.jit
 def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad):
     if cuda.grid(1) == 0:  # batch-sized reduction: one thread is enough
-        total = 0.0
-        for i in range(log_prob.shape[0]):
-            total += log_prob[i, 0] + target_entropy
-        grad[0] = -total / log_prob.shape[0]
+        _entropy_temperature_gradient(log_prob, target_entropy, grad)
+
+
+@block_form(entropy_temperature_gradient_kernel)
+@cuda.jit(device=True)
+def entropy_temperature_gradient_block(log_prob, target_entropy, grad):
+    if cuda.threadIdx.x == 0:  # the same order of sums as the launch
+        _entropy_temperature_gradient(log_prob, target_entropy, grad)
 
 
 @api.entropy_temperature_gradient.dispatch
@@ -498,6 +548,14 @@ def entropy_temperature_gradient(device: CUDA, log_prob, target_entropy, grad):
 def select_min_rows_kernel(a, b, x, y, out):
     i, j = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = x[i, j] if a[i, 0] <= b[i, 0] else y[i, j]
+
+
+@block_form(select_min_rows_kernel, lambda a, b, x, y, out: out.shape)
+@cuda.jit(device=True)
+def select_min_rows_block(a, b, x, y, out, rows, cols):
+    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
+        i, j = k // cols, k % cols
         out[i, j] = x[i, j] if a[i, 0] <= b[i, 0] else y[i, j]
 
 

@@ -150,10 +150,20 @@ def recorded_programs(monkeypatch):
     return programs
 
 
-@pytest.mark.parametrize(("algorithm", "env"), [("td3", "pendulum"), ("sac", "pendulum"), ("td3", "acrobot")])
-def test_offpolicy_training_fuses_to_one_kernel_and_matches_cpu(cuda_device, recorded_programs, algorithm, env):
+SMALL_RUNS = {
+    "td3": dict(total_steps=10, warmup_steps=4, batch_size=4, hidden=(4, 4)),
+    "sac": dict(total_steps=10, warmup_steps=4, batch_size=4, hidden=(4, 4)),
+    # two iterations of 4 envs x 8 steps, with GAE, observation normalisation and adaptive lr
+    "ppo": dict(total_steps=64, num_envs=4, steps_per_env=8, batch_size=16, hidden=(4, 4), adaptive_lr=True),
+}
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "env"), [("td3", "pendulum"), ("sac", "pendulum"), ("td3", "acrobot"), ("ppo", "pendulum")]
+)
+def test_training_fuses_to_one_kernel_per_step_and_matches_cpu(cuda_device, recorded_programs, algorithm, env):
     module = getattr(drl, algorithm)
-    config = module.Config(total_steps=10, warmup_steps=4, batch_size=4, hidden=(4, 4))
+    config = module.Config(**SMALL_RUNS[algorithm])
     on_cuda = module.train(cuda_device, env, config, seed=0)
     assert recorded_programs and all(p.kernels == 1 for p in recorded_programs)
     on_cpu = module.train(drl.CPU(), env, config, seed=0)

@@ -159,11 +159,18 @@ SMALL_RUNS = {
 
 
 @pytest.mark.parametrize(
-    ("algorithm", "env"), [("td3", "pendulum"), ("sac", "pendulum"), ("td3", "acrobot"), ("ppo", "pendulum")]
+    ("algorithm", "env", "extra"),
+    [
+        ("td3", "pendulum", {}),
+        ("sac", "pendulum", {}),
+        ("td3", "acrobot", {}),
+        pytest.param("sac", "pendulum", {"prioritized": True}, id="sac-pendulum-prioritized"),
+        ("ppo", "pendulum", {}),
+    ],
 )
-def test_training_fuses_to_one_kernel_per_step_and_matches_cpu(cuda_device, recorded_programs, algorithm, env):
+def test_training_fuses_to_one_kernel_per_step_and_matches_cpu(cuda_device, recorded_programs, algorithm, env, extra):
     module = getattr(drl, algorithm)
-    config = module.Config(**SMALL_RUNS[algorithm])
+    config = module.Config(**SMALL_RUNS[algorithm], **extra)
     on_cuda = module.train(cuda_device, env, config, seed=0)
     assert recorded_programs and all(p.kernels == 1 for p in recorded_programs)
     on_cpu = module.train(drl.CPU(), env, config, seed=0)
@@ -183,3 +190,18 @@ def test_large_shapes_keep_the_launch_loop(cuda_device, monkeypatch):
     assert step._run.unfused == [] and "SINGLE_BLOCK_MAX_WORK" in step._run.fallback
     step(1)
     assert np.isfinite(drl.to_numpy(loss)).all()
+
+
+def test_every_cuda_kernel_has_a_block_level_form(cuda_device):
+    """A new kernel without a form would silently send its whole step back to the launch loop."""
+    import importlib
+
+    kernels = {
+        f"{module}.{name}": value
+        for module in drl.CUDA.method_modules
+        for name, value in vars(importlib.import_module(module)).items()
+        if name.endswith("_kernel") and callable(value)
+    }
+    assert len(kernels) > 40
+    missing = sorted(name for name, kernel in kernels.items() if kernel not in cuda_backend.BLOCK_FORMS)
+    assert not missing

@@ -205,3 +205,12 @@ def test_every_cuda_kernel_has_a_block_level_form(cuda_device):
     assert len(kernels) > 40
     missing = sorted(name for name, kernel in kernels.items() if kernel not in cuda_backend.BLOCK_FORMS)
     assert not missing
+
+
+def test_too_many_arrays_for_one_kernel_keep_the_launch_loop(cuda_device, monkeypatch):
+    net, loss, args = regression(cuda_device, (3, 8, 8, 2), 10)
+    step = drl.fuse(cuda_device, nn.mlp_train_step, *args)
+    assert 0 < step._run.parameter_bytes <= cuda_backend.MAX_PARAMETER_BYTES
+    monkeypatch.setattr(cuda_backend, "MAX_PARAMETER_BYTES", step._run.parameter_bytes - 1)
+    step = drl.fuse(cuda_device, nn.mlp_train_step, *args)
+    assert step._run.unfused == [] and "MAX_PARAMETER_BYTES" in step._run.fallback

@@ -27,6 +27,7 @@ __all__ = [
     "BLOCK_FORMS",
     "FUSED_BLOCK",
     "MAX_FUSED_BLOCK",
+    "MAX_PARAMETER_BYTES",
     "REDUCE_THREADS",
     "SINGLE_BLOCK_MAX_WORK",
     "Launch",
@@ -55,6 +56,9 @@ MAX_FUSED_BLOCK = 1024
 #: keep the launch loop, whose grids use the whole GPU. A placeholder, not yet measured: the demo's
 #: largest call (100 x 64 x 64) is 0.4M, dense 1024 x 4096 is 4G. See docs/DESIGN.md.
 SINGLE_BLOCK_MAX_WORK = 1 << 20
+#: kernel parameter space from CUDA 12.1 on sm_70+ (4096 bytes before); numba passes an array as
+#: 5 + 2 * ndim 8-byte fields. A TD3 step takes ~11 KiB: it needs CUDA >= 12.1 (unchecked on hardware)
+MAX_PARAMETER_BYTES = 32764
 
 
 def device_twin(cpu_function, **callees):
@@ -156,6 +160,18 @@ def unfused_kernels(calls: list) -> list[str]:
     return list(missing)
 
 
+def _memory_key(data) -> tuple:
+    """Equal for views of the same memory with the same layout (``flat(x)`` made per call), so
+    each becomes one kernel parameter: a fused step's parameters can outgrow CUDA's 4 KiB
+    (32 KiB from CUDA 12.1) parameter space."""
+    interface = getattr(data, "__cuda_array_interface__", None)
+    if interface is None:  # the simulator's arrays wrap a host array
+        interface = getattr(getattr(data, "_ary", None), "__array_interface__", None)
+    if interface is None:
+        return ("object", id(data))
+    return (interface["data"][0], tuple(interface["shape"]), interface["typestr"], interface.get("strides"))
+
+
 def block_work(calls: list) -> int:
     """The largest product of literal sizes among ``calls`` (see SINGLE_BLOCK_MAX_WORK)."""
     work = 0
@@ -191,12 +207,12 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     if missing:
         raise ConfigError(f"block_program: no block-level form for {', '.join(missing)}")
     functions: dict[Any, str] = {}
-    arrays: dict[int, tuple[str, Any]] = {}
+    arrays: dict[tuple, tuple[str, Any]] = {}
     conditions = iter(range(1 << 62))
 
     def array_name(a):
         data = raw(a)
-        return arrays.setdefault(id(data), (f"a{len(arrays)}", data))[0]
+        return arrays.setdefault(_memory_key(data), (f"a{len(arrays)}", data))[0]
 
     def render(nodes, indent):
         lines = []
@@ -222,6 +238,12 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
         return lines
 
     body = render(calls, "        ")
+    parameter_bytes = 8 + sum(8 * (5 + 2 * data.ndim) for _, data in arrays.values())
+    if parameter_bytes > MAX_PARAMETER_BYTES:
+        raise ConfigError(
+            f"block_program: {len(arrays)} arrays need {parameter_bytes} bytes of kernel parameters, "
+            f"more than MAX_PARAMETER_BYTES = {MAX_PARAMETER_BYTES}"
+        )
     params = "".join(f", {name}" for name, _ in arrays.values())
     source = "\n".join(
         [
@@ -248,6 +270,7 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     run.kernels = 1  # type: ignore[attr-defined]
     run.source = source  # type: ignore[attr-defined]
     run.block_size = block  # type: ignore[attr-defined]
+    run.parameter_bytes = parameter_bytes  # type: ignore[attr-defined]
     return run
 
 
@@ -280,8 +303,12 @@ def compile_step(device: CUDA, calls: list) -> Program:
     if not missing:
         work = block_work(calls)
         if work <= SINGLE_BLOCK_MAX_WORK:
-            return block_program(calls)
-        reason = f"largest call does {work} > SINGLE_BLOCK_MAX_WORK = {SINGLE_BLOCK_MAX_WORK} units of work"
+            try:
+                return block_program(calls)
+            except ConfigError as too_many:  # more arrays than one kernel's parameters hold
+                reason = str(too_many)
+        else:
+            reason = f"largest call does {work} > SINGLE_BLOCK_MAX_WORK = {SINGLE_BLOCK_MAX_WORK} units of work"
     else:
         reason = f"no block-level form for {', '.join(missing)}"
     run = python_program(calls)

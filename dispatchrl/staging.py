@@ -6,7 +6,7 @@ instead, so tracing a step function once yields the flat list of (kernel, argume
 plum dispatch and validation already done. :func:`compile_step` (a generic function itself)
 turns that list into something runnable for the device. Its methods live with each backend's
 runtime (:mod:`dispatchrl.backends`): on CPU one generated ``@njit`` function looping ``n`` times
-over the kernel calls, on C one generated C function, on CUDA a prepared loop of launches; here
+over the kernel calls, on C one generated C function, on CUDA one generated single-block kernel; here
 only the Generic one, a prepared loop of calls with the arrays already unwrapped
 (:func:`python_program`), and :func:`segmented_program`, the split into compiled runs and host
 calls that devices compiling only some kernels share.

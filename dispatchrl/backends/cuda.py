@@ -1,35 +1,64 @@
-"""The CUDA runtime: launch configurations, device twins of CPU helpers, ``compile_step(CUDA)``.
+"""The CUDA runtime: launch configurations, device twins of CPU helpers, block-level forms of
+kernels, and ``compile_step(CUDA)``: one generated single-block kernel per fused step.
 
 Imported only when a CUDA device is first made (``CUDA.method_modules``): importing numba.cuda is
 slow and CPU-only users should not pay for it. This lazy, string-named import is the one
 exception to plain imports in dispatchrl. Kernels stay within the subset real numba.cuda compiles
 (the simulator would accept more)."""
 
+import contextlib
 import types
+from collections.abc import Callable
+from typing import Any
 
+import numba
+import numpy as np
 from numba import cuda
 from numba.core.registry import CPUDispatcher
 
 from ..arrays import Array
 from ..devices import CUDA
-from ..staging import Program, compile_step, launch, python_program
+from ..errors import ConfigError
+from ..staging import Branch, Program, compile_step, kernel_calls, launch, python_program, raw
 
 __all__ = [
     "BLOCK_1D",
     "BLOCK_2D",
+    "BLOCK_FORMS",
+    "FUSED_BLOCK",
+    "MAX_FUSED_BLOCK",
+    "MAX_PARAMETER_BYTES",
     "REDUCE_THREADS",
+    "SINGLE_BLOCK_MAX_WORK",
     "Launch",
+    "block_form",
+    "block_program",
+    "block_work",
     "device_twin",
     "flat",
     "grid_1d",
     "grid_2d",
     "launch_1d",
     "launch_2d",
+    "unfused_kernels",
 ]
 
 BLOCK_1D = 128
 BLOCK_2D = (16, 8)
 REDUCE_THREADS = 128  # one block reduces a whole array (shared memory tree)
+#: threads of the one block a fused step runs in (a power of two, at most MAX_FUSED_BLOCK);
+#: 1024 ran out of registers on an H100 with a naive single-block prototype of the demo step
+FUSED_BLOCK = 256
+#: the largest block a block-level form supports (sizes its shared reduction scratch)
+MAX_FUSED_BLOCK = 1024
+#: a step fuses into one block only while its largest call does at most this much work (the product
+#: of the call's literal sizes: multiply-adds for dense layers, elements otherwise); larger steps
+#: keep the launch loop, whose grids use the whole GPU. A placeholder, not yet measured: the demo's
+#: largest call (100 x 64 x 64) is 0.4M, dense 1024 x 4096 is 4G. See docs/DESIGN.md.
+SINGLE_BLOCK_MAX_WORK = 1 << 20
+#: kernel parameter space from CUDA 12.1 on sm_70+ (4096 bytes before); numba passes an array as
+#: 5 + 2 * ndim 8-byte fields. A TD3 step takes ~11 KiB: it needs CUDA >= 12.1 (unchecked on hardware)
+MAX_PARAMETER_BYTES = 32764
 
 
 def device_twin(cpu_function, **callees):
@@ -83,7 +112,206 @@ def flat(a: Array):
     return a.data.reshape(a.size)
 
 
+#: per-element kernel -> (its block-level device function, the literal sizes it takes): see block_form
+BLOCK_FORMS: dict[Any, tuple[Any, Callable[..., tuple]]] = {}
+
+
+def block_form(kernel, sizes: Callable[..., tuple] = lambda *args: ()) -> Callable:
+    """Register the decorated ``@cuda.jit(device=True)`` function as ``kernel``'s block-level form:
+    called by every thread of one block with ``kernel``'s arguments followed by ``sizes(*raw
+    arguments)`` (shapes, which the fused kernel's source then holds as literals), it does the whole
+    launch's work in block-stride loops (``cuda.threadIdx.x`` step ``cuda.blockDim.x``). The fused
+    step puts a ``cuda.syncthreads()`` after it, so it need not end with one."""
+
+    def register(device_function):
+        BLOCK_FORMS[kernel] = (device_function, sizes)
+        return device_function
+
+    return register
+
+
+def _kernel_of(operation) -> Any:
+    return operation.kernel if isinstance(operation, Launch) else operation
+
+
+def _kernel_name(operation) -> str:
+    kernel = _kernel_of(operation)
+    py = getattr(kernel, "py_func", kernel)
+    return getattr(py, "__name__", repr(kernel))
+
+
+def _is_device_array(value: object) -> bool:
+    # numba device arrays, real or simulated (the simulator's lack __cuda_array_interface__)
+    data = raw(value)
+    return hasattr(data, "copy_to_host") and hasattr(data, "is_c_contiguous")
+
+
+def _fusable_argument(value: object) -> bool:
+    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) or _is_device_array(value)
+
+
+def unfused_kernels(calls: list) -> list[str]:
+    """Names of the recorded kernels that keep ``calls`` from becoming one block-level kernel: no
+    block-level form registered, or an argument that is neither a device array nor a number."""
+    missing: dict[str, None] = {}
+    for operation, args in kernel_calls(calls):
+        if _kernel_of(operation) not in BLOCK_FORMS or not all(_fusable_argument(a) for a in args):
+            missing[_kernel_name(operation)] = None
+    return list(missing)
+
+
+def _memory_key(data) -> tuple:
+    """Equal for views of the same memory with the same layout (``flat(x)`` made per call), so
+    each becomes one kernel parameter: a fused step's parameters can outgrow CUDA's 4 KiB
+    (32 KiB from CUDA 12.1) parameter space."""
+    interface = getattr(data, "__cuda_array_interface__", None)
+    if interface is None:  # the simulator's arrays wrap a host array
+        interface = getattr(getattr(data, "_ary", None), "__array_interface__", None)
+    if interface is None:
+        return ("object", id(data))
+    return (interface["data"][0], tuple(interface["shape"]), interface["typestr"], interface.get("strides"))
+
+
+def block_work(calls: list) -> int:
+    """The largest product of literal sizes among ``calls`` (see SINGLE_BLOCK_MAX_WORK)."""
+    work = 0
+    for operation, args in kernel_calls(calls):
+        _, sizes = BLOCK_FORMS[_kernel_of(operation)]
+        work = max(work, int(np.prod([int(s) for s in sizes(*[raw(a) for a in args])], dtype=np.int64)))
+    return work
+
+
+def _literal(value: object) -> str:
+    """A number argument as source that the CUDA target types as the per-element launch would:
+    Python numbers as themselves (int64, float64), numpy scalars in their own dtype."""
+    if isinstance(value, (bool, np.bool_)):
+        return repr(bool(value))
+    if isinstance(value, int):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if np.isfinite(value) else f"float({str(value)!r})"
+    scalar: Any = value
+    number = _literal(scalar.item())
+    return f"np.{scalar.dtype.name}({number})"
+
+
+def block_program(calls: list, block_size: int | None = None) -> Program:
+    """``calls`` as ONE generated numba.cuda kernel, launched once per ``run(n)`` on a single block of
+    ``block_size`` threads (default :data:`FUSED_BLOCK`): each kernel's block-level form in order,
+    a ``cuda.syncthreads()`` after each, the ``n`` steps looped inside, and ``when`` conditions read
+    on the device. ``run.launches`` counts launches, ``run.source`` is the generated source."""
+    block = FUSED_BLOCK if block_size is None else int(block_size)
+    if block < 1 or block > MAX_FUSED_BLOCK or block & (block - 1):
+        raise ConfigError(f"block_program: block_size must be a power of two in [1, {MAX_FUSED_BLOCK}], got {block}")
+    missing = unfused_kernels(calls)
+    if missing:
+        raise ConfigError(f"block_program: no block-level form for {', '.join(missing)}")
+    functions: dict[Any, str] = {}
+    arrays: dict[tuple, tuple[str, Any]] = {}
+    conditions = iter(range(1 << 62))
+
+    def array_name(a):
+        data = raw(a)
+        return arrays.setdefault(_memory_key(data), (f"a{len(arrays)}", data))[0]
+
+    def render(nodes, indent):
+        lines = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                # every thread reads the counter before any thread of the branch may change it
+                flag = f"c{next(conditions)}"
+                lines.append(f"{indent}{flag} = {node.condition.expression(array_name(node.condition.counter))}")
+                lines.append(f"{indent}cuda.syncthreads()")
+                lines.append(f"{indent}if {flag}:")
+                lines += render(node.then, indent + "    ") or [indent + "    pass"]
+                if node.otherwise:
+                    lines.append(f"{indent}else:")
+                    lines += render(node.otherwise, indent + "    ")
+            else:
+                operation, args = node
+                device_function, sizes = BLOCK_FORMS[_kernel_of(operation)]
+                name = functions.setdefault(device_function, f"f{len(functions)}")
+                rendered = [array_name(a) if _is_device_array(a) else _literal(a) for a in args]
+                rendered += [repr(int(s)) for s in sizes(*[raw(a) for a in args])]
+                lines.append(f"{indent}{name}({', '.join(rendered)})")
+                lines.append(f"{indent}cuda.syncthreads()")
+        return lines
+
+    body = render(calls, "        ")
+    parameter_bytes = 8 + sum(8 * (5 + 2 * data.ndim) for _, data in arrays.values())
+    if parameter_bytes > MAX_PARAMETER_BYTES:
+        raise ConfigError(
+            f"block_program: {len(arrays)} arrays need {parameter_bytes} bytes of kernel parameters, "
+            f"more than MAX_PARAMETER_BYTES = {MAX_PARAMETER_BYTES}"
+        )
+    params = "".join(f", {name}" for name, _ in arrays.values())
+    source = "\n".join(
+        [
+            "# generated by dispatchrl.backends.cuda: one fused step in one thread block, do not edit",
+            f"def fused_step(n{params}):",
+            "    for _ in range(n):",
+            *(body or ["        pass"]),
+            "",
+        ]
+    )
+    namespace: dict[str, Any] = {"cuda": cuda, "np": np, **{name: f for f, name in functions.items()}}
+    exec(compile(source, "<dispatchrl fused CUDA step>", "exec"), namespace)
+    kernel = cuda.jit(namespace["fused_step"])
+    buffers = [data for _, data in arrays.values()]
+    fused = _simulated(Launch(kernel, (1,), (block,))) if _SIMULATOR else Launch(kernel, (1,), (block,))
+    fused(0, *buffers)  # compile now, not on the first real call
+
+    def run(n):
+        if n > 0:
+            fused(n, *buffers)
+            run.launches += 1  # type: ignore[attr-defined]
+
+    run.launches = 0  # type: ignore[attr-defined]
+    run.kernels = 1  # type: ignore[attr-defined]
+    run.source = source  # type: ignore[attr-defined]
+    run.block_size = block  # type: ignore[attr-defined]
+    run.parameter_bytes = parameter_bytes  # type: ignore[attr-defined]
+    return run
+
+
+_SIMULATOR = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
+
+
+def _simulated(fused: Launch) -> Callable[..., None]:
+    """``fused`` for the CUDA simulator, with ``cuda`` in every block form's module set to one fake
+    module for the whole launch. The simulator swaps it in per device-function call and swaps it
+    back on return, so a thread still inside a block form of another module than the kernel's would
+    find the real module (and no ``cuda.blockDim``) once another thread returns first."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule, swapped_cuda_module
+
+    def run(*args):
+        fake = FakeCUDAModule((1, 1, 1), (fused.block[0], 1, 1), 0)
+        modules = {id(f.fn.__globals__): f.fn for f, _ in BLOCK_FORMS.values()}
+        with contextlib.ExitStack() as stack:
+            for fn in modules.values():
+                stack.enter_context(swapped_cuda_module(fn, fake))
+            fused(*args)
+
+    return run
+
+
 @compile_step.dispatch
 def compile_step(device: CUDA, calls: list) -> Program:
-    # A prepared loop of launches on device-resident arrays (one fused kernel is the design target)
-    return python_program(calls)
+    # One single-block kernel when every call has a block-level form and the shapes are small;
+    # otherwise the prepared loop of launches for the whole step, saying why it did not fuse
+    missing = unfused_kernels(calls)
+    if not missing:
+        work = block_work(calls)
+        if work <= SINGLE_BLOCK_MAX_WORK:
+            try:
+                return block_program(calls)
+            except ConfigError as too_many:  # more arrays than one kernel's parameters hold
+                reason = str(too_many)
+        else:
+            reason = f"largest call does {work} > SINGLE_BLOCK_MAX_WORK = {SINGLE_BLOCK_MAX_WORK} units of work"
+    else:
+        reason = f"no block-level form for {', '.join(missing)}"
+    run = python_program(calls)
+    run.unfused = missing  # type: ignore[attr-defined]
+    run.fallback = reason  # type: ignore[attr-defined]
+    return run

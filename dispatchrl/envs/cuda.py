@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..backends.cuda import Launch, device_twin, grid_1d
+from ..backends.cuda import Launch, block_form, device_twin, grid_1d
 from ..devices import CUDA
 from ..kernels.core.cuda import increment_kernel
 from ..kernels.random.cuda import uniform01
@@ -29,27 +29,38 @@ acrobot_terminal = device_twin(cpu.acrobot_terminal)
 acrobot_rk4 = device_twin(cpu.acrobot_rk4, acrobot_dsdt=acrobot_dsdt, wrap_angle=wrap_angle)
 
 
+@cuda.jit(device=True)
+def _pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
+    u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
+    th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
+    physics[i, 0] = th
+    physics[i, 1] = thdot
+    obs[i, 0] = math.cos(th)
+    obs[i, 1] = math.sin(th)
+    obs[i, 2] = thdot
+    reward[i] = -cost
+    steps[i] += 1
+    terminated[i] = False
+    truncated[i] = steps[i] >= max_steps
+
+
 @cuda.jit
 def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
     i = cuda.grid(1)
     if i < physics.shape[0]:
-        u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
-        th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
-        physics[i, 0] = th
-        physics[i, 1] = thdot
-        obs[i, 0] = math.cos(th)
-        obs[i, 1] = math.sin(th)
-        obs[i, 2] = thdot
-        reward[i] = -cost
-        steps[i] += 1
-        terminated[i] = False
-        truncated[i] = steps[i] >= max_steps
+        _pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps)
 
 
-@cuda.jit
-def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
-    i = cuda.grid(1)
-    if i < physics.shape[0] and (not only_done or terminated[i] or truncated[i]):
+@block_form(pendulum_step_kernel, lambda physics, *rest: (physics.shape[0],))
+@cuda.jit(device=True)
+def pendulum_step_block(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps, envs):
+    for i in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        _pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps)
+
+
+@cuda.jit(device=True)
+def _pendulum_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done):
+    if not only_done or terminated[i] or truncated[i]:
         th = -PI + TWO_PI * uniform01(rng[0], rng[1] + np.uint64(2 * i))
         thdot = -1.0 + 2.0 * uniform01(rng[0], rng[1] + np.uint64(2 * i + 1))
         physics[i, 0] = th
@@ -65,32 +76,57 @@ def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
 
 
 @cuda.jit
-def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
+def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
     i = cuda.grid(1)
     if i < physics.shape[0]:
-        torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
-        s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
-        physics[i, 0] = s0
-        physics[i, 1] = s1
-        physics[i, 2] = s2
-        physics[i, 3] = s3
-        obs[i, 0] = math.cos(s0)
-        obs[i, 1] = math.sin(s0)
-        obs[i, 2] = math.cos(s1)
-        obs[i, 3] = math.sin(s1)
-        obs[i, 4] = s2
-        obs[i, 5] = s3
-        done = acrobot_terminal(s0, s1)
-        reward[i] = 0.0 if done else -1.0
-        terminated[i] = done
-        steps[i] += 1
-        truncated[i] = steps[i] >= max_steps
+        _pendulum_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done)
+
+
+@block_form(pendulum_reset_kernel, lambda rng, physics, *rest: (physics.shape[0],))
+@cuda.jit(device=True)
+def pendulum_reset_block(rng, physics, steps, obs, reward, terminated, truncated, only_done, envs):
+    for i in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        _pendulum_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done)
+
+
+@cuda.jit(device=True)
+def _acrobot_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
+    s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
+    physics[i, 0] = s0
+    physics[i, 1] = s1
+    physics[i, 2] = s2
+    physics[i, 3] = s3
+    obs[i, 0] = math.cos(s0)
+    obs[i, 1] = math.sin(s0)
+    obs[i, 2] = math.cos(s1)
+    obs[i, 3] = math.sin(s1)
+    obs[i, 4] = s2
+    obs[i, 5] = s3
+    done = acrobot_terminal(s0, s1)
+    reward[i] = 0.0 if done else -1.0
+    terminated[i] = done
+    steps[i] += 1
+    truncated[i] = steps[i] >= max_steps
 
 
 @cuda.jit
-def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
+def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
     i = cuda.grid(1)
-    if i < physics.shape[0] and (not only_done or terminated[i] or truncated[i]):
+    if i < physics.shape[0]:
+        _acrobot_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
+
+
+@block_form(acrobot_step_kernel, lambda physics, *rest: (physics.shape[0],))
+@cuda.jit(device=True)
+def acrobot_step_block(physics, steps, action, obs, reward, terminated, truncated, max_steps, envs):
+    for i in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        _acrobot_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
+
+
+@cuda.jit(device=True)
+def _acrobot_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done):
+    if not only_done or terminated[i] or truncated[i]:
         for j in range(4):
             # gymnasium draws the reset state in float64 and stores it as float32
             physics[i, j] = np.float32(-0.1 + 0.2 * uniform01(rng[0], rng[1] + np.uint64(4 * i + j)))
@@ -105,6 +141,20 @@ def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated
             reward[i] = 0.0
             terminated[i] = False
             truncated[i] = False
+
+
+@cuda.jit
+def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
+    i = cuda.grid(1)
+    if i < physics.shape[0]:
+        _acrobot_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done)
+
+
+@block_form(acrobot_reset_kernel, lambda rng, physics, *rest: (physics.shape[0],))
+@cuda.jit(device=True)
+def acrobot_reset_block(rng, physics, steps, obs, reward, terminated, truncated, only_done, envs):
+    for i in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        _acrobot_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
 def _launch_per_env(device, kernel, n, *args):

@@ -1,8 +1,9 @@
 """CUDA methods of the core generic functions: numba.cuda kernels, one thread per output element.
 
 Methods pick the launch configuration from the static shapes and hand a
-:class:`~dispatchrl.backends.cuda.Launch` to :func:`launch`, so a staged step is a prepared list of
-launches on device-resident arrays."""
+:class:`~dispatchrl.backends.cuda.Launch` to :func:`launch`. Each kernel also has a block-level form
+(:func:`~dispatchrl.backends.cuda.block_form`), the same per-element body in block-stride loops,
+which a fused step calls inside its one single-block kernel."""
 
 import math
 
@@ -11,7 +12,7 @@ from numba import cuda
 
 from ...activation import Activation
 from ...arrays import Array
-from ...backends.cuda import REDUCE_THREADS, Launch, flat, launch_1d, launch_2d
+from ...backends.cuda import MAX_FUSED_BLOCK, REDUCE_THREADS, Launch, block_form, flat, launch_1d, launch_2d
 from ...devices import CUDA
 from ...staging import launch
 from . import api
@@ -49,6 +50,13 @@ def activation_kernel(x, out, code):
         out[i] = _activate(x[i], code)
 
 
+@block_form(activation_kernel, lambda x, out, code: (x.size,))
+@cuda.jit(device=True)
+def activation_block(x, out, code, size):
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        out[i] = _activate(x[i], code)
+
+
 def _activation_method(activation):
     def method(device: CUDA, x, out):
         launch_1d(device, activation_kernel, x.size, flat(x), flat(out), int(activation))
@@ -59,14 +67,27 @@ def _activation_method(activation):
 api.register_activation_methods(_activation_method)
 
 
+@cuda.jit(device=True)
+def _matmul_at(i, j, a, b, out, inner):
+    acc = 0.0
+    for p in range(inner):
+        acc += a[i, p] * b[p, j]
+    out[i, j] = acc
+
+
 @cuda.jit
 def matmul_kernel(a, b, out):
     i, j = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1]:
-        acc = 0.0
-        for p in range(a.shape[1]):
-            acc += a[i, p] * b[p, j]
-        out[i, j] = acc
+        _matmul_at(i, j, a, b, out, a.shape[1])
+
+
+@block_form(matmul_kernel, lambda a, b, out: (out.shape[0], out.shape[1], a.shape[1]))
+@cuda.jit(device=True)
+def matmul_block(a, b, out, rows, cols, inner):
+    # consecutive threads take consecutive columns: coalesced reads of b and writes of out
+    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
+        _matmul_at(k // cols, k % cols, a, b, out, inner)
 
 
 @api.matmul.dispatch
@@ -74,15 +95,27 @@ def matmul(device: CUDA, a, b, out):
     launch_2d(device, matmul_kernel, out.shape, a, b, out)
 
 
+@cuda.jit(device=True)
+def _dense_forward_at(i, j, x, W, b, pre, out, code, inner):
+    acc = b[j] + 0.0
+    for p in range(inner):
+        acc += x[i, p] * W[p, j]
+    pre[i, j] = acc
+    out[i, j] = _activate(acc, code)
+
+
 @cuda.jit
 def dense_forward_kernel(x, W, b, pre, out, code):
     i, j = cuda.grid(2)
     if i < pre.shape[0] and j < pre.shape[1]:
-        acc = b[j] + 0.0
-        for p in range(x.shape[1]):
-            acc += x[i, p] * W[p, j]
-        pre[i, j] = acc
-        out[i, j] = _activate(acc, code)
+        _dense_forward_at(i, j, x, W, b, pre, out, code, x.shape[1])
+
+
+@block_form(dense_forward_kernel, lambda x, W, b, pre, out, code: (pre.shape[0], pre.shape[1], x.shape[1]))
+@cuda.jit(device=True)
+def dense_forward_block(x, W, b, pre, out, code, rows, cols, inner):
+    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
+        _dense_forward_at(k // cols, k % cols, x, W, b, pre, out, code, inner)
 
 
 @api.dense_forward.dispatch
@@ -97,34 +130,77 @@ def activation_backward_kernel(pre, out, d_out, d_pre, code):
         d_pre[i] = d_out[i] * _activation_derivative(pre[i], out[i], code)
 
 
+@block_form(activation_backward_kernel, lambda pre, out, d_out, d_pre, code: (pre.size,))
+@cuda.jit(device=True)
+def activation_backward_block(pre, out, d_out, d_pre, code, size):
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        d_pre[i] = d_out[i] * _activation_derivative(pre[i], out[i], code)
+
+
+@cuda.jit(device=True)
+def _weight_gradient_at(p, j, x, d_pre, dW, batch):
+    acc = 0.0
+    for i in range(batch):
+        acc += x[i, p] * d_pre[i, j]
+    dW[p, j] = acc
+
+
 @cuda.jit
 def weight_gradient_kernel(x, d_pre, dW):
     p, j = cuda.grid(2)
     if p < dW.shape[0] and j < dW.shape[1]:
-        acc = 0.0
-        for i in range(x.shape[0]):
-            acc += x[i, p] * d_pre[i, j]
-        dW[p, j] = acc
+        _weight_gradient_at(p, j, x, d_pre, dW, x.shape[0])
+
+
+@block_form(weight_gradient_kernel, lambda x, d_pre, dW: (dW.shape[0], dW.shape[1], x.shape[0]))
+@cuda.jit(device=True)
+def weight_gradient_block(x, d_pre, dW, rows, cols, batch):
+    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
+        _weight_gradient_at(k // cols, k % cols, x, d_pre, dW, batch)
+
+
+@cuda.jit(device=True)
+def _bias_gradient_at(j, d_pre, db, batch):
+    acc = 0.0
+    for i in range(batch):
+        acc += d_pre[i, j]
+    db[j] = acc
 
 
 @cuda.jit
 def bias_gradient_kernel(d_pre, db):
     j = cuda.grid(1)
     if j < db.size:
-        acc = 0.0
-        for i in range(d_pre.shape[0]):
-            acc += d_pre[i, j]
-        db[j] = acc
+        _bias_gradient_at(j, d_pre, db, d_pre.shape[0])
+
+
+@block_form(bias_gradient_kernel, lambda d_pre, db: (db.size, d_pre.shape[0]))
+@cuda.jit(device=True)
+def bias_gradient_block(d_pre, db, size, batch):
+    for j in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        _bias_gradient_at(j, d_pre, db, batch)
+
+
+@cuda.jit(device=True)
+def _input_gradient_at(i, p, d_pre, W, d_x, width):
+    acc = 0.0
+    for j in range(width):
+        acc += d_pre[i, j] * W[p, j]
+    d_x[i, p] = acc
 
 
 @cuda.jit
 def input_gradient_kernel(d_pre, W, d_x):
     i, p = cuda.grid(2)
     if i < d_x.shape[0] and p < d_x.shape[1]:
-        acc = 0.0
-        for j in range(d_pre.shape[1]):
-            acc += d_pre[i, j] * W[p, j]
-        d_x[i, p] = acc
+        _input_gradient_at(i, p, d_pre, W, d_x, d_pre.shape[1])
+
+
+@block_form(input_gradient_kernel, lambda d_pre, W, d_x: (d_x.shape[0], d_x.shape[1], d_pre.shape[1]))
+@cuda.jit(device=True)
+def input_gradient_block(d_pre, W, d_x, rows, cols, width):
+    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
+        _input_gradient_at(k // cols, k % cols, d_pre, W, d_x, width)
 
 
 @api.dense_backward.dispatch
@@ -146,24 +222,34 @@ def dense_input_gradient(device: CUDA, W, pre, out, d_out, d_pre, d_x, activatio
     launch_2d(device, input_gradient_kernel, d_x.shape, d_pre, W, d_x)
 
 
-@cuda.jit
-def mse_loss_kernel(pred, target, loss):
-    partial = cuda.shared.array(REDUCE_THREADS, dtype=np.float64)
+@cuda.jit(device=True)
+def mse_loss_block(pred, target, loss, size):
+    """The mean squared error by one block of any power-of-two size up to MAX_FUSED_BLOCK."""
+    partial = cuda.shared.array(MAX_FUSED_BLOCK, dtype=np.float64)
     tid = cuda.threadIdx.x
+    threads = cuda.blockDim.x
     acc = 0.0
-    for i in range(tid, pred.size, REDUCE_THREADS):
+    for i in range(tid, size, threads):
         d = np.float64(pred[i]) - np.float64(target[i])
         acc += d * d
     partial[tid] = acc
     cuda.syncthreads()
-    stride = REDUCE_THREADS // 2
+    stride = threads // 2
     while stride > 0:
         if tid < stride:
             partial[tid] += partial[tid + stride]
         cuda.syncthreads()
         stride //= 2
     if tid == 0:
-        loss[0] = partial[0] / pred.size
+        loss[0] = partial[0] / size
+
+
+@cuda.jit
+def mse_loss_kernel(pred, target, loss):
+    mse_loss_block(pred, target, loss, pred.size)
+
+
+block_form(mse_loss_kernel, lambda pred, target, loss: (pred.size,))(mse_loss_block)
 
 
 @api.mse_loss.dispatch
@@ -176,6 +262,13 @@ def mse_gradient_kernel(pred, target, d_pred):
     i = cuda.grid(1)
     if i < pred.size:
         d_pred[i] = (pred[i] - target[i]) * (2.0 / pred.size)
+
+
+@block_form(mse_gradient_kernel, lambda pred, target, d_pred: (pred.size,))
+@cuda.jit(device=True)
+def mse_gradient_block(pred, target, d_pred, size):
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        d_pred[i] = (pred[i] - target[i]) * (2.0 / size)
 
 
 @api.mse_gradient.dispatch
@@ -207,9 +300,37 @@ def adam_step_lr_array_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
         adam_update(i, param, grad, m, v, t[0] + 1, lr[0], beta1, beta2, eps)
 
 
+def _adam_sizes(param, grad, m, v, t, lr, beta1, beta2, eps) -> tuple:
+    return (param.size,)
+
+
+@block_form(adam_step_kernel, _adam_sizes)
+@cuda.jit(device=True)
+def adam_step_block(param, grad, m, v, t, lr, beta1, beta2, eps, size):
+    step = t[0] + 1  # the counter advances in the increment after this call's barrier
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        adam_update(i, param, grad, m, v, step, lr, beta1, beta2, eps)
+
+
+@block_form(adam_step_lr_array_kernel, _adam_sizes)
+@cuda.jit(device=True)
+def adam_step_lr_array_block(param, grad, m, v, t, lr, beta1, beta2, eps, size):
+    step = t[0] + 1
+    rate = lr[0]
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        adam_update(i, param, grad, m, v, step, rate, beta1, beta2, eps)
+
+
 @cuda.jit
 def increment_kernel(counter, index, amount):
     if cuda.grid(1) == 0:
+        counter[index] += amount
+
+
+@block_form(increment_kernel)
+@cuda.jit(device=True)
+def increment_block(counter, index, amount):
+    if cuda.threadIdx.x == 0:
         counter[index] += amount
 
 
@@ -245,6 +366,13 @@ def polyak_update_kernel(target, source, polyak):
         target[i] = polyak * target[i] + (1 - polyak) * source[i]
 
 
+@block_form(polyak_update_kernel, lambda target, source, polyak: (target.size,))
+@cuda.jit(device=True)
+def polyak_update_block(target, source, polyak, size):
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        target[i] = polyak * target[i] + (1 - polyak) * source[i]
+
+
 @api.polyak_update.dispatch
 def polyak_update(device: CUDA, target, source, polyak):
     launch_1d(device, polyak_update_kernel, target.size, flat(target), flat(source), polyak)
@@ -257,6 +385,13 @@ def fill_kernel(out, value):
         out[i] = value
 
 
+@block_form(fill_kernel, lambda out, value: (out.size,))
+@cuda.jit(device=True)
+def fill_block(out, value, size):
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        out[i] = value
+
+
 @api.fill.dispatch
 def fill(device: CUDA, out, value):
     launch_1d(device, fill_kernel, out.size, flat(out), value)
@@ -266,6 +401,13 @@ def fill(device: CUDA, out, value):
 def copy_kernel(src, dst):
     i = cuda.grid(1)
     if i < src.size:
+        dst[i] = src[i]
+
+
+@block_form(copy_kernel, lambda src, dst: (src.size,))
+@cuda.jit(device=True)
+def copy_block(src, dst, size):
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
         dst[i] = src[i]
 
 
@@ -286,6 +428,15 @@ def nonfinite_flag_kernel(x, flag, code):
     i = cuda.grid(1)
     if i < x.size and flag[0] == 0 and not math.isfinite(x[i]):
         flag[0] = code
+
+
+@block_form(nonfinite_flag_kernel, lambda x, flag, code: (x.size,))
+@cuda.jit(device=True)
+def nonfinite_flag_block(x, flag, code, size):
+    # a thread may see another's write and skip its own: the flag ends the same
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        if flag[0] == 0 and not math.isfinite(x[i]):
+            flag[0] = code
 
 
 @api.nonfinite_flag.dispatch

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d
+from ...backends.cuda import Launch, block_form, device_twin, flat, launch_1d, launch_2d
 from ...devices import CUDA
 from ...errors import ShapeError
 from ...staging import launch
@@ -32,24 +32,42 @@ def _single(device, kernel, *args):
     launch(device, Launch(kernel, (1,), (1,)), *args)
 
 
+@cuda.jit(device=True)
+def _gae_at(j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns, steps):
+    carry = 0.0
+    for k in range(steps):
+        t = steps - 1 - k
+        term = terminated[t, j]
+        bootstrap = 0.0 if term else gamma * next_value[t, j]
+        if k == 0 or term or truncated[t, j]:
+            carry = 0.0
+        v = value[t, j]
+        a = reward[t, j] + bootstrap - v + gamma * lam * carry
+        advantage[t, j] = a
+        if with_returns:
+            returns[t, j] = a + v
+        carry = a
+
+
 @cuda.jit
 def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns):
     j = cuda.grid(1)
     steps, envs = reward.shape
     if j < envs:
-        carry = 0.0
-        for k in range(steps):
-            t = steps - 1 - k
-            term = terminated[t, j]
-            bootstrap = 0.0 if term else gamma * next_value[t, j]
-            if k == 0 or term or truncated[t, j]:
-                carry = 0.0
-            v = value[t, j]
-            a = reward[t, j] + bootstrap - v + gamma * lam * carry
-            advantage[t, j] = a
-            if with_returns:
-                returns[t, j] = a + v
-            carry = a
+        _gae_at(
+            j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns, steps
+        )
+
+
+@block_form(gae_kernel, lambda reward, *rest: reward.shape)
+@cuda.jit(device=True)
+def gae_block(
+    reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns, steps, envs
+):
+    for j in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        _gae_at(
+            j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns, steps
+        )
 
 
 @api.gae.dispatch
@@ -82,6 +100,14 @@ def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, 
             returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
 
 
+@block_form(discounted_returns_kernel, lambda reward, *rest: reward.shape)
+@cuda.jit(device=True)
+def discounted_returns_block(reward, next_value, terminated, truncated, gamma, returns, n, steps, envs):
+    for j in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        for t in range(steps):
+            returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
+
+
 @api.discounted_returns.dispatch
 def discounted_returns(device: CUDA, reward, next_value, terminated, truncated, gamma, returns, n):
     launch_1d(
@@ -89,36 +115,55 @@ def discounted_returns(device: CUDA, reward, next_value, terminated, truncated, 
     )
 
 
+@cuda.jit(device=True)
+def _running_stats_update_at(d, x, mean, var, count, nonfinite, rows):
+    old = count[0]
+    total = old + rows
+    s = 0.0
+    finite = True
+    for i in range(rows):
+        xi = np.float64(x[i, d])
+        if math.isnan(xi) or math.isinf(xi):
+            finite = False
+        s += xi
+    if not finite:
+        cuda.atomic.add(nonfinite, 0, 1)
+    else:
+        batch_mean = s / rows
+        m2 = 0.0
+        for i in range(rows):
+            dx = np.float64(x[i, d]) - batch_mean
+            m2 += dx * dx
+        delta = batch_mean - mean[d]
+        mean[d] += delta * rows / total
+        var[d] = (var[d] * old + m2 + delta * delta * old * rows / total) / total
+
+
 @cuda.jit
 def running_stats_update_kernel(x, mean, var, count, nonfinite):
     d = cuda.grid(1)
     rows, dim = x.shape
     if d < dim:
-        old = count[0]
-        total = old + rows
-        s = 0.0
-        finite = True
-        for i in range(rows):
-            xi = np.float64(x[i, d])
-            if math.isnan(xi) or math.isinf(xi):
-                finite = False
-            s += xi
-        if not finite:
-            cuda.atomic.add(nonfinite, 0, 1)
-        else:
-            batch_mean = s / rows
-            m2 = 0.0
-            for i in range(rows):
-                dx = np.float64(x[i, d]) - batch_mean
-                m2 += dx * dx
-            delta = batch_mean - mean[d]
-            mean[d] += delta * rows / total
-            var[d] = (var[d] * old + m2 + delta * delta * old * rows / total) / total
+        _running_stats_update_at(d, x, mean, var, count, nonfinite, rows)
+
+
+@block_form(running_stats_update_kernel, lambda x, *rest: x.shape)
+@cuda.jit(device=True)
+def running_stats_update_block(x, mean, var, count, nonfinite, rows, dim):
+    for d in range(cuda.threadIdx.x, dim, cuda.blockDim.x):
+        _running_stats_update_at(d, x, mean, var, count, nonfinite, rows)
 
 
 @cuda.jit
 def add_count_kernel(count, rows):
     if cuda.grid(1) == 0:  # after every column read the old count
+        count[0] += rows
+
+
+@block_form(add_count_kernel)
+@cuda.jit(device=True)
+def add_count_block(count, rows):
+    if cuda.threadIdx.x == 0:
         count[0] += rows
 
 
@@ -135,9 +180,28 @@ def normalize_observations_kernel(x, mean, var, out):
         out[i, d] = (x[i, d] - mean[d]) / math.sqrt(var[d] + _NORMALIZE_EPS)
 
 
+@block_form(normalize_observations_kernel, lambda x, *rest: x.shape)
+@cuda.jit(device=True)
+def normalize_observations_block(x, mean, var, out, rows, dim):
+    for k in range(cuda.threadIdx.x, rows * dim, cuda.blockDim.x):
+        i, d = k // dim, k % dim
+        out[i, d] = (x[i, d] - mean[d]) / math.sqrt(var[d] + _NORMALIZE_EPS)
+
+
 @api.normalize_observations.dispatch
 def normalize_observations(device: CUDA, stats, x, out):
     launch_2d(device, normalize_observations_kernel, x.shape, x, stats.mean, stats.var, out)
+
+
+@cuda.jit(device=True)
+def _gaussian_sample_at(i, rng, mean, log_std, action, log_prob, a_dim):
+    total = 0.0
+    for j in range(a_dim):
+        eps = standard_normal(rng[0], rng[1] + np.uint64(2 * (i * a_dim + j)))
+        ls = np.float64(log_std[j])
+        action[i, j] = mean[i, j] + math.exp(ls) * eps
+        total += -0.5 * eps * eps - ls - 0.5 * _LOG_2PI
+    log_prob[i] = total
 
 
 @cuda.jit
@@ -145,13 +209,14 @@ def gaussian_sample_kernel(rng, mean, log_std, action, log_prob):
     i = cuda.grid(1)
     batch, a_dim = mean.shape
     if i < batch:
-        total = 0.0
-        for j in range(a_dim):
-            eps = standard_normal(rng[0], rng[1] + np.uint64(2 * (i * a_dim + j)))
-            ls = np.float64(log_std[j])
-            action[i, j] = mean[i, j] + math.exp(ls) * eps
-            total += -0.5 * eps * eps - ls - 0.5 * _LOG_2PI
-        log_prob[i] = total
+        _gaussian_sample_at(i, rng, mean, log_std, action, log_prob, a_dim)
+
+
+@block_form(gaussian_sample_kernel, lambda rng, mean, *rest: mean.shape)
+@cuda.jit(device=True)
+def gaussian_sample_block(rng, mean, log_std, action, log_prob, batch, a_dim):
+    for i in range(cuda.threadIdx.x, batch, cuda.blockDim.x):
+        _gaussian_sample_at(i, rng, mean, log_std, action, log_prob, a_dim)
 
 
 @api.gaussian_sample.dispatch
@@ -160,16 +225,28 @@ def gaussian_sample(device: CUDA, rng, mean, log_std, action, log_prob):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * mean.size))
 
 
+@cuda.jit(device=True)
+def _gaussian_log_prob_at(i, mean, log_std, action, log_prob, a_dim):
+    total = 0.0
+    for j in range(a_dim):
+        ls = np.float64(log_std[j])
+        z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
+        total += -0.5 * z * z - ls - 0.5 * _LOG_2PI
+    log_prob[i] = total
+
+
 @cuda.jit
 def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
     i = cuda.grid(1)
     if i < mean.shape[0]:
-        total = 0.0
-        for j in range(mean.shape[1]):
-            ls = np.float64(log_std[j])
-            z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
-            total += -0.5 * z * z - ls - 0.5 * _LOG_2PI
-        log_prob[i] = total
+        _gaussian_log_prob_at(i, mean, log_std, action, log_prob, mean.shape[1])
+
+
+@block_form(gaussian_log_prob_kernel, lambda mean, *rest: mean.shape)
+@cuda.jit(device=True)
+def gaussian_log_prob_block(mean, log_std, action, log_prob, batch, a_dim):
+    for i in range(cuda.threadIdx.x, batch, cuda.blockDim.x):
+        _gaussian_log_prob_at(i, mean, log_std, action, log_prob, a_dim)
 
 
 @api.gaussian_log_prob.dispatch
@@ -178,9 +255,10 @@ def gaussian_log_prob(device: CUDA, mean, log_std, action, log_prob):
 
 
 @cuda.jit(device=True)
-def _block_sum(partial, columns, tid):
-    """Tree-reduce ``columns`` groups of _THREADS partial sums in shared memory into slot 0."""
-    stride = _THREADS // 2
+def _block_sum(partial, columns, tid, lanes):
+    """Tree-reduce ``columns`` groups of ``lanes`` partial sums (slots c * _THREADS + lane) in
+    shared memory into each group's slot 0; every thread of the block calls it."""
+    stride = lanes // 2
     while stride > 0:
         if tid < stride:
             for c in range(columns):
@@ -189,8 +267,8 @@ def _block_sum(partial, columns, tid):
         stride //= 2
 
 
-@cuda.jit
-def ppo_policy_gradient_kernel(
+@cuda.jit(device=True)
+def ppo_policy_gradient_block(
     mean,
     log_std,
     action,
@@ -205,28 +283,35 @@ def ppo_policy_gradient_kernel(
     d_log_std,
     info,
 ):
+    """The whole minibatch by one block: its first min(blockDim, _THREADS) threads (a power of two)
+    take rows in turn, every thread joins the barriers. The same sums in the same order for any
+    block of at least _THREADS threads (the launch uses exactly _THREADS)."""
     partial = cuda.shared.array(_SLOTS, dtype=np.float64)
     grad = cuda.local.array(_MAX_A, dtype=np.float64)
     tid = cuda.threadIdx.x
+    lanes = min(cuda.blockDim.x, _THREADS)
+    first = tid if tid < lanes else mean.shape[0]  # threads past the lanes take no rows
     batch, a_dim = mean.shape
     shift = 0.0
     scale = 1.0
     if normalize:
         s = 0.0
-        for i in range(tid, batch, _THREADS):
+        for i in range(first, batch, lanes):
             s += advantage[i]
-        partial[tid] = s
+        if tid < lanes:
+            partial[tid] = s
         cuda.syncthreads()
-        _block_sum(partial, 1, tid)
+        _block_sum(partial, 1, tid, lanes)
         shift = partial[0] / batch
         cuda.syncthreads()
         s = 0.0
-        for i in range(tid, batch, _THREADS):
+        for i in range(first, batch, lanes):
             d = advantage[i] - shift
             s += d * d
-        partial[tid] = s
+        if tid < lanes:
+            partial[tid] = s
         cuda.syncthreads()
-        _block_sum(partial, 1, tid)
+        _block_sum(partial, 1, tid, lanes)
         scale = 1.0 / (math.sqrt(partial[0] / batch) + 1e-8)
         cuda.syncthreads()
     for j in range(a_dim):
@@ -234,7 +319,7 @@ def ppo_policy_gradient_kernel(
     kl_total = 0.0
     surrogate_total = 0.0
     clipped_count = 0.0
-    for i in range(tid, batch, _THREADS):
+    for i in range(first, batch, lanes):
         lp = 0.0
         kl = 0.0
         for j in range(a_dim):
@@ -262,13 +347,14 @@ def ppo_policy_gradient_kernel(
             z = (np.float64(action[i, j]) - mean[i, j]) * inv_std
             d_mean[i, j] = g * z * inv_std
             grad[j] += g * (z * z - 1.0)
-    for j in range(a_dim):
-        partial[j * _THREADS + tid] = grad[j]
-    partial[a_dim * _THREADS + tid] = kl_total
-    partial[(a_dim + 1) * _THREADS + tid] = surrogate_total
-    partial[(a_dim + 2) * _THREADS + tid] = clipped_count
+    if tid < lanes:
+        for j in range(a_dim):
+            partial[j * _THREADS + tid] = grad[j]
+        partial[a_dim * _THREADS + tid] = kl_total
+        partial[(a_dim + 1) * _THREADS + tid] = surrogate_total
+        partial[(a_dim + 2) * _THREADS + tid] = clipped_count
     cuda.syncthreads()
-    _block_sum(partial, a_dim + 3, tid)
+    _block_sum(partial, a_dim + 3, tid, lanes)
     if tid == 0:
         entropy = 0.0
         for j in range(a_dim):
@@ -278,6 +364,42 @@ def ppo_policy_gradient_kernel(
         info[1] = partial[(a_dim + 1) * _THREADS] / batch
         info[2] = entropy
         info[3] = partial[(a_dim + 2) * _THREADS] / batch
+
+
+@cuda.jit
+def ppo_policy_gradient_kernel(
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize,
+    d_mean,
+    d_log_std,
+    info,
+):
+    ppo_policy_gradient_block(
+        mean,
+        log_std,
+        action,
+        old_log_prob,
+        advantage,
+        old_mean,
+        old_log_std,
+        clip,
+        entropy_coef,
+        normalize,
+        d_mean,
+        d_log_std,
+        info,
+    )
+
+
+block_form(ppo_policy_gradient_kernel)(ppo_policy_gradient_block)
 
 
 @api.ppo_policy_gradient.dispatch
@@ -318,13 +440,25 @@ def ppo_policy_gradient(
     )
 
 
+@cuda.jit(device=True)
+def _adaptive_learning_rate(kl, lr, target, factor, low, high):
+    if kl[0] < 0.5 * target:
+        lr[0] = min(max(lr[0] * factor, low), high)
+    elif kl[0] > 2.0 * target:
+        lr[0] = min(max(lr[0] / factor, low), high)
+
+
 @cuda.jit
 def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
     if cuda.grid(1) == 0:
-        if kl[0] < 0.5 * target:
-            lr[0] = min(max(lr[0] * factor, low), high)
-        elif kl[0] > 2.0 * target:
-            lr[0] = min(max(lr[0] / factor, low), high)
+        _adaptive_learning_rate(kl, lr, target, factor, low, high)
+
+
+@block_form(adaptive_learning_rate_kernel)
+@cuda.jit(device=True)
+def adaptive_learning_rate_block(kl, lr, target, factor, low, high):
+    if cuda.threadIdx.x == 0:
+        _adaptive_learning_rate(kl, lr, target, factor, low, high)
 
 
 @api.adaptive_learning_rate.dispatch
@@ -380,6 +514,55 @@ def rollout_store_kernel(
         )
 
 
+@block_form(rollout_store_kernel, lambda *args: (args[-3].shape[1],))
+@cuda.jit(device=True)
+def rollout_store_block(
+    step,
+    obs,
+    action,
+    mean,
+    log_prob,
+    value,
+    next_value,
+    reward,
+    terminated,
+    truncated,
+    r_obs,
+    r_action,
+    r_mean,
+    r_log_prob,
+    r_value,
+    r_next_value,
+    r_reward,
+    r_terminated,
+    r_truncated,
+    envs,
+):
+    for n in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        store_env_step(
+            n,
+            step,
+            obs,
+            action,
+            mean,
+            log_prob,
+            value,
+            next_value,
+            reward,
+            terminated,
+            truncated,
+            r_obs,
+            r_action,
+            r_mean,
+            r_log_prob,
+            r_value,
+            r_next_value,
+            r_reward,
+            r_terminated,
+            r_truncated,
+        )
+
+
 @api.rollout_store.dispatch
 def rollout_store(
     device: CUDA, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
@@ -402,20 +585,32 @@ def rollout_store(
     )
 
 
+@cuda.jit(device=True)
+def _random_permutation(rng, perm):
+    n = perm.shape[0]
+    key = rng[0]
+    base = rng[1]
+    for i in range(n):
+        perm[i] = i
+    for i in range(n - 1, 0, -1):
+        j = min(np.int64(uniform01(key, base + np.uint64(i)) * (i + 1)), i)
+        tmp = perm[i]
+        perm[i] = perm[j]
+        perm[j] = tmp
+    rng[1] = base + np.uint64(n)
+
+
 @cuda.jit
 def random_permutation_kernel(rng, perm):
     if cuda.grid(1) == 0:  # Fisher–Yates is sequential; n is a rollout's size
-        n = perm.shape[0]
-        key = rng[0]
-        base = rng[1]
-        for i in range(n):
-            perm[i] = i
-        for i in range(n - 1, 0, -1):
-            j = min(np.int64(uniform01(key, base + np.uint64(i)) * (i + 1)), i)
-            tmp = perm[i]
-            perm[i] = perm[j]
-            perm[j] = tmp
-        rng[1] = base + np.uint64(n)
+        _random_permutation(rng, perm)
+
+
+@block_form(random_permutation_kernel)
+@cuda.jit(device=True)
+def random_permutation_block(rng, perm):
+    if cuda.threadIdx.x == 0:
+        _random_permutation(rng, perm)
 
 
 @api.random_permutation.dispatch
@@ -443,16 +638,95 @@ def gather_minibatch_kernel(
     i = cuda.grid(1)
     rows = b_obs.shape[0]
     if i < rows:
-        k = counter[0] % (perm.shape[0] // rows)
-        src = perm[k * rows + i]
-        for d in range(obs.shape[1]):
-            b_obs[i, d] = obs[src, d]
-        for d in range(action.shape[1]):
-            b_action[i, d] = action[src, d]
-            b_mean[i, d] = mean[src, d]
-        b_log_prob[i] = log_prob[src]
-        b_advantage[i] = advantage[src]
-        b_returns[i, 0] = returns[src]
+        _gather_minibatch_at(
+            i,
+            perm,
+            counter,
+            obs,
+            action,
+            mean,
+            log_prob,
+            advantage,
+            returns,
+            b_obs,
+            b_action,
+            b_mean,
+            b_log_prob,
+            b_advantage,
+            b_returns,
+            rows,
+        )
+
+
+@cuda.jit(device=True)
+def _gather_minibatch_at(
+    i,
+    perm,
+    counter,
+    obs,
+    action,
+    mean,
+    log_prob,
+    advantage,
+    returns,
+    b_obs,
+    b_action,
+    b_mean,
+    b_log_prob,
+    b_advantage,
+    b_returns,
+    rows,
+):
+    k = counter[0] % (perm.shape[0] // rows)
+    src = perm[k * rows + i]
+    for d in range(obs.shape[1]):
+        b_obs[i, d] = obs[src, d]
+    for d in range(action.shape[1]):
+        b_action[i, d] = action[src, d]
+        b_mean[i, d] = mean[src, d]
+    b_log_prob[i] = log_prob[src]
+    b_advantage[i] = advantage[src]
+    b_returns[i, 0] = returns[src]
+
+
+@block_form(gather_minibatch_kernel, lambda *args: (args[8].shape[0],))
+@cuda.jit(device=True)
+def gather_minibatch_block(
+    perm,
+    counter,
+    obs,
+    action,
+    mean,
+    log_prob,
+    advantage,
+    returns,
+    b_obs,
+    b_action,
+    b_mean,
+    b_log_prob,
+    b_advantage,
+    b_returns,
+    rows,
+):
+    for i in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _gather_minibatch_at(
+            i,
+            perm,
+            counter,
+            obs,
+            action,
+            mean,
+            log_prob,
+            advantage,
+            returns,
+            b_obs,
+            b_action,
+            b_mean,
+            b_log_prob,
+            b_advantage,
+            b_returns,
+            rows,
+        )
 
 
 @api.gather_minibatch.dispatch

@@ -5,7 +5,7 @@ thread per row."""
 import numpy as np
 from numba import cuda
 
-from ...backends.cuda import Launch, device_twin, launch_1d, launch_2d
+from ...backends.cuda import Launch, block_form, device_twin, launch_1d, launch_2d
 from ...devices import CUDA
 from ...staging import launch
 from ..core.cuda import increment_kernel
@@ -19,12 +19,24 @@ set_leaf = device_twin(cpu.set_leaf)
 tree_descend = device_twin(cpu.tree_descend)
 
 
+@cuda.jit(device=True)
+def _priority_mark_new(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+    value = (max_priority[0] + eps) ** alpha
+    for i in range(count):
+        set_leaf(sum_tree, min_tree, (position[0] + i) % capacity, value)
+
+
 @cuda.jit
 def priority_mark_new_kernel(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
     if cuda.grid(1) == 0:
-        value = (max_priority[0] + eps) ** alpha
-        for i in range(count):
-            set_leaf(sum_tree, min_tree, (position[0] + i) % capacity, value)
+        _priority_mark_new(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps)
+
+
+@block_form(priority_mark_new_kernel)
+@cuda.jit(device=True)
+def priority_mark_new_block(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+    if cuda.threadIdx.x == 0:  # tree writes in row order, as on every device
+        _priority_mark_new(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps)
 
 
 @api.priority_mark_new.dispatch
@@ -43,14 +55,26 @@ def priority_mark_new(device: CUDA, sum_tree, min_tree, max_priority, position, 
     )
 
 
+@cuda.jit(device=True)
+def _priority_update(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    for i in range(index.shape[0]):
+        p = abs(np.float64(priority[i]))
+        if p > max_priority[0]:
+            max_priority[0] = p
+        set_leaf(sum_tree, min_tree, index[i], (p + eps) ** alpha)
+
+
 @cuda.jit
 def priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
     if cuda.grid(1) == 0:
-        for i in range(index.shape[0]):
-            p = abs(np.float64(priority[i]))
-            if p > max_priority[0]:
-                max_priority[0] = p
-            set_leaf(sum_tree, min_tree, index[i], (p + eps) ** alpha)
+        _priority_update(sum_tree, min_tree, max_priority, index, priority, alpha, eps)
+
+
+@block_form(priority_update_kernel)
+@cuda.jit(device=True)
+def priority_update_block(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    if cuda.threadIdx.x == 0:
+        _priority_update(sum_tree, min_tree, max_priority, index, priority, alpha, eps)
 
 
 @api.priority_update.dispatch
@@ -68,16 +92,28 @@ def priority_update(device: CUDA, sum_tree, min_tree, max_priority, index, prior
     )
 
 
+@cuda.jit(device=True)
+def _priority_sample_at(k, rng, sum_tree, min_tree, size, beta, index, weight):
+    leaves = sum_tree.shape[0] // 2
+    row = tree_descend(sum_tree, uniform01(rng[0], rng[1] + np.uint64(k)) * sum_tree[1])
+    if row > size[0] - 1:
+        row = size[0] - 1
+    index[k] = row
+    weight[k] = (sum_tree[leaves + row] / min_tree[1]) ** -beta[0]
+
+
 @cuda.jit
 def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
     k = cuda.grid(1)
     if k < index.shape[0]:
-        leaves = sum_tree.shape[0] // 2
-        row = tree_descend(sum_tree, uniform01(rng[0], rng[1] + np.uint64(k)) * sum_tree[1])
-        if row > size[0] - 1:
-            row = size[0] - 1
-        index[k] = row
-        weight[k] = (sum_tree[leaves + row] / min_tree[1]) ** -beta[0]
+        _priority_sample_at(k, rng, sum_tree, min_tree, size, beta, index, weight)
+
+
+@block_form(priority_sample_kernel, lambda rng, sum_tree, min_tree, size, beta, index, weight: index.shape)
+@cuda.jit(device=True)
+def priority_sample_block(rng, sum_tree, min_tree, size, beta, index, weight, rows):
+    for k in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _priority_sample_at(k, rng, sum_tree, min_tree, size, beta, index, weight)
 
 
 @api.priority_sample.dispatch
@@ -105,15 +141,87 @@ def replay_gather_kernel(
 ):
     k = cuda.grid(1)
     if k < index.shape[0]:
-        row = index[k]
-        for j in range(obs.shape[1]):
-            obs[k, j] = b_obs[row, j]
-            next_obs[k, j] = b_next_obs[row, j]
-        for j in range(action.shape[1]):
-            action[k, j] = b_action[row, j]
-        reward[k] = b_reward[row]
-        terminated[k] = b_terminated[row]
-        truncated[k] = b_truncated[row]
+        _replay_gather_at(
+            k,
+            index,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+        )
+
+
+@cuda.jit(device=True)
+def _replay_gather_at(
+    k,
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
+    row = index[k]
+    for j in range(obs.shape[1]):
+        obs[k, j] = b_obs[row, j]
+        next_obs[k, j] = b_next_obs[row, j]
+    for j in range(action.shape[1]):
+        action[k, j] = b_action[row, j]
+    reward[k] = b_reward[row]
+    terminated[k] = b_terminated[row]
+    truncated[k] = b_truncated[row]
+
+
+@block_form(replay_gather_kernel, lambda index, *rest: index.shape)
+@cuda.jit(device=True)
+def replay_gather_block(
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    rows,
+):
+    for k in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _replay_gather_at(
+            k,
+            index,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+        )
 
 
 @api.replay_gather.dispatch
@@ -130,6 +238,13 @@ def scale_rows_kernel(weight, x):
         x[i, j] *= weight[i]
 
 
+@block_form(scale_rows_kernel, lambda weight, x: x.shape)
+@cuda.jit(device=True)
+def scale_rows_block(weight, x, rows, cols):
+    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
+        x[k // cols, k % cols] *= weight[k // cols]
+
+
 @api.scale_rows.dispatch
 def scale_rows(device: CUDA, weight, x):
     launch_2d(device, scale_rows_kernel, x.shape, weight, x)
@@ -142,6 +257,13 @@ def td_priority_kernel(q1, q2, target, priority):
         priority[i] = (abs(q1[i, 0] - target[i, 0]) + abs(q2[i, 0] - target[i, 0])) * 0.5
 
 
+@block_form(td_priority_kernel, lambda q1, q2, target, priority: priority.shape)
+@cuda.jit(device=True)
+def td_priority_block(q1, q2, target, priority, rows):
+    for i in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        priority[i] = (abs(q1[i, 0] - target[i, 0]) + abs(q2[i, 0] - target[i, 0])) * 0.5
+
+
 @api.td_priority.dispatch
 def td_priority(device: CUDA, q1, q2, target, priority):
     launch_1d(device, td_priority_kernel, priority.shape[0], q1, q2, target, priority)
@@ -150,6 +272,13 @@ def td_priority(device: CUDA, q1, q2, target, priority):
 @cuda.jit
 def linear_anneal_kernel(step, start, end, steps, out):
     if cuda.grid(1) == 0:
+        out[0] = start + (end - start) * min(1.0, np.float64(step[0]) / steps)
+
+
+@block_form(linear_anneal_kernel)
+@cuda.jit(device=True)
+def linear_anneal_block(step, start, end, steps, out):
+    if cuda.threadIdx.x == 0:
         out[0] = start + (end - start) * min(1.0, np.float64(step[0]) / steps)
 
 

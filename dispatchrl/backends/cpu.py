@@ -28,6 +28,7 @@ from ..cache import cache_dir, import_generated, module_fingerprint, package_fin
 from ..devices import CPU
 from ..errors import ConfigError
 from ..staging import Branch, Program, compile_step, kernel_calls, python_program, segmented_program
+from .precompile import start_precompile, stop_precompile
 
 __all__ = [
     "FLUSH_DENORMALS",
@@ -245,7 +246,11 @@ def njit_program(calls: list) -> Program:
         namespace.update(flush_denormals_enter=flush_denormals_enter, flush_denormals_exit=flush_denormals_exit)
         exec(compile(source, "<dispatchrl fused step>", "exec"), namespace)
         fused = namespace["fused_step"]
-    fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
+    helper = start_precompile(calls) if cacheable else None  # cold kernels: a second core helps
+    try:
+        fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
+    finally:
+        stop_precompile(helper)
 
     def run(n):
         fused(n, *raw)

@@ -6,13 +6,19 @@ import sys
 
 import numpy as np
 import pytest
-from numba import types
+from numba import njit, types
 
 import dispatchrl as drl
 from dispatchrl.backends import precompile
-from dispatchrl.backends.cpu import njit_program
+from dispatchrl.backends.cpu import JIT_EXACT, njit_program
 from dispatchrl.errors import ConfigError
-from dispatchrl.kernels.core.cpu import increment_kernel, nonfinite_flag_kernel
+from dispatchrl.kernels.core import cpu as core_cpu
+
+
+def _fresh(kernel):
+    # a new dispatcher of the kernel's function: not importable by name, so the fused step is
+    # compiled (not loaded from the disk cache) and types its calls in this process
+    return njit(**JIT_EXACT)(kernel.py_func)
 
 
 def _literal_signatures(kernel):
@@ -21,6 +27,7 @@ def _literal_signatures(kernel):
 
 def test_int_arguments_do_not_specialize_kernels_per_value(monkeypatch):
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
+    increment_kernel, nonfinite_flag_kernel = _fresh(core_cpu.increment_kernel), _fresh(core_cpu.nonfinite_flag_kernel)
     cpu = drl.CPU()
     counter = drl.zeros(cpu, 1, np.int64)
     x = drl.asarray(cpu, np.array([1.0, np.inf], np.float32))
@@ -31,6 +38,7 @@ def test_int_arguments_do_not_specialize_kernels_per_value(monkeypatch):
     run(2)
     assert int(drl.to_numpy(counter)[0]) == 42
     assert int(drl.to_numpy(flag)[0]) == 7
+    assert increment_kernel.signatures and nonfinite_flag_kernel.signatures  # typed here
     assert not _literal_signatures(increment_kernel)
     assert not _literal_signatures(nonfinite_flag_kernel)
 
@@ -39,6 +47,7 @@ def test_predicted_signatures_are_the_ones_the_step_compiles(monkeypatch):
     # the helper is only useful if it compiles exactly what the fused step asks for
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
     monkeypatch.setattr(precompile, "_disk_cached", lambda kernel: False)
+    increment_kernel, nonfinite_flag_kernel = _fresh(core_cpu.increment_kernel), _fresh(core_cpu.nonfinite_flag_kernel)
     cpu = drl.CPU()
     counter = drl.zeros(cpu, 1, np.int64)
     x = drl.asarray(cpu, np.array([[1.0, 2.0]], np.float32))
@@ -48,7 +57,7 @@ def test_predicted_signatures_are_the_ones_the_step_compiles(monkeypatch):
     assert [name for _, name, _ in jobs] == ["increment_kernel", "nonfinite_flag_kernel"]
     njit_program(calls)(1)
     for (_, _, signature), kernel in zip(jobs, (increment_kernel, nonfinite_flag_kernel), strict=True):
-        assert signature in kernel.signatures
+        assert kernel.signatures == [signature]
 
 
 KERNEL_MODULE = """

@@ -7,7 +7,7 @@ finished, Numba loads it from the cache instead of compiling it. The machine cod
 either way (same source, options and CPU), so results do not change. The helper is stopped as
 soon as the step is compiled.
 
-DISPATCHRL_COMPILE_WORKERS=0 turns it off (default 1 where there are at least 2 CPUs).
+DISPATCHRL_COMPILE_WORKERS=0 turns it off (default 1 where this process may use at least 2 CPUs).
 """
 
 import os
@@ -47,7 +47,8 @@ def compile_workers() -> int:
     """Helper processes per cold fused step: DISPATCHRL_COMPILE_WORKERS, default 1 with >= 2 CPUs."""
     setting = os.environ.get("DISPATCHRL_COMPILE_WORKERS")
     if setting is None:
-        return 1 if (os.cpu_count() or 1) >= 2 else 0
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return 1 if cpus >= 2 else 0
     if not setting.isdigit() or int(setting) > 1:
         raise ConfigError(f"DISPATCHRL_COMPILE_WORKERS must be 0 or 1, got {setting!r}")
     return int(setting)

@@ -21,7 +21,13 @@ Where the headers come from, first match wins:
 Build outputs go to ~/.cache/dispatchrl/rltools/build-<hash> ($DISPATCHRL_RLTOOLS_CACHE
 overrides the root), never into the repository. OpenBLAS: `apt-get install libopenblas-dev`.
 
+Before that, for each of --startup-algos (default td3, sac, ppo), it times the whole command
+cold (fresh DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR in a temp dir) and then warm (the same caches,
+now filled): one JSON line per run ("run": "startup", "cache": "cold"/"warm") and a summary line
+("benchmark": "startup") of medians; with --baseline both checkouts alternate in the same window.
+
     python benchmarks/td3_vs_rltools.py [--pairs 5] [--steps 10000] [--skip-cold]
+                                        [--startup-algos td3,sac,ppo] [--startup-repeats 1] [--startup-only]
                                         [--rltools-only] [--timeout 600] [--baseline DIR]
 
 stdout carries only JSON lines; progress goes to stderr. Exit status: 0 when the comparison ran
@@ -271,13 +277,13 @@ def summary_line(error):
     return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
 
 
-def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO):
+def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO, algo="td3"):
     command = [
         args.python,
         "-m",
         "dispatchrl",
         "train",
-        "td3",
+        algo,
         "--env",
         "pendulum",
         "--steps",
@@ -313,8 +319,8 @@ def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO):
         "command_seconds": round(wall, 3),
         "device": record["device"],
     }
-    if record["steps"] != args.steps or record["algo"] != "td3":
-        raise BenchmarkError(f"dispatchrl ran something else than td3 for {args.steps} steps: {record}")
+    if record["steps"] != args.steps or record["algo"] != algo:
+        raise BenchmarkError(f"dispatchrl ran something else than {algo} for {args.steps} steps: {record}")
     return out
 
 
@@ -332,6 +338,58 @@ def cold_run(args):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def startup_runs(args, label, repo):
+    """Cold then warm command wall time per algorithm: the cold run starts from empty
+    DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR (a temp dir), the warm run reuses what it cached.
+    Yields one record per run."""
+    for algo in args.startup_algos:
+        tmp = tempfile.mkdtemp(prefix="dispatchrl-startup-")
+        caches = {
+            "DISPATCHRL_CACHE_DIR": os.path.join(tmp, "dispatchrl"),
+            "NUMBA_CACHE_DIR": os.path.join(tmp, "numba"),
+        }
+        try:
+            for cache in ("cold", "warm"):
+                record = run_dispatchrl(0, args, caches, label=label, repo=repo, algo=algo)
+                yield dict(record, run="startup", label=label, algo=algo, cache=cache)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def startup(args):
+    """The --startup-algos phase: cold and warm runs of this checkout (and of --baseline, run
+    alternately in the same window), then one summary line of medians per algorithm."""
+    repos = [("dispatchrl", REPO)] + ([("baseline", os.path.abspath(args.baseline))] if args.baseline else [])
+    records = []
+    for _ in range(args.startup_repeats):
+        for label, repo in repos:
+            log(f"cold and warm runs of {', '.join(args.startup_algos)} ({label}: {repo})")
+            for record in startup_runs(args, label, repo):
+                emit(record)
+                records.append(record)
+    summary = {"benchmark": "startup", "steps": args.steps, "repeats": args.startup_repeats, "cpu": cpu_model()}
+    for label, _ in repos:
+        for algo in args.startup_algos:
+            for cache in ("cold", "warm"):
+                runs = [r for r in records if (r["label"], r["algo"], r["cache"]) == (label, algo, cache)]
+                key = f"{label}_{algo}_{cache}"
+                summary[key + "_command_seconds_median"] = median([r["command_seconds"] for r in runs])
+                summary[key + "_compile_seconds_median"] = median([r["compile_seconds"] for r in runs])
+                summary[key + "_train_seconds_median"] = median([r["train_seconds"] for r in runs])
+    emit(summary)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def median(values):
     values = [v for v in values if v is not None]
     return round(statistics.median(values), 4) if values else None
@@ -343,6 +401,14 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=10000, help="environment steps per training run (default 10000)")
     p.add_argument("--skip-cold", action="store_true", help="skip the cold-cache dispatchrl run")
     p.add_argument("--rltools-only", action="store_true", help="only build and time RLtools")
+    p.add_argument(
+        "--startup-algos",
+        default="td3,sac,ppo",
+        help="algorithms whose cold and warm command wall time is measured first (comma list; "
+        "'' skips; default td3,sac,ppo)",
+    )
+    p.add_argument("--startup-repeats", type=int, default=1, help="cold+warm rounds per algorithm (default 1)")
+    p.add_argument("--startup-only", action="store_true", help="only the cold/warm startup runs, no RLtools")
     p.add_argument("--rltools-include", help="RLtools include dir (the one containing rl_tools/)")
     p.add_argument("--no-install", action="store_true", help="never pip-install rltools; fail with instructions")
     p.add_argument("--blas-threads", type=int, default=1, help="OPENBLAS/OMP/MKL_NUM_THREADS for both (default 1)")
@@ -361,6 +427,16 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.pairs < 3:
         p.error("--pairs must be at least 3")
+    args.startup_algos = [a for a in args.startup_algos.split(",") if a]
+    if args.startup_algos and not args.rltools_only:
+        try:
+            startup(args)
+        except BenchmarkError as e:
+            log(str(e))
+            emit({"benchmark": "startup", "error": summary_line(e)})
+            return 2
+    if args.startup_only:
+        return 0
 
     try:
         rlt = prepare_rltools(args, args.steps)

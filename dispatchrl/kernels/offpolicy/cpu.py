@@ -35,10 +35,14 @@ def replay_add_kernel(
     capacity = b_obs.shape[0]
     for i in range(obs.shape[0]):
         row = position[0]
-        b_obs[row] = obs[i]
-        b_action[row] = action[i]
+        # element loops: a row assignment compiles Numba's shape-mismatch error formatting
+        # (string code, ~2 s of a cold compile) for a check that cannot fail here
+        for j in range(obs.shape[1]):
+            b_obs[row, j] = obs[i, j]
+            b_next_obs[row, j] = next_obs[i, j]
+        for j in range(action.shape[1]):
+            b_action[row, j] = action[i, j]
         b_reward[row] = reward[i]
-        b_next_obs[row] = next_obs[i]
         b_terminated[row] = terminated[i]
         b_truncated[row] = truncated[i]
         position[0] = (row + 1) % capacity

@@ -1,0 +1,101 @@
+"""What keeps a cold CPU compile short: one kernel specialization per signature (not per int
+value), and the helper process that compiles a step's kernels into the shared Numba cache."""
+
+import importlib
+import sys
+
+import numpy as np
+import pytest
+from numba import njit, types
+
+import dispatchrl as drl
+from dispatchrl.backends import precompile
+from dispatchrl.backends.cpu import JIT_EXACT, njit_program
+from dispatchrl.errors import ConfigError
+from dispatchrl.kernels.core import cpu as core_cpu
+
+
+def _fresh(kernel):
+    # a new dispatcher of the kernel's function: not importable by name, so the fused step is
+    # compiled (not loaded from the disk cache) and types its calls in this process
+    return njit(**JIT_EXACT)(kernel.py_func)
+
+
+def _literal_signatures(kernel):
+    return [sig for sig in kernel.signatures if any(isinstance(t, types.Literal) for t in sig)]
+
+
+def test_int_arguments_do_not_specialize_kernels_per_value(monkeypatch):
+    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
+    increment_kernel, nonfinite_flag_kernel = _fresh(core_cpu.increment_kernel), _fresh(core_cpu.nonfinite_flag_kernel)
+    cpu = drl.CPU()
+    counter = drl.zeros(cpu, 1, np.int64)
+    x = drl.asarray(cpu, np.array([1.0, np.inf], np.float32))
+    flag = drl.zeros(cpu, 1, np.int64)
+    run = njit_program(
+        [(increment_kernel, (counter, 1)), (increment_kernel, (counter, 20)), (nonfinite_flag_kernel, (x, flag, 7))]
+    )
+    run(2)
+    assert int(drl.to_numpy(counter)[0]) == 42
+    assert int(drl.to_numpy(flag)[0]) == 7
+    assert increment_kernel.signatures and nonfinite_flag_kernel.signatures  # typed here
+    assert not _literal_signatures(increment_kernel)
+    assert not _literal_signatures(nonfinite_flag_kernel)
+
+
+def test_predicted_signatures_are_the_ones_the_step_compiles(monkeypatch):
+    # the helper is only useful if it compiles exactly what the fused step asks for
+    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
+    monkeypatch.setattr(precompile, "_disk_cached", lambda kernel: False)
+    increment_kernel, nonfinite_flag_kernel = _fresh(core_cpu.increment_kernel), _fresh(core_cpu.nonfinite_flag_kernel)
+    cpu = drl.CPU()
+    counter = drl.zeros(cpu, 1, np.int64)
+    x = drl.asarray(cpu, np.array([[1.0, 2.0]], np.float32))
+    flag = drl.zeros(cpu, 1, np.int64)
+    calls = [(increment_kernel, (counter, 3)), (nonfinite_flag_kernel, (x, flag, 2))]
+    jobs = precompile.kernel_signatures(calls)
+    assert [name for _, name, _ in jobs] == ["increment_kernel", "nonfinite_flag_kernel"]
+    njit_program(calls)(1)
+    for (_, _, signature), kernel in zip(jobs, (increment_kernel, nonfinite_flag_kernel), strict=True):
+        assert kernel.signatures == [signature]
+
+
+KERNEL_MODULE = """
+from numba import njit
+
+
+@njit(cache=True)
+def add_one(a):
+    for i in range(a.size):
+        a[i] += 1.0
+"""
+
+
+def test_helper_fills_the_disk_cache(tmp_path, monkeypatch):
+    module_name = f"precompile_probe_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{module_name}.py").write_text(KERNEL_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(precompile, "MIN_SIGNATURES", 1)
+    kernel = importlib.import_module(module_name).add_one
+    try:
+        a = drl.zeros(drl.CPU(), 3)
+        helper = precompile.start_precompile([(kernel, (a,))])
+        assert helper is not None
+        assert helper.wait(timeout=300) == 0
+        assert precompile.kernel_signatures([(kernel, (a,))]) == []  # in the disk cache now
+        kernel(a.data)
+        assert kernel.stats.cache_hits  # loaded, not compiled, in this process
+        np.testing.assert_array_equal(a.data, np.ones(3, a.data.dtype))
+    finally:
+        sys.modules.pop(module_name, None)
+
+
+def test_compile_workers_setting(monkeypatch):
+    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
+    assert precompile.compile_workers() == 0
+    assert precompile.start_precompile([]) is None
+    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "two")
+    with pytest.raises(ConfigError, match="DISPATCHRL_COMPILE_WORKERS"):
+        precompile.compile_workers()

@@ -1,4 +1,4 @@
-"""The ``dispatchrl`` command line: train, eval, export, demo."""
+"""The ``dispatchrl`` command line: train, eval, plot, export, demo."""
 
 import argparse
 import dataclasses
@@ -322,6 +322,14 @@ def evaluate(args: argparse.Namespace) -> dict:
     return summary
 
 
+def plot(args: argparse.Namespace) -> str:
+    from dispatchrl.plot import plot_runs
+
+    out = plot_runs(args.dirs, args.out, args.metric, args.smooth, args.title)
+    print(out)
+    return str(out)
+
+
 def export(args: argparse.Namespace) -> dict:
     from dispatchrl import export as c_export
     from dispatchrl.algorithms import ALGORITHMS, load_run
@@ -450,6 +458,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="first reset seed (default: the fixed evaluation seeds)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=evaluate)
+
+    p = commands.add_parser(
+        "plot", help="draw learning curves of --log-dir runs (mean over seeds, min-max band) with matplotlib"
+    )
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="a run's --log-dir, or a folder of them")
+    p.add_argument("--metric", default="episode_return", help="a progress.csv column: episode_return, eval_return...")
+    p.add_argument("--out", default="curve.png", help="the image (.png, .svg, .pdf)")
+    p.add_argument("--smooth", type=int, default=1, metavar="N", help="running mean over N values of each run first")
+    p.add_argument("--title", default=None)
+    p.set_defaults(run=plot)
 
     p = commands.add_parser("export", help="write a checkpoint's policy as dependency-free C (policy.h, policy.c)")
     p.add_argument("--checkpoint", required=True)

@@ -168,3 +168,45 @@ def test_cli_log_dir_writes_its_config_and_config_reruns_it(tmp_path, capsys):
     assert [r["episode_return"] for r in episodes[0]] == [r["episode_return"] for r in episodes[1]]
     assert main([*argv, "--logger", "csv"]) == 2
     assert "--logger csv needs --log-dir" in capsys.readouterr().err
+
+
+def write_runs(folder, seeds=3, **config):
+    """Runs as CSVLogger writes them: a rising return, a seed-dependent offset."""
+    for seed in range(seeds):
+        logger = CSVLogger(folder / f"seed{seed}")
+        logger.start({"algo": "td3", "env": "pendulum", "seed": seed}, config_dict(td3.Config(**config)))
+        for episode in range(1, 21):
+            logger.write(200 * episode, {"episode_return": -1500.0 + 70 * episode + 50 * seed, "episode_length": 200})
+        logger.close()
+
+
+def test_plot_writes_a_png_that_is_not_blank(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    from dispatchrl.plot import learning_curves
+
+    write_runs(tmp_path / "a")
+    write_runs(tmp_path / "b", seeds=2, actor_lr=3e-4)
+    (curve_a, curve_b) = sorted(learning_curves([tmp_path / "a", tmp_path / "b"]), key=lambda c: c.runs, reverse=True)
+    assert curve_a.runs == 3 and curve_a.label == "TD3 pendulum actor_lr=0.001"
+    np.testing.assert_array_equal(curve_a.steps, 200 * np.arange(1, 21))
+    np.testing.assert_allclose(curve_a.mean, -1450.0 + 70 * np.arange(1, 21))  # offsets 0, 50, 100
+    np.testing.assert_allclose(curve_a.high - curve_a.low, 100.0)
+    out = tmp_path / "curve.png"
+    assert main(["plot", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
+    pixels = imread(out)[..., :3]
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+    ink = np.any(pixels < 0.9, axis=-1)  # anything not (near) white: axes, text, curves, bands
+    assert 0.02 < ink.mean() < 0.9
+    assert len(np.unique(pixels.reshape(-1, 3).round(2), axis=0)) > 10  # coloured curves and bands, not one ink
+
+
+def test_plot_errors_name_the_fix(tmp_path, monkeypatch, capsys):
+    write_runs(tmp_path / "a", seeds=1)
+    assert main(["plot", str(tmp_path / "a"), "--metric", "eval_return", "--out", str(tmp_path / "x.png")]) == 2
+    assert "no 'eval_return' values; its metrics are ['episode_length', 'episode_return']" in capsys.readouterr().err
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # as if not installed
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib.figure", None)
+    assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path / "x.png")]) == 2
+    assert 'pip install "dispatchrl[plot]"' in capsys.readouterr().err

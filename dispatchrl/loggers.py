@@ -19,17 +19,14 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .arrays import to_numpy
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .algorithms.driver import TrainingRun
 
 __all__ = [
     "BACKENDS",
@@ -203,7 +200,11 @@ class MultiLogger(Logger):
 
 
 #: backend name (``--logger``) → class, each made with the run directory
-BACKENDS: dict[str, type[Logger]] = {"csv": CSVLogger, "tensorboard": TensorBoardLogger, "wandb": WandbLogger}
+BACKENDS: dict[str, Callable[[str | Path], Logger]] = {
+    "csv": CSVLogger,
+    "tensorboard": TensorBoardLogger,
+    "wandb": WandbLogger,
+}
 
 
 def make_logger(names: str | Sequence[str], log_dir: str | Path) -> Logger:
@@ -249,7 +250,7 @@ class MetricsHook:
         self.logged: int | None = None  # episodes already written (None: not started)
         self.flushed = time.perf_counter()
 
-    def begin(self, run: TrainingRun) -> None:
+    def begin(self, run: Any) -> None:
         """The loop starts (the driver calls this once the fused steps are built): describe the
         run to the backends (``config.json``); a resumed run's earlier episodes were logged then."""
         log = run.state.episodes
@@ -261,7 +262,7 @@ class MetricsHook:
             config_dict(run.config),
         )
 
-    def __call__(self, run: TrainingRun) -> None:
+    def __call__(self, run: Any) -> None:
         if self.logged is None:
             self.begin(run)
         assert self.logged is not None

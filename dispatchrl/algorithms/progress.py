@@ -7,14 +7,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 
 from ..arrays import to_numpy
-
-if TYPE_CHECKING:
-    from .driver import TrainingRun
 
 __all__ = ["Progress", "recent_return"]
 
@@ -92,7 +89,7 @@ class Progress:
         elif self.mode == "plain":
             self._print(f"dispatchrl: {what}…")
 
-    def started(self, run: TrainingRun) -> None:
+    def started(self, run: Any) -> None:
         """The fused steps are built: training (and the rate's clock) starts now."""
         self.train_start, self.start_steps = self.clock(), run.steps
         if self.mode == "rich":
@@ -108,7 +105,7 @@ class Progress:
         assert self.train_start is not None, "Progress.started was not called"
         return (steps - self.start_steps) / max(self.clock() - self.train_start, 1e-9)
 
-    def __call__(self, run: TrainingRun) -> None:
+    def __call__(self, run: Any) -> None:
         if self.mode == "off":
             return
         now = self.clock()

@@ -190,7 +190,7 @@ def train(args: argparse.Namespace) -> dict:
     import signal
 
     from dispatchrl.algorithms import evaluate
-    from dispatchrl.algorithms.driver import PeriodicCheckpoint, StopOnRequest, train
+    from dispatchrl.algorithms.driver import PeriodicCheckpoint, Progress, StopOnRequest, train
     from dispatchrl.devices import device_from_name
 
     for flag in ("save_every", "keep"):
@@ -219,7 +219,7 @@ def train(args: argparse.Namespace) -> dict:
             env,
             config,
             seed=seed,
-            progress=None if not args.json else False,
+            progress=Progress(interval=args.progress_interval) if not args.json else False,
             resume=args.resume,
             hooks=tuple(h for h in (periodic, stop) if h is not None),
             logger=logger,
@@ -415,6 +415,13 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-eval", action="store_true", help="skip the 10 evaluation episodes")
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="when stderr is not a terminal: a progress line every SECONDS (default 10)",
+    )
     p.add_argument(
         "--config", metavar="FILE.json", help="load the config from a JSON object of its fields (as --log-dir writes)"
     )

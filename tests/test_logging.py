@@ -162,7 +162,12 @@ def test_cli_log_dir_writes_its_config_and_config_reruns_it(tmp_path, capsys):
     argv = ["train", "td3", "--no-eval", "--json", "--seed", "1"]
     assert main([*argv, "--steps", "1000", "--log-dir", str(first)]) == 0
     assert json.loads((first / "config.json").read_text()) == config_dict(CONFIG)
-    assert main([*argv, "--config", str(first / "config.json"), "--log-dir", str(second)]) == 0
+    capsys.readouterr()
+    again = ["train", "td3", "--no-eval", "--seed", "1", "--progress-interval", "0"]  # no --json: progress shown
+    assert main([*again, "--config", str(first / "config.json"), "--log-dir", str(second)]) == 0
+    progress = capsys.readouterr().err.splitlines()  # captured: not a terminal, so plain lines, one per chunk
+    assert progress[0] == "dispatchrl: compiling fused TD3 step (cpu)…" and len(progress) > 10
+    assert progress[-1].startswith("dispatchrl: 1000/1000 steps") and "steps/s" in progress[-1]
     assert (second / "config.json").read_text() == (first / "config.json").read_text()
     episodes = [[r for r in read_progress(d) if "episode_return" in r] for d in (first, second)]
     assert [r["episode_return"] for r in episodes[0]] == [r["episode_return"] for r in episodes[1]]

@@ -18,14 +18,17 @@ import csv
 import dataclasses
 import json
 import math
+import os
+import socket
+import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
-from .arrays import to_numpy
+from .arrays import to_numpy, view
 from .errors import ConfigError
 
 __all__ = [
@@ -124,30 +127,59 @@ def _cell(value: float) -> str:
 
 
 class TensorBoardLogger(Logger):
-    """TensorBoard event files under ``DIR`` (tensorboardX: no torch or TensorFlow needed), one
-    scalar tag per CSV column, the config as text."""
+    """TensorBoard event files under ``DIR`` (tensorboardX's protocol buffers: no torch or
+    TensorFlow needed): one event per row holding all its scalars, tags as the CSV columns; the
+    config as text. Rows are buffered and written at :meth:`flush`, synchronously and without
+    fsync (tensorboardX's own writer runs a thread per file and fsyncs each flush: over 2% of a
+    short TD3 run on a loaded 2-core machine)."""
 
     def __init__(self, log_dir: str | Path) -> None:
         try:
-            from tensorboardX import SummaryWriter
+            from tensorboardX.proto.event_pb2 import Event
+            from tensorboardX.proto.summary_pb2 import Summary
+            from tensorboardX.record_writer import masked_crc32c
         except ImportError:
             raise ConfigError(
                 'the tensorboard logger needs tensorboardX: pip install "dispatchrl[tensorboard]"'
             ) from None
-        self.writer = SummaryWriter(logdir=str(log_dir))
+        self.Event, self.Summary, self.crc = Event, Summary, masked_crc32c
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}.dispatchrl"
+        self.file: IO[bytes] | None = open(Path(log_dir) / name, "ab")  # closed by close()
+        self.pending: list[bytes] = [Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString()]
 
     def start(self, run: Mapping[str, Any], config: Mapping[str, Any]) -> None:
-        self.writer.add_text("config", "```\n" + json.dumps({**run, **config}, indent=2) + "\n```")
+        text = "```\n" + json.dumps({**run, **config}, indent=2) + "\n```"
+        value = self.Summary.Value(tag="config/text_summary")
+        value.metadata.plugin_data.plugin_name = "text"
+        value.tensor.dtype = 7  # DT_STRING
+        value.tensor.string_val.append(text.encode())
+        value.tensor.tensor_shape.dim.add(size=1)
+        self.pending.append(
+            self.Event(wall_time=time.time(), step=0, summary=self.Summary(value=[value])).SerializeToString()
+        )
 
     def write(self, step: int, scalars: Mapping[str, float]) -> None:
-        for name, value in scalars.items():
-            self.writer.add_scalar(name, float(value), global_step=int(step))
+        values = [self.Summary.Value(tag=k, simple_value=float(v)) for k, v in scalars.items()]
+        event = self.Event(wall_time=time.time(), step=int(step), summary=self.Summary(value=values))
+        self.pending.append(event.SerializeToString())
 
     def flush(self) -> None:
-        self.writer.flush()
+        if self.file is None or not self.pending:
+            return
+        records = []
+        for data in self.pending:  # TFRecord framing: length, its masked CRC-32C, data, its CRC
+            header = struct.pack("<Q", len(data))
+            records += [header, struct.pack("<I", self.crc(header)), data, struct.pack("<I", self.crc(data))]
+        self.file.write(b"".join(records))
+        self.file.flush()
+        self.pending = []
 
     def close(self) -> None:
-        self.writer.close()
+        self.flush()
+        if self.file is not None:
+            self.file.close()
+            self.file = None
 
 
 class WandbLogger(Logger):
@@ -255,8 +287,10 @@ class MetricsHook:
         run to the backends (``config.json``); a resumed run's earlier episodes were logged then."""
         log = run.state.episodes
         count = min(int(to_numpy(log.count)[0]), log.returns.shape[0])
-        ends = to_numpy(log.end_steps)[:count] * run.config.num_envs
-        self.logged = int(np.searchsorted(ends, run.steps, side="right"))
+        self.logged = 0
+        if count:
+            ends = to_numpy(view(log.end_steps, 0, (count,))) * run.config.num_envs
+            self.logged = int(np.searchsorted(ends, run.steps, side="right"))
         self.logger.start(
             {"algo": run.algo.NAME, "env": run.spec.name, "seed": run.seed, "device": repr(run.device)},
             config_dict(run.config),
@@ -268,9 +302,10 @@ class MetricsHook:
         assert self.logged is not None
         log = run.state.episodes
         count = min(int(to_numpy(log.count)[0]), log.returns.shape[0])
-        if count > self.logged:
+        if count > self.logged:  # copy only the new rows (the log holds 65536)
             ends, returns, lengths = (
-                to_numpy(a)[self.logged : count] for a in (log.end_steps, log.returns, log.lengths)
+                to_numpy(view(a, self.logged, (count - self.logged,)))
+                for a in (log.end_steps, log.returns, log.lengths)
             )
             for end, ret, length in zip(ends, returns, lengths):
                 self.logger.write(int(end) * run.config.num_envs, {"episode_return": ret, "episode_length": length})

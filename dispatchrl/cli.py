@@ -207,7 +207,7 @@ def train(args: argparse.Namespace) -> dict:
         from dispatchrl.loggers import make_logger
 
         _check_writable(args.log_dir, directory=True, flag="--log-dir")
-        logger = make_logger(args.logger or "csv", args.log_dir)
+        logger = make_logger(args.logger or "csv", args.log_dir, append=args.resume is not None)
     device = device_from_name(args.device)
     periodic = PeriodicCheckpoint(args.save, args.save_every, args.keep or 3) if args.save_every is not None else None
     stop = StopOnRequest(periodic, save=(lambda run: run.save(args.save)[0]) if args.save and not periodic else None)

@@ -85,14 +85,18 @@ class CSVLogger(Logger):
     each scalar in the order first seen; a row leaves the scalars it does not have empty. A new
     scalar rewrites the file with the wider header. ``DIR/config.json``: the Config's fields."""
 
-    def __init__(self, log_dir: str | Path) -> None:
+    def __init__(self, log_dir: str | Path, append: bool = False) -> None:
         self.dir = Path(log_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / PROGRESS_CSV
         self.columns: list[str] = ["step", "time"]
         self.pending: list[dict[str, str]] = []
         self.created = time.perf_counter()
-        self.path.write_text(",".join(self.columns) + "\n")
+        if append and self.path.is_file():  # a resumed run continues its log
+            with open(self.path, newline="") as f:
+                self.columns = next(csv.reader(f), None) or self.columns
+        else:
+            self.path.write_text(",".join(self.columns) + "\n")
 
     def start(self, run: Mapping[str, Any], config: Mapping[str, Any]) -> None:
         (self.dir / CONFIG_JSON).write_text(json.dumps(dict(config), indent=2) + "\n")
@@ -239,13 +243,14 @@ BACKENDS: dict[str, Callable[[str | Path], Logger]] = {
 }
 
 
-def make_logger(names: str | Sequence[str], log_dir: str | Path) -> Logger:
-    """The backends named (``"csv,tensorboard"`` or a list) writing under ``log_dir``."""
+def make_logger(names: str | Sequence[str], log_dir: str | Path, append: bool = False) -> Logger:
+    """The backends named (``"csv,tensorboard"`` or a list) writing under ``log_dir``;
+    ``append``: continue an existing ``progress.csv`` (a resumed run) instead of starting it anew."""
     wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
     unknown = [n for n in wanted if n not in BACKENDS]
     if unknown or not wanted:
         raise ConfigError(f"logger: expected a comma-separated list of {sorted(BACKENDS)}, got {names!r}")
-    loggers = [BACKENDS[n](log_dir) for n in dict.fromkeys(wanted)]
+    loggers = [CSVLogger(log_dir, append) if n == "csv" else BACKENDS[n](log_dir) for n in dict.fromkeys(wanted)]
     return loggers[0] if len(loggers) == 1 else MultiLogger(loggers)
 
 

@@ -175,6 +175,20 @@ def test_cli_log_dir_writes_its_config_and_config_reruns_it(tmp_path, capsys):
     assert "--logger csv needs --log-dir" in capsys.readouterr().err
 
 
+def test_csv_logger_appends_for_a_resumed_run_and_widens_its_header(tmp_path):
+    logger = CSVLogger(tmp_path)
+    logger.write(100, {"episode_return": -3.5})
+    logger.flush()
+    resumed = CSVLogger(tmp_path, append=True)
+    resumed.write(200, {"episode_return": -2.25, "kl": 0.125})
+    resumed.flush()
+    rows = read_progress(tmp_path)
+    assert [(r["step"], r["episode_return"]) for r in rows] == [(100, -3.5), (200, -2.25)]
+    assert "kl" not in rows[0] and rows[1]["kl"] == 0.125
+    CSVLogger(tmp_path)  # a new run starts the file anew
+    assert read_progress(tmp_path) == []
+
+
 def write_runs(folder, seeds=3, **config):
     """Runs as CSVLogger writes them: a rising return, a seed-dependent offset."""
     for seed in range(seeds):

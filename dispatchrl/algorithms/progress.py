@@ -11,7 +11,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..arrays import to_numpy
+from ..arrays import to_numpy, view
 
 __all__ = ["Progress", "recent_return"]
 
@@ -20,7 +20,10 @@ def recent_return(state: Any, episodes: int = 10) -> float | None:
     """Mean return of the last ``episodes`` finished training episodes (None before the first)."""
     log = state.episodes
     count = min(int(to_numpy(log.count)[0]), log.returns.shape[0])
-    return float(np.mean(to_numpy(log.returns)[max(0, count - episodes) : count])) if count else None
+    if not count:
+        return None
+    first = max(0, count - episodes)
+    return float(np.mean(to_numpy(view(log.returns, first, (count - first,)))))  # copies only those
 
 
 class Progress:

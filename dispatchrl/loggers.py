@@ -94,7 +94,7 @@ class CSVLogger(Logger):
         self.created = time.perf_counter()
         if append and self.path.is_file():  # a resumed run continues its log
             with open(self.path, newline="") as f:
-                self.columns = next(csv.reader(f), None) or self.columns
+                self.columns = next(csv.reader(f), []) or self.columns
         else:
             self.path.write_text(",".join(self.columns) + "\n")
 

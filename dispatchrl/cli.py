@@ -1,4 +1,4 @@
-"""The ``dispatchrl`` command line: train, eval, export, demo."""
+"""The ``dispatchrl`` command line: train, eval, plot, export, demo."""
 
 import argparse
 import dataclasses
@@ -73,18 +73,15 @@ def demo(args: argparse.Namespace) -> None:
 def _parse_overrides(config: Any, pairs: list[str]) -> Any:
     """``--set key=value`` (JSON values; lists become tuples) onto a config dataclass."""
     from dispatchrl import ConfigError
+    from dispatchrl.cli_config import parse_value
 
-    names = {f.name for f in dataclasses.fields(config)}
+    types = {f.name: f.type for f in dataclasses.fields(config)}
     changes = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
-        if not sep or key not in names:
-            raise ConfigError(f"--set {pair!r}: expected key=value with key one of {sorted(names)}")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        changes[key] = tuple(value) if isinstance(value, list) else value
+        if not sep or key not in types:
+            raise ConfigError(f"--set {pair!r}: expected key=value with key one of {sorted(types)}")
+        changes[key] = parse_value(raw, types[key])
     return dataclasses.replace(config, **changes)
 
 
@@ -111,11 +108,14 @@ def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
     from dispatchrl import ConfigError, checkpoint
     from dispatchrl.algorithms import ALGORITHMS
     from dispatchrl.algorithms.runs import config_from_metadata
+    from dispatchrl.cli_config import load_config_file
 
     algo = ALGORITHMS[args.algo]
     if args.resume is None:
         env = args.env or "pendulum"
         config = algo.config_for(env)  # PPO's budget and hyperparameters depend on the env
+        if args.config is not None:
+            config = load_config_file(config, args.config)
         if args.steps is not None:
             config = dataclasses.replace(config, total_steps=args.steps)
         if args.num_envs is not None:
@@ -135,7 +135,8 @@ def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
                 f"leave it out to continue that run"
             )
     saved_config = config_from_metadata(algo, meta, args.resume)
-    wanted = _parse_overrides(saved_config, args.set or [])
+    wanted = saved_config if args.config is None else load_config_file(saved_config, args.config)
+    wanted = _parse_overrides(wanted, args.set or [])
     if args.num_envs is not None:
         wanted = dataclasses.replace(wanted, num_envs=args.num_envs)
     if args.steps is not None:
@@ -164,7 +165,7 @@ def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
     return algo, meta["env"], wanted, int(meta["seed"])
 
 
-def _check_writable(path: str, directory: bool) -> None:
+def _check_writable(path: str, directory: bool, flag: str = "--save") -> None:
     """Refuse an output path that cannot be written, before any training: create its folder
     (``path`` itself when ``directory``) and write and remove a probe file there."""
     import os
@@ -180,7 +181,7 @@ def _check_writable(path: str, directory: bool) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise ConfigError(f"--save {path}: cannot write there ({e.strerror or e}); choose a writable path") from None
+        raise ConfigError(f"{flag} {path}: cannot write there ({e.strerror or e}); choose a writable path") from None
     if not directory and Path(path).with_suffix(".npz").is_dir():
         raise ConfigError(f"--save {path}: is a directory of checkpoints; pass --save-every to add to it")
 
@@ -189,16 +190,24 @@ def train(args: argparse.Namespace) -> dict:
     import signal
 
     from dispatchrl.algorithms import evaluate
-    from dispatchrl.algorithms.driver import PeriodicCheckpoint, StopOnRequest, train
+    from dispatchrl.algorithms.driver import PeriodicCheckpoint, Progress, StopOnRequest, train
     from dispatchrl.devices import device_from_name
 
     for flag in ("save_every", "keep"):
         value = getattr(args, flag)
         if value is not None and (value < 1 or not args.save):
             raise _config_error(f"--{flag.replace('_', '-')} needs --save and a positive int, got {value}")
+    if args.logger is not None and args.log_dir is None:
+        raise _config_error(f"--logger {args.logger} needs --log-dir DIR (where the logs go)")
     algo, env, config, seed = _run_config(args)
     if args.save:
         _check_writable(args.save, directory=args.save_every is not None)
+    logger = None
+    if args.log_dir is not None:
+        from dispatchrl.loggers import make_logger
+
+        _check_writable(args.log_dir, directory=True, flag="--log-dir")
+        logger = make_logger(args.logger or "csv", args.log_dir, append=args.resume is not None)
     device = device_from_name(args.device)
     periodic = PeriodicCheckpoint(args.save, args.save_every, args.keep or 3) if args.save_every is not None else None
     stop = StopOnRequest(periodic, save=(lambda run: run.save(args.save)[0]) if args.save and not periodic else None)
@@ -210,12 +219,15 @@ def train(args: argparse.Namespace) -> dict:
             env,
             config,
             seed=seed,
-            progress=None if not args.json else False,
+            progress=Progress(interval=args.progress_interval) if not args.json else False,
             resume=args.resume,
             hooks=tuple(h for h in (periodic, stop) if h is not None),
+            logger=logger,
         )
     finally:
         signal.signal(signal.SIGINT, previous)
+        if logger is not None:
+            logger.close()
     if args.save and periodic is None:
         result.save(args.save)
     saved = str(periodic.path) if periodic is not None else args.save
@@ -310,6 +322,14 @@ def evaluate(args: argparse.Namespace) -> dict:
     return summary
 
 
+def plot(args: argparse.Namespace) -> str:
+    from dispatchrl.plot import plot_runs
+
+    out = plot_runs(args.dirs, args.out, args.metric, args.smooth, args.title)
+    print(out)
+    return str(out)
+
+
 def export(args: argparse.Namespace) -> dict:
     from dispatchrl import export as c_export
     from dispatchrl.algorithms import ALGORITHMS, load_run
@@ -400,15 +420,8 @@ def add_web_command(commands: Any) -> None:
     p.set_defaults(run=web)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from dispatchrl import DispatchRLError
-    from dispatchrl.algorithms import ALGORITHMS
-
-    parser = argparse.ArgumentParser(prog="dispatchrl", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    p = commands.add_parser("train", help="train an agent, evaluate it, optionally save a checkpoint")
-    p.add_argument("algo", choices=sorted(ALGORITHMS))
+def _train_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of ``train ALGO`` besides the config fields."""
     p.add_argument(
         "--env", default=None, help="pendulum (default), acrobot, ant, any gymnasium id, or module:NativeEnvClass"
     )
@@ -420,8 +433,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--seed", type=int, default=None, help="default 0 (with --resume: the checkpoint's)")
     p.add_argument("--device", default="cpu", help="cpu, generic, cuda or c")
-    p.add_argument("--num-envs", type=int, default=None)
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (JSON value)")
+    p.add_argument(
+        "--num-envs", type=int, default=None, metavar="INT", help="parallel environments [int, default: the config's]"
+    )
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override a config field (JSON value); as --FIELD VALUE"
+    )
     p.add_argument("--save", metavar="PATH", help="write the full training state (PATH.npz + PATH.json)")
     p.add_argument(
         "--save-every",
@@ -444,7 +461,49 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--no-eval", action="store_true", help="skip the 10 evaluation episodes")
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
-    p.set_defaults(run=train)
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="when stderr is not a terminal: a progress line every SECONDS (default 10)",
+    )
+    p.add_argument(
+        "--config", metavar="FILE.json", help="load the config from a JSON object of its fields (as --log-dir writes)"
+    )
+    p.add_argument("--log-dir", metavar="DIR", help="write metrics (progress.csv), config.json and run.json there")
+    p.add_argument(
+        "--logger",
+        default=None,
+        metavar="NAMES",
+        help="with --log-dir: comma-separated backends among csv, tensorboard, wandb (default: csv)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dispatchrl`` argument parser (``train ALGO`` has a flag per Config field)."""
+    from dispatchrl.algorithms import ALGORITHMS
+    from dispatchrl.cli_config import add_config_flags
+
+    parser = argparse.ArgumentParser(prog="dispatchrl", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train_parser = commands.add_parser(
+        "train",
+        help="train an agent, evaluate it, optionally save a checkpoint",
+        description="train an agent; `dispatchrl train ALGO --help` lists ALGO's config fields",
+    )
+    algorithms = train_parser.add_subparsers(dest="algo", required=True, metavar="ALGO")
+    for name, module in sorted(ALGORITHMS.items()):
+        p = algorithms.add_parser(
+            name,
+            help=f"train {name.upper()}",
+            description=f"Train {name.upper()}, evaluate it, optionally save a checkpoint. Config defaults "
+            "shown are Pendulum's (PPO's depend on --env).",
+        )
+        _train_flags(p)
+        add_config_flags(p, module.config_for("pendulum"), skip=("num_envs",))
+        p.set_defaults(run=train)
 
     p = commands.add_parser("eval", help="evaluate a checkpoint's deterministic policy")
     p.add_argument("--checkpoint", required=True)
@@ -452,6 +511,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="first reset seed (default: the fixed evaluation seeds)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=evaluate)
+
+    p = commands.add_parser(
+        "plot", help="draw learning curves of --log-dir runs (mean over seeds, min-max band) with matplotlib"
+    )
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="a run's --log-dir, or a folder of them")
+    p.add_argument("--metric", default="episode_return", help="a progress.csv column: episode_return, eval_return...")
+    p.add_argument("--out", default="curve.png", help="the image (.png, .svg, .pdf)")
+    p.add_argument("--smooth", type=int, default=1, metavar="N", help="running mean over N values of each run first")
+    p.add_argument("--title", default=None)
+    p.set_defaults(run=plot)
 
     p = commands.add_parser("export", help="write a checkpoint's policy as dependency-free C (policy.h, policy.c)")
     p.add_argument("--checkpoint", required=True)
@@ -489,11 +558,14 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=demo)
 
     add_web_command(commands)
+    return parser
 
-    from dispatchrl import TrainingDiverged
+
+def main(argv: list[str] | None = None) -> int:
+    from dispatchrl import DispatchRLError, TrainingDiverged
     from dispatchrl.algorithms.driver import StopRequested
 
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         args.run(args)
     except TrainingDiverged as error:

@@ -119,24 +119,24 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
 class OffPolicyConfig:
     """The hyperparameters TD3 and SAC share; defaults are the RLtools paper's Pendulum benchmark."""
 
-    total_steps: int = 10_000
+    total_steps: int = 10_000  # environment steps, summed over all envs
     warmup_steps: int = 100  # uniform random actions, no updates
-    batch_size: int = 100
-    hidden: tuple[int, ...] = (64, 64)
-    activation: str = "relu"
+    batch_size: int = 100  # transitions sampled per gradient step
+    hidden: tuple[int, ...] = (64, 64)  # hidden layer widths of the actor and critics
+    activation: str = "relu"  # hidden activation: relu, tanh or gelu
     network: str = "mlp"  # actor/critic constructor: a name in nn.NETWORKS or "module:function"
-    gamma: float = 0.99
+    gamma: float = 0.99  # discount factor
     polyak: float = 0.995  # target ← polyak·target + (1 − polyak)·online
-    actor_lr: float = 1e-3
-    critic_lr: float = 1e-3
+    actor_lr: float = 1e-3  # the actor's Adam learning rate
+    critic_lr: float = 1e-3  # the critics' Adam learning rate
     policy_delay: int = 1  # actor (and target or temperature) updates every policy_delay steps
-    replay_capacity: int | None = None  # None: total_steps
-    num_envs: int = 1
+    replay_capacity: int | None = None  # replay buffer rows; None: total_steps
+    num_envs: int = 1  # parallel environments
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps; 0: off
     prioritized: bool = False  # prioritized replay (sum tree), priorities = twin critics' mean |TD error|
     priority_alpha: float = 0.6  # stored value (priority + eps) ** alpha
     priority_beta: float = 0.4  # importance-weight exponent, annealed linearly to 1 over total_steps
-    priority_eps: float = 1e-6
+    priority_eps: float = 1e-6  # added to every priority, so none is 0
     priority_beta_steps: int | None = None  # env steps (per env) over which β reaches 1; None: the run's
 
     def validate(self) -> None:

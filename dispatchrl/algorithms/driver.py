@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -25,9 +24,11 @@ from ..checkpoint import named_arrays
 from ..devices import Device
 from ..errors import ConfigError, TrainingDiverged
 from ..kernels.core.api import nonfinite_flag
+from ..loggers import Logger, MetricsHook
 from ..nn import MLP, Parameter
 from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
+from .progress import Progress
 from .protocol import Algorithm, Schedule
 from .runs import TrainResult, build_state, restore_for_resume, save_run
 
@@ -69,6 +70,12 @@ class TrainingRun:
     schedule: Schedule
     iterations: int  # the run's total
     done: int  # iterations finished so far (a resumed run starts above 0)
+    start_steps: int = 0  # steps when this train call's loop started (above 0 when resumed)
+    train_start: float = 0.0  # time.perf_counter() once the fused steps were built
+
+    def steps_per_second(self) -> float:
+        """Training-only rate of this train call: compilation (before train_start) excluded."""
+        return (self.steps - self.start_steps) / max(time.perf_counter() - self.train_start, 1e-9)
 
     @property
     def steps_per_iteration(self) -> int:
@@ -107,44 +114,6 @@ class TrainingRun:
 
 #: called with the run after every chunk (the last call has ``run.finished``); raising stops the run
 Hook = Callable[[TrainingRun], None]
-
-
-class Progress:
-    """A one-line progress bar on a terminal (steps, steps/s, recent return); silent when piped.
-    As a hook it updates after each chunk and ends its line when the run is finished."""
-
-    def __init__(self, total: int, enabled: bool | None = None, stream: IO[str] = sys.stderr) -> None:
-        self.total, self.stream = total, stream
-        self.enabled = stream.isatty() if enabled is None else enabled
-        self.start = time.perf_counter()
-
-    def __call__(self, run: TrainingRun) -> None:
-        self.update(run.steps, run.state)
-        if run.finished:
-            self.close()
-
-    def update(self, done: int, state: Any) -> None:
-        if not self.enabled:  # reading the episode log copies it: only for a visible bar
-            return
-        recent_return = _recent_return(state)
-        rate = done / max(time.perf_counter() - self.start, 1e-9)
-        width = 30
-        filled = int(width * done / max(self.total, 1))
-        shown = "n/a" if recent_return is None else f"{recent_return:9.2f}"
-        self.stream.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} steps {rate:10.0f} steps/s  return {shown}"
-        )
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-def _recent_return(state: Any) -> float | None:
-    _, returns, _ = state.episodes.finished()
-    return float(np.mean(returns[-10:])) if len(returns) else None
 
 
 class PeriodicCheckpoint:
@@ -347,45 +316,59 @@ def train(
     env: object,
     config: Any = None,
     seed: object = 0,
-    progress: bool | None = None,
+    progress: bool | Progress | None = None,
     resume: str | Path | None = None,
     hooks: Sequence[Hook] = (),
+    logger: Logger | None = None,
 ) -> TrainResult:
     """Train ``algo`` on ``env`` from ``seed`` (or continue checkpoint ``resume``), calling
-    ``hooks`` after every chunk; ``config`` defaults to ``algo.config_for(env)``."""
+    ``hooks`` after every chunk; ``config`` defaults to ``algo.config_for(env)``. ``progress``:
+    see :class:`Progress` (or one, configured); ``logger``: metrics backends
+    (:mod:`dispatchrl.loggers`), written at chunk boundaries."""
     config = algo.config_for(env) if config is None else config
     check_config(algo, config)
     seed = check_seed(seed)
     spec = resolve_env(env, config.num_envs)
     check_memory(algo, spec, config)
+    bar = progress if isinstance(progress, Progress) else Progress(progress)
     start = time.perf_counter()
-    state = build_state(algo, device, spec, config, seed)
-    if resume is not None:
-        seed = restore_for_resume(resume, algo.NAME, spec, config, state)
-    schedule = algo.schedule(config)
-    iterations = config.total_steps // (config.num_envs * schedule.env_steps)
-    run = TrainingRun(
-        algo,
-        device,
-        spec,
-        config,
-        seed,
-        state,
-        schedule,
-        iterations,
-        done=int(to_numpy(state.step)[0]) // schedule.env_steps,
-    )
-    if run.done > iterations:
-        raise ConfigError(f"the checkpoint is at {run.steps} steps, past total_steps={config.total_steps}")
-    check_every = getattr(config, "check_every", 0)
-    divergence = None
-    if check_every:
-        divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(state), check_every)
-    all_hooks: list[Hook] = [*([divergence] if divergence else []), Progress(run.total_steps, progress), *hooks]
-    loop = _NativeLoop(run, divergence) if spec.native is not None else _PythonLoop(run, divergence)
+    bar.compiling(f"compiling fused {algo.NAME.upper()} step ({type(device).__name__.lower()})")
+    try:  # the bar is live (a rich display thread) from here
+        state = build_state(algo, device, spec, config, seed)
+        if resume is not None:
+            seed = restore_for_resume(resume, algo.NAME, spec, config, state)
+        schedule = algo.schedule(config)
+        iterations = config.total_steps // (config.num_envs * schedule.env_steps)
+        run = TrainingRun(
+            algo,
+            device,
+            spec,
+            config,
+            seed,
+            state,
+            schedule,
+            iterations,
+            done=int(to_numpy(state.step)[0]) // schedule.env_steps,
+        )
+        if run.done > iterations:
+            raise ConfigError(f"the checkpoint is at {run.steps} steps, past total_steps={config.total_steps}")
+        check_every = getattr(config, "check_every", 0)
+        divergence = None
+        if check_every:
+            divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(state), check_every)
+        metrics = MetricsHook(logger) if logger is not None else None
+        all_hooks: list[Hook] = [*([divergence] if divergence else []), bar, *([metrics] if metrics else []), *hooks]
+        loop = _NativeLoop(run, divergence) if spec.native is not None else _PythonLoop(run, divergence)
+    except BaseException:
+        bar.close()
+        raise
     try:
         compile_seconds = time.perf_counter() - start
-        loop_start = time.perf_counter()
+        loop_start = run.train_start = time.perf_counter()
+        run.start_steps = run.steps
+        bar.started(run)
+        if metrics is not None:
+            metrics.begin(run)
         chunk = chunk_iterations(spec, schedule, iterations)
         periods = [h.period(run) for h in hooks if isinstance(h, PeriodicCheckpoint)]
         while run.done < iterations:
@@ -397,6 +380,7 @@ def train(
                 hook(run)
         train_seconds = time.perf_counter() - loop_start
     finally:
+        bar.close()
         loop.close()
     ends, returns, lengths = state.episodes.finished()
     return TrainResult(

@@ -50,6 +50,7 @@ from ..kernels.onpolicy.api import (
     running_stats_update,
 )
 from ..kernels.random.api import rng
+from ..loggers import Logger
 from ..nn import (
     MLP,
     MLPBuffers,
@@ -108,27 +109,27 @@ class Config:
     """Defaults: Pendulum, as the RLtools zoo's PPO (with 64 envs × 128 steps)."""
 
     total_steps: int = 5_242_880  # 640 iterations of 64 × 128 steps
-    num_envs: int = 64
+    num_envs: int = 64  # parallel environments
     steps_per_env: int = 128  # T: rollout length per env and iteration
     batch_size: int = 1024  # minibatch rows; must divide num_envs × steps_per_env
-    epochs: int = 1
-    hidden: tuple[int, ...] = (32, 32)
-    activation: str = "tanh"
+    epochs: int = 1  # passes over the rollout per iteration
+    hidden: tuple[int, ...] = (32, 32)  # hidden layer widths of the actor and critic
+    activation: str = "tanh"  # hidden activation: relu, tanh or gelu
     network: str = "mlp"  # actor/critic constructor: a name in nn.NETWORKS or "module:function"
-    gamma: float = 0.9
+    gamma: float = 0.9  # discount factor
     lam: float = 0.95  # GAE λ
-    clip: float = 0.2
-    entropy_coef: float = 0.1
-    initial_std: float = 2.0
-    lr: float = 1e-3
+    clip: float = 0.2  # PPO ratio clip ε
+    entropy_coef: float = 0.1  # weight of the entropy bonus
+    initial_std: float = 2.0  # initial std of the Gaussian policy (its log is trained)
+    lr: float = 1e-3  # Adam learning rate (the initial one with adaptive_lr)
     adam_eps: float = 1e-7  # TensorFlow's Adam default, as RLtools
     normalize_advantage: bool = True  # per minibatch
-    normalize_observations: bool = True
-    adaptive_lr: bool = False
-    kl_target: float = 0.008
-    lr_factor: float = 1.5
-    lr_min: float = 1e-6
-    lr_max: float = 1e-2
+    normalize_observations: bool = True  # by running mean and std
+    adaptive_lr: bool = False  # adapt lr to keep the KL near kl_target
+    kl_target: float = 0.008  # the KL adaptive_lr aims at
+    lr_factor: float = 1.5  # adaptive_lr multiplies or divides lr by this
+    lr_min: float = 1e-6  # adaptive_lr's lower bound
+    lr_max: float = 1e-2  # adaptive_lr's upper bound
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
@@ -468,11 +469,12 @@ def train(
     env: object = "pendulum",
     config: Config | None = None,
     seed: int = 0,
-    progress: bool | None = None,
+    progress: bool | driver.Progress | None = None,
     resume: str | Path | None = None,
     hooks: tuple[driver.Hook, ...] = (),
+    logger: Logger | None = None,
 ) -> TrainResult:
     """Train PPO; returns a :class:`~dispatchrl.algorithms.runs.TrainResult` (``.policy`` acts on
     numpy observations, ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``).
     ``config`` defaults to :func:`config_for` ``(env)``."""
-    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks)
+    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks, logger)

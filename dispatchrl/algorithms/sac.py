@@ -29,6 +29,7 @@ from ..kernels.offpolicy.api import (
     soft_td_target,
 )
 from ..kernels.random.api import random_uniform, rng
+from ..loggers import Logger
 from ..nn import (
     MLP,
     MLPBuffers,
@@ -76,7 +77,7 @@ NAME = "sac"
 
 @dataclass
 class Config(OffPolicyConfig):
-    alpha_lr: float = 1e-3
+    alpha_lr: float = 1e-3  # Adam learning rate of log α (the temperature)
     initial_alpha: float = 0.2  # the SAC paper's temperature; tuned automatically from there
     target_entropy: float | None = None  # None: −action_dim
 
@@ -344,9 +345,10 @@ def train(
     env: object = "pendulum",
     config: Config | None = None,
     seed: int = 0,
-    progress: bool | None = None,
+    progress: bool | driver.Progress | None = None,
     resume: str | Path | None = None,
     hooks: tuple[driver.Hook, ...] = (),
+    logger: Logger | None = None,
 ) -> TrainResult:
     """Train SAC; returns a :class:`~dispatchrl.algorithms.runs.TrainResult`, as :func:`dispatchrl.td3.train`."""
-    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks)
+    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks, logger)

@@ -21,6 +21,7 @@ from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
 from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, slice_columns, td_target
 from ..kernels.random.api import random_uniform, rng
+from ..loggers import Logger
 from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, network_constructor, polyak_average
 from ..staging import Below, Every, when
 from . import driver, offpolicy
@@ -58,9 +59,9 @@ class Config(OffPolicyConfig):
     """Defaults: the RLtools paper's Pendulum benchmark (and the TD3 paper)."""
 
     policy_delay: int = 2  # actor and target updates every 2nd step
-    exploration_noise: float = 0.1
-    target_noise: float = 0.2
-    target_noise_clip: float = 0.5
+    exploration_noise: float = 0.1  # std of the Gaussian noise on acting actions (in [-1, 1] units)
+    target_noise: float = 0.2  # std of the target policy smoothing noise
+    target_noise_clip: float = 0.5  # the smoothing noise is clipped to ±this
 
     def extra_rules(self) -> dict[str, Rule]:
         return {
@@ -265,10 +266,11 @@ def train(
     env: object = "pendulum",
     config: Config | None = None,
     seed: int = 0,
-    progress: bool | None = None,
+    progress: bool | driver.Progress | None = None,
     resume: str | Path | None = None,
     hooks: tuple[driver.Hook, ...] = (),
+    logger: Logger | None = None,
 ) -> TrainResult:
     """Train TD3; returns a :class:`~dispatchrl.algorithms.runs.TrainResult` (``.policy`` acts on
     numpy observations, ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``)."""
-    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks)
+    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks, logger)

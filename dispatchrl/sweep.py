@@ -236,7 +236,7 @@ def run_trial(
     algo, config, device = ALGORITHMS[spec.algo], trial_config(spec, params), device_from_name(spec.device)
     records = []
     for index, seed in enumerate(spec.seeds):
-        hooks = ()
+        hooks: tuple[Callable[[Any], None], ...] = ()
         if report_curve is not None:
 
             def hook(run: Any, offset: int = index * spec.steps) -> None:
@@ -445,12 +445,13 @@ def _run_ray(spec: Spec, out: Path, address: str | None, workers: int) -> None:
         tune_config=tune.TuneConfig(search_alg=search, num_samples=ahead, max_concurrent_trials=workers),
         run_config=tune.RunConfig(storage_path=str((out / "ray").resolve()), name="study", verbose=0),
     )
-    for result in tuner.fit():
+    results = tuner.fit()
+    for result in (results[i] for i in range(len(results))):
         metrics, params = result.metrics or {}, result.config or {}
         error = metrics.get("error") or (repr(result.error) if result.error else "")
         value = metrics.get("objective", math.nan)
         ok = not error and math.isfinite(value)
-        attrs = {
+        attrs: dict[str, Any] = {
             k: metrics[k]
             for k in ("eval_return", "auc", "compile_seconds", "train_seconds", "wall_seconds")
             if k in metrics

@@ -224,28 +224,37 @@ def _curve_value(run: Any) -> float | None:
 
 
 def run_trial(
-    spec: Spec, params: Mapping[str, Any], report_curve: Callable[[int, float], None] | None = None
+    spec: Spec,
+    params: Mapping[str, Any],
+    report_curve: Callable[[int, float], None] | None = None,
+    seconds: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Train the trial's config once per seed and evaluate it. ``report_curve(step, value)``
     is called after every chunk with the recent training return (step counts across seeds);
-    it may raise to stop the trial (pruning). Returns the objective and its parts."""
+    it may raise to stop the trial (pruning). Returns the objective and its parts; ``seconds``,
+    if given, accumulates compile_seconds and train_seconds as the seeds run (so a pruned
+    trial's are known too)."""
     from .algorithms import ALGORITHMS, evaluate
     from .algorithms.driver import train
     from .devices import device_from_name
 
     algo, config, device = ALGORITHMS[spec.algo], trial_config(spec, params), device_from_name(spec.device)
     records = []
+    seconds = {} if seconds is None else seconds
+    seconds["compile_seconds"] = 0.0
     for index, seed in enumerate(spec.seeds):
-        hooks: tuple[Callable[[Any], None], ...] = ()
-        if report_curve is not None:
+        first = [True]
 
-            def hook(run: Any, offset: int = index * spec.steps) -> None:
+        def hook(run: Any, offset: int = index * spec.steps, first: list = first) -> None:
+            if first[0]:  # known from the first chunk on, so a pruned trial's count too
+                first[0] = False
+                seconds["compile_seconds"] += run.compile_seconds
+            if report_curve is not None:
                 value = _curve_value(run)
                 if value is not None:
                     report_curve(offset + run.steps, value)
 
-            hooks = (hook,)
-        result = train(algo, device, spec.env, config, seed=seed, progress=False, hooks=hooks)
+        result = train(algo, device, spec.env, config, seed=seed, progress=False, hooks=(hook,))
         curve = result.history["returns"]
         eval_return = evaluate(result.policy, result.spec.eval_id)[0] if spec.objective == "eval_return" else math.nan
         records.append(
@@ -314,7 +323,8 @@ def _load_study(spec: Spec, out: Path, worker: int = 0) -> Any:
     """The study, with a TPE sampler seeded per pool process (so processes sample apart)."""
     optuna = _optuna()
     sampler = optuna.samplers.TPESampler(seed=spec.sampler_seed + worker)
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=spec.steps // 4) if spec.prune else None
+    # the first half of a curve is mostly warm-up noise: judge trials on the second half only
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=spec.steps // 2) if spec.prune else None
     return optuna.load_study(study_name=STUDY, storage=_storage(out), sampler=sampler, pruner=pruner)
 
 
@@ -330,7 +340,7 @@ def _objective(spec: Spec) -> Callable[[Any], float]:
 
     def objective(trial: Any) -> float:
         params = _decode(spec, {name: _suggest(trial, name, d) for name, d in distributions.items()})
-        start = time.perf_counter()
+        start, seconds = time.perf_counter(), {"compile_seconds": 0.0}
 
         def report_curve(step: int, value: float) -> None:
             trial.report(value, step)
@@ -338,12 +348,11 @@ def _objective(spec: Spec) -> Callable[[Any], float]:
                 raise optuna.TrialPruned(f"pruned at step {step} (training return {value:.1f})")
 
         try:
-            result = run_trial(spec, params, report_curve if spec.prune else None)
-        except optuna.TrialPruned:
-            trial.set_user_attr("wall_seconds", time.perf_counter() - start)
-            raise
-        except Exception as e:  # recorded with the trial; the study goes on (optimize's catch)
-            trial.set_user_attr("error", f"{type(e).__name__}: {e}")
+            result = run_trial(spec, params, report_curve if spec.prune else None, seconds)
+        except BaseException as e:  # pruned, or failed: recorded with the trial; the study goes on
+            if not isinstance(e, optuna.TrialPruned):
+                trial.set_user_attr("error", f"{type(e).__name__}: {e}")
+            trial.set_user_attr("compile_seconds", seconds["compile_seconds"])
             trial.set_user_attr("wall_seconds", time.perf_counter() - start)
             raise
         for key, value in result.items():
@@ -377,8 +386,12 @@ def _warm(spec: Spec) -> float:
     for name, distribution in spec.space.items():
         params[name] = next(iter(distribution.values()))[0]
     config = trial_config(spec, params)
-    warmup = getattr(config, "warmup_steps", 0)
-    steps = min(spec.steps, max(getattr(config, "num_envs", 1), warmup + 2 * getattr(config, "num_envs", 1)))
+    envs = getattr(config, "num_envs", 1)
+    if hasattr(config, "steps_per_env"):  # on-policy: one rollout
+        steps = envs * config.steps_per_env
+    else:  # off-policy: past the warm-up, so the update runs too
+        steps = max(envs, getattr(config, "warmup_steps", 0) + 2 * envs)
+    steps = min(spec.steps, steps)
     start = time.perf_counter()
     try:
         short = dataclasses.replace(config, total_steps=steps)

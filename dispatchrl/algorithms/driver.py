@@ -69,6 +69,7 @@ class TrainingRun:
     schedule: Schedule
     iterations: int  # the run's total
     done: int  # iterations finished so far (a resumed run starts above 0)
+    compile_seconds: float = 0.0  # building the state, tracing and compiling the steps (set before the loop)
 
     @property
     def steps_per_iteration(self) -> int:
@@ -384,7 +385,7 @@ def train(
     all_hooks: list[Hook] = [*([divergence] if divergence else []), Progress(run.total_steps, progress), *hooks]
     loop = _NativeLoop(run, divergence) if spec.native is not None else _PythonLoop(run, divergence)
     try:
-        compile_seconds = time.perf_counter() - start
+        compile_seconds = run.compile_seconds = time.perf_counter() - start
         loop_start = time.perf_counter()
         chunk = chunk_iterations(spec, schedule, iterations)
         periods = [h.period(run) for h in hooks if isinstance(h, PeriodicCheckpoint)]

@@ -1,4 +1,4 @@
-"""The ``dispatchrl`` command line: train, eval, plot, export, demo."""
+"""The ``dispatchrl`` command line: train, eval, plot, export, sweep, web, demo."""
 
 import argparse
 import dataclasses
@@ -408,6 +408,32 @@ def web(args: argparse.Namespace) -> None:
         server.shutdown()
 
 
+def sweep(args: argparse.Namespace) -> dict:
+    """``dispatchrl sweep SPEC``: run, continue or report a hyperparameter study (dispatchrl.sweep)."""
+    from dispatchrl import sweep as sweeps
+
+    if args.report:
+        return sweeps.report(args.out)
+    if args.spec is None:
+        raise _config_error("sweep needs a SPEC file (or --report with --out)")
+    spec = sweeps.load_spec(args.spec)
+    summary = sweeps.sweep(spec, args.out, args.engine, args.resume, args.workers, args.address)
+    print(strict_json(summary))
+    return summary
+
+
+def _add_sweep_command(commands: Any) -> None:
+    p = commands.add_parser("sweep", help="a hyperparameter study from a JSON/TOML SPEC (Optuna, or Ray Tune)")
+    p.add_argument("spec", nargs="?", help="the SPEC file (not needed with --report)")
+    p.add_argument("--out", default="sweep", help="study folder: study.db, trials.csv, best_config.json")
+    p.add_argument("--engine", choices=("optuna", "ray"), default="optuna")
+    p.add_argument("--address", default=None, help="with --engine ray: the cluster (ray://host:port)")
+    p.add_argument("--workers", type=int, default=None, help="parallel trials (default: the SPEC's, else the cores)")
+    p.add_argument("--resume", action="store_true", help="continue the study in --out")
+    p.add_argument("--report", action="store_true", help="print and plot the best trials and each field's effect")
+    p.set_defaults(run=sweep)
+
+
 def add_web_command(commands: Any) -> None:
     from dispatchrl.algorithms import ALGORITHMS
 
@@ -550,6 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--run", dest="run_built", action="store_true", help="run the build (under qemu or node for other targets)"
     )
     p.set_defaults(run=export_trainer)
+
+    _add_sweep_command(commands)
 
     p = commands.add_parser("demo", help="train one small MLP, written once, fused on every available device")
     p.add_argument("--steps", type=int, default=2000)

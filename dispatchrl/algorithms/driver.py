@@ -72,6 +72,7 @@ class TrainingRun:
     done: int  # iterations finished so far (a resumed run starts above 0)
     start_steps: int = 0  # steps when this train call's loop started (above 0 when resumed)
     train_start: float = 0.0  # time.perf_counter() once the fused steps were built
+    compile_seconds: float = 0.0  # building the state, tracing and compiling the steps (set before the loop)
 
     def steps_per_second(self) -> float:
         """Training-only rate of this train call: compilation (before train_start) excluded."""
@@ -363,7 +364,7 @@ def train(
         bar.close()
         raise
     try:
-        compile_seconds = time.perf_counter() - start
+        compile_seconds = run.compile_seconds = time.perf_counter() - start
         loop_start = run.train_start = time.perf_counter()
         run.start_steps = run.steps
         bar.started(run)

@@ -35,10 +35,12 @@ __all__ = [
     "JIT_EXACT",
     "JIT_FAST",
     "PIN_RUNTIME",
+    "RUNTIME_SCALARS",
     "configure_numba_cache",
     "flush_denormals_enter",
     "flush_denormals_exit",
     "is_numba",
+    "is_runtime_scalar",
     "limit_blas_threads",
     "njit_program",
 ]
@@ -51,6 +53,12 @@ PIN_RUNTIME: dict[str, Any] = {"_nrt": True} if hasattr(CPUTargetOptions, "_nrt"
 JIT_FAST: dict[str, Any] = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
 #: Random streams, environments, bookkeeping: no fastmath, so results match numpy bit for bit.
 JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
+
+
+#: Float arguments of staged kernels (learning rates, γ, noise scales...) are run-time values of
+#: the fused step, so a new value reuses the compiled program; False bakes them into its source
+#: as before (each value then compiles its own step, with the constants folded).
+RUNTIME_SCALARS = True
 
 
 def configure_numba_cache() -> None:
@@ -184,9 +192,18 @@ def njit_program(calls: list) -> Program:
     ``n`` times; cached on disk when every kernel is importable by name."""
     kernels: dict[Any, str] = {}
     arrays: dict[int, tuple[str, Any]] = {}
+    hyperparameters: list[float] = []
 
     def array_name(a):
         return arrays.setdefault(id(a.data), (f"a{len(arrays)}", a.data))[0]
+
+    def argument(a):
+        if isinstance(a, Array):
+            return array_name(a)
+        if RUNTIME_SCALARS and is_runtime_scalar(a):
+            hyperparameters.append(float(a))
+            return f"h{len(hyperparameters) - 1}"
+        return _literal(a)
 
     def render(nodes, indent):
         lines = []
@@ -200,13 +217,21 @@ def njit_program(calls: list) -> Program:
             else:
                 kernel, args = node
                 name = kernels.setdefault(kernel, f"k{len(kernels)}")
-                rendered = [array_name(a) if isinstance(a, Array) else _literal(a) for a in args]
+                rendered = [argument(a) for a in args]
                 lines.append(f"{indent}{name}({', '.join(rendered)})")
         return lines
 
     body = render(calls, "        ")
-    params = ", ".join(name for name, _ in arrays.values())
+    # Float arguments (learning rates, γ, noise scales, bounds...) enter at run time, read once
+    # before the loop: a new value reuses the compiled step. Ints and bools (sizes, counts,
+    # switches) stay literals, as they may shape loops.
     raw = [data for _, data in arrays.values()]
+    names = [name for name, _ in arrays.values()]
+    if hyperparameters:
+        names.append("hyperparameters")
+        raw.append(np.array(hyperparameters, np.float64))
+    params = ", ".join(names)
+    unpack = [f"    h{i} = hyperparameters[{i}]" for i in range(len(hyperparameters))]
     cacheable = all(_importable(k) for k in kernels)
     imports = (
         [f"from {k.py_func.__module__} import {k.py_func.__name__} as {name}" for k, name in kernels.items()]
@@ -232,6 +257,7 @@ def njit_program(calls: list) -> Program:
             "",
             f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'})",
             f"def fused_step(n{', ' if params else ''}{params}):",
+            *unpack,
             *(["    fp_mode = flush_denormals_enter()"] if flush else []),
             "    for _ in range(n):",
             *(body or ["        pass"]),
@@ -255,7 +281,15 @@ def njit_program(calls: list) -> Program:
     def run(n):
         fused(n, *raw)
 
+    run.program = fused  # type: ignore[attr-defined]  # the compiled function: shared by steps of one structure
+    run.hyperparameters = raw[-1] if hyperparameters else None  # type: ignore[attr-defined]
     return run
+
+
+def is_runtime_scalar(value: object) -> bool:
+    """Whether a staged kernel's argument is a runtime value of the fused CPU step rather than a
+    literal of its source: floats (not bools or ints, which may size loops)."""
+    return isinstance(value, (float, np.floating))
 
 
 def _load_cached(source: str, kernel_modules: set) -> Dispatcher:

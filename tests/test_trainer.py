@@ -10,7 +10,7 @@ import pytest
 import scipy.special
 
 import dispatchrl as drl
-from dispatchrl.algorithms import sac, td3
+from dispatchrl.algorithms import ppo, sac, td3
 from dispatchrl.backends.c.compiler import host_compiler
 from dispatchrl.backends.c.render import HEADER
 from dispatchrl.errors import ConfigError
@@ -148,9 +148,22 @@ def test_seed_changes_the_run(td3_short):
     assert run_trainer(out / "trainer", "host", steps=SHORT, seed=0)["checksum"] == host["checksum"]
 
 
-def test_ppo_and_python_envs_are_refused():
-    with pytest.raises(ConfigError, match="export-trainer"):
-        trainer_source("ppo", "pendulum", 8192, 0)
+def test_ppo_parity_with_train_device_c(tmp_path):
+    # three rollouts of 4 envs x 32 steps, two epochs of two minibatches each, the adaptive rate
+    config = dict(num_envs=4, steps_per_env=32, batch_size=64, epochs=2, hidden=(16, 16), adaptive_lr=True)
+    steps = 3 * 4 * 32
+    write_trainer(tmp_path, trainer_source("ppo", "pendulum", steps, 0, config))
+    host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=steps, seed=2)
+    result = ppo.train(drl.C(), "pendulum", ppo.Config(total_steps=steps, **config), seed=2)
+    assert host["checksum"] == weights_checksum(state_weights(result.state))
+    assert host["steps"] == steps and np.isfinite(host["eval_return"])
+    # a partial rollout runs its env steps and no update: the weights are the two rollouts' ones
+    partial = run_trainer(tmp_path / "trainer", "host", steps=steps - 4, seed=2)
+    result = ppo.train(drl.C(), "pendulum", ppo.Config(total_steps=steps - 128, **config), seed=2)
+    assert partial["checksum"] == weights_checksum(state_weights(result.state))
+
+
+def test_python_envs_are_refused():
     with pytest.raises(ConfigError, match="native env"):
         trainer_source("td3", "MountainCarContinuous-v0", 1000, 0)
 

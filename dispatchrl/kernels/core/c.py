@@ -7,7 +7,7 @@ step for its shapes and runs it."""
 from ...activation import Activation
 from ...arrays import Array
 from ...backends.c import CKernel
-from ...devices import CPU, C
+from ...devices import C
 from ...staging import launch
 from . import api
 
@@ -249,11 +249,16 @@ def adam_step(device: C, param, grad, m, v, t, lr, beta1, beta2, eps):
 
 @api.adam_step.dispatch
 def adam_step(device: C, param, grad, m, v, t, lr: Array, beta1, beta2, eps):
-    # Borrowed from the CPU device (C arrays are host arrays) until it has a C block; see
-    # dispatchrl.backends.c.borrow_methods
-    api.adam_step.function.invoke(CPU, *map(type, (param, grad, m, v, t, lr, beta1, beta2, eps)))(
-        device, param, grad, m, v, t, lr, beta1, beta2, eps
+    # the learning rate read from a (1,) float64 array each step (PPO's adaptive rate changes it)
+    kernel = CKernel(
+        "adam_step lr array",
+        ADAM_STEP.replace("rate = (T)lr,", "rate = (T)lr[0],"),
+        ("param", "grad", "m", "v", "t", "lr", "beta1", "beta2", "eps"),
+        ("param", "m", "v", "t"),
+        {"SIZE": param.size},
+        param.dtype,
     )
+    launch(device, kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
 
 
 POLYAK_UPDATE = """

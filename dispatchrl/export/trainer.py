@@ -39,6 +39,7 @@ from ..kernels.onpolicy.api import normalize_observations
 from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, rng
 from ..nn import MLP, mlp_buffers, mlp_forward
 from ..staging import Branch, launch
+from .scratch import plan_scratch, scratch_intervals
 
 __all__ = ["EPISODE_LOG", "EVAL_SEED", "TrainerSource", "trainer_source", "weights_checksum"]
 
@@ -47,6 +48,8 @@ EVAL_SEED = 10_000
 #: finished training episodes the trainer's log keeps (the driver keeps 65536; weights don't depend on it)
 EPISODE_LOG = 64
 _MASK = (1 << 64) - 1
+#: the input-gradient blocks' per-function transposition buffer (kernels/core/c.py INPUT_GRADIENT)
+_TRANSPOSE = "static T WT[N * K];"
 
 
 def _clip_unit(size: int) -> CKernel:
@@ -240,11 +243,13 @@ def _c_literal(value, dtype: np.dtype) -> str:
 
 class _Storage:
     """Static globals for the traced arrays: arrays sharing memory (views of a flat parameter
-    buffer) share one global of their element type; an array is ``(gK + offset)``."""
+    buffer) share one global of their element type; an array is ``(gK + offset)``. After
+    :meth:`share_scratch`, scratch arrays live in one arena per element type instead."""
 
     def __init__(self) -> None:
         self.roots: dict[int, dict] = {}
         self.order: list[np.ndarray] = []
+        self.arenas: dict[str, tuple[np.dtype, int]] = {}  # name -> (dtype, elements)
 
     def add(self, a: np.ndarray) -> None:
         if not a.flags.c_contiguous:
@@ -266,8 +271,28 @@ class _Storage:
 
     def name(self, a: np.ndarray) -> str:
         entry = self.roots[id(_root(a))]
-        offset = (a.ctypes.data - entry["start"]) // entry["dtype"].itemsize
+        offset = (a.ctypes.data - entry["start"]) // entry["dtype"].itemsize + entry.get("base", 0)
         return f"({entry['name']} + {offset})"
+
+    def share_scratch(self, programs: dict[str, list], pinned: set[int]) -> None:
+        """Move the arrays that are scratch in the programs (:mod:`.scratch`), except ``pinned``
+        roots, into one arena per element type, sharing memory where their lifetimes allow."""
+        intervals, live_in = scratch_intervals(programs, lambda a: id(_root(a)))
+        by_dtype: dict[np.dtype, dict[int, int]] = {}
+        for key, entry in self.roots.items():
+            if key in intervals and key not in live_in and key not in pinned:
+                by_dtype.setdefault(entry["dtype"], {})[key] = entry["end"] - entry["start"]
+        for dtype, sizes in by_dtype.items():
+            offsets, arena_bytes = plan_scratch(sizes, {key: intervals[key] for key in sizes})
+            name = f"scratch_{CTYPES[dtype].removesuffix('_t')}"
+            for key, offset in offsets.items():
+                self.roots[key].update(name=name, base=offset // dtype.itemsize, arena=True)
+            self.arenas[name] = (dtype, arena_bytes // dtype.itemsize)
+
+    def nbytes(self) -> int:
+        """Static bytes of the stored arrays: their globals and the scratch arenas."""
+        own = sum(e["end"] - e["start"] for e in self.roots.values() if not e.get("arena"))
+        return own + sum(dtype.itemsize * size for dtype, size in self.arenas.values())
 
     def contents(self, entry: dict) -> np.ndarray:
         nbytes = entry["end"] - entry["start"]
@@ -280,10 +305,17 @@ class _Storage:
 
 
 def trainer_source(
-    algo_name: str, env: str = "pendulum", steps: int = 10_000, seed: int = 0, overrides: dict | None = None
+    algo_name: str,
+    env: str = "pendulum",
+    steps: int = 10_000,
+    seed: int = 0,
+    overrides: dict | None = None,
+    share_scratch: bool = True,
 ) -> TrainerSource:
     """trainer.h, trainer.c and main.c for ``algo_name`` on ``env`` (config: the algorithm's
-    default for the env with ``total_steps=steps`` and ``overrides``); ``seed`` is main's default."""
+    default for the env with ``total_steps=steps`` and ``overrides``); ``seed`` is main's default.
+    ``share_scratch``: arrays whose lifetimes never overlap share memory (:mod:`.scratch`), which
+    changes no result; off, every array has its own global."""
     from ..algorithms import ALGORITHMS
     from ..algorithms.driver import check_seed
 
@@ -309,6 +341,8 @@ def trainer_source(
     for a in [*map(staging.raw, weights), *(staging.raw(v) for v in named.values())]:
         storage.add(a)
     storage.layout()
+    if share_scratch:
+        storage.share_scratch(programs, {id(_root(staging.raw(a))) for a in [*weights, *named.values()]})
     others = []
     for other in traces[1:]:
         o_storage = _Storage()
@@ -338,7 +372,7 @@ def trainer_source(
         seeded[id(a)] = (slope, offset)
 
     source = _render(algo_name, spec, config, schedule, programs, weights, named, storage, seeded)
-    state_bytes = sum(e["end"] - e["start"] for e in storage.roots.values())
+    state_bytes = storage.nbytes()
     return TrainerSource(_header(algo_name, spec, config, seed, state_bytes), source, MAIN_C, state_bytes, config)
 
 
@@ -353,6 +387,7 @@ def _branches(nodes: list):
 def _render(algo_name, spec, config, schedule, programs, weights, named, storage, seeded) -> str:
     helpers: dict[str, None] = {}
     functions: dict[str, str] = {}
+    transpose = [0]  # elements of the shared transposition scratch
 
     def body(nodes, indent):
         lines = []
@@ -370,6 +405,10 @@ def _render(algo_name, spec, config, schedule, programs, weights, named, storage
             args = [staging.raw(a) for a in args]
             helpers.update(dict.fromkeys(kernel.helpers))
             text = render_function(kernel, args, "@NAME")
+            if _TRANSPOSE in text and kernel.dtype == np.float32:
+                # one transposition buffer for every input-gradient block: each call rewrites it
+                transpose[0] = max(transpose[0], kernel.consts["N"] * kernel.consts["K"])
+                text = text.replace(_TRANSPOSE, "float *const WT = drl_transpose; /* shared: rewritten first */")
             fname = functions.setdefault(text, f"k{len(functions)}")
             lines.append(indent + render_invocation(fname, args, storage.name))
         return lines
@@ -379,7 +418,14 @@ def _render(algo_name, spec, config, schedule, programs, weights, named, storage
         program_text += [f"static void program_{name}(void)", "{", *body(calls, "    "), "}", ""]
 
     globals_text, init_text = [], []
+    if transpose[0]:
+        globals_text.append(f"static float drl_transpose[{transpose[0]}] DRL_ALIGNED; /* input-gradient scratch */")
+    for gname, (dtype, size) in storage.arenas.items():
+        globals_text.append(f"static {CTYPES[dtype]} {gname}[{size}] DRL_ALIGNED; /* shared scratch */")
+        init_text.append(f"    for (int32_t i = 0; i < {size}; i++) {gname}[i] = 0;")
     for entry in storage.roots.values():
+        if entry.get("arena"):  # scratch: written before it is read, no initial value
+            continue
         ctype, gname, size = CTYPES[entry["dtype"]], entry["name"], entry["size"]
         globals_text.append(f"static {ctype} {gname}[{size}] DRL_ALIGNED;")
         values = storage.contents(entry)

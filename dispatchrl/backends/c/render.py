@@ -43,15 +43,23 @@ class CKernel:
     """A block of C over ``params`` (launch arguments in order: arrays become pointers, ``const``
     unless listed in ``outputs``; numbers become ``const double``), with integer ``consts`` (the
     static shapes) as an enum and ``T`` the element type. ``helpers`` are file-level functions
-    the body calls. In the body, ``name_T(`` is a libm call in T's precision."""
+    the body calls. In the body, ``name_T(`` is a libm call in T's precision.
 
-    __slots__ = ("body", "consts", "dtype", "helpers", "name", "outputs", "params")
+    ``overwrites`` names the outputs the block writes whole without reading what they held
+    before: the exported trainer's liveness analysis (:mod:`dispatchrl.export.scratch`) lets
+    arrays that are always overwritten before being read share memory; an output not listed is
+    taken to be read-modify-write (always safe)."""
 
-    def __init__(self, name, body, params, outputs, consts, dtype, helpers=()):
+    __slots__ = ("body", "consts", "dtype", "helpers", "name", "outputs", "overwrites", "params")
+
+    def __init__(self, name, body, params, outputs, consts, dtype, helpers=(), overwrites=()):
         self.name = name
         self.dtype = np.dtype(dtype)
         self.body = body.strip("\n").replace("_T(", "f(" if self.dtype == np.float32 else "(")
         self.params, self.outputs = tuple(params), frozenset(outputs)
+        self.overwrites = frozenset(overwrites)
+        if not self.overwrites <= self.outputs:
+            raise ConfigError(f"C kernel {name}: overwrites {sorted(self.overwrites - self.outputs)} are not outputs")
         self.consts, self.helpers = dict(consts), tuple(helpers)
         for key, value in self.consts.items():
             if not 0 <= value < 2**31:

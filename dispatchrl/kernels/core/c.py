@@ -42,7 +42,8 @@ for (int i = 0; i < SIZE; i++) {
 def _activation_method(activation):
     def method(device: C, x, out):
         body = ELEMENTWISE.replace("@ACTIVATE", ACTIVATE[activation])
-        launch(device, CKernel(activation.label, body, ("x", "out"), ("out",), {"SIZE": x.size}, x.dtype), x, out)
+        kernel = CKernel(activation.label, body, ("x", "out"), ("out",), {"SIZE": x.size}, x.dtype, overwrites=("out",))
+        launch(device, kernel, x, out)
 
     return method
 
@@ -63,7 +64,7 @@ for (int i = 0; i < M; i++) {
 @api.matmul.dispatch
 def matmul(device: C, a, b, out):
     (m, k), n = a.shape, b.shape[1]
-    launch(device, CKernel("matmul", MATMUL, ("a", "b", "out"), ("out",), dict(M=m, K=k, N=n), a.dtype), a, b, out)
+    launch(device, CKernel("matmul", MATMUL, ("a", "b", "out"), ("out",), dict(M=m, K=k, N=n), a.dtype, overwrites=("out",)), a, b, out)
 
 
 DENSE_FORWARD = """
@@ -91,6 +92,7 @@ def dense_forward_kernel(batch, n_in, n_out, activation, dtype):
         ("pre", "out"),
         dict(M=batch, K=n_in, N=n_out),
         dtype,
+        overwrites=("pre", "out"),
     )
 
 
@@ -152,6 +154,7 @@ def dense_backward(device: C, x, W, pre, out, d_out, d_pre, dW, db, d_x, activat
         outputs,
         dict(M=x.shape[0], K=x.shape[1], N=W.shape[1]),
         x.dtype,
+        overwrites=outputs,
     )
     launch(device, kernel, *args)
 
@@ -174,6 +177,7 @@ def dense_input_gradient(device: C, W, pre, out, d_out, d_pre, d_x, activation):
         ("d_pre", "d_x"),
         dict(M=pre.shape[0], K=W.shape[0], N=W.shape[1]),
         W.dtype,
+        overwrites=("d_pre", "d_x"),
     )
     launch(device, kernel, W, pre, out, d_out, d_pre, d_x)
 
@@ -194,7 +198,15 @@ loss[0] = (T)(acc / SIZE);
 def mse_loss(device: C, pred, target, loss):
     launch(
         device,
-        CKernel("mse_loss", MSE_LOSS, ("pred", "target", "loss"), ("loss",), {"SIZE": pred.size}, pred.dtype),
+        CKernel(
+            "mse_loss",
+            MSE_LOSS,
+            ("pred", "target", "loss"),
+            ("loss",),
+            {"SIZE": pred.size},
+            pred.dtype,
+            overwrites=("loss",),
+        ),
         pred,
         target,
         loss,
@@ -211,7 +223,13 @@ def mse_gradient(device: C, pred, target, d_pred):
     launch(
         device,
         CKernel(
-            "mse_gradient", MSE_GRADIENT, ("pred", "target", "d_pred"), ("d_pred",), {"SIZE": pred.size}, pred.dtype
+            "mse_gradient",
+            MSE_GRADIENT,
+            ("pred", "target", "d_pred"),
+            ("d_pred",),
+            {"SIZE": pred.size},
+            pred.dtype,
+            overwrites=("d_pred",),
         ),
         pred,
         target,
@@ -289,7 +307,8 @@ FILL = "for (int i = 0; i < SIZE; i++) out[i] = (T)value;"
 
 @api.fill.dispatch
 def fill(device: C, out, value):
-    launch(device, CKernel("fill", FILL, ("out", "value"), ("out",), {"SIZE": out.size}, out.dtype), out, value)
+    kernel = CKernel("fill", FILL, ("out", "value"), ("out",), {"SIZE": out.size}, out.dtype, overwrites=("out",))
+    launch(device, kernel, out, value)
 
 
 COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
@@ -297,7 +316,8 @@ COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
 
 @api.copy.dispatch
 def copy(device: C, src, dst):
-    launch(device, CKernel("copy", COPY, ("src", "dst"), ("dst",), {"SIZE": src.size}, src.dtype), src, dst)
+    kernel = CKernel("copy", COPY, ("src", "dst"), ("dst",), {"SIZE": src.size}, src.dtype, overwrites=("dst",))
+    launch(device, kernel, src, dst)
 
 
 INCREMENT = "counter[0] += (int64_t)amount;"

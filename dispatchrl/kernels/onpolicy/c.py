@@ -59,6 +59,7 @@ def gae(device: C, reward, value, next_value, terminated, truncated, gamma, lam,
         ("advantage", "returns"),
         dict(STEPS=steps, ENVS=envs),
         reward.dtype,
+        overwrites=params[7:],
     )
     launch(device, kernel, *args)
 
@@ -107,6 +108,7 @@ def discounted_returns(device: C, reward, next_value, terminated, truncated, gam
         ("returns",),
         dict(STEPS=steps, ENVS=envs, NSTEP=min(n, steps)),
         reward.dtype,
+        overwrites=("returns",),
     )
     launch(device, kernel, reward, next_value, terminated, truncated, gamma, returns)
 
@@ -171,6 +173,7 @@ def normalize_observations(device: C, stats, x, out):
         ("out",),
         dict(ROWS=x.shape[0], DIM=x.shape[1]),
         out.dtype,
+        overwrites=("out",),
     )
     launch(device, kernel, x, stats.mean, stats.var, out)
 
@@ -201,6 +204,7 @@ def gaussian_sample(device: C, rng, mean, log_std, action, log_prob):
         dict(B=mean.shape[0], A=mean.shape[1]),
         mean.dtype,
         NORMAL_HELPERS,
+        overwrites=("action", "log_prob"),
     )
     launch(device, kernel, rng, mean, log_std, action, log_prob)
 
@@ -227,6 +231,7 @@ def gaussian_log_prob(device: C, mean, log_std, action, log_prob):
         ("log_prob",),
         dict(B=mean.shape[0], A=mean.shape[1]),
         mean.dtype,
+        overwrites=("log_prob",),
     )
     launch(device, kernel, mean, log_std, action, log_prob)
 
@@ -330,6 +335,7 @@ def ppo_policy_gradient(
         ("d_mean", "d_log_std", "info"),
         dict(B=mean.shape[0], A=mean.shape[1]),
         mean.dtype,
+        overwrites=("d_mean", "d_log_std", "info"),
     )
     launch(
         device,
@@ -463,6 +469,7 @@ def random_permutation(device: C, rng, perm):
         {"SIZE": perm.shape[0]},
         perm.dtype,
         UNIFORM_HELPERS,
+        overwrites=("perm",),
     )
     launch(device, kernel, rng, perm)
 
@@ -495,5 +502,6 @@ def gather_minibatch(device: C, rollout, perm, counter, batch):
         params[8:],
         dict(ROWS=perm.shape[0], B=batch.obs.shape[0], O=batch.obs.shape[1], A=batch.action.shape[1]),
         rollout.reward.dtype,
+        overwrites=params[8:],
     )
     launch(device, kernel, perm, counter, *gather_arguments(rollout, batch))

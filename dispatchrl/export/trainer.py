@@ -48,7 +48,7 @@ EVAL_SEED = 10_000
 #: finished training episodes the trainer's log keeps (the driver keeps 65536; weights don't depend on it)
 EPISODE_LOG = 64
 _MASK = (1 << 64) - 1
-#: the input-gradient blocks' per-function transposition buffer (kernels/core/c.py INPUT_GRADIENT)
+#: the input-gradient blocks' per-function transposition buffer (kernels/core/c.py input_gradient_body)
 _TRANSPOSE = "static T WT[N * K];"
 
 

@@ -85,18 +85,25 @@ def _literal(value):
     return repr(value)
 
 
-def _disjoint(arrays):
-    return all(not np.may_share_memory(a, b) for a, b in itertools.combinations(arrays, 2))
+def _overlapping(arrays):
+    """Indices of the arrays that share memory with another one of ``arrays``."""
+    return {
+        k
+        for (i, a), (j, b) in itertools.combinations(enumerate(arrays), 2)
+        if np.may_share_memory(a, b)
+        for k in (i, j)
+    }
 
 
 def render_function(kernel, args, name):
     """``kernel`` specialised to ``args`` as ``static void name(pointers...)``: restrict-qualified
-    parameters (compilers trust restrict on parameters, not on block-scope pointers) unless two
-    arguments overlap; numbers become constants."""
+    parameters (compilers trust restrict on parameters, not on block-scope pointers), except those
+    whose argument overlaps another one (an in-place activation's ``pre`` and ``out``); numbers
+    become constants."""
     if len(args) != len(kernel.params):
         raise ConfigError(f"C kernel {kernel.name} takes {kernel.params}, got {len(args)} arguments")
     arrays = [a for a in args if isinstance(a, np.ndarray)]
-    restrict = "restrict " if _disjoint(arrays) else ""
+    aliased = {id(arrays[i]) for i in _overlapping(arrays)}
     params, lines = [], []
     if kernel.consts:
         lines.append("enum { " + ", ".join(f"{k} = {v}" for k, v in kernel.consts.items()) + " };")
@@ -104,6 +111,7 @@ def render_function(kernel, args, name):
     for param, arg in zip(kernel.params, args):
         if isinstance(arg, np.ndarray):
             const = "" if param in kernel.outputs else "const "
+            restrict = "" if id(arg) in aliased else "restrict "
             params.append(f"{const}{CTYPES[arg.dtype]} *{restrict}{param}")
         else:
             lines.append(f"const double {param} = {_literal(arg)};")

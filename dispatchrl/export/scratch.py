@@ -66,45 +66,50 @@ def _accesses(kernel: Any, args: list, root_of) -> tuple[list, list]:
 
 def scratch_intervals(programs: dict[str, list], root_of) -> tuple[dict[int, Interval], set[int]]:
     """Per program, the interval of every root it accesses, and the roots that are *not* scratch
-    there (read before being written on some path: they carry a value into the program)."""
+    there (read before being written on some path, so they carry a value into the program, or
+    used by more than one program)."""
     intervals: dict[int, Interval] = {}
     live_in: set[int] = set()
     seen_in: dict[int, set[str]] = {}
     for name, calls in programs.items():
-        position = 0
-
-        def touch(root: int, program: str = name) -> None:
-            seen_in.setdefault(root, set()).add(program)
-            _, first, _ = intervals.get(root, (program, position, position))
-            intervals[root] = (program, first, position)
-
-        def walk(nodes: list, defined: dict[int, list]) -> dict[int, list]:
-            nonlocal position
-            for node in nodes:
-                if isinstance(node, Branch):
-                    counter = raw(node.condition.counter)
-                    position += 1
-                    touch(root_of(counter))
-                    live_in.add(root_of(counter))
-                    then = walk(node.then, {k: list(v) for k, v in defined.items()})
-                    otherwise = walk(node.otherwise, {k: list(v) for k, v in defined.items()})
-                    defined = {k: _intersect(then[k], otherwise[k]) for k in then.keys() & otherwise.keys()}
-                    continue
-                kernel, args = node
-                position += 1
-                reads, writes = _accesses(kernel, args, root_of)
-                for root, start, end in reads:
-                    touch(root)
-                    if not _covered(defined.get(root, []), start, end):
-                        live_in.add(root)
-                for root, start, end in writes:
-                    touch(root)
-                    defined[root] = _merge([*defined.get(root, []), (start, end)])
-            return defined
-
-        walk(calls, {})
-    live_in |= {root for root, programs_seen in seen_in.items() if len(programs_seen) > 1}
+        _walk_program(name, calls, root_of, intervals, live_in, seen_in)
+    live_in |= {root for root, names in seen_in.items() if len(names) > 1}
     return intervals, live_in
+
+
+def _walk_program(name: str, calls: list, root_of, intervals: dict, live_in: set, seen_in: dict) -> None:
+    position = 0
+
+    def touch(root: int) -> None:
+        seen_in.setdefault(root, set()).add(name)
+        _, first, _ = intervals.get(root, (name, position, position))
+        intervals[root] = (name, first, position)
+
+    def walk(nodes: list, defined: dict[int, list]) -> dict[int, list]:
+        nonlocal position
+        for node in nodes:
+            if isinstance(node, Branch):
+                counter = root_of(raw(node.condition.counter))
+                position += 1
+                touch(counter)
+                live_in.add(counter)
+                then = walk(node.then, {k: list(v) for k, v in defined.items()})
+                otherwise = walk(node.otherwise, {k: list(v) for k, v in defined.items()})
+                defined = {k: _intersect(then[k], otherwise[k]) for k in then.keys() & otherwise.keys()}
+                continue
+            kernel, args = node
+            position += 1
+            reads, writes = _accesses(kernel, args, root_of)
+            for root, start, end in reads:
+                touch(root)
+                if not _covered(defined.get(root, []), start, end):
+                    live_in.add(root)
+            for root, start, end in writes:
+                touch(root)
+                defined[root] = _merge([*defined.get(root, []), (start, end)])
+        return defined
+
+    walk(calls, {})
 
 
 def plan_scratch(sizes: dict[int, int], intervals: dict[int, Interval]) -> tuple[dict[int, int], int]:

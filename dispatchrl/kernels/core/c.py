@@ -127,7 +127,8 @@ def blocked_product(
     }}
 }}
 """
-    vector_type = f"typedef T VT __attribute__((vector_size({VECTOR_BYTES})));"
+    uses_vectors = any(ln > 1 for _, _, _, ln in vector_tiles)
+    vector_type = f"typedef T VT __attribute__((vector_size({VECTOR_BYTES})));" if uses_vectors else ""
     return f"{_HAVE_VECTORS}\n{{\n{vector_type}\n{''.join(blocks)}}}\n#else\n{plain}#endif\n{post_loop}"
 
 
@@ -146,7 +147,9 @@ def _tile(i_lo, i_hi, tr, j_lo, j_hi, nv, ln, depth, a, b_base, b_stride, init, 
     if init:
         lines.append(f"        {vt} " + ", ".join(f"init{v}" for v in range(nv)) + ";")
         lines += [f"        {load(f'init{v}', f'{init} + j0 + {v * ln}')}" for v in range(nv)]
-        lines.append(f"        {vt} " + ", ".join(f"{accs[r][v]} = init{v}" for r in range(tr) for v in range(nv)) + ";")
+        lines.append(
+            f"        {vt} " + ", ".join(f"{accs[r][v]} = init{v}" for r in range(tr) for v in range(nv)) + ";"
+        )
     else:
         zero = "{0}" if ln > 1 else "0"
         lines.append(f"        {vt} " + ", ".join(f"{accs[r][v]} = {zero}" for r in range(tr) for v in range(nv)) + ";")

@@ -405,7 +405,9 @@ _STORE_OUTPUTS = tuple(
 
 
 @api.rollout_store.dispatch
-def rollout_store(device: C, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated):
+def rollout_store(
+    device: C, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+):
     steps, envs = rollout.reward.shape
     params = (
         "step",

@@ -65,7 +65,13 @@ api.register_activation_methods(_activation_method)
 VECTOR_BYTES = 32
 #: register tile: rows × (vectors per row) accumulators
 TILE_ROWS, TILE_VECTORS = 4, 2
-_HAVE_VECTORS = "#if defined(__GNUC__) || defined(__clang__)"
+#: tiles where the compiler has vector extensions and the target SIMD registers to hold them;
+#: elsewhere (Cortex-M, RISC-V without V, WebAssembly without SIMD128) the plain loops are smaller
+#: and as fast, and give the same bits
+_HAVE_VECTORS = (
+    "#if (defined(__GNUC__) || defined(__clang__)) && "
+    "(defined(__SSE2__) || defined(__ARM_NEON) || defined(__wasm_simd128__))"
+)
 
 
 def blocked_product(
@@ -83,11 +89,12 @@ def blocked_product(
     over a rows × cols output, the sum over p = 0, 1, …, depth − 1 in order, stored to every
     ``(base, stride)`` of ``dests``; then ``post`` runs per element with ``row`` and ``col``.
 
-    With GCC or Clang the loops are blocked into register tiles over the compile-time shapes:
-    TILE_ROWS rows × TILE_VECTORS vectors of VECTOR_BYTES, unrolled here into named accumulators
-    (narrower remainders as single vectors, then scalars), ``a`` broadcast, ``b`` loaded as
-    vectors. Every output element is still one sequential sum in p order, each multiply and add
-    rounded (``-ffp-contract=off``): the same bits as the plain loop, which other compilers get.
+    With GCC or Clang on a SIMD target the loops are blocked into register tiles over the
+    compile-time shapes: TILE_ROWS rows × TILE_VECTORS vectors of VECTOR_BYTES, unrolled here into
+    named accumulators (narrower remainders as single vectors, then scalars), ``a`` broadcast,
+    ``b`` loaded as vectors. Every output element is still one sequential sum in p order, each
+    multiply and add rounded (``-ffp-contract=off``): the same bits as the plain loop, which
+    other compilers and targets get.
     ``a`` is a template over ``@ROW`` and ``@P``."""
     lanes = VECTOR_BYTES // itemsize
     b_base, b_stride = b

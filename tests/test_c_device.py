@@ -168,3 +168,44 @@ def test_bad_input_refused_before_compiling():
 def test_increment():
     got, want = on_both(lambda d, c: (drl.increment(d, c), drl.increment(d, c, -3)), [np.array([5], np.int64)])
     assert got[0][0] == want[0][0] == 3
+
+
+def test_every_on_policy_generic_function_has_its_own_c_method():
+    from dispatchrl.kernels.onpolicy import api as onpolicy_api
+
+    functions = [fn for fn in drl.GENERIC_FUNCTIONS if fn.__module__ == onpolicy_api.__name__]
+    own = {
+        fn.__name__
+        for fn in functions
+        for m in fn.function.methods
+        if m.signature.types[0] is drl.C and m.signature.precedence >= 0  # borrowed: precedence -1
+    }
+    assert len(functions) >= 11 and own == {fn.__name__ for fn in functions}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows, n_in, n_out", [(100, 64, 64), (1, 3, 64), (7, 5, 19), (13, 17, 33), (9, 64, 1)])
+def test_blocked_products_sum_in_order(rows, n_in, n_out, dtype):
+    # the register-tiled products give the bits of one sequential sum per element, in order:
+    # numpy's elementwise float ops round each product and sum as C does
+    g = np.random.default_rng(rows * n_in + n_out)
+    x, W, b, d_out = (g.normal(size=s).astype(dtype) for s in ((rows, n_in), (n_in, n_out), n_out, (rows, n_out)))
+    arrays = [drl.asarray(C, v) for v in (x, W, b, d_out)]
+    pre, out, d_pre, dW, db, d_x, prod = (
+        drl.zeros(C, s, dtype) for s in ((rows, n_out),) * 3 + ((n_in, n_out), n_out, (rows, n_in), (rows, n_out))
+    )
+    drl.dense_forward(C, arrays[0], arrays[1], arrays[2], pre, out, "identity")
+    drl.matmul(C, arrays[0], arrays[1], prod)
+    core_api.dense_backward(C, arrays[0], arrays[1], pre, out, arrays[3], d_pre, dW, db, d_x, "identity")
+    want_pre, want_prod = b.copy(), np.zeros((rows, n_out), dtype)
+    for p in range(n_in):
+        want_pre = want_pre + x[:, p : p + 1] * W[p]
+        want_prod = want_prod + x[:, p : p + 1] * W[p]
+    want_dW = np.zeros((n_in, n_out), dtype)
+    for i in range(rows):
+        want_dW = want_dW + x[i][:, None] * d_out[i][None, :]
+    want_dx = np.zeros((rows, n_in), dtype)
+    for j in range(n_out):
+        want_dx = want_dx + d_out[:, j : j + 1] * W[:, j]
+    for got, want in ((pre, want_pre), (prod, want_prod), (dW, want_dW), (d_x, want_dx)):
+        assert np.array_equal(drl.to_numpy(got), want)

@@ -10,8 +10,8 @@ import pytest
 import scipy.special
 
 import dispatchrl as drl
-from dispatchrl.algorithms import sac, td3
-from dispatchrl.backends.c.compiler import host_compiler
+from dispatchrl.algorithms import ppo, sac, td3
+from dispatchrl.backends.c.compiler import host_compiler, zig_command
 from dispatchrl.backends.c.render import HEADER
 from dispatchrl.errors import ConfigError
 from dispatchrl.export.elf import undefined_symbols
@@ -164,9 +164,70 @@ def test_seed_changes_the_run(td3_short):
     assert run_trainer(out / "trainer", "host", steps=SHORT, seed=0)["checksum"] == host["checksum"]
 
 
-def test_ppo_and_python_envs_are_refused():
-    with pytest.raises(ConfigError, match="export-trainer"):
-        trainer_source("ppo", "pendulum", 8192, 0)
+def test_ppo_parity_with_train_device_c(tmp_path):
+    # three rollouts of 4 envs x 32 steps, two epochs of two minibatches each, the adaptive rate
+    config = dict(num_envs=4, steps_per_env=32, batch_size=64, epochs=2, hidden=(16, 16), adaptive_lr=True)
+    steps = 3 * 4 * 32
+    write_trainer(tmp_path, trainer_source("ppo", "pendulum", steps, 0, config))
+    host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=steps, seed=2)
+    result = ppo.train(drl.C(), "pendulum", ppo.Config(total_steps=steps, **config), seed=2)
+    assert host["checksum"] == weights_checksum(state_weights(result.state))
+    assert host["steps"] == steps and np.isfinite(host["eval_return"])
+    # a partial rollout runs its env steps and no update: the weights are the two rollouts' ones
+    partial = run_trainer(tmp_path / "trainer", "host", steps=steps - 4, seed=2)
+    result = ppo.train(drl.C(), "pendulum", ppo.Config(total_steps=steps - 128, **config), seed=2)
+    assert partial["checksum"] == weights_checksum(state_weights(result.state))
+
+
+def test_scratch_liveness_and_placement():
+    from dispatchrl.backends.c import CKernel
+    from dispatchrl.export.scratch import plan_scratch, scratch_intervals
+    from dispatchrl.staging import Below, Branch
+
+    def kernel(overwrites=("out",)):
+        return CKernel("k", "", ("x", "out"), ("out",), {}, np.float32, overwrites=overwrites)
+
+    counter = drl.zeros(drl.C(), 1, np.int64)
+    a, b, c, d, e, f = (np.zeros(16, np.float32) for _ in range(6))
+    branch = Branch(Below(counter, 5))
+    branch.then = [(kernel(), [a, d])]  # d written only on one side of the branch
+    steps = [
+        (kernel(), [a, b]),  # b written whole, then read: scratch
+        (kernel(), [b, c]),
+        branch,
+        (kernel(), [d, e]),  # d read after the branch: it may hold the last step's value
+        (kernel(()), [c, e[:8]]),  # an output not marked overwritten is read-modify-write: e
+        (kernel(()), [c, f]),  # was written whole before, f was not
+    ]
+    root = lambda x: id(x if x.base is None else x.base)  # noqa: E731
+    intervals, live_in = scratch_intervals({"step": steps, "act": [(kernel(), [a, b])]}, root)
+    assert id(c) not in live_in and id(e) not in live_in
+    assert id(d) in live_in and id(f) in live_in
+    assert id(a) in live_in and id(b) in live_in  # a is never written; b is used by two programs
+    assert intervals[id(c)] == ("step", 2, 7) and intervals[id(e)] == ("step", 5, 6)
+    offsets, arena = plan_scratch({1: 256, 2: 64, 3: 100}, {1: ("p", 1, 2), 2: ("p", 2, 3), 3: ("p", 3, 4)})
+    assert offsets == {1: 0, 2: 256, 3: 0} and arena == 320  # 1 and 3 never live together
+
+
+def test_scratch_sharing_changes_no_bits(tmp_path):
+    shared, separate = (trainer_source("sac", "pendulum", SHORT, 0, share_scratch=s) for s in (True, False))
+    assert shared.state_bytes < 0.6 * separate.state_bytes
+    runs = []
+    for name, trainer in (("shared", shared), ("separate", separate)):
+        write_trainer(tmp_path / name, trainer)
+        runs.append(run_trainer(build_trainer(tmp_path / name, "host"), "host", steps=SHORT, seed=0))
+    assert runs[0]["checksum"] == runs[1]["checksum"] and runs[0]["eval_return"] == runs[1]["eval_return"]
+
+
+@pytest.mark.skipif(zig_command() is None, reason="the Cortex-M7 build needs zig cc (pip install ziglang)")
+def test_td3_paper_config_fits_one_mib(tmp_path):
+    # replay of 10k transitions, batch 100, 64-unit networks: text + data + bss within the
+    # Teensy 4.1's 1 MiB of on-chip RAM
+    write_trainer(tmp_path, trainer_source("td3", "pendulum", 10_000, 0))
+    assert elf_size(build_trainer(tmp_path, "cortex-m7", steps=300, seed=0))["total"] <= 1 << 20
+
+
+def test_python_envs_are_refused():
     with pytest.raises(ConfigError, match="native env"):
         trainer_source("td3", "MountainCarContinuous-v0", 1000, 0)
 

@@ -20,16 +20,26 @@ import numpy as np
 
 from .. import staging
 from ..arrays import Array
-from ..backends.c.render import CTYPES, HEADER, _condition, render_function, render_invocation, renders_in_c
+from ..backends.c.render import (
+    CTYPES,
+    HEADER,
+    CKernel,
+    _condition,
+    render_function,
+    render_invocation,
+    renders_in_c,
+)
 from ..data import episode_log
 from ..devices import C
 from ..envs import env_reset, env_state, env_step
 from ..errors import ConfigError
 from ..kernels.core.api import copy, tanh
 from ..kernels.offpolicy.api import slice_columns
+from ..kernels.onpolicy.api import normalize_observations
 from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, rng
 from ..nn import MLP, mlp_buffers, mlp_forward
-from ..staging import Branch
+from ..staging import Branch, launch
+from .scratch import plan_scratch, scratch_intervals
 
 __all__ = ["EPISODE_LOG", "EVAL_SEED", "TrainerSource", "trainer_source", "weights_checksum"]
 
@@ -38,6 +48,20 @@ EVAL_SEED = 10_000
 #: finished training episodes the trainer's log keeps (the driver keeps 65536; weights don't depend on it)
 EPISODE_LOG = 64
 _MASK = (1 << 64) - 1
+#: the input-gradient blocks' per-function transposition buffer (kernels/core/c.py input_gradient_body)
+_TRANSPOSE = "static T WT[N * K];"
+
+
+def _clip_unit(size: int) -> CKernel:
+    """The deterministic action of an unsquashed Gaussian policy: its mean clipped to [-1, 1]."""
+    return CKernel(
+        "clip to [-1, 1]",
+        "for (int i = 0; i < SIZE; i++) out[i] = x[i] < (T)-1 ? (T)-1 : x[i] > (T)1 ? (T)1 : x[i];",
+        ("x", "out"),
+        ("out",),
+        {"SIZE": size},
+        np.float32,
+    )
 
 
 @dataclass
@@ -84,18 +108,24 @@ def _trace(algo, config, env, seed):
         raise ConfigError(
             f"export-trainer: env {env!r} is stepped from Python; the trainer needs a native env (pendulum, acrobot)"
         )
-    programs: dict[str, list] = {name: [] for name in ("init", "step", "act", "eval_reset", "eval_step")}
+    names = ("init", "step", "update", "act", "eval_reset", "eval_step")
+    programs: dict[str, list] = {name: [] for name in names}
     with staging.trace(programs["init"]):
         state = build_state(algo, device, spec, config, seed)
         state.episodes = episode_log(device, config.num_envs, EPISODE_LOG)
     with staging.trace(programs["step"]):
         algo.native_step(device, config, spec.native, state)
+    if algo.schedule(config).updates:  # PPO: the minibatch update, run between rollouts
+        with staging.trace(programs["update"]):
+            algo.update(device, config, state)
     # acting and evaluation: one env, the deterministic policy (tanh of the actor's mean columns)
     eval_spec = resolve_env(env, 1)
     actor: MLP = state.actor
     action_dim = spec.action_dim
+    stats = getattr(state, "obs_stats", None) if getattr(config, "normalize_observations", False) else None
     act = dict(
         obs=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
+        norm=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
         buffers=mlp_buffers(device, actor, 1),
         mean=Array(device, np.zeros((1, action_dim), np.float32)),
         action=Array(device, np.zeros((1, action_dim), np.float32)),
@@ -104,10 +134,15 @@ def _trace(algo, config, env, seed):
     eval_rng = rng(device, EVAL_SEED)
 
     def act_program(device):
-        mlp_forward(device, actor, act["buffers"], act["obs"])
+        if stats is not None:  # PPO acts on normalised observations (the running statistics, frozen)
+            normalize_observations(device, stats, act["obs"], act["norm"])
+        mlp_forward(device, actor, act["buffers"], act["norm"] if stats is not None else act["obs"])
         out = act["buffers"].output
         if out.shape[1] == action_dim and actor.output_activation == "tanh":
             copy(device, out, act["action"])
+        elif out.shape[1] == action_dim and actor.output_activation == "identity":
+            # a Gaussian policy's mean, clipped to the action range (as ppo.policy)
+            launch(device, _clip_unit(action_dim), out, act["action"])
         elif out.shape[1] == 2 * action_dim and actor.output_activation == "identity":
             slice_columns(device, out, 0, act["mean"])
             tanh(device, act["mean"], act["action"])
@@ -209,11 +244,13 @@ def _c_literal(value, dtype: np.dtype) -> str:
 
 class _Storage:
     """Static globals for the traced arrays: arrays sharing memory (views of a flat parameter
-    buffer) share one global of their element type; an array is ``(gK + offset)``."""
+    buffer) share one global of their element type; an array is ``(gK + offset)``. After
+    :meth:`share_scratch`, scratch arrays live in one arena per element type instead."""
 
     def __init__(self) -> None:
         self.roots: dict[int, dict] = {}
         self.order: list[np.ndarray] = []
+        self.arenas: dict[str, tuple[np.dtype, int]] = {}  # name -> (dtype, elements)
 
     def add(self, a: np.ndarray) -> None:
         if not a.flags.c_contiguous:
@@ -235,8 +272,28 @@ class _Storage:
 
     def name(self, a: np.ndarray) -> str:
         entry = self.roots[id(_root(a))]
-        offset = (a.ctypes.data - entry["start"]) // entry["dtype"].itemsize
+        offset = (a.ctypes.data - entry["start"]) // entry["dtype"].itemsize + entry.get("base", 0)
         return f"({entry['name']} + {offset})"
+
+    def share_scratch(self, programs: dict[str, list], pinned: set[int]) -> None:
+        """Move the arrays that are scratch in the programs (:mod:`.scratch`), except ``pinned``
+        roots, into one arena per element type, sharing memory where their lifetimes allow."""
+        intervals, live_in = scratch_intervals(programs, lambda a: id(_root(a)))
+        by_dtype: dict[np.dtype, dict[int, int]] = {}
+        for key, entry in self.roots.items():
+            if key in intervals and key not in live_in and key not in pinned:
+                by_dtype.setdefault(entry["dtype"], {})[key] = entry["end"] - entry["start"]
+        for dtype, sizes in by_dtype.items():
+            offsets, arena_bytes = plan_scratch(sizes, {key: intervals[key] for key in sizes})
+            name = f"scratch_{CTYPES[dtype].removesuffix('_t')}"
+            for key, offset in offsets.items():
+                self.roots[key].update(name=name, base=offset // dtype.itemsize, arena=True)
+            self.arenas[name] = (dtype, arena_bytes // dtype.itemsize)
+
+    def nbytes(self) -> int:
+        """Static bytes of the stored arrays: their globals and the scratch arenas."""
+        own = sum(e["end"] - e["start"] for e in self.roots.values() if not e.get("arena"))
+        return own + sum(dtype.itemsize * size for dtype, size in self.arenas.values())
 
     def contents(self, entry: dict) -> np.ndarray:
         nbytes = entry["end"] - entry["start"]
@@ -249,10 +306,17 @@ class _Storage:
 
 
 def trainer_source(
-    algo_name: str, env: str = "pendulum", steps: int = 10_000, seed: int = 0, overrides: dict | None = None
+    algo_name: str,
+    env: str = "pendulum",
+    steps: int = 10_000,
+    seed: int = 0,
+    overrides: dict | None = None,
+    share_scratch: bool = True,
 ) -> TrainerSource:
     """trainer.h, trainer.c and main.c for ``algo_name`` on ``env`` (config: the algorithm's
-    default for the env with ``total_steps=steps`` and ``overrides``); ``seed`` is main's default."""
+    default for the env with ``total_steps=steps`` and ``overrides``); ``seed`` is main's default.
+    ``share_scratch``: arrays whose lifetimes never overlap share memory (:mod:`.scratch`), which
+    changes no result; off, every array has its own global."""
     from ..algorithms import ALGORITHMS
     from ..algorithms.driver import check_seed
 
@@ -264,11 +328,6 @@ def trainer_source(
     config = dataclasses.replace(config, total_steps=int(steps), **(overrides or {}))
     config.validate()
     schedule = algo.schedule(config)
-    if schedule.updates or schedule.env_steps != 1:
-        raise ConfigError(
-            f"export-trainer: {algo_name} updates between env-step chunks "
-            f"(schedule {schedule}); only algorithms whose update is fused into the env step export"
-        )
     # three traces: every array's initial content must not depend on the seed, except rng keys
     traces = [_trace(algo, config, env, s) for s in (0, 1, 2)]
     spec, _state, programs, weights, named = traces[0]
@@ -283,6 +342,8 @@ def trainer_source(
     for a in [*map(staging.raw, weights), *(staging.raw(v) for v in named.values())]:
         storage.add(a)
     storage.layout()
+    if share_scratch:
+        storage.share_scratch(programs, {id(_root(staging.raw(a))) for a in [*weights, *named.values()]})
     others = []
     for other in traces[1:]:
         o_storage = _Storage()
@@ -311,8 +372,8 @@ def trainer_source(
             raise ConfigError("export-trainer: an rng stream's seed is not an affine function of the run's seed")
         seeded[id(a)] = (slope, offset)
 
-    source = _render(algo_name, spec, config, seed, programs, weights, named, storage, seeded)
-    state_bytes = sum(e["end"] - e["start"] for e in storage.roots.values())
+    source = _render(algo_name, spec, config, schedule, programs, weights, named, storage, seeded)
+    state_bytes = storage.nbytes()
     return TrainerSource(_header(algo_name, spec, config, seed, state_bytes), source, MAIN_C, state_bytes, config)
 
 
@@ -324,9 +385,10 @@ def _branches(nodes: list):
             yield from _branches(node.otherwise)
 
 
-def _render(algo_name, spec, config, seed, programs, weights, named, storage, seeded) -> str:
+def _render(algo_name, spec, config, schedule, programs, weights, named, storage, seeded) -> str:
     helpers: dict[str, None] = {}
     functions: dict[str, str] = {}
+    transpose = [0]  # elements of the shared transposition scratch
 
     def body(nodes, indent):
         lines = []
@@ -344,6 +406,10 @@ def _render(algo_name, spec, config, seed, programs, weights, named, storage, se
             args = [staging.raw(a) for a in args]
             helpers.update(dict.fromkeys(kernel.helpers))
             text = render_function(kernel, args, "@NAME")
+            if _TRANSPOSE in text and kernel.dtype == np.float32:
+                # one transposition buffer for every input-gradient block: each call rewrites it
+                transpose[0] = max(transpose[0], kernel.consts["N"] * kernel.consts["K"])
+                text = text.replace(_TRANSPOSE, "float *const WT = drl_transpose; /* shared: rewritten first */")
             fname = functions.setdefault(text, f"k{len(functions)}")
             lines.append(indent + render_invocation(fname, args, storage.name))
         return lines
@@ -353,7 +419,14 @@ def _render(algo_name, spec, config, seed, programs, weights, named, storage, se
         program_text += [f"static void program_{name}(void)", "{", *body(calls, "    "), "}", ""]
 
     globals_text, init_text = [], []
+    if transpose[0]:
+        globals_text.append(f"static float drl_transpose[{transpose[0]}] DRL_ALIGNED; /* input-gradient scratch */")
+    for gname, (dtype, size) in storage.arenas.items():
+        globals_text.append(f"static {CTYPES[dtype]} {gname}[{size}] DRL_ALIGNED; /* shared scratch */")
+        init_text.append(f"    for (int32_t i = 0; i < {size}; i++) {gname}[i] = 0;")
     for entry in storage.roots.values():
+        if entry.get("arena"):  # scratch: written before it is read, no initial value
+            continue
         ctype, gname, size = CTYPES[entry["dtype"]], entry["name"], entry["size"]
         globals_text.append(f"static {ctype} {gname}[{size}] DRL_ALIGNED;")
         values = storage.contents(entry)
@@ -418,12 +491,9 @@ def _render(algo_name, spec, config, seed, programs, weights, named, storage, se
             "    program_init();",
             "}",
             "",
-            "void trainer_run(int64_t steps)",
-            "{",
-            "    for (int64_t i = 0; i < steps; i++) program_step();",
-            "}",
+            *_run_function(n("step"), config.num_envs, schedule),
             "",
-            "int64_t trainer_steps(void) { return " + n("step") + "[0]; }",
+            f"int64_t trainer_steps(void) {{ return {n('step')}[0] * TRAINER_NUM_ENVS; }}",
             "",
             "double trainer_recent_return(int32_t episodes)",
             "{",
@@ -491,12 +561,35 @@ def _render(algo_name, spec, config, seed, programs, weights, named, storage, se
     )
 
 
+def _run_function(step: str, envs: int, schedule: Any) -> list[str]:
+    """trainer_run: one vectorised env step (``envs`` env steps) per program_step; an algorithm
+    with separate updates (PPO) runs them after every ``schedule.env_steps`` of those, as the
+    driver's iterations do."""
+    if not schedule.updates:
+        loop = ["    for (int64_t i = 0; i < steps / TRAINER_NUM_ENVS; i++) program_step();"]
+    else:
+        loop = [
+            "    for (int64_t i = 0; i < steps / TRAINER_NUM_ENVS; i++) {",
+            "        program_step();",
+            f"        if ({step}[0] % INT64_C({schedule.env_steps}) == 0)",
+            f"            for (int32_t u = 0; u < {schedule.updates}; u++) program_update();",
+            "    }",
+        ]
+    return ["void trainer_run(int64_t steps)", "{", *loop, "}"]
+
+
+def _memory_note(config: Any) -> str:
+    if hasattr(config, "capacity"):
+        return f"replay buffer of {config.capacity} transitions"
+    return f"rollout of {config.num_envs} envs x {config.steps_per_env} steps"
+
+
 def _header(algo_name, spec, config, seed, state_bytes) -> str:
     return f"""\
 /* trainer.h: {algo_name} on {spec.name}, generated by dispatchrl export-trainer (do not edit).
 
    One training run as static C99: no malloc, no stdio, no libm. Every array of the run (networks,
-   optimiser moments, replay buffer of {config.capacity} transitions, env state) is a static object
+   optimiser moments, {_memory_note(config)}, env state) is a static object
    in trainer.c: {state_bytes} bytes. Not reentrant: one trainer per program.
    A run gives the same bits on every target when built with -ffp-contract=off (no FMA
    contraction) and without -ffast-math. */
@@ -511,13 +604,15 @@ extern "C" {{
 #define TRAINER_ENV "{spec.name}"
 #define TRAINER_OBS_DIM {spec.obs_dim}
 #define TRAINER_ACTION_DIM {spec.action_dim}
+#define TRAINER_NUM_ENVS {config.num_envs}  /* env steps per vectorised step */
 #define TRAINER_STEPS INT64_C({config.total_steps})      /* the exported config's total_steps */
 #define TRAINER_SEED UINT64_C({seed})
 #define TRAINER_STATE_BYTES {state_bytes}
 
 /* (Re)initialise every array: networks from `seed` (as train(..., seed=seed) does), env reset. */
 void trainer_init(uint64_t seed);
-/* Run `steps` environment steps, each with its fused learning update (warm-up first). */
+/* Run `steps` environment steps (whole vectorised steps of TRAINER_NUM_ENVS envs) with their
+   learning updates: fused into each step (TD3, SAC; warm-up first), or after each rollout (PPO). */
 void trainer_run(int64_t steps);
 /* Environment steps taken since trainer_init. */
 int64_t trainer_steps(void);

@@ -43,15 +43,23 @@ class CKernel:
     """A block of C over ``params`` (launch arguments in order: arrays become pointers, ``const``
     unless listed in ``outputs``; numbers become ``const double``), with integer ``consts`` (the
     static shapes) as an enum and ``T`` the element type. ``helpers`` are file-level functions
-    the body calls. In the body, ``name_T(`` is a libm call in T's precision."""
+    the body calls. In the body, ``name_T(`` is a libm call in T's precision.
 
-    __slots__ = ("body", "consts", "dtype", "helpers", "name", "outputs", "params")
+    ``overwrites`` names the outputs the block writes whole without reading what they held
+    before: the exported trainer's liveness analysis (:mod:`dispatchrl.export.scratch`) lets
+    arrays that are always overwritten before being read share memory; an output not listed is
+    taken to be read-modify-write (always safe)."""
 
-    def __init__(self, name, body, params, outputs, consts, dtype, helpers=()):
+    __slots__ = ("body", "consts", "dtype", "helpers", "name", "outputs", "overwrites", "params")
+
+    def __init__(self, name, body, params, outputs, consts, dtype, helpers=(), overwrites=()):
         self.name = name
         self.dtype = np.dtype(dtype)
         self.body = body.strip("\n").replace("_T(", "f(" if self.dtype == np.float32 else "(")
         self.params, self.outputs = tuple(params), frozenset(outputs)
+        self.overwrites = frozenset(overwrites)
+        if not self.overwrites <= self.outputs:
+            raise ConfigError(f"C kernel {name}: overwrites {sorted(self.overwrites - self.outputs)} are not outputs")
         self.consts, self.helpers = dict(consts), tuple(helpers)
         for key, value in self.consts.items():
             if not 0 <= value < 2**31:
@@ -77,18 +85,25 @@ def _literal(value):
     return repr(value)
 
 
-def _disjoint(arrays):
-    return all(not np.may_share_memory(a, b) for a, b in itertools.combinations(arrays, 2))
+def _overlapping(arrays):
+    """Indices of the arrays that share memory with another one of ``arrays``."""
+    return {
+        k
+        for (i, a), (j, b) in itertools.combinations(enumerate(arrays), 2)
+        if np.may_share_memory(a, b)
+        for k in (i, j)
+    }
 
 
 def render_function(kernel, args, name):
     """``kernel`` specialised to ``args`` as ``static void name(pointers...)``: restrict-qualified
-    parameters (compilers trust restrict on parameters, not on block-scope pointers) unless two
-    arguments overlap; numbers become constants."""
+    parameters (compilers trust restrict on parameters, not on block-scope pointers), except those
+    whose argument overlaps another one (an in-place activation's ``pre`` and ``out``); numbers
+    become constants."""
     if len(args) != len(kernel.params):
         raise ConfigError(f"C kernel {kernel.name} takes {kernel.params}, got {len(args)} arguments")
     arrays = [a for a in args if isinstance(a, np.ndarray)]
-    restrict = "restrict " if _disjoint(arrays) else ""
+    aliased = {id(arrays[i]) for i in _overlapping(arrays)}
     params, lines = [], []
     if kernel.consts:
         lines.append("enum { " + ", ".join(f"{k} = {v}" for k, v in kernel.consts.items()) + " };")
@@ -96,6 +111,7 @@ def render_function(kernel, args, name):
     for param, arg in zip(kernel.params, args):
         if isinstance(arg, np.ndarray):
             const = "" if param in kernel.outputs else "const "
+            restrict = "" if id(arg) in aliased else "restrict "
             params.append(f"{const}{CTYPES[arg.dtype]} *{restrict}{param}")
         else:
             lines.append(f"const double {param} = {_literal(arg)};")

@@ -4,14 +4,24 @@ compiler sees every trip count and can unroll and vectorise. A staged step becom
 function (:mod:`dispatchrl.backends.c`); called eagerly, a kernel compiles (or loads) the one-block
 step for its shapes and runs it."""
 
+import numpy as np
+
 from ...activation import Activation
 from ...arrays import Array
 from ...backends.c import CKernel
-from ...devices import CPU, C
+from ...devices import C
 from ...staging import launch
 from . import api
 
-__all__ = ["ACTIVATE", "DERIVATIVE", "dense_forward_kernel"]
+__all__ = [
+    "ACTIVATE",
+    "DERIVATIVE",
+    "blocked_product",
+    "dense_forward_body",
+    "dense_forward_kernel",
+    "input_gradient_body",
+    "weight_gradient_body",
+]
 
 #: activation(v) and its derivative given v = pre-activation, y = activation(v)
 _SQRT_HALF, _INV_SQRT_2PI = f"(T){api.SQRT_HALF!r}", f"(T){api.INV_SQRT_2PI!r}"
@@ -42,43 +52,146 @@ for (int i = 0; i < SIZE; i++) {
 def _activation_method(activation):
     def method(device: C, x, out):
         body = ELEMENTWISE.replace("@ACTIVATE", ACTIVATE[activation])
-        launch(device, CKernel(activation.label, body, ("x", "out"), ("out",), {"SIZE": x.size}, x.dtype), x, out)
+        kernel = CKernel(activation.label, body, ("x", "out"), ("out",), {"SIZE": x.size}, x.dtype, overwrites=("out",))
+        launch(device, kernel, x, out)
 
     return method
 
 
 api.register_activation_methods(_activation_method)
 
-MATMUL = """
-for (int i = 0; i < M; i++) {
-    for (int j = 0; j < N; j++) out[i * N + j] = 0;
-    for (int p = 0; p < K; p++) {
-        const T aip = a[i * K + p];
-        for (int j = 0; j < N; j++) out[i * N + j] += aip * b[p * N + j];
-    }
-}
+
+#: bytes of a vector in the blocked products (AVX2; NEON and SIMD128 compile it as two registers)
+VECTOR_BYTES = 32
+#: register tile: rows × (vectors per row) accumulators
+TILE_ROWS, TILE_VECTORS = 4, 2
+#: tiles where the compiler has vector extensions and the target SIMD registers to hold them;
+#: elsewhere (Cortex-M, RISC-V without V, WebAssembly without SIMD128) the plain loops are smaller
+#: and as fast, and give the same bits
+_HAVE_VECTORS = (
+    "#if (defined(__GNUC__) || defined(__clang__)) && "
+    "(defined(__SSE2__) || defined(__ARM_NEON) || defined(__wasm_simd128__))"
+)
+
+
+def blocked_product(
+    rows: int,
+    cols: int,
+    depth: int,
+    a: str,
+    b: tuple[str, str],
+    init: str | None,
+    dests: tuple[tuple[str, str], ...],
+    post: str = "",
+    itemsize: int = 4,
+) -> str:
+    """C for ``out[i, j] = init[j] + Σ_p a(i, p) · b[p · stride + j]`` (``init`` None: from 0)
+    over a rows × cols output, the sum over p = 0, 1, …, depth − 1 in order, stored to every
+    ``(base, stride)`` of ``dests``; then ``post`` runs per element with ``row`` and ``col``.
+
+    With GCC or Clang on a SIMD target the loops are blocked into register tiles over the
+    compile-time shapes: TILE_ROWS rows × TILE_VECTORS vectors of VECTOR_BYTES, unrolled here into
+    named accumulators (narrower remainders as single vectors, then scalars), ``a`` broadcast,
+    ``b`` loaded as vectors. Every output element is still one sequential sum in p order, each
+    multiply and add rounded (``-ffp-contract=off``): the same bits as the plain loop, which
+    other compilers and targets get.
+    ``a`` is a template over ``@ROW`` and ``@P``."""
+    lanes = VECTOR_BYTES // itemsize
+    b_base, b_stride = b
+    vector_tiles = []
+    col = 0
+    width = TILE_VECTORS * lanes
+    if cols // width:
+        vector_tiles.append((0, cols - cols % width, TILE_VECTORS, lanes))
+        col = cols - cols % width
+    if (cols - col) // lanes:
+        vector_tiles.append((col, col + lanes, 1, lanes))
+        col += lanes
+    if cols - col:
+        vector_tiles.append((col, cols, cols - col, 1))  # scalar columns
+    full_rows = rows - rows % TILE_ROWS
+    blocks = []
+    for j_lo, j_hi, nv, ln in vector_tiles:
+        tile_rows = TILE_ROWS if ln > 1 or nv > 2 else 2 * TILE_ROWS
+        full_rows = rows - rows % tile_rows
+        for i_lo, i_hi, tr in ((0, full_rows, tile_rows), (full_rows, rows, rows - full_rows)):
+            if i_hi > i_lo:
+                blocks.append(_tile(i_lo, i_hi, tr, j_lo, j_hi, nv, ln, depth, a, b_base, b_stride, init, dests, post))
+    plain_store = "\n".join(f"        {base}[i * {stride} + j] = acc;" for base, stride in dests)
+    plain = f"""for (int i = 0; i < {rows}; i++) {{
+    for (int j = 0; j < {cols}; j++) {{
+        T acc = {f"{init}[j]" if init else "(T)0"};
+        for (int p = 0; p < {depth}; p++) acc += {a.replace("@ROW", "i").replace("@P", "p")} * {b_base}[p * {b_stride} + j];
+{plain_store}
+    }}
+}}
 """
+    post_loop = ""
+    if post:
+        post_loop = f"""for (int row = 0; row < {rows}; row++) {{
+    for (int col = 0; col < {cols}; col++) {{
+        {post}
+    }}
+}}
+"""
+    uses_vectors = any(ln > 1 for _, _, _, ln in vector_tiles)
+    vector_type = f"typedef T VT __attribute__((vector_size({VECTOR_BYTES})));" if uses_vectors else ""
+    return f"{_HAVE_VECTORS}\n{{\n{vector_type}\n{''.join(blocks)}}}\n#else\n{plain}#endif\n{post_loop}"
+
+
+def _tile(i_lo, i_hi, tr, j_lo, j_hi, nv, ln, depth, a, b_base, b_stride, init, dests, post) -> str:
+    """One tile loop nest: tr rows × nv accumulators of ln lanes (ln = 1: scalars)."""
+    vt = "VT" if ln > 1 else "T"
+    accs = [[f"acc{r}_{v}" for v in range(nv)] for r in range(tr)]
+    lines = [
+        f"for (int i0 = {i_lo}; i0 < {i_hi}; i0 += {tr}) {{",
+        f"    for (int j0 = {j_lo}; j0 < {j_hi}; j0 += {nv * ln}) {{",
+    ]
+
+    def load(name: str, pointer: str) -> str:
+        return f"{name} = *({pointer});" if ln == 1 else f"__builtin_memcpy(&{name}, {pointer}, sizeof({name}));"
+
+    if init:
+        lines.append(f"        {vt} " + ", ".join(f"init{v}" for v in range(nv)) + ";")
+        lines += [f"        {load(f'init{v}', f'{init} + j0 + {v * ln}')}" for v in range(nv)]
+        lines.append(
+            f"        {vt} " + ", ".join(f"{accs[r][v]} = init{v}" for r in range(tr) for v in range(nv)) + ";"
+        )
+    else:
+        zero = "{0}" if ln > 1 else "0"
+        lines.append(f"        {vt} " + ", ".join(f"{accs[r][v]} = {zero}" for r in range(tr) for v in range(nv)) + ";")
+    lines.append(f"        for (int p = 0; p < {depth}; p++) {{")
+    lines.append(f"            {vt} " + ", ".join(f"w{v}" for v in range(nv)) + ";")
+    lines += [f"            {load(f'w{v}', f'{b_base} + p * {b_stride} + j0 + {v * ln}')}" for v in range(nv)]
+    for r in range(tr):
+        scalar = a.replace("@ROW", f"(i0 + {r})").replace("@P", "p")
+        updates = " ".join(f"{accs[r][v]} += s * w{v};" for v in range(nv))
+        lines.append(f"            {{ const T s = {scalar}; {updates} }}")
+    lines.append("        }")
+    for base, stride in dests:
+        for r in range(tr):
+            for v in range(nv):
+                pointer = f"{base} + (i0 + {r}) * {stride} + j0 + {v * ln}"
+                if ln > 1:
+                    lines.append(f"        __builtin_memcpy({pointer}, &{accs[r][v]}, sizeof({accs[r][v]}));")
+                else:
+                    lines.append(f"        *({pointer}) = {accs[r][v]};")
+    lines += ["    }", "}", ""]
+    return "\n".join(lines)
 
 
 @api.matmul.dispatch
 def matmul(device: C, a, b, out):
     (m, k), n = a.shape, b.shape[1]
-    launch(device, CKernel("matmul", MATMUL, ("a", "b", "out"), ("out",), dict(M=m, K=k, N=n), a.dtype), a, b, out)
+    body = blocked_product(m, n, k, "a[@ROW * K + @P]", ("b", "N"), None, (("out", "N"),), itemsize=a.dtype.itemsize)
+    kernel = CKernel("matmul", body, ("a", "b", "out"), ("out",), dict(M=m, K=k, N=n), a.dtype, overwrites=("out",))
+    launch(device, kernel, a, b, out)
 
 
-DENSE_FORWARD = """
-for (int i = 0; i < M; i++) {
-    for (int j = 0; j < N; j++) pre[i * N + j] = b[j];
-    for (int p = 0; p < K; p++) {
-        const T xip = x[i * K + p];
-        for (int j = 0; j < N; j++) pre[i * N + j] += xip * W[p * N + j];
-    }
-    for (int j = 0; j < N; j++) {
-        const T v = pre[i * N + j];
-        out[i * N + j] = @ACTIVATE;
-    }
-}
-"""
+def dense_forward_body(batch: int, n_in: int, n_out: int, activation: Activation, itemsize: int) -> str:
+    """pre = x W + b (each sum from b[j] over p in order), then out = activation(pre)."""
+    post = f"const T v = pre[row * N + col];\n        out[row * N + col] = {ACTIVATE[activation]};"
+    return blocked_product(batch, n_out, n_in, "x[@ROW * K + @P]", ("W", "N"), "b", (("pre", "N"),), post, itemsize)
 
 
 def dense_forward_kernel(batch, n_in, n_out, activation, dtype):
@@ -86,11 +199,12 @@ def dense_forward_kernel(batch, n_in, n_out, activation, dtype):
     activation = Activation.of(activation, "dense_forward_kernel")
     return CKernel(
         f"dense_forward {activation.label}",
-        DENSE_FORWARD.replace("@ACTIVATE", ACTIVATE[activation]),
+        dense_forward_body(batch, n_in, n_out, activation, np.dtype(dtype).itemsize),
         ("x", "W", "b", "pre", "out"),
         ("pre", "out"),
         dict(M=batch, K=n_in, N=n_out),
         dtype,
+        overwrites=("pre", "out"),
     )
 
 
@@ -110,41 +224,39 @@ for (int i = 0; i < M; i++) {
         db[j] += g;
     }
 }
-for (int p = 0; p < K * N; p++) dW[p] = 0;
-for (int i = 0; i < M; i++) {
-    for (int p = 0; p < K; p++) {
-        const T xip = x[i * K + p];
-        for (int j = 0; j < N; j++) dW[p * N + j] += xip * d_pre[i * N + j];
-    }
-}
 """
 
-INPUT_GRADIENT = """
-/* d_x[i, p] = sum_j d_pre[i, j] W[p, j], summed over j in order (the same bits on every target,
-   no reassociation): W transposed once into scratch so the p loop is contiguous and vectorises */
-{
+
+def weight_gradient_body(batch: int, n_in: int, n_out: int, itemsize: int) -> str:
+    """dW[p, j] = Σ_i x[i, p] d_pre[i, j], summed over the batch rows i in order from 0."""
+    return blocked_product(n_in, n_out, batch, "x[@P * K + @ROW]", ("d_pre", "N"), None, (("dW", "N"),), "", itemsize)
+
+
+def input_gradient_body(batch: int, n_in: int, n_out: int, itemsize: int) -> str:
+    """d_x[i, p] = Σ_j d_pre[i, j] W[p, j], summed over j in order from 0 (no reassociation: the
+    same bits on every target); W transposed once into scratch so a tile's loads are contiguous."""
+    product = blocked_product(
+        batch, n_in, n_out, "d_pre[@ROW * N + @P]", ("WT", "K"), None, (("d_x", "K"),), "", itemsize
+    )
+    return f"""{{
     static T WT[N * K];
     for (int p = 0; p < K; p++)
         for (int j = 0; j < N; j++) WT[j * K + p] = W[p * N + j];
-    for (int i = 0; i < M; i++) {
-        T *restrict row = d_x + i * K;
-        for (int p = 0; p < K; p++) row[p] = 0;
-        for (int j = 0; j < N; j++) {
-            const T g = d_pre[i * N + j];
-            for (int p = 0; p < K; p++) row[p] += g * WT[j * K + p];
-        }
-    }
-}
+{product}}}
 """
 
 
 @api.dense_backward.dispatch
 def dense_backward(device: C, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation):
-    body = DENSE_BACKWARD.replace("@DERIVATIVE", DERIVATIVE[activation])
+    (batch, n_in), n_out = x.shape, W.shape[1]
+    body = DENSE_BACKWARD.replace("@DERIVATIVE", DERIVATIVE[activation]) + weight_gradient_body(
+        batch, n_in, n_out, x.dtype.itemsize
+    )
     params, outputs = ["x", "W", "pre", "out", "d_out", "d_pre", "dW", "db"], ["d_pre", "dW", "db"]
     args = [x, W, pre, out, d_out, d_pre, dW, db]
     if d_x is not None:
-        body, params, outputs, args = body + INPUT_GRADIENT, params + ["d_x"], outputs + ["d_x"], args + [d_x]
+        body += input_gradient_body(batch, n_in, n_out, x.dtype.itemsize)
+        params, outputs, args = params + ["d_x"], outputs + ["d_x"], args + [d_x]
     kernel = CKernel(
         f"dense_backward {activation.label}",
         body,
@@ -152,6 +264,7 @@ def dense_backward(device: C, x, W, pre, out, d_out, d_pre, dW, db, d_x, activat
         outputs,
         dict(M=x.shape[0], K=x.shape[1], N=W.shape[1]),
         x.dtype,
+        overwrites=outputs,
     )
     launch(device, kernel, *args)
 
@@ -166,7 +279,8 @@ for (int i = 0; i < M * N; i++) {
 
 @api.dense_input_gradient.dispatch
 def dense_input_gradient(device: C, W, pre, out, d_out, d_pre, d_x, activation):
-    body = ACTIVATION_GRADIENT.replace("@DERIVATIVE", DERIVATIVE[activation]) + INPUT_GRADIENT
+    body = ACTIVATION_GRADIENT.replace("@DERIVATIVE", DERIVATIVE[activation])
+    body += input_gradient_body(pre.shape[0], W.shape[0], W.shape[1], W.dtype.itemsize)
     kernel = CKernel(
         f"dense_input_gradient {activation.label}",
         body,
@@ -174,6 +288,7 @@ def dense_input_gradient(device: C, W, pre, out, d_out, d_pre, d_x, activation):
         ("d_pre", "d_x"),
         dict(M=pre.shape[0], K=W.shape[0], N=W.shape[1]),
         W.dtype,
+        overwrites=("d_pre", "d_x"),
     )
     launch(device, kernel, W, pre, out, d_out, d_pre, d_x)
 
@@ -194,7 +309,15 @@ loss[0] = (T)(acc / SIZE);
 def mse_loss(device: C, pred, target, loss):
     launch(
         device,
-        CKernel("mse_loss", MSE_LOSS, ("pred", "target", "loss"), ("loss",), {"SIZE": pred.size}, pred.dtype),
+        CKernel(
+            "mse_loss",
+            MSE_LOSS,
+            ("pred", "target", "loss"),
+            ("loss",),
+            {"SIZE": pred.size},
+            pred.dtype,
+            overwrites=("loss",),
+        ),
         pred,
         target,
         loss,
@@ -211,7 +334,13 @@ def mse_gradient(device: C, pred, target, d_pred):
     launch(
         device,
         CKernel(
-            "mse_gradient", MSE_GRADIENT, ("pred", "target", "d_pred"), ("d_pred",), {"SIZE": pred.size}, pred.dtype
+            "mse_gradient",
+            MSE_GRADIENT,
+            ("pred", "target", "d_pred"),
+            ("d_pred",),
+            {"SIZE": pred.size},
+            pred.dtype,
+            overwrites=("d_pred",),
         ),
         pred,
         target,
@@ -249,11 +378,16 @@ def adam_step(device: C, param, grad, m, v, t, lr, beta1, beta2, eps):
 
 @api.adam_step.dispatch
 def adam_step(device: C, param, grad, m, v, t, lr: Array, beta1, beta2, eps):
-    # Borrowed from the CPU device (C arrays are host arrays) until it has a C block; see
-    # dispatchrl.backends.c.borrow_methods
-    api.adam_step.function.invoke(CPU, *map(type, (param, grad, m, v, t, lr, beta1, beta2, eps)))(
-        device, param, grad, m, v, t, lr, beta1, beta2, eps
+    # the learning rate read from a (1,) float64 array each step (PPO's adaptive rate changes it)
+    kernel = CKernel(
+        "adam_step lr array",
+        ADAM_STEP.replace("rate = (T)lr,", "rate = (T)lr[0],"),
+        ("param", "grad", "m", "v", "t", "lr", "beta1", "beta2", "eps"),
+        ("param", "m", "v", "t"),
+        {"SIZE": param.size},
+        param.dtype,
     )
+    launch(device, kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
 
 
 POLYAK_UPDATE = """
@@ -284,7 +418,8 @@ FILL = "for (int i = 0; i < SIZE; i++) out[i] = (T)value;"
 
 @api.fill.dispatch
 def fill(device: C, out, value):
-    launch(device, CKernel("fill", FILL, ("out", "value"), ("out",), {"SIZE": out.size}, out.dtype), out, value)
+    kernel = CKernel("fill", FILL, ("out", "value"), ("out",), {"SIZE": out.size}, out.dtype, overwrites=("out",))
+    launch(device, kernel, out, value)
 
 
 COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
@@ -292,7 +427,8 @@ COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
 
 @api.copy.dispatch
 def copy(device: C, src, dst):
-    launch(device, CKernel("copy", COPY, ("src", "dst"), ("dst",), {"SIZE": src.size}, src.dtype), src, dst)
+    kernel = CKernel("copy", COPY, ("src", "dst"), ("dst",), {"SIZE": src.size}, src.dtype, overwrites=("dst",))
+    launch(device, kernel, src, dst)
 
 
 INCREMENT = "counter[0] += (int64_t)amount;"

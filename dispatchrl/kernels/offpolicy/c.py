@@ -83,6 +83,7 @@ def replay_sample(device: C, rng, buffer, batch):
         dict(B=b, O=o, A=a),
         batch.obs.dtype,
         UNIFORM_HELPERS,
+        overwrites=TRANSITION_FIELDS,
     )
     launch(device, kernel, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
 
@@ -104,6 +105,7 @@ def concat_columns(device: C, a, b, out):
         ("out",),
         dict(M=a.shape[0], NA=a.shape[1], NB=b.shape[1]),
         a.dtype,
+        overwrites=("out",),
     )
     launch(device, kernel, a, b, out)
 
@@ -123,6 +125,7 @@ def slice_columns(device: C, x, start, out):
         ("out",),
         dict(M=x.shape[0], NX=x.shape[1], NOUT=out.shape[1], START=start),
         x.dtype,
+        overwrites=("out",),
     )
     launch(device, kernel, x, out)
 
@@ -169,6 +172,7 @@ def td_target(device: C, reward, terminated, q1, q2, gamma, target):
         ("target",),
         {"N": reward.shape[0]},
         reward.dtype,
+        overwrites=("target",),
     )
     launch(device, kernel, reward, terminated, q1, q2, gamma, target)
 
@@ -261,6 +265,7 @@ def gaussian_tanh_sample(device: C, rng, actor_out, noise, action, log_prob):
         dict(B=action.shape[0], A=action.shape[1]),
         action.dtype,
         NORMAL_HELPERS,
+        overwrites=("noise", "action", "log_prob"),
     )
     launch(device, kernel, rng, actor_out, noise, action, log_prob)
 
@@ -290,6 +295,7 @@ def gaussian_tanh_backward(device: C, actor_out, noise, action, d_action, log_al
         ("d_actor_out",),
         dict(B=action.shape[0], A=action.shape[1]),
         action.dtype,
+        overwrites=("d_actor_out",),
     )
     launch(device, kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
 
@@ -313,6 +319,7 @@ def soft_td_target(device: C, reward, terminated, q1, q2, log_prob, log_alpha, g
         ("target",),
         {"N": reward.shape[0]},
         reward.dtype,
+        overwrites=("target",),
     )
     launch(device, kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
 
@@ -333,6 +340,7 @@ def entropy_temperature_gradient(device: C, log_prob, target_entropy, grad):
         ("grad",),
         {"N": log_prob.shape[0]},
         log_prob.dtype,
+        overwrites=("grad",),
     )
     launch(device, kernel, log_prob, target_entropy, grad)
 
@@ -354,5 +362,6 @@ def select_min_rows(device: C, a, b, x, y, out):
         ("out",),
         dict(M=x.shape[0], N=x.shape[1]),
         x.dtype,
+        overwrites=("out",),
     )
     launch(device, kernel, a, b, x, y, out)

@@ -1,34 +1,509 @@
-"""C methods of the on-policy generic functions: borrowed from the CPU device (C arrays are host
-arrays, so its Numba kernels run on them unchanged) until they get C blocks of their own; a fused
-C step then alternates C segments with these host kernels."""
+"""C methods of the on-policy (PPO) generic functions: C99 blocks with static shapes (see
+:mod:`dispatchrl.backends.c`), so a PPO step on the C device, and the exported trainer, is
+generated C from end to end.
 
-from ...backends.c import borrow_methods
-from .api import (
-    adaptive_learning_rate,
-    discounted_returns,
-    gae,
-    gather_minibatch,
-    gaussian_log_prob,
-    gaussian_sample,
-    normalize_observations,
-    ppo_policy_gradient,
-    random_permutation,
-    rollout_store,
-    running_stats_update,
-)
+They mirror the CPU kernels statement by statement: GAE in the rollout's dtype, statistics,
+log-probabilities and the policy gradient in double, and the same counter-based SplitMix64 stream
+positions for sampling and shuffling, so noise and permutations are the same numbers on every
+device. Arrays are flat: (T, N) scalars are ``[t * N + n]``, (T·N, D) rows ``[row * D + d]``.
+"""
+
+from ...backends.c import CKernel
+from ...devices import C
+from ...staging import launch
+from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
+from . import api
+from .generic import gather_arguments, store_arguments
 
 __all__: list[str] = []
 
-borrow_methods(
-    gae,
-    discounted_returns,
-    running_stats_update,
-    normalize_observations,
-    gaussian_sample,
-    gaussian_log_prob,
-    ppo_policy_gradient,
-    adaptive_learning_rate,
-    rollout_store,
-    random_permutation,
-    gather_minibatch,
+_HALF_LOG_2PI = repr(0.5 * api.LOG_2PI)
+_EPS = repr(api.NORMALIZE_EPS)
+
+GAE = """
+const T g = (T)gamma, gl = (T)(gamma * lam), zero = (T)0;
+{
+    const int t = STEPS - 1; /* the last row: a cut rollout bootstraps, nothing to continue from */
+    for (int j = 0; j < ENVS; j++) {
+        const T v = value[t * ENVS + j];
+        const T a = reward[t * ENVS + j] - v + (terminated[t * ENVS + j] ? zero : g * next_value[t * ENVS + j]);
+        advantage[t * ENVS + j] = a;
+        @RETURNS
+    }
+}
+for (int t = STEPS - 2; t >= 0; t--) {
+    for (int j = 0; j < ENVS; j++) {
+        const T v = value[t * ENVS + j];
+        const T ahead = advantage[(t + 1) * ENVS + j];
+        const T a = reward[t * ENVS + j] - v + (terminated[t * ENVS + j] ? zero
+            : g * next_value[t * ENVS + j] + (truncated[t * ENVS + j] ? zero : gl * ahead));
+        advantage[t * ENVS + j] = a;
+        @RETURNS
+    }
+}
+"""
+
+
+@api.gae.dispatch
+def gae(device: C, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+    params = ["reward", "value", "next_value", "terminated", "truncated", "gamma", "lam", "advantage"]
+    args = [reward, value, next_value, terminated, truncated, gamma, lam, advantage]
+    store = ""
+    if returns is not None:
+        params, args, store = params + ["returns"], args + [returns], "returns[t * ENVS + j] = a + v;"
+    steps, envs = reward.shape
+    kernel = CKernel(
+        "gae" if returns is not None else "gae advantages",
+        GAE.replace("@RETURNS", store),
+        params,
+        ("advantage", "returns"),
+        dict(STEPS=steps, ENVS=envs),
+        reward.dtype,
+        overwrites=params[7:],
+    )
+    launch(device, kernel, *args)
+
+
+DISCOUNTED_RETURNS = """
+if (NSTEP >= STEPS) { /* return-to-go: one backward sweep */
+    for (int t = STEPS - 1; t >= 0; t--) {
+        for (int j = 0; j < ENVS; j++) {
+            const int i = t * ENVS + j;
+            double tail;
+            if (terminated[i]) tail = 0.0;
+            else if (truncated[i] || t == STEPS - 1) tail = (double)next_value[i];
+            else tail = (double)returns[i + ENVS];
+            returns[i] = (T)((double)reward[i] + gamma * tail);
+        }
+    }
+} else {
+    for (int t = 0; t < STEPS; t++) {
+        for (int j = 0; j < ENVS; j++) {
+            double total = 0.0, discount = 1.0;
+            const int last = NSTEP < STEPS - t ? NSTEP : STEPS - t;
+            for (int k = 0; k < last; k++) {
+                const int row = t + k, i = row * ENVS + j;
+                total += discount * (double)reward[i];
+                discount *= gamma;
+                if (terminated[i]) break;
+                if (truncated[i] || k == NSTEP - 1 || row == STEPS - 1) {
+                    total += discount * (double)next_value[i];
+                    break;
+                }
+            }
+            returns[t * ENVS + j] = (T)total;
+        }
+    }
+}
+"""
+
+
+@api.discounted_returns.dispatch
+def discounted_returns(device: C, reward, next_value, terminated, truncated, gamma, returns, n):
+    steps, envs = reward.shape
+    kernel = CKernel(
+        "discounted_returns",
+        DISCOUNTED_RETURNS,
+        ("reward", "next_value", "terminated", "truncated", "gamma", "returns"),
+        ("returns",),
+        dict(STEPS=steps, ENVS=envs, NSTEP=min(n, steps)),
+        reward.dtype,
+        overwrites=("returns",),
+    )
+    launch(device, kernel, reward, next_value, terminated, truncated, gamma, returns)
+
+
+# x - x is 0 for finite x and NaN for NaN or inf (no libm, and no fast-math to fold it away)
+RUNNING_STATS_UPDATE = """
+const double old = count[0];
+const double total = old + ROWS;
+for (int d = 0; d < DIM; d++) {
+    double s = 0.0;
+    int finite = 1;
+    for (int i = 0; i < ROWS; i++) {
+        const double xi = (double)x[i * DIM + d];
+        const double z = xi - xi;
+        if (z != z) finite = 0;
+        s += xi;
+    }
+    if (!finite) {
+        nonfinite[0] += 1;
+        continue;
+    }
+    const double batch_mean = s / ROWS;
+    double m2 = 0.0;
+    for (int i = 0; i < ROWS; i++) {
+        const double dx = (double)x[i * DIM + d] - batch_mean;
+        m2 += dx * dx;
+    }
+    const double delta = batch_mean - mean[d];
+    mean[d] += delta * ROWS / total;
+    var[d] = (var[d] * old + m2 + delta * delta * old * ROWS / total) / total;
+}
+count[0] = total;
+"""
+
+
+@api.running_stats_update.dispatch
+def running_stats_update(device: C, stats, x):
+    kernel = CKernel(
+        "running_stats_update",
+        RUNNING_STATS_UPDATE,
+        ("x", "mean", "var", "count", "nonfinite"),
+        ("mean", "var", "count", "nonfinite"),
+        dict(ROWS=x.shape[0], DIM=x.shape[1]),
+        x.dtype,
+    )
+    launch(device, kernel, x, stats.mean, stats.var, stats.count, stats.nonfinite)
+
+
+NORMALIZE_OBSERVATIONS = f"""
+for (int i = 0; i < ROWS; i++)
+    for (int d = 0; d < DIM; d++)
+        out[i * DIM + d] = (T)(((double)x[i * DIM + d] - mean[d]) / sqrt(var[d] + {_EPS}));
+"""
+
+
+@api.normalize_observations.dispatch
+def normalize_observations(device: C, stats, x, out):
+    kernel = CKernel(
+        "normalize_observations",
+        NORMALIZE_OBSERVATIONS,
+        ("x", "mean", "var", "out"),
+        ("out",),
+        dict(ROWS=x.shape[0], DIM=x.shape[1]),
+        out.dtype,
+        overwrites=("out",),
+    )
+    launch(device, kernel, x, stats.mean, stats.var, out)
+
+
+GAUSSIAN_SAMPLE = f"""
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < B; i++) {{
+    double total = 0.0;
+    for (int j = 0; j < A; j++) {{
+        const double eps = dispatchrl_standard_normal(key, base + 2 * (uint64_t)(i * A + j));
+        const double ls = (double)log_std[j];
+        action[i * A + j] = (T)((double)mean[i * A + j] + exp(ls) * eps);
+        total += -0.5 * eps * eps - ls - {_HALF_LOG_2PI};
+    }}
+    log_prob[i] = (T)total;
+}}
+rng[1] = base + 2 * (uint64_t)(B * A);
+"""
+
+
+@api.gaussian_sample.dispatch
+def gaussian_sample(device: C, rng, mean, log_std, action, log_prob):
+    kernel = CKernel(
+        "gaussian_sample",
+        GAUSSIAN_SAMPLE,
+        ("rng", "mean", "log_std", "action", "log_prob"),
+        ("rng", "action", "log_prob"),
+        dict(B=mean.shape[0], A=mean.shape[1]),
+        mean.dtype,
+        NORMAL_HELPERS,
+        overwrites=("action", "log_prob"),
+    )
+    launch(device, kernel, rng, mean, log_std, action, log_prob)
+
+
+GAUSSIAN_LOG_PROB = f"""
+for (int i = 0; i < B; i++) {{
+    double total = 0.0;
+    for (int j = 0; j < A; j++) {{
+        const double ls = (double)log_std[j];
+        const double z = ((double)action[i * A + j] - (double)mean[i * A + j]) * exp(-ls);
+        total += -0.5 * z * z - ls - {_HALF_LOG_2PI};
+    }}
+    log_prob[i] = (T)total;
+}}
+"""
+
+
+@api.gaussian_log_prob.dispatch
+def gaussian_log_prob(device: C, mean, log_std, action, log_prob):
+    kernel = CKernel(
+        "gaussian_log_prob",
+        GAUSSIAN_LOG_PROB,
+        ("mean", "log_std", "action", "log_prob"),
+        ("log_prob",),
+        dict(B=mean.shape[0], A=mean.shape[1]),
+        mean.dtype,
+        overwrites=("log_prob",),
+    )
+    launch(device, kernel, mean, log_std, action, log_prob)
+
+
+PPO_POLICY_GRADIENT = f"""
+double shift = 0.0, scale = 1.0;
+if (normalize) {{
+    double s = 0.0;
+    for (int i = 0; i < B; i++) s += (double)advantage[i];
+    shift = s / B;
+    double s2 = 0.0;
+    for (int i = 0; i < B; i++) {{
+        const double d = (double)advantage[i] - shift;
+        s2 += d * d;
+    }}
+    scale = 1.0 / (sqrt(s2 / B) + 1e-8);
+}}
+double grad_log_std[A];
+for (int j = 0; j < A; j++) grad_log_std[j] = 0.0;
+double kl_total = 0.0, surrogate_total = 0.0;
+int64_t clipped_count = 0;
+for (int i = 0; i < B; i++) {{
+    double lp = 0.0, kl = 0.0;
+    for (int j = 0; j < A; j++) {{
+        const double ls = (double)log_std[j];
+        const double z = ((double)action[i * A + j] - (double)mean[i * A + j]) * exp(-ls);
+        lp += -0.5 * z * z - ls - {_HALF_LOG_2PI};
+        const double old_ls = (double)old_log_std[j];
+        const double diff = (double)mean[i * A + j] - (double)old_mean[i * A + j];
+        kl += ls - old_ls + (exp(2 * old_ls) + diff * diff) * 0.5 * exp(-2 * ls) - 0.5;
+    }}
+    kl_total += kl;
+    const double adv = ((double)advantage[i] - shift) * scale;
+    const double ratio = exp(lp - (double)old_log_prob[i]);
+    const double unclipped = ratio * adv;
+    const double low = 1.0 - clip, high = 1.0 + clip;
+    const double clipped = (ratio < low ? low : ratio > high ? high : ratio) * adv;
+    if (fabs(ratio - 1.0) > clip) clipped_count += 1;
+    double g;
+    if (unclipped <= clipped) {{
+        surrogate_total += unclipped;
+        g = -adv * ratio / B;
+    }} else {{
+        surrogate_total += clipped;
+        g = 0.0;
+    }}
+    for (int j = 0; j < A; j++) {{
+        const double inv_std = exp(-(double)log_std[j]);
+        const double z = ((double)action[i * A + j] - (double)mean[i * A + j]) * inv_std;
+        d_mean[i * A + j] = (T)(g * z * inv_std);
+        grad_log_std[j] += g * (z * z - 1.0);
+    }}
+}}
+double entropy = 0.0;
+for (int j = 0; j < A; j++) {{
+    d_log_std[j] = (T)(grad_log_std[j] - entropy_coef);
+    entropy += (double)log_std[j] + 0.5 * ({api.LOG_2PI!r} + 1.0);
+}}
+info[0] = kl_total / B;
+info[1] = surrogate_total / B;
+info[2] = entropy;
+info[3] = (double)clipped_count / B;
+"""
+
+
+@api.ppo_policy_gradient.dispatch
+def ppo_policy_gradient(
+    device: C,
+    mean,
+    log_std,
+    action,
+    old_log_prob,
+    advantage,
+    old_mean,
+    old_log_std,
+    clip,
+    entropy_coef,
+    normalize_advantage,
+    d_mean,
+    d_log_std,
+    info,
+):
+    kernel = CKernel(
+        "ppo_policy_gradient",
+        PPO_POLICY_GRADIENT,
+        (
+            "mean",
+            "log_std",
+            "action",
+            "old_log_prob",
+            "advantage",
+            "old_mean",
+            "old_log_std",
+            "clip",
+            "entropy_coef",
+            "normalize",
+            "d_mean",
+            "d_log_std",
+            "info",
+        ),
+        ("d_mean", "d_log_std", "info"),
+        dict(B=mean.shape[0], A=mean.shape[1]),
+        mean.dtype,
+        overwrites=("d_mean", "d_log_std", "info"),
+    )
+    launch(
+        device,
+        kernel,
+        mean,
+        log_std,
+        action,
+        old_log_prob,
+        advantage,
+        old_mean,
+        old_log_std,
+        clip,
+        entropy_coef,
+        normalize_advantage,
+        d_mean,
+        d_log_std,
+        info,
+    )
+
+
+ADAPTIVE_LEARNING_RATE = """
+if (kl[0] < 0.5 * target) {
+    const double v = lr[0] * factor;
+    lr[0] = v < low ? low : v > high ? high : v;
+} else if (kl[0] > 2.0 * target) {
+    const double v = lr[0] / factor;
+    lr[0] = v < low ? low : v > high ? high : v;
+}
+"""
+
+
+@api.adaptive_learning_rate.dispatch
+def adaptive_learning_rate(device: C, kl, lr, target, factor, low, high):
+    kernel = CKernel(
+        "adaptive_learning_rate",
+        ADAPTIVE_LEARNING_RATE,
+        ("kl", "lr", "target", "factor", "low", "high"),
+        ("lr",),
+        {},
+        lr.dtype,
+    )
+    launch(device, kernel, kl, lr, target, factor, low, high)
+
+
+ROLLOUT_STORE = """
+const int64_t t = ((step[0] % STEPS) + STEPS) % STEPS;
+for (int n = 0; n < N; n++) {
+    const int64_t row = t * N + n;
+    for (int d = 0; d < O; d++) r_obs[row * O + d] = obs[n * O + d];
+    for (int d = 0; d < A; d++) {
+        r_action[row * A + d] = action[n * A + d];
+        r_mean[row * A + d] = mean[n * A + d];
+    }
+    r_log_prob[row] = log_prob[n];
+    r_value[row] = value[n];
+    r_next_value[row] = next_value[n];
+    r_reward[row] = reward[n];
+    r_terminated[row] = terminated[n];
+    r_truncated[row] = truncated[n];
+}
+"""
+
+_STORE_OUTPUTS = tuple(
+    "r_" + name
+    for name in ("obs", "action", "mean", "log_prob", "value", "next_value", "reward", "terminated", "truncated")
 )
+
+
+@api.rollout_store.dispatch
+def rollout_store(
+    device: C, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+):
+    steps, envs = rollout.reward.shape
+    params = (
+        "step",
+        "obs",
+        "action",
+        "mean",
+        "log_prob",
+        "value",
+        "next_value",
+        "reward",
+        "terminated",
+        "truncated",
+        *_STORE_OUTPUTS,
+    )
+    kernel = CKernel(
+        "rollout_store",
+        ROLLOUT_STORE,
+        params,
+        _STORE_OUTPUTS,
+        dict(STEPS=steps, N=envs, O=obs.shape[1], A=action.shape[1]),
+        rollout.reward.dtype,
+    )
+    launch(
+        device,
+        kernel,
+        step,
+        obs,
+        action,
+        mean,
+        log_prob,
+        value,
+        next_value,
+        reward,
+        terminated,
+        truncated,
+        *store_arguments(rollout),
+    )
+
+
+RANDOM_PERMUTATION = """
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < SIZE; i++) perm[i] = i;
+for (int i = SIZE - 1; i > 0; i--) {
+    int64_t j = (int64_t)(dispatchrl_uniform01(key, base + (uint64_t)i) * (double)(i + 1));
+    if (j > i) j = i;
+    const int64_t swap = perm[i];
+    perm[i] = perm[j];
+    perm[j] = swap;
+}
+rng[1] = base + (uint64_t)SIZE;
+"""
+
+
+@api.random_permutation.dispatch
+def random_permutation(device: C, rng, perm):
+    kernel = CKernel(
+        "random_permutation",
+        RANDOM_PERMUTATION,
+        ("rng", "perm"),
+        ("rng", "perm"),
+        {"SIZE": perm.shape[0]},
+        perm.dtype,
+        UNIFORM_HELPERS,
+        overwrites=("perm",),
+    )
+    launch(device, kernel, rng, perm)
+
+
+GATHER_MINIBATCH = """
+const int64_t k = ((counter[0] % (ROWS / B)) + ROWS / B) % (ROWS / B);
+for (int i = 0; i < B; i++) {
+    const int64_t src = perm[k * B + i];
+    for (int d = 0; d < O; d++) b_obs[i * O + d] = obs[src * O + d];
+    for (int d = 0; d < A; d++) {
+        b_action[i * A + d] = action[src * A + d];
+        b_mean[i * A + d] = mean[src * A + d];
+    }
+    b_log_prob[i] = log_prob[src];
+    b_advantage[i] = advantage[src];
+    b_returns[i] = returns[src];
+}
+"""
+
+_GATHER_FIELDS = ("obs", "action", "mean", "log_prob", "advantage", "returns")
+
+
+@api.gather_minibatch.dispatch
+def gather_minibatch(device: C, rollout, perm, counter, batch):
+    params = ("perm", "counter", *_GATHER_FIELDS, *("b_" + name for name in _GATHER_FIELDS))
+    kernel = CKernel(
+        "gather_minibatch",
+        GATHER_MINIBATCH,
+        params,
+        params[8:],
+        dict(ROWS=perm.shape[0], B=batch.obs.shape[0], O=batch.obs.shape[1], A=batch.action.shape[1]),
+        rollout.reward.dtype,
+        overwrites=params[8:],
+    )
+    launch(device, kernel, perm, counter, *gather_arguments(rollout, batch))

@@ -29,7 +29,7 @@ from ..nn import MLP, Parameter
 from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
 from .protocol import Algorithm, Schedule
-from .runs import TrainResult, build_state, restore_for_resume, save_run
+from .runs import Snapshot, TrainResult, build_state, restore_for_resume, save_run
 
 __all__ = [
     "DIVERGENCE_HINT",
@@ -69,6 +69,8 @@ class TrainingRun:
     schedule: Schedule
     iterations: int  # the run's total
     done: int  # iterations finished so far (a resumed run starts above 0)
+    #: set by a hook to end the run after this chunk's hooks (the result then holds ``steps``)
+    stop: bool = False
 
     @property
     def steps_per_iteration(self) -> int:
@@ -105,7 +107,9 @@ class TrainingRun:
         return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state, keep)
 
 
-#: called with the run after every chunk (the last call has ``run.finished``); raising stops the run
+#: called with the run after every chunk (the last call has ``run.finished``); raising stops the
+#: run, setting ``run.stop`` ends it cleanly. A hook with a method ``period(run) -> iterations``
+#: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`).
 Hook = Callable[[TrainingRun], None]
 
 
@@ -348,11 +352,12 @@ def train(
     config: Any = None,
     seed: object = 0,
     progress: bool | None = None,
-    resume: str | Path | None = None,
+    resume: str | Path | Snapshot | None = None,
     hooks: Sequence[Hook] = (),
 ) -> TrainResult:
-    """Train ``algo`` on ``env`` from ``seed`` (or continue checkpoint ``resume``), calling
-    ``hooks`` after every chunk; ``config`` defaults to ``algo.config_for(env)``."""
+    """Train ``algo`` on ``env`` from ``seed`` (or continue checkpoint ``resume``, a path or an
+    in-memory :class:`~.runs.Snapshot`), calling ``hooks`` after every chunk; ``config`` defaults
+    to ``algo.config_for(env)``."""
     config = algo.config_for(env) if config is None else config
     check_config(algo, config)
     seed = check_seed(seed)
@@ -381,20 +386,24 @@ def train(
     divergence = None
     if check_every:
         divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(state), check_every)
-    all_hooks: list[Hook] = [*([divergence] if divergence else []), Progress(run.total_steps, progress), *hooks]
+    bar = Progress(run.total_steps, progress)
+    all_hooks: list[Hook] = [*([divergence] if divergence else []), bar, *hooks]
     loop = _NativeLoop(run, divergence) if spec.native is not None else _PythonLoop(run, divergence)
     try:
         compile_seconds = time.perf_counter() - start
         loop_start = time.perf_counter()
         chunk = chunk_iterations(spec, schedule, iterations)
-        periods = [h.period(run) for h in hooks if isinstance(h, PeriodicCheckpoint)]
+        periods = [period(run) for period in (getattr(h, "period", None) for h in hooks) if callable(period)]
         while run.done < iterations:
-            # a chunk ends at each multiple of a periodic checkpoint's period (it saves there)
+            # a chunk ends at each multiple of a hook's period (a periodic checkpoint saves there)
             count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))
             loop.run(count)
             run.done += count
             for hook in all_hooks:
                 hook(run)
+            if run.stop and not run.finished:  # a hook ended the run: it holds the steps so far
+                run.iterations = iterations = run.done
+                bar.close()
         train_seconds = time.perf_counter() - loop_start
     finally:
         loop.close()

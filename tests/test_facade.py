@@ -1,5 +1,7 @@
 """The SB3-shaped facade (drl.TD3/SAC/PPO), env instances and vector envs, callbacks."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -134,3 +136,15 @@ def test_eval_callback_rows_best_checkpoint_and_stop(tmp_path):
     stop = drl.StopOnReward(-1e9, evaluation)
     result = drl.td3.train(drl.CPU(), "pendulum", drl.td3.Config(total_steps=400, **SMALL), hooks=(evaluation, stop))
     assert stop.stopped_at == 100 and result.steps == 100 and len(evaluation.rows) == 1
+
+
+def test_training_through_async_vector_env_equals_sequential_stepping():
+    config = drl.td3.Config(total_steps=440, num_envs=2, **SMALL)  # past the 200-step truncation
+    spec = resolve_env("Pendulum-v1", 2)
+    sequential = dataclasses.replace(spec, make_batch=lambda: drl.from_gymnasium("Pendulum-v1", 2))
+    vectorized = drl.td3.train(drl.CPU(), spec, config, seed=0)
+    reference = drl.td3.train(drl.CPU(), sequential, config, seed=0)
+    assert len(reference.history["returns"]) == 2
+    np.testing.assert_array_equal(vectorized.history["returns"], reference.history["returns"])
+    for (name, ours), (_, theirs) in zip(named_arrays(vectorized.state), named_arrays(reference.state)):
+        np.testing.assert_array_equal(drl.to_numpy(ours), drl.to_numpy(theirs), err_msg=name)

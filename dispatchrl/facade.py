@@ -135,7 +135,11 @@ class Model:
     @property
     def policy(self) -> Any:
         """The deterministic, deployable policy (numpy observations → physical actions)."""
-        return self.algo.policy(self._state(), self.spec.action_low, self.spec.action_high)
+        state = self._state()
+        cached = getattr(self, "_policy_of", None)
+        if cached is None or cached[0] is not state:  # a new state (learn, load): copy its weights
+            self._policy_of = (state, self.algo.policy(state, self.spec.action_low, self.spec.action_high))
+        return self._policy_of[1]
 
     def predict(
         self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True

@@ -24,6 +24,7 @@ from .devices import CPU, CUDA, C, Device, Generic
 from .dispatch import GENERIC_FUNCTIONS, GenericFunction, generic, invoke
 from .envs import AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step, from_gymnasium
 from .errors import CheckpointError, ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError, TrainingDiverged
+from .facade import PPO, SAC, TD3, EvalCallback, StopOnReward
 from .kernels.core.api import (
     adam_step,
     copy,
@@ -52,6 +53,9 @@ __all__ = [
     "CPU",
     "CUDA",
     "GENERIC_FUNCTIONS",
+    "PPO",
+    "SAC",
+    "TD3",
     "AcrobotContinuous",
     "Activation",
     "Array",
@@ -63,12 +67,14 @@ __all__ = [
     "Device",
     "DeviceError",
     "DispatchRLError",
+    "EvalCallback",
     "Every",
     "Generic",
     "GenericFunction",
     "Pendulum",
     "ShapeError",
     "Step",
+    "StopOnReward",
     "TrainingDiverged",
     "__version__",
     "adam_step",

@@ -3,6 +3,7 @@
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -290,6 +291,8 @@ def evaluate(args: argparse.Namespace) -> dict:
         raise _config_error(f"--episodes must be an int in [1, {limit}] ({what}), got {args.episodes}")
     if args.seed is not None and not 0 <= args.seed < 2**31 - limit:
         raise _config_error(f"--seed must be an int in [0, 2**31 - {limit}), got {args.seed}")
+    if args.video is not None and "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+        os.environ["MUJOCO_GL"] = "egl"  # headless: MuJoCo's offscreen renderer (Ant) through EGL
     algo, name, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
     deterministic = algo.policy(state, spec.action_low, spec.action_high)
 
@@ -304,8 +307,19 @@ def evaluate(args: argparse.Namespace) -> dict:
         return action
 
     seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else EVAL_SEEDS[: args.episodes]
-    mean, returns = evaluate_policy(policy, spec.eval_id, seeds)
-    summary = {
+    source: Any = spec.eval_id
+    if args.video is not None:
+        from dispatchrl.video import record_episodes
+
+        if spec.eval_id is None:
+            raise _config_error(f"--video: the env {spec.name!r} has no gymnasium id to render")
+        source = record_episodes(spec.eval_id, args.video)
+    try:
+        mean, returns = evaluate_policy(policy, source, seeds)
+    finally:
+        if args.video is not None:
+            source.close()
+    summary: dict[str, Any] = {
         "status": "ok",
         "algo": name,
         "env": spec.name,
@@ -314,6 +328,8 @@ def evaluate(args: argparse.Namespace) -> dict:
         "eval_return": round(mean, 3),
         "eval_returns": [round(r, 3) for r in returns],
     }
+    if args.video is not None:
+        summary["videos"] = [str(path) for path in source.paths]
     print(
         strict_json(summary)
         if args.json
@@ -535,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=None, help="first reset seed (default: the fixed evaluation seeds)")
+    p.add_argument("--video", metavar="DIR", default=None, help="write each episode as DIR/rl-video-episode-<i>.mp4")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=evaluate)
 

@@ -78,7 +78,9 @@ def test_ant_vector_env_and_check_env():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_env(gym.make("dispatchrl/Ant-v5").unwrapped)
+        # rendering needs an OpenGL context (MUJOCO_GL=egl before mujoco is imported):
+        # test_video.py checks it in a fresh process
+        check_env(gym.make("dispatchrl/Ant-v5").unwrapped, skip_render_check=True)
     env = gym.make_vec("dispatchrl/Ant-v5", num_envs=2, num_threads=2)
     obs, _ = env.reset(seed=0)
     assert obs.shape == (2, 105) and env.unwrapped.batch.num_threads == 2

@@ -5,6 +5,7 @@ of them, :mod:`.runs` saves and loads their runs, :mod:`.evaluation` evaluates t
 """
 
 from . import ppo, sac, td3
+from .callbacks import EvalCallback, StopOnReward
 from .driver import Hook, TrainingRun
 from .evaluation import EVAL_SEEDS, evaluate
 from .protocol import Algorithm
@@ -15,7 +16,9 @@ __all__ = [
     "ALGORITHMS",
     "EVAL_SEEDS",
     "Algorithm",
+    "EvalCallback",
     "Hook",
+    "StopOnReward",
     "TrainResult",
     "TrainingRun",
     "evaluate",

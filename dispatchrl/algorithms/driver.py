@@ -30,7 +30,7 @@ from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
 from .progress import Progress
 from .protocol import Algorithm, Schedule
-from .runs import TrainResult, build_state, restore_for_resume, save_run
+from .runs import Snapshot, TrainResult, build_state, restore_for_resume, save_run
 
 __all__ = [
     "DIVERGENCE_HINT",
@@ -72,6 +72,8 @@ class TrainingRun:
     done: int  # iterations finished so far (a resumed run starts above 0)
     start_steps: int = 0  # steps when this train call's loop started (above 0 when resumed)
     train_start: float = 0.0  # time.perf_counter() once the fused steps were built
+    #: set by a hook to end the run after this chunk's hooks (the result then holds ``steps``)
+    stop: bool = False
     compile_seconds: float = 0.0  # building the state, tracing and compiling the steps (set before the loop)
 
     def steps_per_second(self) -> float:
@@ -113,7 +115,9 @@ class TrainingRun:
         return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state, keep)
 
 
-#: called with the run after every chunk (the last call has ``run.finished``); raising stops the run
+#: called with the run after every chunk (the last call has ``run.finished``); raising stops the
+#: run, setting ``run.stop`` ends it cleanly. A hook with a method ``period(run) -> iterations``
+#: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`).
 Hook = Callable[[TrainingRun], None]
 
 
@@ -318,11 +322,12 @@ def train(
     config: Any = None,
     seed: object = 0,
     progress: bool | Progress | None = None,
-    resume: str | Path | None = None,
+    resume: str | Path | Snapshot | None = None,
     hooks: Sequence[Hook] = (),
     logger: Logger | None = None,
 ) -> TrainResult:
-    """Train ``algo`` on ``env`` from ``seed`` (or continue checkpoint ``resume``), calling
+    """Train ``algo`` on ``env`` from ``seed`` (or continue checkpoint ``resume``, a path or an
+    in-memory :class:`~.runs.Snapshot`), calling
     ``hooks`` after every chunk; ``config`` defaults to ``algo.config_for(env)``. ``progress``:
     see :class:`Progress` (or one, configured); ``logger``: metrics backends
     (:mod:`dispatchrl.loggers`), written at chunk boundaries."""
@@ -371,14 +376,17 @@ def train(
         if metrics is not None:
             metrics.begin(run)
         chunk = chunk_iterations(spec, schedule, iterations)
-        periods = [h.period(run) for h in hooks if isinstance(h, PeriodicCheckpoint)]
+        periods = [period(run) for period in (getattr(h, "period", None) for h in hooks) if callable(period)]
         while run.done < iterations:
-            # a chunk ends at each multiple of a periodic checkpoint's period (it saves there)
+            # a chunk ends at each multiple of a hook's period (a periodic checkpoint saves there)
             count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))
             loop.run(count)
             run.done += count
             for hook in all_hooks:
                 hook(run)
+            if run.stop and not run.finished:  # a hook ended the run: it holds the steps so far
+                run.iterations = iterations = run.done
+                bar.close()
         train_seconds = time.perf_counter() - loop_start
     finally:
         bar.close()

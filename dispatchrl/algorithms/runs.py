@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint
+from ..arrays import to_numpy
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
 from ..errors import CheckpointError
@@ -21,6 +22,7 @@ from .protocol import Algorithm
 
 __all__ = [
     "RENAMED_FIELDS",
+    "Snapshot",
     "TrainResult",
     "build_state",
     "config_from_metadata",
@@ -28,6 +30,7 @@ __all__ = [
     "restore_for_resume",
     "result_json",
     "save_run",
+    "snapshot",
 ]
 
 
@@ -72,24 +75,39 @@ def save_run(
     """Checkpoint a run's whole state with the metadata that :func:`load_run` and a resume check;
     ``steps`` is the run's budget when it finishes, or the steps taken so far mid-run (and names
     the file when ``keep`` rotates checkpoints in directory ``path``)."""
-    return checkpoint.save(
-        path,
-        state,
-        {
-            "algo": name,
-            "env": spec.name,
-            "num_envs": config.num_envs,
-            "seed": seed,
-            "steps": steps,
-            "config": dataclasses.asdict(config),
-            "obs_dim": spec.obs_dim,
-            "action_dim": spec.action_dim,
-            "action_low": spec.action_low.tolist(),
-            "action_high": spec.action_high.tolist(),
-            "eval_id": spec.eval_id,
-        },
-        keep=keep,
-    )
+    return checkpoint.save(path, state, run_metadata(name, spec, config, seed, steps), keep=keep)
+
+
+def run_metadata(name: str, spec: EnvSpec, config: Any, seed: int, steps: int) -> dict[str, Any]:
+    """What a checkpoint records about its run besides the arrays."""
+    return {
+        "algo": name,
+        "env": spec.name,
+        "num_envs": config.num_envs,
+        "seed": seed,
+        "steps": steps,
+        "config": dataclasses.asdict(config),
+        "obs_dim": spec.obs_dim,
+        "action_dim": spec.action_dim,
+        "action_low": spec.action_low.tolist(),
+        "action_high": spec.action_high.tolist(),
+        "eval_id": spec.eval_id,
+    }
+
+
+@dataclass
+class Snapshot:
+    """A checkpoint held in memory (what :func:`dispatchrl.checkpoint.load` returns for a file):
+    ``train(..., resume=snapshot)`` continues the run in-process, bit for bit, without a file."""
+
+    metadata: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+
+def snapshot(name: str, spec: EnvSpec, config: Any, seed: int, steps: int, state: Any) -> Snapshot:
+    """Copies of every Array of ``state`` with the run's metadata."""
+    arrays = {key.rstrip("."): to_numpy(array) for key, array in checkpoint.named_arrays(state)}
+    return Snapshot(run_metadata(name, spec, config, seed, steps), arrays)
 
 
 def result_json(result: TrainResult, eval_return: float, eval_returns: list[float]) -> str:
@@ -134,9 +152,13 @@ def _rename_state_fields(document: dict[str, Any], arrays: dict[str, np.ndarray]
     return document, renamed
 
 
-def restore_for_resume(path: str | Path, name: str, spec: EnvSpec, config: Any, state: Any) -> int:
-    """Load checkpoint ``path`` into ``state`` to continue the run; returns the run's seed."""
-    meta, arrays = checkpoint.load(path)  # one read: the newest checkpoint may rotate meanwhile
+def restore_for_resume(path: str | Path | Snapshot, name: str, spec: EnvSpec, config: Any, state: Any) -> int:
+    """Load checkpoint ``path`` (or an in-memory :class:`Snapshot`) into ``state`` to continue
+    the run; returns the run's seed."""
+    if isinstance(path, Snapshot):
+        meta, arrays, path = path.metadata, dict(path.arrays), "snapshot"
+    else:
+        meta, arrays = checkpoint.load(path)  # one read: the newest checkpoint may rotate meanwhile
     if meta.get("algo") != name or meta.get("env") != spec.name:
         raise CheckpointError(
             f"checkpoint {path} is a {meta.get('algo')} run on {meta.get('env')}, not {name} on {spec.name}"

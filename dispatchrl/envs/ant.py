@@ -200,12 +200,16 @@ class AntEnv(gymnasium.Env):
     """``dispatchrl/Ant-v5``: gymnasium Ant-v5 (default arguments) on an :class:`AntBatch` of one
     env; resets draw from ``self.np_random`` exactly like gymnasium's, observations are float64."""
 
-    metadata = {"render_modes": [], "render_fps": 20}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}  # dt = 5 × 0.01 s
+    #: frame size (a multiple of 16: video encoders keep it) and the camera following the torso
+    FRAME_SIZE = (480, 480)
+    CAMERA_DISTANCE = 4.0
 
     def __init__(self, render_mode=None):
-        if render_mode is not None:
-            raise ConfigError(f"AntEnv: rendering is not supported, got render_mode={render_mode!r}")
-        self.render_mode = None
+        if render_mode not in (None, "rgb_array"):
+            raise ConfigError(f"AntEnv: render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.render_mode = render_mode
+        self._renderer = None
         self._batch = AntBatch(1, num_threads=1, max_episode_steps=2**62, obs_dtype=np.float64, autoreset=False)
         b = self._batch
         self.action_space = spaces.Box(b.action_low, b.action_high, dtype=np.float32)
@@ -230,7 +234,33 @@ class AntEnv(gymnasium.Env):
         )
         return obs[0], float(reward[0]), bool(terminated[0]), False, info
 
+    def render(self):
+        """With ``render_mode="rgb_array"``: the current frame from MuJoCo's offscreen renderer,
+        a camera tracking the torso. Headless machines need ``MUJOCO_GL=egl`` (or ``osmesa``)
+        set before mujoco is imported."""
+        if self.render_mode != "rgb_array":
+            return None
+        mujoco = _mujoco()
+        if self._renderer is None:
+            try:
+                self._renderer = mujoco.Renderer(self._batch.model, *self.FRAME_SIZE)
+            except Exception as e:  # no OpenGL context: say what is needed
+                raise ConfigError(
+                    f"AntEnv: MuJoCo's offscreen renderer failed ({e}); set MUJOCO_GL=egl (libEGL) or "
+                    "MUJOCO_GL=osmesa before importing mujoco"
+                ) from None
+            self._camera = mujoco.MjvCamera()
+            self._camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+            self._camera.trackbodyid = MAIN_BODY
+            self._camera.distance = self.CAMERA_DISTANCE
+            self._camera.elevation = -20.0
+        self._renderer.update_scene(self._batch.datas[0], camera=self._camera)
+        return self._renderer.render().copy()
+
     def close(self):
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
         self._batch.close()
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "BatchVectorEnv",
     "GymnasiumBatch",
     "NativeBatch",
+    "VectorBatch",
     "check_actions",
     "from_gymnasium",
     "make_acrobot_vector",
@@ -183,6 +184,66 @@ def from_gymnasium(id_or_env, num_envs=1, **kwargs):
     else:
         raise ConfigError(f"from_gymnasium: expected an env id or a gymnasium.Env, got {type(id_or_env).__name__}")
     return GymnasiumBatch(envs)
+
+
+class VectorBatch:
+    """A gymnasium ``VectorEnv`` (a user's, or the ``AsyncVectorEnv`` dispatchrl makes for Python
+    envs with num_envs > 1) as a batch. It must autoreset in the same step
+    (``autoreset_mode=AutoresetMode.SAME_STEP``), so every step is a transition to store."""
+
+    def __init__(self, envs):
+        mode = envs.metadata.get("autoreset_mode")
+        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.SAME_STEP.value):
+            envs.close()
+            raise ConfigError(
+                f"env: a VectorEnv must autoreset in the same step, got autoreset_mode={mode!r}; make it with "
+                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (or pass the env id, a callable or "
+                "an env instance: dispatchrl then vectorizes it)"
+            )
+        space, act = envs.single_observation_space, envs.single_action_space
+        for name, s in (("observation_space", space), ("action_space", act)):
+            if not isinstance(s, gymnasium.spaces.Box):
+                envs.close()
+                raise ConfigError(f"env: the VectorEnv's single {name} must be a gymnasium Box, got {type(s).__name__}")
+        self.envs = envs
+        self.num_envs = envs.num_envs
+        self.observation_dim = int(np.prod(space.shape))
+        self.action_dim = int(np.prod(act.shape))
+        self._action_shape, self._act_dtype = act.shape, act.dtype
+        self.action_low = act.low.reshape(-1).astype(np.float32)
+        self.action_high = act.high.reshape(-1).astype(np.float32)
+        self.final_obs = None
+
+    def _rows(self, obs):
+        return np.asarray(obs, np.float32).reshape(self.num_envs, self.observation_dim).copy()
+
+    def reset(self, seed=None):
+        obs = self._rows(self.envs.reset(seed=None if seed is None else int(seed))[0])
+        self.final_obs = obs.copy()
+        return obs
+
+    def step(self, actions):
+        if self.final_obs is None:
+            raise ConfigError("step: call reset() before the first step")
+        actions = check_actions(actions, self.num_envs, self.action_dim)
+        shaped = actions.reshape(self.num_envs, *self._action_shape).astype(self._act_dtype)
+        obs, reward, terminated, truncated, info = self.envs.step(shaped)
+        obs = self._rows(obs)
+        final = obs.copy()
+        if "_final_obs" in info:  # rows that ended: their true last observation
+            for i in np.flatnonzero(info["_final_obs"]):
+                final[i] = np.asarray(info["final_obs"][i], np.float32).reshape(-1)
+        self.final_obs = final
+        return (
+            obs,
+            np.asarray(reward, np.float32).copy(),
+            np.asarray(terminated, bool).copy(),
+            np.asarray(truncated, bool).copy(),
+            {},
+        )
+
+    def close(self):
+        self.envs.close()
 
 
 class BatchVectorEnv(VectorEnv):

@@ -23,6 +23,7 @@ from ..errors import ConfigError, ShapeError
 from ..kernels.random.api import rng
 from ..staging import fuse
 from .api import AcrobotContinuous, NativeEnv, Pendulum, env_reset, env_state, env_step
+from .render import acrobot_frame, pendulum_frame
 
 _NO_LIMIT = 2**62  # the kernels' own truncation is switched off: TimeLimit does it
 
@@ -33,9 +34,14 @@ class _NativeEnv(gymnasium.Env):
     metadata = {"render_modes": [], "render_fps": 20}
 
     def __init__(self, env, render_mode=None):
-        if render_mode is not None:
-            raise ConfigError(f"{type(self).__name__}: rendering is not supported, got render_mode={render_mode!r}")
-        self.render_mode = None
+        modes = self.metadata["render_modes"]
+        if render_mode is not None and render_mode not in modes:
+            raise ConfigError(
+                f"{type(self).__name__}: rendering is not supported, got render_mode={render_mode!r}"
+                if not modes
+                else f"{type(self).__name__}: render_mode must be None or one of {modes}, got {render_mode!r}"
+            )
+        self.render_mode = render_mode
         self._env = env
         self._device = CPU()
         self._state = env_state(self._device, env)
@@ -66,6 +72,12 @@ class _NativeEnv(gymnasium.Env):
     def state(self):
         """The float64 physics state, as gymnasium's env keeps it."""
         return to_numpy(self._state.physics)[0]
+
+    def render(self):
+        """With ``render_mode="rgb_array"``: the current frame, uint8 (H, W, 3), drawn with numpy."""
+        if self.render_mode != "rgb_array" or not self._ready:
+            return None
+        return self._frame(self.state)
 
 
 class NativeGymEnv(_NativeEnv):
@@ -104,6 +116,8 @@ class PendulumEnv(_NativeEnv):
     """gymnasium Pendulum-v1 on dispatchrl's kernels; ``normalized_actions=True`` takes actions in
     [-1, 1] (scaled by the max torque 2, as in the RLtools paper) instead of torques in [-2, 2]."""
 
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
     def __init__(self, render_mode=None, g=10.0, normalized_actions=False):
         super().__init__(
             Pendulum(1, normalized_actions=normalized_actions, max_episode_steps=_NO_LIMIT, g=float(g)), render_mode
@@ -122,10 +136,15 @@ class PendulumEnv(_NativeEnv):
         self._set_physics([th, thdot])
         return np.array([np.cos(th), np.sin(th), thdot], dtype=np.float32), {}
 
+    def _frame(self, physics):
+        return pendulum_frame(float(physics[0]))
+
 
 class AcrobotContinuousEnv(_NativeEnv):
     """Acrobot-v1 with a continuous torque in [-1, 1] (RLtools paper, appendix I). With actions
     -1, 0, 1 it reproduces gymnasium Acrobot-v1 with actions 0, 1, 2."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 15}
 
     def __init__(self, render_mode=None):
         super().__init__(AcrobotContinuous(1, max_episode_steps=_NO_LIMIT), render_mode)
@@ -138,6 +157,9 @@ class AcrobotContinuousEnv(_NativeEnv):
         s = self.np_random.uniform(low=low, high=high, size=(4,)).astype(np.float32)
         self._set_physics(s)
         return np.array([np.cos(s[0]), np.sin(s[0]), np.cos(s[1]), np.sin(s[1]), s[2], s[3]], dtype=np.float32), {}
+
+    def _frame(self, physics):
+        return acrobot_frame(float(physics[0]), float(physics[1]))
 
 
 def register_envs():

@@ -1,0 +1,216 @@
+"""An SB3-shaped facade over the functional API (``drl.td3.train``)::
+
+    model = drl.TD3("pendulum", device="cpu", seed=0, actor_lr=3e-4)
+    model.learn(10_000, callback=drl.EvalCallback(every=2_000, episodes=5))
+    action, _ = model.predict(obs)
+    model.save("td3_pendulum")
+    model = drl.TD3.load("td3_pendulum")
+
+``learn`` continues the same run when called again: ``learn(a)`` then ``learn(b)`` trains exactly
+as one ``learn(a + b)`` (bit for bit, where no setting depends on the total budget: prioritized
+replay anneals β over it). The run's state passes from one call to the next in memory, as a
+resumed checkpoint would, and a Python-stepped env keeps its episodes going.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from . import checkpoint
+from .algorithms import driver, ppo, sac, td3
+from .algorithms.callbacks import EvalCallback, StopOnReward
+from .algorithms.envspec import NAMED_ENVS, EnvSpec, resolve_env
+from .algorithms.protocol import Algorithm
+from .algorithms.runs import Snapshot, build_state, config_from_metadata, restore_for_resume, save_run, snapshot
+from .arrays import to_numpy
+from .devices import Device, device_from_name
+from .errors import CheckpointError, ConfigError
+
+__all__ = ["PPO", "SAC", "TD3", "EvalCallback", "Model", "StopOnReward"]
+
+
+class _LiveBatch:
+    """A Python-stepped batch that outlives one ``train`` call: the first reset resets it, later
+    ones continue the episodes where the previous call stopped (as one longer run would)."""
+
+    def __init__(self, batch: Any) -> None:
+        self.batch, self.obs = batch, None
+
+    def __getattr__(self, name: str) -> Any:  # dims, bounds, final_obs
+        return getattr(self.batch, name)
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        if self.obs is None:
+            self.obs = self.batch.reset(seed)
+        return np.array(self.obs, copy=True)
+
+    def step(self, actions: np.ndarray) -> tuple:
+        out = self.batch.step(actions)
+        self.obs = out[0]
+        return out
+
+    def close(self) -> None:
+        pass  # the model closes it (Model.close)
+
+
+class Model:
+    """One algorithm's run behind the SB3 methods; subclasses :class:`TD3`, :class:`SAC`,
+    :class:`PPO` name the algorithm. ``env``: an env id, a ``gymnasium.Env`` (wrappers kept), a
+    ``gymnasium.vector.VectorEnv``, a callable making an env, or a native env; ``device``: a
+    Device or its name; ``config``: fields of the algorithm's Config (``total_steps`` comes from
+    ``learn``)."""
+
+    algo: ClassVar[Algorithm]
+
+    def __init__(
+        self, env: Any, device: str | Device = "cpu", seed: int = 0, progress: bool | None = None, **config: Any
+    ) -> None:
+        self.device = device_from_name(device) if isinstance(device, str) else device
+        if not isinstance(self.device, Device):
+            raise ConfigError(f"device must be a dispatchrl Device or its name, got {device!r}")
+        self.seed = driver.check_seed(seed)
+        self.progress = progress
+        if "total_steps" in config:
+            raise ConfigError("total_steps: pass the budget to learn(total_timesteps)")
+        if "num_envs" not in config and hasattr(env, "num_envs") and not isinstance(env, str):
+            config["num_envs"] = int(env.num_envs)  # a VectorEnv's own count
+        base = self.algo.config_for(env)
+        unknown = sorted(set(config) - {f.name for f in dataclasses.fields(base)})
+        if unknown:
+            fields = ", ".join(f.name for f in dataclasses.fields(base))
+            raise ConfigError(f"{type(self).__name__}: unknown Config field(s) {unknown}; the fields are {fields}")
+        self.config = dataclasses.replace(base, **config)
+        self.env = env
+        self.spec = self._live(resolve_env(env, self.config.num_envs))
+        self.state: Any = None  # the run's state, once built
+        self.num_timesteps = 0
+        self.history: dict[str, np.ndarray] = {}
+        self.result: Any = None  # the last learn()'s TrainResult
+
+    def _live(self, spec: EnvSpec) -> EnvSpec:
+        """``spec`` with its Python batch made once and kept across learn() calls."""
+        self._batch: _LiveBatch | None = None
+        if spec.make_batch is None:
+            return spec
+        make = spec.make_batch
+
+        def live() -> _LiveBatch:
+            if self._batch is None:
+                self._batch = _LiveBatch(make())
+            return self._batch
+
+        return dataclasses.replace(spec, make_batch=live)
+
+    def learn(self, total_timesteps: int, callback: Any = None) -> Model:
+        """Train ``total_timesteps`` more env steps (all envs), continuing the run; ``callback``:
+        a driver hook (:class:`EvalCallback`, :class:`StopOnReward`, any ``f(run)``) or a list."""
+        if (
+            isinstance(total_timesteps, bool)
+            or not isinstance(total_timesteps, (int, np.integer))
+            or total_timesteps < 1
+        ):
+            raise ConfigError(f"learn: 'total_timesteps' must be a positive int, got {total_timesteps!r}")
+        if self.spec.native is None and self.spec.make_batch is None:
+            raise ConfigError("learn: the model was loaded without its env; load(path, env=...) to train it")
+        hooks = [] if callback is None else list(callback) if isinstance(callback, Sequence) else [callback]
+        config = dataclasses.replace(self.config, total_steps=self.num_timesteps + int(total_timesteps))
+        resume = None
+        if self.num_timesteps > 0:
+            resume = snapshot(self.algo.NAME, self.spec, self.config, self.seed, self.num_timesteps, self.state)
+        result = driver.train(self.algo, self.device, self.spec, config, self.seed, self.progress, resume, hooks)
+        self.config, self.state, self.result, self.history = config, result.state, result, result.history
+        self.num_timesteps = result.steps
+        return self
+
+    def _state(self) -> Any:
+        if self.state is None:  # an untrained model acts with its initial weights
+            self.state = build_state(self.algo, self.device, self.spec, self.config, self.seed)
+        return self.state
+
+    @property
+    def policy(self) -> Any:
+        """The deterministic, deployable policy (numpy observations → physical actions)."""
+        state = self._state()
+        cached = getattr(self, "_policy_of", None)
+        if cached is None or cached[0] is not state:  # a new state (learn, load): copy its weights
+            self._policy_of = (state, self.algo.policy(state, self.spec.action_low, self.spec.action_high))
+        return self._policy_of[1]
+
+    def predict(
+        self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
+    ) -> tuple[np.ndarray, None]:
+        """``(action, None)`` for one observation or a batch (SB3's signature; the second item
+        is the recurrent state, which these policies do not have)."""
+        if not deterministic:
+            raise ConfigError("predict: only deterministic=True is supported (the deployable policy is deterministic)")
+        obs = np.asarray(observation, np.float32)
+        if obs.ndim > 1 and obs.shape[-1] != self.spec.obs_dim:
+            obs = obs.reshape(obs.shape[0], -1)
+        return self.policy(obs), None
+
+    def save(self, path: str | Path) -> Path:
+        """Checkpoint the run (npz, never pickle); ``load`` and ``train(..., resume=path)`` read it."""
+        steps = self.num_timesteps
+        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, steps, self._state())[0]
+
+    @classmethod
+    def load(cls, path: str | Path, env: Any = None, device: str | Device = "cpu", progress: bool | None = None) -> Any:
+        """The model saved at ``path``; pass ``env`` to train it further on a Python env (native
+        envs and registered ids are found from the checkpoint)."""
+        meta, arrays = checkpoint.load(path)
+        if meta.get("algo") != cls.algo.NAME:
+            raise CheckpointError(f"checkpoint {path} is a {meta.get('algo')} run, not {cls.algo.NAME}")
+        config = config_from_metadata(cls.algo, meta, path)
+        model = cls.__new__(cls)
+        model.device = device_from_name(device) if isinstance(device, str) else device
+        model.seed, model.progress, model.config, model.env = int(meta.get("seed", 0)), progress, config, env
+        model.spec = model._live(resolve_env(env, config.num_envs) if env is not None else _recorded_spec(meta))
+        model.state = build_state(cls.algo, model.device, model.spec, config, model.seed)
+        restore_for_resume(Snapshot(meta, arrays), cls.algo.NAME, model.spec, config, model.state)
+        model.num_timesteps = int(to_numpy(model.state.step)[0]) * config.num_envs
+        ends, returns, lengths = model.state.episodes.finished()
+        model.history = {"steps": ends * config.num_envs, "returns": returns, "lengths": lengths}
+        model.result = None
+        return model
+
+    def close(self) -> None:
+        """Close the env this model stepped (a Python env's processes)."""
+        if self._batch is not None:
+            self._batch.batch.close()
+            self._batch = None
+
+
+def _recorded_spec(meta: dict[str, Any]) -> EnvSpec:
+    """The env a checkpoint names, where it can be made without the user's objects (native envs,
+    registered ids); else its recorded dimensions and bounds only (enough to act, not to train)."""
+    name, n = str(meta.get("env")), int(meta.get("num_envs", 1))
+    if name.lower() in NAMED_ENVS or ("+" not in name and "(" not in name):
+        try:
+            return resolve_env(name, n)
+        except ConfigError:
+            pass
+    low, high = np.asarray(meta["action_low"], np.float32), np.asarray(meta["action_high"], np.float32)
+    return EnvSpec(name, None, None, int(meta["obs_dim"]), int(meta["action_dim"]), low, high, meta.get("eval_id"))
+
+
+class TD3(Model):
+    """TD3 (:mod:`dispatchrl.algorithms.td3`) with the SB3 methods."""
+
+    algo: ClassVar[Algorithm] = td3
+
+
+class SAC(Model):
+    """SAC (:mod:`dispatchrl.algorithms.sac`) with the SB3 methods."""
+
+    algo: ClassVar[Algorithm] = sac
+
+
+class PPO(Model):
+    """PPO (:mod:`dispatchrl.algorithms.ppo`) with the SB3 methods."""
+
+    algo: ClassVar[Algorithm] = ppo

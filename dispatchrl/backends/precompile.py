@@ -45,8 +45,8 @@ for module, name, signature in jobs:
 
 def compile_workers() -> int:
     """Helper processes per cold fused step: DISPATCHRL_COMPILE_WORKERS, default 1 with >= 2 CPUs."""
-    setting = os.environ.get("DISPATCHRL_COMPILE_WORKERS")
-    if setting is None:
+    setting = os.environ.get("DISPATCHRL_COMPILE_WORKERS", "").strip()
+    if not setting:  # unset or empty: the default
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         return 1 if cpus >= 2 else 0
     if not setting.isdigit() or int(setting) > 1:

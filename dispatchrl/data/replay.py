@@ -11,6 +11,8 @@ import numpy as np
 from ..arrays import Array, to_numpy, zeros
 from ..errors import ConfigError
 
+__all__ = ["EpisodeLog", "ReplayRing", "Transitions", "episode_log", "replay_buffer", "transitions"]
+
 
 @dataclass
 class Transitions:
@@ -36,7 +38,7 @@ class ReplayRing(Transitions):
     def capacity(self) -> int:
         return self.obs.shape[0]
 
-    def validate_checkpoint(self, values, context):
+    def validate_checkpoint(self, values, context) -> None:
         """Rows filled ≤ capacity; the next row to write is a row, and is ``size`` until the
         buffer has wrapped (replay_add writes rows in order)."""
         capacity = self.capacity
@@ -48,12 +50,12 @@ class ReplayRing(Transitions):
 
 def transitions(device, rows, obs_dim, action_dim, dtype=np.float32):
     return Transitions(
-        zeros(device, (rows, obs_dim), dtype),
-        zeros(device, (rows, action_dim), dtype),
-        zeros(device, rows, dtype),
-        zeros(device, (rows, obs_dim), dtype),
-        zeros(device, rows, np.bool_),
-        zeros(device, rows, np.bool_),
+        obs=zeros(device, (rows, obs_dim), dtype),
+        action=zeros(device, (rows, action_dim), dtype),
+        reward=zeros(device, rows, dtype),
+        next_obs=zeros(device, (rows, obs_dim), dtype),
+        terminated=zeros(device, rows, np.bool_),
+        truncated=zeros(device, rows, np.bool_),
     )
 
 
@@ -82,7 +84,7 @@ class EpisodeLog:
         n = min(int(to_numpy(self.count)[0]), self.returns.shape[0])
         return to_numpy(self.end_steps)[:n], to_numpy(self.returns)[:n], to_numpy(self.lengths)[:n]
 
-    def validate_checkpoint(self, values, context):
+    def validate_checkpoint(self, values, context) -> None:
         """Counts are non-negative (checked for every integer leaf); a running episode is shorter
         than the env's time limit, when the caller knows the env (``context["env"]``)."""
         limit = getattr(context.get("env"), "max_episode_steps", None)
@@ -92,10 +94,10 @@ class EpisodeLog:
 
 def episode_log(device, num_envs, capacity):
     return EpisodeLog(
-        zeros(device, num_envs, np.float64),
-        zeros(device, num_envs, np.int64),
-        zeros(device, capacity, np.float64),
-        zeros(device, capacity, np.int64),
-        zeros(device, capacity, np.int64),
-        zeros(device, 1, np.int64),
+        running_return=zeros(device, num_envs, np.float64),
+        running_length=zeros(device, num_envs, np.int64),
+        returns=zeros(device, capacity, np.float64),
+        lengths=zeros(device, capacity, np.int64),
+        end_steps=zeros(device, capacity, np.int64),
+        count=zeros(device, 1, np.int64),
     )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import asarray, zeros
+from ..arrays import Array, asarray, zeros
 from ..errors import ConfigError
 
 __all__ = ["STATS_INITIAL_COUNT", "Minibatch", "ObsStats", "Rollout", "minibatch", "obs_stats", "rollout"]
@@ -17,12 +17,12 @@ STATS_INITIAL_COUNT = 1e-4
 
 @dataclass
 class ObsStats:
-    mean: object  # (D,) float64
-    var: object  # (D,) float64
-    count: object  # (1,) float64: samples folded in (starts at a tiny ε, as gymnasium's)
-    nonfinite: object  # (1,) int64: updates refused because of NaN/inf observations
+    mean: Array  # (D,) float64
+    var: Array  # (D,) float64
+    count: Array  # (1,) float64: samples folded in (starts at a tiny ε, as gymnasium's)
+    nonfinite: Array  # (1,) int64: updates refused because of NaN/inf observations
 
-    def validate_checkpoint(self, values, context):
+    def validate_checkpoint(self, values, context) -> None:
         """The sample count starts at a tiny ε and only grows; variances are never negative."""
         values.require("count", STATS_INITIAL_COUNT, np.inf, "samples folded in")
         values.require("var", 0.0, np.inf, "running variances")
@@ -30,10 +30,10 @@ class ObsStats:
 
 def obs_stats(device, dim):
     return ObsStats(
-        zeros(device, dim, np.float64),
-        asarray(device, np.ones(dim)),
-        asarray(device, np.full(1, STATS_INITIAL_COUNT)),
-        zeros(device, 1, np.int64),
+        mean=zeros(device, dim, np.float64),
+        var=asarray(device, np.ones(dim)),
+        count=asarray(device, np.full(1, STATS_INITIAL_COUNT)),
+        nonfinite=zeros(device, 1, np.int64),
     )
 
 
@@ -41,20 +41,20 @@ def obs_stats(device, dim):
 class Rollout:
     """T steps of N envs; scalars (T, N), per-step rows (T·N, D) with row t·N + n."""
 
-    obs: object  # (T·N, O) normalised observations the policy saw
-    action: object  # (T·N, A) sampled (unclipped) actions
-    mean: object  # (T·N, A) Gaussian means at sampling time (for the KL)
-    log_prob: object  # (T, N)
-    value: object  # (T, N) V(s_t)
-    next_value: object  # (T, N) V(s_{t+1}), of the final observation where an episode ended
-    reward: object  # (T, N)
-    terminated: object  # (T, N) bool
-    truncated: object  # (T, N) bool
-    advantage: object  # (T, N)
-    returns: object  # (T, N)
+    obs: Array  # (T·N, O) normalised observations the policy saw
+    action: Array  # (T·N, A) sampled (unclipped) actions
+    mean: Array  # (T·N, A) Gaussian means at sampling time (for the KL)
+    log_prob: Array  # (T, N)
+    value: Array  # (T, N) V(s_t)
+    next_value: Array  # (T, N) V(s_{t+1}), of the final observation where an episode ended
+    reward: Array  # (T, N)
+    terminated: Array  # (T, N) bool
+    truncated: Array  # (T, N) bool
+    advantage: Array  # (T, N)
+    returns: Array  # (T, N)
 
 
-def _positive(name, value):
+def _positive(name, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ConfigError(f"rollout: '{name}' must be a positive int, got {value!r}")
 
@@ -63,36 +63,39 @@ def rollout(device, steps, envs, obs_dim, action_dim, dtype=np.float32):
     for name, value in (("steps", steps), ("envs", envs), ("obs_dim", obs_dim), ("action_dim", action_dim)):
         _positive(name, value)
     rows = steps * envs
-    scalars = [zeros(device, (steps, envs), dtype) for _ in range(4)]
+    log_prob, value, next_value, reward = (zeros(device, (steps, envs), dtype) for _ in range(4))
     return Rollout(
-        zeros(device, (rows, obs_dim), dtype),
-        zeros(device, (rows, action_dim), dtype),
-        zeros(device, (rows, action_dim), dtype),
-        *scalars,
-        zeros(device, (steps, envs), np.bool_),
-        zeros(device, (steps, envs), np.bool_),
-        zeros(device, (steps, envs), dtype),
-        zeros(device, (steps, envs), dtype),
+        obs=zeros(device, (rows, obs_dim), dtype),
+        action=zeros(device, (rows, action_dim), dtype),
+        mean=zeros(device, (rows, action_dim), dtype),
+        log_prob=log_prob,
+        value=value,
+        next_value=next_value,
+        reward=reward,
+        terminated=zeros(device, (steps, envs), np.bool_),
+        truncated=zeros(device, (steps, envs), np.bool_),
+        advantage=zeros(device, (steps, envs), dtype),
+        returns=zeros(device, (steps, envs), dtype),
     )
 
 
 @dataclass
 class Minibatch:
-    obs: object  # (B, O)
-    action: object  # (B, A)
-    mean: object  # (B, A)
-    log_prob: object  # (B,)
-    advantage: object  # (B,)
-    returns: object  # (B, 1): the critic's regression target
+    obs: Array  # (B, O)
+    action: Array  # (B, A)
+    mean: Array  # (B, A)
+    log_prob: Array  # (B,)
+    advantage: Array  # (B,)
+    returns: Array  # (B, 1): the critic's regression target
 
 
 def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32):
     _positive("rows", rows)
     return Minibatch(
-        zeros(device, (rows, obs_dim), dtype),
-        zeros(device, (rows, action_dim), dtype),
-        zeros(device, (rows, action_dim), dtype),
-        zeros(device, rows, dtype),
-        zeros(device, rows, dtype),
-        zeros(device, (rows, 1), dtype),
+        obs=zeros(device, (rows, obs_dim), dtype),
+        action=zeros(device, (rows, action_dim), dtype),
+        mean=zeros(device, (rows, action_dim), dtype),
+        log_prob=zeros(device, rows, dtype),
+        advantage=zeros(device, rows, dtype),
+        returns=zeros(device, (rows, 1), dtype),
     )

@@ -4,7 +4,7 @@ The algorithms use networks only through :mod:`dispatchrl.nn.network` (functions
 network type); :class:`MLP` is the built-in network.
 """
 
-from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward, mlp_train_step, parameter
+from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter
 from .network import (
     NETWORKS,
     NetworkFunction,
@@ -14,6 +14,7 @@ from .network import (
     deployable,
     forward,
     make_buffers,
+    mlp_train_step,
     network_constructor,
     parameter_groups,
     polyak_average,

@@ -7,72 +7,85 @@ evaluated at several batch sizes (acting vs training) without reallocation.
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..activation import ACTIVATIONS
-from ..arrays import view, zeros
+from ..arrays import Array, view, zeros
 from ..errors import ConfigError, ShapeError
-from ..kernels.core.api import (
-    adam_step,
-    dense_backward,
-    dense_forward,
-    dense_input_gradient,
-    mse_gradient,
-    mse_loss,
-    polyak_update,
-)
+from ..kernels.core.api import dense_backward, dense_forward, dense_input_gradient
 from ..kernels.random.api import random_uniform, rng
+
+__all__ = [
+    "FLAT_MULTIPLE",
+    "MLP",
+    "MLPBuffers",
+    "Parameter",
+    "mlp",
+    "mlp_backward",
+    "mlp_buffers",
+    "mlp_forward",
+    "parameter",
+]
 
 
 @dataclass
 class Parameter:
-    value: object
-    grad: object
-    m: object  # Adam first moment
-    v: object  # Adam second moment
-    t: object  # Adam step counter, int64 (1,)
+    """A tensor and what training it needs; all but ``value`` are None when it is not trained."""
+
+    value: Array
+    grad: Array | None  # same shape and dtype as value
+    m: Array | None  # Adam first moment
+    v: Array | None  # Adam second moment
+    t: Array | None  # Adam step counter, int64 (1,)
 
 
-def parameter(device, shape, dtype=np.float32, trainable=True):
+def parameter(device: Any, shape: Any, dtype: Any = np.float32, trainable: bool = True) -> Parameter:
     """A parameter with its gradient and Adam state; ``trainable=False`` keeps the value only
     (target networks, moved by Polyak averaging, never by gradients)."""
     if not trainable:
-        return Parameter(zeros(device, shape, dtype), None, None, None, None)
-    return Parameter(*(zeros(device, shape, dtype) for _ in range(4)), zeros(device, 1, np.int64))
+        return Parameter(value=zeros(device, shape, dtype), grad=None, m=None, v=None, t=None)
+    return Parameter(
+        value=zeros(device, shape, dtype),
+        grad=zeros(device, shape, dtype),
+        m=zeros(device, shape, dtype),
+        v=zeros(device, shape, dtype),
+        t=zeros(device, 1, np.int64),
+    )
 
 
 @dataclass
 class MLP:
-    sizes: tuple
+    sizes: tuple[int, ...]
     activation: str
     output_activation: str
-    weights: list  # Parameter (in, out) per layer
-    biases: list  # Parameter (out,) per layer
+    weights: list[Parameter]  # (in, out) per layer
+    biases: list[Parameter]  # (out,) per layer
     # What Adam and Polyak averaging update, one kernel each: a flat Parameter that most of the
     # layers' tensors are views of (one shared Adam step counter), then the rest on their own
     # (see FLAT_MULTIPLE). Fewer calls on CPU, fewer launches on CUDA. Checkpoints keep the
     # per-layer tensors only.
-    groups: list | None = field(default=None, metadata={"checkpoint": False})
+    groups: list[Parameter] | None = field(default=None, metadata={"checkpoint": False})
 
-    def activation_of(self, layer):
+    def activation_of(self, layer: int) -> str:
         return self.output_activation if layer == len(self.weights) - 1 else self.activation
 
-    def parameters(self):
+    def parameters(self) -> list[Parameter]:
         return [p for pair in zip(self.weights, self.biases) for p in pair]
 
 
 @dataclass
 class MLPBuffers:
     batch: int
-    pre: list  # pre-activations per layer
-    out: list  # outputs per layer; out[-1] is the network output
-    d_pre: list  # gradient w.r.t. pre-activations
-    d_in: list  # gradient w.r.t. each layer's input (None for layer 0 unless asked for)
-    d_output: object  # gradient w.r.t. the network output, filled by a loss gradient
+    pre: list[Array]  # pre-activations per layer (the out array itself where none is kept)
+    out: list[Array]  # outputs per layer; out[-1] is the network output
+    d_pre: list[Array]  # gradient w.r.t. pre-activations
+    d_in: list[Array | None]  # gradient w.r.t. each layer's input (None for layer 0 unless asked for)
+    d_output: Array  # gradient w.r.t. the network output, filled by a loss gradient
 
     @property
-    def output(self):
+    def output(self) -> Array:
         return self.out[-1]
 
 
@@ -84,7 +97,15 @@ class MLPBuffers:
 FLAT_MULTIPLE = 64
 
 
-def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np.float32, seed=0, trainable=True):
+def mlp(
+    device: Any,
+    sizes: Any,
+    activation: str = "relu",
+    output_activation: str = "identity",
+    dtype: Any = np.float32,
+    seed: int = 0,
+    trainable: bool = True,
+) -> MLP:
     """An MLP with layer widths ``sizes`` (input first), initialised like PyTorch's Linear:
     U(±1/√fan_in) for weights and biases, drawn from the counter RNG so every device agrees."""
     sizes = tuple(int(s) for s in sizes)
@@ -99,11 +120,17 @@ def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np
     offsets = np.cumsum([0] + [int(np.prod(shape)) if member else 0 for shape, member in zip(shapes, in_flat)])
     flat = parameter(device, (int(offsets[-1]),), dtype, trainable) if any(in_flat) else None
 
-    def layer(shape, offset, member):
+    def layer(shape: tuple[int, ...], offset: int, member: bool) -> Parameter:
         if not member:
             return parameter(device, shape, dtype, trainable)
-        arrays = (None if a is None else view(a, int(offset), shape) for a in (flat.value, flat.grad, flat.m, flat.v))
-        return Parameter(*arrays, flat.t)
+        assert flat is not None  # a member exists only where the flat parameter does
+
+        def part(a: Array | None) -> Array | None:
+            return None if a is None else view(a, int(offset), shape)
+
+        return Parameter(
+            value=view(flat.value, int(offset), shape), grad=part(flat.grad), m=part(flat.m), v=part(flat.v), t=flat.t
+        )
 
     params = [layer(*args) for args in zip(shapes, offsets, in_flat)]
     weights, biases = params[0::2], params[1::2]
@@ -113,31 +140,38 @@ def mlp(device, sizes, activation="relu", output_activation="identity", dtype=np
         bound = 1.0 / np.sqrt(w.value.shape[0])
         random_uniform(device, stream, w.value, -bound, bound)
         random_uniform(device, stream, b.value, -bound, bound)
-    return MLP(sizes, activation, output_activation, weights, biases, groups)
+    return MLP(
+        sizes=sizes,
+        activation=activation,
+        output_activation=output_activation,
+        weights=weights,
+        biases=biases,
+        groups=groups,
+    )
 
 
-def mlp_buffers(device, net, batch, input_gradient=False):
+def mlp_buffers(device: Any, net: MLP, batch: int, input_gradient: bool = False) -> MLPBuffers:
     """Buffers for evaluating ``net`` on ``batch`` rows; ``input_gradient`` also keeps the
     gradient w.r.t. the network input (needed to backpropagate through a critic into an actor)."""
     dtype = net.weights[0].value.dtype
     widths = net.sizes[1:]
-    d_in = [zeros(device, (batch, net.sizes[0]), dtype) if input_gradient else None]
+    d_in: list[Array | None] = [zeros(device, (batch, net.sizes[0]), dtype) if input_gradient else None]
     d_in += [zeros(device, (batch, w), dtype) for w in widths[:-1]]
     out = [zeros(device, (batch, w), dtype) for w in widths]
     # Only GELU's derivative needs the pre-activation (ReLU's sign and tanh's value survive the
     # activation), so other layers activate in place: pre is out, one memory stream less.
     pre = [zeros(device, (batch, w), dtype) if net.activation_of(i) == "gelu" else out[i] for i, w in enumerate(widths)]
     return MLPBuffers(
-        batch,
-        pre,
-        out,
-        [zeros(device, (batch, w), dtype) for w in widths],
-        d_in,
-        zeros(device, (batch, widths[-1]), dtype),
+        batch=batch,
+        pre=pre,
+        out=out,
+        d_pre=[zeros(device, (batch, w), dtype) for w in widths],
+        d_in=d_in,
+        d_output=zeros(device, (batch, widths[-1]), dtype),
     )
 
 
-def mlp_forward(device, net, buffers, x):
+def mlp_forward(device: Any, net: MLP, buffers: MLPBuffers, x: Array) -> None:
     if x.shape != (buffers.batch, net.sizes[0]):
         raise ShapeError(f"mlp_forward: argument 'x' has shape {x.shape}, expected ({buffers.batch}, {net.sizes[0]})")
     inp = x
@@ -146,14 +180,22 @@ def mlp_forward(device, net, buffers, x):
         inp = buffers.out[i]
 
 
-def mlp_backward(device, net, buffers, x, d_output, parameters=True, input_gradient=None):
+def mlp_backward(
+    device: Any,
+    net: MLP,
+    buffers: MLPBuffers,
+    x: Array,
+    d_output: Array,
+    parameters: bool = True,
+    input_gradient: bool | None = None,
+) -> None:
     """Backpropagate ``d_output`` (gradient w.r.t. the output) into every parameter's ``grad``
     and, if the buffers keep one (``input_gradient=True``) and ``input_gradient`` is not False,
     into ``buffers.d_in[0]``, the gradient w.r.t. the input. ``parameters=False`` computes only
     that input gradient, skipping the weight gradients."""
     if (not parameters or input_gradient) and buffers.d_in[0] is None:
         raise ConfigError("mlp_backward: an input gradient needs buffers made with input_gradient=True")
-    d_out = d_output
+    d_out: Array | None = d_output  # then each layer's input gradient (None below layer 0)
     for i in reversed(range(len(net.weights))):
         if parameters:
             inp = x if i == 0 else buffers.out[i - 1]
@@ -183,25 +225,3 @@ def mlp_backward(device, net, buffers, x, d_output, parameters=True, input_gradi
                 net.activation_of(i),
             )
         d_out = buffers.d_in[i]
-
-
-def adam_update(device, net, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):
-    """One Adam step on every parameter of ``net`` (one kernel per group, see MLP.groups)."""
-    for p in net.groups:
-        adam_step(device, p.value, p.grad, p.m, p.v, p.t, lr, beta1, beta2, eps)
-
-
-def polyak_average(device, target, online, polyak):
-    """target ← polyak·target + (1 − polyak)·online for every parameter (one kernel per group)."""
-    for p_target, p_online in zip(target.groups, online.groups):
-        polyak_update(device, p_target.value, p_online.value, polyak)
-
-
-def mlp_train_step(device, net, buffers, x, y, loss, lr=1e-3):
-    """One supervised step: forward, MSE loss, backward, Adam. Written once; :func:`dispatchrl.fuse`
-    compiles it per device."""
-    mlp_forward(device, net, buffers, x)
-    mse_loss(device, buffers.output, y, loss)
-    mse_gradient(device, buffers.output, y, buffers.d_output)
-    mlp_backward(device, net, buffers, x, buffers.d_output)
-    adam_update(device, net, lr)

@@ -24,7 +24,7 @@ import plum
 
 from ..arrays import Array, to_numpy
 from ..errors import ConfigError
-from ..kernels.core.api import adam_step, polyak_update
+from ..kernels.core.api import adam_step, mse_gradient, mse_loss, polyak_update
 from .mlp import MLP, MLPBuffers, mlp, mlp_backward, mlp_buffers, mlp_forward
 from .policy import Policy
 
@@ -37,6 +37,7 @@ __all__ = [
     "deployable",
     "forward",
     "make_buffers",
+    "mlp_train_step",
     "network_constructor",
     "parameter_groups",
     "polyak_average",
@@ -157,6 +158,16 @@ def _(device, target, online, polyak) -> None:
 @deployable.dispatch
 def _(net: MLP, action_low, action_high, squash) -> Policy:
     return Policy.from_mlp(net, action_low, action_high, squash=squash)
+
+
+def mlp_train_step(device: Any, net: MLP, buffers: MLPBuffers, x: Array, y: Array, loss: Array, lr: Any = 1e-3) -> None:
+    """One supervised step: forward, MSE loss, backward, Adam. Written once; :func:`dispatchrl.fuse`
+    compiles it per device."""
+    mlp_forward(device, net, buffers, x)
+    mse_loss(device, buffers.output, y, loss)
+    mse_gradient(device, buffers.output, y, buffers.d_output)
+    mlp_backward(device, net, buffers, x, buffers.d_output)
+    adam_update(device, net, lr)
 
 
 @deployable.dispatch

@@ -8,6 +8,8 @@ from ..arrays import to_numpy
 from ..errors import ShapeError
 from .mlp import MLP
 
+__all__ = ["Policy"]
+
 
 @dataclass
 class Policy:

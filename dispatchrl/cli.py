@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+__all__ = ["build_parser", "main", "strict_json"]
+
 if TYPE_CHECKING:
     from dispatchrl.devices import Device
 

@@ -1,5 +1,18 @@
 """The exceptions dispatchrl raises for bad input, all refused before any kernel runs."""
 
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "DTypeError",
+    "DeviceError",
+    "DispatchRLError",
+    "EmptyBufferError",
+    "LockedError",
+    "MissingKeyError",
+    "ShapeError",
+    "TrainingDiverged",
+]
+
 
 class DispatchRLError(Exception):
     """Base class of every error dispatchrl raises on purpose."""

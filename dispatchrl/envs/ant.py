@@ -24,6 +24,8 @@ from gymnasium import spaces
 from ..errors import ConfigError, ShapeError
 from .batch import BatchVectorEnv, check_actions
 
+__all__ = ["AntBatch", "AntEnv", "ant_model", "default_threads", "make_ant_vector"]
+
 FRAME_SKIP = 5
 FORWARD_REWARD_WEIGHT = 1.0
 CTRL_COST_WEIGHT = 0.5

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 
-def _check_count(cls, name, value, minimum=1):
+def _check_count(cls, name, value, minimum=1) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ConfigError(f"{cls}: '{name}' must be an int >= {minimum}, got {value!r}")
 
@@ -109,7 +109,7 @@ class Pendulum(NativeEnv):
     max_torque = 2.0
     dt = 0.05
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_count("Pendulum", "num_envs", self.num_envs)
         _check_count("Pendulum", "max_episode_steps", self.max_episode_steps)
         if not isinstance(self.normalized_actions, (bool, np.bool_)):
@@ -160,7 +160,7 @@ class AcrobotContinuous(NativeEnv):
     max_vel_1 = 4 * math.pi
     max_vel_2 = 9 * math.pi
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_count("AcrobotContinuous", "num_envs", self.num_envs)
         _check_count("AcrobotContinuous", "max_episode_steps", self.max_episode_steps)
 
@@ -191,14 +191,14 @@ class EnvState:
     terminated: Array  # (N,) bool
     truncated: Array  # (N,) bool
 
-    def validate_checkpoint(self, values, context):
+    def validate_checkpoint(self, values, context) -> None:
         """Between steps every env has been reset at its time limit: 0 <= steps < limit."""
         limit = getattr(context.get("env"), "max_episode_steps", None)
         if limit is not None:
             values.require("steps", 0, limit - 1, "steps since the env's last reset, below its time limit")
 
 
-def _check_env(fn, env):
+def _check_env(fn, env) -> None:
     if not isinstance(env, NativeEnv):
         raise ConfigError(
             f"{fn}: argument 'env' must be a native env (a dispatchrl.envs.NativeEnv such as "
@@ -221,7 +221,7 @@ def env_state(device, env):
     )
 
 
-def _check_state(fn, device, env, state):
+def _check_state(fn, device, env, state) -> None:
     _check_env(fn, env)
     if not isinstance(state, EnvState):
         raise ConfigError(
@@ -236,7 +236,7 @@ def _check_state(fn, device, env, state):
     check_array(fn, "state.truncated", state.truncated, device, (n,), np.bool_)
 
 
-def _check_rng(fn, device, rng):
+def _check_rng(fn, device, rng) -> None:
     check_array(fn, "rng", rng, device, (2,), np.uint64)
 
 

@@ -17,6 +17,8 @@ from . import api
 from .api import AcrobotContinuous, Pendulum
 from .cpu import ACROBOT_MAX_VEL_1, ACROBOT_MAX_VEL_2, U_COST, pendulum_gterm
 
+__all__: list[str] = []  # methods only: importing the module registers them
+
 PI, TWO_PI = repr(math.pi), repr(2 * math.pi)
 
 #: float64 -> float32 -> float64, as gymnasium's float32 values round. Through a volatile: GCC 12

@@ -18,6 +18,20 @@ from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum
 
+#: what other modules use: the env C kernels share constants, envs/cuda.py compiles the scalar
+#: helpers as device functions (the methods register themselves)
+__all__ = [
+    "ACROBOT_MAX_VEL_1",
+    "ACROBOT_MAX_VEL_2",
+    "U_COST",
+    "acrobot_dsdt",
+    "acrobot_rk4",
+    "acrobot_terminal",
+    "pendulum_dynamics",
+    "pendulum_gterm",
+    "wrap_angle",
+]
+
 PI = math.pi
 TWO_PI = 2 * math.pi
 ACROBOT_MAX_VEL_1 = 4 * math.pi

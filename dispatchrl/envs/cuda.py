@@ -19,6 +19,8 @@ from ..staging import launch
 from . import api, cpu
 from .api import AcrobotContinuous, Pendulum
 
+__all__: list[str] = []  # methods only: importing the module registers them
+
 PI = math.pi
 TWO_PI = 2 * math.pi
 
@@ -157,7 +159,7 @@ def acrobot_reset_block(rng, physics, steps, obs, reward, terminated, truncated,
         _acrobot_reset_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
-def _launch_per_env(device, kernel, n, *args):
+def _launch_per_env(device, kernel, n, *args) -> None:
     launch(device, Launch(kernel, *grid_1d(n)), *args)
 
 
@@ -165,7 +167,7 @@ def _state_args(state):
     return state.physics, state.steps, state.obs, state.reward, state.terminated, state.truncated
 
 
-def _reset(device, kernel, env, state, rng, only_done, draws_per_env):
+def _reset(device, kernel, env, state, rng, only_done, draws_per_env) -> None:
     _launch_per_env(device, kernel, env.num_envs, rng, *_state_args(state), only_done)
     # the counter advances after every thread has read it (a separate launch orders the two)
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(draws_per_env * env.num_envs))

@@ -11,10 +11,12 @@ from ..staging import launch
 from . import api
 from .api import AcrobotContinuous, Pendulum
 
+__all__: list[str] = []  # methods only: importing the module registers them
+
 PI = math.pi
 
 
-def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
+def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps) -> None:
     th, thdot = physics[:, 0].copy(), physics[:, 1].copy()
     u = np.clip(action[:, 0].astype(np.float64) * scale, -2.0, 2.0)
     # gymnasium's torque is a float32 scalar: its torque terms are float32 products
@@ -34,7 +36,7 @@ def _reset_mask(terminated, truncated, only_done):
     return (terminated | truncated) if only_done else np.ones(terminated.shape, bool)
 
 
-def _clear(mask, steps, reward, terminated, truncated, only_done):
+def _clear(mask, steps, reward, terminated, truncated, only_done) -> None:
     steps[mask] = 0
     if not only_done:
         reward[:] = 0.0
@@ -42,7 +44,7 @@ def _clear(mask, steps, reward, terminated, truncated, only_done):
         truncated[:] = False
 
 
-def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
+def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
     n = physics.shape[0]
     u = uniform01(rng, 2 * n).reshape(n, 2)  # env i draws stream positions 2i, 2i+1
     fresh = np.stack([-PI + 2 * PI * u[:, 0], -1.0 + 2.0 * u[:, 1]], axis=1)
@@ -101,7 +103,7 @@ def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncat
     truncated[:] = steps >= max_steps
 
 
-def _acrobot_obs(s, obs, mask=None):
+def _acrobot_obs(s, obs, mask=None) -> None:
     values = np.stack([np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]), s[:, 2], s[:, 3]], axis=1)
     if mask is None:
         obs[...] = values
@@ -109,7 +111,7 @@ def _acrobot_obs(s, obs, mask=None):
         obs[mask] = values[mask]
 
 
-def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
+def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
     n = physics.shape[0]
     u = uniform01(rng, 4 * n).reshape(n, 4)
     # gymnasium draws the reset state in float64 and stores it as float32

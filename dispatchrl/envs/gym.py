@@ -12,6 +12,7 @@ Any other native env registers the same way with :func:`register_native_env`: it
 
 import dataclasses
 import math
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -22,8 +23,19 @@ from ..devices import CPU
 from ..errors import ConfigError, ShapeError
 from ..kernels.random.api import rng
 from ..staging import fuse
+from .ant import AntEnv, make_ant_vector
 from .api import AcrobotContinuous, NativeEnv, Pendulum, env_reset, env_state, env_step
+from .batch import make_acrobot_vector, make_pendulum_vector
 from .render import acrobot_frame, pendulum_frame
+
+__all__ = [
+    "ENV_IDS",
+    "AcrobotContinuousEnv",
+    "NativeGymEnv",
+    "PendulumEnv",
+    "register_envs",
+    "register_native_env",
+]
 
 _NO_LIMIT = 2**62  # the kernels' own truncation is switched off: TimeLimit does it
 
@@ -51,7 +63,7 @@ class _NativeEnv(gymnasium.Env):
         self.action_space = spaces.Box(env.action_low, env.action_high, dtype=np.float32)
         self.observation_space = spaces.Box(-env.observation_high, env.observation_high, dtype=np.float32)
 
-    def _set_physics(self, physics):
+    def _set_physics(self, physics) -> None:
         assign(self._state.physics, np.asarray(physics, np.float64).reshape(1, -1))
         self._ready = True
 
@@ -162,25 +174,27 @@ class AcrobotContinuousEnv(_NativeEnv):
         return acrobot_frame(float(physics[0]), float(physics[1]))
 
 
-def register_envs():
-    """Register the dispatchrl ids with gymnasium (idempotent)."""
-    specs = [
+def register_envs() -> None:
+    """Register the dispatchrl ids with gymnasium (idempotent). Entry points are the classes and
+    functions themselves, not "module:name" strings, so the import graph shows every module that
+    makes these envs (AntEnv imports mujoco only when an env is made)."""
+    specs: list[dict[str, Any]] = [
         dict(
             id="dispatchrl/Pendulum-v1",
-            entry_point="dispatchrl.envs.gym:PendulumEnv",
-            vector_entry_point="dispatchrl.envs.batch:make_pendulum_vector",
+            entry_point=PendulumEnv,
+            vector_entry_point=make_pendulum_vector,
             max_episode_steps=200,
         ),
         dict(
             id="dispatchrl/AcrobotContinuous-v1",
-            entry_point="dispatchrl.envs.gym:AcrobotContinuousEnv",
-            vector_entry_point="dispatchrl.envs.batch:make_acrobot_vector",
+            entry_point=AcrobotContinuousEnv,
+            vector_entry_point=make_acrobot_vector,
             max_episode_steps=500,
         ),
         dict(
             id="dispatchrl/Ant-v5",
-            entry_point="dispatchrl.envs.ant:AntEnv",
-            vector_entry_point="dispatchrl.envs.ant:make_ant_vector",
+            entry_point=AntEnv,
+            vector_entry_point=make_ant_vector,
             max_episode_steps=1000,
             reward_threshold=6000.0,
         ),

@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from ..activation import Activation
 from ..errors import ConfigError
 from ..nn import NETWORKS
 
 __all__ = [
-    "ACTIVATIONS",
+    "HIDDEN_ACTIVATIONS",
     "OffPolicyConfig",
     "Rule",
     "activation_name",
@@ -31,7 +32,8 @@ __all__ = [
 #: a field's rule: (predicate on the value, what the value must be, for the error message)
 Rule = tuple[Callable[[Any], bool], str]
 
-ACTIVATIONS = ("relu", "tanh", "gelu")
+#: the activations a Config's hidden layers may use: every Activation but the identity
+HIDDEN_ACTIVATIONS = tuple(member.label for member in Activation if member is not Activation.IDENTITY)
 
 
 def validate_fields(config: object, rules: Mapping[str, Rule]) -> None:
@@ -75,7 +77,7 @@ def hidden_sizes(v: Any) -> bool:
 
 
 def activation_name(v: object) -> bool:
-    return v in ACTIVATIONS
+    return v in HIDDEN_ACTIVATIONS
 
 
 def network_name(v: object) -> bool:

@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..kernels.core.api import copy, tanh
 from ..kernels.offpolicy.api import slice_columns
 from ..kernels.onpolicy.api import normalize_observations
-from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, rng
+from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, rng, stream_key
 from ..nn import MLP, mlp_buffers, mlp_forward
 from ..staging import Branch, launch
 from .scratch import plan_scratch, scratch_intervals
@@ -74,10 +74,7 @@ class TrainerSource:
 
 
 def _splitmix_key(value: int) -> int:
-    z = (value + int(SPLITMIX_GOLDEN)) & _MASK
-    z = ((z ^ (z >> 30)) * int(SPLITMIX_MIX1)) & _MASK
-    z = ((z ^ (z >> 27)) * int(SPLITMIX_MIX2)) & _MASK
-    return z ^ (z >> 31)
+    return stream_key(value & _MASK)
 
 
 def _unxorshift(y: int, shift: int) -> int:

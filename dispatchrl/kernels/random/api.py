@@ -18,6 +18,7 @@ __all__ = [
     "random_normal",
     "random_uniform",
     "rng",
+    "stream_key",
     "uniform_top",
 ]
 
@@ -70,8 +71,14 @@ def rng(device, seed) -> Array:
     check_device("rng", device)
     if not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**63:
         raise ConfigError(f"rng: argument 'seed' must be an int in [0, 2**63), got {seed!r}")
+    return asarray(device, np.array([stream_key(int(seed)), 0], dtype=np.uint64))
+
+
+def stream_key(seed: int) -> int:
+    """The key of ``seed``'s stream: SplitMix64's output for ``seed`` (what :func:`rng` stores and
+    the exported trainer computes in C)."""
     mask = 0xFFFFFFFFFFFFFFFF
-    z = (int(seed) + int(SPLITMIX_GOLDEN)) & mask
+    z = (seed + int(SPLITMIX_GOLDEN)) & mask
     z = ((z ^ (z >> 30)) * int(SPLITMIX_MIX1)) & mask
     z = ((z ^ (z >> 27)) * int(SPLITMIX_MIX2)) & mask
-    return asarray(device, np.array([z ^ (z >> 31), 0], dtype=np.uint64))
+    return z ^ (z >> 31)

@@ -4,6 +4,8 @@
 what dispatch and staging see. ``__faithful__ = True`` keeps plum's dispatch cache on for them.
 """
 
+from typing import Any
+
 import numpy as np
 from plum import parametric
 
@@ -16,7 +18,7 @@ __all__ = ["DTYPES", "Array", "asarray", "assign", "to_numpy", "view", "zeros"]
 DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_)
 
 
-def _dtype_type(dtype, name="dtype"):
+def _dtype_type(dtype, name="dtype") -> type:
     try:
         t = np.dtype(dtype).type
     except TypeError:
@@ -29,7 +31,7 @@ def _dtype_type(dtype, name="dtype"):
     return t
 
 
-def _shape_tuple(shape, name="shape"):
+def _shape_tuple(shape, name="shape") -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
@@ -49,13 +51,13 @@ class Array:
     __faithful__ = True
 
     @classmethod
-    def __init_type_parameter__(cls, device_type, dtype, shape):
+    def __init_type_parameter__(cls, device_type, dtype, shape) -> tuple[type, type, tuple[int, ...]]:
         if not (isinstance(device_type, type) and issubclass(device_type, Device)):
             raise DeviceError(f"Array device parameter must be a Device class, got {device_type!r}")
         return device_type, _dtype_type(dtype), _shape_tuple(shape)
 
     @classmethod
-    def __infer_type_parameter__(cls, device, data):
+    def __infer_type_parameter__(cls, device, data) -> tuple[type, type, tuple[int, ...]]:
         return type(device), data.dtype.type, tuple(data.shape)
 
     def __init__(self, device, data):
@@ -74,27 +76,27 @@ class Array:
         self.data = data
 
     @property
-    def shape(self):
-        return type(self).type_parameter[2]
+    def shape(self) -> tuple[int, ...]:
+        return type(self).type_parameter[2]  # type: ignore[attr-defined]  # set by @parametric
 
     @property
-    def dtype(self):
-        return np.dtype(type(self).type_parameter[1])
+    def dtype(self) -> np.dtype:
+        return np.dtype(type(self).type_parameter[1])  # type: ignore[attr-defined]
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def size(self):
+    def size(self) -> int:
         return int(np.prod(self.shape))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Array[{self.device!r}, {self.dtype.name}, {self.shape}]"
 
     # numpy, CuPy and PyTorch take Arrays without copies where the memory allows it; a transfer off
     # the GPU is never implicit (dispatchrl.to_numpy copies).
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
         if self.device.memory != "host":
             raise DeviceError(f"{self!r} lives in GPU memory; copy it to the host with dispatchrl.to_numpy(x)")
         if copy:
@@ -106,23 +108,23 @@ class Array:
         return self.data
 
     @property
-    def __cuda_array_interface__(self):
+    def __cuda_array_interface__(self) -> dict:
         if self.device.memory != "cuda":
             raise AttributeError(f"{self!r} is a host array: it has __array__ and __dlpack__, not the CUDA interface")
         return self.data.__cuda_array_interface__
 
-    def __dlpack__(self, **kwargs):
+    def __dlpack__(self, **kwargs) -> Any:
         if self.device.memory != "host":  # numba device arrays do not export DLPack
             raise DeviceError(f"{self!r}: DLPack export is for host arrays; use __cuda_array_interface__ on CUDA")
         return self.data.__dlpack__(**kwargs)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         if self.device.memory != "host":
             raise DeviceError(f"{self!r}: DLPack export is for host arrays; use __cuda_array_interface__ on CUDA")
         return self.data.__dlpack_device__()
 
 
-def _check_device(device):
+def _check_device(device) -> None:
     if not isinstance(device, Device):
         raise DeviceError(f"device: expected a dispatchrl Device (e.g. CPU()), got {device!r}")
 
@@ -132,7 +134,7 @@ def _check_device(device):
 ALIGNMENT = 64
 
 
-def _aligned_copy(host):
+def _aligned_copy(host) -> np.ndarray:
     """A C-contiguous copy of ``host`` whose data starts on an ``ALIGNMENT``-byte boundary."""
     raw = np.empty(host.nbytes + ALIGNMENT, dtype=np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
@@ -141,14 +143,14 @@ def _aligned_copy(host):
     return out
 
 
-def zeros(device, shape, dtype=np.float32):
+def zeros(device, shape, dtype=np.float32) -> Array:
     """A zero-filled array of ``shape`` and ``dtype`` on ``device``."""
     _check_device(device)
-    host = np.zeros(_shape_tuple(shape), dtype=_dtype_type(dtype))
+    host: np.ndarray = np.zeros(_shape_tuple(shape), dtype=_dtype_type(dtype))
     return asarray(device, host)
 
 
-def view(flat, offset, shape):
+def view(flat, offset, shape) -> Array:
     """An Array over ``flat``'s elements [offset, offset + prod(shape)), shaped ``shape``: same
     memory, on the same device (host or CUDA)."""
     shape = _shape_tuple(shape)
@@ -158,13 +160,13 @@ def view(flat, offset, shape):
     return Array(flat.device, flat.data[offset : offset + size].reshape(shape))
 
 
-def asarray(device, x, dtype=None):
+def asarray(device, x, dtype=None) -> Array:
     """Copy ``x`` (numpy data, or an Array on any device) to ``device``. Transfers are explicit:
     this is the host→device one."""
     _check_device(device)
     if isinstance(x, Array):
         x = to_numpy(x)
-    host = np.array(x, dtype=_dtype_type(dtype if dtype is not None else np.asarray(x).dtype), order="C")
+    host: np.ndarray = np.array(x, dtype=_dtype_type(dtype if dtype is not None else np.asarray(x).dtype), order="C")
     if host.ndim == 0:
         host = host.reshape(1)
     _shape_tuple(host.shape, "x.shape")
@@ -175,7 +177,7 @@ def asarray(device, x, dtype=None):
     return Array(device, _aligned_copy(host))
 
 
-def to_numpy(x):
+def to_numpy(x) -> np.ndarray:
     """A host numpy copy of an Array (device→host transfer for CUDA)."""
     if not isinstance(x, Array):
         raise DeviceError(f"to_numpy: expected a dispatchrl Array, got {type(x).__name__}")
@@ -184,7 +186,7 @@ def to_numpy(x):
     return x.data.copy()
 
 
-def assign(x, values):
+def assign(x, values) -> None:
     """Overwrite the contents of Array ``x`` with host ``values`` (same shape, cast to x's dtype)."""
     if not isinstance(x, Array):
         raise DeviceError(f"assign: expected a dispatchrl Array, got {type(x).__name__}")

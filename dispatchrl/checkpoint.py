@@ -113,7 +113,7 @@ def _digest(metadata, arrays):
     return h.hexdigest()
 
 
-def _fsync_directory(directory):
+def _fsync_directory(directory) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # e.g. platforms that cannot open directories
@@ -126,7 +126,7 @@ def _fsync_directory(directory):
         os.close(fd)
 
 
-def _write_atomic(target, write):
+def _write_atomic(target, write) -> None:
     """``write(file)`` into a temporary file beside ``target``, fsync, rename over ``target``."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -319,7 +319,7 @@ class FieldValues:
             self.refuse(name, f"= {first} is outside its allowed range [{low}, {high}]" + (f" ({why})" if why else ""))
         return value.reshape(-1)[0].item()
 
-    def refuse(self, name, problem):
+    def refuse(self, name, problem) -> None:
         raise CheckpointError(f"{self.source}: '{self.prefix}{name}' {problem}")
 
 
@@ -337,7 +337,7 @@ def _owners(tree, prefix=""):
             yield from _owners(item, f"{prefix}{i}.")
 
 
-def restore(state, arrays, source="checkpoint", context=None):
+def restore(state, arrays, source="checkpoint", context=None) -> None:
     """Copy ``arrays`` into the Arrays of ``state``; every leaf must be present with its exact
     shape and dtype, nothing else may be there, floats finite, integers non-negative, and every
     struct's ``validate_checkpoint`` must accept its values (``context``: what the caller knows,

@@ -23,6 +23,7 @@ naming both, raised before any kernel runs — eagerly and while :func:`dispatch
 import dataclasses
 import inspect
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import plum
@@ -65,17 +66,17 @@ class GenericFunction:
         self._field_paths = {}  # (argument, struct type) → [(field, path)] (memoised)
         self._allowed = frozenset((a, b) for a, bs in self.may_alias.items() for b in bs for a, b in ((a, b), (b, a)))
 
-    def dispatch(self, method=None, precedence=0):
+    def dispatch(self, method=None, precedence=0) -> Any:
         """Register a method (plum's ``Function.dispatch``): annotate the device argument."""
         return self.function.dispatch(method, precedence=precedence)
 
-    def resolve(self, *args):
+    def resolve(self, *args) -> Callable[..., Any]:
         """The plum method that ``self(*args)`` would run (after validation)."""
         args = self.declaration(*args)
         check_aliasing(self, args)
         return self.function.resolve_method(args)[0]
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, **kwargs) -> Any:
         args = self.declaration(*args, **kwargs)
         check_aliasing(self, args)
         try:
@@ -86,7 +87,7 @@ class GenericFunction:
                 f"@dispatchrl.{self.__name__}.dispatch"
             ) from None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<generic function {self.__name__} with {len(self.function.methods)} method(s)>"
 
 
@@ -105,7 +106,7 @@ def invoke(fn: "GenericFunction", device_type: type) -> "Callable[..., object]":
     if not isinstance(device_type, type):
         raise ConfigError(f"invoke: argument 'device_type' must be a Device class, got {device_type!r}")
 
-    def call(*args, **kwargs):
+    def call(*args, **kwargs) -> Any:
         args = fn.declaration(*args, **kwargs)
         check_aliasing(fn, args)
         try:
@@ -120,11 +121,11 @@ def invoke(fn: "GenericFunction", device_type: type) -> "Callable[..., object]":
     return call
 
 
-def generic(declaration=None, *, outputs=None, inplace=(), may_alias=None):
+def generic(declaration=None, *, outputs=None, inplace=(), may_alias=None) -> Any:
     """Declare a generic function; the decorated body validates and returns the argument tuple.
     Bare ``@generic`` or ``@generic(outputs=..., inplace=..., may_alias=...)`` (see the module)."""
 
-    def decorate(declaration):
+    def decorate(declaration) -> GenericFunction:
         fn = GenericFunction(declaration, outputs, inplace, may_alias)
         GENERIC_FUNCTIONS.append(fn)
         return fn
@@ -142,7 +143,7 @@ _plain_types = {str, bytes, int, float, bool, type(None)}
 _struct_fields_cache: dict = {}
 
 
-def _is_array(value):
+def _is_array(value) -> bool:
     t = type(value)
     if t in _array_types:
         return True
@@ -152,7 +153,7 @@ def _is_array(value):
     return True
 
 
-def _extent(array):
+def _extent(array) -> tuple[int, int]:
     """[start, end) byte addresses of an Array's (C-contiguous, so gap-free) memory, cached on
     the Array: its ``data`` never changes."""
     extent = array.__dict__.get("_extent")
@@ -168,7 +169,7 @@ def _extent(array):
     return extent
 
 
-def _struct_fields(value):
+def _struct_fields(value) -> tuple[str, ...]:
     """Field names of a struct argument (dataclass or plain object); dataclass fields marked
     ``checkpoint=False`` hold storage other fields are views of (nn.MLP.groups) and are skipped."""
     t = type(value)
@@ -182,7 +183,7 @@ def _struct_fields(value):
     return names
 
 
-def _collect(fn, name, value, out, depth=0):
+def _collect(fn, name, value, out, depth=0) -> None:
     """Append (start, end, path, is written) for the Arrays of argument ``name``."""
     if _is_array(value):
         written = fn._written_leaf.get(name)
@@ -213,7 +214,7 @@ def _collect(fn, name, value, out, depth=0):
             _collect(fn, path, item, out, depth + 1)
 
 
-def check_aliasing(fn, args):
+def check_aliasing(fn, args) -> None:
     """Refuse (ShapeError) any overlap between a written Array of ``args`` (a call's normalised
     arguments) and another Array argument, except the exact aliases ``fn.may_alias`` allows."""
     items = []
@@ -248,7 +249,7 @@ def check_aliasing(fn, args):
             )
 
 
-def _allowed(fn, a, b):
+def _allowed(fn, a, b) -> bool:
     allowed = fn._allowed
     if not allowed:
         return False

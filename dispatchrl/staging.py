@@ -57,7 +57,7 @@ def raw(x: object) -> Any:
     return x.data if isinstance(x, Array) else x
 
 
-def launch(device, kernel, *args):
+def launch(device, kernel, *args) -> None:
     """Run ``kernel(*raw args)`` now, or record it while a step is being staged by :func:`fuse`."""
     calls = _recording.get()
     if calls is not None:
@@ -75,10 +75,10 @@ class Every:
             raise ConfigError(f"Every: need period >= 1 and 0 <= offset < period, got {period}, {offset}")
         self.counter, self.period, self.offset = counter, int(period), int(offset)
 
-    def holds(self, count):
+    def holds(self, count) -> bool:
         return count % self.period == self.offset
 
-    def expression(self, name):
+    def expression(self, name) -> str:
         return f"{name}[0] % {self.period} == {self.offset}"
 
 
@@ -89,14 +89,14 @@ class Below:
         _check_counter(counter)
         self.counter, self.limit = counter, int(limit)
 
-    def holds(self, count):
+    def holds(self, count) -> bool:
         return count < self.limit
 
-    def expression(self, name):
+    def expression(self, name) -> str:
         return f"{name}[0] < {self.limit}"
 
 
-def _check_counter(counter):
+def _check_counter(counter) -> None:
     if not (isinstance(counter, Array) and counter.shape == (1,) and counter.dtype == np.int64):
         raise ConfigError(f"a staged condition needs an int64 Array of shape (1,) as counter, got {counter!r}")
 
@@ -108,7 +108,7 @@ class Branch:
         self.condition, self.then, self.otherwise = condition, [], []
 
 
-def when(device, condition, then, otherwise=None):
+def when(device, condition, then, otherwise=None) -> None:
     """``then(device)`` if ``condition`` holds, else ``otherwise(device)``: evaluated now when
     called eagerly; inside :func:`fuse`, both branches are traced and the test runs in the step."""
     calls = _recording.get()
@@ -147,15 +147,15 @@ class Step:
         self.calls = calls
         self.compile_seconds = compile_seconds
 
-    def __call__(self, n=1):
+    def __call__(self, n=1) -> None:
         self._run(int(n))
 
     @property
-    def kernel_calls(self):
+    def kernel_calls(self) -> list[tuple]:
         """Every recorded (kernel, args), both sides of every branch included."""
         return list(kernel_calls(self.calls))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Step on {self.device!r}: {len(self.kernel_calls)} kernel calls>"
 
 
@@ -171,7 +171,7 @@ def trace(calls: list) -> Iterator[list]:
         _recording.reset(token)
 
 
-def fuse(device, fn, *args, **kwargs):
+def fuse(device, fn, *args, **kwargs) -> Step:
     """Trace ``fn(device, *args, **kwargs)`` once and compile it into a :class:`Step`.
 
     ``fn`` must be a sequence of generic-function calls on persistent arrays (outputs passed in),
@@ -209,14 +209,14 @@ def compile_step(device: Generic, calls: list) -> Program:
 def python_program(calls: list) -> Program:
     """Prepared closures over raw arrays; branches read their counter (for CUDA, a small copy)."""
 
-    def prepare(nodes):
+    def prepare(nodes) -> list[Callable[..., None]]:
         ops = []
         for node in nodes:
             if isinstance(node, Branch):
                 counter, holds = raw(node.condition.counter), node.condition.holds
                 then, otherwise = prepare(node.then), prepare(node.otherwise)
 
-                def op(counter=counter, holds=holds, then=then, otherwise=otherwise):
+                def op(counter=counter, holds=holds, then=then, otherwise=otherwise) -> None:
                     for inner in then if holds(int(counter[0])) else otherwise:
                         inner()
 
@@ -228,7 +228,7 @@ def python_program(calls: list) -> Program:
 
     ops = prepare(calls)
 
-    def run(n):
+    def run(n) -> None:
         for _ in range(n):
             for op in ops:
                 op()
@@ -242,7 +242,7 @@ def segments(nodes: list, compiles: Callable[[object], bool]) -> Iterator[tuple[
     maximal runs of other kernel calls as ("host", calls), and every other branch alone as
     ("branch", [branch]) (its condition is then tested on the host, its sides split in turn)."""
 
-    def kind(node):
+    def kind(node) -> str:
         if compiles(node):
             return "compiled"
         return "branch" if isinstance(node, Branch) else "host"
@@ -277,7 +277,7 @@ def segmented_program(
         else:
             parts.append(_host_branch(group[0], lambda side: segmented_program(side, compiles, compile_run, host_run)))
 
-    def run(n):
+    def run(n) -> None:
         for _ in range(n):
             for part in parts:
                 part(1)
@@ -291,7 +291,7 @@ def _host_branch(node: Branch, program: Callable[[list], Program]) -> Program:
     then = program(node.then) if node.then else None
     otherwise = program(node.otherwise) if node.otherwise else None
 
-    def run(n):
+    def run(n) -> None:
         for _ in range(n):
             side = then if holds(int(counter[0])) else otherwise
             if side is not None:

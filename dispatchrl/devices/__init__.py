@@ -11,6 +11,7 @@ The class hierarchy is the fallback order plum uses: a method for ``Generic`` se
 """
 
 import importlib
+from typing import Any
 
 from ..errors import DeviceError
 
@@ -27,13 +28,13 @@ class Device:
         if type(self) is Device:
             raise DeviceError("Device is abstract: use Generic(), CPU(), CUDA() or C()")
 
-    def __eq__(self, other):
+    def __eq__(self, other) -> bool:
         return type(self) is type(other)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(type(self))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
 
@@ -73,7 +74,7 @@ class CUDA(Device):
             importlib.import_module(module)
 
 
-def _import_numba_cuda():
+def _import_numba_cuda() -> Any:
     """``numba.cuda``, or a DeviceError naming the versions when this combination cannot import it
     (numba-cuda up to 0.30 registers ``np.row_stack``, which numpy 2.5 removed)."""
     try:
@@ -81,7 +82,7 @@ def _import_numba_cuda():
     except (ImportError, AttributeError) as e:
         from importlib.metadata import PackageNotFoundError, version
 
-        def installed(name):
+        def installed(name) -> str:
             try:
                 return version(name)
             except PackageNotFoundError:
@@ -100,7 +101,7 @@ class C(Device):
     """Generated C99 kernels compiled by the host C compiler."""
 
 
-def device_from_name(name):
+def device_from_name(name) -> Device:
     """``"cpu"`` → ``CPU()`` etc., for command lines and configs."""
     names = {"generic": Generic, "cpu": CPU, "cuda": CUDA, "c": C}
     try:

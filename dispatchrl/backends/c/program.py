@@ -18,7 +18,7 @@ def c_program(calls: list) -> Program:
     source, arrays = render_step(calls)
     fn, pointers = step_function(source), array_pointers(arrays)
 
-    def run(n):
+    def run(n) -> None:
         fn(n, pointers)  # `pointers` keeps the arrays' addresses; the closure keeps them alive
 
     run.source, run.arrays = source, arrays  # type: ignore[attr-defined]  # for export and tests

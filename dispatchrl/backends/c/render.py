@@ -65,7 +65,7 @@ class CKernel:
             if not 0 <= value < 2**31:
                 raise ConfigError(f"C device: {name} constant {key}={value} does not fit a C int")
 
-    def __call__(self, *raw):
+    def __call__(self, *raw) -> None:
         # Eager call: the one-block step for these shapes, compiled once per process (and disk).
         source, arrays = render_step([(self, raw)])
         step_function(source)(1, array_pointers(arrays))

@@ -37,7 +37,7 @@ def _activation_derivative(pre, out, code):
 
 
 def _elementwise_kernel(code):
-    def kernel(x, out):
+    def kernel(x, out) -> None:
         out[...] = _activate(x, code)
 
     return kernel
@@ -55,7 +55,7 @@ def _elementwise_method(activation):
 api.register_activation_methods(_elementwise_method)
 
 
-def matmul_kernel(a, b, out):
+def matmul_kernel(a, b, out) -> None:
     np.matmul(a, b, out=out)
 
 
@@ -64,7 +64,7 @@ def matmul(device: Generic, a, b, out):
     launch(device, matmul_kernel, a, b, out)
 
 
-def dense_forward_kernel(x, W, b, pre, out, code):
+def dense_forward_kernel(x, W, b, pre, out, code) -> None:
     np.matmul(x, W, out=pre)
     pre += b
     out[...] = _activate(pre, code)
@@ -75,7 +75,7 @@ def dense_forward(device: Generic, x, W, b, pre, out, activation):
     launch(device, dense_forward_kernel, x, W, b, pre, out, activation)
 
 
-def dense_backward_kernel(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
+def dense_backward_kernel(x, W, pre, out, d_out, d_pre, dW, db, d_x, code) -> None:
     np.multiply(d_out, _activation_derivative(pre, out, code), out=d_pre)
     np.matmul(x.T, d_pre, out=dW)
     np.sum(d_pre, axis=0, out=db)
@@ -88,7 +88,7 @@ def dense_backward(device: Generic, x, W, pre, out, d_out, d_pre, dW, db, d_x, a
     launch(device, dense_backward_kernel, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation)
 
 
-def dense_input_gradient_kernel(W, pre, out, d_out, d_pre, d_x, code):
+def dense_input_gradient_kernel(W, pre, out, d_out, d_pre, d_x, code) -> None:
     np.multiply(d_out, _activation_derivative(pre, out, code), out=d_pre)
     np.matmul(d_pre, W.T, out=d_x)
 
@@ -98,7 +98,7 @@ def dense_input_gradient(device: Generic, W, pre, out, d_out, d_pre, d_x, activa
     launch(device, dense_input_gradient_kernel, W, pre, out, d_out, d_pre, d_x, activation)
 
 
-def mse_loss_kernel(pred, target, loss):
+def mse_loss_kernel(pred, target, loss) -> None:
     diff = pred.astype(np.float64) - target
     loss[0] = np.mean(diff * diff)
 
@@ -108,7 +108,7 @@ def mse_loss(device: Generic, pred, target, loss):
     launch(device, mse_loss_kernel, pred, target, loss)
 
 
-def mse_gradient_kernel(pred, target, d_pred):
+def mse_gradient_kernel(pred, target, d_pred) -> None:
     np.multiply(pred - target, 2.0 / pred.size, out=d_pred, casting="unsafe")
 
 
@@ -117,7 +117,7 @@ def mse_gradient(device: Generic, pred, target, d_pred):
     launch(device, mse_gradient_kernel, pred, target, d_pred)
 
 
-def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
+def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps) -> None:
     t[0] += 1
     m *= beta1
     m += (1 - beta1) * grad
@@ -128,7 +128,7 @@ def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
     param -= (lr * m_hat / (np.sqrt(v_hat) + eps)).astype(param.dtype)
 
 
-def adam_step_lr_array_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
+def adam_step_lr_array_kernel(param, grad, m, v, t, lr, beta1, beta2, eps) -> None:
     adam_step_kernel(param, grad, m, v, t, lr[0], beta1, beta2, eps)
 
 
@@ -142,7 +142,7 @@ def adam_step(device: Generic, param, grad, m, v, t, lr: Array, beta1, beta2, ep
     launch(device, adam_step_lr_array_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
 
 
-def polyak_update_kernel(target, source, polyak):
+def polyak_update_kernel(target, source, polyak) -> None:
     target[...] = polyak * target + (1 - polyak) * source
 
 
@@ -151,7 +151,7 @@ def polyak_update(device: Generic, target, source, polyak):
     launch(device, polyak_update_kernel, target, source, polyak)
 
 
-def fill_kernel(out, value):
+def fill_kernel(out, value) -> None:
     out[...] = value
 
 
@@ -160,7 +160,7 @@ def fill(device: Generic, out, value):
     launch(device, fill_kernel, out, value)
 
 
-def copy_kernel(src, dst):
+def copy_kernel(src, dst) -> None:
     dst[...] = src
 
 
@@ -169,7 +169,7 @@ def copy(device: Generic, src, dst):
     launch(device, copy_kernel, src, dst)
 
 
-def increment_kernel(counter, amount):
+def increment_kernel(counter, amount) -> None:
     counter[0] += amount
 
 
@@ -178,7 +178,7 @@ def increment(device: Generic, counter, amount):
     launch(device, increment_kernel, counter, amount)
 
 
-def nonfinite_flag_kernel(x, flag, code):
+def nonfinite_flag_kernel(x, flag, code) -> None:
     if flag[0] == 0 and not np.all(np.isfinite(x)):
         flag[0] = code
 

@@ -28,7 +28,7 @@ def replay_add_kernel(
     b_truncated,
     position,
     size,
-):
+) -> None:
     capacity = b_obs.shape[0]
     rows = (position[0] + np.arange(obs.shape[0])) % capacity
     for dst, src in (
@@ -76,7 +76,7 @@ def replay_sample_kernel(
     next_obs,
     terminated,
     truncated,
-):
+) -> None:
     rows = (uniform01(rng, obs.shape[0]) * size[0]).astype(np.int64)
     for dst, src in (
         (obs, b_obs),
@@ -94,7 +94,7 @@ def replay_sample(device: Generic, rng, buffer, batch):
     launch(device, replay_sample_kernel, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
 
 
-def concat_columns_kernel(a, b, out):
+def concat_columns_kernel(a, b, out) -> None:
     out[:, : a.shape[1]] = a
     out[:, a.shape[1] :] = b
 
@@ -104,7 +104,7 @@ def concat_columns(device: Generic, a, b, out):
     launch(device, concat_columns_kernel, a, b, out)
 
 
-def slice_columns_kernel(x, start, out):
+def slice_columns_kernel(x, start, out) -> None:
     out[...] = x[:, start : start + out.shape[1]]
 
 
@@ -113,7 +113,7 @@ def slice_columns(device: Generic, x, start, out):
     launch(device, slice_columns_kernel, x, start, out)
 
 
-def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):
+def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high) -> None:
     noise = np.clip(std * standard_normal(rng, x.size).reshape(x.shape), -noise_clip, noise_clip)
     x[...] = np.clip(x + noise, low, high)
 
@@ -123,7 +123,7 @@ def add_clipped_noise(device: Generic, rng, x, std, noise_clip, low, high):
     launch(device, add_clipped_noise_kernel, rng, x, std, noise_clip, low, high)
 
 
-def td_target_kernel(reward, terminated, q1, q2, gamma, target):
+def td_target_kernel(reward, terminated, q1, q2, gamma, target) -> None:
     target[:, 0] = reward + gamma * (1.0 - terminated) * np.minimum(q1[:, 0], q2[:, 0])
 
 
@@ -134,7 +134,7 @@ def td_target(device: Generic, reward, terminated, q1, q2, gamma, target):
 
 def track_episodes_kernel(
     reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count
-):
+) -> None:
     running_return += reward
     running_length += 1
     for i in np.flatnonzero(terminated | truncated):
@@ -168,7 +168,7 @@ def _mean_log_std(actor_out):
     return actor_out[:, :a], np.clip(actor_out[:, a:], api.LOG_STD_MIN, api.LOG_STD_MAX)
 
 
-def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
+def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob) -> None:
     mean, log_std = _mean_log_std(actor_out.astype(np.float64))
     eps = standard_normal(rng, noise.size).reshape(noise.shape)
     noise[...] = eps
@@ -184,7 +184,7 @@ def gaussian_tanh_sample(device: Generic, rng, actor_out, noise, action, log_pro
     launch(device, gaussian_tanh_sample_kernel, rng, actor_out, noise, action, log_prob)
 
 
-def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out):
+def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out) -> None:
     batch, a_dim = action.shape
     raw_log_std = actor_out[:, a_dim:].astype(np.float64)
     std = np.exp(np.clip(raw_log_std, api.LOG_STD_MIN, api.LOG_STD_MAX))
@@ -202,7 +202,7 @@ def gaussian_tanh_backward(device: Generic, actor_out, noise, action, d_action, 
     launch(device, gaussian_tanh_backward_kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
 
 
-def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target) -> None:
     soft_q = np.minimum(q1[:, 0], q2[:, 0]) - math.exp(float(log_alpha[0])) * log_prob[:, 0]
     target[:, 0] = reward + gamma * (1.0 - terminated) * soft_q
 
@@ -212,7 +212,7 @@ def soft_td_target(device: Generic, reward, terminated, q1, q2, log_prob, log_al
     launch(device, soft_td_target_kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
 
 
-def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad):
+def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad) -> None:
     grad[0] = -np.mean(log_prob[:, 0].astype(np.float64) + target_entropy)
 
 
@@ -221,7 +221,7 @@ def entropy_temperature_gradient(device: Generic, log_prob, target_entropy, grad
     launch(device, entropy_temperature_gradient_kernel, log_prob, target_entropy, grad)
 
 
-def select_min_rows_kernel(a, b, x, y, out):
+def select_min_rows_kernel(a, b, x, y, out) -> None:
     out[...] = np.where(a <= b, x, y)
 
 

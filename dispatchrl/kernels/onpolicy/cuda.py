@@ -28,7 +28,7 @@ _THREADS = 128
 _SLOTS = (_MAX_A + 3) * _THREADS  # per-thread partial sums: A log-std gradients, KL, surrogate, clipped
 
 
-def _single(device, kernel, *args):
+def _single(device, kernel, *args) -> None:
     launch(device, Launch(kernel, (1,), (1,)), *args)
 
 

@@ -10,7 +10,7 @@ from . import api
 __all__ = ["gather_arguments", "store_arguments"]
 
 
-def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
+def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns) -> None:
     delta = reward + gamma * np.where(terminated, 0.0, next_value) - value
     carry = np.where(terminated | truncated, 0.0, gamma * lam)
     running = np.zeros(reward.shape[1])
@@ -26,7 +26,7 @@ def gae(device: Generic, reward, value, next_value, terminated, truncated, gamma
     launch(device, gae_kernel, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns)
 
 
-def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, returns, n):
+def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, returns, n) -> None:
     steps = reward.shape[0]
     out = np.zeros(reward.shape)
     for t in range(steps):
@@ -50,7 +50,7 @@ def discounted_returns(device: Generic, reward, next_value, terminated, truncate
     launch(device, discounted_returns_kernel, reward, next_value, terminated, truncated, gamma, returns, n)
 
 
-def running_stats_update_kernel(x, mean, var, count, nonfinite):
+def running_stats_update_kernel(x, mean, var, count, nonfinite) -> None:
     x = x.astype(np.float64)
     finite = np.all(np.isfinite(x), axis=0)
     nonfinite[0] += int(np.sum(~finite))
@@ -71,7 +71,7 @@ def running_stats_update(device: Generic, stats, x):
     launch(device, running_stats_update_kernel, x, stats.mean, stats.var, stats.count, stats.nonfinite)
 
 
-def normalize_observations_kernel(x, mean, var, out):
+def normalize_observations_kernel(x, mean, var, out) -> None:
     out[...] = (x - mean) / np.sqrt(var + api.NORMALIZE_EPS)
 
 
@@ -80,7 +80,7 @@ def normalize_observations(device: Generic, stats, x, out):
     launch(device, normalize_observations_kernel, x, stats.mean, stats.var, out)
 
 
-def gaussian_sample_kernel(rng, mean, log_std, action, log_prob):
+def gaussian_sample_kernel(rng, mean, log_std, action, log_prob) -> None:
     eps = standard_normal(rng, mean.size).reshape(mean.shape)
     ls = log_std.astype(np.float64)
     action[...] = mean + np.exp(ls) * eps
@@ -98,7 +98,7 @@ def _log_prob(mean, log_std, action):
     return np.sum(-0.5 * z * z - ls - 0.5 * api.LOG_2PI, axis=1), z
 
 
-def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
+def gaussian_log_prob_kernel(mean, log_std, action, log_prob) -> None:
     log_prob[...] = _log_prob(mean, log_std, action)[0]
 
 
@@ -121,7 +121,7 @@ def ppo_policy_gradient_kernel(
     d_mean,
     d_log_std,
     info,
-):
+) -> None:
     batch = mean.shape[0]
     adv = advantage.astype(np.float64)
     if normalize:
@@ -180,7 +180,7 @@ def ppo_policy_gradient(
     )
 
 
-def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
+def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high) -> None:
     if kl[0] < 0.5 * target:
         lr[0] = min(max(lr[0] * factor, low), high)
     elif kl[0] > 2.0 * target:
@@ -212,7 +212,7 @@ def rollout_store_kernel(
     r_reward,
     r_terminated,
     r_truncated,
-):
+) -> None:
     steps, envs = r_reward.shape
     t = int(step[0]) % steps
     rows = slice(t * envs, (t + 1) * envs)
@@ -256,7 +256,7 @@ def rollout_store(
     )
 
 
-def random_permutation_kernel(rng, perm):
+def random_permutation_kernel(rng, perm) -> None:
     n = perm.shape[0]
     u = uniform01(rng, n)
     p = np.arange(n, dtype=np.int64)
@@ -286,7 +286,7 @@ def gather_minibatch_kernel(
     b_log_prob,
     b_advantage,
     b_returns,
-):
+) -> None:
     rows = b_obs.shape[0]
     k = int(counter[0]) % (perm.shape[0] // rows)
     idx = perm[k * rows : (k + 1) * rows]

@@ -30,7 +30,7 @@ def standard_normal(rng, count):
     return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * math.pi * u[1::2])
 
 
-def random_uniform_kernel(rng, out, low, high, top):
+def random_uniform_kernel(rng, out, low, high, top) -> None:
     u = uniform01(rng, out.size).reshape(out.shape)
     out[...] = low + (high - low) * u
     np.minimum(out, out.dtype.type(top), out=out)  # rounded up to high in out's dtype (api.uniform_top)
@@ -41,7 +41,7 @@ def random_uniform(device: Generic, rng, out, low, high):
     launch(device, random_uniform_kernel, rng, out, low, high, api.uniform_top(out.dtype, low, high))
 
 
-def random_normal_kernel(rng, out, mean, std):
+def random_normal_kernel(rng, out, mean, std) -> None:
     u = uniform01(rng, 2 * out.size)
     radius = np.sqrt(-2.0 * np.log(1.0 - u[0::2]))
     out[...] = (mean + std * radius * np.cos(2.0 * math.pi * u[1::2])).reshape(out.shape)

@@ -11,7 +11,7 @@ from . import api
 __all__: list[str] = []
 
 
-def set_leaf(sum_tree, min_tree, row, value):
+def set_leaf(sum_tree, min_tree, row, value) -> None:
     leaves = sum_tree.shape[0] // 2
     node = leaves + row
     sum_tree[node] = value
@@ -23,7 +23,7 @@ def set_leaf(sum_tree, min_tree, row, value):
         node //= 2
 
 
-def priority_mark_new_kernel(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+def priority_mark_new_kernel(sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps) -> None:
     value = (max_priority[0] + eps) ** alpha
     for i in range(count):
         set_leaf(sum_tree, min_tree, (position[0] + i) % capacity, value)
@@ -34,7 +34,7 @@ def priority_mark_new(device: Generic, sum_tree, min_tree, max_priority, positio
     launch(device, priority_mark_new_kernel, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps)
 
 
-def priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+def priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps) -> None:
     for i in range(index.shape[0]):
         p = abs(float(priority[i]))
         if p > max_priority[0]:
@@ -47,7 +47,7 @@ def priority_update(device: Generic, sum_tree, min_tree, max_priority, index, pr
     launch(device, priority_update_kernel, sum_tree, min_tree, max_priority, index, priority, alpha, eps)
 
 
-def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
+def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight) -> None:
     leaves = sum_tree.shape[0] // 2
     total = sum_tree[1]
     p_min = min_tree[1]
@@ -86,7 +86,7 @@ def replay_gather_kernel(
     next_obs,
     terminated,
     truncated,
-):
+) -> None:
     for dst, src in (
         (obs, b_obs),
         (action, b_action),
@@ -103,7 +103,7 @@ def replay_gather(device: Generic, buffer, index, batch):
     launch(device, replay_gather_kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
 
 
-def scale_rows_kernel(weight, x):
+def scale_rows_kernel(weight, x) -> None:
     x *= weight[:, None]
 
 
@@ -112,7 +112,7 @@ def scale_rows(device: Generic, weight, x):
     launch(device, scale_rows_kernel, weight, x)
 
 
-def td_priority_kernel(q1, q2, target, priority):
+def td_priority_kernel(q1, q2, target, priority) -> None:
     priority[:] = (np.abs(q1[:, 0] - target[:, 0]) + np.abs(q2[:, 0] - target[:, 0])) * priority.dtype.type(0.5)
 
 
@@ -121,7 +121,7 @@ def td_priority(device: Generic, q1, q2, target, priority):
     launch(device, td_priority_kernel, q1, q2, target, priority)
 
 
-def linear_anneal_kernel(step, start, end, steps, out):
+def linear_anneal_kernel(step, start, end, steps, out) -> None:
     out[0] = start + (end - start) * min(1.0, float(step[0]) / steps)
 
 

@@ -76,6 +76,51 @@ def test_no_import_cycles():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+#: the layers of docs/DESIGN.md's layout, bottom first: a module may import its own layer and the
+#: ones before it ("" is the package's __init__, the public namespace)
+LAYERS = [
+    "errors",
+    "devices",
+    "arrays",
+    "activation",
+    "checks",
+    "dispatch",
+    "staging",
+    "cache",
+    "backends",
+    "kernels",
+    "data",
+    "nn",
+    "envs",
+    "checkpoint",
+    "loggers",
+    "algorithms",
+    "plot",
+    "video",
+    "export",
+    "sweep",
+    "facade",
+    "",
+    "cli_config",
+    "cli",
+    "__main__",
+]
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.index(parts[1] if len(parts) > 1 else "")
+
+
+def test_every_module_has_a_layer_and_imports_only_layers_before_it():
+    graph = import_graph()
+    unlisted = {m for m in graph if (m.split(".") + [""])[1] not in LAYERS}
+    assert not unlisted, f"add these to LAYERS (and to docs/DESIGN.md's layout): {sorted(unlisted)}"
+    upward = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets if layer_of(t) > layer_of(m))
+    assert not upward, "imports of a later layer: " + ", ".join(upward)
+    assert layer_of("dispatchrl.kernels.core.cpu") > layer_of("dispatchrl.backends.cpu")
+
+
 def test_backends_define_no_generic_function_methods():
     """Backends are runtimes: methods of generic functions live in kernels/ and envs/ (only
     compile_step, the staging function, has methods there)."""

@@ -1,0 +1,120 @@
+"""Habits issue 12 asked for, kept by tests: every module says what it exports (``__all__``, and
+each name in it exists), only plum's public API is used, and package functions carry return
+annotations (a ratchet: the count of those without may only go down)."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "dispatchrl"
+
+#: package functions without a return annotation, outside the exemptions of `exempt` (measured;
+#: lower it when you annotate more, never raise it: annotate new functions instead)
+MAX_UNANNOTATED = 270
+
+
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def declared_all(tree: ast.Module) -> list[str] | None:
+    for node in tree.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            value = node.value
+            if isinstance(value, (ast.List, ast.Tuple)):
+                return [e.value for e in value.elts if isinstance(e, ast.Constant)]
+            return []  # computed (e.g. list(api.__all__)): present, names checked on import elsewhere
+    return None
+
+
+def top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):  # module level, also inside if/try blocks at module level
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            for t in node.targets:
+                if isinstance(t, ast.Tuple):
+                    names.update(e.id for e in t.elts if isinstance(e, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_every_module_declares_all_and_its_names_exist():
+    missing, unknown = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "__main__.py":
+            continue
+        tree = parsed(path)
+        names = declared_all(tree)
+        if names is None:
+            missing.append(str(path.relative_to(ROOT)))
+            continue
+        defined = top_level_names(tree)
+        lazy = "__getattr__" in defined  # a module __getattr__ provides some names lazily
+        unknown += [f"{path.relative_to(ROOT)}:{n}" for n in names if n not in defined and not lazy]
+    assert not missing, f"modules without __all__: {missing}"
+    assert not unknown, f"__all__ names not defined: {unknown}"
+
+
+def private_plum_uses(path: Path) -> list[str]:
+    """Private names of plum: `from plum._x import`, `from plum import _x`, `plum._x`, and any
+    `_name` read from a plum Function (dispatchrl keeps it as `.function` of its generic and
+    network functions)."""
+    found = []
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "plum":
+            if node.module != "plum" or any(a.name.startswith("_") for a in node.names):
+                found.append(f"{path.name}:{node.lineno} from {node.module} import ...")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = ast.unparse(node.value)
+            if owner == "plum" or owner.endswith(".function") or owner == "function":
+                found.append(f"{path.name}:{node.lineno} {owner}.{node.attr}")
+    return found
+
+
+def test_only_plums_public_api():
+    files = [p for folder in ("dispatchrl", "tests", "examples", "benchmarks") for p in (ROOT / folder).rglob("*.py")]
+    found = [use for path in sorted(files) for use in private_plum_uses(path)]
+    assert not found, f"private plum names: {found}"
+
+
+def test_the_plum_check_sees_private_names(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import plum\nfrom plum._function import x\nfn.function._cache\nplum._resolver\n")
+    assert len(private_plum_uses(sample)) == 3
+
+
+def exempt(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Functions a return annotation would not serve: Numba/CUDA kernels and their overloads (Numba
+    types them itself), plum methods (plum would convert every result to the annotated type on each
+    call) and ``__init__``."""
+    for decorator in node.decorator_list:
+        text = ast.unparse(decorator)
+        if any(word in text for word in ("jit", "overload", "intrinsic", "block_form")) or text.endswith("dispatch"):
+            return True
+    return node.name == "__init__"
+
+
+def unannotated() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(parsed(path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is None and not exempt(node):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    return found
+
+
+def test_return_annotations_only_increase():
+    found = unannotated()
+    assert len(found) <= MAX_UNANNOTATED, (
+        f"{len(found)} package functions lack a return annotation (at most {MAX_UNANNOTATED}); annotate the new "
+        "ones: " + ", ".join(found[-20:])
+    )

@@ -121,6 +121,20 @@ def test_every_module_has_a_layer_and_imports_only_layers_before_it():
     assert layer_of("dispatchrl.kernels.core.cpu") > layer_of("dispatchrl.backends.cpu")
 
 
+def test_algorithms_import_no_numba_cuda_or_ctypes():
+    """Algorithm files stay device-free: they call generic functions, never a backend's tools."""
+    found = []
+    for path in (PACKAGE / "algorithms").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("numba", "ctypes", "cupy")]
+            if isinstance(node, ast.ImportFrom) and node.level and "backends" in (node.module or ""):
+                found.append(f"{path.name}: {node.module}")
+    assert not found, found
+
+
 def test_backends_define_no_generic_function_methods():
     """Backends are runtimes: methods of generic functions live in kernels/ and envs/ (only
     compile_step, the staging function, has methods there)."""

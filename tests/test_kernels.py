@@ -194,6 +194,30 @@ def test_adam_step(device):
     check()
 
 
+def test_adam_step_with_an_array_learning_rate_matches_the_number(device):
+    """adam_step's lr may be a (1,) float64 Array (PPO adapts it inside the fused step): plum
+    picks that method on the argument's type; it must update exactly as the number would."""
+    g = np.random.default_rng(5)
+    p, grads = g.normal(size=(3, 17)), g.normal(size=(4, 3, 17))
+    results = []
+    for lr in (3e-2, drl.asarray(device, np.array([3e-2]))):
+        param, grad, m, v = (
+            put(device, p),
+            drl.zeros(device, (3, 17)),
+            drl.zeros(device, (3, 17)),
+            drl.zeros(device, (3, 17)),
+        )
+        t = drl.zeros(device, 1, np.int64)
+        for step_grad in grads:
+            drl.assign(grad, step_grad)
+            drl.adam_step(device, param, grad, m, v, t, lr, 0.9, 0.999, 1e-8)
+        results.append((drl.to_numpy(param), drl.to_numpy(v)))
+    (p_number, v_number), (p_array, v_array) = results
+    assert not np.allclose(p_number, p.astype(np.float32))  # it moved
+    np.testing.assert_allclose(p_array, p_number, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(v_array, v_number, rtol=1e-6, atol=1e-9)
+
+
 def test_polyak_fill_copy(device):
     @examples(device)
     @given(dims, dims, seeds, st.floats(0, 1))

@@ -7,6 +7,7 @@ network type); :class:`MLP` is the built-in network.
 from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward, mlp_train_step, parameter
 from .network import (
     NETWORKS,
+    HeadPolicy,
     NetworkFunction,
     NetworkPolicy,
     adam_update,
@@ -17,12 +18,14 @@ from .network import (
     network_constructor,
     parameter_groups,
     polyak_average,
+    raw_output,
 )
 from .policy import Policy
 
 __all__ = [
     "MLP",
     "NETWORKS",
+    "HeadPolicy",
     "MLPBuffers",
     "NetworkFunction",
     "NetworkPolicy",
@@ -42,4 +45,5 @@ __all__ = [
     "parameter",
     "parameter_groups",
     "polyak_average",
+    "raw_output",
 ]

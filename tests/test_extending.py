@@ -389,6 +389,24 @@ def test_head_policy_matches_the_mlp_policy_on_an_mlp():
         nn.HeadPolicy(raw, low, high, "sigmoid")
 
 
+# ---------------------------------------------------------------- every example
+
+#: the examples outside this file's extension points, with short runs (the output is checked, not
+#: the quality: tests/test_td3_sac.py and benchmarks/quality.py hold TD3/SAC to their bars)
+TRAINING_EXAMPLES = {"train_pendulum.py": ("--steps", "600"), "train_acrobot.py": ("--steps", "1000")}
+EXTENDING_EXAMPLES = {"custom_backend.py", "custom_env.py", "custom_network.py"}  # run above
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING_EXAMPLES))
+def test_training_example_runs(name):
+    out = _run_example(name, *TRAINING_EXAMPLES[name])
+    assert "evaluation" in out and "nan" not in out.lower(), out
+
+
+def test_every_example_is_run_by_a_test():
+    assert {path.name for path in EXAMPLES.glob("*.py")} == set(TRAINING_EXAMPLES) | EXTENDING_EXAMPLES
+
+
 # ---------------------------------------------------------------- README
 
 

@@ -320,6 +320,93 @@ def test_example_custom_network_reaches_the_mlp_quality_bar():
     assert mean >= -400, out
 
 
+def _custom_network_module():
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import custom_network
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return custom_network
+
+
+def _residual_reference(net, x):
+    """float64 numpy forward of the example's ResidualMLP: h <- h + f(h) on equal-width hidden layers."""
+    acts = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh, "identity": lambda v: v}
+    h = np.asarray(x, np.float64)
+    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+        out = acts[net.activation_of(i)](h @ drl.to_numpy(w.value).astype(np.float64) + drl.to_numpy(b.value))
+        h = out + h if net.residual(i) else out
+    return h
+
+
+def _deployed_policies(network):
+    """SAC's and PPO's deployed policies of freshly built states (PPO with non-trivial observation
+    statistics), with the bounds and statistics they were given."""
+    obs_dim, action_dim = 3, 2
+    low, high = np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)
+    sac = drl.sac.build(drl.CPU(), drl.sac.Config(network=network), obs_dim, action_dim, 3)
+    ppo = drl.ppo.build(drl.CPU(), drl.ppo.Config(network=network), obs_dim, action_dim, 4)
+    drl.assign(ppo.obs_stats.mean, [0.5, -1.0, 2.0])
+    drl.assign(ppo.obs_stats.var, [4.0, 0.25, 9.0])
+    return sac, ppo, low, high
+
+
+def test_sac_and_ppo_deploy_the_user_network_they_trained():
+    # the deployed policy must run the user network's forward (residual skips included), not an
+    # MLP rebuilt from its weights
+    custom_network = _custom_network_module()
+    sac, ppo, low, high = _deployed_policies("custom_network:residual_mlp")
+    assert isinstance(sac.actor, custom_network.ResidualMLP) and isinstance(ppo.actor, custom_network.ResidualMLP)
+    obs = np.random.default_rng(5).normal(size=(6, 3)).astype(np.float32) * 2
+    mean = _residual_reference(sac.actor, obs)[:, :2]
+    expected = low + (np.tanh(mean) + 1) * 0.5 * (high - low)
+    deployed = drl.sac.policy(sac, low, high)
+    np.testing.assert_allclose(deployed(obs), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(deployed(obs[0]), expected[0], rtol=1e-5, atol=1e-5)
+    stats_mean, stats_std = np.array([0.5, -1.0, 2.0]), np.sqrt(np.array([4.0, 0.25, 9.0]) + drl.ppo.NORMALIZE_EPS)
+    gaussian_mean = _residual_reference(ppo.actor, (obs - stats_mean) / stats_std)
+    expected = np.clip(low + (gaussian_mean + 1) * 0.5 * (high - low), low, high)
+    deployed = drl.ppo.policy(ppo, low, high)
+    np.testing.assert_allclose(deployed(obs), expected, rtol=1e-5, atol=1e-5)
+    assert 0 < np.mean((expected > low) & (expected < high))  # not every action clipped
+
+
+def test_head_policy_matches_the_mlp_policy_on_an_mlp():
+    # the head SAC/PPO put on a user network's policy computes what their folded MLP Policy does
+    sac, ppo, low, high = _deployed_policies("mlp")
+    unbounded = np.full(1, np.inf, np.float32)
+    obs = np.random.default_rng(6).normal(size=(6, 3)).astype(np.float32) * 2
+    folded = drl.sac.policy(sac, low, high)
+    assert isinstance(folded, nn.Policy)
+    head = nn.HeadPolicy(nn.NetworkPolicy(sac.actor, -unbounded, unbounded, "clip"), low, high, "tanh", columns=2)
+    np.testing.assert_allclose(head(obs), folded(obs), rtol=1e-5, atol=1e-6)
+    folded = drl.ppo.policy(ppo, low, high)
+    assert isinstance(folded, nn.Policy)
+    raw = nn.NetworkPolicy(ppo.actor, -unbounded, unbounded, "clip")
+    head = nn.HeadPolicy(raw, low, high, "clip", obs_mean=folded.obs_mean, obs_std=folded.obs_std)
+    np.testing.assert_allclose(head(obs), folded(obs), rtol=1e-5, atol=1e-6)
+    with pytest.raises(drl.ConfigError, match="'squash'"):
+        nn.HeadPolicy(raw, low, high, "sigmoid")
+
+
+# ---------------------------------------------------------------- every example
+
+#: the examples outside this file's extension points, with short runs (the output is checked, not
+#: the quality: tests/test_td3_sac.py and benchmarks/quality.py hold TD3/SAC to their bars)
+TRAINING_EXAMPLES = {"train_pendulum.py": ("--steps", "600"), "train_acrobot.py": ("--steps", "1000")}
+EXTENDING_EXAMPLES = {"custom_backend.py", "custom_env.py", "custom_network.py"}  # run above
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING_EXAMPLES))
+def test_training_example_runs(name):
+    out = _run_example(name, *TRAINING_EXAMPLES[name])
+    assert "evaluation" in out and "nan" not in out.lower(), out
+
+
+def test_every_example_is_run_by_a_test():
+    assert {path.name for path in EXAMPLES.glob("*.py")} == set(TRAINING_EXAMPLES) | EXTENDING_EXAMPLES
+
+
 # ---------------------------------------------------------------- README
 
 
@@ -338,11 +425,7 @@ def test_readme_extending_section_runs(tmp_path):
 
 
 def test_every_algorithm_builds_its_networks_with_the_configured_constructor():
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        import custom_network
-    finally:
-        sys.path.remove(str(EXAMPLES))
+    custom_network = _custom_network_module()
     for algo in (drl.td3, drl.sac, drl.ppo):
         config = algo.Config(network="custom_network:residual_mlp")
         config.validate()

@@ -53,6 +53,7 @@ from ..kernels.random.api import rng
 from ..loggers import Logger
 from ..nn import (
     MLP,
+    HeadPolicy,
     MLPBuffers,
     Parameter,
     Policy,
@@ -62,6 +63,7 @@ from ..nn import (
     network_constructor,
     parameter,
     parameter_groups,
+    raw_output,
 )
 from ..staging import Every, when
 from . import driver
@@ -450,18 +452,21 @@ def check_iteration(state: State) -> None:
         )
 
 
-def policy(state: State, action_low: Any, action_high: Any) -> Policy:
+def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPolicy:
     """The deterministic policy: the Gaussian mean, rescaled from [-1, 1] to the env's bounds
-    (folded into the last layer) and clipped, on normalised observations."""
+    (folded into the last layer of an MLP; after the network's own deployable policy for any
+    other network) and clipped, on normalised observations."""
     low, high = np.asarray(action_low, np.float32), np.asarray(action_high, np.float32)
     half, mid = (high - low) / 2, (high + low) / 2
-    weights = [to_numpy(w.value) for w in state.actor.weights]
-    biases = [to_numpy(b.value) for b in state.actor.biases]
-    weights[-1] = (weights[-1] * half).astype(np.float32)
-    biases[-1] = (biases[-1] * half + mid).astype(np.float32)
     mean = to_numpy(state.obs_stats.mean).astype(np.float32)
     std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
-    return Policy(weights, biases, state.actor.activation, state.actor.output_activation, low, high, "clip", mean, std)
+    raw = raw_output(state.actor)
+    if not isinstance(raw, Policy):
+        return HeadPolicy(raw, low, high, "clip", obs_mean=mean, obs_std=std)
+    weights, biases = list(raw.weights), list(raw.biases)
+    weights[-1] = (weights[-1] * half).astype(np.float32)
+    biases[-1] = (biases[-1] * half + mid).astype(np.float32)
+    return Policy(weights, biases, raw.activation, raw.output_activation, low, high, "clip", mean, std)
 
 
 def train(

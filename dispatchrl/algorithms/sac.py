@@ -32,6 +32,7 @@ from ..kernels.random.api import random_uniform, rng
 from ..loggers import Logger
 from ..nn import (
     MLP,
+    HeadPolicy,
     MLPBuffers,
     Parameter,
     Policy,
@@ -42,6 +43,7 @@ from ..nn import (
     network_constructor,
     parameter,
     polyak_average,
+    raw_output,
 )
 from ..staging import Below, Every, when
 from . import driver, offpolicy
@@ -330,9 +332,15 @@ def check_iteration(state: State) -> None:
     pass
 
 
-def policy(state: State, action_low: Any, action_high: Any) -> Policy:
-    """The deterministic policy tanh(mean): the actor's last layer cut to its mean columns."""
-    deployed = Policy.from_mlp(state.actor, action_low, action_high, squash="tanh")
+def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPolicy:
+    """The deterministic policy tanh(mean): the actor's last layer cut to its mean columns (an
+    MLP), or the mean columns of the network's own deployable policy (any other network)."""
+    deployed = raw_output(state.actor)
+    if not isinstance(deployed, Policy):
+        return HeadPolicy(deployed, action_low, action_high, "tanh", columns=len(np.atleast_1d(action_low)))
+    deployed.action_low = np.asarray(action_low, np.float32)
+    deployed.action_high = np.asarray(action_high, np.float32)
+    deployed.squash = "tanh"
     action_dim = deployed.weights[-1].shape[1] // 2
     deployed.weights[-1] = deployed.weights[-1][:, :action_dim].copy()
     deployed.biases[-1] = deployed.biases[-1][:action_dim].copy()

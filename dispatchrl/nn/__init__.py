@@ -7,6 +7,7 @@ network type); :class:`MLP` is the built-in network.
 from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter
 from .network import (
     NETWORKS,
+    HeadPolicy,
     NetworkFunction,
     NetworkPolicy,
     adam_update,
@@ -18,12 +19,14 @@ from .network import (
     network_constructor,
     parameter_groups,
     polyak_average,
+    raw_output,
 )
 from .policy import Policy
 
 __all__ = [
     "MLP",
     "NETWORKS",
+    "HeadPolicy",
     "MLPBuffers",
     "NetworkFunction",
     "NetworkPolicy",
@@ -43,4 +46,5 @@ __all__ = [
     "parameter",
     "parameter_groups",
     "polyak_average",
+    "raw_output",
 ]

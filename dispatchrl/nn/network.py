@@ -30,6 +30,7 @@ from .policy import Policy
 
 __all__ = [
     "NETWORKS",
+    "HeadPolicy",
     "NetworkFunction",
     "NetworkPolicy",
     "adam_update",
@@ -41,6 +42,7 @@ __all__ = [
     "network_constructor",
     "parameter_groups",
     "polyak_average",
+    "raw_output",
 ]
 
 
@@ -208,6 +210,54 @@ class NetworkPolicy:
             y = np.clip(y, self.action_low, self.action_high)
         y = y.astype(np.float32)
         return y[0] if single else y
+
+
+def raw_output(net: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """The network's own :func:`deployable` policy with unbounded clipping: ``policy(obs)`` is the
+    network's output itself (an :class:`~dispatchrl.nn.Policy` for an MLP, which SAC and PPO then
+    rewrite in place; any other network's method otherwise)."""
+    unbounded = np.full(1, np.inf, np.float32)  # broadcasts over every output
+    return deployable(net, -unbounded, unbounded, "clip")  # type: ignore[no-any-return]
+
+
+class HeadPolicy:
+    """An algorithm's action head on a network's raw output (``raw(obs)``, see :func:`raw_output`),
+    for networks whose :func:`deployable` is not the MLP's :class:`~dispatchrl.nn.Policy`:
+    observations normalised as ``(obs - obs_mean) / obs_std`` when given, the first ``columns``
+    outputs kept (SAC: the mean of mean and log-std), then ``"tanh"``: tanh, with [-1, 1] mapped
+    onto [low, high]; ``"clip"``: [-1, 1] mapped affinely onto [low, high], then clipped (PPO's
+    Gaussian mean). The same actions as the MLP's Policy computes for an MLP."""
+
+    def __init__(
+        self,
+        raw: Callable[[np.ndarray], np.ndarray],
+        action_low: Any,
+        action_high: Any,
+        squash: str,
+        columns: int | None = None,
+        obs_mean: np.ndarray | None = None,
+        obs_std: np.ndarray | None = None,
+    ) -> None:
+        if squash not in ("tanh", "clip"):
+            raise ConfigError(f"HeadPolicy: argument 'squash' must be 'tanh' or 'clip', got {squash!r}")
+        self.raw, self.squash, self.columns = raw, squash, columns
+        self.action_low = np.asarray(action_low, np.float32)
+        self.action_high = np.asarray(action_high, np.float32)
+        self.obs_mean, self.obs_std = obs_mean, obs_std
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        x = np.asarray(obs, np.float32)
+        if self.obs_mean is not None and self.obs_std is not None:
+            x = ((x - self.obs_mean) / self.obs_std).astype(np.float32)
+        y = np.asarray(self.raw(x), np.float32)
+        if self.columns is not None:
+            y = y[..., : self.columns]
+        low, high = self.action_low, self.action_high
+        if self.squash == "tanh":
+            y = low + (np.tanh(y) + 1) * 0.5 * (high - low)
+        else:
+            y = np.clip(y * ((high - low) / 2) + (high + low) / 2, low, high)
+        return y.astype(np.float32)
 
 
 # ---------------------------------------------------------------- constructors by name

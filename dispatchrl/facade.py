@@ -145,13 +145,32 @@ class Model:
         self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
     ) -> tuple[np.ndarray, None]:
         """``(action, None)`` for one observation or a batch (SB3's signature; the second item
-        is the recurrent state, which these policies do not have)."""
-        if not deterministic:
-            raise ConfigError("predict: only deterministic=True is supported (the deployable policy is deterministic)")
+        is the recurrent state, which these policies do not have). ``deterministic=False`` acts
+        as training does: SAC and PPO sample from their policy, TD3 adds its exploration noise
+        (SB3's TD3 ignores the flag), with noise from a generator seeded by the model's seed."""
         obs = np.asarray(observation, np.float32)
         if obs.ndim > 1 and obs.shape[-1] != self.spec.obs_dim:
             obs = obs.reshape(obs.shape[0], -1)
-        return self.policy(obs), None
+        if deterministic:
+            return self.policy(obs), None
+        return self.stochastic_policy(obs, self._noise()), None
+
+    @property
+    def stochastic_policy(self) -> Any:
+        """The exploring policy ``(obs, rng) -> action`` (see :meth:`predict`)."""
+        state = self._state()
+        cached = getattr(self, "_stochastic_of", None)
+        if cached is None or cached[0] is not state:
+            make = getattr(self.algo, "stochastic_policy", None)  # td3, sac, ppo have one
+            if make is None:
+                raise ConfigError(f"predict: {self.algo.NAME} has no stochastic policy; use deterministic=True")
+            self._stochastic_of = (state, make(state, self.config, self.spec.action_low, self.spec.action_high))
+        return self._stochastic_of[1]
+
+    def _noise(self) -> np.random.Generator:
+        if getattr(self, "_rng", None) is None:
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
 
     def save(self, path: str | Path) -> Path:
         """Checkpoint the run (npz, never pickle); ``load`` and ``train(..., resume=path)`` read it."""

@@ -117,7 +117,7 @@ class TrainingRun:
 
 #: called with the run after every chunk (the last call has ``run.finished``); raising stops the
 #: run, setting ``run.stop`` ends it cleanly. A hook with a method ``period(run) -> iterations``
-#: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`).
+#: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`; 0: none).
 Hook = Callable[[TrainingRun], None]
 
 
@@ -376,7 +376,8 @@ def train(
         if metrics is not None:
             metrics.begin(run)
         chunk = chunk_iterations(spec, schedule, iterations)
-        periods = [period(run) for period in (getattr(h, "period", None) for h in hooks) if callable(period)]
+        periodic = [*hooks, *([metrics] if metrics else [])]
+        periods = [p for p in (h.period(run) for h in periodic if callable(getattr(h, "period", None))) if p > 0]
         while run.done < iterations:
             # a chunk ends at each multiple of a hook's period (a periodic checkpoint saves there)
             count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))

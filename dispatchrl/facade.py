@@ -30,6 +30,7 @@ from .algorithms.runs import Snapshot, build_state, config_from_metadata, restor
 from .arrays import to_numpy
 from .devices import Device, device_from_name
 from .errors import CheckpointError, ConfigError
+from .loggers import Logger
 
 __all__ = ["PPO", "SAC", "TD3", "EvalCallback", "Model", "StopOnReward"]
 
@@ -62,14 +63,22 @@ class Model:
     """One algorithm's run behind the SB3 methods; subclasses :class:`TD3`, :class:`SAC`,
     :class:`PPO` name the algorithm. ``env``: an env id, a ``gymnasium.Env`` (wrappers kept), a
     ``gymnasium.vector.VectorEnv``, a callable making an env, or a native env; ``device``: a
-    Device or its name; ``config``: fields of the algorithm's Config (``total_steps`` comes from
-    ``learn``)."""
+    Device or its name; ``logger``: metrics backends (:func:`dispatchrl.loggers.make_logger`; also
+    :meth:`set_logger`), written by every ``learn``; ``config``: fields of the algorithm's Config
+    (``total_steps`` comes from ``learn``)."""
 
     algo: ClassVar[Algorithm]
 
     def __init__(
-        self, env: Any, device: str | Device = "cpu", seed: int = 0, progress: bool | None = None, **config: Any
+        self,
+        env: Any,
+        device: str | Device = "cpu",
+        seed: int = 0,
+        progress: bool | None = None,
+        logger: Logger | None = None,
+        **config: Any,
     ) -> None:
+        self.logger = logger
         self.device = device_from_name(device) if isinstance(device, str) else device
         if not isinstance(self.device, Device):
             raise ConfigError(f"device must be a dispatchrl Device or its name, got {device!r}")
@@ -122,10 +131,17 @@ class Model:
         resume = None
         if self.num_timesteps > 0:
             resume = snapshot(self.algo.NAME, self.spec, self.config, self.seed, self.num_timesteps, self.state)
-        result = driver.train(self.algo, self.device, self.spec, config, self.seed, self.progress, resume, hooks)
+        result = driver.train(
+            self.algo, self.device, self.spec, config, self.seed, self.progress, resume, hooks, self.logger
+        )
         self.config, self.state, self.result, self.history = config, result.state, result, result.history
         self.num_timesteps = result.steps
         return self
+
+    def set_logger(self, logger: Logger | None) -> None:
+        """Log the next ``learn`` calls into ``logger`` (SB3's ``set_logger``; None: stop logging).
+        The caller closes it when done."""
+        self.logger = logger
 
     def _state(self) -> Any:
         if self.state is None:  # an untrained model acts with its initial weights
@@ -188,6 +204,7 @@ class Model:
         model = cls.__new__(cls)
         model.device = device_from_name(device) if isinstance(device, str) else device
         model.seed, model.progress, model.config, model.env = int(meta.get("seed", 0)), progress, config, env
+        model.logger = None
         model.spec = model._live(resolve_env(env, config.num_envs) if env is not None else _recorded_spec(meta))
         model.state = build_state(cls.algo, model.device, model.spec, config, model.seed)
         restore_for_resume(Snapshot(meta, arrays), cls.algo.NAME, model.spec, config, model.state)

@@ -192,7 +192,7 @@ def test_logged_rows_are_means_over_each_chunk(tmp_path):
     updates = [max(0, min(b, 400) - max(a, 100)) for a, b in itertools.pairwise(steps)]  # critic: every step
     np.testing.assert_allclose(sum(u * r.get("critic_loss", 0) for u, r in zip(updates, rows)), critic[1], rtol=1e-9)
     np.testing.assert_allclose(sum(u * r.get("q_mean", 0) for u, r in zip(updates, rows)), critic[2], rtol=1e-9)
-    assert critic[0] == 300 and actor[0] == 150  # policy_delay 2
+    assert critic[0] == actor[0] == 300  # SAC updates its actor every step by default
 
 
 def test_ppo_logs_a_row_per_iteration(tmp_path):
@@ -282,3 +282,31 @@ def test_stochastic_predict_samples_around_the_deterministic_action(cls):
         assert 0.5 < at_bounds < 0.75  # P(|2ε| > 1) = 0.617
     else:  # tanh(mean + std·ε): spread around the deterministic tanh(mean)
         assert np.std(noise) > 0.05
+
+
+# ---------------------------------------------------------------- evaluations in the logs, the facade's logger
+
+
+def test_eval_callback_rows_reach_the_facades_logger(tmp_path):
+    logger = CSVLogger(tmp_path)
+    evaluation = drl.EvalCallback(every=100, episodes=1)
+    model = drl.TD3("pendulum", seed=0, logger=logger, **{k: v for k, v in SMALL.items() if k != "total_steps"})
+    model.learn(200, callback=evaluation)
+    model.learn(100, callback=evaluation)  # the second learn logs into the same files
+    rows = read_progress(tmp_path)  # flushed at the end of each learn, before close
+    logged = [(int(r["step"]), r["eval_return"]) for r in rows if "eval_return" in r]
+    assert logged == [(row["steps"], row["eval_return"]) for row in evaluation.rows]
+    assert [s for s, _ in logged] == [100, 200, 300]
+    assert any("critic_loss" in r and int(r["step"]) > 200 for r in rows)
+    logger.close()
+
+
+def test_cli_eval_every_logs_eval_returns(tmp_path, capsys):
+    from dispatchrl.cli import main
+
+    argv = ["train", "td3", "--no-eval", "--json", "--steps", "400", "--set", "warmup_steps=100"]
+    assert main([*argv, "--eval-every", "200", "--eval-episodes", "1", "--log-dir", str(tmp_path)]) == 0
+    assert [int(r["step"]) for r in read_progress(tmp_path) if "eval_return" in r] == [200, 400]
+    capsys.readouterr()
+    assert main([*argv, "--eval-every", "0"]) == 2
+    assert "--eval-every must be a positive int" in capsys.readouterr().err

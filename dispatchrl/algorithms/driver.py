@@ -75,6 +75,7 @@ class TrainingRun:
     #: set by a hook to end the run after this chunk's hooks (the result then holds ``steps``)
     stop: bool = False
     compile_seconds: float = 0.0  # building the state, tracing and compiling the steps (set before the loop)
+    logger: Logger | None = None  # the run's metrics backends: hooks may write rows (EvalCallback does)
 
     def steps_per_second(self) -> float:
         """Training-only rate of this train call: compilation (before train_start) excluded."""
@@ -362,8 +363,10 @@ def train(
         divergence = None
         if check_every:
             divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(state), check_every)
+        run.logger = logger
         metrics = MetricsHook(logger) if logger is not None else None
-        all_hooks: list[Hook] = [*([divergence] if divergence else []), bar, *([metrics] if metrics else []), *hooks]
+        # metrics last: the rows other hooks write at the run's end (evaluations) are flushed with its own
+        all_hooks: list[Hook] = [*([divergence] if divergence else []), bar, *hooks, *([metrics] if metrics else [])]
         loop = _NativeLoop(run, divergence) if spec.native is not None else _PythonLoop(run, divergence)
     except BaseException:
         bar.close()
@@ -392,6 +395,8 @@ def train(
     finally:
         bar.close()
         loop.close()
+        if logger is not None:  # a run stopped by a hook (or an error) keeps the rows it wrote
+            logger.flush()
     ends, returns, lengths = state.episodes.finished()
     return TrainResult(
         algo.NAME,

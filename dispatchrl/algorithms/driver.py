@@ -379,8 +379,8 @@ def train(
         if metrics is not None:
             metrics.begin(run)
         chunk = chunk_iterations(spec, schedule, iterations)
-        periodic = [*hooks, *([metrics] if metrics else [])]
-        periods = [p for p in (h.period(run) for h in periodic if callable(getattr(h, "period", None))) if p > 0]
+        period_of = (getattr(h, "period", None) for h in [*hooks, *([metrics] if metrics else [])])
+        periods = [p for p in (period(run) for period in period_of if callable(period)) if p > 0]
         while run.done < iterations:
             # a chunk ends at each multiple of a hook's period (a periodic checkpoint saves there)
             count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))

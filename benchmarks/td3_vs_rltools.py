@@ -26,6 +26,9 @@ cold (fresh DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR in a temp dir) and then war
 now filled): one JSON line per run ("run": "startup", "cache": "cold"/"warm") and a summary line
 ("benchmark": "startup") of medians; with --baseline both checkouts alternate in the same window.
 
+With --log-dir DIR every dispatchrl run logs its metrics (--logger, default csv,tensorboard) under
+DIR: logging's cost is this run's training seconds against a run without it.
+
     python benchmarks/td3_vs_rltools.py [--pairs 5] [--steps 10000] [--skip-cold]
                                         [--startup-algos td3,sac,ppo] [--startup-repeats 1] [--startup-only]
                                         [--rltools-only] [--timeout 600] [--baseline DIR]
@@ -292,6 +295,8 @@ def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO, al
         str(seed),
         "--json",
     ]
+    if getattr(args, "log_dir", None):  # metrics logging on (its cost: compare with a run without)
+        command += ["--log-dir", os.path.join(args.log_dir, f"{label}-{algo}-seed{seed}"), "--logger", args.logger]
     env = thread_env(args.blas_threads, extra_env)
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     start = time.perf_counter()
@@ -424,6 +429,13 @@ def main(argv=None):
         help="another dispatchrl checkout (e.g. a git worktree of the previous commit) timed in every "
         "pair too: before/after of a change in one run (ratio this/baseline)",
     )
+    p.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        help="dispatchrl runs log metrics under DIR/<run>-seed<S> (--logger backends): run once with "
+        "and once without to see logging's cost on the same machine",
+    )
+    p.add_argument("--logger", default="csv,tensorboard", help="with --log-dir: the backends (default csv,tensorboard)")
     args = p.parse_args(argv)
     if args.pairs < 3:
         p.error("--pairs must be at least 3")

@@ -56,8 +56,9 @@ __all__ = [
 
 FORMAT = "dispatchrl-checkpoint"
 #: 1: arrays in PATH.npz, metadata in PATH.json; 2: metadata and digest inside the npz; 3: State
-#: fields renamed (the migration lives with the states' owner, dispatchrl.algorithms.runs)
-VERSION = 3
+#: fields renamed (the migration lives with the states' owner, dispatchrl.algorithms.runs); 4: the
+#: learner statistics fields added (TD3/SAC critic_stats, actor_stats; PPO explained_variance)
+VERSION = 4
 #: the npz entry holding the metadata document (uint8 UTF-8 JSON)
 METADATA_ENTRY = "__checkpoint__"
 #: a rotated checkpoint's file name in a checkpoint directory

@@ -193,6 +193,7 @@ def train(args: argparse.Namespace) -> dict:
     import signal
 
     from dispatchrl.algorithms import evaluate
+    from dispatchrl.algorithms.callbacks import EvalCallback
     from dispatchrl.algorithms.driver import PeriodicCheckpoint, Progress, StopOnRequest, train
     from dispatchrl.devices import device_from_name
 
@@ -200,6 +201,10 @@ def train(args: argparse.Namespace) -> dict:
         value = getattr(args, flag)
         if value is not None and (value < 1 or not args.save):
             raise _config_error(f"--{flag.replace('_', '-')} needs --save and a positive int, got {value}")
+    for flag in ("eval_every", "eval_episodes"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise _config_error(f"--{flag.replace('_', '-')} must be a positive int, got {value}")
     if args.logger is not None and args.log_dir is None:
         raise _config_error(f"--logger {args.logger} needs --log-dir DIR (where the logs go)")
     algo, env, config, seed = _run_config(args)
@@ -214,6 +219,7 @@ def train(args: argparse.Namespace) -> dict:
     device = device_from_name(args.device)
     periodic = PeriodicCheckpoint(args.save, args.save_every, args.keep or 3) if args.save_every is not None else None
     stop = StopOnRequest(periodic, save=(lambda run: run.save(args.save)[0]) if args.save and not periodic else None)
+    evaluation = EvalCallback(args.eval_every, args.eval_episodes) if args.eval_every is not None else None
     previous = signal.signal(signal.SIGINT, _second_interrupt_raises(stop))
     try:
         result = train(
@@ -224,7 +230,7 @@ def train(args: argparse.Namespace) -> dict:
             seed=seed,
             progress=Progress(interval=args.progress_interval) if not args.json else False,
             resume=args.resume,
-            hooks=tuple(h for h in (periodic, stop) if h is not None),
+            hooks=tuple(h for h in (evaluation, periodic, stop) if h is not None),
             logger=logger,
         )
     finally:
@@ -504,6 +510,17 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
         "--override", action="store_true", help="with --resume: let --set/--num-envs change the checkpoint's config"
     )
     p.add_argument("--no-eval", action="store_true", help="skip the 10 evaluation episodes")
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also evaluate the deterministic policy every N steps during training (EvalCallback); "
+        "with --log-dir its eval_return rows go into the logs",
+    )
+    p.add_argument(
+        "--eval-episodes", type=int, default=5, metavar="K", help="with --eval-every: episodes each (default 5)"
+    )
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
     p.add_argument(
         "--progress-interval",

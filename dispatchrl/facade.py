@@ -30,6 +30,7 @@ from .algorithms.runs import Snapshot, build_state, config_from_metadata, restor
 from .arrays import to_numpy
 from .devices import Device, device_from_name
 from .errors import CheckpointError, ConfigError
+from .loggers import Logger
 
 __all__ = ["PPO", "SAC", "TD3", "EvalCallback", "Model", "StopOnReward"]
 
@@ -62,14 +63,22 @@ class Model:
     """One algorithm's run behind the SB3 methods; subclasses :class:`TD3`, :class:`SAC`,
     :class:`PPO` name the algorithm. ``env``: an env id, a ``gymnasium.Env`` (wrappers kept), a
     ``gymnasium.vector.VectorEnv``, a callable making an env, or a native env; ``device``: a
-    Device or its name; ``config``: fields of the algorithm's Config (``total_steps`` comes from
-    ``learn``)."""
+    Device or its name; ``logger``: metrics backends (:func:`dispatchrl.loggers.make_logger`; also
+    :meth:`set_logger`), written by every ``learn``; ``config``: fields of the algorithm's Config
+    (``total_steps`` comes from ``learn``)."""
 
     algo: ClassVar[Algorithm]
 
     def __init__(
-        self, env: Any, device: str | Device = "cpu", seed: int = 0, progress: bool | None = None, **config: Any
+        self,
+        env: Any,
+        device: str | Device = "cpu",
+        seed: int = 0,
+        progress: bool | None = None,
+        logger: Logger | None = None,
+        **config: Any,
     ) -> None:
+        self.logger = logger
         self.device = device_from_name(device) if isinstance(device, str) else device
         if not isinstance(self.device, Device):
             raise ConfigError(f"device must be a dispatchrl Device or its name, got {device!r}")
@@ -122,10 +131,17 @@ class Model:
         resume = None
         if self.num_timesteps > 0:
             resume = snapshot(self.algo.NAME, self.spec, self.config, self.seed, self.num_timesteps, self.state)
-        result = driver.train(self.algo, self.device, self.spec, config, self.seed, self.progress, resume, hooks)
+        result = driver.train(
+            self.algo, self.device, self.spec, config, self.seed, self.progress, resume, hooks, self.logger
+        )
         self.config, self.state, self.result, self.history = config, result.state, result, result.history
         self.num_timesteps = result.steps
         return self
+
+    def set_logger(self, logger: Logger | None) -> None:
+        """Log the next ``learn`` calls into ``logger`` (SB3's ``set_logger``; None: stop logging).
+        The caller closes it when done."""
+        self.logger = logger
 
     def _state(self) -> Any:
         if self.state is None:  # an untrained model acts with its initial weights
@@ -145,13 +161,32 @@ class Model:
         self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
     ) -> tuple[np.ndarray, None]:
         """``(action, None)`` for one observation or a batch (SB3's signature; the second item
-        is the recurrent state, which these policies do not have)."""
-        if not deterministic:
-            raise ConfigError("predict: only deterministic=True is supported (the deployable policy is deterministic)")
+        is the recurrent state, which these policies do not have). ``deterministic=False`` acts
+        as training does: SAC and PPO sample from their policy, TD3 adds its exploration noise
+        (SB3's TD3 ignores the flag), with noise from a generator seeded by the model's seed."""
         obs = np.asarray(observation, np.float32)
         if obs.ndim > 1 and obs.shape[-1] != self.spec.obs_dim:
             obs = obs.reshape(obs.shape[0], -1)
-        return self.policy(obs), None
+        if deterministic:
+            return self.policy(obs), None
+        return self.stochastic_policy(obs, self._noise()), None
+
+    @property
+    def stochastic_policy(self) -> Any:
+        """The exploring policy ``(obs, rng) -> action`` (see :meth:`predict`)."""
+        state = self._state()
+        cached = getattr(self, "_stochastic_of", None)
+        if cached is None or cached[0] is not state:
+            make = getattr(self.algo, "stochastic_policy", None)  # td3, sac, ppo have one
+            if make is None:
+                raise ConfigError(f"predict: {self.algo.NAME} has no stochastic policy; use deterministic=True")
+            self._stochastic_of = (state, make(state, self.config, self.spec.action_low, self.spec.action_high))
+        return self._stochastic_of[1]
+
+    def _noise(self) -> np.random.Generator:
+        if getattr(self, "_rng", None) is None:
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
 
     def save(self, path: str | Path) -> Path:
         """Checkpoint the run (npz, never pickle); ``load`` and ``train(..., resume=path)`` read it."""
@@ -169,6 +204,7 @@ class Model:
         model = cls.__new__(cls)
         model.device = device_from_name(device) if isinstance(device, str) else device
         model.seed, model.progress, model.config, model.env = int(meta.get("seed", 0)), progress, config, env
+        model.logger = None
         model.spec = model._live(resolve_env(env, config.num_envs) if env is not None else _recorded_spec(meta))
         model.state = build_state(cls.algo, model.device, model.spec, config, model.seed)
         restore_for_resume(Snapshot(meta, arrays), cls.algo.NAME, model.spec, config, model.state)

@@ -4,8 +4,11 @@ The hook (:class:`MetricsHook`) runs at chunk boundaries, where the loop already
 so logging adds nothing inside the fused step. Each boundary writes one row per episode finished
 since the last one (``episode_return``, ``episode_length`` at the env step it ended) and one row
 for the chunk: ``steps_per_second`` over training only (from the moment the fused steps were
-built, so compilation is excluded) and the learner scalars the state already holds (PPO: KL,
-surrogate loss, entropy, clip fraction of the last minibatch and the learning rate; SAC: α).
+built, so compilation is excluded) and the learner scalars (:func:`learner_scalars`): TD3's and
+SAC's critic loss, mean Q and actor loss (SAC: and entropy) averaged over the updates since the
+previous row, summed on the device inside the fused step; SAC's α; PPO's KL, surrogate loss,
+entropy, clip fraction of the last minibatch, learning rate and explained variance, one row per
+iteration.
 
 Every backend writes under one run directory: ``progress.csv`` and ``config.json`` (the Config's
 fields, loadable with ``dispatchrl train ALGO --config DIR/config.json``), TensorBoard event files
@@ -39,6 +42,7 @@ __all__ = [
     "MultiLogger",
     "TensorBoardLogger",
     "WandbLogger",
+    "accumulated",
     "config_dict",
     "learner_scalars",
     "make_logger",
@@ -259,12 +263,22 @@ FLUSH_SECONDS = 5.0
 
 #: PPO's update_stats (float64 (4,)), in order
 _PPO_STATS = ("kl", "surrogate_loss", "entropy", "clip_fraction")
+#: TD3/SAC running sums (float64, the update count first; see td3.State): field → the scalars
+#: after the count, each logged as its mean over the updates since the last row
+_ACCUMULATED = {"critic_stats": ("critic_loss", "q_mean"), "actor_stats": ("actor_loss", "entropy")}
 
 
-def learner_scalars(state: Any) -> dict[str, float]:
-    """The learner scalars the state already holds after its last update (one small copy each):
-    PPO's last-minibatch statistics and learning rate, SAC's temperature α. TD3's and SAC's
-    losses and Q values are not accumulated in the fused step (yet)."""
+def accumulated(state: Any) -> dict[str, np.ndarray]:
+    """Host copies of the state's running learner sums (TD3/SAC; empty for PPO)."""
+    return {f: to_numpy(getattr(state, f)).copy() for f in _ACCUMULATED if getattr(state, f, None) is not None}
+
+
+def learner_scalars(state: Any, since: Mapping[str, np.ndarray] | None = None) -> dict[str, float]:
+    """The learner scalars the state holds (one small copy each): PPO's last-minibatch
+    statistics, learning rate and the explained variance of its last rollout; SAC's temperature
+    α; and TD3's and SAC's critic loss, mean Q, actor loss (and SAC's entropy) as means over the
+    updates the fused step accumulated since ``since`` (an earlier :func:`accumulated`; None:
+    since the run began). A quantity with no update in that span is left out."""
     scalars: dict[str, float] = {}
     stats = getattr(state, "update_stats", None)
     if stats is not None:
@@ -272,9 +286,17 @@ def learner_scalars(state: Any) -> dict[str, float]:
     lr = getattr(state, "learning_rate", None)
     if lr is not None:
         scalars["learning_rate"] = float(to_numpy(lr)[0])
+    ev = getattr(state, "explained_variance", None)
+    if ev is not None:
+        scalars["explained_variance"] = float(to_numpy(ev)[0])
     log_alpha = getattr(state, "log_alpha", None)
     if log_alpha is not None:
         scalars["alpha"] = math.exp(float(to_numpy(log_alpha.value)[0]))
+    for field, sums in accumulated(state).items():
+        before = None if since is None else since.get(field)
+        span = sums if before is None else sums - before
+        if span[0] > 0:
+            scalars.update(zip(_ACCUMULATED[field], (float(v) for v in span[1:] / span[0])))
     return scalars
 
 
@@ -285,7 +307,13 @@ class MetricsHook:
     def __init__(self, logger: Logger) -> None:
         self.logger = logger
         self.logged: int | None = None  # episodes already written (None: not started)
+        self.sums: dict[str, np.ndarray] = {}  # the learner sums at the last row
         self.flushed = time.perf_counter()
+
+    def period(self, run: Any) -> int:
+        """Iterations between rows: every iteration where it has its own updates (PPO: one row
+        per rollout and update); else 0, the driver's chunks (TD3/SAC)."""
+        return 1 if run.schedule.updates else 0
 
     def begin(self, run: Any) -> None:
         """The loop starts (the driver calls this once the fused steps are built): describe the
@@ -293,6 +321,7 @@ class MetricsHook:
         log = run.state.episodes
         count = min(int(to_numpy(log.count)[0]), log.returns.shape[0])
         self.logged = 0
+        self.sums = accumulated(run.state)
         if count:
             ends = to_numpy(view(log.end_steps, 0, (count,))) * run.config.num_envs
             self.logged = int(np.searchsorted(ends, run.steps, side="right"))
@@ -315,7 +344,9 @@ class MetricsHook:
             for end, ret, length in zip(ends, returns, lengths):
                 self.logger.write(int(end) * run.config.num_envs, {"episode_return": ret, "episode_length": length})
             self.logged = count
-        self.logger.write(run.steps, {"steps_per_second": run.steps_per_second(), **learner_scalars(run.state)})
+        scalars = learner_scalars(run.state, self.sums)
+        self.sums = accumulated(run.state)
+        self.logger.write(run.steps, {"steps_per_second": run.steps_per_second(), **scalars})
         if run.finished or time.perf_counter() - self.flushed > FLUSH_SECONDS:
             self.logger.flush()
             self.flushed = time.perf_counter()

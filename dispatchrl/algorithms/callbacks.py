@@ -24,7 +24,8 @@ def _positive_int(name: str, value: object) -> int:
 class EvalCallback:
     """Every ``every`` env steps (all envs) and at the end, evaluate the deterministic policy for
     ``episodes`` episodes (reset seeds from the fixed evaluation seeds on) and append a row to
-    :attr:`rows`: ``{"steps", "eval_return", "eval_return_std", "eval_returns"}``. With
+    :attr:`rows`: ``{"steps", "eval_return", "eval_return_std", "eval_returns"}``, and the first two
+    into the run's logger when it has one. With
     ``best_path``, the run is checkpointed there whenever the mean return is the best so far.
     ``env`` evaluates (a gymnasium id, env or callable); default: the training env's twin."""
 
@@ -60,6 +61,8 @@ class EvalCallback:
                 "eval_returns": returns,
             }
         )
+        if run.logger is not None:  # beside the training rows (``dispatchrl plot --metric eval_return``)
+            run.logger.write(run.steps, {"eval_return": mean, "eval_return_std": float(np.std(returns))})
         if mean > self.best_return:
             self.best_return, self.best_steps = mean, run.steps
             if self.best_path is not None:

@@ -75,6 +75,7 @@ class TrainingRun:
     #: set by a hook to end the run after this chunk's hooks (the result then holds ``steps``)
     stop: bool = False
     compile_seconds: float = 0.0  # building the state, tracing and compiling the steps (set before the loop)
+    logger: Logger | None = None  # the run's metrics backends: hooks may write rows (EvalCallback does)
 
     def steps_per_second(self) -> float:
         """Training-only rate of this train call: compilation (before train_start) excluded."""
@@ -117,7 +118,7 @@ class TrainingRun:
 
 #: called with the run after every chunk (the last call has ``run.finished``); raising stops the
 #: run, setting ``run.stop`` ends it cleanly. A hook with a method ``period(run) -> iterations``
-#: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`).
+#: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`; 0: none).
 Hook = Callable[[TrainingRun], None]
 
 
@@ -362,8 +363,10 @@ def train(
         divergence = None
         if check_every:
             divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(state), check_every)
+        run.logger = logger
         metrics = MetricsHook(logger) if logger is not None else None
-        all_hooks: list[Hook] = [*([divergence] if divergence else []), bar, *([metrics] if metrics else []), *hooks]
+        # metrics last: the rows other hooks write at the run's end (evaluations) are flushed with its own
+        all_hooks: list[Hook] = [*([divergence] if divergence else []), bar, *hooks, *([metrics] if metrics else [])]
         loop = _NativeLoop(run, divergence) if spec.native is not None else _PythonLoop(run, divergence)
     except BaseException:
         bar.close()
@@ -376,7 +379,8 @@ def train(
         if metrics is not None:
             metrics.begin(run)
         chunk = chunk_iterations(spec, schedule, iterations)
-        periods = [period(run) for period in (getattr(h, "period", None) for h in hooks) if callable(period)]
+        period_of = (getattr(h, "period", None) for h in [*hooks, *([metrics] if metrics else [])])
+        periods = [p for p in (period(run) for period in period_of if callable(period)) if p > 0]
         while run.done < iterations:
             # a chunk ends at each multiple of a hook's period (a periodic checkpoint saves there)
             count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))
@@ -391,6 +395,8 @@ def train(
     finally:
         bar.close()
         loop.close()
+        if logger is not None:  # a run stopped by a hook (or an error) keeps the rows it wrote
+            logger.flush()
     ends, returns, lengths = state.episodes.finished()
     return TrainResult(
         algo.NAME,

@@ -12,6 +12,7 @@ per device; other envs are stepped from Python between two fused halves of each 
 """
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from ..kernels.offpolicy.api import track_episodes
 from ..kernels.onpolicy.api import (
     NORMALIZE_EPS,
     adaptive_learning_rate,
+    explained_variance,
     gae,
     gather_minibatch,
     gaussian_sample,
@@ -95,6 +97,7 @@ __all__ = [
     "prepare_update",
     "record_step",
     "schedule",
+    "stochastic_policy",
     "store",
     "train",
     "update",
@@ -239,6 +242,7 @@ class State:
     old_log_std: Array  # (A,) log-std the rollout was sampled with (for the KL)
     update_stats: Array  # (4,) float64: KL, surrogate, entropy, clip fraction of the last minibatch
     learning_rate: Array  # (1,) float64: Adam's learning rate (adapted in the fused step)
+    explained_variance: Array  # (1,) float64: of the value function over the last rollout (logging)
     transition: Transitions  # the current transition, N rows (Python-stepped envs)
     episodes: EpisodeLog
     rng: Array
@@ -296,6 +300,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         old_log_std=zeros(device, action_dim),
         update_stats=zeros(device, 4, np.float64),
         learning_rate=asarray(device, np.array([config.lr], np.float64)),
+        explained_variance=zeros(device, 1, np.float64),
         transition=transitions(device, envs, obs_dim, action_dim),
         episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
         rng=rng(device, seed),
@@ -383,6 +388,7 @@ def prepare_update(device: Device, config: Config, state: State) -> None:
         stored.advantage,
         stored.returns,
     )
+    explained_variance(device, stored.value, stored.returns, state.explained_variance)
     copy(device, state.log_std.value, state.old_log_std)
 
 
@@ -467,6 +473,27 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPoli
     weights[-1] = (weights[-1] * half).astype(np.float32)
     biases[-1] = (biases[-1] * half + mid).astype(np.float32)
     return Policy(weights, biases, raw.activation, raw.output_activation, low, high, "clip", mean, std)
+
+
+def stochastic_policy(
+    state: State, config: Config, action_low: Any, action_high: Any
+) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
+    """``policy(obs, rng)``: an action sampled from the Gaussian policy, as when acting in
+    training (mean + exp(log_std)·ε on normalised observations), clipped to [-1, 1] as the env
+    step does, then rescaled to the env's bounds (numpy observations, physical actions)."""
+    unbounded = np.full(1, np.inf, np.float32)
+    mean = to_numpy(state.obs_stats.mean).astype(np.float32)
+    std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
+    raw = Policy.from_mlp(state.actor, -unbounded, unbounded, "clip", mean, std)
+    action_std = np.exp(to_numpy(state.log_std.value).astype(np.float64))
+    low, high = np.asarray(action_low, np.float32), np.asarray(action_high, np.float32)
+
+    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        centre = np.asarray(raw(obs), np.float64)
+        unit = np.clip(centre + action_std * rng.standard_normal(centre.shape), -1.0, 1.0)
+        return (low + (unit + 1) * 0.5 * (high - low)).astype(np.float32)
+
+    return act
 
 
 def train(

@@ -152,6 +152,25 @@ def _rename_state_fields(document: dict[str, Any], arrays: dict[str, np.ndarray]
     return document, renamed
 
 
+#: State fields added in checkpoint format 4 (the learner statistics logging reads), per
+#: algorithm: name → size (float64). A format-3 checkpoint loads with them zeroed: they are
+#: running sums training never reads, so the resumed run trains bit for bit as before.
+ADDED_FIELDS_4 = {
+    "td3": {"critic_stats": 3, "actor_stats": 2},
+    "sac": {"critic_stats": 3, "actor_stats": 3},
+    "ppo": {"explained_variance": 1},
+}
+
+
+@checkpoint.migration(from_version=3)
+def _add_learner_statistics(document: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict]:
+    """Checkpoint version 3 → 4: the fields in :data:`ADDED_FIELDS_4`, zeroed, where missing."""
+    for name, size in ADDED_FIELDS_4.get(str(document.get("algo")), {}).items():
+        arrays.setdefault(name, np.zeros(size, np.float64))
+    document["version"] = 4
+    return document, arrays
+
+
 def restore_for_resume(path: str | Path | Snapshot, name: str, spec: EnvSpec, config: Any, state: Any) -> int:
     """Load checkpoint ``path`` (or an in-memory :class:`Snapshot`) into ``state`` to continue
     the run; returns the run's seed."""

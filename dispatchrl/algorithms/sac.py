@@ -8,6 +8,7 @@ critics by Polyak averaging. :func:`native_step` fuses all of it, env included.
 """
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import adam_step, fill, mse_gradient
 from ..kernels.offpolicy.api import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    accumulate_critic_stats,
+    accumulate_sac_actor_stats,
     concat_columns,
     entropy_temperature_gradient,
     gaussian_tanh_backward,
@@ -62,6 +67,7 @@ __all__ = [
     "native_step",
     "policy",
     "schedule",
+    "stochastic_policy",
     "store",
     "train",
     "update",
@@ -136,6 +142,9 @@ class State:
     episodes: EpisodeLog
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
+    # running float64 sums for logging (never reset, never read by training):
+    critic_stats: Array  # (3,) [critic updates, Σ critic loss (MSE1 + MSE2), Σ mean Q]
+    actor_stats: Array  # (3,) [actor updates, Σ actor loss (mean(α log π − min Q)), Σ entropy (−mean log π)]
     env_state: EnvState | None = None
     priorities: offpolicy.Priorities | None = None  # config.prioritized
 
@@ -193,6 +202,8 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
+        critic_stats=zeros(device, 3, np.float64),
+        actor_stats=zeros(device, 3, np.float64),
         priorities=offpolicy.priorities(device, config, rows),
     )
 
@@ -253,9 +264,9 @@ def update_critics(device: Device, config: Config, state: State) -> None:
         offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output)
         adam_update(device, critic, config.critic_lr)
-    offpolicy.update_priorities(
-        device, config, state, state.critic1_train.output, state.critic2_train.output, state.q_target
-    )
+    q1, q2 = state.critic1_train.output, state.critic2_train.output  # the batch's Q before this update
+    accumulate_critic_stats(device, q1, q2, state.q_target, state.critic_stats)
+    offpolicy.update_priorities(device, config, state, q1, q2, state.q_target)
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:
@@ -266,6 +277,14 @@ def update_actor(device: Device, config: Config, state: State) -> None:
         forward(device, critic, buffers, state.actor_critic_input)
         fill(device, buffers.d_output, -1.0 / config.batch_size)
         backward(device, critic, buffers, state.actor_critic_input, buffers.d_output, parameters=False)
+    accumulate_sac_actor_stats(
+        device,
+        state.critic1_actor.output,
+        state.critic2_actor.output,
+        state.pi_log_prob,
+        state.log_alpha.value,
+        state.actor_stats,
+    )
     select_min_rows(
         device,
         state.critic1_actor.output,
@@ -346,6 +365,26 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPoli
     deployed.biases[-1] = deployed.biases[-1][:action_dim].copy()
     deployed.output_activation = "tanh"
     return deployed
+
+
+def stochastic_policy(
+    state: State, config: Config, action_low: Any, action_high: Any
+) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
+    """``policy(obs, rng)``: an action sampled from the squashed Gaussian, as when acting in
+    training: tanh(mean + exp(log_std)·ε) with log_std clamped to [LOG_STD_MIN, LOG_STD_MAX],
+    rescaled to the env's bounds (numpy observations, physical actions; ε from ``rng``)."""
+    unbounded = np.full(1, np.inf, np.float32)
+    raw = Policy.from_mlp(state.actor, -unbounded, unbounded, squash="clip")  # [mean, log_std]
+    low, high = np.asarray(action_low, np.float32), np.asarray(action_high, np.float32)
+
+    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        out = np.asarray(raw(obs), np.float64)
+        action_dim = out.shape[-1] // 2
+        mean, log_std = out[..., :action_dim], np.clip(out[..., action_dim:], LOG_STD_MIN, LOG_STD_MAX)
+        unit = np.tanh(mean + np.exp(log_std) * rng.standard_normal(mean.shape))
+        return (low + (unit + 1) * 0.5 * (high - low)).astype(np.float32)
+
+    return act
 
 
 def train(

@@ -19,7 +19,14 @@ from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buff
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
-from ..kernels.offpolicy.api import add_clipped_noise, concat_columns, slice_columns, td_target
+from ..kernels.offpolicy.api import (
+    accumulate_actor_stats,
+    accumulate_critic_stats,
+    add_clipped_noise,
+    concat_columns,
+    slice_columns,
+    td_target,
+)
 from ..kernels.random.api import random_uniform, rng
 from ..loggers import Logger
 from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, network_constructor, polyak_average
@@ -40,6 +47,7 @@ __all__ = [
     "native_step",
     "policy",
     "schedule",
+    "stochastic_policy",
     "store",
     "train",
     "update",
@@ -104,6 +112,9 @@ class State:
     episodes: EpisodeLog
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
+    # running float64 sums for logging (never reset, never read by training):
+    critic_stats: Array  # (3,) [critic updates, Σ critic loss (MSE1 + MSE2), Σ mean Q]
+    actor_stats: Array  # (2,) [actor updates, Σ actor loss (−mean Q1(s, π(s)))]
     env_state: EnvState | None = None
     priorities: offpolicy.Priorities | None = None  # config.prioritized
 
@@ -143,6 +154,8 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
+        critic_stats=zeros(device, 3, np.float64),
+        actor_stats=zeros(device, 2, np.float64),
         priorities=offpolicy.priorities(device, config, rows),
     )
 
@@ -194,9 +207,9 @@ def update_critics(device: Device, config: Config, state: State) -> None:
         offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
         adam_update(device, critic, config.critic_lr)
-    offpolicy.update_priorities(
-        device, config, state, state.critic1_batch.output, state.critic2_batch.output, state.q_target
-    )
+    q1, q2 = state.critic1_batch.output, state.critic2_batch.output  # the batch's Q before this update
+    accumulate_critic_stats(device, q1, q2, state.q_target, state.critic_stats)
+    offpolicy.update_priorities(device, config, state, q1, q2, state.q_target)
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:
@@ -205,6 +218,7 @@ def update_actor(device: Device, config: Config, state: State) -> None:
     forward(device, state.actor, state.actor_batch, obs)
     concat_columns(device, obs, state.actor_batch.output, state.critic_input)
     forward(device, state.critic1, critic_buffers, state.critic_input)
+    accumulate_actor_stats(device, critic_buffers.output, state.actor_stats)
     fill(device, critic_buffers.d_output, -1.0 / config.batch_size)
     backward(device, state.critic1, critic_buffers, state.critic_input, critic_buffers.d_output, parameters=False)
     slice_columns(device, critic_buffers.d_in[0], obs.shape[1], state.d_action)
@@ -259,6 +273,23 @@ def check_iteration(state: State) -> None:
 
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable[[np.ndarray], np.ndarray]:
     return deployable(state.actor, action_low, action_high, "tanh")
+
+
+def stochastic_policy(
+    state: State, config: Config, action_low: Any, action_high: Any
+) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
+    """``policy(obs, rng)``: the actor's action plus TD3's exploration noise, as when acting in
+    training: clip(π(s) + N(0, exploration_noise²), −1, 1) in [-1, 1] units, then rescaled to the
+    env's bounds (numpy observations, physical actions; noise from ``rng``)."""
+    deterministic = policy(state, action_low, action_high)
+    low, high = np.asarray(action_low, np.float32), np.asarray(action_high, np.float32)
+
+    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        unit = 2 * (np.asarray(deterministic(obs), np.float64) - low) / (high - low) - 1
+        noisy = np.clip(unit + config.exploration_noise * rng.standard_normal(unit.shape), -1.0, 1.0)
+        return (low + (noisy + 1) * 0.5 * (high - low)).astype(np.float32)
+
+    return act
 
 
 def train(

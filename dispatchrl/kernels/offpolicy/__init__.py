@@ -4,6 +4,9 @@ register when a CUDA device is first made."""
 
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
 from .api import (
+    accumulate_actor_stats,
+    accumulate_critic_stats,
+    accumulate_sac_actor_stats,
     add_clipped_noise,
     concat_columns,
     entropy_temperature_gradient,
@@ -19,6 +22,9 @@ from .api import (
 )
 
 __all__ = [
+    "accumulate_actor_stats",
+    "accumulate_critic_stats",
+    "accumulate_sac_actor_stats",
     "add_clipped_noise",
     "concat_columns",
     "entropy_temperature_gradient",

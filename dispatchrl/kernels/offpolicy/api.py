@@ -15,6 +15,9 @@ __all__ = [
     "LOG_STD_MAX",
     "LOG_STD_MIN",
     "TRANSITION_FIELDS",
+    "accumulate_actor_stats",
+    "accumulate_critic_stats",
+    "accumulate_sac_actor_stats",
     "add_clipped_noise",
     "concat_columns",
     "entropy_temperature_gradient",
@@ -234,3 +237,49 @@ def select_min_rows(device, a, b, x, y, out):
     check_array(fn, "y", y, device, shape=x.shape, dtype=a.dtype)
     check_array(fn, "out", out, device, shape=x.shape, dtype=a.dtype)
     return device, a, b, x, y, out
+
+
+# ---------------------------------------------------------------- learner statistics (logging)
+# Running float64 sums the fused step adds to and never resets (a count first), so logging
+# reads means over any span of steps from two copies and leaves every training number alone.
+
+
+def _check_stats(fn, device, stats, size):
+    check_array(fn, "stats", stats, device, shape=(size,), dtype=np.float64)
+
+
+@generic(inplace=("stats",))
+def accumulate_critic_stats(device, q1, q2, target, stats):
+    """``stats += [1, mean((q1 - target)²) + mean((q2 - target)²), mean((q1 + q2) / 2)]``: the
+    twin critics' summed MSE loss and their mean Q on the batch, in float64."""
+    fn = "accumulate_critic_stats"
+    check_device(fn, device)
+    check_array(fn, "q1", q1, device, shape=(None, 1))
+    for name, arr in (("q2", q2), ("target", target)):
+        check_array(fn, name, arr, device, shape=q1.shape, dtype=q1.dtype)
+    _check_stats(fn, device, stats, 3)
+    return device, q1, q2, target, stats
+
+
+@generic(inplace=("stats",))
+def accumulate_actor_stats(device, q, stats):
+    """``stats += [1, -mean(q)]``: a deterministic actor's loss (TD3: ``q`` = Q1(s, π(s)))."""
+    fn = "accumulate_actor_stats"
+    check_device(fn, device)
+    check_array(fn, "q", q, device, shape=(None, 1))
+    _check_stats(fn, device, stats, 2)
+    return device, q, stats
+
+
+@generic(inplace=("stats",))
+def accumulate_sac_actor_stats(device, q1, q2, log_prob, log_alpha, stats):
+    """``stats += [1, mean(α log_prob - min(q1, q2)), -mean(log_prob)]``: SAC's actor loss and
+    the policy's entropy estimate on the batch, in float64."""
+    fn = "accumulate_sac_actor_stats"
+    check_device(fn, device)
+    check_array(fn, "q1", q1, device, shape=(None, 1))
+    for name, arr in (("q2", q2), ("log_prob", log_prob)):
+        check_array(fn, name, arr, device, shape=q1.shape, dtype=q1.dtype)
+    check_array(fn, "log_alpha", log_alpha, device, shape=(1,), dtype=q1.dtype)
+    _check_stats(fn, device, stats, 3)
+    return device, q1, q2, log_prob, log_alpha, stats

@@ -365,3 +365,72 @@ def select_min_rows(device: C, a, b, x, y, out):
         overwrites=("out",),
     )
     launch(device, kernel, a, b, x, y, out)
+
+
+ACCUMULATE_CRITIC_STATS = """
+double loss = 0.0, q = 0.0;
+for (int i = 0; i < N; i++) {
+    const double e1 = (double)q1[i] - (double)target[i], e2 = (double)q2[i] - (double)target[i];
+    loss += e1 * e1 + e2 * e2;
+    q += (double)q1[i] + (double)q2[i];
+}
+stats[0] += 1.0;
+stats[1] += loss / N;
+stats[2] += q / (2 * N);
+"""
+
+
+@api.accumulate_critic_stats.dispatch
+def accumulate_critic_stats(device: C, q1, q2, target, stats):
+    kernel = CKernel(
+        "accumulate_critic_stats",
+        ACCUMULATE_CRITIC_STATS,
+        ("q1", "q2", "target", "stats"),
+        ("stats",),
+        {"N": q1.shape[0]},
+        q1.dtype,
+    )
+    launch(device, kernel, q1, q2, target, stats)
+
+
+ACCUMULATE_ACTOR_STATS = """
+double total = 0.0;
+for (int i = 0; i < N; i++) total += (double)q[i];
+stats[0] += 1.0;
+stats[1] -= total / N;
+"""
+
+
+@api.accumulate_actor_stats.dispatch
+def accumulate_actor_stats(device: C, q, stats):
+    kernel = CKernel(
+        "accumulate_actor_stats", ACCUMULATE_ACTOR_STATS, ("q", "stats"), ("stats",), {"N": q.shape[0]}, q.dtype
+    )
+    launch(device, kernel, q, stats)
+
+
+ACCUMULATE_SAC_ACTOR_STATS = """
+const double alpha = exp((double)log_alpha[0]);
+double loss = 0.0, log_prob_sum = 0.0;
+for (int i = 0; i < N; i++) {
+    const double q = q1[i] < q2[i] ? (double)q1[i] : (double)q2[i];
+    loss += alpha * (double)log_prob[i] - q;
+    log_prob_sum += (double)log_prob[i];
+}
+stats[0] += 1.0;
+stats[1] += loss / N;
+stats[2] -= log_prob_sum / N;
+"""
+
+
+@api.accumulate_sac_actor_stats.dispatch
+def accumulate_sac_actor_stats(device: C, q1, q2, log_prob, log_alpha, stats):
+    kernel = CKernel(
+        "accumulate_sac_actor_stats",
+        ACCUMULATE_SAC_ACTOR_STATS,
+        ("q1", "q2", "log_prob", "log_alpha", "stats"),
+        ("stats",),
+        {"N": q1.shape[0]},
+        q1.dtype,
+    )
+    launch(device, kernel, q1, q2, log_prob, log_alpha, stats)

@@ -279,3 +279,52 @@ def select_min_rows_kernel(a, b, x, y, out):
 @api.select_min_rows.dispatch
 def select_min_rows(device: CPU, a, b, x, y, out):
     launch(device, select_min_rows_kernel, a, b, x, y, out)
+
+
+@njit(**JIT_EXACT)
+def accumulate_critic_stats_kernel(q1, q2, target, stats):
+    loss, q = 0.0, 0.0
+    for i in range(q1.shape[0]):
+        e1, e2 = np.float64(q1[i, 0]) - target[i, 0], np.float64(q2[i, 0]) - target[i, 0]
+        loss += e1 * e1 + e2 * e2
+        q += np.float64(q1[i, 0]) + q2[i, 0]
+    stats[0] += 1.0
+    stats[1] += loss / q1.shape[0]
+    stats[2] += q / (2 * q1.shape[0])
+
+
+@api.accumulate_critic_stats.dispatch
+def accumulate_critic_stats(device: CPU, q1, q2, target, stats):
+    launch(device, accumulate_critic_stats_kernel, q1, q2, target, stats)
+
+
+@njit(**JIT_EXACT)
+def accumulate_actor_stats_kernel(q, stats):
+    total = 0.0
+    for i in range(q.shape[0]):
+        total += np.float64(q[i, 0])
+    stats[0] += 1.0
+    stats[1] -= total / q.shape[0]
+
+
+@api.accumulate_actor_stats.dispatch
+def accumulate_actor_stats(device: CPU, q, stats):
+    launch(device, accumulate_actor_stats_kernel, q, stats)
+
+
+@njit(**JIT_EXACT)
+def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
+    alpha = math.exp(np.float64(log_alpha[0]))
+    loss, log_prob_sum = 0.0, 0.0
+    for i in range(q1.shape[0]):
+        log_prob_i = np.float64(log_prob[i, 0])  # float64 sums (the simulator's numpy would keep float32)
+        loss += alpha * log_prob_i - min(np.float64(q1[i, 0]), np.float64(q2[i, 0]))
+        log_prob_sum += log_prob_i
+    stats[0] += 1.0
+    stats[1] += loss / q1.shape[0]
+    stats[2] -= log_prob_sum / q1.shape[0]
+
+
+@api.accumulate_sac_actor_stats.dispatch
+def accumulate_sac_actor_stats(device: CPU, q1, q2, log_prob, log_alpha, stats):
+    launch(device, accumulate_sac_actor_stats_kernel, q1, q2, log_prob, log_alpha, stats)

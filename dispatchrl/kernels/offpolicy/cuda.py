@@ -562,3 +562,94 @@ def select_min_rows_block(a, b, x, y, out, rows, cols):
 @api.select_min_rows.dispatch
 def select_min_rows(device: CUDA, a, b, x, y, out):
     launch_2d(device, select_min_rows_kernel, out.shape, a, b, x, y, out)
+
+
+# learner statistics: batch-sized float64 sums, one thread each (the CPU kernels' order of sums)
+
+
+@cuda.jit(device=True)
+def _accumulate_critic_stats(q1, q2, target, stats):
+    loss, q = 0.0, 0.0
+    for i in range(q1.shape[0]):
+        e1, e2 = np.float64(q1[i, 0]) - target[i, 0], np.float64(q2[i, 0]) - target[i, 0]
+        loss += e1 * e1 + e2 * e2
+        q += np.float64(q1[i, 0]) + q2[i, 0]
+    stats[0] += 1.0
+    stats[1] += loss / q1.shape[0]
+    stats[2] += q / (2 * q1.shape[0])
+
+
+@cuda.jit
+def accumulate_critic_stats_kernel(q1, q2, target, stats):
+    if cuda.grid(1) == 0:
+        _accumulate_critic_stats(q1, q2, target, stats)
+
+
+@block_form(accumulate_critic_stats_kernel)
+@cuda.jit(device=True)
+def accumulate_critic_stats_block(q1, q2, target, stats):
+    if cuda.threadIdx.x == 0:
+        _accumulate_critic_stats(q1, q2, target, stats)
+
+
+@api.accumulate_critic_stats.dispatch
+def accumulate_critic_stats(device: CUDA, q1, q2, target, stats):
+    launch(device, Launch(accumulate_critic_stats_kernel, (1,), (1,)), q1, q2, target, stats)
+
+
+@cuda.jit(device=True)
+def _accumulate_actor_stats(q, stats):
+    total = 0.0
+    for i in range(q.shape[0]):
+        total += np.float64(q[i, 0])
+    stats[0] += 1.0
+    stats[1] -= total / q.shape[0]
+
+
+@cuda.jit
+def accumulate_actor_stats_kernel(q, stats):
+    if cuda.grid(1) == 0:
+        _accumulate_actor_stats(q, stats)
+
+
+@block_form(accumulate_actor_stats_kernel)
+@cuda.jit(device=True)
+def accumulate_actor_stats_block(q, stats):
+    if cuda.threadIdx.x == 0:
+        _accumulate_actor_stats(q, stats)
+
+
+@api.accumulate_actor_stats.dispatch
+def accumulate_actor_stats(device: CUDA, q, stats):
+    launch(device, Launch(accumulate_actor_stats_kernel, (1,), (1,)), q, stats)
+
+
+@cuda.jit(device=True)
+def _accumulate_sac_actor_stats(q1, q2, log_prob, log_alpha, stats):
+    alpha = math.exp(np.float64(log_alpha[0]))
+    loss, log_prob_sum = 0.0, 0.0
+    for i in range(q1.shape[0]):
+        log_prob_i = np.float64(log_prob[i, 0])  # float64 sums (the simulator's numpy would keep float32)
+        loss += alpha * log_prob_i - min(np.float64(q1[i, 0]), np.float64(q2[i, 0]))
+        log_prob_sum += log_prob_i
+    stats[0] += 1.0
+    stats[1] += loss / q1.shape[0]
+    stats[2] -= log_prob_sum / q1.shape[0]
+
+
+@cuda.jit
+def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
+    if cuda.grid(1) == 0:
+        _accumulate_sac_actor_stats(q1, q2, log_prob, log_alpha, stats)
+
+
+@block_form(accumulate_sac_actor_stats_kernel)
+@cuda.jit(device=True)
+def accumulate_sac_actor_stats_block(q1, q2, log_prob, log_alpha, stats):
+    if cuda.threadIdx.x == 0:
+        _accumulate_sac_actor_stats(q1, q2, log_prob, log_alpha, stats)
+
+
+@api.accumulate_sac_actor_stats.dispatch
+def accumulate_sac_actor_stats(device: CUDA, q1, q2, log_prob, log_alpha, stats):
+    launch(device, Launch(accumulate_sac_actor_stats_kernel, (1,), (1,)), q1, q2, log_prob, log_alpha, stats)

@@ -228,3 +228,38 @@ def select_min_rows_kernel(a, b, x, y, out) -> None:
 @api.select_min_rows.dispatch
 def select_min_rows(device: Generic, a, b, x, y, out):
     launch(device, select_min_rows_kernel, a, b, x, y, out)
+
+
+def accumulate_critic_stats_kernel(q1, q2, target, stats):
+    q1, q2, target = (a[:, 0].astype(np.float64) for a in (q1, q2, target))
+    stats[0] += 1.0
+    stats[1] += np.mean((q1 - target) ** 2) + np.mean((q2 - target) ** 2)
+    stats[2] += np.mean(q1 + q2) / 2.0
+
+
+@api.accumulate_critic_stats.dispatch
+def accumulate_critic_stats(device: Generic, q1, q2, target, stats):
+    launch(device, accumulate_critic_stats_kernel, q1, q2, target, stats)
+
+
+def accumulate_actor_stats_kernel(q, stats):
+    stats[0] += 1.0
+    stats[1] -= np.mean(q[:, 0].astype(np.float64))
+
+
+@api.accumulate_actor_stats.dispatch
+def accumulate_actor_stats(device: Generic, q, stats):
+    launch(device, accumulate_actor_stats_kernel, q, stats)
+
+
+def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
+    q = np.minimum(q1[:, 0], q2[:, 0]).astype(np.float64)
+    log_prob = log_prob[:, 0].astype(np.float64)
+    stats[0] += 1.0
+    stats[1] += np.mean(math.exp(float(log_alpha[0])) * log_prob - q)
+    stats[2] -= np.mean(log_prob)
+
+
+@api.accumulate_sac_actor_stats.dispatch
+def accumulate_sac_actor_stats(device: Generic, q1, q2, log_prob, log_alpha, stats):
+    launch(device, accumulate_sac_actor_stats_kernel, q1, q2, log_prob, log_alpha, stats)

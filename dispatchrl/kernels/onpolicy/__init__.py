@@ -8,6 +8,7 @@ from . import api, c, cpu, generic  # noqa: F401  (importing registers the metho
 from .api import (
     adaptive_learning_rate,
     discounted_returns,
+    explained_variance,
     gae,
     gather_minibatch,
     gaussian_log_prob,
@@ -22,6 +23,7 @@ from .api import (
 __all__ = [
     "adaptive_learning_rate",
     "discounted_returns",
+    "explained_variance",
     "gae",
     "gather_minibatch",
     "gaussian_log_prob",

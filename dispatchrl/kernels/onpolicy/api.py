@@ -33,6 +33,7 @@ __all__ = [
     "adaptive_learning_rate",
     "check_rollout",
     "discounted_returns",
+    "explained_variance",
     "gae",
     "gather_minibatch",
     "gaussian_log_prob",
@@ -315,3 +316,16 @@ def gather_minibatch(device, rollout, perm, counter, batch):
     check_array(fn, "batch.advantage", batch.advantage, device, shape=(rows,), dtype=dtype)
     check_array(fn, "batch.returns", batch.returns, device, shape=(rows, 1), dtype=dtype)
     return device, rollout, perm, counter, batch
+
+
+@generic(outputs=("out",))
+def explained_variance(device, value, returns, out):
+    """``out[0] = 1 − Var(returns − value) / Var(returns)`` over every element, in float64: how
+    much of the return's variance the value function explains (1: all, 0: none, negative: worse
+    than predicting the mean). 0 where the returns do not vary (a finite value for checkpoints)."""
+    fn = "explained_variance"
+    check_device(fn, device)
+    check_array(fn, "value", value, device, shape=(None, None))
+    check_array(fn, "returns", returns, device, shape=value.shape, dtype=value.dtype)
+    check_array(fn, "out", out, device, shape=(1,), dtype=FLOAT64)
+    return device, value, returns, out

@@ -507,3 +507,34 @@ def gather_minibatch(device: C, rollout, perm, counter, batch):
         overwrites=params[8:],
     )
     launch(device, kernel, perm, counter, *gather_arguments(rollout, batch))
+
+
+EXPLAINED_VARIANCE = """
+double sum_y = 0.0, sum_r = 0.0;
+for (int i = 0; i < SIZE; i++) {
+    sum_y += (double)returns[i];
+    sum_r += (double)returns[i] - (double)value[i];
+}
+const double mean_y = sum_y / SIZE, mean_r = sum_r / SIZE;
+double var_y = 0.0, var_r = 0.0;
+for (int i = 0; i < SIZE; i++) {
+    const double dy = (double)returns[i] - mean_y, dr = (double)returns[i] - (double)value[i] - mean_r;
+    var_y += dy * dy;
+    var_r += dr * dr;
+}
+out[0] = var_y > 0.0 ? 1.0 - var_r / var_y : 0.0;
+"""
+
+
+@api.explained_variance.dispatch
+def explained_variance(device: C, value, returns, out):
+    kernel = CKernel(
+        "explained_variance",
+        EXPLAINED_VARIANCE,
+        ("value", "returns", "out"),
+        ("out",),
+        {"SIZE": value.size},
+        value.dtype,
+        overwrites=("out",),
+    )
+    launch(device, kernel, value, returns, out)

@@ -459,3 +459,29 @@ def gather_minibatch_kernel(
 @api.gather_minibatch.dispatch
 def gather_minibatch(device: CPU, rollout, perm, counter, batch):
     launch(device, gather_minibatch_kernel, perm, counter, *gather_arguments(rollout, batch))
+
+
+@njit(**JIT_EXACT)
+def explained_variance_kernel(value, returns, out):
+    rows, cols = value.shape
+    n = rows * cols
+    sum_y, sum_r = 0.0, 0.0
+    for i in range(rows):
+        for j in range(cols):
+            y = np.float64(returns[i, j])  # float64 sums (the simulator's numpy would keep float32)
+            sum_y += y
+            sum_r += y - value[i, j]
+    mean_y, mean_r = sum_y / n, sum_r / n
+    var_y, var_r = 0.0, 0.0
+    for i in range(rows):
+        for j in range(cols):
+            dy = np.float64(returns[i, j]) - mean_y
+            dr = np.float64(returns[i, j]) - value[i, j] - mean_r
+            var_y += dy * dy
+            var_r += dr * dr
+    out[0] = 1.0 - var_r / var_y if var_y > 0.0 else 0.0
+
+
+@api.explained_variance.dispatch
+def explained_variance(device: CPU, value, returns, out):
+    launch(device, explained_variance_kernel, value, returns, out)

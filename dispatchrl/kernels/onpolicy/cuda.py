@@ -746,3 +746,42 @@ def gather_minibatch(device: CUDA, rollout, perm, counter, batch):
         flat(returns),
         *rest,
     )
+
+
+@cuda.jit(device=True)
+def _explained_variance(value, returns, out):
+    rows, cols = value.shape
+    n = rows * cols
+    sum_y, sum_r = 0.0, 0.0
+    for i in range(rows):
+        for j in range(cols):
+            y = np.float64(returns[i, j])  # float64 sums (the simulator's numpy would keep float32)
+            sum_y += y
+            sum_r += y - value[i, j]
+    mean_y, mean_r = sum_y / n, sum_r / n
+    var_y, var_r = 0.0, 0.0
+    for i in range(rows):
+        for j in range(cols):
+            dy = np.float64(returns[i, j]) - mean_y
+            dr = np.float64(returns[i, j]) - value[i, j] - mean_r
+            var_y += dy * dy
+            var_r += dr * dr
+    out[0] = 1.0 - var_r / var_y if var_y > 0.0 else 0.0
+
+
+@cuda.jit
+def explained_variance_kernel(value, returns, out):
+    if cuda.grid(1) == 0:  # once per iteration over the rollout: one thread, the CPU's order of sums
+        _explained_variance(value, returns, out)
+
+
+@block_form(explained_variance_kernel)
+@cuda.jit(device=True)
+def explained_variance_block(value, returns, out):
+    if cuda.threadIdx.x == 0:
+        _explained_variance(value, returns, out)
+
+
+@api.explained_variance.dispatch
+def explained_variance(device: CUDA, value, returns, out):
+    launch(device, Launch(explained_variance_kernel, (1,), (1,)), value, returns, out)

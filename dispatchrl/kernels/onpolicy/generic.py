@@ -316,3 +316,16 @@ def gather_arguments(rollout, batch):
 @api.gather_minibatch.dispatch
 def gather_minibatch(device: Generic, rollout, perm, counter, batch):
     launch(device, gather_minibatch_kernel, perm, counter, *gather_arguments(rollout, batch))
+
+
+def explained_variance_kernel(value, returns, out):
+    y = returns.astype(np.float64).ravel()
+    var_y = np.mean((y - np.mean(y)) ** 2)
+    residual = y - value.astype(np.float64).ravel()
+    var_residual = np.mean((residual - np.mean(residual)) ** 2)
+    out[0] = 1.0 - var_residual / var_y if var_y > 0.0 else 0.0
+
+
+@api.explained_variance.dispatch
+def explained_variance(device: Generic, value, returns, out):
+    launch(device, explained_variance_kernel, value, returns, out)

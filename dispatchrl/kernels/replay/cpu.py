@@ -10,7 +10,7 @@ from ..offpolicy.api import transition_arrays
 from ..random.cpu import uniform01
 from . import api
 
-__all__ = ["n_step_row", "set_leaf", "tree_descend"]
+__all__ = ["gather_rows_kernel", "n_step_row", "set_leaf", "tree_descend", "uniform_rows_kernel"]
 
 
 @njit(**JIT_EXACT)
@@ -248,3 +248,32 @@ def bootstrap_target_kernel(reward, discount, target):
 @api.bootstrap_target.dispatch
 def bootstrap_target(device: CPU, reward, discount, target):
     launch(device, bootstrap_target_kernel, reward, discount, target)
+
+
+@njit(**JIT_EXACT)
+def uniform_rows_kernel(rng, length, sources, outputs, index):
+    """The host ReplayBuffer's prepared uniform sample: ``index`` drawn as :func:`uniform_index`
+    (the stream's next B positions), then rows ``index`` of every source copied into the output
+    at the same place (leaves seen as (rows, bytes) uint8 views, so one compiled loop serves any
+    mix of dtypes and shapes)."""
+    key, base = rng[0], rng[1]
+    for k in range(index.shape[0]):
+        index[k] = np.int64(uniform01(key, base + np.uint64(k)) * length)
+    rng[1] = base + np.uint64(index.shape[0])
+    for s in range(len(sources)):
+        source, output = sources[s], outputs[s]
+        for k in range(index.shape[0]):
+            row = index[k]
+            for j in range(source.shape[1]):
+                output[k, j] = source[row, j]
+
+
+@njit(**JIT_EXACT)
+def gather_rows_kernel(index, sources, outputs):
+    """Rows ``index`` of every source into its output (the prepared prioritized sample)."""
+    for s in range(len(sources)):
+        source, output = sources[s], outputs[s]
+        for k in range(index.shape[0]):
+            row = index[k]
+            for j in range(source.shape[1]):
+                output[k, j] = source[row, j]

@@ -105,8 +105,8 @@ def dispatchrl_python(size, batch, calls):
         prioritized.update_priority(s["index"], priorities)
 
     def prepared_sample_update():
-        s = prepared_prioritized()
-        prioritized.update_priority(s["index"], priorities)
+        prepared_prioritized()
+        prepared_prioritized.update_priority(priorities)
 
     for kind, fn in (
         ("prioritized sample+update", sample_update),

@@ -270,8 +270,17 @@ def test_prepared_sample_draws_what_sample_draws(kind, tmp_path):
         np.testing.assert_array_equal(b["obs"][:, 0, 0], fast.storage.data["obs"][b["index"], 0, 0])
         if kind == "prioritized":
             plain.update_priority(a["index"], priority)
-            fast.update_priority(b["index"], priority)
+            (fast.update_priority(b["index"], priority) if step % 2 else prepared.update_priority(priority))
+            np.testing.assert_array_equal(fast.sampler.sum_tree, plain.sampler.sum_tree)
     assert len(set(b["index"].tolist())) > 1
+    if kind == "prioritized":
+        before = fast.sampler.sum_tree.copy()
+        for bad in (np.full(16, np.nan), np.full(16, -1.0), np.full(16, np.inf)):
+            with pytest.raises(ConfigError, match="finite and >= 0"):
+                prepared.update_priority(bad)
+        with pytest.raises(ShapeError, match="priority has shape"):
+            prepared.update_priority(np.ones(3))
+        np.testing.assert_array_equal(fast.sampler.sum_tree, before)  # refused before any write
 
 
 def test_prepared_sample_refuses_what_it_cannot_bind():

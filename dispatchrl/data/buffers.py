@@ -22,6 +22,7 @@ from ..errors import ConfigError, EmptyBufferError, MissingKeyError, ShapeError
 from ..kernels.random.api import rng
 from ..kernels.replay.api import EMPTY, tree_leaves
 from ..kernels.replay.cpu import (
+    checked_priority_update_kernel,
     gather_rows_kernel,
     priority_mark_new_kernel,
     priority_sample_kernel,
@@ -642,6 +643,16 @@ class PreparedSample:
                 self.weight,
             )
             self._gather = _entry_point(gather_rows_kernel, self.index, self._sources, self._outputs)
+            self._update = _entry_point(
+                checked_priority_update_kernel,
+                sampler.sum_tree,
+                sampler.min_tree,
+                sampler._max_priority,
+                self.index,
+                np.zeros(self.batch_size),
+                sampler.alpha,
+                sampler.eps,
+            )
         else:
             self._draw = _entry_point(
                 uniform_rows_kernel, sampler.rng, np.int64(1), self._sources, self._outputs, self.index
@@ -662,3 +673,23 @@ class PreparedSample:
             )
             self._gather(self.index, self._sources, self._outputs)
         return self.out
+
+    def update_priority(self, priority) -> None:
+        """``rb.update_priority(out["index"], priority)`` for the rows this call last drew (the
+        prepared prioritized loop's update: one compiled call, priorities checked inside it)."""
+        sampler = self._sampler
+        if type(sampler) is not PrioritizedSampler:
+            raise ConfigError("PreparedSample.update_priority: the sampler is not a PrioritizedSampler")
+        priority = np.ascontiguousarray(priority, np.float64)
+        if priority.shape != self.index.shape:
+            raise ShapeError(f"update_priority: priority has shape {priority.shape}, expected {self.index.shape}")
+        if not self._update(
+            sampler.sum_tree,
+            sampler.min_tree,
+            sampler._max_priority,
+            self.index,
+            priority,
+            sampler.alpha,
+            sampler.eps,
+        ):
+            raise ConfigError("update_priority: priorities must be finite and >= 0")

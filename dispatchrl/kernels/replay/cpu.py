@@ -10,7 +10,9 @@ from ..offpolicy.api import transition_arrays
 from ..random.cpu import uniform01
 from . import api
 
-__all__ = ["gather_rows_kernel", "n_step_row", "set_leaf", "tree_descend", "uniform_rows_kernel"]
+__all__ = [
+    "checked_priority_update_kernel",
+    "gather_rows_kernel", "n_step_row", "set_leaf", "tree_descend", "uniform_rows_kernel"]
 
 
 @njit(**JIT_EXACT)
@@ -277,3 +279,15 @@ def gather_rows_kernel(index, sources, outputs):
             row = index[k]
             for j in range(source.shape[1]):
                 output[k, j] = source[row, j]
+
+
+@njit(**JIT_EXACT)
+def checked_priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    """priority_update_kernel after checking every priority is finite and >= 0; False (nothing
+    written) otherwise: the prepared sampler's update, one compiled call with its check."""
+    for i in range(priority.shape[0]):
+        p = priority[i]
+        if not (p >= 0.0 and p < np.inf):
+            return False
+    priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps)
+    return True

@@ -87,10 +87,11 @@ def test_n_step_runs_agree_across_devices(name, cuda_device):
     for result in results[1:]:
         got = arrays(result)
         assert got.keys() == reference.keys()
-        for key in ("n_step.index.", "n_step.discount.", "replay.reward.", "batch.terminated."):
+        # rows and windows do not depend on the float results (rewards drift by ulps with the policy)
+        for key in ("n_step.index.", "n_step.discount.", "batch.terminated.", "batch.truncated."):
             np.testing.assert_array_equal(got[key], reference[key], err_msg=f"{result.device} {key}")
         for key, value in got.items():
-            if ".weights." in key or key.startswith(("batch.", "q_target")):
+            if ".weights." in key or key.startswith(("batch.", "q_target", "replay.reward")):
                 np.testing.assert_allclose(value, reference[key], rtol=1e-4, atol=1e-5, err_msg=f"{result.device} {key}")
 
 
@@ -151,3 +152,21 @@ def test_cli_set_n_step_and_memmap(tmp_path, capsys):
         td3.train(drl.CPU(), "pendulum", td3.Config(n_step=0), progress=False)
     with pytest.raises(drl.ConfigError, match="memmap_path"):
         td3.train(drl.CPU(), "pendulum", td3.Config(memmap_path=3), progress=False)
+
+
+def test_memmap_ring_is_checked_against_disk_not_memory(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from dispatchrl.algorithms import driver
+
+    spec = SimpleNamespace(obs_dim=3, action_dim=1)
+    config = td3.Config(total_steps=10_000, memmap_path=str(tmp_path / "new" / "ring"))
+    monkeypatch.setattr(driver, "available_memory", lambda: 1)  # memory does not matter for it
+    driver.check_memory(td3, spec, config)
+    monkeypatch.setattr(driver, "free_disk", lambda path: 1000)
+    with pytest.raises(drl.ConfigError, match="free on the disk of memmap_path"):
+        driver.check_memory(td3, spec, config)
+    with pytest.raises(drl.ConfigError, match="of memory available"):
+        driver.check_memory(td3, spec, dataclasses.replace(config, memmap_path=None))
+    monkeypatch.undo()
+    assert driver.free_disk(tmp_path / "new" / "ring") > 0  # not made yet: its nearest parent's disk

@@ -72,7 +72,15 @@ def numpy_floor(size, batch, calls):
         return [leaf[index] for leaf in leaves]
 
     us = per_call_us(draw_and_take, calls)
-    emit(benchmark="replay", library="numpy", where="python", kind="uniform draw + take", size=size, batch=batch, us_per_call=us)
+    emit(
+        benchmark="replay",
+        library="numpy",
+        where="python",
+        kind="uniform draw + take",
+        size=size,
+        batch=batch,
+        us_per_call=us,
+    )
     return us
 
 

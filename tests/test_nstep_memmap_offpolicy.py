@@ -92,7 +92,9 @@ def test_n_step_runs_agree_across_devices(name, cuda_device):
             np.testing.assert_array_equal(got[key], reference[key], err_msg=f"{result.device} {key}")
         for key, value in got.items():
             if ".weights." in key or key.startswith(("batch.", "q_target", "replay.reward")):
-                np.testing.assert_allclose(value, reference[key], rtol=1e-4, atol=1e-5, err_msg=f"{result.device} {key}")
+                np.testing.assert_allclose(
+                    value, reference[key], rtol=1e-4, atol=1e-5, err_msg=f"{result.device} {key}"
+                )
 
 
 def test_n_step_one_is_the_default_path():
@@ -113,7 +115,9 @@ def test_memmap_ring_trains_bit_identically(name, tmp_path, device):
     a, b = arrays(memory), arrays(mapped)
     assert a.keys() == b.keys()
     assert [k for k in a if not np.array_equal(a[k], b[k])] == []
-    np.testing.assert_array_equal(memory.policy(np.ones((2, 3), np.float32)), mapped.policy(np.ones((2, 3), np.float32)))
+    np.testing.assert_array_equal(
+        memory.policy(np.ones((2, 3), np.float32)), mapped.policy(np.ones((2, 3), np.float32))
+    )
     # the folder is a MemmapStorage / TensorDict: another reader sees the ring, length and cursor
     storage = MemmapStorage(config.capacity, tmp_path / "ring")
     assert (len(storage), storage.cursor) == (int(a["replay.size."][0]), int(a["replay.position."][0]))

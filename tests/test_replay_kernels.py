@@ -237,7 +237,7 @@ def test_n_step_gather_matches_float64_reference(device, steps):
     g = np.random.default_rng(steps)
     buffer = replay_buffer(device, capacity, 3, 2)
     written = []
-    for t in range(steps):
+    for _ in range(steps):
         step = (
             g.normal(size=(envs, 3)),
             g.normal(size=(envs, 2)),
@@ -247,14 +247,16 @@ def test_n_step_gather_matches_float64_reference(device, steps):
             g.random(envs) < 0.15,
         )
         written.append(step)
-        replay_add(
-            device, buffer, *(drl.asarray(device, r, np.bool_ if r.dtype == bool else np.float32) for r in step)
-        )
+        replay_add(device, buffer, *(drl.asarray(device, r, np.bool_ if r.dtype == bool else np.float32) for r in step))
     rows = [drl.to_numpy(x) for x in (buffer.obs, buffer.action, buffer.reward, buffer.next_obs)]
     rows += [drl.to_numpy(buffer.terminated), drl.to_numpy(buffer.truncated)]
     position, size = int(drl.to_numpy(buffer.position)[0]), int(drl.to_numpy(buffer.size)[0])
-    assert rows[4].any() and rows[5].any() or steps == 5
-    batch, discount, index = transitions(device, 16, 3, 2), drl.zeros(device, 16, np.float64), drl.zeros(device, 16, np.int64)
+    assert rows[4].any() and rows[5].any()  # windows cut by terminations and by truncations
+    batch, discount, index = (
+        transitions(device, 16, 3, 2),
+        drl.zeros(device, 16, np.float64),
+        drl.zeros(device, 16, np.int64),
+    )
     rng = drl.rng(device, 3)
     uniform_index(device, rng, buffer.size, index)
     got_index = drl.to_numpy(index)
@@ -280,7 +282,11 @@ def test_n_step_gather_matches_float64_reference(device, steps):
         replay_add(
             generic, g_buffer, *(drl.asarray(generic, r, np.bool_ if r.dtype == bool else np.float32) for r in step)
         )
-    g_batch, g_discount, g_index = transitions(generic, 16, 3, 2), drl.zeros(generic, 16, np.float64), drl.zeros(generic, 16, np.int64)
+    g_batch, g_discount, g_index = (
+        transitions(generic, 16, 3, 2),
+        drl.zeros(generic, 16, np.float64),
+        drl.zeros(generic, 16, np.int64),
+    )
     uniform_index(generic, drl.rng(generic, 3), g_buffer.size, g_index)
     n_step_gather(generic, g_buffer, g_index, envs, n, gamma, g_batch, g_discount)
     np.testing.assert_array_equal(drl.to_numpy(g_index), got_index)

@@ -10,11 +10,11 @@ import numpy as np
 
 from .. import checkpoint
 from ..arrays import Array, asarray, zeros
+from ..data import ReplayRing, memmap_replay_buffer, replay_buffer
 from ..devices import Device
 from ..envs import env_reset_done, env_step
 from ..kernels.core.api import copy, increment
 from ..kernels.offpolicy.api import replay_add, replay_sample, track_episodes
-from ..data import ReplayRing, memmap_replay_buffer, replay_buffer
 from ..kernels.replay.api import (
     EMPTY,
     bootstrap_target,
@@ -115,7 +115,9 @@ def n_step_batch(device: Device, config: Any, batch_size: int) -> NStepBatch | N
     """The n-step state, or None for 1-step targets (the default)."""
     if config.n_step == 1:
         return None
-    return NStepBatch(zeros(device, batch_size, np.int64), zeros(device, batch_size, np.float64), zeros(device, batch_size))
+    return NStepBatch(
+        zeros(device, batch_size, np.int64), zeros(device, batch_size, np.float64), zeros(device, batch_size)
+    )
 
 
 def replay_ring(device: Device, config: Any, obs_dim: int, action_dim: int) -> ReplayRing:
@@ -144,7 +146,9 @@ def _gather(device: Device, config: Any, state: Any, index: Array) -> None:
     if n is None:
         replay_gather(device, state.replay, index, state.batch)
     else:
-        n_step_gather(device, state.replay, index, config.num_envs, config.n_step, config.gamma, state.batch, n.discount)
+        n_step_gather(
+            device, state.replay, index, config.num_envs, config.n_step, config.gamma, state.batch, n.discount
+        )
 
 
 def sample_batch(device: Device, config: Any, state: Any) -> None:

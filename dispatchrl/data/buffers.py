@@ -669,7 +669,13 @@ class PreparedSample:
         else:
             sampler._size[0] = length
             self._draw(
-                sampler.rng, sampler.sum_tree, sampler.min_tree, sampler._size, sampler._beta_array, self.index, self.weight
+                sampler.rng,
+                sampler.sum_tree,
+                sampler.min_tree,
+                sampler._size,
+                sampler._beta_array,
+                self.index,
+                self.weight,
             )
             self._gather(self.index, self._sources, self._outputs)
         return self.out

@@ -111,12 +111,11 @@ def memmap_replay_buffer(device, capacity, obs_dim, action_dim, path, dtype=np.f
         ("truncated",): ((capacity,), np.bool_),
     }
     files = TensorDict.empty_memmap(path, [capacity], spec)
-    counters = np.lib.format.open_memmap(os.path.join(path, COUNTERS_FILE), mode="w+", dtype=np.int64, shape=(2,))
-    rows = {name: _on_device(device, np.asarray(files[name])) for (name,) in spec}
-    counters = np.asarray(counters)
-    return ReplayRing(
-        **rows, size=_on_device(device, counters[0:1]), position=_on_device(device, counters[1:2])
+    counters = np.asarray(  # [size, position], as MemmapStorage's [length, cursor]
+        np.lib.format.open_memmap(os.path.join(path, COUNTERS_FILE), mode="w+", dtype=np.int64, shape=(2,))
     )
+    rows = {name: _on_device(device, np.asarray(files[name])) for (name,) in spec}
+    return ReplayRing(**rows, size=_on_device(device, counters[0:1]), position=_on_device(device, counters[1:2]))
 
 
 @dataclass

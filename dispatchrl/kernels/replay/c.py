@@ -246,7 +246,9 @@ def n_step_gather(device: C, buffer, index, num_envs, n, gamma, batch, discount)
         dict(B=b, O=o, A=a, CAPACITY=buffer.obs.shape[0], NENVS=num_envs, NSTEP=n),
         batch.obs.dtype,
     )
-    launch(device, kernel, index, *transition_arrays(buffer), buffer.position, gamma, *transition_arrays(batch), discount)
+    launch(
+        device, kernel, index, *transition_arrays(buffer), buffer.position, gamma, *transition_arrays(batch), discount
+    )
 
 
 BOOTSTRAP_TARGET = """

@@ -12,7 +12,12 @@ from . import api
 
 __all__ = [
     "checked_priority_update_kernel",
-    "gather_rows_kernel", "n_step_row", "set_leaf", "tree_descend", "uniform_rows_kernel"]
+    "gather_rows_kernel",
+    "n_step_row",
+    "set_leaf",
+    "tree_descend",
+    "uniform_rows_kernel",
+]
 
 
 @njit(**JIT_EXACT)

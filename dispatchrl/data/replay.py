@@ -115,7 +115,8 @@ def memmap_replay_buffer(device, capacity, obs_dim, action_dim, path, dtype=np.f
         np.lib.format.open_memmap(os.path.join(path, COUNTERS_FILE), mode="w+", dtype=np.int64, shape=(2,))
     )
     rows = {name: _on_device(device, np.asarray(files[name])) for (name,) in spec}
-    return ReplayRing(**rows, size=_on_device(device, counters[0:1]), position=_on_device(device, counters[1:2]))
+    both = _on_device(device, counters).data  # mapped once: CUDA pins whole pages, not the halves twice
+    return ReplayRing(**rows, size=Array(device, both[0:1]), position=Array(device, both[1:2]))
 
 
 @dataclass

@@ -8,6 +8,9 @@ PrioritizedReplayBuffer).
 
 One JSON line per measurement (µs per call, or rows/s), then a summary with the ratios and the
 issue's targets (uniform sample from Python <= 5 µs; prioritized sample + update <= 0.05x TorchRL).
+From Python both ``rb.sample()`` and the prepared ``rb.prepare()()`` (checks once, one compiled
+call) are measured; a plain-numpy draw + take of the same rows runs first as a yardstick of the
+machine's speed in this run, since the machines it runs on are often shared.
 """
 
 import argparse
@@ -58,39 +61,76 @@ def rfc_rows(n, seed=0):
     }
 
 
+def numpy_floor(size, batch, calls):
+    """The same draw and gather in plain numpy (Generator.integers, one fancy index per leaf): not
+    a replay buffer, a same-run yardstick of the machine's speed (it is shared)."""
+    rows, g = rfc_rows(size), np.random.default_rng(0)
+    leaves = tuple(rows.values())
+
+    def draw_and_take():
+        index = g.integers(0, size, batch)
+        return [leaf[index] for leaf in leaves]
+
+    us = per_call_us(draw_and_take, calls)
+    emit(
+        benchmark="replay",
+        library="numpy",
+        where="python",
+        kind="uniform draw + take",
+        size=size,
+        batch=batch,
+        us_per_call=us,
+    )
+    return us
+
+
 def dispatchrl_python(size, batch, calls):
+    """``rb.sample()`` (checks every call, a fresh TensorDict) and ``rb.prepare()()`` (checked
+    once, one compiled draw+gather into preallocated rows)."""
     data = TensorDict(rfc_rows(size), [size])
     uniform = ReplayBuffer(DeviceStorage(size), batch_size=batch)
     uniform.extend(data)
-    us_uniform = per_call_us(uniform.sample, calls)
-    emit(
-        benchmark="replay",
-        library="dispatchrl",
-        where="python",
-        kind="uniform sample",
-        size=size,
-        batch=batch,
-        us_per_call=us_uniform,
-    )
+    results = {}
+    prepared = uniform.prepare()
+    for kind, fn in (("uniform sample", uniform.sample), ("uniform prepared sample", prepared)):
+        results[kind] = per_call_us(fn, calls)
+        emit(
+            benchmark="replay",
+            library="dispatchrl",
+            where="python",
+            kind=kind,
+            size=size,
+            batch=batch,
+            us_per_call=results[kind],
+        )
     prioritized = ReplayBuffer(DeviceStorage(size), PrioritizedSampler(size, alpha=0.6, beta=0.4), batch_size=batch)
     prioritized.extend(data)
     priorities = np.random.default_rng(1).uniform(0.1, 2.0, batch)
+    prepared_prioritized = prioritized.prepare()
 
     def sample_update():
         s = prioritized.sample()
         prioritized.update_priority(s["index"], priorities)
 
-    us_prioritized = per_call_us(sample_update, calls)
-    emit(
-        benchmark="replay",
-        library="dispatchrl",
-        where="python",
-        kind="prioritized sample+update",
-        size=size,
-        batch=batch,
-        us_per_call=us_prioritized,
-    )
-    return us_uniform, us_prioritized
+    def prepared_sample_update():
+        prepared_prioritized()
+        prepared_prioritized.update_priority(priorities)
+
+    for kind, fn in (
+        ("prioritized sample+update", sample_update),
+        ("prioritized prepared sample+update", prepared_sample_update),
+    ):
+        results[kind] = per_call_us(fn, calls)
+        emit(
+            benchmark="replay",
+            library="dispatchrl",
+            where="python",
+            kind=kind,
+            size=size,
+            batch=batch,
+            us_per_call=results[kind],
+        )
+    return results
 
 
 def dispatchrl_fused(size, batch, steps):
@@ -257,28 +297,34 @@ def main():
     parser.add_argument("--fused-steps", type=int, default=2000)
     parser.add_argument("--memmap-chunk", type=int, default=1000)
     args = parser.parse_args()
+    floor = numpy_floor(args.size, args.batch, args.calls)
     ours = dispatchrl_python(args.size, args.batch, args.calls)
     fused = dispatchrl_fused(args.size, args.batch, args.fused_steps)
     rate = memmap_extend(args.size, args.memmap_chunk)
     torchrl = torchrl_peer(args.size, args.batch, args.calls // 10)
     tianshou = tianshou_peer(args.size, args.batch, args.calls // 10)
+    uniform, prioritized = ours["uniform prepared sample"], ours["prioritized prepared sample+update"]
     summary = {
         "benchmark": "replay",
         "summary": True,
-        "uniform_python_us": ours[0],
-        "prioritized_python_us": ours[1],
+        "numpy_floor_us": floor,
+        "uniform_python_us": ours["uniform sample"],
+        "uniform_prepared_python_us": uniform,
+        "uniform_prepared_to_numpy_floor": round(uniform / floor, 3),
+        "prioritized_python_us": ours["prioritized sample+update"],
+        "prioritized_prepared_python_us": prioritized,
         "uniform_fused_us": fused[0],
         "prioritized_fused_us": fused[1],
         "memmap_extend_rows_per_second": rate,
         "target_uniform_python": "<= 5 us",
-        "meets_uniform_target": ours[0] <= 5.0,
+        "meets_uniform_target": uniform <= 5.0,
     }
     if torchrl[0] is not None:
         summary.update(
             torchrl_uniform_us=torchrl[0],
             torchrl_prioritized_us=torchrl[1],
-            prioritized_ratio_to_torchrl=round(ours[1] / torchrl[1], 4),
-            meets_prioritized_target=ours[1] <= 0.05 * torchrl[1],
+            prioritized_ratio_to_torchrl=round(prioritized / torchrl[1], 4),
+            meets_prioritized_target=prioritized <= 0.05 * torchrl[1],
         )
     if tianshou[0] is not None:
         summary.update(tianshou_uniform_us=tianshou[0], tianshou_prioritized_us=tianshou[1])

@@ -239,3 +239,72 @@ def test_memmap_storage_reopens_in_a_fresh_process(tmp_path):
     again = MemmapStorage(50, path)  # the other process's writes are visible
     assert len(again) == 50 and again.cursor == 13
     np.testing.assert_array_equal(again.data["obs"][10:13, 0, 0], [-1, -1, -1])
+
+
+@pytest.mark.parametrize("kind", ["uniform", "prioritized", "memmap"])
+def test_prepared_sample_draws_what_sample_draws(kind, tmp_path):
+    def buffer(name):
+        sampler = PrioritizedSampler(64, 0.6, 0.5, seed=4) if kind == "prioritized" else UniformSampler(seed=4)
+        storage = MemmapStorage(64, tmp_path / name) if kind == "memmap" else DeviceStorage(64)
+        nested = rows(40)
+        nested.set(("next", "obs"), nested["obs"] + 1)
+        rb = ReplayBuffer(storage, sampler, batch_size=16)
+        rb.extend(nested)
+        return rb
+
+    plain, fast = buffer("a"), buffer("b")
+    prepared = fast.prepare()
+    priority = np.linspace(0.1, 3.0, 16)
+    for step in range(4):
+        if step == 2:  # writes after prepare() are seen (length and rows)
+            for rb in (plain, fast):
+                extra = rows(30, 100)
+                extra.set(("next", "obs"), extra["obs"] + 1)
+                rb.extend(extra)
+        a, b = plain.sample(), prepared()
+        assert b is prepared.out and b.batch_size == (16,)
+        assert set(a.keys(include_nested=True, leaves_only=True)) == set(b.keys(include_nested=True, leaves_only=True))
+        for key in a.keys(include_nested=True, leaves_only=True):
+            np.testing.assert_array_equal(np.asarray(b[key]), np.asarray(a[key]), err_msg=str(key))
+            assert np.asarray(b[key]).dtype == np.asarray(a[key]).dtype
+        np.testing.assert_array_equal(b["obs"][:, 0, 0], fast.storage.data["obs"][b["index"], 0, 0])
+        if kind == "prioritized":
+            plain.update_priority(a["index"], priority)
+            (fast.update_priority(b["index"], priority) if step % 2 else prepared.update_priority(priority))
+            np.testing.assert_array_equal(fast.sampler.sum_tree, plain.sampler.sum_tree)
+    assert len(set(b["index"].tolist())) > 1
+    if kind == "prioritized":
+        before = fast.sampler.sum_tree.copy()
+        for bad in (np.full(16, np.nan), np.full(16, -1.0), np.full(16, np.inf)):
+            with pytest.raises(ConfigError, match="finite and >= 0"):
+                prepared.update_priority(bad)
+        with pytest.raises(ShapeError, match="priority has shape"):
+            prepared.update_priority(np.ones(3))
+        np.testing.assert_array_equal(fast.sampler.sum_tree, before)  # refused before any write
+
+
+def test_prepared_sample_refuses_what_it_cannot_bind():
+    with pytest.raises(EmptyBufferError):
+        ReplayBuffer(DeviceStorage(8), batch_size=2).prepare()
+    rb = ReplayBuffer(DeviceStorage(8), WithoutReplacementSampler(seed=0), batch_size=2)
+    rb.extend(rows(4))
+    with pytest.raises(ConfigError, match="UniformSampler or PrioritizedSampler"):
+        rb.prepare()
+    with pytest.raises(ConfigError, match="batch_size"):
+        ReplayBuffer(DeviceStorage(8)).prepare()
+    import dispatchrl as drl
+
+    on_cpu = ReplayBuffer(DeviceStorage(8, drl.CPU()), batch_size=2)
+    on_cpu.extend(rows(4))
+    with pytest.raises(ConfigError, match="host rows"):
+        on_cpu.prepare()
+
+
+def test_prepared_sample_follows_a_loaded_state(tmp_path):
+    rb = ReplayBuffer(DeviceStorage(16), UniformSampler(seed=1), batch_size=4)
+    rb.extend(rows(10))
+    prepared = rb.prepare()
+    rb.save(tmp_path / "rb.npz")
+    first = prepared()["index"].copy()
+    rb.load(tmp_path / "rb.npz")  # the stream goes back: the same rows again
+    np.testing.assert_array_equal(prepared()["index"], first)

@@ -206,3 +206,89 @@ def test_declarations_refuse_bad_arguments():
         )
     with pytest.raises(drl.ConfigError):
         linear_anneal(dev, position, 0.4, 1.0, 0, drl.zeros(dev, 1, np.float64))
+
+
+def n_step_reference(rows, position, size, index, num_envs, n, gamma):
+    """Float64 numpy n-step windows over a ring written ``num_envs`` rows per step."""
+    obs, action, reward, next_obs, terminated, truncated = rows
+    capacity = len(reward)
+    newest = (position - 1) % capacity
+    out = {k: [] for k in ("reward", "next_obs", "terminated", "truncated", "discount")}
+    for r in index:
+        total, k = 0.0, 0
+        while True:
+            total += gamma**k * float(reward[r])
+            k += 1
+            if k == n or terminated[r] or truncated[r] or (newest - r) % capacity < num_envs:
+                break
+            r = (r + num_envs) % capacity
+        out["reward"].append(total)
+        out["discount"].append(gamma**k)
+        for key, x in (("next_obs", next_obs), ("terminated", terminated), ("truncated", truncated)):
+            out[key].append(x[r])
+    return {k: np.array(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("steps", [5, 9])  # partly filled; wrapped (position 2 of 7 rows)
+def test_n_step_gather_matches_float64_reference(device, steps):
+    from dispatchrl.kernels.replay import bootstrap_target, n_step_gather, uniform_index
+
+    capacity, envs, n, gamma = 7 * 2, 2, 3, 0.9
+    g = np.random.default_rng(steps)
+    buffer = replay_buffer(device, capacity, 3, 2)
+    written = []
+    for _ in range(steps):
+        step = (
+            g.normal(size=(envs, 3)),
+            g.normal(size=(envs, 2)),
+            g.normal(size=envs),
+            g.normal(size=(envs, 3)),
+            g.random(envs) < 0.15,
+            g.random(envs) < 0.15,
+        )
+        written.append(step)
+        replay_add(device, buffer, *(drl.asarray(device, r, np.bool_ if r.dtype == bool else np.float32) for r in step))
+    rows = [drl.to_numpy(x) for x in (buffer.obs, buffer.action, buffer.reward, buffer.next_obs)]
+    rows += [drl.to_numpy(buffer.terminated), drl.to_numpy(buffer.truncated)]
+    position, size = int(drl.to_numpy(buffer.position)[0]), int(drl.to_numpy(buffer.size)[0])
+    assert rows[4].any() and rows[5].any()  # windows cut by terminations and by truncations
+    batch, discount, index = (
+        transitions(device, 16, 3, 2),
+        drl.zeros(device, 16, np.float64),
+        drl.zeros(device, 16, np.int64),
+    )
+    rng = drl.rng(device, 3)
+    uniform_index(device, rng, buffer.size, index)
+    got_index = drl.to_numpy(index)
+    assert got_index.min() >= 0 and got_index.max() < size
+    n_step_gather(device, buffer, index, envs, n, gamma, batch, discount)
+    ref = n_step_reference(rows, position, size, got_index, envs, n, gamma)
+    np.testing.assert_array_equal(drl.to_numpy(batch.obs), rows[0][got_index])
+    np.testing.assert_array_equal(drl.to_numpy(batch.action), rows[1][got_index])
+    np.testing.assert_allclose(drl.to_numpy(batch.reward), ref["reward"], rtol=1e-6)
+    np.testing.assert_allclose(drl.to_numpy(discount), ref["discount"], rtol=1e-14)
+    for key in ("next_obs", "terminated", "truncated"):
+        np.testing.assert_array_equal(drl.to_numpy(getattr(batch, key)), ref[key], err_msg=key)
+    # the target: reward + discount * (1 - terminated) Q, in float64 then rounded
+    q = g.normal(size=(16, 1)).astype(np.float32)
+    target = drl.asarray(device, q)
+    bootstrap_target(device, batch.reward, discount, target)
+    expected = drl.to_numpy(batch.reward).astype(np.float64) + ref["discount"] * q[:, 0]
+    np.testing.assert_array_equal(drl.to_numpy(target)[:, 0], expected.astype(np.float32))
+    # every device draws the same rows and windows, bit for bit
+    generic = drl.Generic()
+    g_buffer = replay_buffer(generic, capacity, 3, 2)
+    for step in written:
+        replay_add(
+            generic, g_buffer, *(drl.asarray(generic, r, np.bool_ if r.dtype == bool else np.float32) for r in step)
+        )
+    g_batch, g_discount, g_index = (
+        transitions(generic, 16, 3, 2),
+        drl.zeros(generic, 16, np.float64),
+        drl.zeros(generic, 16, np.int64),
+    )
+    uniform_index(generic, drl.rng(generic, 3), g_buffer.size, g_index)
+    n_step_gather(generic, g_buffer, g_index, envs, n, gamma, g_batch, g_discount)
+    np.testing.assert_array_equal(drl.to_numpy(g_index), got_index)
+    np.testing.assert_array_equal(drl.to_numpy(g_batch.reward), drl.to_numpy(batch.reward))
+    np.testing.assert_array_equal(drl.to_numpy(g_discount), drl.to_numpy(discount))

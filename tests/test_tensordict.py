@@ -206,3 +206,26 @@ def test_memmap_round_trip_no_pickle(tmp_path):
         TensorDict({"../x": np.zeros(2)}, [2]).memmap(tmp_path / "bad")
     with pytest.raises(MissingKeyError):
         TensorDict.load_memmap(tmp_path / "nothing")
+
+
+def test_fuse_takes_a_tensordict_of_device_arrays(device):
+    """A fused step can take a TensorDict: its leaves are the step's persistent arrays."""
+    from dispatchrl.kernels.offpolicy.api import concat_columns
+    from dispatchrl.kernels.replay import scale_rows
+
+    def step(dev, td):
+        scale_rows(dev, td["weight"], td["batch", "obs"])
+        concat_columns(dev, td["batch", "obs"], td["batch", "action"], td["critic_input"])
+
+    g = np.random.default_rng(0)
+    source = {
+        "weight": g.uniform(0.5, 1.5, 4).astype(np.float32),
+        "batch": {"obs": g.normal(size=(4, 3)).astype(np.float32), "action": g.normal(size=(4, 2)).astype(np.float32)},
+        "critic_input": np.zeros((4, 5), np.float32),
+    }
+    td = TensorDict(source, [4], device=device)
+    fused = drl.fuse(device, step, td)
+    fused(2)
+    obs = source["batch"]["obs"] * source["weight"][:, None] * source["weight"][:, None]
+    np.testing.assert_array_equal(drl.to_numpy(td["batch", "obs"]), obs)
+    np.testing.assert_array_equal(drl.to_numpy(td["critic_input"]), np.concatenate([obs, source["batch"]["action"]], 1))

@@ -2,6 +2,7 @@
 fields TD3 and SAC have in common."""
 
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -108,6 +109,8 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
             "priority_beta": (unit_interval, "in [0, 1]"),
             "priority_eps": (non_negative, "a number >= 0"),
             "priority_beta_steps": (lambda v: v is None or positive_int(v), "None or a positive int"),
+            "n_step": (positive_int, "a positive int"),
+            "memmap_path": (lambda v: v is None or isinstance(v, (str, os.PathLike)), "None or a folder path"),
             **extra_rules,
         },
     )
@@ -140,6 +143,8 @@ class OffPolicyConfig:
     priority_beta: float = 0.4  # importance-weight exponent, annealed linearly to 1 over total_steps
     priority_eps: float = 1e-6  # added to every priority, so none is 0
     priority_beta_steps: int | None = None  # env steps (per env) over which β reaches 1; None: the run's
+    n_step: int = 1  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
+    memmap_path: str | None = None  # the replay ring in numpy memmaps under this folder (None: in memory)
 
     def validate(self) -> None:
         validate_off_policy(self, self.extra_rules())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -185,13 +186,27 @@ def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
     else:  # on-policy: the rollout (observations, actions, values, advantages... ~8 floats more)
         rows = config.num_envs * getattr(config, "steps_per_env", 1)
         what, field, per_row = "rollout", "num_envs × steps_per_env", per_row + 32
-    needed, available = rows * per_row, available_memory()
+    needed, available, where = rows * per_row, available_memory(), "of memory available"
+    folder = getattr(config, "memmap_path", None)
+    if folder is not None:  # a memmapped ring needs disk, not memory
+        available, where = free_disk(folder), f"free on the disk of memmap_path {os.fspath(folder)!r}"
     if available is not None and needed > available:
         raise ConfigError(
             f"{type(config).__module__.rsplit('.', 1)[-1]} Config: the {what} of {rows} rows needs "
-            f"{needed / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB of memory available; "
+            f"{needed / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB {where}; "
             f"lower {field}"
         )
+
+
+def free_disk(path: Any) -> int | None:
+    """Bytes free on the file system that holds ``path`` (or its nearest existing parent)."""
+    path = os.path.abspath(os.fspath(path))
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
 
 
 def available_memory() -> int | None:

@@ -10,13 +10,16 @@ import numpy as np
 
 from .. import checkpoint
 from ..arrays import Array, asarray, zeros
+from ..data import ReplayRing, memmap_replay_buffer, replay_buffer
 from ..devices import Device
 from ..envs import env_reset_done, env_step
 from ..kernels.core.api import copy, increment
 from ..kernels.offpolicy.api import replay_add, replay_sample, track_episodes
 from ..kernels.replay.api import (
     EMPTY,
+    bootstrap_target,
     linear_anneal,
+    n_step_gather,
     priority_mark_new,
     priority_sample,
     priority_update,
@@ -24,14 +27,20 @@ from ..kernels.replay.api import (
     scale_rows,
     td_priority,
     tree_leaves,
+    uniform_index,
 )
 
 __all__ = [
+    "NStepBatch",
     "Priorities",
+    "bootstrap",
+    "n_step_batch",
     "native_step",
     "priorities",
+    "replay_ring",
     "sample_batch",
     "store",
+    "target_reward_and_gamma",
     "update_priorities",
     "validate_checkpoint",
     "weight_gradient",
@@ -89,16 +98,75 @@ def _mark_new(device: Device, config: Any, state: Any, rows: int) -> None:
         )
 
 
+# ---------------------------------------------------------------- n-step returns (config.n_step)
+
+
+@dataclass
+class NStepBatch:
+    """n-step replay: the ring keeps 1-step transitions; a sampled row's window of up to n of its
+    env's transitions is read at sample time (cut at episode ends and at the env's newest one)."""
+
+    index: Array  # int64 (B,): the sampled rows (uniform replay; prioritized uses priorities.index)
+    discount: Array  # float64 (B,): gamma ** (transitions in the row's window)
+    zero_reward: Array  # (B,) zeros: td_target's reward, the window's return is added after
+
+
+def n_step_batch(device: Device, config: Any, batch_size: int) -> NStepBatch | None:
+    """The n-step state, or None for 1-step targets (the default)."""
+    if config.n_step == 1:
+        return None
+    return NStepBatch(
+        zeros(device, batch_size, np.int64), zeros(device, batch_size, np.float64), zeros(device, batch_size)
+    )
+
+
+def replay_ring(device: Device, config: Any, obs_dim: int, action_dim: int) -> ReplayRing:
+    """The ring of ``config.capacity`` rows: in memory, or in memmaps under ``config.memmap_path``."""
+    if config.memmap_path is None:
+        return replay_buffer(device, config.capacity, obs_dim, action_dim)
+    return memmap_replay_buffer(device, config.capacity, obs_dim, action_dim, config.memmap_path)
+
+
+def target_reward_and_gamma(config: Any, state: Any) -> tuple[Array, float]:
+    """td_target's reward and γ: the batch's and config.gamma, or (n-step) zeros and 1, so the
+    target holds (1 − terminated) Q' until :func:`bootstrap` adds the window's return."""
+    n = getattr(state, "n_step", None)
+    return (state.batch.reward, config.gamma) if n is None else (n.zero_reward, 1.0)
+
+
+def bootstrap(device: Device, state: Any, target: Array) -> None:
+    """n-step only: ``target = R + γ^k target`` with the window's return R and length k."""
+    n = getattr(state, "n_step", None)
+    if n is not None:
+        bootstrap_target(device, state.batch.reward, n.discount, target)
+
+
+def _gather(device: Device, config: Any, state: Any, index: Array) -> None:
+    n = getattr(state, "n_step", None)
+    if n is None:
+        replay_gather(device, state.replay, index, state.batch)
+    else:
+        n_step_gather(
+            device, state.replay, index, config.num_envs, config.n_step, config.gamma, state.batch, n.discount
+        )
+
+
 def sample_batch(device: Device, config: Any, state: Any) -> None:
-    """``state.batch`` from the replay ring: uniform, or prioritized (β annealed to 1)."""
+    """``state.batch`` from the replay ring: uniform, or prioritized (β annealed to 1); 1-step
+    transitions, or n-step windows."""
     p = state.priorities
     if p is None:
-        replay_sample(device, state.rng, state.replay, state.batch)
+        n = getattr(state, "n_step", None)
+        if n is None:
+            replay_sample(device, state.rng, state.replay, state.batch)
+        else:  # the same rows replay_sample would draw
+            uniform_index(device, state.rng, state.replay.size, n.index)
+            _gather(device, config, state, n.index)
         return
     horizon = config.priority_beta_steps or max(config.total_steps // config.num_envs, 1)
     linear_anneal(device, state.step, config.priority_beta, 1.0, horizon, p.beta)
     priority_sample(device, state.rng, p.sum_tree, p.min_tree, state.replay.size, p.beta, p.index, p.weight)
-    replay_gather(device, state.replay, p.index, state.batch)
+    _gather(device, config, state, p.index)
 
 
 def weight_gradient(device: Device, state: Any, d_output: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..arrays import Array, zeros
-from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
+from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import adam_step, fill, mse_gradient
@@ -147,6 +147,7 @@ class State:
     actor_stats: Array  # (3,) [actor updates, Σ actor loss (mean(α log π − min Q)), Σ entropy (−mean log π)]
     env_state: EnvState | None = None
     priorities: offpolicy.Priorities | None = None  # config.prioritized
+    n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
 
     validate_checkpoint = offpolicy.validate_checkpoint
 
@@ -195,7 +196,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         d_critic_input=zeros(device, (rows, critic_width)),
         d_action=zeros(device, (rows, action_dim)),
         q_target=zeros(device, (rows, 1)),
-        replay=replay_buffer(device, config.capacity, obs_dim, action_dim),
+        replay=offpolicy.replay_ring(device, config, obs_dim, action_dim),
         batch=transitions(device, rows, obs_dim, action_dim),
         transition=transitions(device, envs, obs_dim, action_dim),
         action=zeros(device, (envs, action_dim)),
@@ -205,6 +206,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         critic_stats=zeros(device, 3, np.float64),
         actor_stats=zeros(device, 3, np.float64),
         priorities=offpolicy.priorities(device, config, rows),
+        n_step=offpolicy.n_step_batch(device, config, rows),
     )
 
 
@@ -246,17 +248,19 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     concat_columns(device, batch.next_obs, state.next_action, state.critic_next_input)
     forward(device, state.critic1_target, state.critic1_next, state.critic_next_input)
     forward(device, state.critic2_target, state.critic2_next, state.critic_next_input)
+    reward, gamma = offpolicy.target_reward_and_gamma(config, state)
     soft_td_target(
         device,
-        batch.reward,
+        reward,
         batch.terminated,
         state.critic1_next.output,
         state.critic2_next.output,
         state.next_log_prob,
         state.log_alpha.value,
-        config.gamma,
+        gamma,
         state.q_target,
     )
+    offpolicy.bootstrap(device, state, state.q_target)
     concat_columns(device, batch.obs, batch.action, state.critic_input)
     for critic, buffers in ((state.critic1, state.critic1_train), (state.critic2, state.critic2_train)):
         forward(device, critic, buffers, state.critic_input)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..arrays import Array, zeros
-from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
+from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
@@ -117,6 +117,7 @@ class State:
     actor_stats: Array  # (2,) [actor updates, Σ actor loss (−mean Q1(s, π(s)))]
     env_state: EnvState | None = None
     priorities: offpolicy.Priorities | None = None  # config.prioritized
+    n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
 
     validate_checkpoint = offpolicy.validate_checkpoint
 
@@ -147,7 +148,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         critic_input=zeros(device, (rows, obs_dim + action_dim)),
         q_target=zeros(device, (rows, 1)),
         d_action=zeros(device, (rows, action_dim)),
-        replay=replay_buffer(device, config.capacity, obs_dim, action_dim),
+        replay=offpolicy.replay_ring(device, config, obs_dim, action_dim),
         batch=transitions(device, rows, obs_dim, action_dim),
         transition=transitions(device, envs, obs_dim, action_dim),
         action=zeros(device, (envs, action_dim)),
@@ -157,6 +158,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         critic_stats=zeros(device, 3, np.float64),
         actor_stats=zeros(device, 2, np.float64),
         priorities=offpolicy.priorities(device, config, rows),
+        n_step=offpolicy.n_step_batch(device, config, rows),
     )
 
 
@@ -191,15 +193,17 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     concat_columns(device, batch.next_obs, state.actor_batch.output, state.critic_input)
     forward(device, state.critic1_target, state.critic1_batch, state.critic_input)
     forward(device, state.critic2_target, state.critic2_batch, state.critic_input)
+    reward, gamma = offpolicy.target_reward_and_gamma(config, state)
     td_target(
         device,
-        batch.reward,
+        reward,
         batch.terminated,
         state.critic1_batch.output,
         state.critic2_batch.output,
-        config.gamma,
+        gamma,
         state.q_target,
     )
+    offpolicy.bootstrap(device, state, state.q_target)
     concat_columns(device, batch.obs, batch.action, state.critic_input)
     for critic, buffers in ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)):
         forward(device, critic, buffers, state.critic_input)

@@ -12,7 +12,15 @@ from .buffers import (
     UniformSampler,
     WithoutReplacementSampler,
 )
-from .replay import EpisodeLog, ReplayRing, Transitions, episode_log, replay_buffer, transitions
+from .replay import (
+    EpisodeLog,
+    ReplayRing,
+    Transitions,
+    episode_log,
+    memmap_replay_buffer,
+    replay_buffer,
+    transitions,
+)
 from .rollout import Minibatch, ObsStats, Rollout, minibatch, obs_stats, rollout
 from .tensordict import TensorDict, cat, stack
 
@@ -34,6 +42,7 @@ __all__ = [
     "WithoutReplacementSampler",
     "cat",
     "episode_log",
+    "memmap_replay_buffer",
     "minibatch",
     "obs_stats",
     "replay_buffer",

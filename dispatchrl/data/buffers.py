@@ -21,13 +21,23 @@ from ..devices import CPU
 from ..errors import ConfigError, EmptyBufferError, MissingKeyError, ShapeError
 from ..kernels.random.api import rng
 from ..kernels.replay.api import EMPTY, tree_leaves
-from ..kernels.replay.cpu import priority_mark_new_kernel, priority_sample_kernel, priority_update_kernel, set_leaf
+from ..kernels.replay.cpu import (
+    checked_priority_update_kernel,
+    gather_rows_kernel,
+    priority_mark_new_kernel,
+    priority_sample_kernel,
+    priority_update_kernel,
+    set_leaf,
+    uniform_index_kernel,
+    uniform_rows_kernel,
+)
 from .tensordict import META_FILE, TensorDict, _flat_key, _host, stack
 
 __all__ = [
     "DeviceStorage",
     "MemmapStorage",
     "NStep",
+    "PreparedSample",
     "PrioritizedSampler",
     "ReplayBuffer",
     "RoundRobinWriter",
@@ -199,23 +209,38 @@ class RoundRobinWriter:
 # ---------------------------------------------------------------------------------------------
 # samplers
 # ---------------------------------------------------------------------------------------------
+def _counter_stream(seed) -> np.ndarray:
+    """The counter stream of the replay kernels (the fused steps' draws) for ``seed``; None: a
+    fresh seed from the OS."""
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
+    return to_numpy(rng(CPU(), seed))
+
+
 class UniformSampler:
-    """Rows uniformly at random, with replacement (seeded)."""
+    """Rows uniformly at random, with replacement, from the counter stream ``rng(seed)``: the
+    rows replay_sample / uniform_index draw from the same stream."""
 
     def __init__(self, seed=None):
-        self.rng = np.random.default_rng(seed)
+        self.rng = _counter_stream(seed)
+        self._size = np.zeros(1, np.int64)
 
     def sample(self, length, batch_size):
-        return self.rng.integers(0, length, batch_size), {}
+        index = np.empty(batch_size, np.int64)
+        self._size[0] = length
+        uniform_index_kernel(self.rng, self._size, index)
+        return index, {}
 
     def written(self, indices, capacity) -> None:
         pass
 
     def state_dict(self) -> dict:
-        return {"rng": _rng_state(self.rng)}
+        return {"rng": self.rng.copy()}
 
     def load_state_dict(self, state) -> None:
-        _set_rng_state(self.rng, state["rng"])
+        if np.shape(state["rng"]) != (2,):
+            raise ShapeError(f"UniformSampler: 'rng' must be a counter stream [key, counter], got {state['rng']!r}")
+        self.rng[:] = np.asarray(state["rng"], np.uint64)  # in place: a PreparedSample holds it
 
 
 class WithoutReplacementSampler:
@@ -274,10 +299,7 @@ class PrioritizedSampler:
         self.sum_tree = np.zeros(2 * self.leaves, np.float64)
         self.min_tree = np.full(2 * self.leaves, EMPTY, np.float64)
         self._max_priority = np.ones(1, np.float64)
-        seed = (
-            int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> np.uint64(1)) if seed is None else seed
-        )
-        self.rng = to_numpy(rng(CPU(), seed))
+        self.rng = _counter_stream(seed)
         self._size = np.zeros(1, np.int64)
 
     @property
@@ -517,6 +539,14 @@ class ReplayBuffer:
             out._entries[key] = value
         return out
 
+    def prepare(self, batch_size=None) -> "PreparedSample":
+        """A bound sampler for the hot loop: checks done once here, then each call draws and
+        gathers in one compiled call into preallocated rows (see :class:`PreparedSample`)."""
+        batch_size = self.batch_size if batch_size is None else _positive_int("batch_size", batch_size)
+        if batch_size is None:
+            raise ConfigError("ReplayBuffer.prepare: no batch_size given here or at construction")
+        return PreparedSample(self, batch_size)
+
     def update_priority(self, index, priority) -> None:
         if not isinstance(self.sampler, PrioritizedSampler):
             raise ConfigError("ReplayBuffer.update_priority: the sampler is not a PrioritizedSampler")
@@ -554,3 +584,118 @@ class ReplayBuffer:
     def load(self, path) -> None:
         with np.load(path, allow_pickle=False) as f:
             self.load_state_dict({k: f[k] for k in f.files})
+
+
+def _entry_point(dispatcher, *args):
+    """The compiled entry of ``dispatcher`` for these arguments' types: calling it skips Numba's
+    per-call type dispatch (the arguments' types are fixed once checked)."""
+    from numba import typeof
+
+    return dispatcher.compile(tuple(typeof(a) for a in args))
+
+
+class PreparedSample:
+    """``rb.prepare(batch_size)()``: ``rb.sample(batch_size)`` with the checks done once.
+
+    Made from a buffer with rows stored on the host (``DeviceStorage()`` or ``MemmapStorage``) and
+    a uniform or prioritized sampler. Each call draws the same rows as ``rb.sample`` would (the
+    same stream) and copies them, with one compiled call, into preallocated arrays; it returns
+    the same TensorDict every time, overwritten by the next call (copy it to keep it)."""
+
+    def __init__(self, buffer, batch_size):
+        storage, sampler = buffer.storage, buffer.sampler
+        if storage.data is None:
+            raise EmptyBufferError("ReplayBuffer.prepare: nothing has been written yet (the rows' layout is unknown)")
+        if storage.data.device is not None:
+            raise ConfigError(
+                f"ReplayBuffer.prepare: the storage's rows are on {storage.data.device!r}; "
+                "it needs host rows (DeviceStorage() or MemmapStorage)"
+            )
+        if not isinstance(sampler, (UniformSampler, PrioritizedSampler)):
+            raise ConfigError(
+                f"ReplayBuffer.prepare: needs a UniformSampler or PrioritizedSampler, got {type(sampler).__name__}"
+            )
+        self.buffer, self.batch_size = buffer, int(batch_size)
+        self._counters = storage._counters  # [length, cursor], updated in place by every write
+        self._sampler = sampler
+        entries, sources, outputs = {}, [], []
+        for key in storage.data.keys(include_nested=True, leaves_only=True):
+            leaf = np.asarray(_host(storage.data[key]))
+            out = np.zeros((self.batch_size,) + leaf.shape[1:], leaf.dtype)
+            entries["/".join(_flat_key(key))] = out
+            if out.nbytes:
+                sources.append(leaf.reshape(leaf.shape[0], -1).view(np.uint8))
+                outputs.append(out.reshape(self.batch_size, -1).view(np.uint8))
+        self.index = np.zeros(self.batch_size, np.int64)
+        entries["index"] = self.index
+        self._sources, self._outputs = tuple(sources), tuple(outputs)
+        if isinstance(sampler, PrioritizedSampler):
+            self.weight = np.zeros(self.batch_size, np.float32)
+            entries["weight"] = self.weight
+            self._draw = _entry_point(
+                priority_sample_kernel,
+                sampler.rng,
+                sampler.sum_tree,
+                sampler.min_tree,
+                sampler._size,
+                sampler._beta_array,
+                self.index,
+                self.weight,
+            )
+            self._gather = _entry_point(gather_rows_kernel, self.index, self._sources, self._outputs)
+            self._update = _entry_point(
+                checked_priority_update_kernel,
+                sampler.sum_tree,
+                sampler.min_tree,
+                sampler._max_priority,
+                self.index,
+                np.zeros(self.batch_size),
+                sampler.alpha,
+                sampler.eps,
+            )
+        else:
+            self._draw = _entry_point(
+                uniform_rows_kernel, sampler.rng, np.int64(1), self._sources, self._outputs, self.index
+            )
+        self.out = TensorDict(entries, [self.batch_size]).unflatten_keys("/")
+
+    def __call__(self) -> TensorDict:
+        length = self._counters[0]
+        if length == 0:
+            raise EmptyBufferError("ReplayBuffer.sample: the buffer is empty")
+        sampler = self._sampler
+        if type(sampler) is UniformSampler:
+            self._draw(sampler.rng, length, self._sources, self._outputs, self.index)
+        else:
+            sampler._size[0] = length
+            self._draw(
+                sampler.rng,
+                sampler.sum_tree,
+                sampler.min_tree,
+                sampler._size,
+                sampler._beta_array,
+                self.index,
+                self.weight,
+            )
+            self._gather(self.index, self._sources, self._outputs)
+        return self.out
+
+    def update_priority(self, priority) -> None:
+        """``rb.update_priority(out["index"], priority)`` for the rows this call last drew (the
+        prepared prioritized loop's update: one compiled call, priorities checked inside it)."""
+        sampler = self._sampler
+        if type(sampler) is not PrioritizedSampler:
+            raise ConfigError("PreparedSample.update_priority: the sampler is not a PrioritizedSampler")
+        priority = np.ascontiguousarray(priority, np.float64)
+        if priority.shape != self.index.shape:
+            raise ShapeError(f"update_priority: priority has shape {priority.shape}, expected {self.index.shape}")
+        if not self._update(
+            sampler.sum_tree,
+            sampler.min_tree,
+            sampler._max_priority,
+            self.index,
+            priority,
+            sampler.alpha,
+            sampler.eps,
+        ):
+            raise ConfigError("update_priority: priorities must be finite and >= 0")

@@ -4,12 +4,13 @@
 so they can live inside a fused training step.
 """
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..arrays import Array, to_numpy, zeros
-from ..errors import ConfigError
+from ..errors import ConfigError, DeviceError
 
 __all__ = ["EpisodeLog", "ReplayRing", "Transitions", "episode_log", "replay_buffer", "transitions"]
 
@@ -66,6 +67,58 @@ def replay_buffer(device, capacity, obs_dim, action_dim, dtype=np.float32):
             raise ConfigError(f"replay_buffer: '{name}' must be a positive int, got {value!r}")
     rows = transitions(device, capacity, obs_dim, action_dim, dtype)
     return ReplayRing(**vars(rows), position=zeros(device, 1, np.int64), size=zeros(device, 1, np.int64))
+
+
+#: the file of a memmapped ring's [size, position], as MemmapStorage's [length, cursor]
+COUNTERS_FILE = "counters.npy"
+
+
+def _on_device(device, host):
+    """An Array on ``device`` over the host memory of ``host`` (no copy): host devices use it as
+    is; CUDA maps it into the device's address space (pinned, zero-copy)."""
+    if device.memory != "cuda":
+        return Array(device, host)
+    from numba import config, cuda
+
+    if config.ENABLE_CUDASIM:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return Array(device, FakeCUDAArray(host))
+    from numba.cuda.cudadrv import devicearray, driver
+
+    try:
+        pinned = cuda.current_context().mempin(host, driver.host_pointer(host), host.nbytes, mapped=True)
+    except Exception as error:  # the driver's refusal, e.g. a file system it cannot pin
+        raise DeviceError(f"memmap_path: {device!r} cannot map the memory-mapped replay files: {error}") from error
+    return Array(device, devicearray.from_array_like(host, gpu_data=pinned))
+
+
+def memmap_replay_buffer(device, capacity, obs_dim, action_dim, path, dtype=np.float32) -> ReplayRing:
+    """:func:`replay_buffer` in numpy memmaps under folder ``path`` (created, or overwritten:
+    zero rows, as in memory), laid out as :class:`~dispatchrl.data.MemmapStorage`'s files, so
+    ``MemmapStorage(capacity, path)`` or ``TensorDict.load_memmap(path)`` reopen what a run wrote.
+    Kernels read and write the files' pages directly (CUDA through mapped host memory)."""
+    from .tensordict import TensorDict
+
+    replay_buffer(device, 1, obs_dim, action_dim, dtype)  # the argument checks
+    if not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ConfigError(f"replay_buffer: 'capacity' must be a positive int, got {capacity!r}")
+    path = os.fspath(path)
+    spec = {
+        ("obs",): ((capacity, obs_dim), dtype),
+        ("action",): ((capacity, action_dim), dtype),
+        ("reward",): ((capacity,), dtype),
+        ("next_obs",): ((capacity, obs_dim), dtype),
+        ("terminated",): ((capacity,), np.bool_),
+        ("truncated",): ((capacity,), np.bool_),
+    }
+    files = TensorDict.empty_memmap(path, [capacity], spec)
+    counters = np.asarray(  # [size, position], as MemmapStorage's [length, cursor]
+        np.lib.format.open_memmap(os.path.join(path, COUNTERS_FILE), mode="w+", dtype=np.int64, shape=(2,))
+    )
+    rows = {name: _on_device(device, np.asarray(files[name])) for (name,) in spec}
+    both = _on_device(device, counters).data  # mapped once: CUDA pins whole pages, not the halves twice
+    return ReplayRing(**rows, size=Array(device, both[0:1]), position=Array(device, both[1:2]))
 
 
 @dataclass

@@ -17,7 +17,9 @@ from ..offpolicy.api import _check_transitions
 
 __all__ = [
     "EMPTY",
+    "bootstrap_target",
     "linear_anneal",
+    "n_step_gather",
     "priority_mark_new",
     "priority_sample",
     "priority_update",
@@ -25,6 +27,7 @@ __all__ = [
     "scale_rows",
     "td_priority",
     "tree_leaves",
+    "uniform_index",
 ]
 
 #: min_tree's value for rows never written
@@ -164,3 +167,58 @@ def linear_anneal(device, step, start, end, steps, out):
         check_number(fn, "steps", steps, 0, low_open=True),
         out,
     )
+
+
+@generic(inplace=("rng",), outputs=("index",))
+def uniform_index(device, rng, size, index):
+    """``index`` (int64 (B,)) drawn uniformly from the ``size[0]`` filled rows with the counter
+    stream ``rng``: the rows :func:`~dispatchrl.kernels.offpolicy.replay_sample` would read."""
+    fn = "uniform_index"
+    check_device(fn, device)
+    check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
+    check_array(fn, "size", size, device, shape=(1,), dtype=np.int64, dtypes=None)
+    check_array(fn, "index", index, device, shape=(None,), dtype=np.int64, dtypes=None)
+    return device, rng, size, index
+
+
+@generic(outputs=("batch", "discount"))
+def n_step_gather(device, buffer, index, num_envs, n, gamma, batch, discount):
+    """``batch`` = n-step transitions starting at rows ``index`` of the ring ``buffer`` (a
+    :class:`~dispatchrl.data.ReplayRing` written ``num_envs`` rows per step, so an env's next
+    transition is ``num_envs`` rows later). From row r the window takes the k <= ``n`` transitions
+    r, r + N, ... up to the first that ended its episode or the env's newest stored one:
+    ``reward = sum_j gamma**j r_j`` (summed in float64), ``next_obs``, ``terminated`` and
+    ``truncated`` are the window's last, ``discount = gamma**k`` (float64 (B,)): the target is
+    ``reward + discount (1 - terminated) Q(next_obs)``. A truncation inside the window cuts the
+    return and bootstraps from its last observation; a termination cuts it without bootstrap."""
+    fn = "n_step_gather"
+    check_device(fn, device)
+    capacity, obs_dim, action_dim = _check_transitions(fn, device, "buffer", buffer)
+    check_array(fn, "buffer.position", buffer.position, device, shape=(1,), dtype=np.int64, dtypes=None)
+    rows, batch_obs, batch_action = _check_transitions(fn, device, "batch", batch)
+    check_array(fn, "index", index, device, shape=(rows,), dtype=np.int64, dtypes=None)
+    check_array(fn, "discount", discount, device, shape=(rows,), dtype=np.float64)
+    if (batch_obs, batch_action) != (obs_dim, action_dim) or batch.obs.dtype != buffer.obs.dtype:
+        raise ShapeError(
+            f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
+            f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}"
+        )
+    for name, value in (("num_envs", num_envs), ("n", n)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ShapeError(f"{fn}: '{name}' must be a positive int, got {value!r}")
+    if num_envs > capacity:
+        raise ShapeError(f"{fn}: 'num_envs' ({num_envs}) exceeds the buffer's {capacity} rows")
+    return device, buffer, index, int(num_envs), int(n), check_number(fn, "gamma", gamma, 0, 1), batch, discount
+
+
+@generic(inplace=("target",))
+def bootstrap_target(device, reward, discount, target):
+    """``target = reward + discount * target`` per row, in float64 (n-step: ``target`` holds
+    ``(1 - terminated) Q(next_obs)`` from td_target with reward 0 and gamma 1)."""
+    fn = "bootstrap_target"
+    check_device(fn, device)
+    check_array(fn, "reward", reward, device, shape=(None,))
+    n = reward.shape[0]
+    check_array(fn, "discount", discount, device, shape=(n,), dtype=np.float64)
+    check_array(fn, "target", target, device, shape=(n, 1), dtype=reward.dtype)
+    return device, reward, discount, target

@@ -1,6 +1,8 @@
 """C methods of the replay generic functions: C99 blocks mirroring the CPU kernels statement by
 statement (float64 trees, the same stream positions, rows in order)."""
 
+import numpy as np
+
 from ...backends.c import CKernel
 from ...devices import C
 from ...staging import launch
@@ -183,3 +185,85 @@ out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
 def linear_anneal(device: C, step, start, end, steps, out):
     kernel = CKernel("linear_anneal", LINEAR_ANNEAL, ("step", "start", "end", "steps", "out"), ("out",), {}, out.dtype)
     launch(device, kernel, step, start, end, steps, out)
+
+
+UNIFORM_INDEX = """
+const uint64_t key = rng[0], base = rng[1];
+const double filled = (double)size[0];
+for (int k = 0; k < B; k++) index[k] = (int64_t)(dispatchrl_uniform01(key, base + (uint64_t)k) * filled);
+rng[1] = base + B;
+"""
+
+
+@api.uniform_index.dispatch
+def uniform_index(device: C, rng, size, index):
+    kernel = CKernel(
+        "uniform_index",
+        UNIFORM_INDEX,
+        ("rng", "size", "index"),
+        ("rng", "index"),
+        dict(B=index.shape[0]),
+        np.float64,
+        UNIFORM_HELPERS,
+        overwrites=("index",),
+    )
+    launch(device, kernel, rng, size, index)
+
+
+N_STEP_GATHER = """
+const int64_t newest = (position[0] - 1 + CAPACITY) % CAPACITY;
+for (int k = 0; k < B; k++) {
+    int64_t row = index[k];
+    for (int j = 0; j < O; j++) obs[k * O + j] = b_obs[row * O + j];
+    for (int j = 0; j < A; j++) action[k * A + j] = b_action[row * A + j];
+    double total = 0.0, scale = 1.0;
+    for (int j = 0; j < NSTEP; j++) {
+        total += scale * (double)b_reward[row];
+        scale *= gamma;
+        /* the window ends after n transitions, at an episode's end, or at the env's newest one */
+        if (j == NSTEP - 1 || b_terminated[row] || b_truncated[row] || (newest - row + CAPACITY) % CAPACITY < NENVS)
+            break;
+        row = (row + NENVS) % CAPACITY;
+    }
+    reward[k] = (T)total;
+    discount[k] = scale;
+    for (int j = 0; j < O; j++) next_obs[k * O + j] = b_next_obs[row * O + j];
+    terminated[k] = b_terminated[row];
+    truncated[k] = b_truncated[row];
+}
+"""
+
+
+@api.n_step_gather.dispatch
+def n_step_gather(device: C, buffer, index, num_envs, n, gamma, batch, discount):
+    (b, o), a = batch.obs.shape, batch.action.shape[1]
+    params = ("index", *("b_" + p for p in TRANSITION_FIELDS), "position", "gamma", *TRANSITION_FIELDS, "discount")
+    kernel = CKernel(
+        "n_step_gather",
+        N_STEP_GATHER,
+        params,
+        (*TRANSITION_FIELDS, "discount"),
+        dict(B=b, O=o, A=a, CAPACITY=buffer.obs.shape[0], NENVS=num_envs, NSTEP=n),
+        batch.obs.dtype,
+    )
+    launch(
+        device, kernel, index, *transition_arrays(buffer), buffer.position, gamma, *transition_arrays(batch), discount
+    )
+
+
+BOOTSTRAP_TARGET = """
+for (int i = 0; i < B; i++) target[i] = (T)((double)reward[i] + discount[i] * (double)target[i]);
+"""
+
+
+@api.bootstrap_target.dispatch
+def bootstrap_target(device: C, reward, discount, target):
+    kernel = CKernel(
+        "bootstrap_target",
+        BOOTSTRAP_TARGET,
+        ("reward", "discount", "target"),
+        ("target",),
+        dict(B=reward.shape[0]),
+        target.dtype,
+    )
+    launch(device, kernel, reward, discount, target)

@@ -10,7 +10,14 @@ from ..offpolicy.api import transition_arrays
 from ..random.cpu import uniform01
 from . import api
 
-__all__ = ["set_leaf", "tree_descend"]
+__all__ = [
+    "checked_priority_update_kernel",
+    "gather_rows_kernel",
+    "n_step_row",
+    "set_leaf",
+    "tree_descend",
+    "uniform_rows_kernel",
+]
 
 
 @njit(**JIT_EXACT)
@@ -153,3 +160,139 @@ def linear_anneal_kernel(step, start, end, steps, out):
 @api.linear_anneal.dispatch
 def linear_anneal(device: CPU, step, start, end, steps, out):
     launch(device, linear_anneal_kernel, step, start, end, steps, out)
+
+
+@njit(**JIT_EXACT)
+def uniform_index_kernel(rng, size, index):
+    key, base = rng[0], rng[1]
+    filled = size[0]
+    for k in range(index.shape[0]):
+        index[k] = np.int64(uniform01(key, base + np.uint64(k)) * filled)
+    rng[1] = base + np.uint64(index.shape[0])
+
+
+@api.uniform_index.dispatch
+def uniform_index(device: CPU, rng, size, index):
+    launch(device, uniform_index_kernel, rng, size, index)
+
+
+@njit(**JIT_EXACT)
+def n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs, n, gamma, reward, discount):
+    """Row k's window: writes reward[k] and discount[k], returns the window's last row."""
+    capacity = b_reward.shape[0]
+    newest = (position[0] - 1 + capacity) % capacity
+    row = index[k]
+    total = 0.0
+    scale = 1.0
+    for j in range(n):
+        total += scale * np.float64(b_reward[row])
+        scale *= gamma
+        # the window ends after n transitions, at an episode's end, or at the env's newest one
+        if j == n - 1 or b_terminated[row] or b_truncated[row] or (newest - row + capacity) % capacity < num_envs:
+            break
+        row = (row + num_envs) % capacity
+    reward[k] = total
+    discount[k] = scale
+    return row
+
+
+@njit(**JIT_EXACT)
+def n_step_gather_kernel(
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+    num_envs,
+    n,
+    gamma,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    discount,
+):
+    for k in range(index.shape[0]):
+        first = index[k]
+        for j in range(obs.shape[1]):
+            obs[k, j] = b_obs[first, j]
+        for j in range(action.shape[1]):
+            action[k, j] = b_action[first, j]
+        row = n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs, n, gamma, reward, discount)
+        for j in range(obs.shape[1]):
+            next_obs[k, j] = b_next_obs[row, j]
+        terminated[k] = b_terminated[row]
+        truncated[k] = b_truncated[row]
+
+
+@api.n_step_gather.dispatch
+def n_step_gather(device: CPU, buffer, index, num_envs, n, gamma, batch, discount):
+    launch(
+        device,
+        n_step_gather_kernel,
+        index,
+        *transition_arrays(buffer),
+        buffer.position,
+        num_envs,
+        n,
+        gamma,
+        *transition_arrays(batch),
+        discount,
+    )
+
+
+@njit(**JIT_EXACT)
+def bootstrap_target_kernel(reward, discount, target):
+    for i in range(reward.shape[0]):
+        target[i, 0] = np.float64(reward[i]) + discount[i] * np.float64(target[i, 0])
+
+
+@api.bootstrap_target.dispatch
+def bootstrap_target(device: CPU, reward, discount, target):
+    launch(device, bootstrap_target_kernel, reward, discount, target)
+
+
+@njit(**JIT_EXACT)
+def uniform_rows_kernel(rng, length, sources, outputs, index):
+    """The host ReplayBuffer's prepared uniform sample: ``index`` drawn as :func:`uniform_index`
+    (the stream's next B positions), then rows ``index`` of every source copied into the output
+    at the same place (leaves seen as (rows, bytes) uint8 views, so one compiled loop serves any
+    mix of dtypes and shapes)."""
+    key, base = rng[0], rng[1]
+    for k in range(index.shape[0]):
+        index[k] = np.int64(uniform01(key, base + np.uint64(k)) * length)
+    rng[1] = base + np.uint64(index.shape[0])
+    for s in range(len(sources)):
+        source, output = sources[s], outputs[s]
+        for k in range(index.shape[0]):
+            row = index[k]
+            for j in range(source.shape[1]):
+                output[k, j] = source[row, j]
+
+
+@njit(**JIT_EXACT)
+def gather_rows_kernel(index, sources, outputs):
+    """Rows ``index`` of every source into its output (the prepared prioritized sample)."""
+    for s in range(len(sources)):
+        source, output = sources[s], outputs[s]
+        for k in range(index.shape[0]):
+            row = index[k]
+            for j in range(source.shape[1]):
+                output[k, j] = source[row, j]
+
+
+@njit(**JIT_EXACT)
+def checked_priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+    """priority_update_kernel after checking every priority is finite and >= 0; False (nothing
+    written) otherwise: the prepared sampler's update, one compiled call with its check."""
+    for i in range(priority.shape[0]):
+        p = priority[i]
+        if not (p >= 0.0 and p < np.inf):
+            return False
+    priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps)
+    return True

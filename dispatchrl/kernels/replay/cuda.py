@@ -285,3 +285,190 @@ def linear_anneal_block(step, start, end, steps, out):
 @api.linear_anneal.dispatch
 def linear_anneal(device: CUDA, step, start, end, steps, out):
     launch(device, Launch(linear_anneal_kernel, (1,), (1,)), step, start, end, steps, out)
+
+
+@cuda.jit
+def uniform_index_kernel(rng, size, index):
+    k = cuda.grid(1)
+    if k < index.shape[0]:
+        index[k] = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
+
+
+@block_form(uniform_index_kernel, lambda rng, size, index: index.shape)
+@cuda.jit(device=True)
+def uniform_index_block(rng, size, index, rows):
+    for k in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        index[k] = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
+
+
+@api.uniform_index.dispatch
+def uniform_index(device: CUDA, rng, size, index):
+    rows = index.shape[0]
+    launch_1d(device, uniform_index_kernel, rows, rng, size, index)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(rows))
+
+
+n_step_row = device_twin(cpu.n_step_row)
+
+
+@cuda.jit(device=True)
+def _n_step_gather_at(
+    k,
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+    num_envs,
+    n,
+    gamma,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    discount,
+):
+    first = index[k]
+    for j in range(obs.shape[1]):
+        obs[k, j] = b_obs[first, j]
+    for j in range(action.shape[1]):
+        action[k, j] = b_action[first, j]
+    row = n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs, n, gamma, reward, discount)
+    for j in range(obs.shape[1]):
+        next_obs[k, j] = b_next_obs[row, j]
+    terminated[k] = b_terminated[row]
+    truncated[k] = b_truncated[row]
+
+
+@cuda.jit
+def n_step_gather_kernel(
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+    num_envs,
+    n,
+    gamma,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    discount,
+):
+    k = cuda.grid(1)
+    if k < index.shape[0]:
+        _n_step_gather_at(
+            k,
+            index,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            position,
+            num_envs,
+            n,
+            gamma,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+            discount,
+        )
+
+
+@block_form(n_step_gather_kernel, lambda index, *rest: index.shape)
+@cuda.jit(device=True)
+def n_step_gather_block(
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+    num_envs,
+    n,
+    gamma,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    discount,
+    rows,
+):
+    for k in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        _n_step_gather_at(
+            k,
+            index,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            position,
+            num_envs,
+            n,
+            gamma,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+            discount,
+        )
+
+
+@api.n_step_gather.dispatch
+def n_step_gather(device: CUDA, buffer, index, num_envs, n, gamma, batch, discount):
+    launch_1d(
+        device,
+        n_step_gather_kernel,
+        index.shape[0],
+        index,
+        *transition_arrays(buffer),
+        buffer.position,
+        num_envs,
+        n,
+        gamma,
+        *transition_arrays(batch),
+        discount,
+    )
+
+
+@cuda.jit
+def bootstrap_target_kernel(reward, discount, target):
+    i = cuda.grid(1)
+    if i < reward.shape[0]:
+        target[i, 0] = np.float64(reward[i]) + discount[i] * np.float64(target[i, 0])
+
+
+@block_form(bootstrap_target_kernel, lambda reward, discount, target: reward.shape)
+@cuda.jit(device=True)
+def bootstrap_target_block(reward, discount, target, rows):
+    for i in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
+        target[i, 0] = np.float64(reward[i]) + discount[i] * np.float64(target[i, 0])
+
+
+@api.bootstrap_target.dispatch
+def bootstrap_target(device: CUDA, reward, discount, target):
+    launch_1d(device, bootstrap_target_kernel, reward.shape[0], reward, discount, target)

@@ -128,3 +128,79 @@ def linear_anneal_kernel(step, start, end, steps, out) -> None:
 @api.linear_anneal.dispatch
 def linear_anneal(device: Generic, step, start, end, steps, out):
     launch(device, linear_anneal_kernel, step, start, end, steps, out)
+
+
+def uniform_index_kernel(rng, size, index):
+    index[:] = (uniform01(rng, index.shape[0]) * size[0]).astype(np.int64)
+
+
+@api.uniform_index.dispatch
+def uniform_index(device: Generic, rng, size, index):
+    launch(device, uniform_index_kernel, rng, size, index)
+
+
+def n_step_gather_kernel(
+    index,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+    num_envs,
+    n,
+    gamma,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    discount,
+):
+    capacity = b_obs.shape[0]
+    newest = (int(position[0]) - 1) % capacity
+    for k in range(index.shape[0]):
+        row = int(index[k])
+        obs[k] = b_obs[row]
+        action[k] = b_action[row]
+        total, scale = 0.0, 1.0
+        for j in range(n):
+            total += scale * float(b_reward[row])
+            scale *= gamma
+            # the window ends after n transitions, at an episode's end, or at the env's newest one
+            if j == n - 1 or b_terminated[row] or b_truncated[row] or (newest - row) % capacity < num_envs:
+                break
+            row = (row + num_envs) % capacity
+        reward[k] = total
+        next_obs[k] = b_next_obs[row]
+        terminated[k] = b_terminated[row]
+        truncated[k] = b_truncated[row]
+        discount[k] = scale
+
+
+@api.n_step_gather.dispatch
+def n_step_gather(device: Generic, buffer, index, num_envs, n, gamma, batch, discount):
+    launch(
+        device,
+        n_step_gather_kernel,
+        index,
+        *transition_arrays(buffer),
+        buffer.position,
+        num_envs,
+        n,
+        gamma,
+        *transition_arrays(batch),
+        discount,
+    )
+
+
+def bootstrap_target_kernel(reward, discount, target):
+    for i in range(reward.shape[0]):
+        target[i, 0] = float(reward[i]) + discount[i] * float(target[i, 0])
+
+
+@api.bootstrap_target.dispatch
+def bootstrap_target(device: Generic, reward, discount, target):
+    launch(device, bootstrap_target_kernel, reward, discount, target)

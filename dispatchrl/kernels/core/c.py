@@ -61,17 +61,26 @@ def _activation_method(activation):
 api.register_activation_methods(_activation_method)
 
 
-#: bytes of a vector in the blocked products (AVX2; NEON and SIMD128 compile it as two registers)
+#: bytes of a vector in the blocked products (AVX2; NEON compiles it as two registers)
 VECTOR_BYTES = 32
 #: register tile: rows × (vectors per row) accumulators
 TILE_ROWS, TILE_VECTORS = 4, 2
+#: WebAssembly SIMD128's tile: 4 rows × 2 vectors of 16 bytes (8 accumulators). The AVX2 tile
+#: compiles there as 16 v128 accumulators, more than V8's ~14 allocatable XMM registers hold with
+#: the loads and the broadcast: spilled, it ran the products ~1.5x slower than this one
+WASM_VECTOR_BYTES, WASM_TILE_ROWS, WASM_TILE_VECTORS = 16, 4, 2
+_GNU = "(defined(__GNUC__) || defined(__clang__))"
 #: tiles where the compiler has vector extensions and the target SIMD registers to hold them;
 #: elsewhere (Cortex-M, RISC-V without V, WebAssembly without SIMD128) the plain loops are smaller
 #: and as fast, and give the same bits
-_HAVE_VECTORS = (
-    "#if (defined(__GNUC__) || defined(__clang__)) && "
-    "(defined(__SSE2__) || defined(__ARM_NEON) || defined(__wasm_simd128__))"
-)
+_WASM_VECTORS = f"#if {_GNU} && defined(__wasm_simd128__)"
+_NATIVE_VECTORS = f"#elif {_GNU} && (defined(__SSE2__) || defined(__ARM_NEON))"
+#: before a loop ``out[i] = f(pre[i])`` whose ``out`` may be ``pre`` itself (in-place activations):
+#: Clang's runtime overlap check fails for equal pointers and runs the scalar loop; each element
+#: is read before it is written, so vectors are safe for the same or disjoint arrays (these are
+#: whole same-shaped arrays: never partly overlapping). Under V8 the scalar relu after the K=4
+#: critic layer took ~6x that layer's native time.
+SAME_INDEX_LOOP = "#if defined(__clang__)\n#pragma clang loop vectorize(assume_safety)\n#endif\n"
 
 
 def blocked_product(
@@ -90,38 +99,18 @@ def blocked_product(
     ``(base, stride)`` of ``dests``; then ``post`` runs per element with ``row`` and ``col``.
 
     With GCC or Clang on a SIMD target the loops are blocked into register tiles over the
-    compile-time shapes: TILE_ROWS rows × TILE_VECTORS vectors of VECTOR_BYTES, unrolled here into
+    compile-time shapes: TILE_ROWS rows × TILE_VECTORS vectors of VECTOR_BYTES (WebAssembly
+    SIMD128: the WASM_ tile), unrolled here into
     named accumulators (narrower remainders as single vectors, then scalars), ``a`` broadcast,
     ``b`` loaded as vectors. Every output element is still one sequential sum in p order, each
     multiply and add rounded (``-ffp-contract=off``): the same bits as the plain loop, which
     other compilers and targets get.
     ``a`` is a template over ``@ROW`` and ``@P``."""
-    lanes = VECTOR_BYTES // itemsize
-    b_base, b_stride = b
-    vector_tiles = []
-    col = 0
-    width = TILE_VECTORS * lanes
-    if cols // width:
-        vector_tiles.append((0, cols - cols % width, TILE_VECTORS, lanes))
-        col = cols - cols % width
-    if (cols - col) // lanes:
-        vector_tiles.append((col, col + lanes, 1, lanes))
-        col += lanes
-    if cols - col:
-        vector_tiles.append((col, cols, cols - col, 1))  # scalar columns
-    full_rows = rows - rows % TILE_ROWS
-    blocks = []
-    for j_lo, j_hi, nv, ln in vector_tiles:
-        tile_rows = TILE_ROWS if ln > 1 or nv > 2 else 2 * TILE_ROWS
-        full_rows = rows - rows % tile_rows
-        for i_lo, i_hi, tr in ((0, full_rows, tile_rows), (full_rows, rows, rows - full_rows)):
-            if i_hi > i_lo:
-                blocks.append(_tile(i_lo, i_hi, tr, j_lo, j_hi, nv, ln, depth, a, b_base, b_stride, init, dests, post))
     plain_store = "\n".join(f"        {base}[i * {stride} + j] = acc;" for base, stride in dests)
     plain = f"""for (int i = 0; i < {rows}; i++) {{
     for (int j = 0; j < {cols}; j++) {{
         T acc = {f"{init}[j]" if init else "(T)0"};
-        for (int p = 0; p < {depth}; p++) acc += {a.replace("@ROW", "i").replace("@P", "p")} * {b_base}[p * {b_stride} + j];
+        for (int p = 0; p < {depth}; p++) acc += {a.replace("@ROW", "i").replace("@P", "p")} * {b[0]}[p * {b[1]} + j];
 {plain_store}
     }}
 }}
@@ -129,17 +118,46 @@ def blocked_product(
     post_loop = ""
     if post:
         post_loop = f"""for (int row = 0; row < {rows}; row++) {{
-    for (int col = 0; col < {cols}; col++) {{
+{SAME_INDEX_LOOP}    for (int col = 0; col < {cols}; col++) {{
         {post}
     }}
 }}
 """
+    shape = (rows, cols, depth, a, b, init, dests, itemsize)
+    wasm = _tiles(*shape, WASM_VECTOR_BYTES, WASM_TILE_ROWS, WASM_TILE_VECTORS)
+    native = _tiles(*shape, VECTOR_BYTES, TILE_ROWS, TILE_VECTORS)
+    return f"{_WASM_VECTORS}\n{wasm}{_NATIVE_VECTORS}\n{native}#else\n{plain}#endif\n{post_loop}"
+
+
+def _tiles(rows, cols, depth, a, b, init, dests, itemsize, vector_bytes, tile_rows_, tile_vectors) -> str:
+    """The tiled loop nests of :func:`blocked_product` for one register tile shape: ``tile_rows_``
+    rows × ``tile_vectors`` vectors of ``vector_bytes``, then narrower remainders."""
+    lanes = vector_bytes // itemsize
+    b_base, b_stride = b
+    vector_tiles = []
+    col = 0
+    width = tile_vectors * lanes
+    if cols // width:
+        vector_tiles.append((0, cols - cols % width, tile_vectors, lanes))
+        col = cols - cols % width
+    if (cols - col) // lanes:
+        vector_tiles.append((col, col + lanes, 1, lanes))
+        col += lanes
+    if cols - col:
+        vector_tiles.append((col, cols, cols - col, 1))  # scalar columns
+    blocks = []
+    for j_lo, j_hi, nv, ln in vector_tiles:
+        tile_rows = tile_rows_ if ln > 1 or nv > 2 else 2 * tile_rows_
+        full_rows = rows - rows % tile_rows
+        for i_lo, i_hi, tr in ((0, full_rows, tile_rows), (full_rows, rows, rows - full_rows)):
+            if i_hi > i_lo:
+                blocks.append(_tile(i_lo, i_hi, tr, j_lo, j_hi, nv, ln, depth, a, b_base, b_stride, init, dests))
     uses_vectors = any(ln > 1 for _, _, _, ln in vector_tiles)
-    vector_type = f"typedef T VT __attribute__((vector_size({VECTOR_BYTES})));" if uses_vectors else ""
-    return f"{_HAVE_VECTORS}\n{{\n{vector_type}\n{''.join(blocks)}}}\n#else\n{plain}#endif\n{post_loop}"
+    vector_type = f"typedef T VT __attribute__((vector_size({vector_bytes})));" if uses_vectors else ""
+    return f"{{\n{vector_type}\n{''.join(blocks)}}}\n"
 
 
-def _tile(i_lo, i_hi, tr, j_lo, j_hi, nv, ln, depth, a, b_base, b_stride, init, dests, post) -> str:
+def _tile(i_lo, i_hi, tr, j_lo, j_hi, nv, ln, depth, a, b_base, b_stride, init, dests) -> str:
     """One tile loop nest: tr rows × nv accumulators of ln lanes (ln = 1: scalars)."""
     vt = "VT" if ln > 1 else "T"
     accs = [[f"acc{r}_{v}" for v in range(nv)] for r in range(tr)]

@@ -195,6 +195,7 @@ def train(args: argparse.Namespace) -> dict:
     from dispatchrl.algorithms import evaluate
     from dispatchrl.algorithms.callbacks import EvalCallback
     from dispatchrl.algorithms.driver import PeriodicCheckpoint, Progress, StopOnRequest, train
+    from dispatchrl.algorithms.runs import check_finite_state
     from dispatchrl.devices import device_from_name
 
     for flag in ("save_every", "keep"):
@@ -237,6 +238,8 @@ def train(args: argparse.Namespace) -> dict:
         signal.signal(signal.SIGINT, previous)
         if logger is not None:
             logger.close()
+    # with the in-step check off (check_every=0) a diverged run ends here: say so, save nothing
+    check_finite_state(result.state, result.steps)
     if args.save and periodic is None:
         result.save(args.save)
     saved = str(periodic.path) if periodic is not None else args.save
@@ -305,7 +308,8 @@ def evaluate(args: argparse.Namespace) -> dict:
     deterministic = algo.policy(state, spec.action_low, spec.action_high)
 
     def policy(obs: np.ndarray) -> np.ndarray:
-        action = deterministic(obs)
+        with np.errstate(all="ignore"):  # overflowing weights: refused below, not warned about
+            action = deterministic(obs)
         if not np.all(np.isfinite(action)):
             raise CheckpointError(
                 f"checkpoint {args.checkpoint}: its policy outputs NaN or inf actions (for "
@@ -662,6 +666,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dispatchrl: interrupted: {stopped}{resume}", file=sys.stderr)
         return 130
     except DispatchRLError as error:
+        if getattr(args, "json", False):  # --json output stays one strict JSON line, failures too
+            print(strict_json({"status": "error", "error": f"{type(error).__name__}: {error}"}))
         print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
     return 0

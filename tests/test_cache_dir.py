@@ -2,6 +2,7 @@
 temporary one with a warning; processes sharing one directory neither crash nor corrupt it."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -70,14 +71,32 @@ def test_unwritable_cache_dir_falls_back_with_a_warning(tmp_path, monkeypatch):
     assert list((fallback / "fused").glob("*.py"))
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root may write a read-only directory")
-def test_read_only_cache_dir_falls_back(tmp_path, monkeypatch):
-    read_only = tmp_path / "ro"
-    read_only.mkdir()
-    read_only.chmod(0o555)
+@pytest.fixture()
+def read_only(tmp_path):
+    """A directory this process cannot write: mode 0o555, or for root (which ignores modes) the
+    immutable attribute (chattr +i, where the filesystem and capabilities allow it)."""
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    directory.chmod(0o555)
+    immutable = False
+    if os.geteuid() == 0:
+        chattr = shutil.which("chattr")
+        immutable = (
+            chattr is not None and subprocess.run([chattr, "+i", str(directory)], capture_output=True).returncode == 0
+        )
+        if not immutable:
+            pytest.skip("root writes a 0o555 directory, and chattr +i is not available here")
+    yield directory
+    if immutable:
+        subprocess.run([str(chattr), "-i", str(directory)], check=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
+def test_read_only_cache_dir_falls_back(read_only, monkeypatch):
     monkeypatch.setenv("DISPATCHRL_CACHE_DIR", str(read_only))
     with pytest.warns(RuntimeWarning, match="is not writable"):
-        assert cache.cache_dir() != read_only
+        fallback = cache.cache_dir()
+    assert fallback != read_only and os.access(fallback, os.W_OK) and not os.listdir(read_only)
 
 
 def test_read_only_cache_dir_in_a_fresh_process(tmp_path):

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,38 @@ def test_a_diverged_state_is_never_checkpointed(tmp_path):
     run = drl.algorithms.TrainingRun(td3, drl.CPU(), off.spec, config, 1, off.state, td3.schedule(config), 400, 400)
     with pytest.raises(drl.TrainingDiverged, match="not saved"):
         run.save(tmp_path / "x")
+    with pytest.raises(drl.TrainingDiverged, match=r"^training diverged: \S+ holds NaN or inf at step 400; not saved"):
+        off.save(tmp_path / "y")  # the finished result's save too: such a file could never be resumed
     assert not list(tmp_path.iterdir())
+
+
+def test_cli_with_the_check_off_still_reports_and_saves_no_diverged_run(tmp_path, capsys):
+    """check_every=0 turns the in-step check off, not the truth: a run that ends with NaN weights
+    is 'diverged' (exit 3), and the checkpoint it would have replaced stays as it was."""
+    good = tmp_path / "run"
+    assert main(["train", "td3", "--steps", "200", "--no-eval", "--save", str(good)]) == 0
+    before = Path(f"{good}.npz").read_bytes(), Path(f"{good}.json").read_bytes()
+    capsys.readouterr()
+    diverging = [
+        "train",
+        "td3",
+        "--steps",
+        "400",
+        "--set",
+        "critic_lr=1e9",
+        "--set",
+        "check_every=0",
+        "--seed",
+        "1",
+        "--json",
+    ]
+    for save in (["--save", str(good)], []):
+        assert main([*diverging, *save]) == 3
+        out, err = capsys.readouterr()
+        summary = json.loads(out.strip().splitlines()[-1], parse_constant=lambda c: pytest.fail(c))
+        assert summary["status"] == "diverged" and "holds NaN or inf at step 400" in summary["error"]
+        assert "TrainingDiverged" in err and "Hint:" in err
+    assert (Path(f"{good}.npz").read_bytes(), Path(f"{good}.json").read_bytes()) == before
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True])
@@ -221,6 +253,18 @@ def test_cli_json_status_ok(capsys):
     assert main(["train", "td3", "--steps", "200", "--no-eval", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["status"] == "ok" and summary["eval_return"] is None
+
+
+def test_cli_json_reports_a_refusal_as_a_strict_json_line(tmp_path, capsys):
+    for argv in (
+        ["train", "td3", "--steps", "1000000000000", "--json"],
+        ["eval", "--checkpoint", str(tmp_path / "missing"), "--json"],
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        summary = json.loads(out, parse_constant=lambda c: pytest.fail(c))
+        assert summary["status"] == "error" and summary["error"].split(":")[0] in ("ConfigError", "CheckpointError")
+        assert err.startswith(f"dispatchrl: error: {summary['error']}")
 
 
 # ---------------------------------------------------------------- resume restores the run
@@ -334,7 +378,9 @@ def test_eval_episodes_are_validated_and_nonfinite_actions_refused(tmp_path, cap
         values = drl.to_numpy(parameter.value)
         drl.assign(parameter.value, np.where(g.random(values.shape) < 0.5, -3e38, 3e38).astype(values.dtype))
     result.save(tmp_path / "huge")
-    assert main(["eval", "--checkpoint", str(tmp_path / "huge"), "--episodes", "1"]) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the overflow is refused, not warned about
+        assert main(["eval", "--checkpoint", str(tmp_path / "huge"), "--episodes", "1"]) == 2
     assert "outputs NaN or inf actions" in capsys.readouterr().err
 
 

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from ..arrays import Array, assign, to_numpy, zeros
-from ..checkpoint import named_arrays
 from ..devices import Device
 from ..errors import ConfigError, TrainingDiverged
 from ..kernels.core.api import nonfinite_flag
@@ -31,7 +30,7 @@ from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
 from .progress import Progress
 from .protocol import Algorithm, Schedule
-from .runs import Snapshot, TrainResult, build_state, restore_for_resume, save_run
+from .runs import DIVERGENCE_HINT, Snapshot, TrainResult, build_state, restore_for_resume, save_run
 
 __all__ = [
     "DIVERGENCE_HINT",
@@ -102,18 +101,9 @@ class TrainingRun:
     def save(self, path: str | Path, keep: int | None = None) -> tuple[Path, Path]:
         """Checkpoint the run as it stands; ``train(..., resume=path)`` continues it bit for bit.
         ``keep=K``: into directory ``path`` as ``step-<steps>.npz``, keeping the newest K.
-        A state holding NaN or inf is refused (:class:`TrainingDiverged`): the previous
-        checkpoints stay as they are (rotation removes old ones only after a new one is written)."""
-        for name, array in named_arrays(self.state):
-            values = to_numpy(array)
-            if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
-                raise TrainingDiverged(
-                    f"training diverged: {name.rstrip('.')} holds NaN or inf at step {self.steps}; "
-                    f"not saved. Hint: {DIVERGENCE_HINT}",
-                    name.rstrip("."),
-                    self.steps,
-                    self.steps,
-                )
+        A state holding NaN or inf is refused (:class:`TrainingDiverged`, see
+        :func:`~.runs.save_run`): the previous checkpoints stay as they are (rotation removes old
+        ones only after a new one is written)."""
         return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state, keep)
 
 
@@ -225,12 +215,6 @@ def available_memory() -> int | None:
 
 
 # ---------------------------------------------------------------- divergence detection
-
-#: the one-line advice of a diverged run (the CLI prints it)
-DIVERGENCE_HINT = (
-    "lower the learning rates (actor_lr/critic_lr, PPO: lr), check the env's rewards and "
-    "observations, or resume from the last good checkpoint with other settings"
-)
 
 #: state fields read by the check besides the observation, in the order the step computes them
 _WATCHED_FIELDS = (("q_target", "TD target (critic loss)"), ("update_stats", "PPO losses (KL, surrogate, entropy)"))

@@ -16,15 +16,17 @@ from .. import checkpoint
 from ..arrays import to_numpy
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
-from ..errors import CheckpointError
+from ..errors import CheckpointError, TrainingDiverged
 from .envspec import EnvSpec, resolve_env
 from .protocol import Algorithm
 
 __all__ = [
+    "DIVERGENCE_HINT",
     "RENAMED_FIELDS",
     "Snapshot",
     "TrainResult",
     "build_state",
+    "check_finite_state",
     "config_from_metadata",
     "load_run",
     "restore_for_resume",
@@ -32,6 +34,12 @@ __all__ = [
     "save_run",
     "snapshot",
 ]
+
+#: the one-line advice of a diverged run (the CLI prints it)
+DIVERGENCE_HINT = (
+    "lower the learning rates (actor_lr/critic_lr, PPO: lr), check the env's rewards and "
+    "observations, or resume from the last good checkpoint with other settings"
+)
 
 
 @dataclass
@@ -74,8 +82,26 @@ def save_run(
 ) -> tuple[Path, Path]:
     """Checkpoint a run's whole state with the metadata that :func:`load_run` and a resume check;
     ``steps`` is the run's budget when it finishes, or the steps taken so far mid-run (and names
-    the file when ``keep`` rotates checkpoints in directory ``path``)."""
+    the file when ``keep`` rotates checkpoints in directory ``path``). A state holding NaN or inf
+    is refused (:class:`TrainingDiverged`) before anything is written: it could not be resumed,
+    and the checkpoint it would replace stays as it is."""
+    check_finite_state(state, steps)
     return checkpoint.save(path, state, run_metadata(name, spec, config, seed, steps), keep=keep)
+
+
+def check_finite_state(state: Any, steps: int) -> None:
+    """Raise :class:`TrainingDiverged` naming the first float Array of ``state`` holding NaN or
+    inf (e.g. a run trained with the divergence check off, ``check_every=0``)."""
+    for name, array in checkpoint.named_arrays(state):
+        values = to_numpy(array)
+        if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+            raise TrainingDiverged(
+                f"training diverged: {name.rstrip('.')} holds NaN or inf at step {steps}; not saved. "
+                f"Hint: {DIVERGENCE_HINT}",
+                name.rstrip("."),
+                steps,
+                steps,
+            )
 
 
 def run_metadata(name: str, spec: EnvSpec, config: Any, seed: int, steps: int) -> dict[str, Any]:

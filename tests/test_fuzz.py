@@ -422,9 +422,11 @@ def test_adam_step(name, data):
     u = U[dtype]
     # m, v: two products and a sum, 4u of the terms' magnitudes; β is rounded to dtype, and 1 − β
     # is either rounded from double (CPU) or computed as 1 − (T)β (C: off by up to u·β, which is
-    # 1000·u relative to 1 − β for β = 0.999), an absolute u on the coefficient of g (of g²)
-    m_bound = 4 * u * (np.abs(beta1 * m0) + np.abs((1 - beta1) * g)) + u * np.abs(g) + 4 * TINY[dtype]
-    v_bound = 4 * u * (np.abs(beta2 * v0) + (1 - beta2) * g * g) + u * g * g + 4 * TINY[dtype]
+    # 1000·u relative to 1 − β for β = 0.999), an absolute u on the coefficient of g (of g²). A
+    # subnormal β rounds to dtype with an absolute error (up to TINY·u), not a relative one, so
+    # β·m₀ (β·v₀) carries TINY·|m₀| (TINY·|v₀|) more
+    m_bound = 4 * u * (np.abs(beta1 * m0) + np.abs((1 - beta1) * g)) + u * np.abs(g) + TINY[dtype] * (4 + np.abs(m0))
+    v_bound = 4 * u * (np.abs(beta2 * v0) + (1 - beta2) * g * g) + u * g * g + TINY[dtype] * (4 + v0)
     assert_within("m", host(arrays[2]), ref_m, m_bound)
     assert_within("v", host(arrays[3]), ref_v, v_bound)
     # the step: m's and v's errors (relative to m̂ and, halved through the square root, to the

@@ -18,7 +18,7 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import ppo, sac, td3
+from dispatchrl.algorithms import driver, ppo, sac, td3
 from dispatchrl.algorithms.driver import DivergenceCheck, watched_quantities
 from dispatchrl.cli import main, strict_json
 
@@ -472,3 +472,14 @@ def test_sigint_saves_at_the_next_boundary_and_exits_cleanly(tmp_path):
     _, err = finish.communicate(timeout=600)
     assert finish.returncode == 0, err
     assert checkpoint.load(path)[0]["steps"] == 6000
+
+
+def test_a_full_episode_log_is_reported_once_not_left_stale(monkeypatch):
+    # later episodes are dropped once the log is full; the run says so instead of going stale
+    monkeypatch.setattr(driver, "EPISODE_LOG_CAPACITY", 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=1000), seed=0, progress=False)
+    full = [w for w in caught if "episode log is full (3 episodes)" in str(w.message)]
+    assert len(full) == 1 and full[0].category is RuntimeWarning
+    assert len(result.history["returns"]) == 3

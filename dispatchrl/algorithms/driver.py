@@ -13,6 +13,7 @@ import dataclasses
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -380,6 +381,7 @@ def train(
         chunk = chunk_iterations(spec, schedule, iterations)
         period_of = (getattr(h, "period", None) for h in [*hooks, *([metrics] if metrics else [])])
         periods = [p for p in (period(run) for period in period_of if callable(period)) if p > 0]
+        log_full = False
         while run.done < iterations:
             # a chunk ends at each multiple of a hook's period (a periodic checkpoint saves there)
             count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))
@@ -387,6 +389,15 @@ def train(
             run.done += count
             for hook in all_hooks:
                 hook(run)
+            if not log_full and int(to_numpy(state.episodes.count)[0]) > state.episodes.returns.shape[0]:
+                log_full = True  # later episodes are dropped: say so once instead of going stale
+                warnings.warn(
+                    f"the episode log is full ({state.episodes.returns.shape[0]} episodes): later episodes "
+                    "are not recorded, so history, the progress return and episode log rows stop at "
+                    "this point; training itself continues unaffected",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             if run.stop and not run.finished:  # a hook ended the run: it holds the steps so far
                 run.iterations = iterations = run.done
                 bar.close()

@@ -1,5 +1,6 @@
 """A deployable deterministic policy: an MLP plus observation normalisation and action scaling."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +30,7 @@ class Policy:
     obs_std: np.ndarray | None = field(default=None)
 
     @classmethod
-    def from_mlp(cls, net: MLP, action_low, action_high, squash="tanh", obs_mean=None, obs_std=None):
+    def from_mlp(cls, net: MLP, action_low, action_high, squash="tanh", obs_mean=None, obs_std=None) -> "Policy":
         return cls(
             [to_numpy(w.value) for w in net.weights],
             [to_numpy(b.value) for b in net.biases],
@@ -43,14 +44,14 @@ class Policy:
         )
 
     @property
-    def observation_dim(self):
+    def observation_dim(self) -> int:
         return self.weights[0].shape[0]
 
     @property
-    def action_dim(self):
+    def action_dim(self) -> int:
         return self.weights[-1].shape[1]
 
-    def __call__(self, obs):
+    def __call__(self, obs) -> np.ndarray:
         """Actions for a batch (B, obs_dim) or a single observation (obs_dim,), in float32."""
         obs = np.asarray(obs, dtype=np.float32)
         single = obs.ndim == 1
@@ -74,10 +75,15 @@ class Policy:
         return x[0] if single else x
 
 
-def _gelu(x):
+def _gelu(x) -> np.ndarray:
     from scipy.special import erf
 
     return 0.5 * x * (1 + erf(x / np.sqrt(2)))
 
 
-_ACTIVATIONS = {"identity": lambda x: x, "relu": lambda x: np.maximum(x, 0), "tanh": np.tanh, "gelu": _gelu}
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "identity": lambda x: x,
+    "relu": lambda x: np.maximum(x, 0),
+    "tanh": np.tanh,
+    "gelu": _gelu,
+}

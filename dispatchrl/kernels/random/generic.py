@@ -24,7 +24,7 @@ def uniform01(rng, count):
     return (z >> np.uint64(11)).astype(np.float64) * UNIFORM01_SCALE
 
 
-def standard_normal(rng, count):
+def standard_normal(rng, count) -> np.ndarray:
     """``count`` N(0, 1) samples (Box–Muller, two stream positions each, as random_normal)."""
     u = uniform01(rng, 2 * count)
     return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * math.pi * u[1::2])

@@ -39,7 +39,7 @@ def tree_leaves(capacity: int) -> int:
     return 1 << max(0, (int(capacity) - 1).bit_length())
 
 
-def _check_trees(fn, device, sum_tree, min_tree):
+def _check_trees(fn, device, sum_tree, min_tree) -> int:
     check_array(fn, "sum_tree", sum_tree, device, shape=(None,), dtype=np.float64)
     check_array(fn, "min_tree", min_tree, device, shape=sum_tree.shape, dtype=np.float64)
     n = sum_tree.shape[0]
@@ -49,7 +49,7 @@ def _check_trees(fn, device, sum_tree, min_tree):
 
 
 @generic(inplace=("sum_tree", "min_tree"))
-def priority_mark_new(device, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
+def priority_mark_new(device, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps) -> tuple:
     """Rows ``(position[0] + i) % capacity`` for i < ``count`` (the rows replay_add is about to
     write; call it before replay_add) get ``(max_priority + eps) ** alpha``."""
     fn = "priority_mark_new"
@@ -75,7 +75,7 @@ def priority_mark_new(device, sum_tree, min_tree, max_priority, position, count,
 
 
 @generic(inplace=("sum_tree", "min_tree", "max_priority"))
-def priority_update(device, sum_tree, min_tree, max_priority, index, priority, alpha, eps):
+def priority_update(device, sum_tree, min_tree, max_priority, index, priority, alpha, eps) -> tuple:
     """Row ``index[i]`` gets ``(|priority[i]| + eps) ** alpha`` and ``max_priority`` follows the
     largest ``|priority|`` (TD errors may be negative)."""
     fn = "priority_update"
@@ -97,7 +97,7 @@ def priority_update(device, sum_tree, min_tree, max_priority, index, priority, a
 
 
 @generic(inplace=("rng",), outputs=("index", "weight"))
-def priority_sample(device, rng, sum_tree, min_tree, size, beta, index, weight):
+def priority_sample(device, rng, sum_tree, min_tree, size, beta, index, weight) -> tuple:
     """Draw ``index`` (int64 (B,)) with probability stored value / total among the ``size[0]``
     filled rows, and ``weight = (P(i) / P_min) ** -beta[0]`` (= (N P(i))^-β over its maximum over
     all stored rows), from the counter stream ``rng``. ``beta`` is a float64 (1,) array (annealed
@@ -114,7 +114,7 @@ def priority_sample(device, rng, sum_tree, min_tree, size, beta, index, weight):
 
 
 @generic(outputs=("batch",))
-def replay_gather(device, buffer, index, batch):
+def replay_gather(device, buffer, index, batch) -> tuple:
     """``batch`` = rows ``index`` of ``buffer`` (Transitions of equal row shapes)."""
     fn = "replay_gather"
     check_device(fn, device)
@@ -130,7 +130,7 @@ def replay_gather(device, buffer, index, batch):
 
 
 @generic(inplace=("x",))
-def scale_rows(device, weight, x):
+def scale_rows(device, weight, x) -> tuple:
     """``x[i, :] *= weight[i]`` (importance weights on a per-row loss gradient)."""
     fn = "scale_rows"
     check_device(fn, device)
@@ -140,7 +140,7 @@ def scale_rows(device, weight, x):
 
 
 @generic(outputs=("priority",))
-def td_priority(device, q1, q2, target, priority):
+def td_priority(device, q1, q2, target, priority) -> tuple:
     """``priority = (|q1 - target| + |q2 - target|) / 2`` per row: the twin critics' mean
     absolute TD error (q1, q2, target (B, 1); priority (B,))."""
     fn = "td_priority"
@@ -153,7 +153,7 @@ def td_priority(device, q1, q2, target, priority):
 
 
 @generic(outputs=("out",))
-def linear_anneal(device, step, start, end, steps, out):
+def linear_anneal(device, step, start, end, steps, out) -> tuple:
     """``out[0] = start + (end - start) * min(1, step[0] / steps)`` in float64 (the β schedule)."""
     fn = "linear_anneal"
     check_device(fn, device)
@@ -170,7 +170,7 @@ def linear_anneal(device, step, start, end, steps, out):
 
 
 @generic(inplace=("rng",), outputs=("index",))
-def uniform_index(device, rng, size, index):
+def uniform_index(device, rng, size, index) -> tuple:
     """``index`` (int64 (B,)) drawn uniformly from the ``size[0]`` filled rows with the counter
     stream ``rng``: the rows :func:`~dispatchrl.kernels.offpolicy.replay_sample` would read."""
     fn = "uniform_index"
@@ -182,7 +182,7 @@ def uniform_index(device, rng, size, index):
 
 
 @generic(outputs=("batch", "discount"))
-def n_step_gather(device, buffer, index, num_envs, n, gamma, batch, discount):
+def n_step_gather(device, buffer, index, num_envs, n, gamma, batch, discount) -> tuple:
     """``batch`` = n-step transitions starting at rows ``index`` of the ring ``buffer`` (a
     :class:`~dispatchrl.data.ReplayRing` written ``num_envs`` rows per step, so an env's next
     transition is ``num_envs`` rows later). From row r the window takes the k <= ``n`` transitions
@@ -212,7 +212,7 @@ def n_step_gather(device, buffer, index, num_envs, n, gamma, batch, discount):
 
 
 @generic(inplace=("target",))
-def bootstrap_target(device, reward, discount, target):
+def bootstrap_target(device, reward, discount, target) -> tuple:
     """``target = reward + discount * target`` per row, in float64 (n-step: ``target`` holds
     ``(1 - terminated) Q(next_obs)`` from td_target with reward 0 and gamma 1)."""
     fn = "bootstrap_target"

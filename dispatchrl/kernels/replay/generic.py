@@ -130,7 +130,7 @@ def linear_anneal(device: Generic, step, start, end, steps, out):
     launch(device, linear_anneal_kernel, step, start, end, steps, out)
 
 
-def uniform_index_kernel(rng, size, index):
+def uniform_index_kernel(rng, size, index) -> None:
     index[:] = (uniform01(rng, index.shape[0]) * size[0]).astype(np.int64)
 
 
@@ -158,7 +158,7 @@ def n_step_gather_kernel(
     terminated,
     truncated,
     discount,
-):
+) -> None:
     capacity = b_obs.shape[0]
     newest = (int(position[0]) - 1) % capacity
     for k in range(index.shape[0]):
@@ -196,7 +196,7 @@ def n_step_gather(device: Generic, buffer, index, num_envs, n, gamma, batch, dis
     )
 
 
-def bootstrap_target_kernel(reward, discount, target):
+def bootstrap_target_kernel(reward, discount, target) -> None:
     for i in range(reward.shape[0]):
         target[i, 0] = float(reward[i]) + discount[i] * float(target[i, 0])
 

@@ -188,7 +188,7 @@ def kernel_address(kernel: Dispatcher, signature: tuple) -> int:
     """The entry point of ``kernel`` compiled for ``signature`` (compiled, or loaded from Numba's
     disk cache, now), as :func:`call_at` calls it."""
     kernel.compile(signature)
-    compiled: Any = kernel.overloads[signature]  # numba's CompileResult (untyped stubs)
+    compiled = kernel.overloads[signature]
     address = compiled.library.get_pointer_to_function(compiled.fndesc.mangled_name)
     if not address:
         raise ConfigError(f"kernel {kernel.py_func.__name__}{signature}: no machine code to call")

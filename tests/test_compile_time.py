@@ -9,7 +9,6 @@ import pytest
 from numba import njit, types
 
 import dispatchrl as drl
-from dispatchrl.backends import cpu as cpu_backend
 from dispatchrl.backends import precompile
 from dispatchrl.backends.cpu import JIT_EXACT, njit_program
 from dispatchrl.errors import ConfigError
@@ -59,29 +58,6 @@ def test_predicted_signatures_are_the_ones_the_step_compiles(monkeypatch):
     njit_program(calls)(1)
     for (_, _, signature), kernel in zip(jobs, (increment_kernel, nonfinite_flag_kernel), strict=True):
         assert kernel.signatures == [signature]
-    # the step called them through the addresses of exactly these specializations
-    assert cpu_backend._typed_calls == {
-        (kernel, signature)
-        for (_, _, signature), kernel in zip(jobs, (increment_kernel, nonfinite_flag_kernel), strict=True)
-    }
-
-
-def test_fused_step_calls_kernels_by_address_without_their_code(monkeypatch):
-    # the kernels' machine code is theirs; the step's own module holds only the loop and its
-    # Python wrapper (linking the kernels in would optimise and translate them a second time)
-    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
-    polyak, fill = _fresh(core_cpu.polyak_update_kernel), _fresh(core_cpu.fill_kernel)
-    cpu = drl.CPU()
-    target, source = drl.zeros(cpu, 5), drl.asarray(cpu, np.arange(5.0, dtype=np.float32))
-    scratch = drl.zeros(cpu, (2, 3))
-    run = njit_program([(polyak, (target, source, 0.25)), (fill, (scratch, 1.5))])
-    run(2)
-    # two updates from 0: 0.25 * (0.75 s) + 0.75 s
-    np.testing.assert_allclose(drl.to_numpy(target), 0.9375 * np.arange(5.0), rtol=1e-6)
-    np.testing.assert_array_equal(drl.to_numpy(scratch), np.full((2, 3), 1.5, np.float32))
-    (compiled,) = run.program.overloads.values()
-    defined = [f.name for f in compiled.library.get_defined_functions()]
-    assert defined and not [name for name in defined if "polyak" in name or "fill_kernel" in name]
 
 
 KERNEL_MODULE = """

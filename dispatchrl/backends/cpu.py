@@ -18,7 +18,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils, errors
+from numba.core import cgutils
 from numba.core.cpu import CPUTargetOptions
 from numba.core.dispatcher import Dispatcher
 from numba.extending import intrinsic
@@ -28,7 +28,7 @@ from ..cache import cache_dir, import_generated, module_fingerprint, package_fin
 from ..devices import CPU
 from ..errors import ConfigError
 from ..staging import Branch, Program, compile_step, kernel_calls, python_program, segmented_program
-from .precompile import argument_types, start_precompile, stop_precompile
+from .precompile import start_precompile, stop_precompile
 
 __all__ = [
     "FLUSH_DENORMALS",
@@ -36,7 +36,6 @@ __all__ = [
     "JIT_FAST",
     "PIN_RUNTIME",
     "RUNTIME_SCALARS",
-    "call_at",
     "configure_numba_cache",
     "flush_denormals_enter",
     "flush_denormals_exit",
@@ -49,16 +48,11 @@ __all__ = [
 #: Kernels pin Numba's runtime on, so a fused step calling them may run without it (see
 #: njit_program); a Numba without the (internal) option keeps the runtime everywhere.
 PIN_RUNTIME: dict[str, Any] = {"_nrt": True} if hasattr(CPUTargetOptions, "_nrt") else {}
-#: Numba builds a C-ABI ("cfunc") wrapper beside every compiled function, for first-class
-#: function use, which dispatchrl never makes; it is ~5% of a cold compile (its IR, optimisation
-#: and machine code), and the fused step's (155 arrays unpacked) ~1/3 of its machine code time.
-#: Without it, the code of the kernels and of the fused loop is the same.
-NO_CFUNC: dict[str, Any] = {"no_cfunc_wrapper": True} if hasattr(CPUTargetOptions, "no_cfunc_wrapper") else {}
 #: Arithmetic kernels. error_model="numpy": no ZeroDivisionError checks, which would block
 #: vectorisation.
-JIT_FAST: dict[str, Any] = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME, **NO_CFUNC)
+JIT_FAST: dict[str, Any] = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
 #: Random streams, environments, bookkeeping: no fastmath, so results match numpy bit for bit.
-JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME, **NO_CFUNC)
+JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
 
 
 #: Float arguments of staged kernels (learning rates, γ, noise scales...) are run-time values of
@@ -149,52 +143,6 @@ def flush_denormals_exit(previous):
     _mxcsr_write(previous)
 
 
-#: (kernel, argument types) that call_at typed since njit_program last cleared it
-_typed_calls: set[tuple[Dispatcher, tuple]] = set()
-
-
-# prefer_literal: a bool argument types as Literal[bool], as in a direct call, so each kernel keeps
-# the specialization (and machine code) it had
-@intrinsic(prefer_literal=True)
-def call_at(typingctx, kernel, address, *args):
-    """``kernel(*args)`` through ``address``, the machine code of the kernel's own compiled
-    specialization for exactly these argument types (see :func:`kernel_address`).
-
-    A direct call makes Numba link the kernel's IR into the caller and optimise and translate it
-    to machine code a second time, in every fused step (half of a fused step's compile time).
-    Called through its address, the kernel keeps the machine code it was compiled (or loaded from
-    the disk cache) with."""
-    if not isinstance(kernel, types.Dispatcher) or not isinstance(address, types.Integer):
-        return None
-    signature = kernel.get_call_type(typingctx, args, {})
-    if tuple(signature.args) != tuple(args):
-        raise errors.TypingError(f"call_at: {kernel} is compiled for {signature.args}, called with {args}")
-    _typed_calls.add((kernel.dispatcher, tuple(args)))
-
-    def codegen(context, builder, call_signature, llargs):
-        fndesc = kernel.dispatcher.overloads[tuple(args)].fndesc
-        function_type = context.call_conv.get_function_type(fndesc.restype, fndesc.argtypes)
-        function = builder.inttoptr(llargs[1], function_type.as_pointer())
-        values = cgutils.unpack_tuple(builder, llargs[2], len(args))
-        status, result = context.call_conv.call_function(builder, function, fndesc.restype, fndesc.argtypes, values)
-        with cgutils.if_unlikely(builder, status.is_error):
-            context.call_conv.return_status_propagate(builder, status)
-        return result
-
-    return signature.return_type(kernel, address, types.StarArgTuple.from_types(args)), codegen
-
-
-def kernel_address(kernel: Dispatcher, signature: tuple) -> int:
-    """The entry point of ``kernel`` compiled for ``signature`` (compiled, or loaded from Numba's
-    disk cache, now), as :func:`call_at` calls it."""
-    kernel.compile(signature)
-    compiled = kernel.overloads[signature]
-    address = compiled.library.get_pointer_to_function(compiled.fndesc.mangled_name)
-    if not address:
-        raise ConfigError(f"kernel {kernel.py_func.__name__}{signature}: no machine code to call")
-    return address
-
-
 def is_numba(kernel: object) -> bool:
     """Whether ``kernel`` is an ``@njit`` function (a fused step can call it)."""
     return isinstance(kernel, Dispatcher)
@@ -245,11 +193,6 @@ def njit_program(calls: list) -> Program:
     kernels: dict[Any, str] = {}
     arrays: dict[int, tuple[str, Any]] = {}
     hyperparameters: list[float] = []
-    # Each distinct (kernel, argument types) is called through its address, an element of the
-    # step's ``kernel_addresses`` argument, when every call's types are known before typing.
-    signatures = [argument_types(args) for _, args in kernel_calls(calls)]
-    by_address = all(s is not None for s in signatures) and bool(signatures)
-    entries: dict[tuple, int] = {}
 
     def array_name(a):
         return arrays.setdefault(id(a.data), (f"a{len(arrays)}", a.data))[0]
@@ -275,12 +218,7 @@ def njit_program(calls: list) -> Program:
                 kernel, args = node
                 name = kernels.setdefault(kernel, f"k{len(kernels)}")
                 rendered = [argument(a) for a in args]
-                if by_address:
-                    entry = entries.setdefault((kernel, argument_types(args)), len(entries))
-                    rendered = [name, f"kernel_addresses[{entry}]", *rendered]
-                    lines.append(f"{indent}call_at({', '.join(rendered)})")
-                else:
-                    lines.append(f"{indent}{name}({', '.join(rendered)})")
+                lines.append(f"{indent}{name}({', '.join(rendered)})")
         return lines
 
     body = render(calls, "        ")
@@ -292,9 +230,6 @@ def njit_program(calls: list) -> Program:
     if hyperparameters:
         names.append("hyperparameters")
         raw.append(np.array(hyperparameters, np.float64))
-    if by_address:
-        names.append("kernel_addresses")  # filled below, once the kernels are compiled or loaded
-        raw.append(np.zeros(len(entries), np.int64))
     params = ", ".join(names)
     unpack = [f"    h{i} = hyperparameters[{i}]" for i in range(len(hyperparameters))]
     cacheable = all(_importable(k) for k in kernels)
@@ -312,8 +247,6 @@ def njit_program(calls: list) -> Program:
     flush = FLUSH_DENORMALS
     if flush and cacheable:
         imports.append(f"from {__name__} import flush_denormals_enter, flush_denormals_exit")
-    if by_address and cacheable:
-        imports.append(f"from {__name__} import call_at")
     source = "\n".join(
         [
             "# generated by dispatchrl.backends.cpu: one fused step, do not edit",
@@ -322,8 +255,7 @@ def njit_program(calls: list) -> Program:
             *imports,
             "",
             "",
-            f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'}"
-            f"{', no_cfunc_wrapper=True' if NO_CFUNC else ''})",
+            f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'})",
             f"def fused_step(n{', ' if params else ''}{params}):",
             *unpack,
             *(["    fp_mode = flush_denormals_enter()"] if flush else []),
@@ -337,27 +269,20 @@ def njit_program(calls: list) -> Program:
         fused = _load_cached(source, {k.py_func.__module__ for k in kernels})
     else:
         namespace = {name: k for k, name in kernels.items()}
-        namespace.update(
-            flush_denormals_enter=flush_denormals_enter, flush_denormals_exit=flush_denormals_exit, call_at=call_at
-        )
+        namespace.update(flush_denormals_enter=flush_denormals_enter, flush_denormals_exit=flush_denormals_exit)
         exec(compile(source, "<dispatchrl fused step>", "exec"), namespace)
         fused = namespace["fused_step"]
     helper = start_precompile(calls) if cacheable else None  # cold kernels: a second core helps
     try:
-        if by_address:  # the kernels first: a step loaded from the disk cache does not compile them
-            raw[-1][:] = [kernel_address(kernel, signature) for kernel, signature in entries]
-        _typed_calls.clear()
         fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
     finally:
         stop_precompile(helper)
-    if not _typed_calls <= set(entries):  # the addresses passed must be of the specializations typed
-        raise ConfigError(f"fused step: kernels typed as {_typed_calls - set(entries)}, not as predicted")
 
     def run(n):
         fused(n, *raw)
 
     run.program = fused  # type: ignore[attr-defined]  # the compiled function: shared by steps of one structure
-    run.hyperparameters = raw[len(arrays)] if hyperparameters else None  # type: ignore[attr-defined]
+    run.hyperparameters = raw[-1] if hyperparameters else None  # type: ignore[attr-defined]
     return run
 
 

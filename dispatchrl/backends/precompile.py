@@ -24,14 +24,7 @@ from ..arrays import Array
 from ..errors import ConfigError
 from ..staging import kernel_calls
 
-__all__ = [
-    "MIN_SIGNATURES",
-    "argument_types",
-    "compile_workers",
-    "kernel_signatures",
-    "start_precompile",
-    "stop_precompile",
-]
+__all__ = ["MIN_SIGNATURES", "compile_workers", "kernel_signatures", "start_precompile", "stop_precompile"]
 
 #: fewer distinct kernel signatures than this compile faster than a helper process starts (~1.5 s)
 MIN_SIGNATURES = 8
@@ -76,13 +69,6 @@ def _argument_type(value: object) -> Any:
     return None
 
 
-def argument_types(args: tuple) -> tuple | None:
-    """The Numba types a fused step's source gives a kernel call's arguments (None: not all
-    predictable)."""
-    signature = tuple(_argument_type(a) for a in args)
-    return None if any(t is None for t in signature) else signature
-
-
 def _disk_cached(kernel: Any) -> bool:
     """Whether Numba's disk cache holds some specialization of ``kernel`` (its index exists)."""
     cache = getattr(kernel, "_cache", None)
@@ -95,8 +81,8 @@ def kernel_signatures(calls: list) -> list[tuple[str, str, tuple]]:
     call order; calls whose types cannot be predicted are left out."""
     jobs: dict[tuple, None] = {}
     for kernel, args in kernel_calls(calls):
-        signature = argument_types(args)
-        if signature is None or _disk_cached(kernel):
+        signature = tuple(_argument_type(a) for a in args)
+        if any(t is None for t in signature) or _disk_cached(kernel):
             continue
         jobs[(kernel.py_func.__module__, kernel.py_func.__name__, signature)] = None
     return list(jobs)

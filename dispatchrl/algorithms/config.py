@@ -15,12 +15,12 @@ from ..nn import NETWORKS, check_device_methods, network_constructor
 
 __all__ = [
     "HIDDEN_ACTIVATIONS",
+    "NETWORK_RULES",
     "OffPolicyConfig",
     "Rule",
     "activation_name",
     "finite",
     "hidden_sizes",
-    "NETWORK_RULES",
     "network_constructors",
     "network_name",
     "non_negative",

@@ -69,10 +69,10 @@ from ..nn import (
 from ..staging import Every, when
 from . import driver
 from .config import (
+    NETWORK_RULES,
     activation_name,
     finite,
     hidden_sizes,
-    NETWORK_RULES,
     network_constructors,
     non_negative_int,
     positive,
@@ -120,7 +120,9 @@ class Config:
     epochs: int = 1  # passes over the rollout per iteration
     hidden: tuple[int, ...] = (32, 32)  # hidden layer widths of the actor and critic
     activation: str = "tanh"  # hidden activation: relu, tanh or gelu
-    network: str = "mlp"  # actor and value network's constructor (nn.NETWORKS name or "module:function"), unless set below
+    network: str = (
+        "mlp"  # actor and value network's constructor (nn.NETWORKS name or "module:function"), unless set below
+    )
     actor_network: str | None = None  # the actor's constructor; wins over network (None: network's)
     critic_network: str | None = None  # the value network's constructor; wins over network (None: network's)
     gamma: float = 0.9  # discount factor

@@ -302,7 +302,9 @@ def check_device_methods(device: Any, net: Any, role: str = "network") -> None:
             continue
         devices = " and ".join(sorted({d.__name__ for position, _, d in applicable if position == best}))
         name, kind, device_name = function.__name__, type(net).__name__, type(device).__name__
-        instead = f" ({device_name} would run {mro[min(on_device)].__name__}'s method on it instead)" if on_device else ""
+        instead = (
+            f" ({device_name} would run {mro[min(on_device)].__name__}'s method on it instead)" if on_device else ""
+        )
         raise ConfigError(
             f"{role}: network type {kind} has its own dispatchrl.nn.{name} method for {devices} but none "
             f"for {device_name}{instead}: add @dispatchrl.nn.{name}.dispatch def {name}(device: "

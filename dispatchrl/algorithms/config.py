@@ -162,7 +162,7 @@ class OffPolicyConfig:
     batch_size: int = 100  # transitions sampled per gradient step
     hidden: tuple[int, ...] = (64, 64)  # hidden layer widths of the actor and critics
     activation: str = "relu"  # hidden activation: relu, tanh or gelu
-    network: str = "mlp"  # actor and critics' constructor (nn.NETWORKS name or "module:function"), unless set below
+    network: str = "mlp"  # actor and critics' constructor (nn.NETWORKS name or "module:function")
     actor_network: str | None = None  # the actor's constructor; wins over network (None: network's)
     critic_network: str | None = None  # the critics' constructor; wins over network (None: network's)
     gamma: float = 0.99  # discount factor

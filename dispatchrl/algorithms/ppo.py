@@ -120,11 +120,9 @@ class Config:
     epochs: int = 1  # passes over the rollout per iteration
     hidden: tuple[int, ...] = (32, 32)  # hidden layer widths of the actor and critic
     activation: str = "tanh"  # hidden activation: relu, tanh or gelu
-    network: str = (
-        "mlp"  # actor and value network's constructor (nn.NETWORKS name or "module:function"), unless set below
-    )
+    network: str = "mlp"  # actor and value network's constructor (nn.NETWORKS name or "module:function")
     actor_network: str | None = None  # the actor's constructor; wins over network (None: network's)
-    critic_network: str | None = None  # the value network's constructor; wins over network (None: network's)
+    critic_network: str | None = None  # the value network's (critic's) constructor; wins over network (None: network's)
     gamma: float = 0.9  # discount factor
     lam: float = 0.95  # GAE λ
     clip: float = 0.2  # PPO ratio clip ε

@@ -88,8 +88,8 @@ def config_for(env: object) -> Config:
 
 @dataclass
 class State:
-    # networks are made by config's actor/critic constructors (nn.MLP by default) and used through dispatchrl.nn's
-    # network functions, with buffers from nn.make_buffers
+    # networks are made by config's actor and critic constructors (nn.MLP by default) and used
+    # through dispatchrl.nn's network functions, with buffers from nn.make_buffers
     actor: Any
     critic1: Any
     critic2: Any

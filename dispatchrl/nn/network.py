@@ -293,7 +293,8 @@ def check_device_methods(device: Any, net: Any, role: str = "network") -> None:
         for method in function.function.methods:
             device_type, net_type = (_annotated_type(t) for t in method.signature.types[:2])
             if isinstance(net, net_type):
-                applicable.append((mro.index(net_type), isinstance(device, device_type), device_type))
+                position = mro.index(net_type) if net_type in mro else len(mro)  # len: a virtual base
+                applicable.append((position, isinstance(device, device_type), device_type))
         if not applicable:
             continue  # the call itself raises the "no method" ConfigError
         best = min(position for position, _, _ in applicable)

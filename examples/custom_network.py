@@ -106,7 +106,9 @@ def deployable(net: ResidualMLP, action_low, action_high, squash):
     return nn.NetworkPolicy(net, action_low, action_high, squash)  # forward() on the host, eagerly
 
 
-nn.NETWORKS["residual_mlp"] = residual_mlp  # Config(network="residual_mlp"); or "custom_network:residual_mlp"
+# Config(network="residual_mlp") makes the actor and the critics residual; actor_network= or
+# critic_network= makes only that one residual (they win over network). "custom_network:residual_mlp" also works.
+nn.NETWORKS["residual_mlp"] = residual_mlp
 
 
 def main(steps: int = 10_000, seed: int = 0) -> float:

@@ -11,15 +11,17 @@ import numpy as np
 
 from ..activation import Activation
 from ..errors import ConfigError
-from ..nn import NETWORKS
+from ..nn import NETWORKS, check_device_methods, network_constructor
 
 __all__ = [
     "HIDDEN_ACTIVATIONS",
+    "NETWORK_RULES",
     "OffPolicyConfig",
     "Rule",
     "activation_name",
     "finite",
     "hidden_sizes",
+    "network_constructors",
     "network_name",
     "non_negative",
     "non_negative_int",
@@ -85,6 +87,37 @@ def network_name(v: object) -> bool:
     return isinstance(v, str) and (v in NETWORKS or ":" in v)
 
 
+_NETWORK = "a name in dispatchrl.nn.NETWORKS or 'module:function'"
+
+#: the rules of the network constructor fields every algorithm's Config has
+NETWORK_RULES: dict[str, Rule] = {
+    "network": (network_name, _NETWORK),
+    "actor_network": (lambda v: v is None or network_name(v), f"None (use network) or {_NETWORK}"),
+    "critic_network": (lambda v: v is None or network_name(v), f"None (use network) or {_NETWORK}"),
+}
+
+
+def network_constructors(config: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The (actor, critic) constructors of ``config``: ``actor_network`` / ``critic_network``
+    where set, else ``network`` for that role (a ConfigError names the field that failed). The
+    networks they make are checked to have their own methods for the device they are made on
+    (:func:`dispatchrl.nn.check_device_methods`)."""
+
+    def constructor(role: str) -> Callable[..., Any]:
+        field = f"{role}_network" if getattr(config, f"{role}_network") is not None else "network"
+        name = f"{type(config).__name__}.{field}"
+        make = network_constructor(getattr(config, field), name)
+
+        def make_checked(device: Any, *args: Any, **kwargs: Any) -> Any:
+            net = make(device, *args, **kwargs)
+            check_device_methods(device, net, f"{name}={getattr(config, field)!r} ({role})")
+            return net
+
+        return make_checked
+
+    return constructor("actor"), constructor("critic")
+
+
 def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
     """The fields TD3 and SAC share, then the algorithm's own."""
     validate_fields(
@@ -95,7 +128,7 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
             "batch_size": (positive_int, "a positive int"),
             "hidden": (hidden_sizes, "a tuple of positive ints"),
             "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
-            "network": (network_name, "a name in dispatchrl.nn.NETWORKS or 'module:function'"),
+            **NETWORK_RULES,
             "gamma": (unit_interval, "in [0, 1]"),
             "polyak": (unit_interval, "in [0, 1]"),
             "actor_lr": (positive, "a positive number"),
@@ -129,7 +162,9 @@ class OffPolicyConfig:
     batch_size: int = 100  # transitions sampled per gradient step
     hidden: tuple[int, ...] = (64, 64)  # hidden layer widths of the actor and critics
     activation: str = "relu"  # hidden activation: relu, tanh or gelu
-    network: str = "mlp"  # actor/critic constructor: a name in nn.NETWORKS or "module:function"
+    network: str = "mlp"  # actor and critics' constructor (nn.NETWORKS name or "module:function")
+    actor_network: str | None = None  # the actor's constructor; wins over network (None: network's)
+    critic_network: str | None = None  # the critics' constructor; wins over network (None: network's)
     gamma: float = 0.99  # discount factor
     polyak: float = 0.995  # target ← polyak·target + (1 − polyak)·online
     actor_lr: float = 1e-3  # the actor's Adam learning rate

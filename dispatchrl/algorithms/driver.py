@@ -26,7 +26,7 @@ from ..devices import Device
 from ..errors import ConfigError, TrainingDiverged
 from ..kernels.core.api import nonfinite_flag
 from ..loggers import Logger, MetricsHook
-from ..nn import MLP, Parameter
+from ..nn import Parameter, is_network, parameter_groups
 from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
 from .progress import Progress
@@ -223,16 +223,16 @@ _WATCHED_FIELDS = (("q_target", "TD target (critic loss)"), ("update_stats", "PP
 
 def watched_quantities(state: Any) -> list[tuple[str, Array]]:
     """What the divergence check reads, most likely cause first (the first one found non-finite
-    is the one reported): the losses' targets, every network's weight groups (and trained
-    scalars), then the observation and reward. A non-finite loss reaches the weights through Adam
+    is the one reported): the losses' targets, every network's parameter groups (through
+    :func:`dispatchrl.nn.parameter_groups`, so a user network's own parameters too) and trained
+    scalars, then the observation and reward. A non-finite loss reaches the weights through Adam
     within a step, and non-finite weights give non-finite actions, then observations; an
     observation alone non-finite means the env itself blew up."""
     quantities = [(label, getattr(state, name)) for name, label in _WATCHED_FIELDS if hasattr(state, name)]
     for name in (f.name for f in dataclasses.fields(state)):
         value = getattr(state, name)
-        if isinstance(value, MLP):
-            groups = value.groups if value.groups is not None else value.parameters()
-            quantities += [(f"{name} weights", group.value) for group in groups]
+        if is_network(value):
+            quantities += [(f"{name} weights", group.value) for group in parameter_groups(value)]
         elif isinstance(value, Parameter):
             quantities.append((f"{name}", value.value))
     env_now = getattr(state, "env_state", None)

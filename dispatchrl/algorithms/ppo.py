@@ -62,7 +62,6 @@ from ..nn import (
     backward,
     forward,
     make_buffers,
-    network_constructor,
     parameter,
     parameter_groups,
     raw_output,
@@ -70,10 +69,11 @@ from ..nn import (
 from ..staging import Every, when
 from . import driver
 from .config import (
+    NETWORK_RULES,
     activation_name,
     finite,
     hidden_sizes,
-    network_name,
+    network_constructors,
     non_negative_int,
     positive,
     positive_int,
@@ -120,7 +120,9 @@ class Config:
     epochs: int = 1  # passes over the rollout per iteration
     hidden: tuple[int, ...] = (32, 32)  # hidden layer widths of the actor and critic
     activation: str = "tanh"  # hidden activation: relu, tanh or gelu
-    network: str = "mlp"  # actor/critic constructor: a name in nn.NETWORKS or "module:function"
+    network: str = "mlp"  # actor and value network's constructor (nn.NETWORKS name or "module:function")
+    actor_network: str | None = None  # the actor's constructor; wins over network (None: network's)
+    critic_network: str | None = None  # the value network's (critic's) constructor; wins over network (None: network's)
     gamma: float = 0.9  # discount factor
     lam: float = 0.95  # GAE λ
     clip: float = 0.2  # PPO ratio clip ε
@@ -149,7 +151,7 @@ class Config:
                 "epochs": (positive_int, "a positive int"),
                 "hidden": (hidden_sizes, "a tuple of positive ints"),
                 "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
-                "network": (network_name, "a name in dispatchrl.nn.NETWORKS or 'module:function'"),
+                **NETWORK_RULES,
                 "gamma": (unit_interval, "in [0, 1]"),
                 "lam": (unit_interval, "in [0, 1]"),
                 "clip": (positive, "a positive number"),
@@ -275,9 +277,9 @@ class State:
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
     envs, rows = config.num_envs, config.batch_size
-    make = network_constructor(config.network)
-    actor = make(device, (obs_dim, *config.hidden, action_dim), config.activation, "identity", seed=seed * 8)
-    critic = make(device, (obs_dim, *config.hidden, 1), config.activation, "identity", seed=seed * 8 + 1)
+    make_actor, make_critic = network_constructors(config)
+    actor = make_actor(device, (obs_dim, *config.hidden, action_dim), config.activation, "identity", seed=seed * 8)
+    critic = make_critic(device, (obs_dim, *config.hidden, 1), config.activation, "identity", seed=seed * 8 + 1)
     log_std = parameter(device, action_dim)
     fill(device, log_std.value, float(np.log(config.initial_std)))
     return State(

@@ -45,14 +45,13 @@ from ..nn import (
     backward,
     forward,
     make_buffers,
-    network_constructor,
     parameter,
     polyak_average,
     raw_output,
 )
 from ..staging import Below, Every, when
 from . import driver, offpolicy
-from .config import OffPolicyConfig, Rule, positive
+from .config import OffPolicyConfig, Rule, network_constructors, positive
 from .protocol import Schedule
 from .runs import TrainResult
 
@@ -157,12 +156,13 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
     actor_sizes = (obs_dim, *config.hidden, 2 * action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
 
-    make = network_constructor(config.network)
+    make_actor, make_critic = network_constructors(config)
 
-    def net(sizes: tuple[int, ...], k: int) -> MLP:
+    def net(make: Callable[..., Any], sizes: tuple[int, ...], k: int) -> Any:
         return make(device, sizes, config.activation, "identity", seed=seed * 8 + k)
 
-    actor, critic1, critic2 = net(actor_sizes, 0), net(critic_sizes, 1), net(critic_sizes, 2)
+    actor = net(make_actor, actor_sizes, 0)
+    critic1, critic2 = net(make_critic, critic_sizes, 1), net(make_critic, critic_sizes, 2)
     log_alpha = parameter(device, (1,))
     fill(device, log_alpha.value, float(np.log(config.initial_alpha)))
     critic_width = obs_dim + action_dim
@@ -170,8 +170,8 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         actor=actor,
         critic1=critic1,
         critic2=critic2,
-        critic1_target=net(critic_sizes, 1),
-        critic2_target=net(critic_sizes, 2),
+        critic1_target=net(make_critic, critic_sizes, 1),
+        critic2_target=net(make_critic, critic_sizes, 2),
         log_alpha=log_alpha,
         actor_act=make_buffers(device, actor, envs),
         actor_train=make_buffers(device, actor, rows),

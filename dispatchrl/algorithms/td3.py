@@ -29,10 +29,10 @@ from ..kernels.offpolicy.api import (
 )
 from ..kernels.random.api import random_uniform, rng
 from ..loggers import Logger
-from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, network_constructor, polyak_average
+from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, polyak_average
 from ..staging import Below, Every, when
 from . import driver, offpolicy
-from .config import OffPolicyConfig, Rule, non_negative
+from .config import OffPolicyConfig, Rule, network_constructors, non_negative
 from .protocol import Schedule
 from .runs import TrainResult
 
@@ -88,8 +88,8 @@ def config_for(env: object) -> Config:
 
 @dataclass
 class State:
-    # networks are made by config.network (nn.MLP by default) and used through dispatchrl.nn's
-    # network functions, with buffers from nn.make_buffers
+    # networks are made by config's actor and critic constructors (nn.MLP by default) and used
+    # through dispatchrl.nn's network functions, with buffers from nn.make_buffers
     actor: Any
     critic1: Any
     critic2: Any
@@ -127,20 +127,22 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
     actor_sizes = (obs_dim, *config.hidden, action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
 
-    make = network_constructor(config.network)
+    make_actor, make_critic = network_constructors(config)
 
-    def net(sizes: tuple[int, ...], output: str, k: int, trainable: bool = True) -> Any:
-        return make(device, sizes, config.activation, output, seed=seed * 8 + k, trainable=trainable)
+    def actor_net(trainable: bool = True) -> Any:
+        return make_actor(device, actor_sizes, config.activation, "tanh", seed=seed * 8, trainable=trainable)
 
-    actor = net(actor_sizes, "tanh", 0)
-    critic1, critic2 = net(critic_sizes, "identity", 1), net(critic_sizes, "identity", 2)
+    def critic_net(k: int, trainable: bool = True) -> Any:
+        return make_critic(device, critic_sizes, config.activation, "identity", seed=seed * 8 + k, trainable=trainable)
+
+    actor, critic1, critic2 = actor_net(), critic_net(1), critic_net(2)
     return State(
         actor=actor,
         critic1=critic1,
         critic2=critic2,
-        actor_target=net(actor_sizes, "tanh", 0, False),
-        critic1_target=net(critic_sizes, "identity", 1, False),
-        critic2_target=net(critic_sizes, "identity", 2, False),
+        actor_target=actor_net(trainable=False),
+        critic1_target=critic_net(1, trainable=False),
+        critic2_target=critic_net(2, trainable=False),
         actor_act=make_buffers(device, actor, envs),
         actor_batch=make_buffers(device, actor, rows),
         critic1_batch=make_buffers(device, critic1, rows, input_gradient=True),

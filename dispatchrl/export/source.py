@@ -40,6 +40,15 @@ def _vector(policy, field, value, size):
 def check_policy(policy):
     """Validate a Policy for export; returns (weights, biases, low, high, mean, std) as float32
     host arrays. ShapeError/ConfigError name the offending field."""
+    if not hasattr(policy, "weights"):  # a user network's policy (nn.NetworkPolicy, or SAC/PPO's nn.HeadPolicy on one)
+        network = getattr(getattr(policy, "raw", policy), "net", None)
+        kind = type(network if network is not None else policy).__name__
+        raise ConfigError(
+            f"export: the policy runs a network of type {kind}, and the C policy exporter writes MLP "
+            f"policies (dispatchrl.nn.Policy) only: add a dispatchrl.nn.deployable method for {kind} "
+            f"returning an nn.Policy (where {kind} computes what an MLP does); no other network has a "
+            f"C policy export"
+        )
     weights, biases = list(policy.weights), list(policy.biases)
     if not weights or len(weights) != len(biases):
         raise ShapeError(

@@ -1,7 +1,8 @@
 """The network interface the algorithms use, as functions dispatched on the network type.
 
-TD3, SAC and PPO never call MLP code directly: they make networks with the constructor their
-config names (``Config.network``) and train them through :func:`forward`, :func:`backward`,
+TD3, SAC and PPO never call MLP code directly: they make networks with the constructors their
+config names (``Config.actor_network`` and ``Config.critic_network``, each defaulting to
+``Config.network``) and train them through :func:`forward`, :func:`backward`,
 :func:`make_buffers`, :func:`parameter_groups`, :func:`adam_update`, :func:`polyak_average` and
 :func:`deployable`. :class:`~dispatchrl.nn.MLP` is one method of each; a user's network type adds
 its own with ``@nn.forward.dispatch`` etc. (the methods only call generic functions, so a step
@@ -35,8 +36,10 @@ __all__ = [
     "NetworkPolicy",
     "adam_update",
     "backward",
+    "check_device_methods",
     "deployable",
     "forward",
+    "is_network",
     "make_buffers",
     "mlp_train_step",
     "network_constructor",
@@ -140,6 +143,21 @@ def _(device, net: MLP, batch, input_gradient) -> MLPBuffers:
 def _(net: MLP) -> list:
     assert net.groups is not None  # set by mlp() when the network is built
     return net.groups
+
+
+def _annotated_type(annotation: Any) -> type:
+    """The class a method's annotation names (``object`` for Any, unions and other forms)."""
+    return annotation if isinstance(annotation, type) and annotation is not Any else object
+
+
+def is_network(value: Any) -> bool:
+    """Whether ``value`` is a network: :func:`parameter_groups` has a method for its type (one
+    annotated with a class, so untyped fallbacks do not count)."""
+    return any(
+        _annotated_type(method.signature.types[0]) is not object
+        and isinstance(value, _annotated_type(method.signature.types[0]))
+        for method in parameter_groups.function.methods
+    )
 
 
 # any network whose parameter_groups are Parameters: one Adam / Polyak kernel per group
@@ -260,17 +278,54 @@ class HeadPolicy:
         return y.astype(np.float32)
 
 
+# ---------------------------------------------------------------- a network's methods per device
+
+
+def check_device_methods(device: Any, net: Any, role: str = "network") -> None:
+    """Refuse (ConfigError, before any kernel runs) a network that ``device`` would run with a
+    base type's methods: when :func:`forward`, :func:`backward` or :func:`make_buffers` has a
+    method for a more specific network type on another device (e.g. a user network's methods
+    for ``drl.Generic``, which the C and CUDA devices do not inherit), plum would silently pick
+    the base network's method (an MLP's) for ``device``. ``role`` names the network in the error."""
+    mro = type(net).__mro__
+    for function in (forward, backward, make_buffers):
+        applicable = []  # (position of the method's network type in net's MRO, it runs on device)
+        for method in function.function.methods:
+            device_type, net_type = (_annotated_type(t) for t in method.signature.types[:2])
+            if isinstance(net, net_type):
+                position = mro.index(net_type) if net_type in mro else len(mro)  # len: a virtual base
+                applicable.append((position, isinstance(device, device_type), device_type))
+        if not applicable:
+            continue  # the call itself raises the "no method" ConfigError
+        best = min(position for position, _, _ in applicable)
+        on_device = [position for position, ok, _ in applicable if ok]
+        if on_device and min(on_device) == best:
+            continue
+        devices = " and ".join(sorted({d.__name__ for position, _, d in applicable if position == best}))
+        name, kind, device_name = function.__name__, type(net).__name__, type(device).__name__
+        instead = (
+            f" ({device_name} would run {mro[min(on_device)].__name__}'s method on it instead)" if on_device else ""
+        )
+        raise ConfigError(
+            f"{role}: network type {kind} has its own dispatchrl.nn.{name} method for {devices} but none "
+            f"for {device_name}{instead}: add @dispatchrl.nn.{name}.dispatch def {name}(device: "
+            f"{device_name}, net: {kind}, ...), calling only functions that have {device_name} methods"
+        )
+
+
 # ---------------------------------------------------------------- constructors by name
 
 #: network constructors by name: ``make(device, sizes, activation, output_activation, seed=...,
-#: trainable=...)`` → a network (``Config.network`` names one, or gives "module:function")
+#: trainable=...)`` → a network (``Config.network``, ``actor_network`` and ``critic_network`` name
+#: one, or give "module:function")
 NETWORKS: dict[str, Callable[..., Any]] = {"mlp": mlp}
 
 
-def network_constructor(name: str) -> Callable[..., Any]:
-    """The constructor ``Config.network`` names: a key of :data:`NETWORKS` or "module:function"."""
+def network_constructor(name: str, field: str = "network") -> Callable[..., Any]:
+    """The constructor a Config's network field names: a key of :data:`NETWORKS` or
+    "module:function"; ``field`` names that field in the ConfigError when it names none."""
     if not isinstance(name, str):
-        raise ConfigError(f"network: expected a name of dispatchrl.nn.NETWORKS or 'module:function', got {name!r}")
+        raise ConfigError(f"{field}: expected a name of dispatchrl.nn.NETWORKS or 'module:function', got {name!r}")
     if name in NETWORKS:
         return NETWORKS[name]
     module_name, sep, attribute = name.partition(":")
@@ -282,7 +337,7 @@ def network_constructor(name: str) -> Callable[..., Any]:
             for part in attribute.split("."):
                 target = getattr(target, part)
         except (ImportError, AttributeError) as e:
-            raise ConfigError(f"network {name!r}: cannot import it ({e})") from None
+            raise ConfigError(f"{field} {name!r}: cannot import it ({e})") from None
         if callable(target):
             return target
-    raise ConfigError(f"network: {name!r} is neither one of {sorted(NETWORKS)} nor an importable 'module:function'")
+    raise ConfigError(f"{field}: {name!r} is neither one of {sorted(NETWORKS)} nor an importable 'module:function'")

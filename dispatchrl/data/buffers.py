@@ -23,7 +23,7 @@ from ..kernels.random.api import rng
 from ..kernels.replay.api import EMPTY, tree_leaves
 from ..kernels.replay.cpu import (
     AT_HEADER,
-    checked_priority_update_kernel,
+    checked_priority_update_at,
     prioritized_rows_at,
     priority_mark_new_kernel,
     priority_sample_kernel,
@@ -637,7 +637,9 @@ class PreparedSample:
         header = [sampler.rng, counters, self.index, self.batch_size]
         if isinstance(sampler, PrioritizedSampler):
             trees = (sampler.sum_tree, sampler.min_tree)
-            header += [*trees, len(sampler.sum_tree), sampler._beta_array, self.weight]
+            self._mass = np.zeros(self.batch_size)  # the descents' scratch
+            header += [*trees, len(sampler.sum_tree), sampler._beta_array, self.weight, self._mass]
+            header += [sampler._max_priority]
         header += [0] * (AT_HEADER - len(header))
         entries, leaves, self._arrays = {}, [], [a for a in header if isinstance(a, np.ndarray)]
         for key in storage.data.keys(include_nested=True, leaves_only=True):
@@ -666,14 +668,7 @@ class PreparedSample:
         )
         if isinstance(sampler, PrioritizedSampler):
             self._update = _entry_point(
-                checked_priority_update_kernel,
-                sampler.sum_tree,
-                sampler.min_tree,
-                sampler._max_priority,
-                self.index,
-                np.zeros(self.batch_size),
-                sampler.alpha,
-                sampler.eps,
+                checked_priority_update_at, self._at, np.zeros(self.batch_size), sampler.alpha, sampler.eps
             )
         self.out = TensorDict(entries, [self.batch_size]).unflatten_keys("/")
 
@@ -691,13 +686,5 @@ class PreparedSample:
         priority = np.ascontiguousarray(priority, np.float64)
         if priority.shape != self.index.shape:
             raise ShapeError(f"update_priority: priority has shape {priority.shape}, expected {self.index.shape}")
-        if not self._update(
-            sampler.sum_tree,
-            sampler.min_tree,
-            sampler._max_priority,
-            self.index,
-            priority,
-            sampler.alpha,
-            sampler.eps,
-        ):
+        if not self._update(self._at, priority, sampler.alpha, sampler.eps):
             raise ConfigError("update_priority: priorities must be finite and >= 0")

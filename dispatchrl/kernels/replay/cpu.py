@@ -17,10 +17,13 @@ __all__ = [
     "AT_HEADER",
     "LEAF_FIELDS",
     "address_pointer",
+    "checked_priority_update_at",
     "checked_priority_update_kernel",
     "n_step_row",
+    "prefetch_item",
     "prefetch_row",
     "prioritized_rows_at",
+    "priority_sample_lockstep",
     "set_leaf",
     "tree_descend",
     "uniform_rows_at",
@@ -305,12 +308,72 @@ def address_pointer(typingctx, address):
     return types.voidptr(types.int64), codegen
 
 
-#: Layout of the ``at`` arrays of :func:`uniform_rows_at` / :func:`prioritized_rows_at`: a header
+#: Layout of the ``at`` arrays of :func:`uniform_rows_at` / :func:`prioritized_rows_at` /
+#: :func:`checked_priority_update_at`: a header
 #: of addresses and sizes, then LEAF_FIELDS entries per leaf (rows' address in the storage,
 #: address of the output, stored rows, bytes per row, 8-byte words per row when the row is whole
 #: 8-aligned words in both, else 0).
-AT_HEADER = 9
+AT_HEADER = 11
 LEAF_FIELDS = 5
+
+
+@intrinsic
+def prefetch_item(typingctx, array, i):
+    """Hint the CPU to load ``array[i]`` (1-D) into cache, as :func:`prefetch_row`."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        pointer = cgutils.get_item_pointer(
+            context, builder, array_type, context.make_array(array_type)(context, builder, args[0]), [args[1]]
+        )
+        byte_pointer = ir.IntType(8).as_pointer()
+        fn = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [byte_pointer, ir.IntType(32), ir.IntType(32), ir.IntType(32)]),
+            "llvm.prefetch.p0i8",
+        )
+        read, keep, data = (
+            ir.Constant(ir.IntType(32), 0),
+            ir.Constant(ir.IntType(32), 3),
+            ir.Constant(ir.IntType(32), 1),
+        )
+        builder.call(fn, [builder.bitcast(pointer, byte_pointer), read, keep, data])
+        return context.get_dummy_value()
+
+    return types.void(array, types.intp), codegen
+
+
+@njit(**JIT_EXACT)
+def priority_sample_lockstep(rng, sum_tree, min_tree, size, beta, index, weight, mass):
+    """:func:`priority_sample_kernel`'s draws, bit for bit, with the B descents taken level by
+    level together (``index`` holds the nodes, ``mass`` the B remaining masses): each level's B
+    loads are independent, so their cache misses overlap instead of following one another."""
+    leaves = sum_tree.shape[0] // 2
+    key, base = rng[0], rng[1]
+    total = sum_tree[1]
+    p_min = min_tree[1]
+    last = size[0] - 1
+    count = index.shape[0]
+    for k in range(count):
+        mass[k] = uniform01(key, base + np.uint64(k)) * total
+        index[k] = 1
+    node_level = 1
+    while node_level < leaves:  # the tree is perfect: every descent has the same depth
+        for k in range(count):  # branch-free (selects): a mispredicted branch would also discard the loads after it
+            node = index[k]
+            left = sum_tree[2 * node]
+            here = mass[k]
+            right = here >= left
+            mass[k] = here - left if right else here
+            index[k] = 2 * node + np.int64(right)
+        node_level *= 2
+    for k in range(count):
+        row = index[k] - leaves
+        if row > last:
+            row = last
+        index[k] = row
+        weight[k] = (sum_tree[leaves + row] / p_min) ** -beta[0]
+    rng[1] = base + np.uint64(count)
 
 
 @njit(**JIT_EXACT)
@@ -363,8 +426,10 @@ def uniform_rows_at(at):
 
 @njit(**JIT_EXACT)
 def prioritized_rows_at(at):
-    """:func:`prioritized_rows_kernel` by address (header: rng, counters, index, batch size, sum
-    tree, min tree, tree length, beta, weight; then the leaves)."""
+    """:func:`priority_sample` (as :func:`priority_sample_lockstep`) then the rows gathered, by
+    address (header: rng, counters, index, batch size, sum tree, min tree, tree length, beta,
+    weight, a float64 scratch of batch size, max priority; then the leaves). False (nothing drawn)
+    when the buffer is empty."""
     rng = carray(address_pointer(at[0]), 2, np.uint64)
     counters = carray(address_pointer(at[1]), 2, np.int64)
     index = carray(address_pointer(at[2]), at[3], np.int64)
@@ -374,7 +439,8 @@ def prioritized_rows_at(at):
     min_tree = carray(address_pointer(at[5]), at[6], np.float64)
     beta = carray(address_pointer(at[7]), 1, np.float64)
     weight = carray(address_pointer(at[8]), at[3], np.float32)
-    priority_sample_kernel(rng, sum_tree, min_tree, counters, beta, index, weight)
+    mass = carray(address_pointer(at[9]), at[3], np.float64)
+    priority_sample_lockstep(rng, sum_tree, min_tree, counters, beta, index, weight, mass)
     _leaves_at(at, index)
     return True
 
@@ -389,3 +455,22 @@ def checked_priority_update_kernel(sum_tree, min_tree, max_priority, index, prio
             return False
     priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps)
     return True
+
+
+@njit(**JIT_EXACT)
+def checked_priority_update_at(at, priority, alpha, eps):
+    """:func:`checked_priority_update_kernel` for the rows ``at`` last drew (its header, see
+    :func:`prioritized_rows_at`), with the leaves' nodes and their lowest ancestors, the levels
+    that miss cache, prefetched in both trees first."""
+    index = carray(address_pointer(at[2]), at[3], np.int64)
+    sum_tree = carray(address_pointer(at[4]), at[6], np.float64)
+    min_tree = carray(address_pointer(at[5]), at[6], np.float64)
+    max_priority = carray(address_pointer(at[10]), 1, np.float64)
+    leaves = sum_tree.shape[0] // 2
+    for k in range(index.shape[0]):
+        node = leaves + index[k]
+        for _ in range(8):
+            prefetch_item(sum_tree, node)
+            prefetch_item(min_tree, node)
+            node //= 2
+    return checked_priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps)

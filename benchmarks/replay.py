@@ -4,21 +4,32 @@ and inside a fused step; memmap extend throughput. Peers in the same run when in
 (TensorDictReplayBuffer / TensorDictPrioritizedReplayBuffer) and Tianshou (ReplayBuffer /
 PrioritizedReplayBuffer).
 
-    python benchmarks/replay.py [--size 100000] [--batch 128] [--calls 2000]
+    python benchmarks/replay.py [--size 100000] [--batch 128] [--rounds 30] [--calls 500]
+                                [--peer-python /path/to/python]
 
 One JSON line per measurement (µs per call, or rows/s), then a summary with the ratios and the
 issue's targets (uniform sample from Python <= 5 µs; prioritized sample + update <= 0.05x TorchRL).
 From Python both ``rb.sample()`` and the prepared ``rb.prepare()()`` (checks once, one compiled
-call) are measured; a plain-numpy draw + take of the same rows runs first as a yardstick of the
+call) are measured, with a plain-numpy draw + take of the same rows as a yardstick of the
 machine's speed in this run, since the machines it runs on are often shared.
+
+The Python measurements run in alternating rounds (each a batch of calls of every kind in turn,
+the peers' included), so every kind sees the same load; each line gives the median over rounds
+of the wall (time.perf_counter) and process CPU (time.process_time) µs per call, the least
+disturbed round's wall figure, and the load average. The peers (benchmarks/replay_peers.py) run
+in this process when importable here, or with ``--peer-python`` in a worker process of another
+environment (e.g. a venv holding torch, torchrl and tianshou) whose rounds alternate with ours.
 """
 
 import argparse
 import json
+import os
+import subprocess
 import tempfile
 import time
 
 import numpy as np
+from replay_peers import peer_setup, rfc_rows, time_round
 
 import dispatchrl as drl
 from dispatchrl.data import (
@@ -50,87 +61,6 @@ def per_call_us(fn, calls, repeats=5):
             fn()
         best = min(best, (time.perf_counter() - start) / calls)
     return round(best * 1e6, 2)
-
-
-def rfc_rows(n, seed=0):
-    g = np.random.default_rng(seed)
-    return {
-        "obs": g.normal(size=(n, 3, 4)).astype(np.float32),
-        "action": g.normal(size=(n, 3, 4)).astype(np.float32),
-        "done": np.zeros(n, bool),
-    }
-
-
-def numpy_floor(size, batch, calls):
-    """The same draw and gather in plain numpy (Generator.integers, one fancy index per leaf): not
-    a replay buffer, a same-run yardstick of the machine's speed (it is shared)."""
-    rows, g = rfc_rows(size), np.random.default_rng(0)
-    leaves = tuple(rows.values())
-
-    def draw_and_take():
-        index = g.integers(0, size, batch)
-        return [leaf[index] for leaf in leaves]
-
-    us = per_call_us(draw_and_take, calls)
-    emit(
-        benchmark="replay",
-        library="numpy",
-        where="python",
-        kind="uniform draw + take",
-        size=size,
-        batch=batch,
-        us_per_call=us,
-    )
-    return us
-
-
-def dispatchrl_python(size, batch, calls):
-    """``rb.sample()`` (checks every call, a fresh TensorDict) and ``rb.prepare()()`` (checked
-    once, one compiled draw+gather into preallocated rows)."""
-    data = TensorDict(rfc_rows(size), [size])
-    uniform = ReplayBuffer(DeviceStorage(size), batch_size=batch)
-    uniform.extend(data)
-    results = {}
-    prepared = uniform.prepare()
-    for kind, fn in (("uniform sample", uniform.sample), ("uniform prepared sample", prepared)):
-        results[kind] = per_call_us(fn, calls)
-        emit(
-            benchmark="replay",
-            library="dispatchrl",
-            where="python",
-            kind=kind,
-            size=size,
-            batch=batch,
-            us_per_call=results[kind],
-        )
-    prioritized = ReplayBuffer(DeviceStorage(size), PrioritizedSampler(size, alpha=0.6, beta=0.4), batch_size=batch)
-    prioritized.extend(data)
-    priorities = np.random.default_rng(1).uniform(0.1, 2.0, batch)
-    prepared_prioritized = prioritized.prepare()
-
-    def sample_update():
-        s = prioritized.sample()
-        prioritized.update_priority(s["index"], priorities)
-
-    def prepared_sample_update():
-        prepared_prioritized()
-        prepared_prioritized.update_priority(priorities)
-
-    for kind, fn in (
-        ("prioritized sample+update", sample_update),
-        ("prioritized prepared sample+update", prepared_sample_update),
-    ):
-        results[kind] = per_call_us(fn, calls)
-        emit(
-            benchmark="replay",
-            library="dispatchrl",
-            where="python",
-            kind=kind,
-            size=size,
-            batch=batch,
-            us_per_call=results[kind],
-        )
-    return results
 
 
 def dispatchrl_fused(size, batch, steps):
@@ -206,128 +136,186 @@ def memmap_extend(size, chunk):
     return rate
 
 
-def torchrl_peer(size, batch, calls):
-    try:
-        import torch
-        from tensordict import TensorDict as TorchTensorDict
-        from torchrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
-    except ImportError as exc:
-        emit(benchmark="replay", library="torchrl", skipped=f"not installed ({exc.name})")
-        return None, None
-    rows = {k: torch.from_numpy(v) for k, v in rfc_rows(size).items()}
-    data = TorchTensorDict(rows, [size])
-    uniform = TensorDictReplayBuffer(storage=LazyTensorStorage(size), batch_size=batch)
+def python_kinds(size, batch) -> dict:
+    """{(library, kind): fn} timed from Python in this process: the numpy yardstick,
+    ``rb.sample()`` (checks every call, a fresh TensorDict) and ``rb.prepare()()`` (checked once,
+    one compiled draw+gather into preallocated rows), uniform and prioritized with its update."""
+    rows, g = rfc_rows(size), np.random.default_rng(0)
+    leaves = tuple(rows.values())
+
+    def draw_and_take():  # not a replay buffer: Generator.integers and one fancy index per leaf
+        index = g.integers(0, size, batch)
+        return [leaf[index] for leaf in leaves]
+
+    data = TensorDict(rows, [size])
+    uniform = ReplayBuffer(DeviceStorage(size), batch_size=batch)
     uniform.extend(data)
-    us_uniform = per_call_us(uniform.sample, calls)
-    emit(
-        benchmark="replay",
-        library="torchrl",
-        where="python",
-        kind="uniform sample",
-        size=size,
-        batch=batch,
-        us_per_call=us_uniform,
-    )
-    prioritized = TensorDictPrioritizedReplayBuffer(
-        alpha=0.6, beta=0.4, storage=LazyTensorStorage(size), batch_size=batch, priority_key="td_error"
-    )
+    prioritized = ReplayBuffer(DeviceStorage(size), PrioritizedSampler(size, alpha=0.6, beta=0.4), batch_size=batch)
     prioritized.extend(data)
-    priorities = torch.rand(batch) + 0.1
+    priorities = np.random.default_rng(1).uniform(0.1, 2.0, batch)
+    prepared, prepared_prioritized = uniform.prepare(), prioritized.prepare()
 
     def sample_update():
         s = prioritized.sample()
         prioritized.update_priority(s["index"], priorities)
 
-    us_prioritized = per_call_us(sample_update, calls)
-    emit(
-        benchmark="replay",
-        library="torchrl",
-        where="python",
-        kind="prioritized sample+update",
-        size=size,
-        batch=batch,
-        us_per_call=us_prioritized,
-    )
-    return us_uniform, us_prioritized
+    def prepared_sample_update():
+        prepared_prioritized()
+        prepared_prioritized.update_priority(priorities)
+
+    return {
+        ("numpy", "uniform draw + take"): draw_and_take,
+        ("dispatchrl", "uniform sample"): uniform.sample,
+        ("dispatchrl", "uniform prepared sample"): prepared,
+        ("dispatchrl", "prioritized sample+update"): sample_update,
+        ("dispatchrl", "prioritized prepared sample+update"): prepared_sample_update,
+    }
 
 
-def tianshou_peer(size, batch, calls):
-    try:
-        from tianshou.data import Batch, PrioritizedReplayBuffer
-        from tianshou.data import ReplayBuffer as TianshouReplayBuffer
-    except ImportError as exc:
-        emit(benchmark="replay", library="tianshou", skipped=f"not installed ({exc.name})")
-        return None, None
-    rows = rfc_rows(size)
-    results = []
-    for kind, buf in (
-        ("uniform sample", TianshouReplayBuffer(size)),
-        ("prioritized sample+update", PrioritizedReplayBuffer(size, alpha=0.6, beta=0.4)),
-    ):
-        for i in range(size):
-            buf.add(
-                Batch(
-                    obs=rows["obs"][i],
-                    act=rows["action"][i],
-                    rew=0.0,
-                    terminated=False,
-                    truncated=False,
-                    obs_next=rows["obs"][i],
-                    info={},
-                )
-            )
-        priorities = np.random.default_rng(1).uniform(0.1, 2.0, batch)
+class PeerWorker:
+    """benchmarks/replay_peers.py --serve under another Python (see its protocol)."""
 
-        def call(buf=buf, kind=kind):
-            _, index = buf.sample(batch)
-            if kind != "uniform sample":
-                buf.update_weight(index, priorities)
+    def __init__(self, python, size, batch):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replay_peers.py")
+        self.process = subprocess.Popen(
+            [python, script, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        hello = self._ask({"size": size, "batch": batch})
+        self.kinds = [tuple(k) for k in hello["kinds"]]
+        self.skipped, self.versions = hello["skipped"], hello["versions"]
 
-        us = per_call_us(call, calls)
-        results.append(us)
-        emit(benchmark="replay", library="tianshou", where="python", kind=kind, size=size, batch=batch, us_per_call=us)
-    return tuple(results)
+    def _ask(self, message) -> dict:
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the peer worker exited (code {self.process.wait()})")
+        return json.loads(line)
+
+    def round(self, library, kind, calls) -> tuple[float, float]:
+        answer = self._ask({"library": library, "kind": kind, "calls": calls})
+        return answer["wall_us"], answer["cpu_us"]
+
+    def close(self) -> None:
+        self.process.stdin.write("\n")
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def alternating_rounds(ours, peers, worker, rounds, calls, peer_calls) -> dict:
+    """{(library, kind): record}: ``rounds`` rounds, each one batch of calls of every kind in turn
+    (``peer_calls`` for the peers, which are ~100x slower), medians over the rounds."""
+    runners = {key: (lambda fn=fn, n=calls: time_round(fn, n)) for key, fn in ours.items()}
+    runners.update({key: (lambda fn=fn: time_round(fn, peer_calls)) for key, fn in peers.items()})
+    if worker is not None:
+        runners.update({key: (lambda key=key: worker.round(*key, peer_calls)) for key in worker.kinds})
+    for run in runners.values():  # warm up (and compile) outside the rounds
+        run()
+    walls = {key: [] for key in runners}
+    cpus = {key: [] for key in runners}
+    load_before = os.getloadavg()
+    for _ in range(rounds):
+        for key, run in runners.items():
+            wall, cpu = run()
+            walls[key].append(wall)
+            cpus[key].append(cpu)
+    load = [round(x, 2) for x in (*load_before, *os.getloadavg())]
+    return {
+        key: {
+            "us_per_call": round(float(np.median(walls[key])), 2),
+            "cpu_us_per_call": round(float(np.median(cpus[key])), 2),
+            "min_round_us_per_call": round(min(walls[key]), 2),
+            "rounds": rounds,
+            "calls_per_round": calls if key in ours else peer_calls,
+            "load_average_before_after": load,
+        }
+        for key in runners
+    }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--calls", type=int, default=500, help="calls per round of each of ours")
+    parser.add_argument("--peer-calls", type=int, default=20, help="calls per round of each peer")
+    parser.add_argument("--peer-python", help="time the peers in a worker under this Python (another venv)")
     parser.add_argument("--fused-steps", type=int, default=2000)
     parser.add_argument("--memmap-chunk", type=int, default=1000)
     args = parser.parse_args()
-    floor = numpy_floor(args.size, args.batch, args.calls)
-    ours = dispatchrl_python(args.size, args.batch, args.calls)
+    ours = python_kinds(args.size, args.batch)
+    worker, peers = None, {}
+    if args.peer_python:
+        worker = PeerWorker(args.peer_python, args.size, args.batch)
+        skipped, versions = worker.skipped, worker.versions
+    else:
+        peers, skipped, versions = peer_setup(args.size, args.batch)
+    for library, why in skipped.items():
+        emit(benchmark="replay", library=library, skipped=why)
+    try:
+        timed = alternating_rounds(ours, peers, worker, args.rounds, args.calls, args.peer_calls)
+    finally:
+        if worker is not None:
+            worker.close()
+    for (library, kind), record in timed.items():
+        emit(benchmark="replay", library=library, where="python", kind=kind, size=args.size, batch=args.batch, **record)
+    # the prepared uniform call alone, many rounds in a row: its rows stay in cache between calls,
+    # so this is the call and copy without the other kinds' evictions (the rounds above include them)
+    isolated = [time_round(ours[("dispatchrl", "uniform prepared sample")], args.calls)[0] for _ in range(args.rounds)]
+    emit(
+        benchmark="replay",
+        library="dispatchrl",
+        where="python",
+        kind="uniform prepared sample, alone",
+        size=args.size,
+        batch=args.batch,
+        us_per_call=round(float(np.median(isolated)), 2),
+        min_round_us_per_call=round(min(isolated), 2),
+        load_average=[round(x, 2) for x in os.getloadavg()],
+    )
     fused = dispatchrl_fused(args.size, args.batch, args.fused_steps)
     rate = memmap_extend(args.size, args.memmap_chunk)
-    torchrl = torchrl_peer(args.size, args.batch, args.calls // 10)
-    tianshou = tianshou_peer(args.size, args.batch, args.calls // 10)
-    uniform, prioritized = ours["uniform prepared sample"], ours["prioritized prepared sample+update"]
+
+    def us(library, kind):
+        record = timed.get((library, kind))
+        return None if record is None else record["us_per_call"]
+
+    floor = us("numpy", "uniform draw + take")
+    uniform, prioritized = (
+        us("dispatchrl", "uniform prepared sample"),
+        us("dispatchrl", "prioritized prepared sample+update"),
+    )
     summary = {
         "benchmark": "replay",
         "summary": True,
         "numpy_floor_us": floor,
-        "uniform_python_us": ours["uniform sample"],
+        "uniform_python_us": us("dispatchrl", "uniform sample"),
         "uniform_prepared_python_us": uniform,
+        "uniform_prepared_cpu_us": timed[("dispatchrl", "uniform prepared sample")]["cpu_us_per_call"],
+        "uniform_prepared_alone_us": round(float(np.median(isolated)), 2),
         "uniform_prepared_to_numpy_floor": round(uniform / floor, 3),
-        "prioritized_python_us": ours["prioritized sample+update"],
+        "prioritized_python_us": us("dispatchrl", "prioritized sample+update"),
         "prioritized_prepared_python_us": prioritized,
         "uniform_fused_us": fused[0],
         "prioritized_fused_us": fused[1],
         "memmap_extend_rows_per_second": rate,
         "target_uniform_python": "<= 5 us",
         "meets_uniform_target": uniform <= 5.0,
+        "load_average_before_after": timed[("dispatchrl", "uniform prepared sample")]["load_average_before_after"],
+        "peer_versions": {k: v for k, v in versions.items() if v != "not installed"},
     }
-    if torchrl[0] is not None:
-        summary.update(
-            torchrl_uniform_us=torchrl[0],
-            torchrl_prioritized_us=torchrl[1],
-            prioritized_ratio_to_torchrl=round(prioritized / torchrl[1], 4),
-            meets_prioritized_target=prioritized <= 0.05 * torchrl[1],
-        )
-    if tianshou[0] is not None:
-        summary.update(tianshou_uniform_us=tianshou[0], tianshou_prioritized_us=tianshou[1])
+    for library in ("torchrl", "tianshou"):
+        peer_uniform, peer_prioritized = us(library, "uniform sample"), us(library, "prioritized sample+update")
+        if peer_uniform is None:
+            continue
+        summary[f"{library}_uniform_us"] = peer_uniform
+        summary[f"{library}_prioritized_us"] = peer_prioritized
+        summary[f"uniform_prepared_to_{library}"] = round(uniform / peer_uniform, 4)
+        summary[f"prioritized_prepared_to_{library}"] = round(prioritized / peer_prioritized, 4)
+    if us("torchrl", "prioritized sample+update") is not None:
+        summary["target_prioritized"] = "<= 0.05x TorchRL"
+        summary["meets_prioritized_target"] = prioritized <= 0.05 * us("torchrl", "prioritized sample+update")
     emit(**summary)
 
 

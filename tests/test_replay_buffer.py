@@ -248,6 +248,7 @@ def test_prepared_sample_draws_what_sample_draws(kind, tmp_path):
         storage = MemmapStorage(64, tmp_path / name) if kind == "memmap" else DeviceStorage(64)
         nested = rows(40)
         nested.set(("next", "obs"), nested["obs"] + 1)
+        nested.set("odd", np.arange(40 * 3, dtype=np.float32).reshape(40, 3))  # 12-byte rows: no whole words
         rb = ReplayBuffer(storage, sampler, batch_size=16)
         rb.extend(nested)
         return rb
@@ -260,7 +261,10 @@ def test_prepared_sample_draws_what_sample_draws(kind, tmp_path):
             for rb in (plain, fast):
                 extra = rows(30, 100)
                 extra.set(("next", "obs"), extra["obs"] + 1)
+                extra.set("odd", -np.arange(30 * 3, dtype=np.float32).reshape(30, 3))
                 rb.extend(extra)
+                if kind == "prioritized":  # a β set after prepare() is seen
+                    rb.sampler.beta = 0.9
         a, b = plain.sample(), prepared()
         assert b is prepared.out and b.batch_size == (16,)
         assert set(a.keys(include_nested=True, leaves_only=True)) == set(b.keys(include_nested=True, leaves_only=True))
@@ -308,3 +312,8 @@ def test_prepared_sample_follows_a_loaded_state(tmp_path):
     first = prepared()["index"].copy()
     rb.load(tmp_path / "rb.npz")  # the stream goes back: the same rows again
     np.testing.assert_array_equal(prepared()["index"], first)
+    state = rb.state_dict()
+    state["storage/counters"] = np.zeros(2, np.int64)
+    rb.load_state_dict(state)  # an emptied buffer: refused, nothing drawn
+    with pytest.raises(EmptyBufferError, match="empty"):
+        prepared()

@@ -292,3 +292,35 @@ def test_n_step_gather_matches_float64_reference(device, steps):
     np.testing.assert_array_equal(drl.to_numpy(g_index), got_index)
     np.testing.assert_array_equal(drl.to_numpy(g_batch.reward), drl.to_numpy(batch.reward))
     np.testing.assert_array_equal(drl.to_numpy(g_discount), drl.to_numpy(discount))
+
+
+@pytest.mark.parametrize("capacity", [1, 5, 64, 1000])
+def test_lockstep_priority_draws_match_the_kernel(capacity):
+    """The prepared sampler's level-by-level descents draw the rows and weights of
+    priority_sample_kernel bit for bit (random priorities, a partly filled buffer)."""
+    from dispatchrl.kernels.replay.cpu import (
+        priority_mark_new_kernel,
+        priority_sample_kernel,
+        priority_sample_lockstep,
+        priority_update_kernel,
+    )
+
+    g = np.random.default_rng(capacity)
+    leaves = tree_leaves(capacity)
+    sum_tree, min_tree = np.zeros(2 * leaves), np.full(2 * leaves, EMPTY)
+    max_priority = np.ones(1)
+    stored = max(1, capacity * 3 // 4)
+    priority_mark_new_kernel(sum_tree, min_tree, max_priority, np.zeros(1, np.int64), stored, capacity, 0.6, 1e-8)
+    rows = g.integers(0, stored, 50)
+    priority_update_kernel(sum_tree, min_tree, max_priority, rows, g.exponential(1.0, 50), 0.6, 1e-8)
+    size, beta = np.array([stored, 0], np.int64), np.array([0.4])
+    for batch in (1, 7, 128):
+        rng_a, rng_b = np.array([11, 3], np.uint64), np.array([11, 3], np.uint64)
+        index_a, index_b = np.zeros(batch, np.int64), np.full(batch, -1, np.int64)
+        weight_a, weight_b = np.zeros(batch, np.float32), np.zeros(batch, np.float32)
+        priority_sample_kernel(rng_a, sum_tree, min_tree, size, beta, index_a, weight_a)
+        priority_sample_lockstep(rng_b, sum_tree, min_tree, size, beta, index_b, weight_b, np.zeros(batch))
+        np.testing.assert_array_equal(index_b, index_a)
+        np.testing.assert_array_equal(weight_b, weight_a)
+        np.testing.assert_array_equal(rng_b, rng_a)
+        assert index_a.max() < stored

@@ -22,14 +22,15 @@ from ..errors import ConfigError, EmptyBufferError, MissingKeyError, ShapeError
 from ..kernels.random.api import rng
 from ..kernels.replay.api import EMPTY, tree_leaves
 from ..kernels.replay.cpu import (
-    checked_priority_update_kernel,
-    gather_rows_kernel,
+    AT_HEADER,
+    checked_priority_update_at,
+    prioritized_rows_at,
     priority_mark_new_kernel,
     priority_sample_kernel,
     priority_update_kernel,
     set_leaf,
     uniform_index_kernel,
-    uniform_rows_kernel,
+    uniform_rows_at,
 )
 from .tensordict import META_FILE, TensorDict, _flat_key, _host, stack
 
@@ -294,6 +295,7 @@ class PrioritizedSampler:
         if not np.isfinite(eps) or eps < 0:
             raise ConfigError(f"PrioritizedSampler: 'eps' must be >= 0, got {eps!r}")
         self.alpha, self.eps = float(alpha), float(eps)
+        self._beta_array = np.zeros(1, np.float64)  # written in place: a PreparedSample holds it
         self.beta = beta
         self.leaves = tree_leaves(self.max_size)
         self.sum_tree = np.zeros(2 * self.leaves, np.float64)
@@ -315,7 +317,7 @@ class PrioritizedSampler:
         if not (isinstance(value, (int, float, np.floating)) and 0.0 <= value <= 1.0):
             raise ConfigError(f"PrioritizedSampler: 'beta' must be in [0, 1], got {value!r}")
         self._beta = float(value)
-        self._beta_array = np.array([self._beta])
+        self._beta_array[0] = self._beta
 
     def written(self, indices, capacity) -> None:
         indices = np.asarray(indices, np.int64)
@@ -586,6 +588,11 @@ class ReplayBuffer:
             self.load_state_dict({k: f[k] for k in f.files})
 
 
+def _address(array) -> int:
+    """Address of ``array``'s first element."""
+    return int(array.__array_interface__["data"][0])
+
+
 def _entry_point(dispatcher, *args):
     """The compiled entry of ``dispatcher`` for these arguments' types: calling it skips Numba's
     per-call type dispatch (the arguments' types are fixed once checked)."""
@@ -600,7 +607,14 @@ class PreparedSample:
     Made from a buffer with rows stored on the host (``DeviceStorage()`` or ``MemmapStorage``) and
     a uniform or prioritized sampler. Each call draws the same rows as ``rb.sample`` would (the
     same stream) and copies them, with one compiled call, into preallocated arrays; it returns
-    the same TensorDict every time, overwritten by the next call (copy it to keep it)."""
+    the same TensorDict every time, overwritten by the next call (copy it to keep it), as
+    TorchRL's prefetched batches are.
+
+    Per call, Python hands the compiled function one int64 array holding the addresses of every
+    array it reads and writes (unboxing one argument, not one per array: a third of the call on a
+    quiet machine). Those arrays are the buffer's own, which writes, checkpoint loads and β
+    changes update in place, and this object keeps them alive; nothing is looked up or checked in
+    Python per call."""
 
     def __init__(self, buffer, batch_size):
         storage, sampler = buffer.storage, buffer.sampler
@@ -616,68 +630,51 @@ class PreparedSample:
                 f"ReplayBuffer.prepare: needs a UniformSampler or PrioritizedSampler, got {type(sampler).__name__}"
             )
         self.buffer, self.batch_size = buffer, int(batch_size)
-        self._counters = storage._counters  # [length, cursor], updated in place by every write
         self._sampler = sampler
-        entries, sources, outputs = {}, [], []
+        self.index = np.zeros(self.batch_size, np.int64)
+        self.weight = np.zeros(self.batch_size, np.float32)
+        counters = storage._counters  # [length, cursor], updated in place by every write
+        header = [sampler.rng, counters, self.index, self.batch_size]
+        if isinstance(sampler, PrioritizedSampler):
+            trees = (sampler.sum_tree, sampler.min_tree)
+            self._mass = np.zeros(self.batch_size)  # the descents' scratch
+            header += [*trees, len(sampler.sum_tree), sampler._beta_array, self.weight, self._mass]
+            header += [sampler._max_priority]
+        header += [0] * (AT_HEADER - len(header))
+        entries, leaves, self._arrays = {}, [], [a for a in header if isinstance(a, np.ndarray)]
         for key in storage.data.keys(include_nested=True, leaves_only=True):
             leaf = np.asarray(_host(storage.data[key]))
             out = np.zeros((self.batch_size,) + leaf.shape[1:], leaf.dtype)
             entries["/".join(_flat_key(key))] = out
             if out.nbytes:
-                sources.append(leaf.reshape(leaf.shape[0], -1).view(np.uint8))
-                outputs.append(out.reshape(self.batch_size, -1).view(np.uint8))
-        self.index = np.zeros(self.batch_size, np.int64)
+                source = np.ascontiguousarray(leaf.reshape(leaf.shape[0], -1)).view(np.uint8)
+                if not np.may_share_memory(source, leaf):
+                    raise ConfigError(
+                        f"ReplayBuffer.prepare: storage entry {'.'.join(_flat_key(key))!r} is not contiguous"
+                    )
+                width = source.shape[1]
+                aligned = width % 8 == 0 and _address(source) % 8 == 0 and _address(out) % 8 == 0
+                leaves += [source, out, source.shape[0], width, width // 8 if aligned else 0]
+                self._arrays += [source, out]
+        for array in self._arrays:
+            if not (array.flags.c_contiguous and array.flags.aligned):
+                raise ConfigError("ReplayBuffer.prepare: the buffer's arrays must be contiguous and aligned")
         entries["index"] = self.index
-        self._sources, self._outputs = tuple(sources), tuple(outputs)
         if isinstance(sampler, PrioritizedSampler):
-            self.weight = np.zeros(self.batch_size, np.float32)
             entries["weight"] = self.weight
-            self._draw = _entry_point(
-                priority_sample_kernel,
-                sampler.rng,
-                sampler.sum_tree,
-                sampler.min_tree,
-                sampler._size,
-                sampler._beta_array,
-                self.index,
-                self.weight,
-            )
-            self._gather = _entry_point(gather_rows_kernel, self.index, self._sources, self._outputs)
+        self._at = np.array([_address(a) if isinstance(a, np.ndarray) else a for a in header + leaves], np.int64)
+        self._run = _entry_point(
+            prioritized_rows_at if isinstance(sampler, PrioritizedSampler) else uniform_rows_at, self._at
+        )
+        if isinstance(sampler, PrioritizedSampler):
             self._update = _entry_point(
-                checked_priority_update_kernel,
-                sampler.sum_tree,
-                sampler.min_tree,
-                sampler._max_priority,
-                self.index,
-                np.zeros(self.batch_size),
-                sampler.alpha,
-                sampler.eps,
-            )
-        else:
-            self._draw = _entry_point(
-                uniform_rows_kernel, sampler.rng, np.int64(1), self._sources, self._outputs, self.index
+                checked_priority_update_at, self._at, np.zeros(self.batch_size), sampler.alpha, sampler.eps
             )
         self.out = TensorDict(entries, [self.batch_size]).unflatten_keys("/")
 
     def __call__(self) -> TensorDict:
-        length = self._counters[0]
-        if length == 0:
+        if not self._run(self._at):
             raise EmptyBufferError("ReplayBuffer.sample: the buffer is empty")
-        sampler = self._sampler
-        if type(sampler) is UniformSampler:
-            self._draw(sampler.rng, length, self._sources, self._outputs, self.index)
-        else:
-            sampler._size[0] = length
-            self._draw(
-                sampler.rng,
-                sampler.sum_tree,
-                sampler.min_tree,
-                sampler._size,
-                sampler._beta_array,
-                self.index,
-                self.weight,
-            )
-            self._gather(self.index, self._sources, self._outputs)
         return self.out
 
     def update_priority(self, priority) -> None:
@@ -689,13 +686,5 @@ class PreparedSample:
         priority = np.ascontiguousarray(priority, np.float64)
         if priority.shape != self.index.shape:
             raise ShapeError(f"update_priority: priority has shape {priority.shape}, expected {self.index.shape}")
-        if not self._update(
-            sampler.sum_tree,
-            sampler.min_tree,
-            sampler._max_priority,
-            self.index,
-            priority,
-            sampler.alpha,
-            sampler.eps,
-        ):
+        if not self._update(self._at, priority, sampler.alpha, sampler.eps):
             raise ConfigError("update_priority: priorities must be finite and >= 0")

@@ -1,7 +1,10 @@
 """CPU (Numba) methods of the replay generic functions (row by row, in order, as generic.py)."""
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
@@ -11,12 +14,19 @@ from ..random.cpu import uniform01
 from . import api
 
 __all__ = [
+    "AT_HEADER",
+    "LEAF_FIELDS",
+    "address_pointer",
+    "checked_priority_update_at",
     "checked_priority_update_kernel",
-    "gather_rows_kernel",
     "n_step_row",
+    "prefetch_item",
+    "prefetch_row",
+    "prioritized_rows_at",
+    "priority_sample_lockstep",
     "set_leaf",
     "tree_descend",
-    "uniform_rows_kernel",
+    "uniform_rows_at",
 ]
 
 
@@ -257,33 +267,182 @@ def bootstrap_target(device: CPU, reward, discount, target):
     launch(device, bootstrap_target_kernel, reward, discount, target)
 
 
+@intrinsic
+def prefetch_row(typingctx, source, row):
+    """Hint the CPU to load the first and last byte of ``source[row]`` (a 2-D C array) into cache
+    (llvm.prefetch: a hint, no effect on results). A gather of random rows issues all its loads
+    first this way, so their cache misses overlap instead of following one another."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        zero = context.get_constant(types.intp, 0)
+        first = cgutils.get_item_pointer(context, builder, array_type, array, [args[1], zero])
+        last_column = builder.sub(builder.extract_value(array.shape, 1), context.get_constant(types.intp, 1))
+        last = cgutils.get_item_pointer(context, builder, array_type, array, [args[1], last_column])
+        byte_pointer = ir.IntType(8).as_pointer()
+        fn = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [byte_pointer, ir.IntType(32), ir.IntType(32), ir.IntType(32)]),
+            "llvm.prefetch.p0i8",
+        )
+        read, keep, data = (
+            ir.Constant(ir.IntType(32), 0),
+            ir.Constant(ir.IntType(32), 3),
+            ir.Constant(ir.IntType(32), 1),
+        )
+        for pointer in (first, last):
+            builder.call(fn, [builder.bitcast(pointer, byte_pointer), read, keep, data])
+        return context.get_dummy_value()
+
+    return types.void(source, types.intp), codegen
+
+
+@intrinsic
+def address_pointer(typingctx, address):
+    """The raw pointer at integer ``address`` (for :func:`numba.carray`)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+
+    return types.voidptr(types.int64), codegen
+
+
+#: Layout of the ``at`` arrays of :func:`uniform_rows_at` / :func:`prioritized_rows_at` /
+#: :func:`checked_priority_update_at`: a header
+#: of addresses and sizes, then LEAF_FIELDS entries per leaf (rows' address in the storage,
+#: address of the output, stored rows, bytes per row, 8-byte words per row when the row is whole
+#: 8-aligned words in both, else 0).
+AT_HEADER = 11
+LEAF_FIELDS = 5
+
+
+@intrinsic
+def prefetch_item(typingctx, array, i):
+    """Hint the CPU to load ``array[i]`` (1-D) into cache, as :func:`prefetch_row`."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        pointer = cgutils.get_item_pointer(
+            context, builder, array_type, context.make_array(array_type)(context, builder, args[0]), [args[1]]
+        )
+        byte_pointer = ir.IntType(8).as_pointer()
+        fn = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [byte_pointer, ir.IntType(32), ir.IntType(32), ir.IntType(32)]),
+            "llvm.prefetch.p0i8",
+        )
+        read, keep, data = (
+            ir.Constant(ir.IntType(32), 0),
+            ir.Constant(ir.IntType(32), 3),
+            ir.Constant(ir.IntType(32), 1),
+        )
+        builder.call(fn, [builder.bitcast(pointer, byte_pointer), read, keep, data])
+        return context.get_dummy_value()
+
+    return types.void(array, types.intp), codegen
+
+
 @njit(**JIT_EXACT)
-def uniform_rows_kernel(rng, length, sources, outputs, index):
-    """The host ReplayBuffer's prepared uniform sample: ``index`` drawn as :func:`uniform_index`
-    (the stream's next B positions), then rows ``index`` of every source copied into the output
-    at the same place (leaves seen as (rows, bytes) uint8 views, so one compiled loop serves any
-    mix of dtypes and shapes)."""
+def priority_sample_lockstep(rng, sum_tree, min_tree, size, beta, index, weight, mass):
+    """:func:`priority_sample_kernel`'s draws, bit for bit, with the B descents taken level by
+    level together (``index`` holds the nodes, ``mass`` the B remaining masses): each level's B
+    loads are independent, so their cache misses overlap instead of following one another."""
+    leaves = sum_tree.shape[0] // 2
+    key, base = rng[0], rng[1]
+    total = sum_tree[1]
+    p_min = min_tree[1]
+    last = size[0] - 1
+    count = index.shape[0]
+    for k in range(count):
+        mass[k] = uniform01(key, base + np.uint64(k)) * total
+        index[k] = 1
+    node_level = 1
+    while node_level < leaves:  # the tree is perfect: every descent has the same depth
+        for k in range(count):  # branch-free (selects): a mispredicted branch would also discard the loads after it
+            node = index[k]
+            left = sum_tree[2 * node]
+            here = mass[k]
+            right = here >= left
+            mass[k] = here - left if right else here
+            index[k] = 2 * node + np.int64(right)
+        node_level *= 2
+    for k in range(count):
+        row = index[k] - leaves
+        if row > last:
+            row = last
+        index[k] = row
+        weight[k] = (sum_tree[leaves + row] / p_min) ** -beta[0]
+    rng[1] = base + np.uint64(count)
+
+
+@njit(**JIT_EXACT)
+def _leaves_at(at, index):
+    """Rows ``index`` of every leaf described in ``at`` (from AT_HEADER on) into its output: the
+    by-address form of :func:`gather_rows_kernel` (all rows prefetched first)."""
+    leaves = (at.shape[0] - AT_HEADER) // LEAF_FIELDS
+    for s in range(leaves):
+        base = AT_HEADER + LEAF_FIELDS * s
+        source = carray(address_pointer(at[base]), (at[base + 2], at[base + 3]), np.uint8)
+        for k in range(index.shape[0]):
+            prefetch_row(source, index[k])
+    for s in range(leaves):
+        base = AT_HEADER + LEAF_FIELDS * s
+        rows, width, words_per_row = at[base + 2], at[base + 3], at[base + 4]
+        if words_per_row > 0:  # whole 8-byte words (the float32 (3, 4) leaves): 8x fewer moves
+            words = carray(address_pointer(at[base]), (rows, words_per_row), np.uint64)
+            out_words = carray(address_pointer(at[base + 1]), (index.shape[0], words_per_row), np.uint64)
+            for k in range(index.shape[0]):
+                row = index[k]
+                for j in range(words_per_row):
+                    out_words[k, j] = words[row, j]
+        else:
+            source = carray(address_pointer(at[base]), (rows, width), np.uint8)
+            output = carray(address_pointer(at[base + 1]), (index.shape[0], width), np.uint8)
+            for k in range(index.shape[0]):
+                row = index[k]
+                for j in range(width):
+                    output[k, j] = source[row, j]
+
+
+@njit(**JIT_EXACT)
+def uniform_rows_at(at):
+    """:func:`uniform_rows_kernel` with every array given by address in the one int64 array
+    ``at`` (header: rng, counters, index, batch size; then the leaves, see AT_HEADER): Python
+    passes one array per call, so the call unboxes one argument instead of one per array."""
+    rng = carray(address_pointer(at[0]), 2, np.uint64)
+    counters = carray(address_pointer(at[1]), 2, np.int64)
+    index = carray(address_pointer(at[2]), at[3], np.int64)
+    length = counters[0]
+    if length <= 0:
+        return False
     key, base = rng[0], rng[1]
     for k in range(index.shape[0]):
         index[k] = np.int64(uniform01(key, base + np.uint64(k)) * length)
     rng[1] = base + np.uint64(index.shape[0])
-    for s in range(len(sources)):
-        source, output = sources[s], outputs[s]
-        for k in range(index.shape[0]):
-            row = index[k]
-            for j in range(source.shape[1]):
-                output[k, j] = source[row, j]
+    _leaves_at(at, index)
+    return True
 
 
 @njit(**JIT_EXACT)
-def gather_rows_kernel(index, sources, outputs):
-    """Rows ``index`` of every source into its output (the prepared prioritized sample)."""
-    for s in range(len(sources)):
-        source, output = sources[s], outputs[s]
-        for k in range(index.shape[0]):
-            row = index[k]
-            for j in range(source.shape[1]):
-                output[k, j] = source[row, j]
+def prioritized_rows_at(at):
+    """:func:`priority_sample` (as :func:`priority_sample_lockstep`) then the rows gathered, by
+    address (header: rng, counters, index, batch size, sum tree, min tree, tree length, beta,
+    weight, a float64 scratch of batch size, max priority; then the leaves). False (nothing drawn)
+    when the buffer is empty."""
+    rng = carray(address_pointer(at[0]), 2, np.uint64)
+    counters = carray(address_pointer(at[1]), 2, np.int64)
+    index = carray(address_pointer(at[2]), at[3], np.int64)
+    if counters[0] <= 0:
+        return False
+    sum_tree = carray(address_pointer(at[4]), at[6], np.float64)
+    min_tree = carray(address_pointer(at[5]), at[6], np.float64)
+    beta = carray(address_pointer(at[7]), 1, np.float64)
+    weight = carray(address_pointer(at[8]), at[3], np.float32)
+    mass = carray(address_pointer(at[9]), at[3], np.float64)
+    priority_sample_lockstep(rng, sum_tree, min_tree, counters, beta, index, weight, mass)
+    _leaves_at(at, index)
+    return True
 
 
 @njit(**JIT_EXACT)
@@ -296,3 +455,22 @@ def checked_priority_update_kernel(sum_tree, min_tree, max_priority, index, prio
             return False
     priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps)
     return True
+
+
+@njit(**JIT_EXACT)
+def checked_priority_update_at(at, priority, alpha, eps):
+    """:func:`checked_priority_update_kernel` for the rows ``at`` last drew (its header, see
+    :func:`prioritized_rows_at`), with the leaves' nodes and their lowest ancestors, the levels
+    that miss cache, prefetched in both trees first."""
+    index = carray(address_pointer(at[2]), at[3], np.int64)
+    sum_tree = carray(address_pointer(at[4]), at[6], np.float64)
+    min_tree = carray(address_pointer(at[5]), at[6], np.float64)
+    max_priority = carray(address_pointer(at[10]), 1, np.float64)
+    leaves = sum_tree.shape[0] // 2
+    for k in range(index.shape[0]):
+        node = leaves + index[k]
+        for _ in range(8):
+            prefetch_item(sum_tree, node)
+            prefetch_item(min_tree, node)
+            node //= 2
+    return checked_priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps)

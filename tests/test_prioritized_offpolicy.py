@@ -16,7 +16,9 @@ ALGOS = {"td3": td3, "sac": sac}
 
 
 def arrays(result):
-    return {name: drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)}
+    """Every array of the run's state, the scratch buffers (the last sampled batch) included."""
+    leaves = [*checkpoint.named_arrays(result.state), *checkpoint.scratch_arrays(result.state)]
+    return {name: drl.to_numpy(a) for name, a in leaves}
 
 
 @pytest.mark.parametrize("name", ["td3", "sac"])

@@ -23,6 +23,7 @@ from .protocol import Algorithm
 __all__ = [
     "DIVERGENCE_HINT",
     "RENAMED_FIELDS",
+    "SCRATCH_FIELDS_5",
     "Snapshot",
     "TrainResult",
     "build_state",
@@ -194,6 +195,76 @@ def _add_learner_statistics(document: dict[str, Any], arrays: dict[str, np.ndarr
     for name, size in ADDED_FIELDS_4.get(str(document.get("algo")), {}).items():
         arrays.setdefault(name, np.zeros(size, np.float64))
     document["version"] = 4
+    return document, arrays
+
+
+#: State fields version 5 stopped saving (:data:`dispatchrl.checkpoint.SCRATCH`), per algorithm:
+#: a version-4 checkpoint holds them (and everything under them) and loads without them
+SCRATCH_FIELDS_5 = {
+    "td3": (
+        "actor_act",
+        "actor_batch",
+        "critic1_batch",
+        "critic2_batch",
+        "critic_input",
+        "q_target",
+        "d_action",
+        "batch",
+        "transition",
+        "action",
+    ),
+    "sac": (
+        "actor_act",
+        "actor_train",
+        "actor_next",
+        "critic1_train",
+        "critic2_train",
+        "critic1_next",
+        "critic2_next",
+        "critic1_actor",
+        "critic2_actor",
+        "act_noise",
+        "act_log_prob",
+        "pi_noise",
+        "pi_action",
+        "pi_log_prob",
+        "next_noise",
+        "next_action",
+        "next_log_prob",
+        "critic_input",
+        "critic_next_input",
+        "actor_critic_input",
+        "d_critic_input",
+        "d_action",
+        "q_target",
+        "batch",
+        "transition",
+        "action",
+    ),
+    "ppo": (
+        "actor_act",
+        "critic_act",
+        "critic_next",
+        "actor_train",
+        "critic_train",
+        "obs_norm",
+        "next_obs_norm",
+        "action",
+        "log_prob",
+        "rollout",
+        "batch",
+        "transition",
+    ),
+}
+
+
+@checkpoint.migration(from_version=4)
+def _drop_scratch(document: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict]:
+    """Checkpoint version 4 → 5: the scratch fields in :data:`SCRATCH_FIELDS_5` are dropped (a
+    resumed run rebuilds them; every step writes them before reading)."""
+    scratch = set(SCRATCH_FIELDS_5.get(str(document.get("algo")), ()))
+    arrays = {name: value for name, value in arrays.items() if name.partition(".")[0] not in scratch}
+    document["version"] = 5
     return document, arrays
 
 

@@ -63,7 +63,8 @@ FORMAT = "dispatchrl-checkpoint"
 #: 1: arrays in PATH.npz, metadata in PATH.json; 2: metadata and digest inside the npz; 3: State
 #: fields renamed (the migration lives with the states' owner, dispatchrl.algorithms.runs); 4: the
 #: learner statistics fields added (TD3/SAC critic_stats, actor_stats; PPO explained_variance); 5:
-#: scratch fields (:data:`SCRATCH`) no longer saved
+#: scratch fields (:data:`SCRATCH`) no longer saved, nor the episode log: its ring of the latest
+#: episodes is scratch, the finished episodes are saved as the run's history (``history.*``)
 VERSION = 5
 #: the npz entry holding the metadata document (uint8 UTF-8 JSON)
 METADATA_ENTRY = "__checkpoint__"
@@ -204,14 +205,16 @@ def write(path, arrays, metadata):
     return npz_path, json_path
 
 
-def save(path, state, metadata, keep=None, step=None):
-    """Checkpoint ``state`` (every Array leaf) with ``metadata``.
+def save(path, state, metadata, keep=None, step=None, extra=None):
+    """Checkpoint ``state`` (every Array leaf) with ``metadata`` (and the host arrays ``extra``,
+    named apart from the state's leaves, which the loader must take out before :func:`restore`).
 
     ``keep=None``: one checkpoint, ``PATH.npz`` (+ ``PATH.json``), replaced atomically.
     ``keep=K``: ``path`` is a directory of checkpoints; this one is ``step-<step>.npz`` (``step``
     defaults to ``metadata["steps"]``) and all but the newest K are removed afterwards.
     Returns (npz path, json path)."""
     arrays = {name.rstrip("."): to_numpy(arr) for name, arr in named_arrays(state)}
+    arrays.update(extra or {})
     if keep is None:
         return write(path, arrays, metadata)
     if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)) or keep < 1:

@@ -1,5 +1,6 @@
 """What checkpoints keep: no scratch buffers (every step writes them before reading them, shown
-by scribbling over them at every chunk boundary), and format-4 files, which held them, still load."""
+by scribbling over them at every chunk boundary), no episode log (the run's history of finished
+episodes instead), and format-4 files, which held both, still load."""
 
 import json
 
@@ -9,7 +10,7 @@ import pytest
 import dispatchrl as drl
 from dispatchrl import checkpoint
 from dispatchrl.algorithms import ppo, sac, td3
-from dispatchrl.algorithms.runs import SCRATCH_FIELDS_5
+from dispatchrl.algorithms.runs import EPISODE_LOG_4, SCRATCH_FIELDS_5
 
 ALGOS = {"td3": td3, "sac": sac, "ppo": ppo}
 OFF_POLICY = dict(total_steps=400, warmup_steps=100, batch_size=16, hidden=(8,))
@@ -65,21 +66,37 @@ def test_scratch_is_written_before_it_is_read(algo, device, env):
 
 @pytest.mark.parametrize("algo", ["td3", "sac", "ppo"])
 def test_checkpoints_leave_scratch_out(algo, tmp_path):
-    result = ALGOS[algo].train(drl.CPU(), "pendulum", config(algo, total_steps=256), seed=0, progress=False)
+    steps = 1664 if algo == "ppo" else 256  # episodes finish (200 steps per env)
+    result = ALGOS[algo].train(drl.CPU(), "pendulum", config(algo, total_steps=steps), seed=0, progress=False)
     npz, _ = result.save(tmp_path / "run")
     _, arrays = checkpoint.load(npz)
     scratch = {name.rstrip(".") for name, _ in checkpoint.scratch_arrays(result.state)}
     assert scratch and not scratch & arrays.keys()
-    # SCRATCH_FIELDS_5 (what the format-4 migration drops) names exactly the scratch fields
-    assert {name.partition(".")[0] for name in scratch} == set(SCRATCH_FIELDS_5[algo])
+    # what the format-4 migration drops: the scratch fields, and the episode log's ring
+    assert set(EPISODE_LOG_4) <= scratch
+    assert {name.partition(".")[0] for name in scratch - set(EPISODE_LOG_4)} == set(SCRATCH_FIELDS_5[algo])
+    # the finished episodes travel as the run's history instead
+    assert len(result.history["returns"]) > 0
+    for key in ("steps", "returns", "lengths"):
+        np.testing.assert_array_equal(arrays[f"history.{key}"], result.history[key])
 
 
 def as_version_4(result, path, target):
     """``path`` rewritten as the format-4 checkpoint the previous release wrote: with every
-    scratch buffer (as the run left it), version 4, digest of that content."""
+    scratch buffer (as the run left it), the finished episodes in a 65536-episode log instead of
+    the history, version 4, digest of that content."""
     meta, arrays = checkpoint.load(path)
     for name, array in checkpoint.scratch_arrays(result.state):
         arrays[name.rstrip(".")] = drl.to_numpy(array)
+    history = {key: arrays.pop(f"history.{key}") for key in ("steps", "returns", "lengths")}
+    held = len(history["returns"])
+    assert 0 < held == int(arrays["episodes.count"][0])
+    for name, values in zip(
+        EPISODE_LOG_4, (history["returns"], history["lengths"], history["steps"] // meta["num_envs"])
+    ):
+        log = np.zeros(1 << 16, values.dtype)
+        log[:held] = values
+        arrays[name] = log
     meta = {k: v for k, v in meta.items() if k not in ("digest", "format", "version")}
     current = checkpoint.VERSION
     try:
@@ -93,7 +110,9 @@ def as_version_4(result, path, target):
 @pytest.mark.parametrize("algo", ["td3", "sac", "ppo"])
 def test_format_4_checkpoint_resumes_bit_for_bit(algo, tmp_path):
     module = ALGOS[algo]
-    first = config(algo, total_steps=256 if algo == "ppo" else 300)
+    # each saved run has finished episodes (Pendulum's take 200 steps per env)
+    first = config(algo, total_steps=1664 if algo == "ppo" else 300)
+    total = config(algo, total_steps=1920 if algo == "ppo" else 400)
     saved = module.train(drl.CPU(), "pendulum", first, seed=2, progress=False)
     saved.save(tmp_path / "new")
     as_version_4(saved, tmp_path / "new", tmp_path / "old")
@@ -101,8 +120,8 @@ def test_format_4_checkpoint_resumes_bit_for_bit(algo, tmp_path):
     assert checkpoint.paths(tmp_path / "new")[0].stat().st_size < old_size
     meta, _ = checkpoint.load(tmp_path / "old")
     assert meta["version"] == checkpoint.VERSION
-    resumed = module.train(drl.CPU(), "pendulum", config(algo), seed=2, progress=False, resume=tmp_path / "old")
-    straight = module.train(drl.CPU(), "pendulum", config(algo), seed=2, progress=False)
+    resumed = module.train(drl.CPU(), "pendulum", total, seed=2, progress=False, resume=tmp_path / "old")
+    straight = module.train(drl.CPU(), "pendulum", total, seed=2, progress=False)
     a, b = saved_arrays(resumed.state), saved_arrays(straight.state)
     assert a.keys() == b.keys()
     assert [name for name in a if not np.array_equal(a[name], b[name])] == []

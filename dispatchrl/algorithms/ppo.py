@@ -271,7 +271,6 @@ class State:
         if updates and not np.array_equal(np.sort(values["permutation"]), np.arange(rows)):
             values.refuse("permutation", f"is not a permutation of 0..{rows - 1}")
         values.require("episodes.count", 0, step * config.num_envs, "episodes finished, at most one per env step")
-        values.require("episodes.end_steps", 0, step, "steps at which episodes ended")
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
@@ -303,7 +302,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         learning_rate=asarray(device, np.array([config.lr], np.float64)),
         explained_variance=zeros(device, 1, np.float64),
         transition=transitions(device, envs, obs_dim, action_dim),
-        episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
+        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         updates=zeros(device, 1, np.int64),

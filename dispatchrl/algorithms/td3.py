@@ -153,7 +153,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         batch=transitions(device, rows, obs_dim, action_dim),
         transition=transitions(device, envs, obs_dim, action_dim),
         action=zeros(device, (envs, action_dim)),
-        episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
+        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         critic_stats=zeros(device, 3, np.float64),

@@ -2,7 +2,9 @@
 
 A training state is a tree of dataclasses and lists whose leaves are Arrays; every leaf is saved
 under its path (``actor.weights.0.m``), so a checkpoint holds weights, optimizer moments, replay
-buffer, RNG streams, env state and counters: everything needed to continue bit for bit.
+buffer, RNG streams, env state and counters: everything needed to continue bit for bit. Fields
+declared ``field(metadata=SCRATCH)`` (activations and other buffers every step writes before it reads
+them) are not saved: a restored state keeps them as built, zeros, and continues identically.
 
 One file is one atomic unit: the metadata (JSON, with a SHA-256 digest of metadata and arrays)
 is an entry of the same ``.npz``, written to a temporary file, fsync'd and renamed into place,
@@ -29,8 +31,9 @@ import os
 import re
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -40,6 +43,7 @@ from .errors import CheckpointError
 __all__ = [
     "FORMAT",
     "MIGRATIONS",
+    "SCRATCH",
     "VERSION",
     "FieldValues",
     "latest",
@@ -51,14 +55,17 @@ __all__ = [
     "paths",
     "restore",
     "save",
+    "scratch_arrays",
     "write",
 ]
 
 FORMAT = "dispatchrl-checkpoint"
 #: 1: arrays in PATH.npz, metadata in PATH.json; 2: metadata and digest inside the npz; 3: State
 #: fields renamed (the migration lives with the states' owner, dispatchrl.algorithms.runs); 4: the
-#: learner statistics fields added (TD3/SAC critic_stats, actor_stats; PPO explained_variance)
-VERSION = 4
+#: learner statistics fields added (TD3/SAC critic_stats, actor_stats; PPO explained_variance); 5:
+#: scratch fields (:data:`SCRATCH`) no longer saved, nor the episode log: its ring of the latest
+#: episodes is scratch, the finished episodes are saved as the run's history (``history.*``)
+VERSION = 5
 #: the npz entry holding the metadata document (uint8 UTF-8 JSON)
 METADATA_ENTRY = "__checkpoint__"
 #: a rotated checkpoint's file name in a checkpoint directory
@@ -79,18 +86,57 @@ def migration(from_version):
     return register
 
 
+#: dataclass field metadata of a training state's scratch fields, ``field(metadata=SCRATCH)``:
+#: buffers (activations, sampled batches, per-step intermediates) that every use writes before it
+#: reads them, so their contents at a chunk boundary never reach the numbers. Checkpoints leave
+#: them out; a restored state keeps them as built (zeros).
+SCRATCH: Mapping[str, bool] = MappingProxyType({"scratch": True})
+
+
+def _saved(field) -> bool:
+    return field.metadata.get("checkpoint", True) and not field.metadata.get("scratch", False)
+
+
 def named_arrays(tree, prefix=""):
     """(path, Array) for every Array leaf of a tree of dataclasses, lists and tuples, except under
-    fields marked ``metadata={"checkpoint": False}`` (storage the other leaves are views of)."""
+    fields marked ``metadata={"checkpoint": False}`` (storage the other leaves are views of) and
+    :data:`SCRATCH` fields."""
+    if isinstance(tree, Array):
+        yield prefix, tree
+    elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        for field in dataclasses.fields(tree):
+            if _saved(field):
+                yield from named_arrays(getattr(tree, field.name), f"{prefix}{field.name}.")
+    elif isinstance(tree, (list, tuple)):
+        for i, item in enumerate(tree):
+            yield from named_arrays(item, f"{prefix}{i}.")
+
+
+def scratch_arrays(tree, prefix=""):
+    """(path, Array) for every Array leaf under the :data:`SCRATCH` fields of a tree: what
+    checkpoints leave out, named as :func:`named_arrays` names leaves (and as format 4 saved them)."""
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        for field in dataclasses.fields(tree):
+            value, path = getattr(tree, field.name), f"{prefix}{field.name}."
+            if field.metadata.get("scratch", False):
+                yield from _all_arrays(value, path)
+            elif field.metadata.get("checkpoint", True):
+                yield from scratch_arrays(value, path)
+    elif isinstance(tree, (list, tuple)):
+        for i, item in enumerate(tree):
+            yield from scratch_arrays(item, f"{prefix}{i}.")
+
+
+def _all_arrays(tree, prefix):
     if isinstance(tree, Array):
         yield prefix, tree
     elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
         for field in dataclasses.fields(tree):
             if field.metadata.get("checkpoint", True):
-                yield from named_arrays(getattr(tree, field.name), f"{prefix}{field.name}.")
+                yield from _all_arrays(getattr(tree, field.name), f"{prefix}{field.name}.")
     elif isinstance(tree, (list, tuple)):
         for i, item in enumerate(tree):
-            yield from named_arrays(item, f"{prefix}{i}.")
+            yield from _all_arrays(item, f"{prefix}{i}.")
 
 
 def paths(path):
@@ -159,14 +205,16 @@ def write(path, arrays, metadata):
     return npz_path, json_path
 
 
-def save(path, state, metadata, keep=None, step=None):
-    """Checkpoint ``state`` (every Array leaf) with ``metadata``.
+def save(path, state, metadata, keep=None, step=None, extra=None):
+    """Checkpoint ``state`` (every Array leaf) with ``metadata`` (and the host arrays ``extra``,
+    named apart from the state's leaves, which the loader must take out before :func:`restore`).
 
     ``keep=None``: one checkpoint, ``PATH.npz`` (+ ``PATH.json``), replaced atomically.
     ``keep=K``: ``path`` is a directory of checkpoints; this one is ``step-<step>.npz`` (``step``
     defaults to ``metadata["steps"]``) and all but the newest K are removed afterwards.
     Returns (npz path, json path)."""
     arrays = {name.rstrip("."): to_numpy(arr) for name, arr in named_arrays(state)}
+    arrays.update(extra or {})
     if keep is None:
         return write(path, arrays, metadata)
     if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)) or keep < 1:
@@ -329,7 +377,7 @@ def _owners(tree, prefix=""):
     inner structs first (a field's own range is checked before relations between fields)."""
     if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
         for field in dataclasses.fields(tree):
-            if field.metadata.get("checkpoint", True):
+            if _saved(field):
                 yield from _owners(getattr(tree, field.name), f"{prefix}{field.name}.")
         if hasattr(tree, "validate_checkpoint"):
             yield prefix, tree

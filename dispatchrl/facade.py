@@ -130,7 +130,9 @@ class Model:
         config = dataclasses.replace(self.config, total_steps=self.num_timesteps + int(total_timesteps))
         resume = None
         if self.num_timesteps > 0:
-            resume = snapshot(self.algo.NAME, self.spec, self.config, self.seed, self.num_timesteps, self.state)
+            resume = snapshot(
+                self.algo.NAME, self.spec, self.config, self.seed, self.num_timesteps, self.state, self.history
+            )
         result = driver.train(
             self.algo, self.device, self.spec, config, self.seed, self.progress, resume, hooks, self.logger
         )
@@ -191,7 +193,8 @@ class Model:
     def save(self, path: str | Path) -> Path:
         """Checkpoint the run (npz, never pickle); ``load`` and ``train(..., resume=path)`` read it."""
         steps = self.num_timesteps
-        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, steps, self._state())[0]
+        state, history = self._state(), self.history or None
+        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, steps, state, history=history)[0]
 
     @classmethod
     def load(cls, path: str | Path, env: Any = None, device: str | Device = "cpu", progress: bool | None = None) -> Any:
@@ -207,10 +210,8 @@ class Model:
         model.logger = None
         model.spec = model._live(resolve_env(env, config.num_envs) if env is not None else _recorded_spec(meta))
         model.state = build_state(cls.algo, model.device, model.spec, config, model.seed)
-        restore_for_resume(Snapshot(meta, arrays), cls.algo.NAME, model.spec, config, model.state)
+        _, model.history = restore_for_resume(Snapshot(meta, arrays), cls.algo.NAME, model.spec, config, model.state)
         model.num_timesteps = int(to_numpy(model.state.step)[0]) * config.num_envs
-        ends, returns, lengths = model.state.episodes.finished()
-        model.history = {"steps": ends * config.num_envs, "returns": returns, "lengths": lengths}
         model.result = None
         return model
 

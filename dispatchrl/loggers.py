@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .arrays import to_numpy, view
+from .arrays import to_numpy
 from .errors import ConfigError
 
 __all__ = [
@@ -318,13 +318,8 @@ class MetricsHook:
     def begin(self, run: Any) -> None:
         """The loop starts (the driver calls this once the fused steps are built): describe the
         run to the backends (``config.json``); a resumed run's earlier episodes were logged then."""
-        log = run.state.episodes
-        count = min(int(to_numpy(log.count)[0]), log.returns.shape[0])
-        self.logged = 0
+        self.logged = len(run.history)
         self.sums = accumulated(run.state)
-        if count:
-            ends = to_numpy(view(log.end_steps, 0, (count,))) * run.config.num_envs
-            self.logged = int(np.searchsorted(ends, run.steps, side="right"))
         self.logger.start(
             {"algo": run.algo.NAME, "env": run.spec.name, "seed": run.seed, "device": repr(run.device)},
             config_dict(run.config),
@@ -334,16 +329,11 @@ class MetricsHook:
         if self.logged is None:
             self.begin(run)
         assert self.logged is not None
-        log = run.state.episodes
-        count = min(int(to_numpy(log.count)[0]), log.returns.shape[0])
-        if count > self.logged:  # copy only the new rows (the log holds 65536)
-            ends, returns, lengths = (
-                to_numpy(view(a, self.logged, (count - self.logged,)))
-                for a in (log.end_steps, log.returns, log.lengths)
-            )
-            for end, ret, length in zip(ends, returns, lengths):
-                self.logger.write(int(end) * run.config.num_envs, {"episode_return": ret, "episode_length": length})
-            self.logged = count
+        if len(run.history) > self.logged:  # the episodes finished since the last row
+            new = run.history.since(self.logged)
+            for end, ret, length in zip(new["steps"], new["returns"], new["lengths"]):
+                self.logger.write(int(end), {"episode_return": ret, "episode_length": length})
+            self.logged = len(run.history)
         scalars = learner_scalars(run.state, self.sums)
         self.sums = accumulated(run.state)
         self.logger.write(run.steps, {"steps_per_second": run.steps_per_second(), **scalars})

@@ -219,8 +219,8 @@ def _check_distribution(spec: Spec, name: str, distribution: Any) -> dict[str, l
 
 def _curve_value(run: Any) -> float | None:
     """The recent training return (mean of the last 5 finished episodes), or None if none yet."""
-    _, returns, _ = run.state.episodes.finished()
-    return float(np.mean(returns[-5:])) if len(returns) else None
+    returns = run.history.recent_returns(5)
+    return float(np.mean(returns)) if len(returns) else None
 
 
 def run_trial(

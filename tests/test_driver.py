@@ -121,12 +121,13 @@ def test_checkpoints_with_the_old_field_names_still_load(tmp_path):
     result.save(tmp_path / "new")
     old_names = {new: old for old, new in RENAMED_FIELDS.items()}
     with np.load(tmp_path / "new.npz") as data:  # rewritten as a version 1 checkpoint (npz + json)
-        arrays = {}
-        for name in data.files:
-            if name == checkpoint.METADATA_ENTRY:
-                continue
-            field, dot, rest = name.partition(".")
-            arrays[f"{old_names.get(field, field)}{dot}{rest}"] = data[name]
+        saved = {name: data[name] for name in data.files if name != checkpoint.METADATA_ENTRY}
+    # which also held the scratch buffers (format 5 leaves them out)
+    saved.update({name.rstrip("."): drl.to_numpy(a) for name, a in checkpoint.scratch_arrays(result.state)})
+    arrays = {}
+    for name, value in saved.items():
+        field, dot, rest = name.partition(".")
+        arrays[f"{old_names.get(field, field)}{dot}{rest}"] = value
     assert {"io.obs", "log.count", "lr", "perm", "info"} <= arrays.keys()
     np.savez(tmp_path / "old.npz", **arrays)
     document = json.loads((tmp_path / "new.json").read_text())

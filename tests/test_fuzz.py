@@ -926,7 +926,13 @@ def test_track_episodes(name, data):
     log = episode_log(device, n, capacity)
     step = drl.zeros(device, 1, np.int64)
     running_return, running_length = np.zeros(n), np.zeros(n, np.int64)
-    returns, lengths, end_steps, count = [], [], [], 0
+    # the ring: episode k in slot k % capacity
+    returns, lengths, end_steps, count = (
+        np.zeros(capacity),
+        np.zeros(capacity, np.int64),
+        np.zeros(capacity, np.int64),
+        0,
+    )
     for t in range(data.draw(st.integers(1, 6), label="steps")):
         reward = values(data, (n,), F32, f"reward {t}", large=1e6)
         terminated, truncated = flags(data, n, f"terminated {t}"), flags(data, n, f"truncated {t}")
@@ -934,19 +940,18 @@ def test_track_episodes(name, data):
         running_return += read(device, reward)  # denormal rewards read as 0 where flushed
         running_length += 1
         for i in np.flatnonzero(terminated | truncated):
-            if count < capacity:
-                returns.append(running_return[i])
-                lengths.append(running_length[i])
-                end_steps.append(t)
+            at = count % capacity
+            returns[at], lengths[at], end_steps[at] = running_return[i], running_length[i], t
             count += 1
             running_return[i], running_length[i] = 0.0, 0
         drl.increment(device, step)
     # float64 sums of float32 rewards, in the same order (env by env, step by step): exact
     # up to the float64 rounding of each addition
     assert host(log.count).tolist() == [count]
-    k = len(returns)
-    np.testing.assert_allclose(host(log.returns)[:k], returns, rtol=1e-15 * 8, atol=0)
-    assert host(log.lengths)[:k].tolist() == lengths and host(log.end_steps)[:k].tolist() == end_steps
+    k = min(count, capacity)
+    np.testing.assert_allclose(host(log.returns)[:k], returns[:k], rtol=1e-15 * 8, atol=0)
+    assert host(log.lengths)[:k].tolist() == lengths[:k].tolist()
+    assert host(log.end_steps)[:k].tolist() == end_steps[:k].tolist()
     np.testing.assert_allclose(host(log.running_return), running_return, rtol=1e-15 * 8, atol=0)
     np.testing.assert_array_equal(host(log.running_length), running_length)
 

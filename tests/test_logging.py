@@ -12,6 +12,7 @@ import pytest
 import dispatchrl as drl
 from dispatchrl.algorithms import ALGORITHMS, ppo, td3
 from dispatchrl.algorithms.progress import Progress
+from dispatchrl.algorithms.runs import EpisodeHistory
 from dispatchrl.cli import _run_config, build_parser, main
 from dispatchrl.cli_config import load_config_file
 from dispatchrl.loggers import CSVLogger, MultiLogger, TensorBoardLogger, config_dict, learner_scalars, read_progress
@@ -74,15 +75,12 @@ class FakeRun(SimpleNamespace):
 
 
 def fake_run(steps, total, finished=False):
-    log = SimpleNamespace(
-        count=drl.asarray(drl.CPU(), np.array([1], np.int64)),
-        returns=drl.asarray(drl.CPU(), np.array([-5.0, 0.0])),
-    )
+    history = EpisodeHistory({"steps": np.array([200]), "returns": np.array([-5.0]), "lengths": np.array([200])})
     return FakeRun(
         steps=steps,
         total_steps=total,
         finished=finished,
-        state=SimpleNamespace(episodes=log),
+        history=history,
         algo=td3,
         spec=SimpleNamespace(name="pendulum"),
     )

@@ -18,7 +18,9 @@ SMALL = dict(total_steps=40, warmup_steps=10, batch_size=16, hidden=(8, 8), num_
 
 
 def arrays(result):
-    return {name: drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)}
+    """Every array of the run's state, the scratch buffers (the last sampled batch) included."""
+    leaves = [*checkpoint.named_arrays(result.state), *checkpoint.scratch_arrays(result.state)]
+    return {name: drl.to_numpy(a) for name, a in leaves}
 
 
 def windows(ring, index, num_envs, n, gamma):

@@ -16,7 +16,9 @@ ALGOS = {"td3": td3, "sac": sac}
 
 
 def arrays(result):
-    return {name: drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)}
+    """Every array of the run's state, the scratch buffers (the last sampled batch) included."""
+    leaves = [*checkpoint.named_arrays(result.state), *checkpoint.scratch_arrays(result.state)]
+    return {name: drl.to_numpy(a) for name, a in leaves}
 
 
 @pytest.mark.parametrize("name", ["td3", "sac"])
@@ -89,7 +91,7 @@ def test_prioritized_resume_is_bit_identical(tmp_path):
     half.save(tmp_path / "half")
     resumed = td3.train(drl.CPU(), "pendulum", config, seed=1, progress=False, resume=tmp_path / "half")
     straight = td3.train(drl.CPU(), "pendulum", config, seed=1, progress=False)
-    a, b = arrays(resumed), arrays(straight)
+    a, b = ({n: drl.to_numpy(x) for n, x in checkpoint.named_arrays(r.state)} for r in (resumed, straight))
     assert a.keys() == b.keys() and "priorities.sum_tree." in a
     assert [n for n in a if not np.array_equal(a[n], b[n])] == []
 

@@ -21,6 +21,7 @@ from dispatchrl import checkpoint
 from dispatchrl.algorithms import driver, ppo, sac, td3
 from dispatchrl.algorithms.driver import DivergenceCheck, watched_quantities
 from dispatchrl.cli import main, strict_json
+from dispatchrl.devices import device_from_name
 
 WORKER = Path(__file__).with_name("kill_resume_worker.py")
 REPO = Path(__file__).resolve().parents[1]
@@ -474,12 +475,33 @@ def test_sigint_saves_at_the_next_boundary_and_exits_cleanly(tmp_path):
     assert checkpoint.load(path)[0]["steps"] == 6000
 
 
-def test_a_full_episode_log_is_reported_once_not_left_stale(monkeypatch):
-    # later episodes are dropped once the log is full; the run says so instead of going stale
-    monkeypatch.setattr(driver, "EPISODE_LOG_CAPACITY", 3)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=1000), seed=0, progress=False)
-    full = [w for w in caught if "episode log is full (3 episodes)" in str(w.message)]
-    assert len(full) == 1 and full[0].category is RuntimeWarning
-    assert len(result.history["returns"]) == 3
+@pytest.mark.parametrize("device", ["generic", "cpu", "c", "cuda"])
+def test_history_stays_complete_when_the_episode_ring_wraps(monkeypatch, device):
+    """The device keeps the latest episodes in a ring the driver reads at every chunk boundary:
+    a ring of num_envs + 1 episodes wraps several times, and history (and the run) still equal
+    those of a run with the default ring."""
+    device = device_from_name(device)
+    config = td3.Config(total_steps=1000, warmup_steps=100, batch_size=8, hidden=(8,))
+    env: object = "pendulum"  # five 200-step episodes
+    if isinstance(device, (drl.Generic, drl.CUDA)):  # slow devices: shorter episodes (six of 10 steps)
+        config = td3.Config(total_steps=60, warmup_steps=25, batch_size=4, hidden=(4,), num_envs=2)
+        env = drl.envs.Pendulum(2, max_episode_steps=10)
+    reference = td3.train(device, env, config, seed=0, progress=False)
+    monkeypatch.setattr(driver, "episode_ring_capacity", lambda num_envs, env_steps: num_envs + 1)
+    wrapped = td3.train(device, env, config, seed=0, progress=False)
+    ring, count = wrapped.state.episodes.returns.shape[0], int(drl.to_numpy(wrapped.state.episodes.count)[0])
+    assert ring == config.num_envs + 1 and count > ring + 1
+    assert len(reference.history["returns"]) == count
+    orders = [np.arange(count)] * 2
+    if isinstance(device, drl.CUDA):  # episodes ending at one step are counted in any thread order
+        orders = [np.lexsort((h["returns"], h["steps"])) for h in (wrapped.history, reference.history)]
+    for key in ("steps", "returns", "lengths"):
+        np.testing.assert_array_equal(wrapped.history[key][orders[0]], reference.history[key][orders[1]])
+    obs = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(wrapped.policy(obs), reference.policy(obs))
+
+
+def test_an_episode_ring_smaller_than_one_iteration_is_refused(monkeypatch):
+    monkeypatch.setattr(driver, "episode_ring_capacity", lambda num_envs, env_steps: num_envs - 1)
+    with pytest.raises(drl.ConfigError, match="ring holds 1 episodes, fewer than one iteration"):
+        td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=200, num_envs=2), seed=0, progress=False)

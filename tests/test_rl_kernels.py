@@ -126,10 +126,14 @@ def test_track_episodes_logs_finished_episodes(device):
             device, log, put(device, r), put(device, e, np.bool_), put(device, np.zeros(3), np.bool_), step
         )
         drl.increment(device, step)
-    assert host(log.count)[0] == 5  # five episodes ended; only the first two fit the log
-    # env 1 ends at step 0 (return 2, 1 step), env 0 at step 1 (1 + 1, 2 steps); step 2's three are dropped
-    assert host(log.returns).tolist() == [2.0, 2.0]
-    assert host(log.lengths).tolist() == [1, 2] and host(log.end_steps).tolist() == [0, 1]
+    assert host(log.count)[0] == 5  # five episodes ended; the ring of two holds the last two
+    # env 1 ends at step 0 (return 2), env 0 at step 1 (1 + 1); at step 2 env 0 (5, 1 step),
+    # env 1 (1 + 5, 2 steps) and env 2 (3 + 1 + 5, 3 steps) end: episodes 2, 3, 4 in slots 0, 1, 0
+    held = sorted(zip(host(log.returns).tolist(), host(log.lengths).tolist(), host(log.end_steps).tolist()))
+    if isinstance(device, drl.CUDA):  # one step's episodes are counted in any thread order
+        assert len(set(held)) == 2 and set(held) <= {(5.0, 1, 2), (6.0, 2, 2), (9.0, 3, 2)}
+    else:
+        assert held == [(6.0, 2, 2), (9.0, 3, 2)]
     np.testing.assert_allclose(host(log.running_return), 0)
 
 

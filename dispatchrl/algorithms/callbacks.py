@@ -85,8 +85,8 @@ class StopOnReward:
             rows = self.eval_callback.rows
             value = rows[-1]["eval_return"] if rows else None
         else:
-            _, returns, _ = run.state.episodes.finished()
-            value = float(np.mean(returns[-10:])) if len(returns) else None
+            returns = run.history.recent_returns(10)
+            value = float(np.mean(returns)) if len(returns) else None
         if value is not None and value >= self.threshold:
             run.stop = True
             self.stopped_at = run.steps

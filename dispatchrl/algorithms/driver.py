@@ -13,7 +13,6 @@ import dataclasses
 import os
 import shutil
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +30,11 @@ from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
 from .progress import Progress
 from .protocol import Algorithm, Schedule
-from .runs import DIVERGENCE_HINT, Snapshot, TrainResult, build_state, restore_for_resume, save_run
+from .runs import DIVERGENCE_HINT, EpisodeHistory, Snapshot, TrainResult, build_state, restore_for_resume, save_run
 
 __all__ = [
+    "CHUNK_STEPS",
     "DIVERGENCE_HINT",
-    "EPISODE_LOG_CAPACITY",
     "DivergenceCheck",
     "Hook",
     "PeriodicCheckpoint",
@@ -48,13 +47,22 @@ __all__ = [
     "check_memory",
     "check_seed",
     "chunk_iterations",
+    "episode_ring_capacity",
     "train",
     "watched_quantities",
 ]
 
-EPISODE_LOG_CAPACITY = 1 << 16
+#: a native env's chunk takes at most this many env steps per env (or one iteration, if longer)
+CHUNK_STEPS = 2000
 #: Python-stepped envs return to the hooks about every this many steps per env
 PYTHON_CHUNK_STEPS = 200
+
+
+def episode_ring_capacity(num_envs: int, env_steps: int) -> int:
+    """Episodes the device's episode ring holds: every one that can finish within a chunk (at
+    most one per env and step; a chunk is at most CHUNK_STEPS steps per env, or one iteration of
+    ``env_steps``), so the driver reads them all at the chunk's end before the ring wraps."""
+    return num_envs * max(CHUNK_STEPS, PYTHON_CHUNK_STEPS, env_steps)
 
 
 @dataclass
@@ -77,6 +85,8 @@ class TrainingRun:
     stop: bool = False
     compile_seconds: float = 0.0  # building the state, tracing and compiling the steps (set before the loop)
     logger: Logger | None = None  # the run's metrics backends: hooks may write rows (EvalCallback does)
+    #: finished training episodes (a resumed run's earlier ones included), read before the hooks
+    history: EpisodeHistory = dataclasses.field(default_factory=EpisodeHistory)
 
     def steps_per_second(self) -> float:
         """Training-only rate of this train call: compilation (before train_start) excluded."""
@@ -105,7 +115,9 @@ class TrainingRun:
         A state holding NaN or inf is refused (:class:`TrainingDiverged`, see
         :func:`~.runs.save_run`): the previous checkpoints stay as they are (rotation removes old
         ones only after a new one is written)."""
-        return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state, keep)
+        return save_run(
+            path, self.algo.NAME, self.spec, self.config, self.seed, self.steps, self.state, keep, self.history.arrays()
+        )
 
 
 #: called with the run after every chunk (the last call has ``run.finished``); raising stops the
@@ -313,7 +325,7 @@ def chunk_iterations(spec: EnvSpec, schedule: Schedule, iterations: int) -> int:
     steps per env for Python-stepped ones."""
     if spec.native is None:
         return max(1, PYTHON_CHUNK_STEPS // schedule.env_steps)
-    return max(1, min(iterations // 20, 2000 // schedule.env_steps))
+    return max(1, min(iterations // 20, CHUNK_STEPS // schedule.env_steps))
 
 
 def train(
@@ -342,8 +354,9 @@ def train(
     bar.compiling(f"compiling fused {algo.NAME.upper()} step ({type(device).__name__.lower()})")
     try:  # the bar is live (a rich display thread) from here
         state = build_state(algo, device, spec, config, seed)
+        saved_history = None
         if resume is not None:
-            seed = restore_for_resume(resume, algo.NAME, spec, config, state)
+            seed, saved_history = restore_for_resume(resume, algo.NAME, spec, config, state)
         schedule = algo.schedule(config)
         iterations = config.total_steps // (config.num_envs * schedule.env_steps)
         run = TrainingRun(
@@ -356,6 +369,7 @@ def train(
             schedule,
             iterations,
             done=int(to_numpy(state.step)[0]) // schedule.env_steps,
+            history=EpisodeHistory(saved_history, read=int(to_numpy(state.episodes.count)[0])),
         )
         if run.done > iterations:
             raise ConfigError(f"the checkpoint is at {run.steps} steps, past total_steps={config.total_steps}")
@@ -378,26 +392,24 @@ def train(
         bar.started(run)
         if metrics is not None:
             metrics.begin(run)
-        chunk = chunk_iterations(spec, schedule, iterations)
+        # a chunk never finishes more episodes than the device's ring holds (at most one per env step)
+        ring_iterations = state.episodes.returns.shape[0] // run.steps_per_iteration
+        if ring_iterations < 1:
+            raise ConfigError(
+                f"the episode log's ring holds {state.episodes.returns.shape[0]} episodes, fewer than "
+                f"one iteration may finish ({run.steps_per_iteration}); size it with episode_ring_capacity"
+            )
+        chunk = min(chunk_iterations(spec, schedule, iterations), ring_iterations)
         period_of = (getattr(h, "period", None) for h in [*hooks, *([metrics] if metrics else [])])
         periods = [p for p in (period(run) for period in period_of if callable(period)) if p > 0]
-        log_full = False
         while run.done < iterations:
             # a chunk ends at each multiple of a hook's period (a periodic checkpoint saves there)
             count = min(chunk, iterations - run.done, *(p - run.done % p for p in periods))
             loop.run(count)
             run.done += count
+            run.history.read(state.episodes, config.num_envs)  # before the ring wraps
             for hook in all_hooks:
                 hook(run)
-            if not log_full and int(to_numpy(state.episodes.count)[0]) > state.episodes.returns.shape[0]:
-                log_full = True  # later episodes are dropped: say so once instead of going stale
-                warnings.warn(
-                    f"the episode log is full ({state.episodes.returns.shape[0]} episodes): later episodes "
-                    "are not recorded, so history, the progress return and episode log rows stop at "
-                    "this point; training itself continues unaffected",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
             if run.stop and not run.finished:  # a hook ended the run: it holds the steps so far
                 run.iterations = iterations = run.done
                 bar.close()
@@ -407,7 +419,6 @@ def train(
         loop.close()
         if logger is not None:  # a run stopped by a hook (or an error) keeps the rows it wrote
             logger.flush()
-    ends, returns, lengths = state.episodes.finished()
     return TrainResult(
         algo.NAME,
         spec.name,
@@ -416,7 +427,7 @@ def train(
         run.total_steps,
         config,
         algo.policy(state, spec.action_low, spec.action_high),
-        {"steps": ends * config.num_envs, "returns": returns, "lengths": lengths},
+        run.history.arrays(),
         train_seconds,
         compile_seconds,
         state,

@@ -252,7 +252,6 @@ def validate_checkpoint(state: Any, values: checkpoint.FieldValues, context: dic
                 f"into {capacity} rows give {expected}",
             )
     values.require("episodes.count", 0, written, "episodes finished, at most one per env step")
-    values.require("episodes.end_steps", 0, step, "steps at which episodes ended")
     for net in ("actor", "critic1", "critic2", "log_alpha"):  # trained by Adam: at most one update per step
         for name, _ in checkpoint.named_arrays(getattr(state, net, None), f"{net}."):
             if name.endswith(".t."):

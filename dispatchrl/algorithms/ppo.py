@@ -13,7 +13,7 @@ per device; other envs are stepped from Python between two fused halves of each 
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import checkpoint
 from ..arrays import Array, asarray, to_numpy, zeros
+from ..checkpoint import SCRATCH
 from ..data import (
     EpisodeLog,
     Minibatch,
@@ -228,24 +229,24 @@ class State:
     actor: MLP  # observation → Gaussian mean (normalised action units)
     critic: MLP  # observation → V
     log_std: Parameter  # (A,): the state-independent log standard deviation
-    actor_act: MLPBuffers  # actor buffers, N rows (acting)
-    critic_act: MLPBuffers  # critic buffers, N rows: V(s_t)
-    critic_next: MLPBuffers  # critic buffers, N rows: V(s_{t+1})
-    actor_train: MLPBuffers  # actor buffers, B rows (d_output takes the policy gradient)
-    critic_train: MLPBuffers
+    actor_act: MLPBuffers = field(metadata=SCRATCH)  # actor buffers, N rows (acting)
+    critic_act: MLPBuffers = field(metadata=SCRATCH)  # critic buffers, N rows: V(s_t)
+    critic_next: MLPBuffers = field(metadata=SCRATCH)  # critic buffers, N rows: V(s_{t+1})
+    actor_train: MLPBuffers = field(metadata=SCRATCH)  # actor buffers, B rows (d_output takes the policy gradient)
+    critic_train: MLPBuffers = field(metadata=SCRATCH)
     obs_stats: ObsStats  # running observation mean/variance
-    obs_norm: Array  # (N, O) normalised observation the policy acts on
-    next_obs_norm: Array  # (N, O) normalised true next observation
-    action: Array  # (N, A) sampled actions (unclipped)
-    log_prob: Array  # (N,)
-    rollout: Rollout
-    batch: Minibatch
+    obs_norm: Array = field(metadata=SCRATCH)  # (N, O) normalised observation the policy acts on
+    next_obs_norm: Array = field(metadata=SCRATCH)  # (N, O) normalised true next observation
+    action: Array = field(metadata=SCRATCH)  # (N, A) sampled actions (unclipped)
+    log_prob: Array = field(metadata=SCRATCH)  # (N,)
+    rollout: Rollout = field(metadata=SCRATCH)
+    batch: Minibatch = field(metadata=SCRATCH)
     permutation: Array  # (T·N,) int64 shuffled row order of the current epoch
     old_log_std: Array  # (A,) log-std the rollout was sampled with (for the KL)
     update_stats: Array  # (4,) float64: KL, surrogate, entropy, clip fraction of the last minibatch
     learning_rate: Array  # (1,) float64: Adam's learning rate (adapted in the fused step)
     explained_variance: Array  # (1,) float64: of the value function over the last rollout (logging)
-    transition: Transitions  # the current transition, N rows (Python-stepped envs)
+    transition: Transitions = field(metadata=SCRATCH)  # the current transition, N rows (Python-stepped envs)
     episodes: EpisodeLog
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
@@ -272,7 +273,6 @@ class State:
         if updates and not np.array_equal(np.sort(values["permutation"]), np.arange(rows)):
             values.refuse("permutation", f"is not a permutation of 0..{rows - 1}")
         values.require("episodes.count", 0, step * config.num_envs, "episodes finished, at most one per env step")
-        values.require("episodes.end_steps", 0, step, "steps at which episodes ended")
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
@@ -304,7 +304,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         learning_rate=asarray(device, np.array([config.lr], np.float64)),
         explained_variance=zeros(device, 1, np.float64),
         transition=transitions(device, envs, obs_dim, action_dim),
-        episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
+        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         updates=zeros(device, 1, np.int64),

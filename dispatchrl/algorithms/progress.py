@@ -11,19 +11,14 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..arrays import to_numpy, view
-
 __all__ = ["Progress", "recent_return"]
 
 
-def recent_return(state: Any, episodes: int = 10) -> float | None:
-    """Mean return of the last ``episodes`` finished training episodes (None before the first)."""
-    log = state.episodes
-    count = min(int(to_numpy(log.count)[0]), log.returns.shape[0])
-    if not count:
-        return None
-    first = max(0, count - episodes)
-    return float(np.mean(to_numpy(view(log.returns, first, (count - first,)))))  # copies only those
+def recent_return(history: Any, episodes: int = 10) -> float | None:
+    """Mean return of the last ``episodes`` finished training episodes of a run's
+    :class:`~.runs.EpisodeHistory` (None before the first)."""
+    returns = history.recent_returns(episodes)
+    return float(np.mean(returns)) if len(returns) else None
 
 
 class Progress:
@@ -115,7 +110,7 @@ class Progress:
         if self.mode == "plain" and not run.finished and now - self.last_line < self.interval:
             return  # reading the episode log and printing only when a line is due
         rate = self.rate(run.steps)
-        recent = recent_return(run.state)
+        recent = recent_return(run.history)
         shown = "n/a" if recent is None else f"{recent:.2f}"
         eta = (run.total_steps - run.steps) / rate if rate > 0 else float("inf")
         info = f"{rate:,.0f} steps/s  return {shown}  ETA {_duration(eta)}"

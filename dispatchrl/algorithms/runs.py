@@ -22,13 +22,20 @@ from .protocol import Algorithm
 
 __all__ = [
     "DIVERGENCE_HINT",
+    "EPISODE_LOG_4",
+    "HISTORY_KEYS",
     "RENAMED_FIELDS",
+    "SCRATCH_FIELDS_5",
+    "EpisodeHistory",
     "Snapshot",
     "TrainResult",
     "build_state",
     "check_finite_state",
+    "check_history",
     "config_from_metadata",
+    "history_arrays",
     "load_run",
+    "pop_history",
     "restore_for_resume",
     "result_json",
     "save_run",
@@ -51,7 +58,7 @@ class TrainResult:
     steps: int
     config: Any
     policy: Callable[[np.ndarray], np.ndarray]  # a deployable Policy (or a user network's): numpy obs -> action
-    history: dict[str, np.ndarray]  # "steps", "returns", "lengths" of finished training episodes
+    history: dict[str, np.ndarray]  # "steps", "returns", "lengths" of finished training episodes (all of the run)
     train_seconds: float  # the training loop only
     compile_seconds: float  # building the state, tracing and compiling (or loading) the steps
     state: Any  # every Array of the run (for checkpoints)
@@ -74,19 +81,29 @@ class TrainResult:
     def save(self, path: str | Path, keep: int | None = None) -> tuple[Path, Path]:
         """Checkpoint the whole training state (npz + json, never pickle); ``keep=K``: into
         directory ``path``, keeping the newest K (see :func:`dispatchrl.checkpoint.save`)."""
-        return save_run(path, self.algo, self.spec, self.config, self.seed, self.steps, self.state, keep)
+        return save_run(path, self.algo, self.spec, self.config, self.seed, self.steps, self.state, keep, self.history)
 
 
 def save_run(
-    path: str | Path, name: str, spec: EnvSpec, config: Any, seed: int, steps: int, state: Any, keep: int | None = None
+    path: str | Path,
+    name: str,
+    spec: EnvSpec,
+    config: Any,
+    seed: int,
+    steps: int,
+    state: Any,
+    keep: int | None = None,
+    history: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Path, Path]:
-    """Checkpoint a run's whole state with the metadata that :func:`load_run` and a resume check;
+    """Checkpoint a run's whole state, its ``history`` of finished episodes and the metadata that
+    :func:`load_run` and a resume check;
     ``steps`` is the run's budget when it finishes, or the steps taken so far mid-run (and names
     the file when ``keep`` rotates checkpoints in directory ``path``). A state holding NaN or inf
     is refused (:class:`TrainingDiverged`) before anything is written: it could not be resumed,
     and the checkpoint it would replace stays as it is."""
     check_finite_state(state, steps)
-    return checkpoint.save(path, state, run_metadata(name, spec, config, seed, steps), keep=keep)
+    metadata = run_metadata(name, spec, config, seed, steps)
+    return checkpoint.save(path, state, metadata, keep=keep, extra=history_arrays(history))
 
 
 def check_finite_state(state: Any, steps: int) -> None:
@@ -130,10 +147,120 @@ class Snapshot:
     arrays: dict[str, np.ndarray]
 
 
-def snapshot(name: str, spec: EnvSpec, config: Any, seed: int, steps: int, state: Any) -> Snapshot:
-    """Copies of every Array of ``state`` with the run's metadata."""
+def snapshot(
+    name: str,
+    spec: EnvSpec,
+    config: Any,
+    seed: int,
+    steps: int,
+    state: Any,
+    history: Mapping[str, np.ndarray] | None = None,
+) -> Snapshot:
+    """Copies of every saved Array of ``state`` and of ``history`` with the run's metadata."""
     arrays = {key.rstrip("."): to_numpy(array) for key, array in checkpoint.named_arrays(state)}
+    arrays.update(history_arrays(history))
     return Snapshot(run_metadata(name, spec, config, seed, steps), arrays)
+
+
+# ---------------------------------------------------------------- the history of finished episodes
+
+#: what a history holds per finished episode: the env step (over all envs) it ended at, its
+#: return and its length; checkpoints save them as ``history.<key>``
+HISTORY_KEYS = {"steps": np.int64, "returns": np.float64, "lengths": np.int64}
+
+
+class EpisodeHistory:
+    """A run's finished training episodes on the host. The device's episode log keeps only the
+    latest ones in a ring; :meth:`read` copies the new ones at every chunk boundary."""
+
+    def __init__(self, saved: Mapping[str, np.ndarray] | None = None, read: int = 0) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {
+            key: [np.asarray(saved[key], dtype) if saved else np.zeros(0, dtype)] for key, dtype in HISTORY_KEYS.items()
+        }
+        self.read_count = read  # episodes of the device's log copied so far (its count then)
+
+    def read(self, log: Any, num_envs: int) -> int:
+        """Append the episodes ``log`` finished since the last read; returns how many."""
+        ends, returns, lengths = log.since(self.read_count)
+        if len(returns):
+            for key, values in zip(HISTORY_KEYS, (ends * num_envs, returns, lengths)):
+                self.parts[key].append(values)
+            self.read_count += len(returns)
+        return len(returns)
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts["returns"])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``{"steps", "returns", "lengths"}`` of every finished episode, oldest first."""
+        for key, parts in self.parts.items():
+            if len(parts) > 1:
+                self.parts[key] = [np.concatenate(parts)]
+        return {key: parts[0] for key, parts in self.parts.items()}
+
+    def since(self, first: int) -> dict[str, np.ndarray]:
+        """The episodes from number ``first`` (0: the run's first) on."""
+        return {key: values[first:] for key, values in self.arrays().items()}
+
+    def recent_returns(self, episodes: int) -> np.ndarray:
+        """The returns of the last ``episodes`` finished episodes (fewer before that many)."""
+        tail: list[np.ndarray] = []
+        for part in reversed(self.parts["returns"]):
+            tail.insert(0, part)
+            if sum(len(p) for p in tail) >= episodes:
+                break
+        return np.concatenate(tail)[-episodes:] if tail else np.zeros(0)
+
+
+def history_arrays(history: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """A history's checkpoint entries, ``history.<key>`` (none for None)."""
+    if history is None:
+        return {}
+    return {f"history.{key}": np.asarray(history[key], dtype) for key, dtype in HISTORY_KEYS.items()}
+
+
+def pop_history(arrays: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
+    """Take a checkpoint's history entries out of ``arrays`` (before the state is restored from
+    the rest), checked on their own: all or none of them, 1-D of one length, the right dtypes,
+    finite returns, non-negative steps and lengths. None (older files of other writers): empty."""
+    found = {key: arrays.pop(f"history.{key}") for key in HISTORY_KEYS if f"history.{key}" in arrays}
+    if not found:
+        return {key: np.zeros(0, dtype) for key, dtype in HISTORY_KEYS.items()}
+    missing = sorted(f"history.{key}" for key in set(HISTORY_KEYS) - set(found))
+    if missing:
+        raise CheckpointError(f"{source} does not match this run: missing {missing}")
+    length = len(found["returns"]) if found["returns"].ndim == 1 else -1
+    for key, dtype in HISTORY_KEYS.items():
+        value = found[key]
+        if value.ndim != 1 or value.dtype != dtype or len(value) != length:
+            raise CheckpointError(
+                f"{source}: 'history.{key}' has shape {value.shape} {value.dtype}, expected "
+                f"({max(length, 0)},) {np.dtype(dtype).name} (one entry per finished episode)"
+            )
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            raise CheckpointError(f"{source}: 'history.{key}' holds NaN or inf")
+        if value.dtype.kind == "i" and np.any(value < 0):
+            raise CheckpointError(
+                f"{source}: 'history.{key}' = {int(value.min())} is outside its allowed range "
+                f"[0, {np.iinfo(value.dtype).max}] (steps and lengths are never negative)"
+            )
+    return found
+
+
+def check_history(history: Mapping[str, np.ndarray], state: Any, num_envs: int, source: str) -> None:
+    """A restored run's history against its state: no more episodes than the log counted, none
+    ending after the run's step."""
+    count, steps = int(to_numpy(state.episodes.count)[0]), int(to_numpy(state.step)[0]) * num_envs
+    if len(history["returns"]) > count:
+        raise CheckpointError(
+            f"{source}: 'history.returns' holds {len(history['returns'])} episodes, more than the "
+            f"{count} 'episodes.count' says finished"
+        )
+    if len(history["steps"]) and int(history["steps"].max()) > steps:
+        raise CheckpointError(
+            f"{source}: 'history.steps' = {int(history['steps'].max())} is outside its allowed range "
+            f"[0, {steps}] (episodes end by the run's step)"
+        )
 
 
 def result_json(result: TrainResult, eval_return: float, eval_returns: list[float]) -> str:
@@ -197,9 +324,96 @@ def _add_learner_statistics(document: dict[str, Any], arrays: dict[str, np.ndarr
     return document, arrays
 
 
-def restore_for_resume(path: str | Path | Snapshot, name: str, spec: EnvSpec, config: Any, state: Any) -> int:
+#: State fields version 5 stopped saving (:data:`dispatchrl.checkpoint.SCRATCH`), per algorithm:
+#: a version-4 checkpoint holds them (and everything under them) and loads without them
+SCRATCH_FIELDS_5 = {
+    "td3": (
+        "actor_act",
+        "actor_batch",
+        "critic1_batch",
+        "critic2_batch",
+        "critic_input",
+        "q_target",
+        "d_action",
+        "batch",
+        "transition",
+        "action",
+    ),
+    "sac": (
+        "actor_act",
+        "actor_train",
+        "actor_next",
+        "critic1_train",
+        "critic2_train",
+        "critic1_next",
+        "critic2_next",
+        "critic1_actor",
+        "critic2_actor",
+        "act_noise",
+        "act_log_prob",
+        "pi_noise",
+        "pi_action",
+        "pi_log_prob",
+        "next_noise",
+        "next_action",
+        "next_log_prob",
+        "critic_input",
+        "critic_next_input",
+        "actor_critic_input",
+        "d_critic_input",
+        "d_action",
+        "q_target",
+        "batch",
+        "transition",
+        "action",
+    ),
+    "ppo": (
+        "actor_act",
+        "critic_act",
+        "critic_next",
+        "actor_train",
+        "critic_train",
+        "obs_norm",
+        "next_obs_norm",
+        "action",
+        "log_prob",
+        "rollout",
+        "batch",
+        "transition",
+    ),
+}
+
+
+#: the episode log's entries version 5 stopped saving (its ring of the latest episodes)
+EPISODE_LOG_4 = ("episodes.returns", "episodes.lengths", "episodes.end_steps")
+
+
+@checkpoint.migration(from_version=4)
+def _drop_scratch(document: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict]:
+    """Checkpoint version 4 → 5: the scratch fields in :data:`SCRATCH_FIELDS_5` are dropped (a
+    resumed run rebuilds them; every step writes them before reading), and the episodes the log
+    held become the run's history (a log that had filled up held only its first episodes)."""
+    scratch = set(SCRATCH_FIELDS_5.get(str(document.get("algo")), ()))
+    arrays = {name: value for name, value in arrays.items() if name.partition(".")[0] not in scratch}
+    if all(name in arrays for name in EPISODE_LOG_4):
+        returns, lengths, ends = (arrays.pop(name) for name in EPISODE_LOG_4)
+        try:
+            held = max(0, min(int(arrays["episodes.count"].reshape(-1)[0]), len(returns)))
+            num_envs = int(document.get("num_envs", 1))
+        except (KeyError, IndexError, TypeError, ValueError):
+            held, num_envs = 0, 1  # a damaged file: the restore refuses it
+        arrays.update(
+            history_arrays({"steps": ends[:held] * num_envs, "returns": returns[:held], "lengths": lengths[:held]})
+        )
+    document["version"] = 5
+    return document, arrays
+
+
+def restore_for_resume(
+    path: str | Path | Snapshot, name: str, spec: EnvSpec, config: Any, state: Any
+) -> tuple[int, dict[str, np.ndarray]]:
     """Load checkpoint ``path`` (or an in-memory :class:`Snapshot`) into ``state`` to continue
-    the run; returns the run's seed."""
+    the run; returns the run's seed and its history of finished episodes."""
     if isinstance(path, Snapshot):
         meta, arrays, path = path.metadata, dict(path.arrays), "snapshot"
     else:
@@ -210,10 +424,12 @@ def restore_for_resume(path: str | Path | Snapshot, name: str, spec: EnvSpec, co
         )
     if meta.get("num_envs") != config.num_envs:
         raise CheckpointError(f"checkpoint {path} has num_envs={meta.get('num_envs')}, this run {config.num_envs}")
+    history = pop_history(arrays, str(path))
     if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
         _grow_replay(arrays, state.replay.capacity, config.num_envs)
     checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
-    return int(meta.get("seed", 0))
+    check_history(history, state, config.num_envs, str(path))
+    return int(meta.get("seed", 0)), history
 
 
 def _grow_replay(arrays: dict[str, np.ndarray], capacity: int, num_envs: int) -> None:
@@ -261,7 +477,9 @@ def load_run(
             f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})"
         )
     state = build_state(algo, device or Generic(), spec, config, seed)
+    history = pop_history(arrays, str(path))
     checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
+    check_history(history, state, config.num_envs, str(path))
     return algo, name, spec, config, state
 
 

@@ -9,13 +9,14 @@ critics by Polyak averaging. :func:`native_step` fuses all of it, env included.
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..arrays import Array, zeros
+from ..checkpoint import SCRATCH
 from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, transitions
 from ..devices import Device
 from ..envs import EnvState
@@ -111,33 +112,35 @@ class State:
     critic1_target: MLP
     critic2_target: MLP
     log_alpha: Parameter  # (1,): the temperature, trained by Adam
-    actor_act: MLPBuffers  # actor buffers, N rows
-    actor_train: MLPBuffers  # actor buffers, B rows (its d_output takes the Gaussian head's gradient)
-    actor_next: MLPBuffers  # actor buffers, B rows, on next observations
-    critic1_train: MLPBuffers
-    critic2_train: MLPBuffers
-    critic1_next: MLPBuffers  # target critics' buffers, on next observations
-    critic2_next: MLPBuffers
-    critic1_actor: MLPBuffers  # critics on the policy's actions, with input gradients
-    critic2_actor: MLPBuffers
-    act_noise: Array  # (N, A) ε, action and log π for acting ...
-    act_log_prob: Array  # (N, 1)
-    pi_noise: Array  # (B, A) ... for the actor update on the batch ...
-    pi_action: Array  # (B, A)
-    pi_log_prob: Array  # (B, 1)
-    next_noise: Array  # (B, A) ... and for the target on next observations
-    next_action: Array  # (B, A)
-    next_log_prob: Array  # (B, 1)
-    critic_input: Array  # (B, O + A) [obs, action] of the batch
-    critic_next_input: Array  # (B, O + A) [next_obs, a']
-    actor_critic_input: Array  # (B, O + A) [obs, a]
-    d_critic_input: Array  # (B, O + A) gradient of −mean min(Q1, Q2) w.r.t. [obs, action]
-    d_action: Array  # (B, A)
-    q_target: Array  # (B, 1)
+    actor_act: MLPBuffers = field(metadata=SCRATCH)  # actor buffers, N rows
+    actor_train: MLPBuffers = field(
+        metadata=SCRATCH
+    )  # actor buffers, B rows (its d_output takes the Gaussian head's gradient)
+    actor_next: MLPBuffers = field(metadata=SCRATCH)  # actor buffers, B rows, on next observations
+    critic1_train: MLPBuffers = field(metadata=SCRATCH)
+    critic2_train: MLPBuffers = field(metadata=SCRATCH)
+    critic1_next: MLPBuffers = field(metadata=SCRATCH)  # target critics' buffers, on next observations
+    critic2_next: MLPBuffers = field(metadata=SCRATCH)
+    critic1_actor: MLPBuffers = field(metadata=SCRATCH)  # critics on the policy's actions, with input gradients
+    critic2_actor: MLPBuffers = field(metadata=SCRATCH)
+    act_noise: Array = field(metadata=SCRATCH)  # (N, A) ε, action and log π for acting ...
+    act_log_prob: Array = field(metadata=SCRATCH)  # (N, 1)
+    pi_noise: Array = field(metadata=SCRATCH)  # (B, A) ... for the actor update on the batch ...
+    pi_action: Array = field(metadata=SCRATCH)  # (B, A)
+    pi_log_prob: Array = field(metadata=SCRATCH)  # (B, 1)
+    next_noise: Array = field(metadata=SCRATCH)  # (B, A) ... and for the target on next observations
+    next_action: Array = field(metadata=SCRATCH)  # (B, A)
+    next_log_prob: Array = field(metadata=SCRATCH)  # (B, 1)
+    critic_input: Array = field(metadata=SCRATCH)  # (B, O + A) [obs, action] of the batch
+    critic_next_input: Array = field(metadata=SCRATCH)  # (B, O + A) [next_obs, a']
+    actor_critic_input: Array = field(metadata=SCRATCH)  # (B, O + A) [obs, a]
+    d_critic_input: Array = field(metadata=SCRATCH)  # (B, O + A) gradient of −mean min(Q1, Q2) w.r.t. [obs, action]
+    d_action: Array = field(metadata=SCRATCH)  # (B, A)
+    q_target: Array = field(metadata=SCRATCH)  # (B, 1)
     replay: ReplayRing
-    batch: Transitions  # B rows sampled from the replay buffer
-    transition: Transitions  # the current transition, N rows
-    action: Array  # (N, A) in [-1, 1]
+    batch: Transitions = field(metadata=SCRATCH)  # B rows sampled from the replay buffer
+    transition: Transitions = field(metadata=SCRATCH)  # the current transition, N rows
+    action: Array = field(metadata=SCRATCH)  # (N, A) in [-1, 1]
     episodes: EpisodeLog
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
@@ -200,7 +203,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         batch=transitions(device, rows, obs_dim, action_dim),
         transition=transitions(device, envs, obs_dim, action_dim),
         action=zeros(device, (envs, action_dim)),
-        episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
+        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         critic_stats=zeros(device, 3, np.float64),

@@ -8,13 +8,14 @@ env included, into one compiled kernel per device for native envs.
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..arrays import Array, zeros
+from ..checkpoint import SCRATCH
 from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, transitions
 from ..devices import Device
 from ..envs import EnvState
@@ -96,19 +97,19 @@ class State:
     actor_target: Any
     critic1_target: Any
     critic2_target: Any
-    actor_act: Any  # actor buffers, N rows (acting)
+    actor_act: Any = field(metadata=SCRATCH)  # actor buffers, N rows (acting)
     # B-row buffers, shared by the target and online nets of a kind: their uses never overlap,
     # and a smaller working set stays in cache
-    actor_batch: Any
-    critic1_batch: Any  # keeps the input gradient, for the actor update
-    critic2_batch: Any
-    critic_input: Array  # (B, O + A) [obs, action] rows, refilled before each use
-    q_target: Array  # (B, 1)
-    d_action: Array  # (B, A) ∂(−mean Q)/∂action
+    actor_batch: Any = field(metadata=SCRATCH)
+    critic1_batch: Any = field(metadata=SCRATCH)  # keeps the input gradient, for the actor update
+    critic2_batch: Any = field(metadata=SCRATCH)
+    critic_input: Array = field(metadata=SCRATCH)  # (B, O + A) [obs, action] rows, refilled before each use
+    q_target: Array = field(metadata=SCRATCH)  # (B, 1)
+    d_action: Array = field(metadata=SCRATCH)  # (B, A) ∂(−mean Q)/∂action
     replay: ReplayRing
-    batch: Transitions  # B rows sampled from the replay buffer
-    transition: Transitions  # the current transition, N rows
-    action: Array  # (N, A) in [-1, 1]
+    batch: Transitions = field(metadata=SCRATCH)  # B rows sampled from the replay buffer
+    transition: Transitions = field(metadata=SCRATCH)  # the current transition, N rows
+    action: Array = field(metadata=SCRATCH)  # (N, A) in [-1, 1]
     episodes: EpisodeLog
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
@@ -154,7 +155,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         batch=transitions(device, rows, obs_dim, action_dim),
         transition=transitions(device, envs, obs_dim, action_dim),
         action=zeros(device, (envs, action_dim)),
-        episodes=episode_log(device, envs, driver.EPISODE_LOG_CAPACITY),
+        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         critic_stats=zeros(device, 3, np.float64),

@@ -5,11 +5,11 @@ so they can live inside a fused training step.
 """
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..arrays import Array, to_numpy, zeros
+from ..arrays import Array, to_numpy, view, zeros
 from ..errors import ConfigError, DeviceError
 
 __all__ = ["EpisodeLog", "ReplayRing", "Transitions", "episode_log", "replay_buffer", "transitions"]
@@ -123,19 +123,38 @@ def memmap_replay_buffer(device, capacity, obs_dim, action_dim, path, dtype=np.f
 
 @dataclass
 class EpisodeLog:
-    """Per-env running return/length and the returns, lengths and end steps of finished episodes."""
+    """Per-env running return/length, the count of finished episodes, and a ring of the returns,
+    lengths and end steps of the latest ones: episode ``k`` (from the run's start) is in slot
+    ``k % capacity``. The driver copies the new ones to the host at every chunk boundary, so the
+    ring needs to hold one chunk's episodes only, and checkpoints leave it out (scratch)."""
+
+    # the ring: dispatchrl.checkpoint.SCRATCH fields (spelled out: data comes before checkpoint)
 
     running_return: Array  # (N,) float64
     running_length: Array  # (N,) int64
-    returns: Array  # (capacity,) float64
-    lengths: Array  # (capacity,) int64
-    end_steps: Array  # (capacity,) int64: global step at which each episode ended
-    count: Array  # (1,) int64: episodes finished (may exceed capacity; later ones are dropped)
+    returns: Array = field(metadata={"scratch": True})  # (capacity,) float64
+    lengths: Array = field(metadata={"scratch": True})  # (capacity,) int64
+    end_steps: Array = field(metadata={"scratch": True})  # (capacity,) int64: per-env step at which each episode ended
+    count: Array  # (1,) int64: episodes finished since the run's start
 
-    def finished(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Host copies of (end_steps, returns, lengths) of the logged episodes."""
-        n = min(int(to_numpy(self.count)[0]), self.returns.shape[0])
-        return to_numpy(self.end_steps)[:n], to_numpy(self.returns)[:n], to_numpy(self.lengths)[:n]
+    def since(self, first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Host copies of (end_steps, returns, lengths) of the episodes numbered ``first`` to
+        count - 1, copying only those; raises RuntimeError if the ring no longer holds them all."""
+        count, capacity = int(to_numpy(self.count)[0]), self.returns.shape[0]
+        if count - first > capacity:
+            raise RuntimeError(
+                f"the episode ring of {capacity} episodes was read {count - first} episodes late: "
+                "read it at least every capacity episodes"
+            )
+        if count <= first:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
+        start, n = first % capacity, count - first
+        spans = [(start, min(n, capacity - start))]
+        if n > spans[0][1]:  # wrapped: the rest from slot 0
+            spans.append((0, n - spans[0][1]))
+        arrays = (self.end_steps, self.returns, self.lengths)
+        ends, returns, lengths = (np.concatenate([to_numpy(view(a, s, (k,))) for s, k in spans]) for a in arrays)
+        return ends, returns, lengths
 
     def validate_checkpoint(self, values, context) -> None:
         """Counts are non-negative (checked for every integer leaf); a running episode is shorter
@@ -146,6 +165,9 @@ class EpisodeLog:
 
 
 def episode_log(device, num_envs, capacity):
+    """An episode log for ``num_envs`` envs whose ring holds ``capacity`` finished episodes."""
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ConfigError(f"episode_log: 'capacity' must be a positive int, got {capacity!r}")
     return EpisodeLog(
         running_return=zeros(device, num_envs, np.float64),
         running_length=zeros(device, num_envs, np.int64),

@@ -45,7 +45,7 @@ __all__ = ["EPISODE_LOG", "EVAL_SEED", "TrainerSource", "trainer_source", "weigh
 
 #: the evaluation episodes' reset stream (fixed, so trainer_evaluate is a function of the weights)
 EVAL_SEED = 10_000
-#: finished training episodes the trainer's log keeps (the driver keeps 65536; weights don't depend on it)
+#: the trainer's ring of the latest finished training episodes (trainer_recent_return reads it)
 EPISODE_LOG = 64
 _MASK = (1 << 64) - 1
 #: the input-gradient blocks' per-function transposition buffer (kernels/core/c.py input_gradient_body)
@@ -494,13 +494,13 @@ def _render(algo_name, spec, config, schedule, programs, weights, named, storage
             "",
             "double trainer_recent_return(int32_t episodes)",
             "{",
-            f"    int64_t count = {n('episode_count')}[0];",
-            f"    if (count > {EPISODE_LOG}) count = {EPISODE_LOG};",
-            "    if (count == 0 || episodes <= 0) return 0.0;",
+            f"    const int64_t count = {n('episode_count')}[0];",
+            f"    const int64_t held = count < {EPISODE_LOG} ? count : {EPISODE_LOG};  /* a ring of the latest */",
+            "    if (held <= 0 || episodes <= 0) return 0.0;",
             "    double total = 0.0;",
             "    int32_t used = 0;",
-            "    for (int64_t i = count - 1; i >= 0 && used < episodes; i--, used++) total += "
-            f"{n('episode_returns')}[i];",
+            "    for (int64_t i = count - 1; i >= count - held && used < episodes; i--, used++) total += "
+            f"{n('episode_returns')}[i % {EPISODE_LOG}];",
             "    return total / used;",
             "}",
             "",

@@ -145,8 +145,9 @@ def td_target(device, reward, terminated, q1, q2, gamma, target):
 
 @generic(inplace=("log",))
 def track_episodes(device, log, reward, terminated, truncated, step):
-    """Accumulate per-environment returns and lengths; when an episode ends, append its return,
-    length and the global ``step`` to the log (while it has room) and restart the running sums."""
+    """Accumulate per-environment returns and lengths; when an episode ends, write its return,
+    length and the global ``step`` into the log's ring at ``count % capacity``, count it and
+    restart the running sums (the reader takes the new episodes before the ring wraps)."""
     fn = "track_episodes"
     check_device(fn, device)
     check_array(fn, "reward", reward, device, shape=(None,))

@@ -183,10 +183,11 @@ for (int i = 0; i < N; i++) {
     running_length[i] += 1;
     if (terminated[i] || truncated[i]) {
         const int64_t slot = count[0];
-        if (slot >= 0 && slot < CAPACITY) {
-            returns[slot] = running_return[i];
-            lengths[slot] = running_length[i];
-            end_steps[slot] = step[0];
+        if (slot >= 0) {  /* a ring: the driver reads it at every chunk boundary */
+            const int64_t at = slot % CAPACITY;
+            returns[at] = running_return[i];
+            lengths[at] = running_length[i];
+            end_steps[at] = step[0];
         }
         count[0] = slot + 1;
         running_return[i] = 0.0;

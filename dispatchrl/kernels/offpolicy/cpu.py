@@ -166,10 +166,10 @@ def track_episodes_kernel(
         running_length[i] += 1
         if terminated[i] or truncated[i]:
             slot = count[0]
-            if slot < returns.shape[0]:
-                returns[slot] = running_return[i]
-                lengths[slot] = running_length[i]
-                end_steps[slot] = step[0]
+            at = slot % returns.shape[0]  # a ring: the driver reads it at every chunk boundary
+            returns[at] = running_return[i]
+            lengths[at] = running_length[i]
+            end_steps[at] = step[0]
             count[0] = slot + 1
             running_return[i] = 0.0
             running_length[i] = 0

@@ -382,10 +382,10 @@ def _track_episodes_at(
     running_length[i] += 1
     if terminated[i] or truncated[i]:
         slot = cuda.atomic.add(count, 0, 1)
-        if slot < returns.shape[0]:
-            returns[slot] = running_return[i]
-            lengths[slot] = running_length[i]
-            end_steps[slot] = step[0]
+        at = slot % returns.shape[0]  # a ring: the driver reads it at every chunk boundary
+        returns[at] = running_return[i]
+        lengths[at] = running_length[i]
+        end_steps[at] = step[0]
         running_return[i] = 0.0
         running_length[i] = 0
 

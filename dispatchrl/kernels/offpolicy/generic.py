@@ -138,9 +138,8 @@ def track_episodes_kernel(
     running_return += reward
     running_length += 1
     for i in np.flatnonzero(terminated | truncated):
-        slot = count[0]
-        if slot < returns.shape[0]:
-            returns[slot], lengths[slot], end_steps[slot] = running_return[i], running_length[i], step[0]
+        at = count[0] % returns.shape[0]  # a ring: the driver reads it at every chunk boundary
+        returns[at], lengths[at], end_steps[at] = running_return[i], running_length[i], step[0]
         count[0] += 1
         running_return[i], running_length[i] = 0.0, 0
 

@@ -273,7 +273,7 @@ def prefetch_row(typingctx, source, row):
     (llvm.prefetch: a hint, no effect on results). A gather of random rows issues all its loads
     first this way, so their cache misses overlap instead of following one another."""
 
-    def codegen(context, builder, signature, args):
+    def codegen(context, builder, signature, args) -> ir.Value:
         array_type = signature.args[0]
         array = context.make_array(array_type)(context, builder, args[0])
         zero = context.get_constant(types.intp, 0)
@@ -302,7 +302,7 @@ def prefetch_row(typingctx, source, row):
 def address_pointer(typingctx, address):
     """The raw pointer at integer ``address`` (for :func:`numba.carray`)."""
 
-    def codegen(context, builder, signature, args):
+    def codegen(context, builder, signature, args) -> ir.Value:
         return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
 
     return types.voidptr(types.int64), codegen
@@ -321,7 +321,7 @@ LEAF_FIELDS = 5
 def prefetch_item(typingctx, array, i):
     """Hint the CPU to load ``array[i]`` (1-D) into cache, as :func:`prefetch_row`."""
 
-    def codegen(context, builder, signature, args):
+    def codegen(context, builder, signature, args) -> ir.Value:
         array_type = signature.args[0]
         pointer = cgutils.get_item_pointer(
             context, builder, array_type, context.make_array(array_type)(context, builder, args[0]), [args[1]]

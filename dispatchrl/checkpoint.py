@@ -46,6 +46,7 @@ __all__ = [
     "SCRATCH",
     "VERSION",
     "FieldValues",
+    "check_values",
     "latest",
     "load",
     "load_arrays",
@@ -386,6 +387,18 @@ def _owners(tree, prefix=""):
             yield from _owners(item, f"{prefix}{i}.")
 
 
+def check_values(source: str, name: str, value: np.ndarray, why_non_negative: str) -> None:
+    """Refuse (:class:`CheckpointError`) a loaded float array holding NaN or inf, or an integer
+    array holding a negative entry (``why_non_negative`` says why none can be)."""
+    if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+        raise CheckpointError(f"{source}: '{name}' holds NaN or inf")
+    if value.dtype.kind == "i" and np.any(value < 0):
+        raise CheckpointError(
+            f"{source}: '{name}' = {int(value.min())} is outside its allowed range "
+            f"[0, {np.iinfo(value.dtype).max}] ({why_non_negative})"
+        )
+
+
 def restore(state, arrays, source="checkpoint", context=None) -> None:
     """Copy ``arrays`` into the Arrays of ``state``; every leaf must be present with its exact
     shape and dtype, nothing else may be there, floats finite, integers non-negative, and every
@@ -402,15 +415,9 @@ def restore(state, arrays, source="checkpoint", context=None) -> None:
             raise CheckpointError(
                 f"{source}: '{name}' has shape {value.shape} {value.dtype}, expected {arr.shape} {arr.dtype.name}"
             )
-        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-            raise CheckpointError(f"{source}: '{name}' holds NaN or inf")
-        if value.dtype.kind == "i" and np.any(value < 0):
-            # every integer leaf is a count, a step or an index: a negative one would index
-            # before a buffer or run a loop backwards
-            raise CheckpointError(
-                f"{source}: '{name}' = {int(value.min())} is outside its allowed range "
-                f"[0, {np.iinfo(value.dtype).max}] (counts and indices are never negative)"
-            )
+        # every integer leaf is a count, a step or an index: a negative one would index before a
+        # buffer or run a loop backwards
+        check_values(source, name, value, "counts and indices are never negative")
     arrays = {name: arrays[name] for name in leaves}
     for prefix, owner in _owners(state):
         owner.validate_checkpoint(FieldValues(arrays, prefix, source), dict(context or {}))

@@ -237,13 +237,7 @@ def pop_history(arrays: dict[str, np.ndarray], source: str) -> dict[str, np.ndar
                 f"{source}: 'history.{key}' has shape {value.shape} {value.dtype}, expected "
                 f"({max(length, 0)},) {np.dtype(dtype).name} (one entry per finished episode)"
             )
-        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-            raise CheckpointError(f"{source}: 'history.{key}' holds NaN or inf")
-        if value.dtype.kind == "i" and np.any(value < 0):
-            raise CheckpointError(
-                f"{source}: 'history.{key}' = {int(value.min())} is outside its allowed range "
-                f"[0, {np.iinfo(value.dtype).max}] (steps and lengths are never negative)"
-            )
+        checkpoint.check_values(source, f"history.{key}", value, "steps and lengths are never negative")
     return found
 
 

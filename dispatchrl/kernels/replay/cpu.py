@@ -267,6 +267,18 @@ def bootstrap_target(device: CPU, reward, discount, target):
     launch(device, bootstrap_target_kernel, reward, discount, target)
 
 
+def _prefetch(builder: ir.IRBuilder, pointer: ir.Value) -> None:
+    """Emit llvm.prefetch(pointer, read, high locality, data cache): a hint, no effect on results."""
+    byte_pointer = ir.IntType(8).as_pointer()
+    fn = cgutils.get_or_insert_function(
+        builder.module,
+        ir.FunctionType(ir.VoidType(), [byte_pointer, ir.IntType(32), ir.IntType(32), ir.IntType(32)]),
+        "llvm.prefetch.p0i8",
+    )
+    read, keep, data = (ir.Constant(ir.IntType(32), v) for v in (0, 3, 1))
+    builder.call(fn, [builder.bitcast(pointer, byte_pointer), read, keep, data])
+
+
 @intrinsic
 def prefetch_row(typingctx, source, row):
     """Hint the CPU to load the first and last byte of ``source[row]`` (a 2-D C array) into cache
@@ -280,19 +292,8 @@ def prefetch_row(typingctx, source, row):
         first = cgutils.get_item_pointer(context, builder, array_type, array, [args[1], zero])
         last_column = builder.sub(builder.extract_value(array.shape, 1), context.get_constant(types.intp, 1))
         last = cgutils.get_item_pointer(context, builder, array_type, array, [args[1], last_column])
-        byte_pointer = ir.IntType(8).as_pointer()
-        fn = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(ir.VoidType(), [byte_pointer, ir.IntType(32), ir.IntType(32), ir.IntType(32)]),
-            "llvm.prefetch.p0i8",
-        )
-        read, keep, data = (
-            ir.Constant(ir.IntType(32), 0),
-            ir.Constant(ir.IntType(32), 3),
-            ir.Constant(ir.IntType(32), 1),
-        )
         for pointer in (first, last):
-            builder.call(fn, [builder.bitcast(pointer, byte_pointer), read, keep, data])
+            _prefetch(builder, pointer)
         return context.get_dummy_value()
 
     return types.void(source, types.intp), codegen
@@ -326,18 +327,7 @@ def prefetch_item(typingctx, array, i):
         pointer = cgutils.get_item_pointer(
             context, builder, array_type, context.make_array(array_type)(context, builder, args[0]), [args[1]]
         )
-        byte_pointer = ir.IntType(8).as_pointer()
-        fn = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(ir.VoidType(), [byte_pointer, ir.IntType(32), ir.IntType(32), ir.IntType(32)]),
-            "llvm.prefetch.p0i8",
-        )
-        read, keep, data = (
-            ir.Constant(ir.IntType(32), 0),
-            ir.Constant(ir.IntType(32), 3),
-            ir.Constant(ir.IntType(32), 1),
-        )
-        builder.call(fn, [builder.bitcast(pointer, byte_pointer), read, keep, data])
+        _prefetch(builder, pointer)
         return context.get_dummy_value()
 
     return types.void(array, types.intp), codegen

@@ -3,6 +3,7 @@
     python benchmarks/quality.py [--algos td3,sac] [--pendulum-seeds 10] [--acrobot-seeds 5]
     python benchmarks/quality.py --algos td3 --acrobot-seeds 0 --pendulum-seeds 5 --set prioritized=true
     python benchmarks/quality.py --algos ppo [--ppo-pendulum-seeds 5] [--ppo-ant-seeds 2] [--ppo-ant-steps 1000000]
+    python benchmarks/quality.py --device c --acrobot-seeds 0   # the same seeds on the generated-C device
 
 Prints one JSON line per run and one summary line per (algorithm, env). Targets (issue 5): TD3 and
 SAC on Pendulum-v1, 10k steps, 10 seeds: median evaluation return >= -170 and worst >= -400 (the
@@ -29,10 +30,12 @@ def emit(**record):
     print(json.dumps(record), flush=True)
 
 
-def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=()):
+def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None):
     """TD3 and SAC (issue 5) on Pendulum 10k and continuous Acrobot 50k; ``overrides`` are
     ``--set key=value`` pairs on the config (e.g. prioritized=true, issue 17)."""
     from dispatchrl.cli import _parse_overrides
+
+    device = device or drl.CPU()
 
     for name in algos:
         algo = {"td3": drl.td3, "sac": drl.sac}[name]
@@ -41,13 +44,14 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=()):
             evals = []
             for seed in range(seeds):
                 config = _parse_overrides(algo.Config(total_steps=steps), list(overrides))
-                result = algo.train(drl.CPU(), env, config, seed=seed, progress=False)
+                result = algo.train(device, env, config, seed=seed, progress=False)
                 mean, _ = evaluate(result.policy, result.spec.eval_id)
                 evals.append(mean)
                 emit(
                     benchmark="quality",
                     algo=name,
                     env=env,
+                    device=repr(device),
                     seed=seed,
                     steps=steps,
                     eval_return=round(mean, 2),
@@ -60,6 +64,7 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=()):
                 "benchmark": "quality",
                 "algo": name,
                 "env": env,
+                "device": repr(device),
                 "seeds": seeds,
                 "steps": steps,
                 "settings": settings,
@@ -92,24 +97,27 @@ def _single_threaded_blas():
     return threadpool_limits(1)
 
 
-def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="ppo_ant_curve.csv"):
+def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="ppo_ant_curve.csv", device=None):
     """PPO (issue 6): Pendulum with its zoo config over ``pendulum_seeds`` seeds (target: median
     evaluation return >= -250), Ant-v5 for ``ant_steps`` steps over ``ant_seeds`` seeds with every
     training episode written to ``ant_csv`` (seed, env_steps, return, length) and the env-steps/s of
-    the whole training loop (env stepping included)."""
+    the whole training loop (env stepping included). ``device`` trains Pendulum; Ant runs on the CPU."""
     import csv
+
+    device = device or drl.CPU()
 
     ppo = drl.ppo
     with _single_threaded_blas():
         evals = []
         for seed in range(pendulum_seeds):
-            result = ppo.train(drl.CPU(), "pendulum", ppo.config_for("pendulum"), seed=seed, progress=False)
+            result = ppo.train(device, "pendulum", ppo.config_for("pendulum"), seed=seed, progress=False)
             mean, _ = evaluate(result.policy, result.spec.eval_id)
             evals.append(mean)
             emit(
                 benchmark="quality",
                 algo="ppo",
                 env="pendulum",
+                device=repr(device),
                 seed=seed,
                 steps=result.steps,
                 eval_return=round(mean, 2),
@@ -121,6 +129,7 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
                 benchmark="quality",
                 algo="ppo",
                 env="pendulum",
+                device=repr(device),
                 seeds=pendulum_seeds,
                 steps=result.steps,
                 median_eval_return=round(statistics.median(evals), 2),
@@ -181,6 +190,7 @@ def main():
     parser.add_argument("--ppo-pendulum-seeds", type=int, default=5)
     parser.add_argument("--ppo-ant-seeds", type=int, default=2)
     parser.add_argument("--ppo-ant-steps", type=int, default=1_000_000)
+    parser.add_argument("--device", default="cpu", help="cpu, c or generic: the device Pendulum/Acrobot train on")
     parser.add_argument("--ppo-ant-csv", default="ppo_ant_curve.csv", help="Ant learning curve (every episode)")
     parser.add_argument(
         "--set",
@@ -194,11 +204,14 @@ def main():
     unknown = sorted(set(algos) - set(FAMILIES))
     if unknown:
         parser.error(f"unknown algorithms {unknown}; choose from {sorted(FAMILIES)}")
+    from dispatchrl.devices import device_from_name
+
+    device = device_from_name(args.device)
     off = [a for a in algos if FAMILIES[a] is off_policy]
     if off:
-        off_policy(off, args.pendulum_seeds, args.acrobot_seeds, args.set)
+        off_policy(off, args.pendulum_seeds, args.acrobot_seeds, args.set, device)
     if "ppo" in algos:
-        on_policy(["ppo"], args.ppo_pendulum_seeds, args.ppo_ant_seeds, args.ppo_ant_steps, args.ppo_ant_csv)
+        on_policy(["ppo"], args.ppo_pendulum_seeds, args.ppo_ant_seeds, args.ppo_ant_steps, args.ppo_ant_csv, device)
 
 
 if __name__ == "__main__":

@@ -183,6 +183,14 @@ def _struct_fields(value) -> tuple[str, ...]:
     return names
 
 
+def _tensordict_leaves(value, name) -> list | None:
+    """(``name.key.sub``, leaf) of a TensorDict argument (its leaves are its fields); None for
+    anything else. Imported late: dispatchrl.data builds on the generic functions."""
+    from .data.tensordict import TensorDict
+
+    return value.named_leaves(name + ".") if isinstance(value, TensorDict) else None
+
+
 def _collect(fn, name, value, out, depth=0) -> None:
     """Append (start, end, path, is written) for the Arrays of argument ``name``."""
     if _is_array(value):
@@ -200,6 +208,11 @@ def _collect(fn, name, value, out, depth=0) -> None:
     else:
         paths = fn._field_paths.get((name, type(value)))
         if paths is None:
+            leaves = _tensordict_leaves(value, name)
+            if leaves is not None:  # keys differ per instance: nothing to memoise
+                for path, item in leaves:
+                    _collect(fn, path, item, out, depth + 1)
+                return
             paths = [(f, f"{name}.{f}") for f in _struct_fields(value)]
             if type(value) in _struct_fields_cache:  # a dataclass: the same fields for every instance
                 fn._field_paths[(name, type(value))] = paths

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..arrays import Array, asarray, zeros
 from ..errors import ConfigError
+from .tensordict import TensorDict
 
 __all__ = ["STATS_INITIAL_COUNT", "Minibatch", "ObsStats", "Rollout", "minibatch", "obs_stats", "rollout"]
 
@@ -81,6 +82,8 @@ def rollout(device, steps, envs, obs_dim, action_dim, dtype=np.float32):
 
 @dataclass
 class Minibatch:
+    """The fields of a PPO minibatch (:func:`minibatch` builds them as a TensorDict, batch [B])."""
+
     obs: Array  # (B, O)
     action: Array  # (B, A)
     mean: Array  # (B, A)
@@ -89,9 +92,12 @@ class Minibatch:
     returns: Array  # (B, 1): the critic's regression target
 
 
-def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32):
+def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32) -> TensorDict:
+    """A zero minibatch of ``rows`` rollout rows on ``device``: a TensorDict of batch size [rows]
+    with the fields of :class:`Minibatch` (read as ``b["obs"]`` or ``b.obs``), which
+    gather_minibatch fills."""
     _positive("rows", rows)
-    return Minibatch(
+    fields = dict(
         obs=zeros(device, (rows, obs_dim), dtype),
         action=zeros(device, (rows, action_dim), dtype),
         mean=zeros(device, (rows, action_dim), dtype),
@@ -99,3 +105,4 @@ def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32):
         advantage=zeros(device, rows, dtype),
         returns=zeros(device, (rows, 1), dtype),
     )
+    return TensorDict(fields, [rows], device)

@@ -222,6 +222,28 @@ class TensorDict:
     def items(self, include_nested=False, leaves_only=False):
         return [(key, self[key]) for key in self.keys(include_nested, leaves_only)]
 
+    def __getattr__(self, name):
+        """Entry ``name`` read as an attribute (``td.obs``), as Tianshou's Batch and TorchRL's
+        tensorclass read them: a TensorDict then stands wherever generic functions take a struct
+        of Arrays (a dataclass). Methods and properties win over entries of the same name."""
+        if name.startswith("_"):  # never an entry; also keeps copy/pickle probes off _entries
+            raise AttributeError(name)
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise AttributeError(f"TensorDict has no entry or attribute {name!r}; keys: {self.keys()}") from None
+
+    def named_leaves(self, prefix="", sep=".") -> list:
+        """(``prefix`` + key path joined by ``sep``, leaf) for every leaf, nested ones included, in
+        insertion order: how :func:`dispatchrl.fuse`, the aliasing check and checkpoints name them."""
+        out = []
+        for key, value in self._entries.items():
+            if isinstance(value, TensorDict):
+                out.extend(value.named_leaves(f"{prefix}{key}{sep}", sep))
+            else:
+                out.append((f"{prefix}{key}", value))
+        return out
+
     def __contains__(self, key) -> bool:
         return self.get(key, _MISSING) is not _MISSING
 

@@ -233,3 +233,21 @@ def test_checkpoints_name_tensordict_leaves_as_fields():
     )
     assert [name for name, _ in checkpoint.named_arrays(state)] == ["saved.a.", "saved.n.b.", "step."]
     assert [name for name, _ in checkpoint.scratch_arrays(state)] == ["scratch.c."]
+
+
+def test_entries_read_as_attributes_follow_set_and_delete():
+    td = TensorDict({"a": np.zeros(2), "keys": np.zeros(2), "n": {"b": np.zeros((2, 1))}}, [2])
+    assert td.a is td["a"] and td.n.b is td["n", "b"]
+    td.set("a", np.ones(2))
+    td.set(("n", "b"), np.full((2, 1), 3.0))
+    np.testing.assert_array_equal(td.a, np.ones(2))  # not the cached old leaf
+    np.testing.assert_array_equal(td.n.b, np.full((2, 1), 3.0))
+    td["a"] = np.full(2, 2.0)
+    np.testing.assert_array_equal(td.a, np.full(2, 2.0))
+    del td["a"]
+    with pytest.raises(AttributeError, match="no entry or attribute 'a'"):
+        td.a  # noqa: B018
+    assert callable(td.keys) and "keys" in td.keys()  # methods win over entries of the same name
+    td.pop(("n", "b"))
+    with pytest.raises(AttributeError):
+        td.n.b  # noqa: B018

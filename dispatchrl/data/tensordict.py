@@ -110,7 +110,8 @@ def _normalize_index(index, batch_ndim):
 class TensorDict:
     """A dict of arrays and TensorDicts whose leading dimensions all equal ``batch_size``."""
 
-    __slots__ = ("_batch_size", "_device", "_entries", "_locked")
+    # __dict__: entries read as attributes are cached there (see __getattr__)
+    __slots__ = ("__dict__", "_batch_size", "_device", "_entries", "_locked")
 
     def __init__(self, source, batch_size, device=None):
         if device is not None and not isinstance(device, Device):
@@ -229,9 +230,13 @@ class TensorDict:
         if name.startswith("_"):  # never an entry; also keeps copy/pickle probes off _entries
             raise AttributeError(name)
         try:
-            return self._entries[name]
+            value = self._entries[name]
         except KeyError:
             raise AttributeError(f"TensorDict has no entry or attribute {name!r}; keys: {self.keys()}") from None
+        # later reads find it in the instance dict, as fast as a dataclass field (kernel
+        # declarations read struct fields on every eager call); set and del drop it again
+        self.__dict__[name] = value
+        return value
 
     def named_leaves(self, prefix="", sep=".") -> list:
         """(``prefix`` + key path joined by ``sep``, leaf) for every leaf, nested ones included, in
@@ -274,6 +279,7 @@ class TensorDict:
                 raise ShapeError(f"TensorDict: entry '{part}' is a leaf, cannot hold key {key!r}")
             node = child
         node._entries[flat[-1]] = node._convert(".".join(flat), value)
+        node.__dict__.pop(flat[-1], None)  # the attribute cache of __getattr__
         return self
 
     def pop(self, key, default=_MISSING):
@@ -294,6 +300,7 @@ class TensorDict:
         if not isinstance(parent, TensorDict) or flat[-1] not in parent._entries:
             raise MissingKeyError(f"TensorDict has no key {key!r}")
         del parent._entries[flat[-1]]
+        parent.__dict__.pop(flat[-1], None)
 
     def update(self, other) -> "TensorDict":
         for key, value in other.items():

@@ -98,7 +98,7 @@ def _saved(field) -> bool:
     return field.metadata.get("checkpoint", True) and not field.metadata.get("scratch", False)
 
 
-def _tensordict_leaves(tree, prefix):
+def _tensordict_leaves(tree, prefix) -> list | None:
     """(``prefix`` + key path + ".", leaf) of a TensorDict (its keys are named as a dataclass's
     fields would be); None for anything else. Imported late: dispatchrl.data builds on this module."""
     from .data.tensordict import TensorDict

@@ -251,3 +251,50 @@ def test_entries_read_as_attributes_follow_set_and_delete():
     td.pop(("n", "b"))
     with pytest.raises(AttributeError):
         td.n.b  # noqa: B018
+
+
+@pytest.mark.parametrize("device_name", ["generic", "cpu"])
+@pytest.mark.parametrize("algo_name", ["td3", "sac", "ppo"])
+def test_algorithm_steps_trace_the_same_kernel_calls_as_with_dataclasses(algo_name, device_name):
+    """The TD3/SAC/PPO states hold their sampled batch (minibatch) and current transition in
+    TensorDicts: swapping in dataclasses over the same Arrays traces the very same calls."""
+    from dispatchrl.algorithms import ppo, sac, td3
+    from dispatchrl.algorithms.envspec import resolve_env
+    from dispatchrl.algorithms.runs import build_state
+    from dispatchrl.data import Minibatch, Transitions
+    from dispatchrl.staging import Branch, trace
+
+    algo = {"td3": td3, "sac": sac, "ppo": ppo}[algo_name]
+    device = drl.devices.device_from_name(device_name)
+    if algo is ppo:
+        config = ppo.Config(num_envs=2, steps_per_env=8, batch_size=8, hidden=(8,))
+    else:
+        config = algo.Config(num_envs=2, batch_size=8, hidden=(8,), replay_capacity=64, prioritized=True, n_step=2)
+    spec = resolve_env("pendulum", config.num_envs)
+    state = build_state(algo, device, spec, config, 0)
+    assert isinstance(state.batch, TensorDict) and isinstance(state.transition, TensorDict)
+
+    def traced() -> list:
+        calls: list = []
+        with trace(calls):
+            algo.native_step(device, config, spec.native, state)
+            algo.store(device, config, state)
+            algo.update(device, config, state)
+        return calls
+
+    def flat(nodes) -> list:
+        out = []
+        for node in nodes:
+            if isinstance(node, Branch):
+                out.append(("branch", node.condition.expression("c"), flat(node.then), flat(node.otherwise)))
+            else:
+                kernel, args = node
+                out.append((kernel, [id(a) if isinstance(a, drl.Array) else repr(a) for a in args]))
+        return out
+
+    with_tensordicts = flat(traced())
+    batch_class = Minibatch if algo is ppo else Transitions
+    state.batch = batch_class(**{key: state.batch[key] for key in state.batch.keys()})
+    state.transition = Transitions(**{key: state.transition[key] for key in state.transition.keys()})
+    assert with_tensordicts == flat(traced())
+    assert len(with_tensordicts) > 10

@@ -13,6 +13,7 @@ every leaf and returns a TensorDict whose batch size follows numpy's rules.
 import json
 import os
 import re
+from typing import Any
 
 import numpy as np
 
@@ -223,7 +224,7 @@ class TensorDict:
     def items(self, include_nested=False, leaves_only=False):
         return [(key, self[key]) for key in self.keys(include_nested, leaves_only)]
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         """Entry ``name`` read as an attribute (``td.obs``), as Tianshou's Batch and TorchRL's
         tensorclass read them: a TensorDict then stands wherever generic functions take a struct
         of Arrays (a dataclass). Methods and properties win over entries of the same name."""

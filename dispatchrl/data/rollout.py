@@ -40,7 +40,11 @@ def obs_stats(device, dim):
 
 @dataclass
 class Rollout:
-    """T steps of N envs; scalars (T, N), per-step rows (T·N, D) with row t·N + n."""
+    """T steps of N envs; scalars (T, N), per-step rows (T·N, D) with row t·N + n.
+
+    A dataclass, not a TensorDict: its leaves share no leading batch shape. The kernels take the
+    scalars as (T, N) (GAE runs back in time per env) and the rows as (T·N, D) (the networks'
+    inputs), so one batch size would change the shapes the kernels are traced with."""
 
     obs: Array  # (T·N, O) normalised observations the policy saw
     action: Array  # (T·N, A) sampled (unclipped) actions

@@ -38,6 +38,7 @@ from types import MappingProxyType
 import numpy as np
 
 from .arrays import Array, assign, to_numpy
+from .dispatch import keyed_leaves
 from .errors import CheckpointError
 
 __all__ = [
@@ -98,14 +99,11 @@ def _saved(field) -> bool:
     return field.metadata.get("checkpoint", True) and not field.metadata.get("scratch", False)
 
 
-def _tensordict_leaves(tree, prefix) -> list | None:
+def _keyed_leaves(tree, prefix) -> list | None:
     """(``prefix`` + key path + ".", leaf) of a TensorDict (its keys are named as a dataclass's
-    fields would be); None for anything else. Imported late: dispatchrl.data builds on this module."""
-    from .data.tensordict import TensorDict
-
-    if not isinstance(tree, TensorDict):
-        return None
-    return [(path + ".", leaf) for path, leaf in tree.named_leaves(prefix)]
+    fields would be); None for anything else."""
+    leaves = keyed_leaves(tree, prefix)
+    return None if leaves is None else [(path + ".", leaf) for path, leaf in leaves]
 
 
 def named_arrays(tree, prefix=""):
@@ -114,7 +112,7 @@ def named_arrays(tree, prefix=""):
     views of) and :data:`SCRATCH` fields."""
     if isinstance(tree, Array):
         yield prefix, tree
-    elif (leaves := _tensordict_leaves(tree, prefix)) is not None:
+    elif (leaves := _keyed_leaves(tree, prefix)) is not None:
         yield from ((path, leaf) for path, leaf in leaves if isinstance(leaf, Array))
     elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
         for field in dataclasses.fields(tree):
@@ -143,7 +141,7 @@ def scratch_arrays(tree, prefix=""):
 def _all_arrays(tree, prefix):
     if isinstance(tree, Array):
         yield prefix, tree
-    elif (leaves := _tensordict_leaves(tree, prefix)) is not None:
+    elif (leaves := _keyed_leaves(tree, prefix)) is not None:
         yield from ((path, leaf) for path, leaf in leaves if isinstance(leaf, Array))
     elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
         for field in dataclasses.fields(tree):

@@ -31,7 +31,7 @@ import plum
 from .arrays import Array
 from .errors import ConfigError, DeviceError, ShapeError
 
-__all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", "invoke"]
+__all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", "invoke", "keyed_leaves"]
 
 #: every public generic function, in declaration order (tests check each stays cache-friendly)
 GENERIC_FUNCTIONS: list = []
@@ -183,12 +183,13 @@ def _struct_fields(value) -> tuple[str, ...]:
     return names
 
 
-def _tensordict_leaves(value, name) -> list | None:
-    """(``name.key.sub``, leaf) of a TensorDict argument (its leaves are its fields); None for
-    anything else. Imported late: dispatchrl.data builds on the generic functions."""
-    from .data.tensordict import TensorDict
-
-    return value.named_leaves(name + ".") if isinstance(value, TensorDict) else None
+def keyed_leaves(value, prefix) -> list | None:
+    """(``prefix`` + key path, leaf) of a struct whose Arrays are keyed leaves rather than
+    attributes, i.e. whose class defines ``__dispatchrl_leaves__(self, prefix)`` (dispatchrl.data's
+    TensorDict, a later layer); None for anything else. The aliasing check, ``fuse``'s argument
+    check and checkpoints walk such leaves as they walk a dataclass's fields."""
+    leaves = getattr(type(value), "__dispatchrl_leaves__", None)
+    return None if leaves is None else leaves(value, prefix)
 
 
 def _collect(fn, name, value, out, depth=0) -> None:
@@ -208,7 +209,7 @@ def _collect(fn, name, value, out, depth=0) -> None:
     else:
         paths = fn._field_paths.get((name, type(value)))
         if paths is None:
-            leaves = _tensordict_leaves(value, name)
+            leaves = keyed_leaves(value, name + ".")
             if leaves is not None:  # keys differ per instance: nothing to memoise
                 for path, item in leaves:
                     _collect(fn, path, item, out, depth + 1)

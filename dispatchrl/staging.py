@@ -27,6 +27,7 @@ import plum
 
 from .arrays import Array
 from .devices import Generic
+from .dispatch import keyed_leaves
 from .errors import ConfigError, DeviceError
 
 __all__ = [
@@ -219,16 +220,17 @@ def check_tensordicts(device, arguments: dict) -> None:
     ``arguments`` (name → value) or inside them that is not on ``device``'s memory space, or has a leaf that is not
     a dispatchrl Array there: a step can only close over device arrays, and a numpy leaf would
     be read, not written, by compiled kernels. Runs before tracing, so before anything compiles."""
-    from .data.tensordict import TensorDict
 
     def visit(value, name, depth) -> None:
-        if isinstance(value, TensorDict):
-            if value.device is None or value.device.memory != device.memory:
+        leaves = keyed_leaves(value, name + ".")  # a TensorDict (dispatchrl.data, a later layer)
+        if leaves is not None:
+            where = getattr(value, "device", None)
+            if where is None or where.memory != device.memory:
                 raise DeviceError(
-                    f"fuse: argument '{name}' is a TensorDict on {value.device!r}, the step runs on {device!r} "
-                    f"({device.memory} memory); move it with .to(device)"
+                    f"fuse: argument '{name}' is a {type(value).__name__} on {where!r}, the step runs on "
+                    f"{device!r} ({device.memory} memory); move it with .to(device)"
                 )
-            for path, leaf in value.named_leaves(name + "."):
+            for path, leaf in leaves:
                 if not isinstance(leaf, Array) or leaf.device.memory != device.memory:
                     where = f"on {leaf.device!r}" if isinstance(leaf, Array) else f"a {type(leaf).__name__}"
                     raise DeviceError(

@@ -250,6 +250,10 @@ class TensorDict:
                 out.append((f"{prefix}{key}", value))
         return out
 
+    #: the protocol of dispatchrl.dispatch.keyed_leaves: fuse, the aliasing check and
+    #: checkpoints see the leaves as a struct's fields
+    __dispatchrl_leaves__ = named_leaves
+
     def __contains__(self, key) -> bool:
         return self.get(key, _MISSING) is not _MISSING
 

@@ -38,6 +38,7 @@ from types import MappingProxyType
 import numpy as np
 
 from .arrays import Array, assign, to_numpy
+from .dispatch import keyed_leaves
 from .errors import CheckpointError
 
 __all__ = [
@@ -98,12 +99,21 @@ def _saved(field) -> bool:
     return field.metadata.get("checkpoint", True) and not field.metadata.get("scratch", False)
 
 
+def _keyed_leaves(tree, prefix) -> list | None:
+    """(``prefix`` + key path + ".", leaf) of a TensorDict (its keys are named as a dataclass's
+    fields would be); None for anything else."""
+    leaves = keyed_leaves(tree, prefix)
+    return None if leaves is None else [(path + ".", leaf) for path, leaf in leaves]
+
+
 def named_arrays(tree, prefix=""):
-    """(path, Array) for every Array leaf of a tree of dataclasses, lists and tuples, except under
-    fields marked ``metadata={"checkpoint": False}`` (storage the other leaves are views of) and
-    :data:`SCRATCH` fields."""
+    """(path, Array) for every Array leaf of a tree of dataclasses, TensorDicts, lists and tuples,
+    except under fields marked ``metadata={"checkpoint": False}`` (storage the other leaves are
+    views of) and :data:`SCRATCH` fields."""
     if isinstance(tree, Array):
         yield prefix, tree
+    elif (leaves := _keyed_leaves(tree, prefix)) is not None:
+        yield from ((path, leaf) for path, leaf in leaves if isinstance(leaf, Array))
     elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
         for field in dataclasses.fields(tree):
             if _saved(field):
@@ -131,6 +141,8 @@ def scratch_arrays(tree, prefix=""):
 def _all_arrays(tree, prefix):
     if isinstance(tree, Array):
         yield prefix, tree
+    elif (leaves := _keyed_leaves(tree, prefix)) is not None:
+        yield from ((path, leaf) for path, leaf in leaves if isinstance(leaf, Array))
     elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
         for field in dataclasses.fields(tree):
             if field.metadata.get("checkpoint", True):

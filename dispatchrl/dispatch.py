@@ -31,7 +31,7 @@ import plum
 from .arrays import Array
 from .errors import ConfigError, DeviceError, ShapeError
 
-__all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", "invoke"]
+__all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", "invoke", "keyed_leaves"]
 
 #: every public generic function, in declaration order (tests check each stays cache-friendly)
 GENERIC_FUNCTIONS: list = []
@@ -183,6 +183,15 @@ def _struct_fields(value) -> tuple[str, ...]:
     return names
 
 
+def keyed_leaves(value, prefix) -> list | None:
+    """(``prefix`` + key path, leaf) of a struct whose Arrays are keyed leaves rather than
+    attributes, i.e. whose class defines ``__dispatchrl_leaves__(self, prefix)`` (dispatchrl.data's
+    TensorDict, a later layer); None for anything else. The aliasing check, ``fuse``'s argument
+    check and checkpoints walk such leaves as they walk a dataclass's fields."""
+    leaves = getattr(type(value), "__dispatchrl_leaves__", None)
+    return None if leaves is None else leaves(value, prefix)
+
+
 def _collect(fn, name, value, out, depth=0) -> None:
     """Append (start, end, path, is written) for the Arrays of argument ``name``."""
     if _is_array(value):
@@ -200,6 +209,11 @@ def _collect(fn, name, value, out, depth=0) -> None:
     else:
         paths = fn._field_paths.get((name, type(value)))
         if paths is None:
+            leaves = keyed_leaves(value, name + ".")
+            if leaves is not None:  # keys differ per instance: nothing to memoise
+                for path, item in leaves:
+                    _collect(fn, path, item, out, depth + 1)
+                return
             paths = [(f, f"{name}.{f}") for f in _struct_fields(value)]
             if type(value) in _struct_fields_cache:  # a dataclass: the same fields for every instance
                 fn._field_paths[(name, type(value))] = paths

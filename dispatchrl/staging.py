@@ -14,7 +14,9 @@ calls that devices compiling only some kernels share.
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
+import inspect
 import itertools
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +27,7 @@ import plum
 
 from .arrays import Array
 from .devices import Generic
+from .dispatch import keyed_leaves
 from .errors import ConfigError, DeviceError
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "Every",
     "Program",
     "Step",
+    "check_tensordicts",
     "compile_step",
     "fuse",
     "kernel_calls",
@@ -177,7 +181,13 @@ def fuse(device, fn, *args, **kwargs) -> Step:
     ``fn`` must be a sequence of generic-function calls on persistent arrays (outputs passed in),
     with data-dependent control flow expressed by :func:`when`; nothing executes while tracing,
     so it must not read array values.
+
+    Arguments may be, or hold (dataclass fields, lists, tuples, dicts), TensorDicts: their leaves
+    are the step's arrays like a dataclass's fields (``td["obs"]`` or ``td.obs``, passed on to
+    generic functions, which flatten them into kernel arguments). Each must be on ``device``'s
+    memory with dispatchrl Array leaves; :func:`check_tensordicts` refuses any other before tracing.
     """
+    check_tensordicts(device, _named_arguments(fn, device, args, kwargs))
     calls: list = []
     with trace(calls):
         fn(device, *args, **kwargs)
@@ -193,6 +203,54 @@ def fuse(device, fn, *args, **kwargs) -> Step:
         ) from None
     run = method(device, calls)
     return Step(device, run, calls, time.perf_counter() - start)
+
+
+def _named_arguments(fn, device, args: tuple, kwargs: dict) -> dict:
+    """``fn``'s arguments after the device by parameter name (``#1``, ``#2``, ... where its
+    signature cannot say)."""
+    try:
+        bound = inspect.signature(fn).bind(device, *args, **kwargs).arguments
+        return dict(list(bound.items())[1:])
+    except (TypeError, ValueError):
+        return {**{f"#{i + 1}": value for i, value in enumerate(args)}, **kwargs}
+
+
+def check_tensordicts(device, arguments: dict) -> None:
+    """Refuse (:class:`DeviceError`, naming the argument and key) a TensorDict among the
+    ``arguments`` (name → value) or inside them that is not on ``device``'s memory space, or has a leaf that is not
+    a dispatchrl Array there: a step can only close over device arrays, and a numpy leaf would
+    be read, not written, by compiled kernels. Runs before tracing, so before anything compiles."""
+
+    def visit(value, name, depth) -> None:
+        leaves = keyed_leaves(value, name + ".")  # a TensorDict (dispatchrl.data, a later layer)
+        if leaves is not None:
+            where = getattr(value, "device", None)
+            if where is None or where.memory != device.memory:
+                raise DeviceError(
+                    f"fuse: argument '{name}' is a {type(value).__name__} on {where!r}, the step runs on "
+                    f"{device!r} ({device.memory} memory); move it with .to(device)"
+                )
+            for path, leaf in leaves:
+                if not isinstance(leaf, Array) or leaf.device.memory != device.memory:
+                    where = f"on {leaf.device!r}" if isinstance(leaf, Array) else f"a {type(leaf).__name__}"
+                    raise DeviceError(
+                        f"fuse: argument '{name}' has leaf '{path[len(name) + 1 :]}' that is {where}, not a "
+                        f"dispatchrl Array on {device!r}; build the TensorDict with device={device!r}"
+                    )
+        elif depth > 6 or isinstance(value, (Array, str, bytes, int, float, np.ndarray, np.generic, type)):
+            return
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                visit(item, f"{name}.{i}", depth + 1)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                visit(item, f"{name}.{key}", depth + 1)
+        elif dataclasses.is_dataclass(value):
+            for field in dataclasses.fields(value):
+                visit(getattr(value, field.name), f"{name}.{field.name}", depth + 1)
+
+    for name, value in arguments.items():
+        visit(value, name, 0)
 
 
 #: a plum function: backends add their methods with ``@compile_step.dispatch``

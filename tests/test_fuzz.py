@@ -34,7 +34,7 @@ from scipy.special import erf
 import dispatchrl as drl
 
 # --- everything called other than through `drl.`: imported here only (module moves are one edit) ---
-from dispatchrl.data import episode_log, obs_stats, replay_buffer, transitions
+from dispatchrl.data import TensorDict, episode_log, obs_stats, replay_buffer, transitions
 from dispatchrl.envs import AcrobotContinuous, Pendulum, env_state, env_step
 from dispatchrl.errors import ConfigError, DeviceError, DTypeError, ShapeError
 from dispatchrl.kernels.offpolicy.api import (
@@ -1353,6 +1353,8 @@ class Call:
                 found += [
                     (f"#{i}.{f}", i, f) for f in arg.__dataclass_fields__ if isinstance(getattr(arg, f), drl.Array)
                 ]
+            elif isinstance(arg, TensorDict):  # a TensorDict's leaves are fields too (issue 17)
+                found += [(f"#{i}.{f}", i, f) for f, leaf in arg.named_leaves() if isinstance(leaf, drl.Array)]
         return found
 
     def get(self, i, field):
@@ -1362,7 +1364,13 @@ class Call:
         import dataclasses
 
         args = list(self.args)
-        args[i] = value if field is None else dataclasses.replace(args[i], **{field: value})
+        if field is None:
+            args[i] = value
+        elif isinstance(args[i], TensorDict):  # past TensorDict's own checks, as a bad leaf could get in
+            td = args[i]
+            args[i] = TensorDict._raw({**{k: td[k] for k in td.keys()}, field: value}, td.batch_size, td.device)
+        else:
+            args[i] = dataclasses.replace(args[i], **{field: value})
         return args
 
     def snapshot(self):

@@ -24,10 +24,9 @@ from ..arrays import Array, asarray, to_numpy, zeros
 from ..checkpoint import SCRATCH
 from ..data import (
     EpisodeLog,
-    Minibatch,
     ObsStats,
     Rollout,
-    Transitions,
+    TensorDict,
     episode_log,
     minibatch,
     obs_stats,
@@ -240,13 +239,13 @@ class State:
     action: Array = field(metadata=SCRATCH)  # (N, A) sampled actions (unclipped)
     log_prob: Array = field(metadata=SCRATCH)  # (N,)
     rollout: Rollout = field(metadata=SCRATCH)
-    batch: Minibatch = field(metadata=SCRATCH)
+    batch: TensorDict = field(metadata=SCRATCH)  # B rows of the rollout (Minibatch's keys)
     permutation: Array  # (T·N,) int64 shuffled row order of the current epoch
     old_log_std: Array  # (A,) log-std the rollout was sampled with (for the KL)
     update_stats: Array  # (4,) float64: KL, surrogate, entropy, clip fraction of the last minibatch
     learning_rate: Array  # (1,) float64: Adam's learning rate (adapted in the fused step)
     explained_variance: Array  # (1,) float64: of the value function over the last rollout (logging)
-    transition: Transitions = field(metadata=SCRATCH)  # the current transition, N rows (Python-stepped envs)
+    transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows (Python-stepped envs)
     episodes: EpisodeLog
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)

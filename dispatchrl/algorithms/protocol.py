@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..arrays import Array
-from ..data import EpisodeLog, Transitions
+from ..data import EpisodeLog, TensorDict
 from ..devices import Device
 from ..envs import EnvState
 
@@ -47,7 +47,7 @@ class AlgorithmState(Protocol):
     rng: Array  # the run's random stream (env resets draw from it)
     step: Array  # int64 (1,): environment steps taken, per env
     action: Array  # (N, A) the actions chosen by ``act``, in [-1, 1]
-    transition: Transitions  # N rows: the Python-stepped env's transition, written by the driver
+    transition: TensorDict  # N rows (Transitions' keys): the Python-stepped env's transition, written by the driver
     episodes: EpisodeLog  # finished episodes, for history and progress
     env_state: EnvState | None  # a native env's state (attached by the driver), else None
 

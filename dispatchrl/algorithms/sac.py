@@ -17,7 +17,7 @@ import numpy as np
 
 from ..arrays import Array, zeros
 from ..checkpoint import SCRATCH
-from ..data import EpisodeLog, ReplayRing, Transitions, episode_log, transitions
+from ..data import EpisodeLog, ReplayRing, TensorDict, episode_log, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import adam_step, fill, mse_gradient
@@ -138,8 +138,8 @@ class State:
     d_action: Array = field(metadata=SCRATCH)  # (B, A)
     q_target: Array = field(metadata=SCRATCH)  # (B, 1)
     replay: ReplayRing
-    batch: Transitions = field(metadata=SCRATCH)  # B rows sampled from the replay buffer
-    transition: Transitions = field(metadata=SCRATCH)  # the current transition, N rows
+    batch: TensorDict = field(metadata=SCRATCH)  # B rows sampled from the replay buffer (Transitions' keys)
+    transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows
     action: Array = field(metadata=SCRATCH)  # (N, A) in [-1, 1]
     episodes: EpisodeLog
     rng: Array

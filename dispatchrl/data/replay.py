@@ -11,13 +11,15 @@ import numpy as np
 
 from ..arrays import Array, to_numpy, view, zeros
 from ..errors import ConfigError, DeviceError
+from .tensordict import TensorDict
 
 __all__ = ["EpisodeLog", "ReplayRing", "Transitions", "episode_log", "replay_buffer", "transitions"]
 
 
 @dataclass
 class Transitions:
-    """Rows of (obs, action, reward, next_obs, terminated, truncated): a batch, or a buffer's storage."""
+    """Rows of (obs, action, reward, next_obs, terminated, truncated): the fields of a batch
+    (:func:`transitions` builds one as a TensorDict), and of a replay ring's storage."""
 
     obs: Array  # (rows, O)
     action: Array  # (rows, A)
@@ -49,8 +51,8 @@ class ReplayRing(Transitions):
             values.refuse("position", f"= {position} must equal size ({size}) until the buffer has wrapped")
 
 
-def transitions(device, rows, obs_dim, action_dim, dtype=np.float32):
-    return Transitions(
+def _transition_arrays(device, rows, obs_dim, action_dim, dtype) -> dict:
+    return dict(
         obs=zeros(device, (rows, obs_dim), dtype),
         action=zeros(device, (rows, action_dim), dtype),
         reward=zeros(device, rows, dtype),
@@ -60,13 +62,20 @@ def transitions(device, rows, obs_dim, action_dim, dtype=np.float32):
     )
 
 
+def transitions(device, rows, obs_dim, action_dim, dtype=np.float32) -> TensorDict:
+    """``rows`` zero transitions on ``device``: a TensorDict of batch size [rows] with the fields
+    of :class:`Transitions` (read as ``t["obs"]`` or ``t.obs``; generic functions taking a
+    Transitions take it too): a sampled batch, or a Python-stepped env's current transition."""
+    return TensorDict(_transition_arrays(device, rows, obs_dim, action_dim, dtype), [rows], device)
+
+
 def replay_buffer(device, capacity, obs_dim, action_dim, dtype=np.float32):
     """A circular buffer of ``capacity`` transitions on ``device``."""
     for name, value in (("capacity", capacity), ("obs_dim", obs_dim), ("action_dim", action_dim)):
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"replay_buffer: '{name}' must be a positive int, got {value!r}")
-    rows = transitions(device, capacity, obs_dim, action_dim, dtype)
-    return ReplayRing(**vars(rows), position=zeros(device, 1, np.int64), size=zeros(device, 1, np.int64))
+    rows = _transition_arrays(device, capacity, obs_dim, action_dim, dtype)
+    return ReplayRing(**rows, position=zeros(device, 1, np.int64), size=zeros(device, 1, np.int64))
 
 
 #: the file of a memmapped ring's [size, position], as MemmapStorage's [length, cursor]
@@ -98,8 +107,6 @@ def memmap_replay_buffer(device, capacity, obs_dim, action_dim, path, dtype=np.f
     zero rows, as in memory), laid out as :class:`~dispatchrl.data.MemmapStorage`'s files, so
     ``MemmapStorage(capacity, path)`` or ``TensorDict.load_memmap(path)`` reopen what a run wrote.
     Kernels read and write the files' pages directly (CUDA through mapped host memory)."""
-    from .tensordict import TensorDict
-
     replay_buffer(device, 1, obs_dim, action_dim, dtype)  # the argument checks
     if not isinstance(capacity, (int, np.integer)) or capacity < 1:
         raise ConfigError(f"replay_buffer: 'capacity' must be a positive int, got {capacity!r}")

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..arrays import Array, asarray, zeros
 from ..errors import ConfigError
+from .tensordict import TensorDict
 
 __all__ = ["STATS_INITIAL_COUNT", "Minibatch", "ObsStats", "Rollout", "minibatch", "obs_stats", "rollout"]
 
@@ -39,7 +40,11 @@ def obs_stats(device, dim):
 
 @dataclass
 class Rollout:
-    """T steps of N envs; scalars (T, N), per-step rows (T·N, D) with row t·N + n."""
+    """T steps of N envs; scalars (T, N), per-step rows (T·N, D) with row t·N + n.
+
+    A dataclass, not a TensorDict: its leaves share no leading batch shape. The kernels take the
+    scalars as (T, N) (GAE runs back in time per env) and the rows as (T·N, D) (the networks'
+    inputs), so one batch size would change the shapes the kernels are traced with."""
 
     obs: Array  # (T·N, O) normalised observations the policy saw
     action: Array  # (T·N, A) sampled (unclipped) actions
@@ -81,6 +86,8 @@ def rollout(device, steps, envs, obs_dim, action_dim, dtype=np.float32):
 
 @dataclass
 class Minibatch:
+    """The fields of a PPO minibatch (:func:`minibatch` builds them as a TensorDict, batch [B])."""
+
     obs: Array  # (B, O)
     action: Array  # (B, A)
     mean: Array  # (B, A)
@@ -89,9 +96,12 @@ class Minibatch:
     returns: Array  # (B, 1): the critic's regression target
 
 
-def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32):
+def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32) -> TensorDict:
+    """A zero minibatch of ``rows`` rollout rows on ``device``: a TensorDict of batch size [rows]
+    with the fields of :class:`Minibatch` (read as ``b["obs"]`` or ``b.obs``), which
+    gather_minibatch fills."""
     _positive("rows", rows)
-    return Minibatch(
+    fields = dict(
         obs=zeros(device, (rows, obs_dim), dtype),
         action=zeros(device, (rows, action_dim), dtype),
         mean=zeros(device, (rows, action_dim), dtype),
@@ -99,3 +109,4 @@ def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32):
         advantage=zeros(device, rows, dtype),
         returns=zeros(device, (rows, 1), dtype),
     )
+    return TensorDict(fields, [rows], device)

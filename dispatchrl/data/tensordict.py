@@ -13,6 +13,7 @@ every leaf and returns a TensorDict whose batch size follows numpy's rules.
 import json
 import os
 import re
+from typing import Any
 
 import numpy as np
 
@@ -110,7 +111,8 @@ def _normalize_index(index, batch_ndim):
 class TensorDict:
     """A dict of arrays and TensorDicts whose leading dimensions all equal ``batch_size``."""
 
-    __slots__ = ("_batch_size", "_device", "_entries", "_locked")
+    # __dict__: entries read as attributes are cached there (see __getattr__)
+    __slots__ = ("__dict__", "_batch_size", "_device", "_entries", "_locked")
 
     def __init__(self, source, batch_size, device=None):
         if device is not None and not isinstance(device, Device):
@@ -222,6 +224,36 @@ class TensorDict:
     def items(self, include_nested=False, leaves_only=False):
         return [(key, self[key]) for key in self.keys(include_nested, leaves_only)]
 
+    def __getattr__(self, name: str) -> Any:
+        """Entry ``name`` read as an attribute (``td.obs``), as Tianshou's Batch and TorchRL's
+        tensorclass read them: a TensorDict then stands wherever generic functions take a struct
+        of Arrays (a dataclass). Methods and properties win over entries of the same name."""
+        if name.startswith("_"):  # never an entry; also keeps copy/pickle probes off _entries
+            raise AttributeError(name)
+        try:
+            value = self._entries[name]
+        except KeyError:
+            raise AttributeError(f"TensorDict has no entry or attribute {name!r}; keys: {self.keys()}") from None
+        # later reads find it in the instance dict, as fast as a dataclass field (kernel
+        # declarations read struct fields on every eager call); set and del drop it again
+        self.__dict__[name] = value
+        return value
+
+    def named_leaves(self, prefix="", sep=".") -> list:
+        """(``prefix`` + key path joined by ``sep``, leaf) for every leaf, nested ones included, in
+        insertion order: how :func:`dispatchrl.fuse`, the aliasing check and checkpoints name them."""
+        out = []
+        for key, value in self._entries.items():
+            if isinstance(value, TensorDict):
+                out.extend(value.named_leaves(f"{prefix}{key}{sep}", sep))
+            else:
+                out.append((f"{prefix}{key}", value))
+        return out
+
+    #: the protocol of dispatchrl.dispatch.keyed_leaves: fuse, the aliasing check and
+    #: checkpoints see the leaves as a struct's fields
+    __dispatchrl_leaves__ = named_leaves
+
     def __contains__(self, key) -> bool:
         return self.get(key, _MISSING) is not _MISSING
 
@@ -252,6 +284,7 @@ class TensorDict:
                 raise ShapeError(f"TensorDict: entry '{part}' is a leaf, cannot hold key {key!r}")
             node = child
         node._entries[flat[-1]] = node._convert(".".join(flat), value)
+        node.__dict__.pop(flat[-1], None)  # the attribute cache of __getattr__
         return self
 
     def pop(self, key, default=_MISSING):
@@ -272,6 +305,7 @@ class TensorDict:
         if not isinstance(parent, TensorDict) or flat[-1] not in parent._entries:
             raise MissingKeyError(f"TensorDict has no key {key!r}")
         del parent._entries[flat[-1]]
+        parent.__dict__.pop(flat[-1], None)
 
     def update(self, other) -> "TensorDict":
         for key, value in other.items():

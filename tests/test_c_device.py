@@ -184,7 +184,9 @@ def test_every_on_policy_generic_function_has_its_own_c_method():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("rows, n_in, n_out", [(100, 64, 64), (1, 3, 64), (7, 5, 19), (13, 17, 33), (9, 64, 1)])
+@pytest.mark.parametrize(
+    "rows, n_in, n_out", [(100, 64, 64), (1, 3, 64), (7, 5, 19), (13, 17, 33), (9, 64, 1), (33, 32, 3)]
+)
 def test_blocked_products_sum_in_order(rows, n_in, n_out, dtype):
     # the register-tiled products give the bits of one sequential sum per element, in order:
     # numpy's elementwise float ops round each product and sum as C does

@@ -110,7 +110,44 @@ static double drl_sincos(double x, int want_cos)
 static inline double drl_sin(double x) { return drl_sincos(x, 0); }
 static inline double drl_cos(double x) { return drl_sincos(x, 1); }
 
-/* tanh: Cephes' rational form below 0.625, 1 - 2 / (e^2|x| + 1) above */
+/* tanh: Cephes' rational form below 0.625, 1 - 2 / (e^2|x| + 1) above. On SIMD targets (x86-64,
+   AArch64, WebAssembly SIMD128) both forms are computed and one is selected by bit masks, so a loop
+   over tanh (an activation layer) vectorises: ~3x faster per element here (AVX2), same bits (every
+   float input checked, signalling NaNs aside, which come out quiet). Elsewhere (Cortex-M: soft
+   double on M4) the branches skip the unused form. */
+#if (defined(__SSE2__) || defined(__aarch64__) || defined(__wasm_simd128__)) && !defined(DISPATCHRL_SCALAR_TANH)
+/* c ? x : y by bit operations: no branch left for the compiler to rebuild */
+static inline double drl_select(int c, double x, double y)
+{
+    const uint64_t m = -(uint64_t)(c != 0);
+    return drl_from_bits((drl_bits(x) & m) | (drl_bits(y) & ~m));
+}
+/* drl_exp for 1.25 <= x <= 44 (tanh's range): the same operations without the range branches;
+   2^k is built from k + 1.5 * 2^52, whose low bits hold k */
+static inline double drl_exp_tanh_range(double x)
+{
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    const double dk = (double)(int32_t)(x * 1.44269504088896338700e+00 + 0.5); /* drl_round_int, x > 0 */
+    const double hi = x - dk * ln2_hi, lo = dk * ln2_lo, r = hi - lo;
+    const double t = r * r;
+    const double c = r - t * (1.66666666666666019037e-01 + t * (-2.77777777770155933842e-03
+                     + t * (6.61375632143793436117e-05 + t * (-1.65339022054652515390e-06
+                     + t * 4.13813679705723846039e-08))));
+    const double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+    return y * drl_from_bits((drl_bits(dk + 6755399441055744.0) + 1023) << 52);
+}
+static inline double drl_tanh(double x)
+{
+    const double a = drl_fabs(x), z = x * x;
+    const double p = (-9.64399179425052238628e-01 * z + -9.92877231001918586564e+01) * z + -1.61468768441708447952e+03;
+    const double q = ((z + 1.12811678491632931402e+02) * z + 2.23548839060100448583e+03) * z + 4.84406305325125486048e+03;
+    const double small = x + x * z * (p / q);
+    const double e = drl_select(2.0 * a < 44.0, drl_select(2.0 * a > 1.25, 2.0 * a, 1.25), 44.0);
+    const double large = drl_copysign(1.0 - 2.0 / (drl_exp_tanh_range(e) + 1.0), x);
+    const double y = drl_select(a > 22.0, drl_copysign(1.0, x), drl_select(a >= 0.625, large, small));
+    return drl_select(drl_isnan(x), x, y);
+}
+#else
 static double drl_tanh(double x)
 {
     if (drl_isnan(x)) return x;
@@ -122,6 +159,7 @@ static double drl_tanh(double x)
     const double q = ((z + 1.12811678491632931402e+02) * z + 2.23548839060100448583e+03) * z + 4.84406305325125486048e+03;
     return x + x * z * (p / q);
 }
+#endif
 
 /* pow for x > 0 (Adam's bias corrections): exp(y log x) */
 static double drl_pow(double x, double y)

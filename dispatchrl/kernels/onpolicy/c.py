@@ -180,12 +180,14 @@ def normalize_observations(device: C, stats, x, out):
 
 GAUSSIAN_SAMPLE = f"""
 const uint64_t key = rng[0], base = rng[1];
+double std[A];
+for (int j = 0; j < A; j++) std[j] = exp((double)log_std[j]);
 for (int i = 0; i < B; i++) {{
     double total = 0.0;
     for (int j = 0; j < A; j++) {{
         const double eps = dispatchrl_standard_normal(key, base + 2 * (uint64_t)(i * A + j));
         const double ls = (double)log_std[j];
-        action[i * A + j] = (T)((double)mean[i * A + j] + exp(ls) * eps);
+        action[i * A + j] = (T)((double)mean[i * A + j] + std[j] * eps);
         total += -0.5 * eps * eps - ls - {_HALF_LOG_2PI};
     }}
     log_prob[i] = (T)total;
@@ -249,19 +251,26 @@ if (normalize) {{
     }}
     scale = 1.0 / (sqrt(s2 / B) + 1e-8);
 }}
-double grad_log_std[A];
-for (int j = 0; j < A; j++) grad_log_std[j] = 0.0;
+double grad_log_std[A], inv_std[A], old_var[A], inv_var[A];
+for (int j = 0; j < A; j++) {{
+    /* the per-column exps once, not once per row (the same values: the same calls on the same inputs) */
+    const double ls = (double)log_std[j];
+    grad_log_std[j] = 0.0;
+    inv_std[j] = exp(-ls);
+    old_var[j] = exp(2 * (double)old_log_std[j]);
+    inv_var[j] = exp(-2 * ls);
+}}
 double kl_total = 0.0, surrogate_total = 0.0;
 int64_t clipped_count = 0;
 for (int i = 0; i < B; i++) {{
     double lp = 0.0, kl = 0.0;
     for (int j = 0; j < A; j++) {{
         const double ls = (double)log_std[j];
-        const double z = ((double)action[i * A + j] - (double)mean[i * A + j]) * exp(-ls);
+        const double z = ((double)action[i * A + j] - (double)mean[i * A + j]) * inv_std[j];
         lp += -0.5 * z * z - ls - {_HALF_LOG_2PI};
         const double old_ls = (double)old_log_std[j];
         const double diff = (double)mean[i * A + j] - (double)old_mean[i * A + j];
-        kl += ls - old_ls + (exp(2 * old_ls) + diff * diff) * 0.5 * exp(-2 * ls) - 0.5;
+        kl += ls - old_ls + (old_var[j] + diff * diff) * 0.5 * inv_var[j] - 0.5;
     }}
     kl_total += kl;
     const double adv = ((double)advantage[i] - shift) * scale;
@@ -279,9 +288,8 @@ for (int i = 0; i < B; i++) {{
         g = 0.0;
     }}
     for (int j = 0; j < A; j++) {{
-        const double inv_std = exp(-(double)log_std[j]);
-        const double z = ((double)action[i * A + j] - (double)mean[i * A + j]) * inv_std;
-        d_mean[i * A + j] = (T)(g * z * inv_std);
+        const double z = ((double)action[i * A + j] - (double)mean[i * A + j]) * inv_std[j];
+        d_mean[i * A + j] = (T)(g * z * inv_std[j]);
         grad_log_std[j] += g * (z * z - 1.0);
     }}
 }}

@@ -22,7 +22,7 @@ run, µs per env step), one "category" per category, "total" (sum of the parts a
 step, both in µs per env step, and their ratio). Minimums are the figures to compare (the
 machine may be shared); medians are given beside them. A table goes to stderr.
 
-    python benchmarks/step_breakdown.py [--algo td3|sac] [--steps 10000] [--runs 3] [--repeats 25]
+    python benchmarks/step_breakdown.py [--algo td3|sac] [--steps 10000] [--runs 3] [--repeats 200]
 """
 
 import argparse
@@ -423,8 +423,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--algo", choices=sorted(ALGOS), default="td3")
     parser.add_argument("--steps", type=int, default=10_000, help="env steps of the timed run (and of the counts)")
     parser.add_argument("--runs", type=int, default=3, help="timed fused runs")
-    parser.add_argument("--repeats", type=int, default=60, help="timings per kernel call")
-    parser.add_argument("--target-ms", type=float, default=0.5, help="length of one kernel timing")
+    parser.add_argument("--repeats", type=int, default=200, help="timings per kernel call")
+    parser.add_argument("--target-ms", type=float, default=0.25, help="length of one kernel timing")
     parser.add_argument("--window", type=int, default=8, help="env steps per short fused timing")
     parser.add_argument("--windows", type=int, default=200, help="short fused timings from the end state")
     parser.add_argument("--seed", type=int, default=0)
@@ -535,7 +535,9 @@ def main(argv: list[str] | None = None) -> None:
             "calls_per_env_step": round(calls_per_step[c], 3),
         }
         if c == "dense":
-            record.update(gemm_only_us_per_env_step=round(gemm, 2), non_gemm_us_per_env_step=round(per_step[c] - gemm, 2))
+            record.update(
+                gemm_only_us_per_env_step=round(gemm, 2), non_gemm_us_per_env_step=round(per_step[c] - gemm, 2)
+            )
         emit(record)
     total = sum(per_step.values())
     window_sum = sum(r["min_us"] * r["window_executions"] for r in rows) / args.window

@@ -23,6 +23,7 @@ step, both in µs per env step, and their ratio). Minimums are the figures to co
 machine may be shared); medians are given beside them. A table goes to stderr.
 
     python benchmarks/step_breakdown.py [--algo td3|sac] [--steps 10000] [--runs 3] [--repeats 200]
+                                         [--fused-only]  (only the fused timings: A/B of two checkouts)
 """
 
 import argparse
@@ -428,6 +429,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=int, default=8, help="env steps per short fused timing")
     parser.add_argument("--windows", type=int, default=200, help="short fused timings from the end state")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fused-only", action="store_true", help="only the fused run and windows (A/B of builds)")
     args = parser.parse_args(argv)
 
     load_before = os.getloadavg()
@@ -473,6 +475,19 @@ def main(argv: list[str] | None = None) -> None:
     window_counts, _ = execution_counts(nodes, args.window)
     window_times = time_windows(step, end_state, args.window, args.windows)
     fused_window = min(window_times)
+    if args.fused_only:
+        emit(
+            {
+                "record": "fused",
+                "algo": args.algo,
+                "fused_runs_seconds": [round(x, 4) for x in seconds],
+                "window_steps": args.window,
+                "window_fused_min_us_per_env_step": round(fused_window * 1e6, 2),
+                "window_fused_median_us_per_env_step": round(statistics.median(window_times) * 1e6, 2),
+                "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+            }
+        )
+        return
 
     # every call alone, from the state the run ended in
     target = args.target_ms / 1e3
@@ -512,6 +527,7 @@ def main(argv: list[str] | None = None) -> None:
                 gemm_min_us=round(min(gemm_times) * 1e6, 3),
                 gemm_median_us=round(statistics.median(gemm_times) * 1e6, 3),
                 gemm_us_per_env_step=round(min(gemm_times) * 1e6 * counts[i] / args.steps, 3),
+                gemm_flops=flops,
                 gemm_gflops=round(flops / min(gemm_times) / 1e9, 2),
             )
         rows.append(row)
@@ -525,6 +541,7 @@ def main(argv: list[str] | None = None) -> None:
         per_step_median[row["category"]] += row["median_us"] * row["executions"] / args.steps
         calls_per_step[row["category"]] += row["executions"] / args.steps
     gemm = sum(r.get("gemm_min_us", 0.0) * r["executions"] for r in rows) / args.steps
+    flops = sum(r.get("gemm_flops", 0) * r["executions"] for r in rows) / args.steps
     for c in ORDER:
         record = {
             "record": "category",
@@ -551,6 +568,8 @@ def main(argv: list[str] | None = None) -> None:
             "sum_of_parts_us_per_env_step": round(total, 2),
             "sum_of_parts_median_us_per_env_step": round(sum(per_step_median.values()), 2),
             "gemm_only_us_per_env_step": round(gemm, 2),
+            "gemm_mflop_per_env_step": round(flops / 1e6, 3),
+            "gemm_gflops": round(flops / gemm / 1e3, 2),
             "fused_us_per_env_step": round(fused * 1e6, 2),
             "fused_runs_seconds": [round(s, 4) for s in seconds],
             "fused_steady_us_per_env_step": round(min(chunk_seconds) * 1e6, 2),

@@ -8,6 +8,7 @@ cache keeps it across processes. A traced step becomes one generated ``@njit`` f
 every source it depends on (so it never goes stale).
 """
 
+import functools
 import hashlib
 import os
 import platform
@@ -36,6 +37,7 @@ __all__ = [
     "JIT_FAST",
     "PIN_RUNTIME",
     "RUNTIME_SCALARS",
+    "blas_core_types",
     "configure_numba_cache",
     "flush_denormals_enter",
     "flush_denormals_exit",
@@ -95,6 +97,22 @@ def limit_blas_threads() -> None:
 
 
 limit_blas_threads()
+
+
+@functools.cache
+def blas_core_types() -> frozenset[str]:
+    """The core types (OpenBLAS's kernel sets, e.g. "Haswell", "SkylakeX") of the BLAS libraries
+    loaded in this process, Numba's (SciPy's) included; empty when none reports one."""
+    try:
+        import scipy.linalg.cython_blas  # noqa: F401  (the BLAS Numba's np.dot calls)
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return frozenset()
+    return frozenset(
+        str(pool["architecture"])
+        for pool in threadpool_info()
+        if pool.get("user_api") == "blas" and pool.get("architecture")
+    )
 
 
 # Denormal floats (Adam's first moment decays into them for dead ReLU units) cost ~100× on x86.

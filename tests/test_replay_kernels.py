@@ -371,7 +371,7 @@ def test_lockstep_priority_update_matches_the_kernel_and_numpy(capacity, batch, 
         rows = g.integers(0, min(stored, 1 + int(g.integers(0, stored))), batch)  # often few rows: repeats
         priority = g.exponential(g.choice([0.01, 1.0, 1e3]), batch) * (g.random(batch) >= zeros)
         priority_update_kernel(sum_a, min_a, max_a, rows, priority, ALPHA, EPS)
-        priority_update_lockstep(sum_b, min_b, max_b, rows, priority, ALPHA, EPS, np.full(batch, -1, np.int64))
+        priority_update_lockstep(sum_b, min_b, max_b, rows, priority, ALPHA, EPS, np.zeros(batch, np.uint64))
         for a, b in ((sum_a, sum_b), (min_a, min_b), (max_a, max_b)):
             assert a.tobytes() == b.tobytes()
         for row, p in zip(rows, priority):  # the last write of a repeated row wins

@@ -373,18 +373,20 @@ def priority_sample_lockstep(rng, sum_tree, min_tree, size, beta, index, weight,
     p_min = min_tree[1]
     last = size[0] - 1
     count = index.shape[0]
+    nodes = index.view(np.uint64)  # unsigned: indexing with it needs no negative-index wraparound
+    one = np.uint64(1)
     for k in range(count):
         mass[k] = uniform01(key, base + np.uint64(k)) * total
-        index[k] = 1
+        nodes[k] = one
     node_level = 1
     while node_level < leaves:  # the tree is perfect: every descent has the same depth
         for k in range(count):  # branch-free (selects): a mispredicted branch would also discard the loads after it
-            node = index[k]
-            left = sum_tree[2 * node]
+            node = nodes[k] + nodes[k]
+            left = sum_tree[node]
             here = mass[k]
             right = here >= left
             mass[k] = select_float(right, here - left, here)
-            index[k] = 2 * node + np.int64(right)
+            nodes[k] = node + np.uint64(right)
         node_level *= 2
     for k in range(count):
         row = index[k] - leaves
@@ -479,7 +481,7 @@ def checked_priority_update_kernel(sum_tree, min_tree, max_priority, index, prio
 @njit(**JIT_EXACT)
 def priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, alpha, eps, node):
     """:func:`priority_update_kernel`'s trees and max priority, bit for bit, with the B walks to the
-    root taken level by level together (``node`` is a scratch of B nodes).
+    root taken level by level together (``node`` is a uint64 scratch of B nodes).
 
     :func:`set_leaf` recomputes each ancestor from its two children, so after B walks in order
     every touched node holds the value of its final children, and a leaf the value of its last
@@ -489,6 +491,7 @@ def priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, 
     min is a select, not a branch the coin-flip comparisons would mispredict."""
     leaves = sum_tree.shape[0] // 2
     count = index.shape[0]
+    one = np.uint64(1)
     for k in range(count):  # the leaves' lines in both trees: the writes below would miss one by one
         prefetch_item(sum_tree, leaves + index[k])
         prefetch_item(min_tree, leaves + index[k])
@@ -497,19 +500,36 @@ def priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, 
         if p > max_priority[0]:
             max_priority[0] = p
         value = (p + eps) ** alpha
-        leaf = leaves + index[k]
+        leaf = np.uint64(leaves + index[k])  # unsigned: indexing with it needs no negative-index wraparound
         sum_tree[leaf] = value
         min_tree[leaf] = value
-        node[k] = leaf // 2
-    level = leaves // 2  # nodes on the level being recomputed
-    while level >= 1:
+        node[k] = leaf >> one
+    width = leaves // 2  # nodes on the level being recomputed
+    while width > 64 or width > count:
         for k in range(count):
             parent = node[k]
-            sum_tree[parent] = sum_tree[2 * parent] + sum_tree[2 * parent + 1]
-            a, b = min_tree[2 * parent], min_tree[2 * parent + 1]
+            child = parent + parent
+            sum_tree[parent] = sum_tree[child] + sum_tree[child + one]
+            a, b = min_tree[child], min_tree[child + one]
             min_tree[parent] = select_float(a <= b, a, b)
-            node[k] = parent // 2
-        level //= 2
+            node[k] = parent >> one
+        width //= 2
+    # the top levels have at most 64 nodes, shared by many walks: recompute each touched one once
+    touched = np.uint64(0)  # bit j: node width + j
+    for k in range(count):
+        touched |= one << (node[k] - np.uint64(width))
+    while width >= 1:
+        above = np.uint64(0)
+        for j in range(width):
+            if (touched >> np.uint64(j)) & one:
+                parent = np.uint64(width + j)
+                child = parent + parent
+                sum_tree[parent] = sum_tree[child] + sum_tree[child + one]
+                a, b = min_tree[child], min_tree[child + one]
+                min_tree[parent] = select_float(a <= b, a, b)
+                above |= one << np.uint64(j >> 1)
+        touched = above
+        width //= 2
 
 
 @njit(**JIT_EXACT)
@@ -525,7 +545,7 @@ def checked_priority_update_at(at, priority, alpha, eps):
     index = carray(address_pointer(at[2]), at[3], np.int64)
     sum_tree = carray(address_pointer(at[4]), at[6], np.float64)
     min_tree = carray(address_pointer(at[5]), at[6], np.float64)
-    node = carray(address_pointer(at[9]), at[3], np.int64)
+    node = carray(address_pointer(at[9]), at[3], np.uint64)
     max_priority = carray(address_pointer(at[10]), 1, np.float64)
     priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, alpha, eps, node)
     return True

@@ -32,6 +32,33 @@ __all__ = [
 ]
 
 
+@intrinsic
+def select_float(typingctx, condition, if_true, if_false):
+    """``if_true if condition else if_false`` for two floats of one type, without a branch.
+
+    LLVM turns a float select whose condition comes from a load into a branch (it expects the
+    load to miss and the branch to be predicted); in a sum-tree descent or a min-tree update the
+    condition is a coin flip, and the mispredictions cost more than everything else (a 128-draw
+    descent of a 1024-leaf tree: 12 -> 5 us). The operands go through an empty inline asm (any
+    target: no instruction) as integers, which the optimiser cannot turn back into a float
+    select, so the select stays an integer one (cmov / csel). The result is the same bits."""
+    if not (isinstance(if_true, types.Float) and if_true == if_false and isinstance(condition, types.Boolean)):
+        return None
+
+    def codegen(context, builder, signature, args) -> ir.Value:
+        float_type = context.get_value_type(signature.args[1])
+        bits = ir.IntType(8 * context.get_abi_sizeof(float_type))
+        opaque = ir.InlineAsm(ir.FunctionType(bits, [bits]), "", "=r,0")
+        chosen = builder.select(
+            context.cast(builder, args[0], signature.args[0], types.boolean),
+            builder.call(opaque, [builder.bitcast(args[1], bits)]),
+            builder.call(opaque, [builder.bitcast(args[2], bits)]),
+        )
+        return builder.bitcast(chosen, float_type)
+
+    return if_true(condition, if_true, if_false), codegen
+
+
 @njit(**JIT_EXACT)
 def set_leaf(sum_tree, min_tree, row, value):
     node = sum_tree.shape[0] // 2 + row
@@ -41,7 +68,7 @@ def set_leaf(sum_tree, min_tree, row, value):
     while node >= 1:
         sum_tree[node] = sum_tree[2 * node] + sum_tree[2 * node + 1]
         a, b = min_tree[2 * node], min_tree[2 * node + 1]
-        min_tree[node] = a if a <= b else b
+        min_tree[node] = select_float(a <= b, a, b)  # a branch here mispredicts: see select_float
         node //= 2
 
 
@@ -52,11 +79,9 @@ def tree_descend(sum_tree, mass):
     node = 1
     while node < leaves:
         left = sum_tree[2 * node]
-        if mass >= left:
-            mass -= left
-            node = 2 * node + 1
-        else:
-            node = 2 * node
+        right = mass >= left
+        mass = select_float(right, mass - left, mass)  # a branch here mispredicts: see select_float
+        node = 2 * node + np.int64(right)
     return node - leaves
 
 
@@ -333,33 +358,6 @@ def prefetch_item(typingctx, array, i):
         return context.get_dummy_value()
 
     return types.void(array, types.intp), codegen
-
-
-@intrinsic
-def select_float(typingctx, condition, if_true, if_false):
-    """``if_true if condition else if_false`` for two floats of one type, without a branch.
-
-    LLVM turns a float select whose condition comes from a load into a branch (it expects the
-    load to miss and the branch to be predicted); in a sum-tree descent or a min-tree update the
-    condition is a coin flip, and the mispredictions cost more than everything else (a 128-draw
-    descent of a 1024-leaf tree: 12 -> 5 us). The operands go through an empty inline asm (any
-    target: no instruction) as integers, which the optimiser cannot turn back into a float
-    select, so the select stays an integer one (cmov / csel). The result is the same bits."""
-    if not (isinstance(if_true, types.Float) and if_true == if_false and isinstance(condition, types.Boolean)):
-        return None
-
-    def codegen(context, builder, signature, args) -> ir.Value:
-        float_type = context.get_value_type(signature.args[1])
-        bits = ir.IntType(8 * context.get_abi_sizeof(float_type))
-        opaque = ir.InlineAsm(ir.FunctionType(bits, [bits]), "", "=r,0")
-        chosen = builder.select(
-            context.cast(builder, args[0], signature.args[0], types.boolean),
-            builder.call(opaque, [builder.bitcast(args[1], bits)]),
-            builder.call(opaque, [builder.bitcast(args[2], bits)]),
-        )
-        return builder.bitcast(chosen, float_type)
-
-    return if_true(condition, if_true, if_false), codegen
 
 
 @njit(**JIT_EXACT)

@@ -485,8 +485,9 @@ def priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, 
     every touched node holds the value of its final children, and a leaf the value of its last
     write: writing the leaves in order, then recomputing each level's touched nodes after the
     level below is done, gives the same tree (a node touched twice is recomputed twice, to the
-    same value). Each level's B recomputations are independent (their loads overlap) and the
-    min is a select, not a branch the coin-flip comparisons would mispredict."""
+    same value; on the top levels of at most 64 nodes each touched node is recomputed once).
+    Each level's B recomputations are independent (their loads overlap) and the min is a
+    select, not a branch the coin-flip comparisons would mispredict."""
     leaves = sum_tree.shape[0] // 2
     count = index.shape[0]
     one = np.uint64(1)

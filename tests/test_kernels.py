@@ -153,6 +153,13 @@ def test_device_twin_refuses_cpu_jitted_callees():
     with pytest.raises(TypeError, match="acrobot_dsdt"):
         device_twin(env_cpu.acrobot_rk4, wrap_angle=env_cuda.wrap_angle)
     assert env_cuda.acrobot_rk4.py_func.__globals__["acrobot_dsdt"] is env_cuda.acrobot_dsdt
+    # a Numba intrinsic (here a CPU-only branch-free select) must be rebound as well
+    from dispatchrl.kernels.replay import cpu as replay_cpu
+    from dispatchrl.kernels.replay import cuda as replay_cuda
+
+    with pytest.raises(TypeError, match="select_float"):
+        device_twin(replay_cpu.set_leaf)
+    assert replay_cuda.set_leaf.py_func.__globals__["select_float"] is replay_cuda.select_float
 
 
 def test_mse(device):

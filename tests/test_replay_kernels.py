@@ -3,6 +3,8 @@ as the float64 numpy reference, fused as well as eager."""
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import dispatchrl as drl
 from dispatchrl.data import replay_buffer, transitions
@@ -324,3 +326,77 @@ def test_lockstep_priority_draws_match_the_kernel(capacity):
         np.testing.assert_array_equal(weight_b, weight_a)
         np.testing.assert_array_equal(rng_b, rng_a)
         assert index_a.max() < stored
+
+
+def numpy_trees(values, leaves):
+    """Float64 numpy: the sum and min trees over leaf ``values`` (EMPTY where unwritten), built
+    bottom-up by pairs as the kernels' recomputation from children does."""
+    sum_tree, min_tree = np.zeros(2 * leaves), np.full(2 * leaves, EMPTY)
+    sum_tree[leaves:], min_tree[leaves:] = np.where(values == EMPTY, 0.0, values), values
+    width = leaves
+    while width > 1:
+        sum_tree[width // 2 : width] = sum_tree[width : 2 * width : 2] + sum_tree[width + 1 : 2 * width : 2]
+        min_tree[width // 2 : width] = np.minimum(min_tree[width : 2 * width : 2], min_tree[width + 1 : 2 * width : 2])
+        width //= 2
+    return sum_tree, min_tree
+
+
+@given(
+    capacity=st.integers(1, 3000),
+    batch=st.integers(1, 200),
+    seed=st.integers(0, 2**32 - 1),
+    zeros=st.floats(0.0, 0.5),
+)
+def test_lockstep_priority_update_matches_the_kernel_and_numpy(capacity, batch, seed, zeros):
+    """The prepared sampler's level-by-level update (every walk to the root taken together)
+    writes the trees and max priority of priority_update_kernel (B walks one after the other) bit
+    for bit, repeated rows and zero priorities included, and both equal the float64 trees rebuilt
+    from the leaves by numpy."""
+    from dispatchrl.kernels.replay.cpu import (
+        priority_mark_new_kernel,
+        priority_update_kernel,
+        priority_update_lockstep,
+    )
+
+    g = np.random.default_rng(seed)
+    leaves = tree_leaves(capacity)
+    sum_a, min_a, max_a = np.zeros(2 * leaves), np.full(2 * leaves, EMPTY), np.ones(1)
+    stored = int(g.integers(1, capacity + 1))
+    priority_mark_new_kernel(sum_a, min_a, max_a, np.zeros(1, np.int64), stored, capacity, ALPHA, EPS)
+    sum_b, min_b, max_b = sum_a.copy(), min_a.copy(), max_a.copy()
+    values = np.full(leaves, EMPTY)
+    values[:stored] = (1.0 + EPS) ** ALPHA
+    expected_max = 1.0
+    for _ in range(3):
+        rows = g.integers(0, min(stored, 1 + int(g.integers(0, stored))), batch)  # often few rows: repeats
+        priority = g.exponential(g.choice([0.01, 1.0, 1e3]), batch) * (g.random(batch) >= zeros)
+        priority_update_kernel(sum_a, min_a, max_a, rows, priority, ALPHA, EPS)
+        priority_update_lockstep(sum_b, min_b, max_b, rows, priority, ALPHA, EPS, np.zeros(batch, np.uint64))
+        for a, b in ((sum_a, sum_b), (min_a, min_b), (max_a, max_b)):
+            assert a.tobytes() == b.tobytes()
+        for row, p in zip(rows, priority):  # the last write of a repeated row wins
+            values[row] = (p + EPS) ** ALPHA
+        sum_ref, min_ref = numpy_trees(values, leaves)
+        np.testing.assert_array_equal(sum_b, sum_ref)
+        np.testing.assert_array_equal(min_b, min_ref)
+        expected_max = max(expected_max, priority.max())
+        assert max_b[0] == expected_max
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_select_float_is_the_conditional_bit_for_bit(dtype):
+    from numba import njit
+
+    from dispatchrl.kernels.replay.cpu import select_float
+
+    @njit
+    def select_all(condition, a, b, out):
+        for i in range(out.shape[0]):
+            out[i] = select_float(condition[i], a[i], b[i])
+
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.25, np.finfo(dtype).tiny / 2], dtype)
+    a, b = np.repeat(special, len(special)), np.tile(special, len(special))
+    for condition in (a >= b, np.arange(len(a)) % 3 == 0):
+        out = np.zeros_like(a)
+        select_all(condition, a, b, out)
+        assert out.tobytes() == np.where(condition, a, b).tobytes()

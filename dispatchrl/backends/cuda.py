@@ -14,6 +14,7 @@ from typing import Any
 import numba
 import numpy as np
 from numba import cuda
+from numba.core.extending import _Intrinsic
 from numba.core.registry import CPUDispatcher
 
 from ..arrays import Array
@@ -64,11 +65,12 @@ MAX_PARAMETER_BYTES = 32764
 def device_twin(cpu_function, **callees):
     """The CPU ``@njit`` helper ``cpu_function`` compiled as a CUDA device function from the same
     Python source, so the backends evaluate identical expressions and cannot drift. ``callees``
-    rebinds the jitted helpers it calls to their device twins; a CPU-jitted callee left unbound is
-    refused here, because real CUDA cannot call it and the simulator would not notice."""
+    rebinds the jitted helpers it calls to their device twins; a CPU-jitted callee or a Numba
+    intrinsic left unbound is refused here, because real CUDA cannot call it and the simulator
+    would not notice."""
     py = cpu_function.py_func
     scope = {**py.__globals__, **callees}
-    stray = sorted(name for name in py.__code__.co_names if isinstance(scope.get(name), CPUDispatcher))
+    stray = sorted(name for name in py.__code__.co_names if isinstance(scope.get(name), (CPUDispatcher, _Intrinsic)))
     if stray:
         raise TypeError(
             f"device_twin({py.__name__}): it calls CPU-jitted {', '.join(stray)}; "

@@ -637,7 +637,7 @@ class PreparedSample:
         header = [sampler.rng, counters, self.index, self.batch_size]
         if isinstance(sampler, PrioritizedSampler):
             trees = (sampler.sum_tree, sampler.min_tree)
-            self._mass = np.zeros(self.batch_size)  # the descents' scratch
+            self._mass = np.zeros(self.batch_size)  # the descents' masses, then the update's nodes (int64)
             header += [*trees, len(sampler.sum_tree), sampler._beta_array, self.weight, self._mass]
             header += [sampler._max_priority]
         header += [0] * (AT_HEADER - len(header))

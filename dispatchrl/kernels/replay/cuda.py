@@ -15,8 +15,15 @@ from . import api, cpu
 
 __all__: list[str] = []
 
-set_leaf = device_twin(cpu.set_leaf)
-tree_descend = device_twin(cpu.tree_descend)
+
+@cuda.jit(device=True)
+def select_float(condition, if_true, if_false):
+    """cpu.select_float's value (there an intrinsic that keeps a CPU select branch-free)."""
+    return if_true if condition else if_false
+
+
+set_leaf = device_twin(cpu.set_leaf, select_float=select_float)
+tree_descend = device_twin(cpu.tree_descend, select_float=select_float)
 
 
 @cuda.jit(device=True)

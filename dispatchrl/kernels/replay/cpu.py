@@ -18,7 +18,6 @@ __all__ = [
     "LEAF_FIELDS",
     "address_pointer",
     "checked_priority_update_at",
-    "checked_priority_update_kernel",
     "n_step_row",
     "prefetch_item",
     "prefetch_row",
@@ -465,18 +464,6 @@ def prioritized_rows_at(at):
 
 
 @njit(**JIT_EXACT)
-def checked_priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps):
-    """priority_update_kernel after checking every priority is finite and >= 0; False (nothing
-    written) otherwise: the prepared sampler's update, one compiled call with its check."""
-    for i in range(priority.shape[0]):
-        p = priority[i]
-        if not (p >= 0.0 and p < np.inf):
-            return False
-    priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps)
-    return True
-
-
-@njit(**JIT_EXACT)
 def priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, alpha, eps, node):
     """:func:`priority_update_kernel`'s trees and max priority, bit for bit, with the B walks to the
     root taken level by level together (``node`` is a uint64 scratch of B nodes).
@@ -533,7 +520,7 @@ def priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, 
 
 @njit(**JIT_EXACT)
 def checked_priority_update_at(at, priority, alpha, eps):
-    """:func:`checked_priority_update_kernel` for the rows ``at`` last drew (its header, see
+    """:func:`priority_update_kernel` for the rows ``at`` last drew (its header, see
     :func:`prioritized_rows_at`), as :func:`priority_update_lockstep` (the draws' scratch is free
     again and holds the walks' nodes). False (nothing written) unless every priority is finite
     and >= 0."""

@@ -229,3 +229,20 @@ def test_fuse_takes_a_tensordict_of_device_arrays(device):
     obs = source["batch"]["obs"] * source["weight"][:, None] * source["weight"][:, None]
     np.testing.assert_array_equal(drl.to_numpy(td["batch", "obs"]), obs)
     np.testing.assert_array_equal(drl.to_numpy(td["critic_input"]), np.concatenate([obs, source["batch"]["action"]], 1))
+
+
+def test_attribute_writes_set_checked_entries():
+    """``td.x = v`` is ``td.set("x", v)``: shape-checked, refused when locked, and read back by
+    both ``td.x`` and ``td["x"]`` (not a plain attribute shadowing the entry)."""
+    td = TensorDict({"a": np.zeros((4, 2))}, [4])
+    assert td.a[0, 0] == 0.0  # cached by the read
+    td.a = np.ones((4, 2))
+    assert td.a[0, 0] == 1.0 and td["a"][0, 0] == 1.0
+    td.b = np.arange(4.0)
+    assert "b" in td.keys() and td["b"][3] == 3.0
+    with pytest.raises(ShapeError):
+        td.c = np.ones(3)
+    td.lock_()
+    with pytest.raises(LockedError, match="'d'"):
+        td.d = np.ones(4)
+    assert "d" not in td.keys()

@@ -239,6 +239,14 @@ class TensorDict:
         self.__dict__[name] = value
         return value
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``td.obs = x`` sets entry ``obs`` (checked, refused when locked) rather than a plain
+        attribute that reads would then return in its place."""
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            self.set(name, value)
+
     def named_leaves(self, prefix="", sep=".") -> list:
         """(``prefix`` + key path joined by ``sep``, leaf) for every leaf, nested ones included, in
         insertion order: how :func:`dispatchrl.fuse`, the aliasing check and checkpoints name them."""

@@ -16,10 +16,12 @@ from .network import (
     deployable,
     forward,
     is_network,
+    load_parameters,
     make_buffers,
     mlp_train_step,
     network_constructor,
     parameter_groups,
+    parameters,
     polyak_average,
     raw_output,
 )
@@ -40,6 +42,7 @@ __all__ = [
     "deployable",
     "forward",
     "is_network",
+    "load_parameters",
     "make_buffers",
     "mlp",
     "mlp_backward",
@@ -49,6 +52,7 @@ __all__ = [
     "network_constructor",
     "parameter",
     "parameter_groups",
+    "parameters",
     "polyak_average",
     "raw_output",
 ]

@@ -4,7 +4,8 @@ TD3, SAC and PPO never call MLP code directly: they make networks with the const
 config names (``Config.actor_network`` and ``Config.critic_network``, each defaulting to
 ``Config.network``) and train them through :func:`forward`, :func:`backward`,
 :func:`make_buffers`, :func:`parameter_groups`, :func:`adam_update`, :func:`polyak_average` and
-:func:`deployable`. :class:`~dispatchrl.nn.MLP` is one method of each; a user's network type adds
+:func:`deployable`; :func:`parameters` and :func:`load_parameters` show and set a network's tensors
+as a :class:`~dispatchrl.data.TensorDict`. :class:`~dispatchrl.nn.MLP` is one method of each; a user's network type adds
 its own with ``@nn.forward.dispatch`` etc. (the methods only call generic functions, so a step
 using them still fuses). Dispatch happens while a step is traced, not per step.
 
@@ -13,6 +14,7 @@ A network's buffers object (what :func:`make_buffers` returns) provides ``output
 ``input_gradient=True``.
 """
 
+import dataclasses
 import importlib
 import inspect
 import os
@@ -23,10 +25,11 @@ from typing import Any
 import numpy as np
 import plum
 
-from ..arrays import Array, to_numpy
-from ..errors import ConfigError
+from ..arrays import Array, assign, to_numpy
+from ..data.tensordict import TensorDict, _flat_key, _host
+from ..errors import ConfigError, DTypeError, MissingKeyError, ShapeError
 from ..kernels.core.api import adam_step, mse_gradient, mse_loss, polyak_update
-from .mlp import MLP, MLPBuffers, mlp, mlp_backward, mlp_buffers, mlp_forward
+from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward
 from .policy import Policy
 
 __all__ = [
@@ -40,10 +43,12 @@ __all__ = [
     "deployable",
     "forward",
     "is_network",
+    "load_parameters",
     "make_buffers",
     "mlp_train_step",
     "network_constructor",
     "parameter_groups",
+    "parameters",
     "polyak_average",
     "raw_output",
 ]
@@ -117,6 +122,15 @@ def polyak_average(device, target, online, polyak) -> None:
 
 
 @_network_function
+def parameters(net, what="value") -> TensorDict:
+    """``net``'s tensors as a TensorDict of batch size (), as TorchRL's ``TensorDict.from_module``
+    gives a module's: keyed as checkpoints name them (an MLP's ``weights.0``, ``biases.0``, ...),
+    and its leaves are the network's own Arrays, so writing into one writes the network
+    (``.clone()`` keeps a copy, ``.memmap(path)`` saves one). ``what`` picks each
+    :class:`~dispatchrl.nn.Parameter`'s ``"value"``, ``"grad"``, ``"m"`` or ``"v"``."""
+
+
+@_network_function
 def deployable(net, action_low, action_high, squash="tanh") -> Callable[[np.ndarray], np.ndarray]:
     """A host callable ``policy(obs) -> action`` from an actor network (see nn.Policy)."""
 
@@ -173,6 +187,84 @@ def _(device, net, lr, beta1, beta2, eps) -> None:
 def _(device, target, online, polyak) -> None:
     for p_target, p_online in zip(parameter_groups(target), parameter_groups(online)):
         polyak_update(device, p_target.value, p_online.value, polyak)
+
+
+_PARAMETER_FIELDS = ("value", "grad", "m", "v")
+
+
+def _parameter_tree(node: Any, what: str, path: str) -> Any:
+    """The ``what`` Arrays of the Parameters under ``node`` as nested dicts keyed by field name or
+    list position (fields marked ``metadata={"checkpoint": False}``, storage other fields are
+    views of, are left out as checkpoints leave them out); None where there are none."""
+    if isinstance(node, Parameter):
+        leaf = getattr(node, what)
+        if leaf is None:
+            raise ConfigError(f"parameters: '{path}' has no {what!r} (a network built with trainable=False)")
+        return leaf
+    if isinstance(node, (list, tuple)):
+        items = {str(i): _parameter_tree(item, what, f"{path}.{i}") for i, item in enumerate(node)}
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        items = {
+            f.name: _parameter_tree(getattr(node, f.name), what, f"{path}.{f.name}".lstrip("."))
+            for f in dataclasses.fields(node)
+            if f.metadata.get("checkpoint", True)
+        }
+    else:
+        return None
+    items = {k: v for k, v in items.items() if v is not None}
+    return items or None
+
+
+# any network whose Parameters are in (lists of) dataclass fields, as the MLP's are
+
+
+@parameters.dispatch
+def _(net, what) -> TensorDict:
+    if what not in _PARAMETER_FIELDS:
+        raise ConfigError(f"parameters: 'what' must be one of {_PARAMETER_FIELDS}, got {what!r}")
+    tree = _parameter_tree(net, what, "")
+    if not isinstance(tree, dict):
+        raise ConfigError(
+            f"parameters: found no nn.Parameter fields in a {type(net).__name__}; "
+            "register a method with @dispatchrl.nn.parameters.dispatch"
+        )
+    leaves = list(_leaves(tree))
+    if len({type(leaf.device) for leaf in leaves}) != 1:
+        raise ConfigError(f"parameters: the {type(net).__name__}'s tensors are on several devices")
+    return TensorDict(tree, [], device=leaves[0].device)  # on their own device: kept, not copied
+
+
+def _leaves(tree: dict) -> Any:
+    for value in tree.values():
+        yield from _leaves(value) if isinstance(value, dict) else (value,)
+
+
+def load_parameters(net: Any, params: Any) -> None:
+    """Copy ``params`` (what :func:`parameters` gives, from this network or another of its shape,
+    with leaves on any device or numpy, or a nested dict of arrays) into ``net``'s parameters.
+    Every key, shape and dtype is checked before anything is written, so a mismatch (a
+    MissingKeyError, ShapeError or DTypeError naming the key) leaves the network as it was."""
+    target = parameters(net)
+    if isinstance(params, dict):
+        params = TensorDict(params, [])
+    if not isinstance(params, TensorDict):
+        raise ConfigError(f"load_parameters: 'params' must be a TensorDict or dict, got {type(params).__name__}")
+    wanted = {_flat_key(k): k for k in target.keys(include_nested=True, leaves_only=True)}
+    given = {_flat_key(k): k for k in params.keys(include_nested=True, leaves_only=True)}
+    for what, keys in (("missing", wanted.keys() - given.keys()), ("unexpected", given.keys() - wanted.keys())):
+        if keys:
+            names = ", ".join(sorted(".".join(k) for k in keys))
+            raise MissingKeyError(f"load_parameters: {what} key(s) {names} for a {type(net).__name__}")
+    pairs = []
+    for key in sorted(wanted):
+        name, into, value = ".".join(key), target[wanted[key]], _host(params[given[key]])
+        if tuple(value.shape) != tuple(into.shape):
+            raise ShapeError(f"load_parameters: '{name}' has shape {tuple(value.shape)}, expected {into.shape}")
+        if value.dtype != into.dtype:
+            raise DTypeError(f"load_parameters: '{name}' has dtype {value.dtype}, expected {into.dtype}")
+        pairs.append((into, value))
+    for into, value in pairs:
+        assign(into, value)
 
 
 @deployable.dispatch

@@ -1,16 +1,18 @@
-"""Headline benchmark: dispatchrl TD3 vs RLtools TD3 on Pendulum-v1 (10,000 steps).
+"""Headline benchmark: dispatchrl TD3 vs RLtools TD3 on Pendulum-v1 (10,000 steps), and SAC vs
+RLtools SAC likewise (--algos, default td3,sac).
 
-Builds the native anchor benchmarks/rltools_td3_pendulum.cpp against the headers shipped in the
-`rltools` PyPI package (rltools/external/rl_tools/include) with OpenBLAS, one thread:
+Builds the native anchors benchmarks/rltools_td3_pendulum.cpp (and rltools_sac_pendulum.cpp)
+against the headers shipped in the `rltools` PyPI package (rltools/external/rl_tools/include) with
+OpenBLAS, one thread:
 
     g++ -O3 -march=native -ffast-math -std=c++17 -DRL_TOOLS_BACKEND_ENABLE_OPENBLAS \\
         -DDRL_STEPS=<steps> -I <include> rltools_td3_pendulum.cpp -o <cache>/rltools_td3_pendulum -lopenblas
 
-then runs it and `python -m dispatchrl train td3 --env pendulum --steps <steps> --seed S --json`
+then runs it and `python -m dispatchrl train <algo> --env pendulum --steps <steps> --seed S --json`
 alternately (RLtools, dispatchrl) for --pairs pairs (seed = pair index) and prints one JSON line
-per run and a final JSON line with the median ratio of training-loop seconds
-(dispatchrl / RLtools, target <= 0.7), dispatchrl's cold-cache compile seconds (one run with an
-empty DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR, target <= 20 s) and its warm end-to-end
+per run and, per algorithm, a JSON line with the median ratio of training-loop seconds
+(dispatchrl / RLtools, target <= 0.7), for TD3 dispatchrl's cold-cache compile seconds (one run
+with an empty DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR, target <= 20 s), and the warm end-to-end
 command seconds. Both sides run with OPENBLAS/OMP/MKL_NUM_THREADS = --blas-threads (default 1).
 
 Where the headers come from, first match wins:
@@ -30,7 +32,8 @@ With --log-dir DIR every dispatchrl run logs its metrics (--logger, default csv,
 DIR: logging's cost is this run's training seconds against a run without it.
 
     python benchmarks/td3_vs_rltools.py [--pairs 5] [--steps 10000] [--skip-cold]
-                                        [--startup-algos td3,sac,ppo] [--startup-repeats 1] [--startup-only]
+                                        [--algos td3,sac] [--startup-algos td3,sac,ppo] [--startup-repeats 1]
+                                        [--startup-only]
                                         [--rltools-only] [--timeout 600] [--baseline DIR]
 
 stdout carries only JSON lines; progress goes to stderr. Exit status: 0 when the comparison ran
@@ -52,7 +55,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CPP_MAIN = os.path.join(HERE, "rltools_td3_pendulum.cpp")
+CPP_MAINS = {algo: os.path.join(HERE, f"rltools_{algo}_pendulum.cpp") for algo in ("td3", "sac")}
 RLTOOLS_VERSION = "2.2.1"  # the version the C++ main was written against (pip-installed on demand)
 CXXFLAGS = ["-O3", "-march=native", "-ffast-math", "-std=c++17", "-DRL_TOOLS_BACKEND_ENABLE_OPENBLAS"]
 RATIO_TARGET = 0.7
@@ -179,9 +182,9 @@ def find_compiler():
     raise BenchmarkError("no C++ compiler found (need g++ with C++17; `apt-get install g++`)")
 
 
-def build(cxx, include, steps):
+def build(cxx, include, steps, algo):
     """Compile the C++ main into the cache (reused when source, headers, flags and steps match)."""
-    with open(CPP_MAIN, "rb") as f:
+    with open(CPP_MAINS[algo], "rb") as f:
         source = f.read()
     with open(os.path.join(include, "rl_tools", "version.h"), "rb") as f:
         version_h = f.read()
@@ -189,14 +192,14 @@ def build(cxx, include, steps):
     flags = CXXFLAGS + [f"-DDRL_STEPS={steps}"]
     key = hashlib.sha256(repr((source, version_h, include, flags, compiler_id, os.uname().machine)).encode())
     out_dir = os.path.join(cache_root(), "build-" + key.hexdigest()[:16])
-    binary = os.path.join(out_dir, "rltools_td3_pendulum")
-    command = [cxx] + flags + ["-I", include, CPP_MAIN, "-o", binary, "-lopenblas"]
+    binary = os.path.join(out_dir, f"rltools_{algo}_pendulum")
+    command = [cxx] + flags + ["-I", include, CPP_MAINS[algo], "-o", binary, "-lopenblas"]
     info = {"compile_command": " ".join(command), "binary": binary, "compiler": (compiler_id or ["?"])[0]}
     if os.path.isfile(binary):
         info.update(cached=True, compile_seconds=None)
         return info
     os.makedirs(out_dir, exist_ok=True)
-    log("compiling RLtools TD3 Pendulum main:", " ".join(command))
+    log(f"compiling RLtools {algo.upper()} Pendulum main:", " ".join(command))
     start = time.perf_counter()
     result = subprocess.run(command[:-3] + ["-o", binary + ".tmp", "-lopenblas"], capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -212,7 +215,7 @@ def build(cxx, include, steps):
     return info
 
 
-def prepare_rltools(args, steps):
+def prepare_rltools(args, steps, algo):
     cxx = find_compiler()
     explicit = args.rltools_include or os.environ.get("RLTOOLS_INCLUDE")
     if explicit:
@@ -222,7 +225,7 @@ def prepare_rltools(args, steps):
     errors = []
     for candidate in candidates:
         try:
-            return dict(candidate, **build(cxx, candidate["include"], steps))
+            return dict(candidate, **build(cxx, candidate["include"], steps, algo))
         except BenchmarkError as e:
             errors.append(f"{candidate['source']} ({candidate['include']}): {e}")
             if "OpenBLAS" in str(e):
@@ -231,7 +234,7 @@ def prepare_rltools(args, steps):
     if explicit:
         raise BenchmarkError("\n".join(errors))
     candidate = pinned_rltools(allow_install=not args.no_install)
-    return dict(candidate, **build(cxx, candidate["include"], steps))
+    return dict(candidate, **build(cxx, candidate["include"], steps, algo))
 
 
 def last_json_line(text):
@@ -404,6 +407,9 @@ def median(values):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--algos", default="td3,sac", help="algorithms compared with RLtools, in turn (comma list; default td3,sac)"
+    )
     p.add_argument("--pairs", type=int, default=5, help="alternating (RLtools, dispatchrl) pairs, >= 3 (default 5)")
     p.add_argument("--steps", type=int, default=10000, help="environment steps per training run (default 10000)")
     p.add_argument("--skip-cold", action="store_true", help="skip the cold-cache dispatchrl run")
@@ -442,6 +448,10 @@ def main(argv=None):
     if args.pairs < 3:
         p.error("--pairs must be at least 3")
     args.startup_algos = [a for a in args.startup_algos.split(",") if a]
+    args.algos = [a for a in args.algos.split(",") if a]
+    unknown = sorted(set(args.algos) - set(CPP_MAINS))
+    if unknown:
+        p.error(f"--algos: no RLtools anchor for {unknown} (have {sorted(CPP_MAINS)})")
     if args.startup_algos and not args.rltools_only:
         try:
             startup(args)
@@ -452,15 +462,23 @@ def main(argv=None):
     if args.startup_only:
         return 0
 
+    codes = [compare(args, algo) for algo in args.algos]
+    return max(codes, default=0)
+
+
+def compare(args, algo):
+    """RLtools and dispatchrl ``algo`` in alternating pairs: one JSON line per run, then the
+    summary line; returns the exit status (see the module)."""
     try:
-        rlt = prepare_rltools(args, args.steps)
+        rlt = prepare_rltools(args, args.steps, algo)
     except BenchmarkError as e:
         log(str(e))
-        emit({"benchmark": "td3_vs_rltools", "error": "rltools: " + summary_line(e)})
+        emit({"benchmark": "td3_vs_rltools", "algo": algo, "error": "rltools: " + summary_line(e)})
         return 1
     emit(
         {
             "run": "rltools-build",
+            "algo": algo,
             "rltools_version": rlt.get("version"),
             "headers": rlt["source"],
             "include": rlt["include"],
@@ -473,7 +491,7 @@ def main(argv=None):
 
     dispatchrl_error = None
     cold = None
-    if not args.rltools_only and not args.skip_cold:
+    if algo == "td3" and not args.rltools_only and not args.skip_cold:  # the others: --startup-algos
         log("cold-cache dispatchrl run (empty DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR)")
         try:
             cold = cold_run(args)
@@ -483,15 +501,15 @@ def main(argv=None):
     if not args.rltools_only and dispatchrl_error is None:
         log("warm-up dispatchrl run (fills the regular caches; not counted)")
         try:
-            emit(run_dispatchrl(0, args, label="dispatchrl-warmup"))
+            emit(run_dispatchrl(0, args, label="dispatchrl-warmup", algo=algo))
             if args.baseline:
-                emit(run_dispatchrl(0, args, label="baseline-warmup", repo=os.path.abspath(args.baseline)))
+                emit(run_dispatchrl(0, args, label="baseline-warmup", repo=os.path.abspath(args.baseline), algo=algo))
         except BenchmarkError as e:
             dispatchrl_error = str(e)
     if dispatchrl_error:
         log(dispatchrl_error)
         log("dispatchrl side unavailable: timing RLtools only")
-        emit({"run": "dispatchrl", "error": summary_line(dispatchrl_error)})
+        emit({"run": "dispatchrl", "algo": algo, "error": summary_line(dispatchrl_error)})
     run_rltools(rlt["binary"], 0, args)  # warm-up (page cache, OpenBLAS init); not counted
 
     rl_runs, drl_runs, ratios, baseline_ratios = [], [], [], []
@@ -501,32 +519,32 @@ def main(argv=None):
             r = run_rltools(rlt["binary"], seed, args)
         except (BenchmarkError, subprocess.TimeoutExpired) as e:
             log(str(e))
-            emit({"benchmark": "td3_vs_rltools", "error": "rltools run: " + summary_line(e)})
+            emit({"benchmark": "td3_vs_rltools", "algo": algo, "error": "rltools run: " + summary_line(e)})
             return 1
-        r["pair"] = i
+        r["pair"], r["algo"] = i, algo
         emit(r)
         rl_runs.append(r)
         if dispatchrl_error is None and not args.rltools_only:
             try:
-                d = run_dispatchrl(seed, args)
+                d = run_dispatchrl(seed, args, algo=algo)
             except BenchmarkError as e:
                 dispatchrl_error = str(e)
                 log(dispatchrl_error)
                 emit({"run": "dispatchrl", "pair": i, "error": summary_line(dispatchrl_error)})
                 continue
-            d["pair"] = i
+            d["pair"], d["algo"] = i, algo
             d["ratio"] = round(d["train_seconds"] / r["train_seconds"], 4)
             emit(d)
             drl_runs.append(d)
             ratios.append(d["ratio"])
             if args.baseline:
                 try:
-                    b = run_dispatchrl(seed, args, label="baseline", repo=os.path.abspath(args.baseline))
+                    b = run_dispatchrl(seed, args, label="baseline", repo=os.path.abspath(args.baseline), algo=algo)
                 except BenchmarkError as e:
                     log(str(e))
                     emit({"run": "baseline", "pair": i, "error": summary_line(e)})
                     continue
-                b["pair"] = i
+                b["pair"], b["algo"] = i, algo
                 b["ratio_to_baseline"] = round(d["train_seconds"] / b["train_seconds"], 4)
                 emit(b)
                 baseline_ratios.append(b["ratio_to_baseline"])
@@ -535,7 +553,7 @@ def main(argv=None):
     summary = {
         "benchmark": "td3_vs_rltools",
         "env": "pendulum",
-        "algo": "td3",
+        "algo": algo,
         "steps": args.steps,
         "pairs": len(ratios),
         "blas_threads": args.blas_threads,
@@ -568,7 +586,7 @@ def main(argv=None):
     emit(summary)
     if ratio is not None:
         log(
-            f"median training-loop ratio dispatchrl/RLtools = {ratio:.3f} (target <= {RATIO_TARGET}); "
+            f"{algo}: median training-loop ratio dispatchrl/RLtools = {ratio:.3f} (target <= {RATIO_TARGET}); "
             f"RLtools {summary['rltools_train_seconds_median']} s, dispatchrl {summary['dispatchrl_train_seconds_median']} s"
         )
     return 2 if (dispatchrl_error and not args.rltools_only) else 0

@@ -1,0 +1,125 @@
+// RLtools SAC / Pendulum-v1 native anchor for benchmarks/td3_vs_rltools.py (--anchors sac).
+//
+// The SAC twin of rltools_td3_pendulum.cpp: our own small main against the headers shipped in the
+// `rltools` PyPI package, using RLtools' SAC loop core (rl/algorithms/sac/loop/core) with its
+// `while(!step(...))` loop. No RLtools source is copied here.
+//
+// Hyperparameters: those of dispatchrl's sac.Config defaults, spelled out (several differ from
+// RLtools' own SAC defaults: batch 32 -> 100, initial temperature 0.5 -> 0.2): actor and critic MLPs
+// with 2 hidden layers of 64 ReLU units, batch 100, gamma 0.99, every update every step, Polyak
+// 0.995, automatic temperature from 0.2 towards target entropy -action_dim, Adam lr 1e-3 (actor,
+// critics, temperature), 100 random warm-up steps, replay capacity = total steps, one
+// Pendulum-v1 environment, normalized actions in [-1, 1].
+//
+// Build and run as the TD3 anchor (the harness does it), prints the same JSON line.
+
+#include <rl_tools/operations/cpu_mux.h>
+#include <rl_tools/nn/optimizers/adam/instance/operations_generic.h>
+#include <rl_tools/nn/operations_cpu_mux.h>
+
+#include <rl_tools/rl/environments/pendulum/operations_cpu.h>
+#include <rl_tools/nn/layers/sample_and_squash/operations_generic.h>
+#include <rl_tools/nn_models/mlp/operations_generic.h>
+#include <rl_tools/nn_models/sequential/operations_generic.h>
+#include <rl_tools/nn/optimizers/adam/operations_generic.h>
+
+#include <rl_tools/rl/algorithms/sac/loop/core/config.h>
+#include <rl_tools/rl/algorithms/sac/loop/core/operations_generic.h>
+#include <rl_tools/rl/utils/evaluation/operations_generic.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#ifndef DRL_STEPS
+#define DRL_STEPS 10000
+#endif
+
+namespace rlt = rl_tools;
+
+using DEVICE = rlt::devices::DEVICE_FACTORY<>;
+using RNG = DEVICE::SPEC::RANDOM::ENGINE<>;
+using T = float;
+using TI = typename DEVICE::index_t;
+using TYPE_POLICY = rlt::numeric_types::Policy<T>;
+
+using PENDULUM_SPEC = rlt::rl::environments::pendulum::Specification<T, TI, rlt::rl::environments::pendulum::DefaultParameters<T>>;
+using ENVIRONMENT = rlt::rl::environments::Pendulum<PENDULUM_SPEC>;
+
+struct LOOP_CORE_PARAMETERS: rlt::rl::algorithms::sac::loop::core::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT>{
+    struct SAC_PARAMETERS: rlt::rl::algorithms::sac::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT::ACTION_DIM>{
+        static constexpr T GAMMA = 0.99;
+        static constexpr TI ACTOR_BATCH_SIZE = 100;
+        static constexpr TI CRITIC_BATCH_SIZE = 100;
+        static constexpr TI CRITIC_TRAINING_INTERVAL = 1;
+        static constexpr TI ACTOR_TRAINING_INTERVAL = 1;
+        static constexpr TI CRITIC_TARGET_UPDATE_INTERVAL = 1;
+        static constexpr T ACTOR_POLYAK = 1.0 - 0.005;
+        static constexpr T CRITIC_POLYAK = 1.0 - 0.005;
+        static constexpr T TARGET_ENTROPY = -(T)ENVIRONMENT::ACTION_DIM;
+        static constexpr T ALPHA = 0.2;
+        static constexpr bool ADAPTIVE_ALPHA = true;
+    };
+    static constexpr TI N_ENVIRONMENTS = 1;
+    static constexpr TI N_WARMUP_STEPS = 100;
+    static constexpr TI N_WARMUP_STEPS_CRITIC = 100;
+    static constexpr TI N_WARMUP_STEPS_ACTOR = 100;
+    static constexpr TI STEP_LIMIT = DRL_STEPS;
+    static constexpr TI REPLAY_BUFFER_CAP = STEP_LIMIT;
+    static constexpr TI ACTOR_NUM_LAYERS = 3;   // 3 dense layers = 2 hidden layers
+    static constexpr TI ACTOR_HIDDEN_DIM = 64;
+    static constexpr TI CRITIC_NUM_LAYERS = 3;
+    static constexpr TI CRITIC_HIDDEN_DIM = 64;
+    static constexpr auto ACTOR_ACTIVATION_FUNCTION = rlt::nn::activation_functions::ActivationFunction::RELU;
+    static constexpr auto CRITIC_ACTIVATION_FUNCTION = rlt::nn::activation_functions::ActivationFunction::RELU;
+    struct OPTIMIZER_PARAMETERS: rlt::nn::optimizers::adam::DEFAULT_PARAMETERS_TENSORFLOW<TYPE_POLICY>{
+        static constexpr T ALPHA = 1e-3;
+    };
+    using ACTOR_OPTIMIZER_PARAMETERS = OPTIMIZER_PARAMETERS;
+    using CRITIC_OPTIMIZER_PARAMETERS = OPTIMIZER_PARAMETERS;
+    using ALPHA_OPTIMIZER_PARAMETERS = OPTIMIZER_PARAMETERS;
+};
+using LOOP_CONFIG = rlt::rl::algorithms::sac::loop::core::Config<TYPE_POLICY, TI, RNG, ENVIRONMENT, LOOP_CORE_PARAMETERS>;
+using LOOP_STATE = LOOP_CONFIG::State<LOOP_CONFIG>;
+
+constexpr TI N_EVAL_EPISODES = 10;
+using EVAL_SPEC = rlt::rl::utils::evaluation::Specification<TYPE_POLICY, TI, ENVIRONMENT, N_EVAL_EPISODES, ENVIRONMENT::EPISODE_STEP_LIMIT>;
+
+int main(int argc, char** argv){
+    TI seed = argc > 1 ? (TI)std::strtoul(argv[1], nullptr, 10) : 0;
+    DEVICE device;
+    rlt::init(device);
+    LOOP_STATE ts;
+    rlt::malloc(device, ts);
+    rlt::init(device, ts, seed);
+
+    auto start = std::chrono::steady_clock::now();
+    while(!rlt::step(device, ts)){}
+    auto end = std::chrono::steady_clock::now();
+    double train_seconds = std::chrono::duration<double>(end - start).count();
+
+    // Deterministic evaluation of the trained actor (outside the timed region).
+    ENVIRONMENT env_eval;
+    ENVIRONMENT::Parameters env_eval_parameters;
+    rlt::rl::environments::DummyUI ui;
+    rlt::malloc(device, env_eval);
+    rlt::init(device, env_eval);
+    rlt::initial_parameters(device, env_eval, env_eval_parameters);
+    RNG rng_eval;
+    rlt::malloc(device, rng_eval);
+    rlt::init(device, rng_eval, seed + 1000);
+    rlt::rl::utils::evaluation::Result<EVAL_SPEC> result;
+    rlt::Mode<rlt::mode::Evaluation<>> mode;
+    rlt::evaluate(device, env_eval, ui, rlt::get_actor(ts), result, rng_eval, mode);
+
+    std::printf("{\"impl\": \"rltools\", \"algo\": \"sac\", \"backend\": \"%s\", \"steps\": %d, \"seed\": %d, "
+                "\"train_seconds\": %.6f, \"eval_return\": %.3f, \"eval_episodes\": %d}\n",
+#if defined(RL_TOOLS_BACKEND_ENABLE_OPENBLAS)
+                "openblas",
+#else
+                "generic",
+#endif
+                (int)DRL_STEPS, (int)seed, train_seconds, (double)result.returns_mean, (int)N_EVAL_EPISODES);
+    rlt::free(device, ts);
+    return 0;
+}

@@ -4,10 +4,11 @@ TD3, SAC and PPO never call MLP code directly: they make networks with the const
 config names (``Config.actor_network`` and ``Config.critic_network``, each defaulting to
 ``Config.network``) and train them through :func:`forward`, :func:`backward`,
 :func:`make_buffers`, :func:`parameter_groups`, :func:`adam_update`, :func:`polyak_average` and
-:func:`deployable`; :func:`parameters` and :func:`load_parameters` show and set a network's tensors
-as a :class:`~dispatchrl.data.TensorDict`. :class:`~dispatchrl.nn.MLP` is one method of each; a user's network type adds
+:func:`deployable`. :class:`~dispatchrl.nn.MLP` is one method of each; a user's network type adds
 its own with ``@nn.forward.dispatch`` etc. (the methods only call generic functions, so a step
 using them still fuses). Dispatch happens while a step is traced, not per step.
+:func:`parameters` and :func:`load_parameters` show and set a network's tensors as a
+:class:`~dispatchrl.data.TensorDict`.
 
 A network's buffers object (what :func:`make_buffers` returns) provides ``output`` and
 ``d_output`` (B, out) Arrays, and ``d_in[0]``, the (B, in) input gradient, when made with
@@ -19,7 +20,7 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -202,15 +203,14 @@ def _parameter_tree(node: Any, what: str, path: str) -> Any:
             raise ConfigError(f"parameters: '{path}' has no {what!r} (a network built with trainable=False)")
         return leaf
     if isinstance(node, (list, tuple)):
-        items = {str(i): _parameter_tree(item, what, f"{path}.{i}") for i, item in enumerate(node)}
+        children = {str(i): item for i, item in enumerate(node)}
     elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        items = {
-            f.name: _parameter_tree(getattr(node, f.name), what, f"{path}.{f.name}".lstrip("."))
-            for f in dataclasses.fields(node)
-            if f.metadata.get("checkpoint", True)
+        children = {
+            f.name: getattr(node, f.name) for f in dataclasses.fields(node) if f.metadata.get("checkpoint", True)
         }
     else:
         return None
+    items = {key: _parameter_tree(child, what, f"{path}.{key}" if path else key) for key, child in children.items()}
     items = {k: v for k, v in items.items() if v is not None}
     return items or None
 
@@ -234,7 +234,7 @@ def _(net, what) -> TensorDict:
     return TensorDict(tree, [], device=leaves[0].device)  # on their own device: kept, not copied
 
 
-def _leaves(tree: dict) -> Any:
+def _leaves(tree: dict) -> Iterator[Any]:
     for value in tree.values():
         yield from _leaves(value) if isinstance(value, dict) else (value,)
 

@@ -5,10 +5,12 @@ import math
 import numpy as np
 from numba import njit
 
+from ...arrays import zeros
 from ...backends.cpu import JIT_EXACT, JIT_FAST
 from ...devices import CPU
 from ...staging import launch
-from ..random.cpu import standard_normal, uniform01
+from ..random.cpu import standard_normal
+from ..replay.cpu import replay_gather_kernel, uniform_index_kernel
 from . import api
 from .api import transition_arrays
 
@@ -66,41 +68,14 @@ def replay_add(device: CPU, buffer, obs, action, reward, next_obs, terminated, t
     )
 
 
-@njit(**JIT_EXACT)
-def replay_sample_kernel(
-    rng,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    size,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-):
-    key, base = rng[0], rng[1]
-    filled = size[0]
-    for k in range(obs.shape[0]):  # element loops: row slices would build array views
-        row = np.int64(uniform01(key, base + np.uint64(k)) * filled)
-        for j in range(obs.shape[1]):
-            obs[k, j] = b_obs[row, j]
-            next_obs[k, j] = b_next_obs[row, j]
-        for j in range(action.shape[1]):
-            action[k, j] = b_action[row, j]
-        reward[k] = b_reward[row]
-        terminated[k] = b_terminated[row]
-        truncated[k] = b_truncated[row]
-    rng[1] = base + np.uint64(obs.shape[0])
-
-
 @api.replay_sample.dispatch
 def replay_sample(device: CPU, rng, buffer, batch):
-    launch(device, replay_sample_kernel, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
+    # the rows uniform_index draws from the same stream, then gathered with every row prefetched
+    # first (replay_gather_kernel): the same rows and bits as drawing and copying in one loop,
+    # with a large ring's cache misses overlapped; the index scratch is made when the call is staged
+    index = zeros(device, batch.obs.shape[0], np.int64)
+    launch(device, uniform_index_kernel, rng, buffer.size, index)
+    launch(device, replay_gather_kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
 
 
 @njit(**JIT_FAST)

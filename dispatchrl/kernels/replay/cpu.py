@@ -153,6 +153,14 @@ def replay_gather_kernel(
     terminated,
     truncated,
 ):
+    for k in range(index.shape[0]):  # every row's lines first: the misses overlap (see prefetch_row)
+        row = index[k]
+        prefetch_row(b_obs, row)
+        prefetch_row(b_next_obs, row)
+        prefetch_row(b_action, row)
+        prefetch_item(b_reward, row)
+        prefetch_item(b_terminated, row)
+        prefetch_item(b_truncated, row)
     for k in range(index.shape[0]):
         row = index[k]
         for j in range(obs.shape[1]):

@@ -111,7 +111,8 @@ CATEGORIES: dict[str, str] = {
     "pendulum_step_kernel": "env",
     "pendulum_reset_kernel": "env",
     "replay_add_kernel": "replay",
-    "replay_sample_kernel": "replay",
+    "uniform_index_kernel": "replay",  # replay_sample on the CPU: draw the rows, then gather them
+    "replay_gather_kernel": "replay",
     "random_uniform_kernel": "noise_rng",
     "add_clipped_noise_kernel": "noise_rng",
     "gaussian_tanh_sample_kernel": "noise_rng",
@@ -558,7 +559,7 @@ def main(argv: list[str] | None = None) -> None:
         emit(record)
     total = sum(per_step.values())
     window_sum = sum(r["min_us"] * r["window_executions"] for r in rows) / args.window
-    learning = counts[next(i for i, (k, _) in enumerate(calls) if k.__name__ == "replay_sample_kernel")]
+    learning = counts[next(i for i, (k, _) in enumerate(calls) if k.__name__ == "uniform_index_kernel")]
     emit(
         {
             "record": "total",

@@ -43,7 +43,7 @@ from dispatchrl.kernels.core import cpu as cpu_kernels
 from dispatchrl.kernels.core.cpu_gemm import matmul_tiled, transpose_tiled
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from step_breakdown import machine  # noqa: E402
+from step_breakdown import machine
 
 __all__ = ["SHAPES", "main"]
 
@@ -147,12 +147,18 @@ def problem(kind: str, m: int, k: int, n: int, rng: np.random.Generator) -> dict
         a, b = aligned(rng.standard_normal((m, k)).astype(f32)), aligned(rng.standard_normal((k, n)).astype(f32))
         out = aligned(np.zeros((m, n), f32))
         ref = a.astype(np.float64) @ b.astype(np.float64)
-        calls = {name: (fn, (a, b, out)) for name, fn in (("openblas", _repeat_nn_blas), ("custom", _repeat_nn_custom), ("loop", _repeat_nn_loop))}
+        calls = {
+            name: (fn, (a, b, out))
+            for name, fn in (("openblas", _repeat_nn_blas), ("custom", _repeat_nn_custom), ("loop", _repeat_nn_loop))
+        }
     elif kind == "TN":  # dW (m, n) = xᵀ · d with x (k, m), d (k, n)
         x, d = aligned(rng.standard_normal((k, m)).astype(f32)), aligned(rng.standard_normal((k, n)).astype(f32))
         out = aligned(np.zeros((m, n), f32))
         ref = x.astype(np.float64).T @ d.astype(np.float64)
-        calls = {name: (fn, (x, d, out)) for name, fn in (("openblas", _repeat_tn_blas), ("custom", _repeat_tn_custom), ("loop", _repeat_tn_loop))}
+        calls = {
+            name: (fn, (x, d, out))
+            for name, fn in (("openblas", _repeat_tn_blas), ("custom", _repeat_tn_custom), ("loop", _repeat_tn_loop))
+        }
     else:  # NT: dX (m, n) = d (m, k) · Wᵀ with W (n, k)
         d, w = aligned(rng.standard_normal((m, k)).astype(f32)), aligned(rng.standard_normal((n, k)).astype(f32))
         out = aligned(np.zeros((m, n), f32))

@@ -159,7 +159,7 @@ _AUTO_TILED: bool | None = None
 
 
 def _product_kernel(dtype, m, k, n) -> str:
-    """"loop", "tiled" or "blas" for a product of these static shapes (decided when staged)."""
+    """ "loop", "tiled" or "blas" for a product of these static shapes (decided when staged)."""
     if not _use_blas(m, k, n):
         return "loop"
     return "tiled" if dtype == np.float32 and tiled_gemm() else "blas"

@@ -127,7 +127,9 @@ def _nn_tile(rows, vectors):
 
             accs = _k_loop(builder, intp, k_, 1, rows * vectors, body)
             for r in range(rows):
-                c_r = builder.gep(c_base, [builder.add(builder.mul(builder.add(i0_, ir.Constant(intp, r)), c_row), j_bytes)])
+                c_r = builder.gep(
+                    c_base, [builder.add(builder.mul(builder.add(i0_, ir.Constant(intp, r)), c_row), j_bytes)]
+                )
                 for v in range(vectors):
                     _store_v8(builder, accs[r * vectors + v], c_r, ir.Constant(intp, 32 * v))
             return context.get_dummy_value()
@@ -141,7 +143,9 @@ def _sum_v8(builder, v):
     """Pairwise sum of the 8 lanes: (l0+l4 + l2+l6) + (l1+l5 + l3+l7)."""
     s4 = builder.fadd(_shuffle(builder, v, v, [0, 1, 2, 3]), _shuffle(builder, v, v, [4, 5, 6, 7]))
     s2 = builder.fadd(_shuffle(builder, s4, s4, [0, 1]), _shuffle(builder, s4, s4, [2, 3]))
-    return builder.fadd(builder.extract_element(s2, ir.Constant(_I32, 0)), builder.extract_element(s2, ir.Constant(_I32, 1)))
+    return builder.fadd(
+        builder.extract_element(s2, ir.Constant(_I32, 0)), builder.extract_element(s2, ir.Constant(_I32, 1))
+    )
 
 
 def _dot_tile(rows, cols):
@@ -170,14 +174,20 @@ def _dot_tile(rows, cols):
                 off = builder.mul(p, ir.Constant(intp, 4))
                 a_vecs = [_load_v8(builder, a_rows[r], off) for r in range(rows)]
                 b_vecs = [_load_v8(builder, b_rows[s], off) for s in range(cols)]
-                return [builder.call(fma, [a_vecs[r], b_vecs[s], accs[r * cols + s]]) for r in range(rows) for s in range(cols)]
+                return [
+                    builder.call(fma, [a_vecs[r], b_vecs[s], accs[r * cols + s]])
+                    for r in range(rows)
+                    for s in range(cols)
+                ]
 
             accs = _k_loop(builder, intp, k_, 8, rows * cols, body)
             for r in range(rows):
                 c_r = builder.gep(c_base, [builder.mul(builder.add(i0_, ir.Constant(intp, r)), c_row)])
                 for s in range(cols):
                     ptr = builder.gep(c_r, [builder.mul(builder.add(j0_, ir.Constant(intp, s)), c_col)])
-                    builder.store(_sum_v8(builder, accs[r * cols + s]), builder.bitcast(ptr, _F32.as_pointer()), align=4)
+                    builder.store(
+                        _sum_v8(builder, accs[r * cols + s]), builder.bitcast(ptr, _F32.as_pointer()), align=4
+                    )
             return context.get_dummy_value()
 
         return types.void(a, bt, c, i0, j0, k), codegen
@@ -215,7 +225,9 @@ def _transpose_8x8(typingctx, w, wt, i0, j0):
         low, high = [0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]
         for q in range(4):
             _store_v8(builder, _shuffle(builder, s[q], s[q + 4], low), dst, builder.mul(ir.Constant(intp, q), t_row))
-            _store_v8(builder, _shuffle(builder, s[q], s[q + 4], high), dst, builder.mul(ir.Constant(intp, q + 4), t_row))
+            _store_v8(
+                builder, _shuffle(builder, s[q], s[q + 4], high), dst, builder.mul(ir.Constant(intp, q + 4), t_row)
+            )
         return context.get_dummy_value()
 
     return types.void(w, wt, i0, j0), codegen
@@ -332,7 +344,7 @@ def matmul_tiled(a, b, c):
     np.dot(a, b, c)
 
 
-@overload(matmul_tiled, jit_options=JIT_FAST)
+@overload(matmul_tiled, jit_options=dict(fastmath=True))
 def _matmul_tiled_overload(a, b, c):
     if not all(isinstance(x, types.Array) and x.ndim == 2 and x.dtype == types.float32 for x in (a, b, c)):
         return lambda a, b, c: np.dot(a, b, c)

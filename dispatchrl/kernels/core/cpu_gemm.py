@@ -15,7 +15,6 @@ float32: :func:`matmul_tiled` sends other dtypes to ``np.dot``.
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
 
@@ -46,16 +45,10 @@ def _shuffle(builder, x, y, mask):
     return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, len(mask)), mask))
 
 
-def _base_and_strides(context, builder, ty, value):
-    """(i8* to the data, byte strides) of a 2-d array."""
-    array = context.make_array(ty)(context, builder, value)
-    return builder.bitcast(array.data, _I8P), cgutils.unpack_tuple(builder, array.strides, 2)
-
-
-def _check_float32(*arrays):
-    for array in arrays:
-        if not (isinstance(array, types.Array) and array.ndim == 2 and array.dtype == types.float32):
-            raise TypingError(f"tiled GEMM kernels take 2-d float32 arrays, got {array}")
+def _check_integers(*values):
+    for value in values:
+        if not isinstance(value, types.Integer):
+            raise TypingError(f"tiled GEMM tiles take addresses, byte strides and indices as integers, got {value}")
 
 
 def _load_v8(builder, base, offset):
@@ -94,19 +87,21 @@ def _k_loop(builder, intp, count, step, n_acc, body):
 
 
 def _nn_tile(rows, vectors):
-    """Intrinsic ``tile(a, b, c, i0, j0, k)``: c[i0:i0+rows, j0:j0+8·vectors] = a[i0:i0+rows, :k]
-    · b[:k, j0:j0+8·vectors]; a by its strides, b and c with unit column stride; k ≥ 1."""
+    """Intrinsic ``tile(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k)``: c[i0:i0+rows,
+    j0:j0+8·vectors] = a[i0:i0+rows, :k] · b[:k, j0:j0+8·vectors] on float32 matrices given by
+    address and byte strides (b and c with unit column stride); k ≥ 1. Scalars only, so every
+    caller shares one compiled specialisation whatever its arrays' layouts."""
 
     @intrinsic
-    def tile(typingctx, a, b, c, i0, j0, k):
-        _check_float32(a, b, c)
+    def tile(typingctx, a, a_row, a_col, b, b_row, c, c_row, i0, j0, k):
+        _check_integers(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k)
 
         def codegen(context, builder, sig, args):
             intp = context.get_value_type(types.intp)
-            a_base, (a_row, a_col) = _base_and_strides(context, builder, sig.args[0], args[0])
-            b_base, (b_row, _) = _base_and_strides(context, builder, sig.args[1], args[1])
-            c_base, (c_row, _) = _base_and_strides(context, builder, sig.args[2], args[2])
-            i0_, j0_, k_ = args[3], args[4], args[5]
+            a_base, a_row, a_col = builder.inttoptr(args[0], _I8P), args[1], args[2]
+            b_base, b_row = builder.inttoptr(args[3], _I8P), args[4]
+            c_base, c_row = builder.inttoptr(args[5], _I8P), args[6]
+            i0_, j0_, k_ = args[7], args[8], args[9]
             j_bytes = builder.mul(j0_, ir.Constant(intp, 4))
             a_rows = [
                 builder.gep(a_base, [builder.mul(builder.add(i0_, ir.Constant(intp, r)), a_row)]) for r in range(rows)
@@ -134,7 +129,7 @@ def _nn_tile(rows, vectors):
                     _store_v8(builder, accs[r * vectors + v], c_r, ir.Constant(intp, 32 * v))
             return context.get_dummy_value()
 
-        return types.void(a, b, c, i0, j0, k), codegen
+        return types.void(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k), codegen
 
     return tile
 
@@ -149,19 +144,20 @@ def _sum_v8(builder, v):
 
 
 def _dot_tile(rows, cols):
-    """Intrinsic ``tile(a, bt, c, i0, j0, k)``: c[i0+r, j0+s] = a[i0+r, :k] · bt[j0+s, :k] for
-    r < rows, s < cols; rows of a and bt with unit stride, k a positive multiple of 8."""
+    """Intrinsic ``tile(a, a_row, bt, b_row, c, c_row, c_col, i0, j0, k)``: c[i0+r, j0+s] =
+    a[i0+r, :k] · bt[j0+s, :k] for r < rows, s < cols (addresses and byte strides; rows of a and
+    bt with unit stride), k a positive multiple of 8."""
 
     @intrinsic
-    def tile(typingctx, a, bt, c, i0, j0, k):
-        _check_float32(a, bt, c)
+    def tile(typingctx, a, a_row, bt, b_row, c, c_row, c_col, i0, j0, k):
+        _check_integers(a, a_row, bt, b_row, c, c_row, c_col, i0, j0, k)
 
         def codegen(context, builder, sig, args):
             intp = context.get_value_type(types.intp)
-            a_base, (a_row, _) = _base_and_strides(context, builder, sig.args[0], args[0])
-            b_base, (b_row, _) = _base_and_strides(context, builder, sig.args[1], args[1])
-            c_base, (c_row, c_col) = _base_and_strides(context, builder, sig.args[2], args[2])
-            i0_, j0_, k_ = args[3], args[4], args[5]
+            a_base, a_row = builder.inttoptr(args[0], _I8P), args[1]
+            b_base, b_row = builder.inttoptr(args[2], _I8P), args[3]
+            c_base, c_row, c_col = builder.inttoptr(args[4], _I8P), args[5], args[6]
+            i0_, j0_, k_ = args[7], args[8], args[9]
             a_rows = [
                 builder.gep(a_base, [builder.mul(builder.add(i0_, ir.Constant(intp, r)), a_row)]) for r in range(rows)
             ]
@@ -190,21 +186,22 @@ def _dot_tile(rows, cols):
                     )
             return context.get_dummy_value()
 
-        return types.void(a, bt, c, i0, j0, k), codegen
+        return types.void(a, a_row, bt, b_row, c, c_row, c_col, i0, j0, k), codegen
 
     return tile
 
 
 @intrinsic
-def _transpose_8x8(typingctx, w, wt, i0, j0):
-    """wt[j0:j0+8, i0:i0+8] = w[i0:i0+8, j0:j0+8]ᵀ in registers (both with unit column stride)."""
-    _check_float32(w, wt)
+def _transpose_8x8(typingctx, w, w_row, wt, t_row, i0, j0):
+    """wt[j0:j0+8, i0:i0+8] = w[i0:i0+8, j0:j0+8]ᵀ in registers (addresses and byte row strides,
+    both with unit column stride)."""
+    _check_integers(w, w_row, wt, t_row, i0, j0)
 
     def codegen(context, builder, sig, args):
         intp = context.get_value_type(types.intp)
-        w_base, (w_row, _) = _base_and_strides(context, builder, sig.args[0], args[0])
-        t_base, (t_row, _) = _base_and_strides(context, builder, sig.args[1], args[1])
-        i0_, j0_ = args[2], args[3]
+        w_base, w_row = builder.inttoptr(args[0], _I8P), args[1]
+        t_base, t_row = builder.inttoptr(args[2], _I8P), args[3]
+        i0_, j0_ = args[4], args[5]
         four = ir.Constant(intp, 4)
         src = builder.gep(w_base, [builder.add(builder.mul(i0_, w_row), builder.mul(j0_, four))])
         dst = builder.gep(t_base, [builder.add(builder.mul(j0_, t_row), builder.mul(i0_, four))])
@@ -230,7 +227,7 @@ def _transpose_8x8(typingctx, w, wt, i0, j0):
             )
         return context.get_dummy_value()
 
-    return types.void(w, wt, i0, j0), codegen
+    return types.void(w, w_row, wt, t_row, i0, j0), codegen
 
 
 _NN_4x2, _NN_3x2, _NN_2x2, _NN_1x2 = (_nn_tile(r, 2) for r in (4, 3, 2, 1))
@@ -240,97 +237,106 @@ _DOT_2x4, _DOT_1x4, _DOT_8x1, _DOT_1x1 = _dot_tile(2, 4), _dot_tile(1, 4), _dot_
 
 
 @njit(**JIT_FAST)
-def _nn_rows16(a, b, c, i, j, k, rows):
-    if rows == 4:
-        _NN_4x2(a, b, c, i, j, k)
-    elif rows == 3:
-        _NN_3x2(a, b, c, i, j, k)
-    elif rows == 2:
-        _NN_2x2(a, b, c, i, j, k)
-    elif rows == 1:
-        _NN_1x2(a, b, c, i, j, k)
-
-
-@njit(**JIT_FAST)
-def _nn_rows8(a, b, c, i, j, k, rows):
-    if rows == 4:
-        _NN_4x1(a, b, c, i, j, k)
-    elif rows == 3:
-        _NN_3x1(a, b, c, i, j, k)
-    elif rows == 2:
-        _NN_2x1(a, b, c, i, j, k)
-    elif rows == 1:
-        _NN_1x1(a, b, c, i, j, k)
-
-
-@njit(**JIT_FAST)
-def gemm_nn(a, b, c):
+def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
     """c = a·b in 4×16 register tiles (edges 1–3 rows, 8 columns; 1×64 and 2×32 tiles for
-    products of one or two rows). b and c need unit column stride and c.shape[1] % 8 == 0; a any
-    strides (a transposed view is fine)."""
-    m, n = c.shape
-    k = a.shape[1]
-    if k == 0:
-        c[:] = 0
-        return
+    products of one or two rows), on addresses and byte strides: one compiled specialisation."""
     if m == 1 and n % 64 == 0:
         for j in range(0, n, 64):
-            _NN_1x8(a, b, c, 0, j, k)
+            _NN_1x8(a, a_row, a_col, b, b_row, c, c_row, 0, j, k)
         return
     if m == 2 and n % 32 == 0:
         for j in range(0, n, 32):
-            _NN_2x4(a, b, c, 0, j, k)
+            _NN_2x4(a, a_row, a_col, b, b_row, c, c_row, 0, j, k)
         return
     m4 = m - m % 4
     n16 = n - n % 16
     for i in range(0, m4, 4):
         for j in range(0, n16, 16):
-            _NN_4x2(a, b, c, i, j, k)
+            _NN_4x2(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
         if n16 < n:
-            _NN_4x1(a, b, c, i, n16, k)
-    if m4 < m:
-        for j in range(0, n16, 16):
-            _nn_rows16(a, b, c, m4, j, k, m - m4)
-        if n16 < n:
-            _nn_rows8(a, b, c, m4, n16, k, m - m4)
+            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+    rows = m - m4
+    if rows == 0:
+        return
+    for j in range(0, n16, 16):
+        if rows == 3:
+            _NN_3x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k)
+        elif rows == 2:
+            _NN_2x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k)
+        else:
+            _NN_1x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k)
+    if n16 < n:
+        if rows == 3:
+            _NN_3x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k)
+        elif rows == 2:
+            _NN_2x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k)
+        else:
+            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k)
 
 
 @njit(**JIT_FAST)
-def gemm_dot(a, bt, c):
-    """c = a·btᵀ as dot products of rows: for narrow c (few columns). Rows of a and bt need unit
-    stride and the shared length a multiple of 8."""
+def _gemm_dot_raw(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
+    """c = a·btᵀ as dot products of rows, on addresses and byte strides."""
+    if n % 4 == 0:
+        m2 = m - m % 2
+        for i in range(0, m2, 2):
+            for j in range(0, n, 4):
+                _DOT_2x4(a, a_row, bt, b_row, c, c_row, c_col, i, j, k)
+        if m2 < m:
+            for j in range(0, n, 4):
+                _DOT_1x4(a, a_row, bt, b_row, c, c_row, c_col, m2, j, k)
+    else:
+        m8 = m - m % 8
+        for i in range(0, m8, 8):
+            for j in range(n):
+                _DOT_8x1(a, a_row, bt, b_row, c, c_row, c_col, i, j, k)
+        for i in range(m8, m):
+            for j in range(n):
+                _DOT_1x1(a, a_row, bt, b_row, c, c_row, c_col, i, j, k)
+
+
+@njit(**JIT_FAST)
+def _transpose_raw(w, w_row, wt, t_row, k, n):
+    for i in range(0, k - k % 8, 8):
+        for j in range(0, n - n % 8, 8):
+            _transpose_8x8(w, w_row, wt, t_row, i, j)
+
+
+@njit(**JIT_FAST)
+def gemm_nn(a, b, c):
+    """c = a·b in register tiles. b and c need unit column stride and c.shape[1] % 8 == 0; a any
+    strides (a transposed view is fine). float32 only."""
     m, n = c.shape
     k = a.shape[1]
     if k == 0:
         c[:] = 0
         return
-    if n % 4 == 0:
-        m2 = m - m % 2
-        for i in range(0, m2, 2):
-            for j in range(0, n, 4):
-                _DOT_2x4(a, bt, c, i, j, k)
-        if m2 < m:
-            for j in range(0, n, 4):
-                _DOT_1x4(a, bt, c, m2, j, k)
-    else:
-        m8 = m - m % 8
-        for i in range(0, m8, 8):
-            for j in range(n):
-                _DOT_8x1(a, bt, c, i, j, k)
-        for i in range(m8, m):
-            for j in range(n):
-                _DOT_1x1(a, bt, c, i, j, k)
+    _gemm_nn_raw(
+        a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0], c.ctypes.data, c.strides[0], m, n, k
+    )
+
+
+@njit(**JIT_FAST)
+def gemm_dot(a, bt, c):
+    """c = a·btᵀ as dot products of rows: for narrow c (few columns). Rows of a and bt need unit
+    stride and the shared length a multiple of 8. float32 only."""
+    m, n = c.shape
+    k = a.shape[1]
+    if k == 0:
+        c[:] = 0
+        return
+    _gemm_dot_raw(
+        a.ctypes.data, a.strides[0], bt.ctypes.data, bt.strides[0], c.ctypes.data, c.strides[0], c.strides[1], m, n, k
+    )
 
 
 @njit(**JIT_FAST)
 def transpose_tiled(w, wt):
     """wt = wᵀ, 8×8 blocks transposed in registers, ragged edges element by element. Both need
-    unit column stride."""
+    unit column stride; float32 only."""
     k, n = w.shape
+    _transpose_raw(w.ctypes.data, w.strides[0], wt.ctypes.data, wt.strides[0], k, n)
     kb, nb = k - k % 8, n - n % 8
-    for i in range(0, kb, 8):
-        for j in range(0, nb, 8):
-            _transpose_8x8(w, wt, i, j)
     for j in range(n):
         for i in range(kb if j < nb else 0, k):
             wt[j, i] = w[i, j]
@@ -352,12 +358,15 @@ def _matmul_tiled_overload(a, b, c):
     def impl(a, b, c):
         m, n = c.shape
         k = a.shape[1]
-        if b.strides[1] == 4 and c.strides[1] == 4 and n % 8 == 0:
-            gemm_nn(a, b, c)
-        elif a.strides[0] == 4 and c.strides[0] == 4 and m % 8 == 0:
-            gemm_nn(b.T, a.T, c.T)
-        elif a.strides[1] == 4 and b.strides[0] == 4 and k % 8 == 0 and k > 0:
-            gemm_dot(a, b.T, c)
+        a_, b_, c_ = a.ctypes.data, b.ctypes.data, c.ctypes.data
+        if k == 0 or m == 0 or n == 0:
+            np.dot(a, b, c)
+        elif b.strides[1] == 4 and c.strides[1] == 4 and n % 8 == 0:
+            _gemm_nn_raw(a_, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k)
+        elif a.strides[0] == 4 and c.strides[0] == 4 and m % 8 == 0:  # cᵀ = bᵀ·aᵀ
+            _gemm_nn_raw(b_, b.strides[1], b.strides[0], a_, a.strides[1], c_, c.strides[1], n, m, k)
+        elif a.strides[1] == 4 and b.strides[0] == 4 and k % 8 == 0:
+            _gemm_dot_raw(a_, a.strides[0], b_, b.strides[1], c_, c.strides[0], c.strides[1], m, n, k)
         else:
             np.dot(a, b, c)
 

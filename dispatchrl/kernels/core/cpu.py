@@ -1,5 +1,6 @@
-"""CPU methods of the core generic functions: Numba kernels, BLAS (``np.dot(..., out)``) for
-matrix products.
+"""CPU methods of the core generic functions: Numba kernels, BLAS (``np.dot(..., out)``) or the
+register-tiled kernels of :mod:`.cpu_gemm` (AVX2 cores, see :func:`tiled_gemm`) for matrix
+products.
 
 Kernels are module-level ``@njit`` functions with the option sets of
 :mod:`dispatchrl.backends.cpu`, so fused steps can import and inline them. Helpers live in this
@@ -159,7 +160,8 @@ _AUTO_TILED: bool | None = None
 
 
 def _product_kernel(dtype, m, k, n) -> str:
-    """ "loop", "tiled" or "blas" for a product of these static shapes (decided when staged)."""
+    """The kernel kind, "loop", "tiled" or "blas", for a product of these static shapes (decided
+    when the call is staged)."""
     if not _use_blas(m, k, n):
         return "loop"
     return "tiled" if dtype == np.float32 and tiled_gemm() else "blas"
@@ -351,7 +353,7 @@ def _transposed_copy_pays() -> bool:
     return not (cores and cores <= _NT_AS_FAST_AS_NN)
 
 
-def _transpose_scratch(device, W, kind="blas"):
+def _transpose_scratch(device, W, kind="blas") -> Array:
     """Per call site scratch for Wᵀ, made when the call is staged (no allocation per step); a
     (1, 1) placeholder where the product runs without the copy: for BLAS, inputs narrower than 16
     (the transposed GEMM is no slower) and where its NT product is no slower anyway (see

@@ -12,6 +12,8 @@ Shapes and strides are read at run time; only the tile sizes are compile-time co
 float32: :func:`matmul_tiled` sends other dtypes to ``np.dot``.
 """
 
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -28,7 +30,7 @@ _I32 = ir.IntType(32)
 _I8P = ir.IntType(8).as_pointer()
 
 
-def _fma_v8(builder):
+def _fma_v8(builder) -> Any:
     module = builder.module
     try:
         return module.get_global("llvm.fma.v8f32")
@@ -36,30 +38,30 @@ def _fma_v8(builder):
         return ir.Function(module, ir.FunctionType(_V8, [_V8, _V8, _V8]), name="llvm.fma.v8f32")
 
 
-def _broadcast(builder, x):
+def _broadcast(builder, x) -> Any:
     v = builder.insert_element(ir.Constant(_V8, ir.Undefined), x, ir.Constant(_I32, 0))
     return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined), ir.Constant(ir.VectorType(_I32, 8), [0] * 8))
 
 
-def _shuffle(builder, x, y, mask):
+def _shuffle(builder, x, y, mask) -> Any:
     return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, len(mask)), mask))
 
 
-def _check_integers(*values):
+def _check_integers(*values) -> None:
     for value in values:
         if not isinstance(value, types.Integer):
             raise TypingError(f"tiled GEMM tiles take addresses, byte strides and indices as integers, got {value}")
 
 
-def _load_v8(builder, base, offset):
+def _load_v8(builder, base, offset) -> Any:
     return builder.load(builder.bitcast(builder.gep(base, [offset]), _V8.as_pointer()), align=4)
 
 
-def _store_v8(builder, value, base, offset):
+def _store_v8(builder, value, base, offset) -> None:
     builder.store(value, builder.bitcast(builder.gep(base, [offset]), _V8.as_pointer()), align=4)
 
 
-def _k_loop(builder, intp, count, step, n_acc, body):
+def _k_loop(builder, intp, count, step, n_acc, body) -> list:
     """Emit ``for p in range(0, count, step)`` (count ≥ step) carrying ``n_acc`` <8 x float>
     accumulators from zero in registers; ``body(p, accs)`` returns the updated ones. Returns the
     accumulators after the loop."""
@@ -86,7 +88,7 @@ def _k_loop(builder, intp, count, step, n_acc, body):
     return new
 
 
-def _nn_tile(rows, vectors):
+def _nn_tile(rows, vectors) -> Any:
     """Intrinsic ``tile(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k)``: c[i0:i0+rows,
     j0:j0+8·vectors] = a[i0:i0+rows, :k] · b[:k, j0:j0+8·vectors] on float32 matrices given by
     address and byte strides (b and c with unit column stride); k ≥ 1. Scalars only, so every
@@ -96,7 +98,7 @@ def _nn_tile(rows, vectors):
     def tile(typingctx, a, a_row, a_col, b, b_row, c, c_row, i0, j0, k):
         _check_integers(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k)
 
-        def codegen(context, builder, sig, args):
+        def codegen(context, builder, sig, args) -> Any:
             intp = context.get_value_type(types.intp)
             a_base, a_row, a_col = builder.inttoptr(args[0], _I8P), args[1], args[2]
             b_base, b_row = builder.inttoptr(args[3], _I8P), args[4]
@@ -109,11 +111,11 @@ def _nn_tile(rows, vectors):
             b_cols = builder.gep(b_base, [j_bytes])
             fma = _fma_v8(builder)
 
-            def body(p, accs):
+            def body(p, accs) -> list:
                 b_p = builder.gep(b_cols, [builder.mul(p, b_row)])
                 b_vecs = [_load_v8(builder, b_p, ir.Constant(intp, 32 * v)) for v in range(vectors)]
                 a_off = builder.mul(p, a_col)
-                out = []
+                out: list = []
                 for r in range(rows):
                     a_ptr = builder.bitcast(builder.gep(a_rows[r], [a_off]), _F32.as_pointer())
                     a_rp = _broadcast(builder, builder.load(a_ptr, align=4))
@@ -134,7 +136,7 @@ def _nn_tile(rows, vectors):
     return tile
 
 
-def _sum_v8(builder, v):
+def _sum_v8(builder, v) -> Any:
     """Pairwise sum of the 8 lanes: (l0+l4 + l2+l6) + (l1+l5 + l3+l7)."""
     s4 = builder.fadd(_shuffle(builder, v, v, [0, 1, 2, 3]), _shuffle(builder, v, v, [4, 5, 6, 7]))
     s2 = builder.fadd(_shuffle(builder, s4, s4, [0, 1]), _shuffle(builder, s4, s4, [2, 3]))
@@ -143,7 +145,7 @@ def _sum_v8(builder, v):
     )
 
 
-def _dot_tile(rows, cols):
+def _dot_tile(rows, cols) -> Any:
     """Intrinsic ``tile(a, a_row, bt, b_row, c, c_row, c_col, i0, j0, k)``: c[i0+r, j0+s] =
     a[i0+r, :k] · bt[j0+s, :k] for r < rows, s < cols (addresses and byte strides; rows of a and
     bt with unit stride), k a positive multiple of 8."""
@@ -152,7 +154,7 @@ def _dot_tile(rows, cols):
     def tile(typingctx, a, a_row, bt, b_row, c, c_row, c_col, i0, j0, k):
         _check_integers(a, a_row, bt, b_row, c, c_row, c_col, i0, j0, k)
 
-        def codegen(context, builder, sig, args):
+        def codegen(context, builder, sig, args) -> Any:
             intp = context.get_value_type(types.intp)
             a_base, a_row = builder.inttoptr(args[0], _I8P), args[1]
             b_base, b_row = builder.inttoptr(args[2], _I8P), args[3]
@@ -166,7 +168,7 @@ def _dot_tile(rows, cols):
             ]
             fma = _fma_v8(builder)
 
-            def body(p, accs):
+            def body(p, accs) -> list:
                 off = builder.mul(p, ir.Constant(intp, 4))
                 a_vecs = [_load_v8(builder, a_rows[r], off) for r in range(rows)]
                 b_vecs = [_load_v8(builder, b_rows[s], off) for s in range(cols)]
@@ -197,7 +199,7 @@ def _transpose_8x8(typingctx, w, w_row, wt, t_row, i0, j0):
     both with unit column stride)."""
     _check_integers(w, w_row, wt, t_row, i0, j0)
 
-    def codegen(context, builder, sig, args):
+    def codegen(context, builder, sig, args) -> Any:
         intp = context.get_value_type(types.intp)
         w_base, w_row = builder.inttoptr(args[0], _I8P), args[1]
         t_base, t_row = builder.inttoptr(args[2], _I8P), args[3]
@@ -342,7 +344,7 @@ def transpose_tiled(w, wt):
             wt[j, i] = w[i, j]
 
 
-def matmul_tiled(a, b, c):
+def matmul_tiled(a, b, c) -> None:
     """c = a·b with the register-tiled kernels where the layout allows one (float32):
     NN tiles when b and c have unit column stride and 8 | columns of c; the same on cᵀ = bᵀaᵀ when
     aᵀ and cᵀ have unit column stride and 8 | rows of c (a weight gradient with one output);
@@ -355,7 +357,7 @@ def _matmul_tiled_overload(a, b, c):
     if not all(isinstance(x, types.Array) and x.ndim == 2 and x.dtype == types.float32 for x in (a, b, c)):
         return lambda a, b, c: np.dot(a, b, c)
 
-    def impl(a, b, c):
+    def impl(a, b, c) -> None:
         m, n = c.shape
         k = a.shape[1]
         a_, b_, c_ = a.ctypes.data, b.ctypes.data, c.ctypes.data

@@ -48,7 +48,8 @@ from dispatchrl.algorithms.protocol import Schedule
 from dispatchrl.algorithms.runs import build_state
 from dispatchrl.arrays import Array
 from dispatchrl.backends.cpu import JIT_FAST, njit_program
-from dispatchrl.kernels.core.cpu import increment_kernel, matmul_loop
+from dispatchrl.kernels.core.cpu import _input_gradient_tiled, increment_kernel, matmul_loop
+from dispatchrl.kernels.core.cpu_gemm import matmul_tiled
 from dispatchrl.staging import Branch, kernel_calls, trace
 
 __all__ = [
@@ -81,6 +82,12 @@ CATEGORIES: dict[str, str] = {
             "dense_input_gradient_loop",
             "matmul_blas",
             "matmul_loop",
+            "dense_forward_tiled",
+            "dense_forward_inplace_tiled",
+            "dense_backward_tiled",
+            "dense_backward_input_tiled",
+            "dense_input_gradient_tiled",
+            "matmul_tiled_kernel",
         )
     },
     **{
@@ -181,8 +188,40 @@ def gemm_input_gradient_blas(W, WT, pre, out, d_out, d_pre, d_x, code):
     _transposed_product(d_pre, W, WT, d_x)
 
 
+@njit(**_JIT)
+def gemm_forward_tiled(x, W, b, pre, out, code):
+    matmul_tiled(x, W, pre)
+
+
+@njit(**_JIT)
+def gemm_forward_inplace_tiled(x, W, b, out, code):
+    matmul_tiled(x, W, out)
+
+
+@njit(**_JIT)
+def gemm_backward_tiled(x, W, pre, out, d_out, d_pre, dW, db, code):
+    matmul_tiled(x.T, d_pre, dW)
+
+
+@njit(**_JIT)
+def gemm_backward_input_tiled(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, code):
+    matmul_tiled(x.T, d_pre, dW)
+    _input_gradient_tiled(d_pre, W, WT, d_x)
+
+
+@njit(**_JIT)
+def gemm_input_gradient_tiled(W, WT, pre, out, d_out, d_pre, d_x, code):
+    _input_gradient_tiled(d_pre, W, WT, d_x)
+
+
 #: dense kernel name -> a kernel taking the same arguments that runs only its matrix products
+#: (the tiled kernels' input gradients include their Wᵀ copy, as the BLAS ones where they copy)
 GEMM_ONLY = {
+    "dense_forward_tiled": gemm_forward_tiled,
+    "dense_forward_inplace_tiled": gemm_forward_inplace_tiled,
+    "dense_backward_tiled": gemm_backward_tiled,
+    "dense_backward_input_tiled": gemm_backward_input_tiled,
+    "dense_input_gradient_tiled": gemm_input_gradient_tiled,
     "dense_forward_blas": gemm_forward_blas,
     "dense_forward_inplace_blas": gemm_forward_inplace_blas,
     "dense_forward_loop": gemm_forward_loop,
@@ -205,13 +244,13 @@ def gemm_flops(kernel: Any, args: tuple) -> int:
     if name.startswith("dense_forward"):
         (m, k), n = a[0], a[1][1]
         return 2 * m * k * n
-    if name == "dense_backward_blas":  # x.T d_pre
+    if name in ("dense_backward_blas", "dense_backward_tiled"):  # x.T d_pre
         (m, k), n = a[0], a[1][1]
         return 2 * m * k * n
-    if name == "dense_backward_input_blas":
+    if name in ("dense_backward_input_blas", "dense_backward_input_tiled"):
         (m, k), n = a[0], a[1][1]
         return 4 * m * k * n
-    if name == "dense_input_gradient_blas":  # W (k, n), d_pre (m, n)
+    if name in ("dense_input_gradient_blas", "dense_input_gradient_tiled"):  # W (k, n), d_pre (m, n)
         (k, n), m = a[0], a[2][0]
         return 2 * m * k * n
     return 0
@@ -363,6 +402,9 @@ def machine() -> dict[str, Any]:
 
     info["llvm_cpu"] = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
     info.update(numba=numba.__version__, numpy=np.__version__)
+    from dispatchrl.kernels.core.cpu import tiled_gemm
+
+    info["gemm"] = "tiled" if tiled_gemm() else "blas"  # float32 products above the BLAS threshold
     try:
         from threadpoolctl import threadpool_info
 

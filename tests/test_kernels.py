@@ -134,6 +134,104 @@ def test_cpu_blas_dense_input_gradient(batch, n_in, n_out):
     close(d_x, ref_d_pre @ W.T)
 
 
+@pytest.mark.parametrize("gemm", ["tiled", "blas"])
+@pytest.mark.parametrize(
+    "batch,n_in,n_out",
+    [
+        (100, 64, 64),
+        (100, 3, 64),
+        (100, 4, 64),
+        (100, 64, 1),
+        (1, 64, 64),
+        (37, 20, 45),
+        (50, 70, 66),
+        (13, 24, 9),
+        (2, 40, 32),
+    ],
+)
+def test_cpu_gemm_setting_dense(monkeypatch, gemm, batch, n_in, n_out):
+    """Both CPU product kernels (DISPATCHRL_GEMM=tiled|blas) on TD3's layer shapes and ragged ones:
+    forward, weight and input gradients against float64."""
+    monkeypatch.setenv("DISPATCHRL_GEMM", gemm)
+    cpu, g = drl.CPU(), np.random.default_rng(batch * n_in + n_out)
+    x, W, b, d_out = (
+        g.normal(size=s).astype(np.float32).astype(float)
+        for s in ((batch, n_in), (n_in, n_out), (n_out,), (batch, n_out))
+    )
+    pre, out = drl.zeros(cpu, (batch, n_out)), drl.zeros(cpu, (batch, n_out))
+    drl.dense_forward(cpu, put(cpu, x), put(cpu, W), put(cpu, b), pre, out, "tanh")
+    ref_pre = x @ W + b
+    close(pre, ref_pre)
+    ref_d_pre = d_out * (1 - np.tanh(ref_pre) ** 2)
+    d_pre, dW, db, d_x = (drl.zeros(cpu, s) for s in ((batch, n_out), (n_in, n_out), (n_out,), (batch, n_in)))
+    drl.dense_backward(cpu, put(cpu, x), put(cpu, W), pre, out, put(cpu, d_out), d_pre, dW, db, d_x, "tanh")
+    close(dW, x.T @ ref_d_pre)
+    close(d_x, ref_d_pre @ W.T)
+    drl.dense_backward(cpu, put(cpu, x), put(cpu, W), pre, out, put(cpu, d_out), d_pre, dW, db, None, "tanh")
+    close(dW, x.T @ ref_d_pre)
+    drl.fill(cpu, d_x, 0.0)
+    drl.dense_input_gradient(cpu, put(cpu, W), pre, out, put(cpu, d_out), d_pre, d_x, "tanh")
+    close(d_x, ref_d_pre @ W.T)
+    c = drl.zeros(cpu, (batch, n_out))
+    drl.matmul(cpu, put(cpu, x), put(cpu, W), c)
+    close(c, x @ W)
+
+
+def test_cpu_gemm_setting_is_checked(monkeypatch):
+    from dispatchrl.kernels.core.cpu import tiled_gemm
+
+    monkeypatch.setenv("DISPATCHRL_GEMM", "fast")
+    with pytest.raises(drl.ConfigError, match="DISPATCHRL_GEMM"):
+        tiled_gemm()
+
+
+def _tiled_matmul_runner():
+    global _TILED_RUNNER
+    if _TILED_RUNNER is None:
+        from numba import njit
+
+        from dispatchrl.kernels.core.cpu_gemm import matmul_tiled
+
+        @njit
+        def run(a, b, c, kind):
+            if kind == 0:
+                matmul_tiled(a, b, c)
+            elif kind == 1:
+                matmul_tiled(a.T, b, c)
+            else:
+                matmul_tiled(a, b.T, c)
+
+        _TILED_RUNNER = run
+    return _TILED_RUNNER
+
+
+_TILED_RUNNER = None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 70), st.sampled_from(["NN", "TN", "NT"]), seeds)
+def test_tiled_matmul_layouts(m, k, n, kind, seed):
+    """cpu_gemm.matmul_tiled on any shape and the three layouts of the dense kernels (its NN tiles,
+    the tiles on cᵀ, dot products of rows, np.dot where none fits) against float64."""
+    from dispatchrl.kernels.core.cpu_gemm import transpose_tiled
+
+    run = _tiled_matmul_runner()
+    g = np.random.default_rng(seed)
+    a, b = g.normal(size=(m, k)).astype(np.float32), g.normal(size=(k, n)).astype(np.float32)
+    ref = a.astype(float) @ b.astype(float)
+    c = np.full((m, n), np.nan, np.float32)
+    if kind == "NN":
+        run(a, b, c, 0)
+    elif kind == "TN":
+        run(np.ascontiguousarray(a.T), b, c, 1)
+    else:
+        run(a, np.ascontiguousarray(b.T), c, 2)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * math.sqrt(k))
+    bt = np.zeros((n, k), np.float32)
+    transpose_tiled(b, bt)
+    np.testing.assert_array_equal(bt, b.T)
+
+
 def test_host_arrays_are_cache_line_aligned():
     for device in (drl.CPU(), drl.Generic()):
         for shape, dtype in (((100, 64), np.float32), ((3,), np.int64), ((7, 5), np.float64)):

@@ -1,5 +1,6 @@
-"""CPU methods of the core generic functions: Numba kernels, BLAS (``np.dot(..., out)``) for
-matrix products.
+"""CPU methods of the core generic functions: Numba kernels, BLAS (``np.dot(..., out)``) or the
+register-tiled kernels of :mod:`.cpu_gemm` (AVX2 cores, see :func:`tiled_gemm`) for matrix
+products.
 
 Kernels are module-level ``@njit`` functions with the option sets of
 :mod:`dispatchrl.backends.cpu`, so fused steps can import and inline them. Helpers live in this
@@ -7,6 +8,7 @@ same file so Numba's per-file cache check covers them.
 """
 
 import math
+import os
 
 import numpy as np
 from numba import njit, types
@@ -16,11 +18,22 @@ from ...activation import Activation
 from ...arrays import Array, zeros
 from ...backends.cpu import JIT_EXACT, JIT_FAST, blas_core_types
 from ...devices import CPU
+from ...errors import ConfigError
 from ...staging import launch
 from . import api
 from .api import INV_SQRT_2PI, SQRT_HALF
+from .cpu_gemm import matmul_tiled, transpose_tiled
 
-__all__ = ["activation_kernel", "adam_step_kernel", "adam_step_lr_array_kernel", "matmul_blas", "matmul_loop", "tanh"]
+__all__ = [
+    "activation_kernel",
+    "adam_step_kernel",
+    "adam_step_lr_array_kernel",
+    "matmul_blas",
+    "matmul_loop",
+    "matmul_tiled_kernel",
+    "tanh",
+    "tiled_gemm",
+]
 
 
 #: below this many multiply-adds a hand loop beats the BLAS call overhead
@@ -108,16 +121,57 @@ def matmul_loop(a, b, out):
                 out[i, j] += aip * b[p, j]
 
 
+@njit(**JIT_FAST)
+def matmul_tiled_kernel(a, b, out):
+    matmul_tiled(a, b, out)
+
+
 def _use_blas(m, k, n):
     # Static shapes decide the kernel once, when the call is staged.
     return m * k * n >= _BLAS_MIN_WORK
 
 
+def _host_has_avx2_without_avx512() -> bool:
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    return bool(features.get("avx2") and features.get("fma") and not features.get("avx512f"))
+
+
+def tiled_gemm() -> bool:
+    """Whether float32 products above the BLAS threshold use the register-tiled kernels of
+    :mod:`.cpu_gemm` instead of BLAS: DISPATCHRL_GEMM=tiled|blas, or by default (auto) on cores
+    with AVX2 + FMA and no AVX-512, where they were measured ~1.4× faster than OpenBLAS on
+    TD3's shapes (issue 20, NOTES.md); on AVX-512 OpenBLAS's kernels run twice as wide. Read
+    when a call is staged, so a fused step keeps the kernels it was built with. To emulate an
+    AVX2 machine on an AVX-512 one (NUMBA_CPU_NAME=haswell), set DISPATCHRL_GEMM=tiled too."""
+    setting = os.environ.get("DISPATCHRL_GEMM", "auto")
+    if setting not in ("auto", "tiled", "blas"):
+        raise ConfigError(f"DISPATCHRL_GEMM must be auto, tiled or blas, got {setting!r}")
+    if setting == "auto":
+        global _AUTO_TILED
+        if _AUTO_TILED is None:
+            _AUTO_TILED = _host_has_avx2_without_avx512()
+        return _AUTO_TILED
+    return setting == "tiled"
+
+
+_AUTO_TILED: bool | None = None
+
+
+def _product_kernel(dtype, m, k, n) -> str:
+    """The kernel kind, "loop", "tiled" or "blas", for a product of these static shapes (decided
+    when the call is staged)."""
+    if not _use_blas(m, k, n):
+        return "loop"
+    return "tiled" if dtype == np.float32 and tiled_gemm() else "blas"
+
+
 @api.matmul.dispatch
 def matmul(device: CPU, a, b, out):
     m, k = a.shape
-    kernel = matmul_blas if _use_blas(m, k, b.shape[1]) else matmul_loop
-    launch(device, kernel, a, b, out)
+    kind = _product_kernel(out.dtype, m, k, b.shape[1])
+    launch(device, {"loop": matmul_loop, "tiled": matmul_tiled_kernel, "blas": matmul_blas}[kind], a, b, out)
 
 
 @njit(**JIT_FAST)
@@ -159,6 +213,19 @@ def dense_forward_inplace_blas(x, W, b, out, code):
 
 
 @njit(**JIT_FAST)
+def dense_forward_tiled(x, W, b, pre, out, code):
+    matmul_tiled(x, W, pre)
+    _add_bias(pre, b)
+    _activate(pre, out, code)
+
+
+@njit(**JIT_FAST)
+def dense_forward_inplace_tiled(x, W, b, out, code):
+    matmul_tiled(x, W, out)
+    _bias_activate_inplace(out, b, code)
+
+
+@njit(**JIT_FAST)
 def dense_forward_loop(x, W, b, pre, out, code):
     matmul_loop(x, W, pre)
     _add_bias(pre, b)
@@ -171,14 +238,22 @@ def dense_forward_inplace_loop(x, W, b, out, code):
     _bias_activate_inplace(out, b, code)
 
 
+_FORWARD = {"loop": dense_forward_loop, "tiled": dense_forward_tiled, "blas": dense_forward_blas}
+_FORWARD_INPLACE = {
+    "loop": dense_forward_inplace_loop,
+    "tiled": dense_forward_inplace_tiled,
+    "blas": dense_forward_inplace_blas,
+}
+
+
 @api.dense_forward.dispatch
 def dense_forward(device: CPU, x, W, b, pre, out, activation):
-    blas = _use_blas(x.shape[0], *W.shape)
+    kind = _product_kernel(out.dtype, x.shape[0], *W.shape)
     code = int(activation)
     if pre.data is out.data and activation is not Activation.GELU:  # buffers that keep no pre-activation
-        launch(device, dense_forward_inplace_blas if blas else dense_forward_inplace_loop, x, W, b, out, code)
+        launch(device, _FORWARD_INPLACE[kind], x, W, b, out, code)
     else:
-        launch(device, dense_forward_blas if blas else dense_forward_loop, x, W, b, pre, out, code)
+        launch(device, _FORWARD[kind], x, W, b, pre, out, code)
 
 
 @njit(**JIT_FAST)
@@ -253,6 +328,18 @@ def _input_gradient_blas(d_pre, W, WT, d_x):
     np.dot(d_pre, WT, d_x)
 
 
+@njit(**JIT_FAST)
+def _input_gradient_tiled(d_pre, W, WT, d_x):
+    """d_x = d_pre Wᵀ with the tiled kernels: an NN product on Wᵀ, copied into the scratch WT
+    where it is one (see _transpose_scratch), else on the view W.T (one output: a row) or as
+    dot products of rows (narrow inputs)."""
+    if WT.shape == W.shape[::-1]:
+        transpose_tiled(W, WT)
+        matmul_tiled(d_pre, WT, d_x)
+    else:
+        matmul_tiled(d_pre, W.T, d_x)
+
+
 #: OpenBLAS core types whose NT sgemm is as fast as NN (measured on AVX2, Zen 3 with the Haswell
 #: kernels: 100×64·(64×64)ᵀ 11.8 µs either way, bit-identical): there the copy of Wᵀ (1.3 µs for
 #: 64×64) buys nothing. Zen runs OpenBLAS's Haswell kernels. SkylakeX's NT is ~40% slower.
@@ -266,11 +353,16 @@ def _transposed_copy_pays() -> bool:
     return not (cores and cores <= _NT_AS_FAST_AS_NN)
 
 
-def _transpose_scratch(device, W):
+def _transpose_scratch(device, W, kind="blas") -> Array:
     """Per call site scratch for Wᵀ, made when the call is staged (no allocation per step); a
-    (1, 1) placeholder for inputs narrower than 16, where the transposed GEMM is no slower, and
-    where BLAS's NT product is no slower anyway (see _NT_AS_FAST_AS_NN)."""
-    wide = W.shape[0] >= 16 and _transposed_copy_pays()
+    (1, 1) placeholder where the product runs without the copy: for BLAS, inputs narrower than 16
+    (the transposed GEMM is no slower) and where its NT product is no slower anyway (see
+    _NT_AS_FAST_AS_NN); for the tiled kernels, input widths that are not a multiple of 8 (dot
+    products of rows) and one-output layers (Wᵀ is then a contiguous row)."""
+    if kind == "tiled":
+        wide = W.shape[0] % 8 == 0 and W.shape[1] > 1
+    else:
+        wide = W.shape[0] >= 16 and _transposed_copy_pays()
     return zeros(device, W.shape[::-1] if wide else (1, 1), W.dtype.type)
 
 
@@ -285,6 +377,19 @@ def dense_backward_input_blas(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, cod
     _activation_backward(pre, out, d_out, d_pre, db, code)
     np.dot(x.T, d_pre, dW)
     _input_gradient_blas(d_pre, W, WT, d_x)
+
+
+@njit(**JIT_FAST)
+def dense_backward_tiled(x, W, pre, out, d_out, d_pre, dW, db, code):
+    _activation_backward(pre, out, d_out, d_pre, db, code)
+    matmul_tiled(x.T, d_pre, dW)
+
+
+@njit(**JIT_FAST)
+def dense_backward_input_tiled(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, code):
+    _activation_backward(pre, out, d_out, d_pre, db, code)
+    matmul_tiled(x.T, d_pre, dW)
+    _input_gradient_tiled(d_pre, W, WT, d_x)
 
 
 @njit(**JIT_FAST)
@@ -329,6 +434,12 @@ def dense_input_gradient_blas(W, WT, pre, out, d_out, d_pre, d_x, code):
 
 
 @njit(**JIT_FAST)
+def dense_input_gradient_tiled(W, WT, pre, out, d_out, d_pre, d_x, code):
+    _activation_backward_only(pre, out, d_out, d_pre, code)
+    _input_gradient_tiled(d_pre, W, WT, d_x)
+
+
+@njit(**JIT_FAST)
 def dense_input_gradient_loop(W, pre, out, d_out, d_pre, d_x, code):
     _activation_backward_only(pre, out, d_out, d_pre, code)
     _input_gradient_loop(d_pre, W, d_x)
@@ -337,26 +448,28 @@ def dense_input_gradient_loop(W, pre, out, d_out, d_pre, d_x, code):
 @api.dense_input_gradient.dispatch
 def dense_input_gradient(device: CPU, W, pre, out, d_out, d_pre, d_x, activation):
     code = int(activation)
-    if _use_blas(pre.shape[0], *W.shape):
-        launch(device, dense_input_gradient_blas, W, _transpose_scratch(device, W), pre, out, d_out, d_pre, d_x, code)
-    else:
+    kind = _product_kernel(d_x.dtype, pre.shape[0], *W.shape)
+    if kind == "loop":
         launch(device, dense_input_gradient_loop, W, pre, out, d_out, d_pre, d_x, code)
+    else:
+        kernel = dense_input_gradient_tiled if kind == "tiled" else dense_input_gradient_blas
+        launch(device, kernel, W, _transpose_scratch(device, W, kind), pre, out, d_out, d_pre, d_x, code)
 
 
 @api.dense_backward.dispatch
 def dense_backward(device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation):
     code = int(activation)
-    blas = _use_blas(x.shape[0], *W.shape)
+    kind = _product_kernel(dW.dtype, x.shape[0], *W.shape)
     if d_x is None:
-        kernel = dense_backward_blas if blas else dense_backward_loop
+        kernel = {"loop": dense_backward_loop, "tiled": dense_backward_tiled, "blas": dense_backward_blas}[kind]
         launch(device, kernel, x, W, pre, out, d_out, d_pre, dW, db, code)
-    elif blas:
+    elif kind != "loop":
         launch(
             device,
-            dense_backward_input_blas,
+            dense_backward_input_tiled if kind == "tiled" else dense_backward_input_blas,
             x,
             W,
-            _transpose_scratch(device, W),
+            _transpose_scratch(device, W, kind),
             pre,
             out,
             d_out,

@@ -21,19 +21,13 @@ def weights(result):
 
 @pytest.mark.parametrize("name", ["td3", "sac"])
 def test_pendulum_learns(name):
-    """The deterministic policy after exactly 10k steps sits in a short collapse on ~3–8% of seeds
-    whatever the build (NOTES.md: "Quality at 10k steps is a snapshot"; TD3 seed 0 does with the
-    tiled AVX2 products): the better of two seeds must have learnt, which a broken learner fails."""
     algo = ALGOS[name]
-    evaluations = []
-    for seed in (0, 1):
-        result = algo.train(drl.CPU(), "pendulum", algo.Config(total_steps=10_000), seed=seed, progress=False)
-        mean, returns = evaluate(result.policy, result.spec.eval_id)
-        assert len(returns) == 10
-        assert result.history["returns"].shape == (50,)  # 10k steps / 200-step episodes
-        assert result.train_seconds > 0 and result.compile_seconds > 0
-        evaluations.append((mean, returns))
-    assert max(mean for mean, _ in evaluations) >= -400, (name, evaluations)
+    result = algo.train(drl.CPU(), "pendulum", algo.Config(total_steps=10_000), seed=0, progress=False)
+    mean, returns = evaluate(result.policy, result.spec.eval_id)
+    assert len(returns) == 10
+    assert mean >= -400, (name, mean, returns)
+    assert result.history["returns"].shape == (50,)  # 10k steps / 200-step episodes
+    assert result.train_seconds > 0 and result.compile_seconds > 0
 
 
 @pytest.mark.parametrize("name", ["td3", "sac"])

@@ -140,13 +140,13 @@ def _host_has_avx2_without_avx512() -> bool:
 
 def tiled_gemm() -> bool:
     """Whether float32 products above the BLAS threshold use the register-tiled kernels of
-    :mod:`.cpu_gemm` instead of BLAS: DISPATCHRL_GEMM=blas (the default), tiled, or auto (tiled
-    on cores with AVX2 + FMA and no AVX-512, where they were measured ~1.4× faster than OpenBLAS
-    on TD3's shapes, issue 20, NOTES.md; on AVX-512 OpenBLAS's kernels run twice as wide). Not
-    the default yet: they change every CPU run's bits and add seconds to a cold compile (NOTES.md).
-    Read when a call is staged, so a fused step keeps the kernels it was built with. To emulate
-    an AVX2 machine on an AVX-512 one (NUMBA_CPU_NAME=haswell), set DISPATCHRL_GEMM=tiled too."""
-    setting = os.environ.get("DISPATCHRL_GEMM", "blas")
+    :mod:`.cpu_gemm` instead of BLAS: DISPATCHRL_GEMM=auto (the default: tiled on cores with
+    AVX2 + FMA and no AVX-512, where they made TD3 ~1.4× faster than OpenBLAS, issue 20,
+    NOTES.md; on AVX-512 OpenBLAS's kernels run twice as wide), tiled, or blas. The two give
+    different bits (each a valid rounding). Read when a call is staged, so a fused step keeps the
+    kernels it was built with. To emulate an AVX2 machine on an AVX-512 one
+    (NUMBA_CPU_NAME=haswell), set DISPATCHRL_GEMM=tiled too: auto reads the host's features."""
+    setting = os.environ.get("DISPATCHRL_GEMM", "auto")
     if setting not in ("auto", "tiled", "blas"):
         raise ConfigError(f"DISPATCHRL_GEMM must be auto, tiled or blas, got {setting!r}")
     if setting == "auto":

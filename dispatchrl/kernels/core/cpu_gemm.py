@@ -15,8 +15,9 @@ float32: :func:`matmul_tiled` sends other dtypes to ``np.dot``.
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
+from llvmlite import binding, ir
+from numba import cfunc, njit, types
+from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
 
@@ -304,6 +305,66 @@ def _transpose_raw(w, w_row, wt, t_row, k, n):
             _transpose_8x8(w, w_row, wt, t_row, i, j)
 
 
+# The drivers are compiled once, as C-ABI functions that LLVM resolves by name, and called by
+# name. As jitted callees Numba linked them into every caller: each dense kernel and fused step
+# re-optimised and re-emitted them (TD3's cold compile +4–10 s, issue 20). The tiles' arithmetic is
+# explicit vector IR, so how often it is optimised does not change a bit.
+_ARGS10 = types.void(*(types.int64,) * 10)
+
+
+@cfunc(_ARGS10, cache=True, error_model="numpy")
+def _gemm_nn_c(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
+    _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
+
+
+@cfunc(_ARGS10, cache=True, error_model="numpy")
+def _gemm_dot_c(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
+    _gemm_dot_raw(a, a_row, bt, b_row, c, c_row, c_col, m, n, k)
+
+
+@cfunc(types.void(*(types.int64,) * 6), cache=True, error_model="numpy")
+def _transpose_c(w, w_row, wt, t_row, k, n):
+    _transpose_raw(w, w_row, wt, t_row, k, n)
+
+
+for _symbol, _driver in (
+    ("dispatchrl_gemm_nn", _gemm_nn_c),
+    ("dispatchrl_gemm_dot", _gemm_dot_c),
+    ("dispatchrl_transpose", _transpose_c),
+):
+    binding.add_symbol(_symbol, _driver.address)
+
+
+def _call_by_name(symbol) -> Any:
+    """Codegen of a void call of the C-ABI function ``symbol`` with every argument as int64."""
+
+    def codegen(context, builder, sig, args) -> Any:
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i64] * len(args)), symbol)
+        builder.call(fn, [context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args)])
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@intrinsic
+def _gemm_nn_call(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k):
+    _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
+    return types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k), _call_by_name("dispatchrl_gemm_nn")
+
+
+@intrinsic
+def _gemm_dot_call(typingctx, a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
+    _check_integers(a, a_row, bt, b_row, c, c_row, c_col, m, n, k)
+    return types.void(a, a_row, bt, b_row, c, c_row, c_col, m, n, k), _call_by_name("dispatchrl_gemm_dot")
+
+
+@intrinsic
+def _transpose_call(typingctx, w, w_row, wt, t_row, k, n):
+    _check_integers(w, w_row, wt, t_row, k, n)
+    return types.void(w, w_row, wt, t_row, k, n), _call_by_name("dispatchrl_transpose")
+
+
 @njit(**JIT_FAST)
 def gemm_nn(a, b, c):
     """c = a·b in register tiles. b and c need unit column stride and c.shape[1] % 8 == 0; a any
@@ -313,7 +374,7 @@ def gemm_nn(a, b, c):
     if k == 0:
         c[:] = 0
         return
-    _gemm_nn_raw(
+    _gemm_nn_call(
         a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0], c.ctypes.data, c.strides[0], m, n, k
     )
 
@@ -327,7 +388,7 @@ def gemm_dot(a, bt, c):
     if k == 0:
         c[:] = 0
         return
-    _gemm_dot_raw(
+    _gemm_dot_call(
         a.ctypes.data, a.strides[0], bt.ctypes.data, bt.strides[0], c.ctypes.data, c.strides[0], c.strides[1], m, n, k
     )
 
@@ -337,7 +398,7 @@ def transpose_tiled(w, wt):
     """wt = wᵀ, 8×8 blocks transposed in registers, ragged edges element by element. Both need
     unit column stride; float32 only."""
     k, n = w.shape
-    _transpose_raw(w.ctypes.data, w.strides[0], wt.ctypes.data, wt.strides[0], k, n)
+    _transpose_call(w.ctypes.data, w.strides[0], wt.ctypes.data, wt.strides[0], k, n)
     kb, nb = k - k % 8, n - n % 8
     for j in range(n):
         for i in range(kb if j < nb else 0, k):
@@ -364,11 +425,11 @@ def _matmul_tiled_overload(a, b, c):
         if k == 0 or m == 0 or n == 0:
             np.dot(a, b, c)
         elif b.strides[1] == 4 and c.strides[1] == 4 and n % 8 == 0:
-            _gemm_nn_raw(a_, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k)
+            _gemm_nn_call(a_, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k)
         elif a.strides[0] == 4 and c.strides[0] == 4 and m % 8 == 0:  # cᵀ = bᵀ·aᵀ
-            _gemm_nn_raw(b_, b.strides[1], b.strides[0], a_, a.strides[1], c_, c.strides[1], n, m, k)
+            _gemm_nn_call(b_, b.strides[1], b.strides[0], a_, a.strides[1], c_, c.strides[1], n, m, k)
         elif a.strides[1] == 4 and b.strides[0] == 4 and k % 8 == 0:
-            _gemm_dot_raw(a_, a.strides[0], b_, b.strides[1], c_, c.strides[0], c.strides[1], m, n, k)
+            _gemm_dot_call(a_, a.strides[0], b_, b.strides[1], c_, c.strides[0], c.strides[1], m, n, k)
         else:
             np.dot(a, b, c)
 

@@ -35,6 +35,7 @@ __all__ = [
     "FLUSH_DENORMALS",
     "JIT_EXACT",
     "JIT_FAST",
+    "NO_CFUNC",
     "PIN_RUNTIME",
     "RUNTIME_SCALARS",
     "blas_core_types",
@@ -50,11 +51,15 @@ __all__ = [
 #: Kernels pin Numba's runtime on, so a fused step calling them may run without it (see
 #: njit_program); a Numba without the (internal) option keeps the runtime everywhere.
 PIN_RUNTIME: dict[str, Any] = {"_nrt": True} if hasattr(CPUTargetOptions, "_nrt") else {}
+#: Numba builds a C-ABI ("cfunc") wrapper beside every compiled function, for first-class function
+#: use, which dispatchrl never makes: its IR, optimisation and machine code were ~5% of a cold
+#: compile, and a fused step's (every array unpacked) a fifth of its serial compile (NOTES.md).
+NO_CFUNC: dict[str, Any] = {"no_cfunc_wrapper": True} if hasattr(CPUTargetOptions, "no_cfunc_wrapper") else {}
 #: Arithmetic kernels. error_model="numpy": no ZeroDivisionError checks, which would block
 #: vectorisation.
-JIT_FAST: dict[str, Any] = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME)
+JIT_FAST: dict[str, Any] = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME, **NO_CFUNC)
 #: Random streams, environments, bookkeeping: no fastmath, so results match numpy bit for bit.
-JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME)
+JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME, **NO_CFUNC)
 
 
 #: Float arguments of staged kernels (learning rates, γ, noise scales...) are run-time values of
@@ -273,7 +278,8 @@ def njit_program(calls: list) -> Program:
             *imports,
             "",
             "",
-            f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'})",
+            f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'}"
+            f"{', no_cfunc_wrapper=True' if NO_CFUNC else ''})",
             f"def fused_step(n{', ' if params else ''}{params}):",
             *unpack,
             *(["    fp_mode = flush_denormals_enter()"] if flush else []),

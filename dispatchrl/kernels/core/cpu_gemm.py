@@ -12,18 +12,20 @@ Shapes and strides are read at run time; only the tile sizes are compile-time co
 float32: :func:`matmul_tiled` sends other dtypes to ``np.dot``.
 """
 
+import ctypes
+import os
+import traceback
 from typing import Any
 
 import numpy as np
 from llvmlite import binding, ir
 from numba import cfunc, njit, types
-from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
 
 from ...backends.cpu import JIT_FAST
 
-__all__ = ["gemm_dot", "gemm_nn", "matmul_tiled", "transpose_tiled"]
+__all__ = ["gemm_dot", "gemm_nn", "load_drivers", "matmul_tiled", "transpose_tiled"]
 
 _F32 = ir.FloatType()
 _V8 = ir.VectorType(_F32, 8)
@@ -305,43 +307,77 @@ def _transpose_raw(w, w_row, wt, t_row, k, n):
             _transpose_8x8(w, w_row, wt, t_row, i, j)
 
 
-# The drivers are compiled once, as C-ABI functions that LLVM resolves by name, and called by
-# name. As jitted callees Numba linked them into every caller: each dense kernel and fused step
-# re-optimised and re-emitted them (TD3's cold compile +4–10 s, issue 20). The tiles' arithmetic is
-# explicit vector IR, so how often it is optimised does not change a bit.
-_ARGS10 = types.void(*(types.int64,) * 10)
-
-
-@cfunc(_ARGS10, cache=True, error_model="numpy")
-def _gemm_nn_c(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
+# The drivers are compiled once, as C-ABI functions, and called through a pointer cell that LLVM
+# resolves by name. As jitted callees Numba linked them into every caller: each dense kernel and
+# fused step re-optimised and re-emitted them (TD3's cold compile +2.5 s, issue 20). The tiles'
+# arithmetic is explicit vector IR, so how often it is optimised does not change a bit. A cell
+# first holds a ctypes entry that compiles the drivers (or loads them from Numba's disk cache) on
+# its first call, so importing this module compiles nothing and code loaded from the disk cache
+# is always callable; the CPU backend loads them when it stages a tiled product (load_drivers).
+def _gemm_nn_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
     _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
 
 
-@cfunc(_ARGS10, cache=True, error_model="numpy")
-def _gemm_dot_c(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
+def _gemm_dot_driver(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
     _gemm_dot_raw(a, a_row, bt, b_row, c, c_row, c_col, m, n, k)
 
 
-@cfunc(types.void(*(types.int64,) * 6), cache=True, error_model="numpy")
-def _transpose_c(w, w_row, wt, t_row, k, n):
+def _transpose_driver(w, w_row, wt, t_row, k, n):
     _transpose_raw(w, w_row, wt, t_row, k, n)
 
 
-for _symbol, _driver in (
-    ("dispatchrl_gemm_nn", _gemm_nn_c),
-    ("dispatchrl_gemm_dot", _gemm_dot_c),
-    ("dispatchrl_transpose", _transpose_c),
-):
-    binding.add_symbol(_symbol, _driver.address)
+_DRIVERS = {
+    "dispatchrl_gemm_nn": (_gemm_nn_driver, 10),
+    "dispatchrl_gemm_dot": (_gemm_dot_driver, 10),
+    "dispatchrl_transpose": (_transpose_driver, 6),
+}
+_CELLS: dict[str, ctypes.c_void_p] = {}  # symbol -> the address its callers call
+_COMPILED: dict[str, Any] = {}  # symbol -> the compiled cfunc, once loaded
 
 
-def _call_by_name(symbol) -> Any:
-    """Codegen of a void call of the C-ABI function ``symbol`` with every argument as int64."""
+def load_drivers() -> None:
+    """Compile the drivers (or load them from Numba's disk cache, ~0.3 s) and point their cells
+    at them. Idempotent."""
+    for symbol, (driver, n_args) in _DRIVERS.items():
+        if symbol not in _COMPILED:
+            compiled = cfunc(types.void(*(types.int64,) * n_args), cache=True, error_model="numpy")(driver)
+            _COMPILED[symbol] = compiled
+            _CELLS[symbol].value = compiled.address
+
+
+def _first_call_entry(symbol, n_args) -> Any:
+    prototype = ctypes.CFUNCTYPE(None, *(ctypes.c_int64,) * n_args)
+
+    def first_call(*args) -> None:
+        try:
+            load_drivers()
+        except BaseException:  # ctypes would print and return: the product would be skipped
+            traceback.print_exc()
+            os.abort()
+        prototype(_CELLS[symbol].value)(*args)
+
+    return prototype(first_call)
+
+
+_FIRST_CALLS = {symbol: _first_call_entry(symbol, n_args) for symbol, (_, n_args) in _DRIVERS.items()}
+for _symbol, _entry in _FIRST_CALLS.items():
+    _CELLS[_symbol] = ctypes.c_void_p(ctypes.cast(_entry, ctypes.c_void_p).value)
+    binding.add_symbol(_symbol, ctypes.addressof(_CELLS[_symbol]))
+
+
+def _call_through_cell(symbol) -> Any:
+    """Codegen of a void call, every argument as int64, of the function whose address is in the
+    cell named ``symbol``."""
 
     def codegen(context, builder, sig, args) -> Any:
         i64 = ir.IntType(64)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i64] * len(args)), symbol)
-        builder.call(fn, [context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args)])
+        fnty = ir.FunctionType(ir.VoidType(), [i64] * len(args))
+        try:
+            cell = builder.module.get_global(symbol)
+        except KeyError:
+            cell = ir.GlobalVariable(builder.module, fnty.as_pointer(), symbol)
+            cell.linkage = "external"
+        builder.call(builder.load(cell), [context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args)])
         return context.get_dummy_value()
 
     return codegen
@@ -350,19 +386,19 @@ def _call_by_name(symbol) -> Any:
 @intrinsic
 def _gemm_nn_call(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k):
     _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
-    return types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k), _call_by_name("dispatchrl_gemm_nn")
+    return types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k), _call_through_cell("dispatchrl_gemm_nn")
 
 
 @intrinsic
 def _gemm_dot_call(typingctx, a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
     _check_integers(a, a_row, bt, b_row, c, c_row, c_col, m, n, k)
-    return types.void(a, a_row, bt, b_row, c, c_row, c_col, m, n, k), _call_by_name("dispatchrl_gemm_dot")
+    return types.void(a, a_row, bt, b_row, c, c_row, c_col, m, n, k), _call_through_cell("dispatchrl_gemm_dot")
 
 
 @intrinsic
 def _transpose_call(typingctx, w, w_row, wt, t_row, k, n):
     _check_integers(w, w_row, wt, t_row, k, n)
-    return types.void(w, w_row, wt, t_row, k, n), _call_by_name("dispatchrl_transpose")
+    return types.void(w, w_row, wt, t_row, k, n), _call_through_cell("dispatchrl_transpose")
 
 
 @njit(**JIT_FAST)

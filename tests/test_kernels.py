@@ -232,6 +232,50 @@ def test_tiled_matmul_layouts(m, k, n, kind, seed):
     np.testing.assert_array_equal(bt, b.T)
 
 
+CACHED_TILED_CALLER = """
+import sys
+import numpy as np
+from numba import njit
+from dispatchrl.kernels.core import cpu_gemm
+
+@njit(cache=True)
+def product(a, b, c):
+    cpu_gemm.matmul_tiled(a, b, c)
+
+loaded_at_import = sorted(cpu_gemm._COMPILED)
+g = np.random.default_rng(int(sys.argv[1]))
+a, b = g.normal(size=(37, 24)).astype(np.float32), g.normal(size=(24, 40)).astype(np.float32)
+c = np.full((37, 40), np.nan, np.float32)
+product(a, b, c)
+error = float(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)).max())
+print(loaded_at_import, sorted(cpu_gemm._COMPILED), len(product.stats.cache_hits), error)
+"""
+
+
+def test_tiled_drivers_load_on_first_call_from_cached_code(tmp_path):
+    """Importing compiles no tiled driver; a caller loaded from Numba's disk cache in a fresh
+    process (no staging ran, so nothing loaded the drivers) reaches them through the first-call
+    entry of their pointer cells and computes the product."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "cached_tiled_caller.py"
+    script.write_text(CACHED_TILED_CALLER)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    runs = []
+    for seed in (1, 2):  # the first compiles and writes the cache, the second loads it
+        out = subprocess.run([sys.executable, str(script), str(seed)], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        runs.append(out.stdout.split("]"))
+    drivers = "['dispatchrl_gemm_dot', 'dispatchrl_gemm_nn', 'dispatchrl_transpose'"
+    for (at_import, after, rest), cached in zip(runs, (False, True), strict=True):
+        assert at_import == "[" and after.strip() == drivers
+        hits, error = rest.split()
+        assert (int(hits) > 0) == cached
+        assert float(error) < 1e-4
+
+
 def test_host_arrays_are_cache_line_aligned():
     for device in (drl.CPU(), drl.Generic()):
         for shape, dtype in (((100, 64), np.float32), ((3,), np.int64), ((7, 5), np.float64)):

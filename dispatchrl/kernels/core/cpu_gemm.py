@@ -15,7 +15,7 @@ float32: :func:`matmul_tiled` sends other dtypes to ``np.dot``.
 import ctypes
 import os
 import traceback
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from llvmlite import binding, ir
@@ -326,7 +326,7 @@ def _transpose_driver(w, w_row, wt, t_row, k, n):
     _transpose_raw(w, w_row, wt, t_row, k, n)
 
 
-_DRIVERS = {
+_DRIVERS: dict[str, tuple[Any, int]] = {
     "dispatchrl_gemm_nn": (_gemm_nn_driver, 10),
     "dispatchrl_gemm_dot": (_gemm_dot_driver, 10),
     "dispatchrl_transpose": (_transpose_driver, 6),
@@ -354,7 +354,7 @@ def _first_call_entry(symbol, n_args) -> Any:
         except BaseException:  # ctypes would print and return: the product would be skipped
             traceback.print_exc()
             os.abort()
-        prototype(_CELLS[symbol].value)(*args)
+        prototype(cast(int, _CELLS[symbol].value))(*args)
 
     return prototype(first_call)
 
@@ -383,22 +383,24 @@ def _call_through_cell(symbol) -> Any:
     return codegen
 
 
-@intrinsic
-def _gemm_nn_call(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k):
+def _gemm_nn_typing(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k) -> Any:
     _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
     return types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k), _call_through_cell("dispatchrl_gemm_nn")
 
 
-@intrinsic
-def _gemm_dot_call(typingctx, a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
+def _gemm_dot_typing(typingctx, a, a_row, bt, b_row, c, c_row, c_col, m, n, k) -> Any:
     _check_integers(a, a_row, bt, b_row, c, c_row, c_col, m, n, k)
     return types.void(a, a_row, bt, b_row, c, c_row, c_col, m, n, k), _call_through_cell("dispatchrl_gemm_dot")
 
 
-@intrinsic
-def _transpose_call(typingctx, w, w_row, wt, t_row, k, n):
+def _transpose_typing(typingctx, w, w_row, wt, t_row, k, n) -> Any:
     _check_integers(w, w_row, wt, t_row, k, n)
     return types.void(w, w_row, wt, t_row, k, n), _call_through_cell("dispatchrl_transpose")
+
+
+_gemm_nn_call: Any = intrinsic(_gemm_nn_typing)
+_gemm_dot_call: Any = intrinsic(_gemm_dot_typing)
+_transpose_call: Any = intrinsic(_transpose_typing)
 
 
 @njit(**JIT_FAST)

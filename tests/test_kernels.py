@@ -185,6 +185,25 @@ def test_cpu_gemm_setting_is_checked(monkeypatch):
         tiled_gemm()
 
 
+@pytest.mark.parametrize(
+    "features, tiled",
+    [({"avx2": True, "fma": True}, True), ({"avx2": True, "fma": True, "avx512f": True}, False), ({}, False)],
+)
+def test_cpu_gemm_default_picks_tiles_on_avx2_cores_only(monkeypatch, features, tiled):
+    # the default (auto) takes the tiles where they were measured faster: AVX2 + FMA, no AVX-512
+    import llvmlite.binding as llvm
+
+    from dispatchrl.kernels.core import cpu as core_cpu
+
+    monkeypatch.delenv("DISPATCHRL_GEMM", raising=False)
+    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: features)
+    monkeypatch.setattr(core_cpu, "_AUTO_TILED", None)
+    assert core_cpu.tiled_gemm() is tiled
+    for setting in ("tiled", "blas"):  # explicit settings do not look at the host
+        monkeypatch.setenv("DISPATCHRL_GEMM", setting)
+        assert core_cpu.tiled_gemm() is (setting == "tiled")
+
+
 def _tiled_matmul_runner():
     global _TILED_RUNNER
     if _TILED_RUNNER is None:

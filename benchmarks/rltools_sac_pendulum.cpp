@@ -25,26 +25,8 @@
 
 #include <rl_tools/rl/algorithms/sac/loop/core/config.h>
 #include <rl_tools/rl/algorithms/sac/loop/core/operations_generic.h>
-#include <rl_tools/rl/utils/evaluation/operations_generic.h>
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-
-#ifndef DRL_STEPS
-#define DRL_STEPS 10000
-#endif
-
-namespace rlt = rl_tools;
-
-using DEVICE = rlt::devices::DEVICE_FACTORY<>;
-using RNG = DEVICE::SPEC::RANDOM::ENGINE<>;
-using T = float;
-using TI = typename DEVICE::index_t;
-using TYPE_POLICY = rlt::numeric_types::Policy<T>;
-
-using PENDULUM_SPEC = rlt::rl::environments::pendulum::Specification<T, TI, rlt::rl::environments::pendulum::DefaultParameters<T>>;
-using ENVIRONMENT = rlt::rl::environments::Pendulum<PENDULUM_SPEC>;
+#include "rltools_pendulum_types.h"
 
 struct LOOP_CORE_PARAMETERS: rlt::rl::algorithms::sac::loop::core::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT>{
     struct SAC_PARAMETERS: rlt::rl::algorithms::sac::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT::ACTION_DIM>{

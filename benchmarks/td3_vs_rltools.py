@@ -2,8 +2,8 @@
 RLtools SAC likewise (--algos, default td3,sac).
 
 Builds the native anchors benchmarks/rltools_td3_pendulum.cpp and rltools_sac_pendulum.cpp (both
-with the shared main rltools_pendulum_main.h) against the headers shipped in the `rltools` PyPI
-package (rltools/external/rl_tools/include) with OpenBLAS, one thread:
+include the shared rltools_pendulum_types.h and main rltools_pendulum_main.h) against the headers
+shipped in the `rltools` PyPI package (rltools/external/rl_tools/include) with OpenBLAS, one thread:
 
     g++ -O3 -march=native -ffast-math -std=c++17 -DRL_TOOLS_BACKEND_ENABLE_OPENBLAS \\
         -DDRL_STEPS=<steps> -I <include> rltools_td3_pendulum.cpp -o <cache>/rltools_td3_pendulum -lopenblas
@@ -56,7 +56,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 CPP_MAINS = {algo: os.path.join(HERE, f"rltools_{algo}_pendulum.cpp") for algo in ("td3", "sac")}
-SHARED_MAIN = os.path.join(HERE, "rltools_pendulum_main.h")  # both include it
+SHARED_HEADERS = [os.path.join(HERE, f"rltools_pendulum_{part}.h") for part in ("types", "main")]  # both include them
 RLTOOLS_VERSION = "2.2.1"  # the version the C++ main was written against (pip-installed on demand)
 CXXFLAGS = ["-O3", "-march=native", "-ffast-math", "-std=c++17", "-DRL_TOOLS_BACKEND_ENABLE_OPENBLAS"]
 RATIO_TARGET = 0.7
@@ -186,7 +186,7 @@ def find_compiler():
 def build(cxx, include, steps, algo):
     """Compile the C++ main into the cache (reused when source, headers, flags and steps match)."""
     source = b""
-    for path in (CPP_MAINS[algo], SHARED_MAIN):
+    for path in (CPP_MAINS[algo], *SHARED_HEADERS):
         with open(path, "rb") as f:
             source += f.read()
     with open(os.path.join(include, "rl_tools", "version.h"), "rb") as f:

@@ -7,7 +7,8 @@ registers over the whole K loop (``llvm.fma.v8f32``, A elements broadcast, B row
 vectors), with no packing: ~90% of peak on a Zen 3 core for 100×64·64×64 (issue 20, NOTES.md).
 
 Every element of C is one K-ordered FMA chain (``c = fma(a[i, p], b[p, j], c)`` for p = 0..K-1,
-from 0), except in :func:`gemm_dot` (8 interleaved partial sums over p, then a pairwise sum).
+from 0), except in the dot-product form for narrow outputs (8 interleaved partial sums over p,
+then a pairwise sum).
 Shapes and strides are read at run time; only the tile sizes are compile-time constants. Only
 float32: :func:`matmul_tiled` sends other dtypes to ``np.dot``.
 """
@@ -25,7 +26,7 @@ from numba.extending import intrinsic, overload
 
 from ...backends.cpu import JIT_FAST
 
-__all__ = ["gemm_dot", "gemm_nn", "load_drivers", "matmul_tiled", "transpose_tiled"]
+__all__ = ["load_drivers", "matmul_tiled", "transpose_tiled"]
 
 _F32 = ir.FloatType()
 _V8 = ir.VectorType(_F32, 8)
@@ -401,34 +402,6 @@ def _transpose_typing(typingctx, w, w_row, wt, t_row, k, n) -> Any:
 _gemm_nn_call: Any = intrinsic(_gemm_nn_typing)
 _gemm_dot_call: Any = intrinsic(_gemm_dot_typing)
 _transpose_call: Any = intrinsic(_transpose_typing)
-
-
-@njit(**JIT_FAST)
-def gemm_nn(a, b, c):
-    """c = a·b in register tiles. b and c need unit column stride and c.shape[1] % 8 == 0; a any
-    strides (a transposed view is fine). float32 only."""
-    m, n = c.shape
-    k = a.shape[1]
-    if k == 0:
-        c[:] = 0
-        return
-    _gemm_nn_call(
-        a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0], c.ctypes.data, c.strides[0], m, n, k
-    )
-
-
-@njit(**JIT_FAST)
-def gemm_dot(a, bt, c):
-    """c = a·btᵀ as dot products of rows: for narrow c (few columns). Rows of a and bt need unit
-    stride and the shared length a multiple of 8. float32 only."""
-    m, n = c.shape
-    k = a.shape[1]
-    if k == 0:
-        c[:] = 0
-        return
-    _gemm_dot_call(
-        a.ctypes.data, a.strides[0], bt.ctypes.data, bt.strides[0], c.ctypes.data, c.strides[0], c.strides[1], m, n, k
-    )
 
 
 @njit(**JIT_FAST)

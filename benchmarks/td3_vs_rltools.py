@@ -34,7 +34,7 @@ DIR: logging's cost is this run's training seconds against a run without it.
     python benchmarks/td3_vs_rltools.py [--pairs 5] [--steps 10000] [--skip-cold]
                                         [--algos td3,sac] [--startup-algos td3,sac,ppo] [--startup-repeats 1]
                                         [--startup-only]
-                                        [--rltools-only] [--timeout 600] [--baseline DIR]
+                                        [--rltools-only] [--timeout 600] [--baseline DIR] [--emulate-avx2]
 
 stdout carries only JSON lines; progress goes to stderr. Exit status: 0 when the comparison ran
 (whether or not the target is met), 1 when the RLtools side could not be built, 2 when the
@@ -59,6 +59,10 @@ CPP_MAINS = {algo: os.path.join(HERE, f"rltools_{algo}_pendulum.cpp") for algo i
 SHARED_HEADERS = [os.path.join(HERE, f"rltools_pendulum_{part}.h") for part in ("types", "main")]  # both include them
 RLTOOLS_VERSION = "2.2.1"  # the version the C++ main was written against (pip-installed on demand)
 CXXFLAGS = ["-O3", "-march=native", "-ffast-math", "-std=c++17", "-DRL_TOOLS_BACKEND_ENABLE_OPENBLAS"]
+# --emulate-avx2: an AVX2 machine on an AVX-512 one. Numba compiles for Haswell with its own
+# features only (NUMBA_CPU_FEATURES empty; NUMBA_CPU_NAME alone keeps the host's AVX-512), both
+# sides' OpenBLAS runs its Haswell kernels, and RLtools is built with -march=haswell.
+AVX2_EMULATION_ENV = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "", "OPENBLAS_CORETYPE": "Haswell"}
 RATIO_TARGET = 0.7
 COLD_COMPILE_TARGET = 20.0
 REQUIRED_KEYS = ("algo", "env", "device", "seed", "steps", "train_seconds", "compile_seconds", "eval_return")
@@ -381,6 +385,7 @@ def startup(args):
                 emit(record)
                 records.append(record)
     summary = {"benchmark": "startup", "steps": args.steps, "repeats": args.startup_repeats, "cpu": cpu_model()}
+    summary["isa"] = "avx2 (emulated: haswell)" if args.emulate_avx2 else "native"
     for label, _ in repos:
         for algo in args.startup_algos:
             for cache in ("cold", "warm"):
@@ -427,6 +432,12 @@ def main(argv=None):
     p.add_argument("--startup-only", action="store_true", help="only the cold/warm startup runs, no RLtools")
     p.add_argument("--rltools-include", help="RLtools include dir (the one containing rl_tools/)")
     p.add_argument("--no-install", action="store_true", help="never pip-install rltools; fail with instructions")
+    p.add_argument(
+        "--emulate-avx2",
+        action="store_true",
+        help="on an AVX-512 machine, time both sides as on an AVX2 one: Numba and RLtools for Haswell, "
+        "OpenBLAS's Haswell kernels (the figures say so: isa)",
+    )
     p.add_argument("--blas-threads", type=int, default=1, help="OPENBLAS/OMP/MKL_NUM_THREADS for both (default 1)")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per command (default 600)")
     p.add_argument(
@@ -448,6 +459,9 @@ def main(argv=None):
     )
     p.add_argument("--logger", default="csv,tensorboard", help="with --log-dir: the backends (default csv,tensorboard)")
     args = p.parse_args(argv)
+    if args.emulate_avx2:
+        os.environ.update(AVX2_EMULATION_ENV)  # every command below inherits it
+        CXXFLAGS[CXXFLAGS.index("-march=native")] = "-march=haswell"
     if args.pairs < 3:
         p.error("--pairs must be at least 3")
     args.startup_algos = [a for a in args.startup_algos.split(",") if a]
@@ -560,6 +574,8 @@ def compare(args, algo):
         "steps": args.steps,
         "pairs": len(ratios),
         "blas_threads": args.blas_threads,
+        "cpu": cpu_model(),
+        "isa": "avx2 (emulated: haswell)" if args.emulate_avx2 else "native",
         "ratio_median": ratio,
         "ratio_target": RATIO_TARGET,
         "meets_ratio_target": None if ratio is None else ratio <= RATIO_TARGET,

@@ -1,6 +1,10 @@
 """Every core kernel on every device against a float64 numpy reference on random inputs."""
 
 import math
+import os
+import platform
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -185,23 +189,62 @@ def test_cpu_gemm_setting_is_checked(monkeypatch):
         tiled_gemm()
 
 
-@pytest.mark.parametrize(
-    "features, tiled",
-    [({"avx2": True, "fma": True}, True), ({"avx2": True, "fma": True, "avx512f": True}, False), ({}, False)],
-)
-def test_cpu_gemm_default_picks_tiles_on_avx2_cores_only(monkeypatch, features, tiled):
-    # the default (auto) takes the tiles where they were measured faster: AVX2 + FMA, no AVX-512
-    import llvmlite.binding as llvm
-
+@pytest.mark.parametrize("widths, tiled", [({8}, True), ({8, 16}, True), (set(), False)])
+def test_cpu_gemm_default_picks_tiles_where_the_target_has_vector_fma(monkeypatch, widths, tiled):
+    # the default (auto) takes the tiles where they were measured faster: AVX2 + FMA and AVX-512
     from dispatchrl.kernels.core import cpu as core_cpu
 
     monkeypatch.delenv("DISPATCHRL_GEMM", raising=False)
-    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: features)
-    monkeypatch.setattr(core_cpu, "_AUTO_TILED", None)
+    monkeypatch.setattr(core_cpu, "vector_fma_widths", lambda: frozenset(widths))
     assert core_cpu.tiled_gemm() is tiled
-    for setting in ("tiled", "blas"):  # explicit settings do not look at the host
+    for setting in ("tiled", "blas"):  # explicit settings do not look at the target
         monkeypatch.setenv("DISPATCHRL_GEMM", setting)
         assert core_cpu.tiled_gemm() is (setting == "tiled")
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 CPU names")
+@pytest.mark.parametrize("cpu, widths", [("haswell", [8]), ("skylake-avx512", [8, 16]), ("generic", [])])
+def test_vector_fma_widths_follow_numbas_target(cpu, widths):
+    """The probe reads the target Numba compiles for (NUMBA_CPU_NAME, and NUMBA_CPU_FEATURES
+    empty: that CPU's own features), not the host: how an AVX2 machine is emulated."""
+    env = {**os.environ, "NUMBA_CPU_NAME": cpu, "NUMBA_CPU_FEATURES": ""}
+    code = "from dispatchrl.backends.cpu import vector_fma_widths; print(sorted(vector_fma_widths()))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(widths)
+
+
+_NN_RUNNERS: dict = {}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 17), st.booleans(), seeds)
+def test_wide_tiles_give_the_bits_of_the_8_wide_ones(m, k, n8, transposed, seed):
+    """The <16 x float> NN driver (AVX-512) computes every element as the same FMA chain as the
+    <8 x float> one, so the two agree bit for bit (on any x86: LLVM splits what is not native)."""
+    from numba import njit
+
+    from dispatchrl.kernels.core import cpu_gemm
+
+    if not _NN_RUNNERS:
+        for name in ("_gemm_nn_raw", "_gemm_nn_wide_raw"):
+            raw = getattr(cpu_gemm, name)
+
+            @njit
+            def run(a, b, c, raw=raw):
+                raw(a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0],
+                    c.ctypes.data, c.strides[0], c.shape[0], c.shape[1], a.shape[1])  # fmt: skip
+
+            _NN_RUNNERS[name] = run
+    g = np.random.default_rng(seed)
+    n = 8 * n8
+    a = g.normal(size=(k, m) if transposed else (m, k)).astype(np.float32)
+    a = a.T if transposed else a  # the weight gradient's xᵀ: a column stride that is not 4
+    b = g.normal(size=(k, n)).astype(np.float32)
+    narrow, wide = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
+    _NN_RUNNERS["_gemm_nn_raw"](a, b, narrow)
+    _NN_RUNNERS["_gemm_nn_wide_raw"](a, b, wide)
+    np.testing.assert_array_equal(wide, narrow)
+    np.testing.assert_allclose(wide, a.astype(float) @ b.astype(float), rtol=1e-4, atol=1e-4 * math.sqrt(k))
 
 
 def _tiled_matmul_runner():

@@ -120,6 +120,33 @@ def blas_core_types() -> frozenset[str]:
     )
 
 
+@functools.cache
+def vector_fma_widths() -> frozenset[int]:
+    """The float32 vector widths (8, 16) whose fused multiply-add Numba's code generator emits as
+    one instruction on one register: AVX2 + FMA gives 8, AVX-512 16. Probed from the assembly of
+    the target Numba compiles for, so NUMBA_CPU_NAME / NUMBA_CPU_FEATURES count (empty features:
+    the named CPU's own), and so does LLVM's tuning, which may split 512-bit vectors."""
+    from llvmlite import binding as llvm
+    from numba.core.registry import cpu_target
+
+    codegen = cpu_target.target_context.codegen()
+    machine = llvm.Target.from_default_triple().create_target_machine(
+        cpu=codegen._get_host_cpu_name(), features=codegen._get_host_cpu_features(), opt=2
+    )
+    widths = set()
+    for width, register in ((8, "ymm"), (16, "zmm")):
+        vec = f"<{width} x float>"
+        module = llvm.parse_assembly(
+            f"declare {vec} @llvm.fma.v{width}f32({vec}, {vec}, {vec})\n"
+            f"define {vec} @probe({vec} %a, {vec} %b, {vec} %c) {{\n"
+            f"  %r = call {vec} @llvm.fma.v{width}f32({vec} %a, {vec} %b, {vec} %c)\n  ret {vec} %r\n}}\n"
+        )
+        lines = [line for line in machine.emit_assembly(module).splitlines() if "fmadd" in line]
+        if len(lines) == 1 and register in lines[0]:
+            widths.add(width)
+    return frozenset(widths)
+
+
 # Denormal floats (Adam's first moment decays into them for dead ReLU units) cost ~100× on x86.
 # RLtools, built with -ffast-math, runs with flush-to-zero and denormals-are-zero set process-wide;
 # fused CPU steps set the same MXCSR bits around their loop only and restore them afterwards.

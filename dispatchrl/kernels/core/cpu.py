@@ -16,7 +16,7 @@ from numba.extending import overload
 
 from ...activation import Activation
 from ...arrays import Array, zeros
-from ...backends.cpu import JIT_EXACT, JIT_FAST, blas_core_types
+from ...backends.cpu import JIT_EXACT, JIT_FAST, blas_core_types, vector_fma_widths
 from ...devices import CPU
 from ...errors import ConfigError
 from ...staging import launch
@@ -131,33 +131,20 @@ def _use_blas(m, k, n):
     return m * k * n >= _BLAS_MIN_WORK
 
 
-def _host_has_avx2_without_avx512() -> bool:
-    import llvmlite.binding as llvm
-
-    features = llvm.get_host_cpu_features()
-    return bool(features.get("avx2") and features.get("fma") and not features.get("avx512f"))
-
-
 def tiled_gemm() -> bool:
     """Whether float32 products above the BLAS threshold use the register-tiled kernels of
-    :mod:`.cpu_gemm` instead of BLAS: DISPATCHRL_GEMM=auto (the default: tiled on cores with
-    AVX2 + FMA and no AVX-512, where they made TD3 ~1.4× faster than OpenBLAS, issue 20,
-    NOTES.md; on AVX-512 OpenBLAS's kernels run twice as wide), tiled, or blas. The two give
-    different bits (each a valid rounding). Read when a call is staged, so a fused step keeps the
-    kernels it was built with. To emulate an AVX2 machine on an AVX-512 one
-    (NUMBA_CPU_NAME=haswell), set DISPATCHRL_GEMM=tiled too: auto reads the host's features."""
+    :mod:`.cpu_gemm` instead of BLAS: DISPATCHRL_GEMM=auto (the default: tiled where Numba's
+    target has 8-wide FMAs, i.e. AVX2 + FMA: TD3 ~1.4× faster than with OpenBLAS on Zen 3 and on
+    emulated AVX2, as fast on Zen 4's AVX-512 in 16-wide registers; issue 20, NOTES.md), tiled, or blas. The two
+    give different bits (each a valid rounding). Read when a call is staged, so a fused step keeps
+    the kernels it was built with. NUMBA_CPU_NAME / NUMBA_CPU_FEATURES decide it too: auto and
+    the tiles' width follow the target Numba compiles for."""
     setting = os.environ.get("DISPATCHRL_GEMM", "auto")
     if setting not in ("auto", "tiled", "blas"):
         raise ConfigError(f"DISPATCHRL_GEMM must be auto, tiled or blas, got {setting!r}")
     if setting == "auto":
-        global _AUTO_TILED
-        if _AUTO_TILED is None:
-            _AUTO_TILED = _host_has_avx2_without_avx512()
-        return _AUTO_TILED
+        return 8 in vector_fma_widths()
     return setting == "tiled"
-
-
-_AUTO_TILED: bool | None = None
 
 
 def _product_kernel(dtype, m, k, n) -> str:

@@ -24,27 +24,35 @@ from numba import cfunc, njit, types
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
 
-from ...backends.cpu import JIT_FAST
+from ...backends.cpu import JIT_FAST, vector_fma_widths
 
 __all__ = ["load_drivers", "matmul_tiled", "transpose_tiled"]
 
 _F32 = ir.FloatType()
-_V8 = ir.VectorType(_F32, 8)
 _I32 = ir.IntType(32)
 _I8P = ir.IntType(8).as_pointer()
 
 
-def _fma_v8(builder) -> Any:
+def _vector(width) -> Any:
+    return ir.VectorType(_F32, width)
+
+
+def _fma(builder, width=8) -> Any:
     module = builder.module
+    name = f"llvm.fma.v{width}f32"
     try:
-        return module.get_global("llvm.fma.v8f32")
+        return module.get_global(name)
     except KeyError:
-        return ir.Function(module, ir.FunctionType(_V8, [_V8, _V8, _V8]), name="llvm.fma.v8f32")
+        vec = _vector(width)
+        return ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), name=name)
 
 
-def _broadcast(builder, x) -> Any:
-    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), x, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined), ir.Constant(ir.VectorType(_I32, 8), [0] * 8))
+def _broadcast(builder, x, width=8) -> Any:
+    vec = _vector(width)
+    v = builder.insert_element(ir.Constant(vec, ir.Undefined), x, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(
+        v, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(_I32, width), [0] * width)
+    )
 
 
 def _shuffle(builder, x, y, mask) -> Any:
@@ -57,16 +65,16 @@ def _check_integers(*values) -> None:
             raise TypingError(f"tiled GEMM tiles take addresses, byte strides and indices as integers, got {value}")
 
 
-def _load_v8(builder, base, offset) -> Any:
-    return builder.load(builder.bitcast(builder.gep(base, [offset]), _V8.as_pointer()), align=4)
+def _load_v(builder, base, offset, width=8) -> Any:
+    return builder.load(builder.bitcast(builder.gep(base, [offset]), _vector(width).as_pointer()), align=4)
 
 
-def _store_v8(builder, value, base, offset) -> None:
-    builder.store(value, builder.bitcast(builder.gep(base, [offset]), _V8.as_pointer()), align=4)
+def _store_v(builder, value, base, offset) -> None:
+    builder.store(value, builder.bitcast(builder.gep(base, [offset]), value.type.as_pointer()), align=4)
 
 
-def _k_loop(builder, intp, count, step, n_acc, body) -> list:
-    """Emit ``for p in range(0, count, step)`` (count ≥ step) carrying ``n_acc`` <8 x float>
+def _k_loop(builder, intp, count, step, n_acc, body, width=8) -> list:
+    """Emit ``for p in range(0, count, step)`` (count ≥ step) carrying ``n_acc`` <width x float>
     accumulators from zero in registers; ``body(p, accs)`` returns the updated ones. Returns the
     accumulators after the loop."""
     entry = builder.basic_block
@@ -78,8 +86,8 @@ def _k_loop(builder, intp, count, step, n_acc, body) -> list:
     p.add_incoming(ir.Constant(intp, 0), entry)
     accs = []
     for _ in range(n_acc):
-        phi = builder.phi(_V8)
-        phi.add_incoming(ir.Constant(_V8, None), entry)
+        phi = builder.phi(_vector(width))
+        phi.add_incoming(ir.Constant(_vector(width), None), entry)
         accs.append(phi)
     new = body(p, accs)
     p_next = builder.add(p, ir.Constant(intp, step))
@@ -92,9 +100,9 @@ def _k_loop(builder, intp, count, step, n_acc, body) -> list:
     return new
 
 
-def _nn_tile(rows, vectors) -> Any:
+def _nn_tile(rows, vectors, width=8) -> Any:
     """Intrinsic ``tile(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k)``: c[i0:i0+rows,
-    j0:j0+8·vectors] = a[i0:i0+rows, :k] · b[:k, j0:j0+8·vectors] on float32 matrices given by
+    j0:j0+width·vectors] = a[i0:i0+rows, :k] · b[:k, j0:j0+width·vectors] on float32 matrices given by
     address and byte strides (b and c with unit column stride); k ≥ 1. Scalars only, so every
     caller shares one compiled specialisation whatever its arrays' layouts."""
 
@@ -113,26 +121,26 @@ def _nn_tile(rows, vectors) -> Any:
                 builder.gep(a_base, [builder.mul(builder.add(i0_, ir.Constant(intp, r)), a_row)]) for r in range(rows)
             ]
             b_cols = builder.gep(b_base, [j_bytes])
-            fma = _fma_v8(builder)
+            fma = _fma(builder, width)
 
             def body(p, accs) -> list:
                 b_p = builder.gep(b_cols, [builder.mul(p, b_row)])
-                b_vecs = [_load_v8(builder, b_p, ir.Constant(intp, 32 * v)) for v in range(vectors)]
+                b_vecs = [_load_v(builder, b_p, ir.Constant(intp, 4 * width * v), width) for v in range(vectors)]
                 a_off = builder.mul(p, a_col)
                 out: list = []
                 for r in range(rows):
                     a_ptr = builder.bitcast(builder.gep(a_rows[r], [a_off]), _F32.as_pointer())
-                    a_rp = _broadcast(builder, builder.load(a_ptr, align=4))
+                    a_rp = _broadcast(builder, builder.load(a_ptr, align=4), width)
                     out.extend(builder.call(fma, [a_rp, b_vecs[v], accs[r * vectors + v]]) for v in range(vectors))
                 return out
 
-            accs = _k_loop(builder, intp, k_, 1, rows * vectors, body)
+            accs = _k_loop(builder, intp, k_, 1, rows * vectors, body, width)
             for r in range(rows):
                 c_r = builder.gep(
                     c_base, [builder.add(builder.mul(builder.add(i0_, ir.Constant(intp, r)), c_row), j_bytes)]
                 )
                 for v in range(vectors):
-                    _store_v8(builder, accs[r * vectors + v], c_r, ir.Constant(intp, 32 * v))
+                    _store_v(builder, accs[r * vectors + v], c_r, ir.Constant(intp, 4 * width * v))
             return context.get_dummy_value()
 
         return types.void(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k), codegen
@@ -170,12 +178,12 @@ def _dot_tile(rows, cols) -> Any:
             b_rows = [
                 builder.gep(b_base, [builder.mul(builder.add(j0_, ir.Constant(intp, s)), b_row)]) for s in range(cols)
             ]
-            fma = _fma_v8(builder)
+            fma = _fma(builder)
 
             def body(p, accs) -> list:
                 off = builder.mul(p, ir.Constant(intp, 4))
-                a_vecs = [_load_v8(builder, a_rows[r], off) for r in range(rows)]
-                b_vecs = [_load_v8(builder, b_rows[s], off) for s in range(cols)]
+                a_vecs = [_load_v(builder, a_rows[r], off) for r in range(rows)]
+                b_vecs = [_load_v(builder, b_rows[s], off) for s in range(cols)]
                 return [
                     builder.call(fma, [a_vecs[r], b_vecs[s], accs[r * cols + s]])
                     for r in range(rows)
@@ -211,7 +219,7 @@ def _transpose_8x8(typingctx, w, w_row, wt, t_row, i0, j0):
         four = ir.Constant(intp, 4)
         src = builder.gep(w_base, [builder.add(builder.mul(i0_, w_row), builder.mul(j0_, four))])
         dst = builder.gep(t_base, [builder.add(builder.mul(j0_, t_row), builder.mul(i0_, four))])
-        r = [_load_v8(builder, src, builder.mul(ir.Constant(intp, q), w_row)) for q in range(8)]
+        r = [_load_v(builder, src, builder.mul(ir.Constant(intp, q), w_row)) for q in range(8)]
         lo, hi = [0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15]
         t = []
         for q in range(0, 8, 2):
@@ -227,8 +235,8 @@ def _transpose_8x8(typingctx, w, w_row, wt, t_row, i0, j0):
             ]
         low, high = [0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]
         for q in range(4):
-            _store_v8(builder, _shuffle(builder, s[q], s[q + 4], low), dst, builder.mul(ir.Constant(intp, q), t_row))
-            _store_v8(
+            _store_v(builder, _shuffle(builder, s[q], s[q + 4], low), dst, builder.mul(ir.Constant(intp, q), t_row))
+            _store_v(
                 builder, _shuffle(builder, s[q], s[q + 4], high), dst, builder.mul(ir.Constant(intp, q + 4), t_row)
             )
         return context.get_dummy_value()
@@ -239,6 +247,10 @@ def _transpose_8x8(typingctx, w, w_row, wt, t_row, i0, j0):
 _NN_4x2, _NN_3x2, _NN_2x2, _NN_1x2 = (_nn_tile(r, 2) for r in (4, 3, 2, 1))
 _NN_4x1, _NN_3x1, _NN_2x1, _NN_1x1 = (_nn_tile(r, 1) for r in (4, 3, 2, 1))
 _NN_1x8, _NN_2x4 = _nn_tile(1, 8), _nn_tile(2, 4)  # thin products: enough accumulators to hide FMA latency
+# AVX-512: the same FMA chains in <16 x float> registers. LLVM tuned for znver4 schedules the
+# <8 x float> tiles at ~80% of the 4×64 ones' speed (100×64·64×64 on a Zen 4 core, NOTES.md).
+_W4x4, _W3x4, _W2x4, _W1x4 = (_nn_tile(r, 4, 16) for r in (4, 3, 2, 1))
+_W4x1, _W3x1, _W2x1, _W1x1 = (_nn_tile(r, 1, 16) for r in (4, 3, 2, 1))
 _DOT_2x4, _DOT_1x4, _DOT_8x1, _DOT_1x1 = _dot_tile(2, 4), _dot_tile(1, 4), _dot_tile(8, 1), _dot_tile(1, 1)
 
 
@@ -281,6 +293,46 @@ def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
 
 
 @njit(**JIT_FAST)
+def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
+    """_gemm_nn_raw in 4×64 tiles of <16 x float> (edges 1–3 rows, 16 then 8 columns): each
+    element of c is the same FMA chain, so the same bits."""
+    if m <= 2 and n % (64 // m) == 0:
+        _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
+        return
+    n64 = n - n % 64
+    n16 = n - n % 16
+    for i in range(0, m, 4):
+        rows = min(4, m - i)
+        for j in range(0, n64, 64):
+            if rows == 4:
+                _W4x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            elif rows == 3:
+                _W3x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            elif rows == 2:
+                _W2x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            else:
+                _W1x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+        for j in range(n64, n16, 16):
+            if rows == 4:
+                _W4x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            elif rows == 3:
+                _W3x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            elif rows == 2:
+                _W2x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            else:
+                _W1x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+        if n16 < n:
+            if rows == 4:
+                _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+            elif rows == 3:
+                _NN_3x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+            elif rows == 2:
+                _NN_2x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+            else:
+                _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+
+
+@njit(**JIT_FAST)
 def _gemm_dot_raw(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
     """c = a·btᵀ as dot products of rows, on addresses and byte strides."""
     if n % 4 == 0:
@@ -319,6 +371,10 @@ def _gemm_nn_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
     _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
 
 
+def _gemm_nn_wide_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
+    _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
+
+
 def _gemm_dot_driver(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
     _gemm_dot_raw(a, a_row, bt, b_row, c, c_row, c_col, m, n, k)
 
@@ -339,8 +395,11 @@ _COMPILED: dict[str, Any] = {}  # symbol -> the compiled cfunc, once loaded
 def load_drivers() -> None:
     """Compile the drivers (or load them from Numba's disk cache, ~0.3 s) and point their cells
     at them. Idempotent."""
+    wide = 16 in vector_fma_widths()
     for symbol, (driver, n_args) in _DRIVERS.items():
         if symbol not in _COMPILED:
+            if wide and driver is _gemm_nn_driver:
+                driver = _gemm_nn_wide_driver
             compiled = cfunc(types.void(*(types.int64,) * n_args), cache=True, error_model="numpy")(driver)
             _COMPILED[symbol] = compiled
             _CELLS[symbol].value = compiled.address

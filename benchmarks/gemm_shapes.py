@@ -9,7 +9,8 @@ an ``@njit`` function on 64-byte aligned arrays:
 - openblas: ``np.dot(a, b, out)`` (OpenBLAS sgemm); for the input gradient d·Wᵀ as
   ``_input_gradient_blas`` does on this machine (NT directly where the BLAS core type is Haswell
   or Zen, else with the Wᵀ copy);
-- custom: ``cpu_gemm.matmul_tiled`` (``<8 x float>`` register tiles via Numba intrinsics), for
+- custom: ``cpu_gemm.matmul_tiled`` (``<8 x float>`` register tiles via Numba intrinsics;
+  ``<16 x float>`` NN tiles where Numba's target has AVX-512), for
   d·Wᵀ with the Wᵀ copy (``transpose_tiled``) included in its time where it takes that path;
 - loop: the plain Numba loops of ``kernels/core/cpu.py`` (``matmul_loop``,
   ``_weight_gradient_loop``, ``_input_gradient_loop``): what LLVM's vectoriser makes of loops.

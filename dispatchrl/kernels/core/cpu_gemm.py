@@ -1,10 +1,13 @@
-"""Register-blocked float32 matrix products for AVX2 + FMA cores, as Numba intrinsics.
+"""Register-blocked float32 matrix products for AVX2 + FMA and AVX-512 cores, as Numba intrinsics.
 
 The dense layers of RL networks multiply L1/L2-resident operands (batch 100, widths 3–64). There
 OpenBLAS's Haswell sgemm (which Zen cores run too) reaches ~65% of a core's FMA peak: packing and
 driver costs are a large part of a 10 µs product. These kernels keep a tile of C in ``<8 x float>``
 registers over the whole K loop (``llvm.fma.v8f32``, A elements broadcast, B rows loaded as
 vectors), with no packing: ~90% of peak on a Zen 3 core for 100×64·64×64 (issue 20, NOTES.md).
+Where Numba's target has AVX-512 the NN driver uses 4×64 tiles of ``<16 x float>``: the same
+chains, so the same bits, at ~96% of a Zen 4 core's peak where LLVM's znver4 tuning ran the
+8-wide tiles at 70–80% (the driver is chosen when the drivers are compiled).
 
 Every element of C is one K-ordered FMA chain (``c = fma(a[i, p], b[p, j], c)`` for p = 0..K-1,
 from 0), except in the dot-product form for narrow outputs (8 interleaved partial sums over p,
@@ -296,9 +299,6 @@ def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
 def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
     """_gemm_nn_raw in 4×64 tiles of <16 x float> (edges 1–3 rows, 16 then 8 columns): each
     element of c is the same FMA chain, so the same bits."""
-    if m <= 2 and n % (64 // m) == 0:
-        _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
-        return
     n64 = n - n % 64
     n16 = n - n % 16
     for i in range(0, m, 4):

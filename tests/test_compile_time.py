@@ -10,7 +10,7 @@ from numba import njit, types
 
 import dispatchrl as drl
 from dispatchrl.backends import precompile
-from dispatchrl.backends.cpu import JIT_EXACT, njit_program
+from dispatchrl.backends.cpu import JIT_EXACT, before_first_run, njit_program
 from dispatchrl.errors import ConfigError
 from dispatchrl.kernels.core import cpu as core_cpu
 
@@ -43,6 +43,21 @@ def test_int_arguments_do_not_specialize_kernels_per_value(monkeypatch):
     assert not _literal_signatures(nonfinite_flag_kernel)
 
 
+def test_before_first_run_hooks_run_once_the_step_is_compiled(monkeypatch):
+    # the tiled GEMM drivers are loaded this way: after the step's compile, before its first run
+    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
+    increment_kernel = _fresh(core_cpu.increment_kernel)
+    counter = drl.zeros(drl.CPU(), 1, np.int64)
+    seen = []
+    before_first_run(lambda: seen.append(list(increment_kernel.signatures)))
+    run = njit_program([(increment_kernel, (counter, 1))])
+    assert len(seen) == 1 and seen[0]  # once, and the step's kernels were compiled by then
+    assert int(drl.to_numpy(counter)[0]) == 0  # before the first run
+    run(3)
+    njit_program([(increment_kernel, (counter, 1))])
+    assert len(seen) == 1 and int(drl.to_numpy(counter)[0]) == 3  # a hook runs for one step only
+
+
 def test_predicted_signatures_are_the_ones_the_step_compiles(monkeypatch):
     # the helper is only useful if it compiles exactly what the fused step asks for
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
@@ -68,22 +83,28 @@ from numba import njit
 def add_one(a):
     for i in range(a.size):
         a[i] += 1.0
+
+
+def prepare():  # a before_first_run hook: the helper runs it first
+    open(__file__ + ".prepared", "w").close()
 """
 
 
-def test_helper_fills_the_disk_cache(tmp_path, monkeypatch):
+def test_helper_runs_the_prepares_then_fills_the_disk_cache(tmp_path, monkeypatch):
     module_name = f"precompile_probe_{abs(hash(str(tmp_path)))}"
     (tmp_path / f"{module_name}.py").write_text(KERNEL_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "1")
     monkeypatch.setattr(precompile, "MIN_SIGNATURES", 1)
-    kernel = importlib.import_module(module_name).add_one
+    module = importlib.import_module(module_name)
+    kernel = module.add_one
     try:
         a = drl.zeros(drl.CPU(), 3)
-        helper = precompile.start_precompile([(kernel, (a,))])
+        helper = precompile.start_precompile([(kernel, (a,))], [module.prepare])
         assert helper is not None
         assert helper.wait(timeout=300) == 0
+        assert (tmp_path / f"{module_name}.py.prepared").exists()
         assert precompile.kernel_signatures([(kernel, (a,))]) == []  # in the disk cache now
         kernel(a.data)
         assert kernel.stats.cache_hits  # loaded, not compiled, in this process

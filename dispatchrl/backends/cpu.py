@@ -13,6 +13,7 @@ import hashlib
 import os
 import platform
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -38,6 +39,7 @@ __all__ = [
     "NO_CFUNC",
     "PIN_RUNTIME",
     "RUNTIME_SCALARS",
+    "before_first_run",
     "blas_core_types",
     "configure_numba_cache",
     "flush_denormals_enter",
@@ -46,6 +48,7 @@ __all__ = [
     "is_runtime_scalar",
     "limit_blas_threads",
     "njit_program",
+    "vector_fma_widths",
 ]
 
 #: Kernels pin Numba's runtime on, so a fused step calling them may run without it (see
@@ -237,6 +240,17 @@ def _importable(kernel: Dispatcher) -> bool:
     )
 
 
+_BEFORE_FIRST_RUN: dict[str, Callable[[], None]] = {}
+
+
+def before_first_run(prepare: Callable[[], None]) -> None:
+    """Run ``prepare`` (a module-level function, idempotent) once the fused step being staged is
+    compiled, before its first run: work its compile does not need, such as compiling the tiled
+    GEMM drivers its kernels call through a pointer. A cold step's precompile helper runs it first,
+    on the second core, into the disk cache, so this process only loads what it made."""
+    _BEFORE_FIRST_RUN[f"{prepare.__module__}.{prepare.__qualname__}"] = prepare
+
+
 def njit_program(calls: list) -> Program:
     """One generated ``@njit`` function running ``calls`` (Numba kernels and branches over them)
     ``n`` times; cached on disk when every kernel is importable by name."""
@@ -323,11 +337,15 @@ def njit_program(calls: list) -> Program:
         namespace.update(flush_denormals_enter=flush_denormals_enter, flush_denormals_exit=flush_denormals_exit)
         exec(compile(source, "<dispatchrl fused step>", "exec"), namespace)
         fused = namespace["fused_step"]
-    helper = start_precompile(calls) if cacheable else None  # cold kernels: a second core helps
+    prepares = list(_BEFORE_FIRST_RUN.values())
+    _BEFORE_FIRST_RUN.clear()
+    helper = start_precompile(calls, prepares) if cacheable else None  # cold kernels: a second core helps
     try:
         fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
     finally:
         stop_precompile(helper)
+    for prepare in prepares:
+        prepare()
 
     def run(n):
         fused(n, *raw)

@@ -14,6 +14,7 @@ import os
 import pickle
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numba
@@ -37,7 +38,8 @@ jobs = pickle.load(sys.stdin.buffer)
 import dispatchrl.backends.cpu  # points Numba's cache where the parent's is
 for module, name, signature in jobs:
     try:
-        getattr(importlib.import_module(module), name).compile(signature)
+        target = getattr(importlib.import_module(module), name)
+        target() if signature is None else target.compile(signature)
     except Exception:
         pass
 """
@@ -88,11 +90,14 @@ def kernel_signatures(calls: list) -> list[tuple[str, str, tuple]]:
     return list(jobs)
 
 
-def start_precompile(calls: list) -> subprocess.Popen | None:
-    """Start the helper compiling ``calls``' kernels (last first); None when it would not pay."""
+def start_precompile(calls: list, prepares: Sequence[Callable[[], None]] = ()) -> subprocess.Popen | None:
+    """Start the helper running ``prepares`` (module-level functions, see
+    ``cpu.before_first_run``), then compiling ``calls``' kernels (last first); None when it would
+    not pay."""
     jobs = kernel_signatures(calls)
     if compile_workers() == 0 or len(jobs) < MIN_SIGNATURES:
         return None
+    first: list[tuple[str, str, tuple | None]] = [(p.__module__, p.__qualname__, None) for p in prepares]
     config: Any = numba.config
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
@@ -108,7 +113,7 @@ def start_precompile(calls: list) -> subprocess.Popen | None:
             env=env,
         )
         assert helper.stdin is not None
-        helper.stdin.write(pickle.dumps(jobs[::-1]))
+        helper.stdin.write(pickle.dumps(first + jobs[::-1]))
         helper.stdin.close()
     except OSError:
         return None  # an optimisation only

@@ -16,7 +16,7 @@ from numba.extending import overload
 
 from ...activation import Activation
 from ...arrays import Array, zeros
-from ...backends.cpu import JIT_EXACT, JIT_FAST, blas_core_types, vector_fma_widths
+from ...backends.cpu import JIT_EXACT, JIT_FAST, before_first_run, blas_core_types, vector_fma_widths
 from ...devices import CPU
 from ...errors import ConfigError
 from ...staging import launch
@@ -153,7 +153,7 @@ def _product_kernel(dtype, m, k, n) -> str:
     if not _use_blas(m, k, n):
         return "loop"
     if dtype == np.float32 and tiled_gemm():
-        load_drivers()  # now, not on the first product of a timed loop
+        before_first_run(load_drivers)  # not on the first product of a timed loop
         return "tiled"
     return "blas"
 

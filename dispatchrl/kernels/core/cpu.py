@@ -135,10 +135,10 @@ def tiled_gemm() -> bool:
     """Whether float32 products above the BLAS threshold use the register-tiled kernels of
     :mod:`.cpu_gemm` instead of BLAS: DISPATCHRL_GEMM=auto (the default: tiled where Numba's
     target has 8-wide FMAs, i.e. AVX2 + FMA: TD3 ~1.4× faster than with OpenBLAS on Zen 3 and on
-    emulated AVX2, as fast on Zen 4's AVX-512 in 16-wide registers; issue 20, NOTES.md), tiled, or blas. The two
-    give different bits (each a valid rounding). Read when a call is staged, so a fused step keeps
-    the kernels it was built with. NUMBA_CPU_NAME / NUMBA_CPU_FEATURES decide it too: auto and
-    the tiles' width follow the target Numba compiles for."""
+    emulated AVX2, as fast on Zen 4's AVX-512 in 16-wide registers; issue 20, NOTES.md), tiled,
+    or blas. The two give different bits (each a valid rounding). Read when a call is staged, so a
+    fused step keeps the kernels it was built with. NUMBA_CPU_NAME / NUMBA_CPU_FEATURES decide it
+    too: auto and the tiles' width follow the target Numba compiles for."""
     setting = os.environ.get("DISPATCHRL_GEMM", "auto")
     if setting not in ("auto", "tiled", "blas"):
         raise ConfigError(f"DISPATCHRL_GEMM must be auto, tiled or blas, got {setting!r}")

@@ -133,20 +133,23 @@ def vector_fma_widths() -> frozenset[int]:
     from numba.core.registry import cpu_target
 
     codegen = cpu_target.target_context.codegen()
-    machine = llvm.Target.from_default_triple().create_target_machine(
-        cpu=codegen._get_host_cpu_name(), features=codegen._get_host_cpu_features(), opt=2
-    )
     widths = set()
-    for width, register in ((8, "ymm"), (16, "zmm")):
-        vec = f"<{width} x float>"
-        module = llvm.parse_assembly(
-            f"declare {vec} @llvm.fma.v{width}f32({vec}, {vec}, {vec})\n"
-            f"define {vec} @probe({vec} %a, {vec} %b, {vec} %c) {{\n"
-            f"  %r = call {vec} @llvm.fma.v{width}f32({vec} %a, {vec} %b, {vec} %c)\n  ret {vec} %r\n}}\n"
+    try:
+        machine = llvm.Target.from_default_triple().create_target_machine(
+            cpu=codegen._get_host_cpu_name(), features=codegen._get_host_cpu_features(), opt=2
         )
-        lines = [line for line in machine.emit_assembly(module).splitlines() if "fmadd" in line]
-        if len(lines) == 1 and register in lines[0]:
-            widths.add(width)
+        for width, register in ((8, "ymm"), (16, "zmm")):  # x86 names; other ISAs find none
+            vec = f"<{width} x float>"
+            module = llvm.parse_assembly(
+                f"declare {vec} @llvm.fma.v{width}f32({vec}, {vec}, {vec})\n"
+                f"define {vec} @probe({vec} %a, {vec} %b, {vec} %c) {{\n"
+                f"  %r = call {vec} @llvm.fma.v{width}f32({vec} %a, {vec} %b, {vec} %c)\n  ret {vec} %r\n}}\n"
+            )
+            lines = [line for line in machine.emit_assembly(module).splitlines() if "fmadd" in line]
+            if len(lines) == 1 and register in lines[0]:
+                widths.add(width)
+    except RuntimeError:  # LLVM refused the target: no tiles (they are an optimisation only)
+        return frozenset()
     return frozenset(widths)
 
 

@@ -385,7 +385,7 @@ def startup(args):
                 emit(record)
                 records.append(record)
     summary = {"benchmark": "startup", "steps": args.steps, "repeats": args.startup_repeats, "cpu": cpu_model()}
-    summary["isa"] = "avx2 (emulated: haswell)" if args.emulate_avx2 else "native"
+    summary["isa"] = isa(args)
     for label, _ in repos:
         for algo in args.startup_algos:
             for cache in ("cold", "warm"):
@@ -395,6 +395,10 @@ def startup(args):
                 summary[key + "_compile_seconds_median"] = median([r["compile_seconds"] for r in runs])
                 summary[key + "_train_seconds_median"] = median([r["train_seconds"] for r in runs])
     emit(summary)
+
+
+def isa(args):
+    return "avx2 (emulated: haswell)" if args.emulate_avx2 else "native"
 
 
 def cpu_model():
@@ -575,7 +579,7 @@ def compare(args, algo):
         "pairs": len(ratios),
         "blas_threads": args.blas_threads,
         "cpu": cpu_model(),
-        "isa": "avx2 (emulated: haswell)" if args.emulate_avx2 else "native",
+        "isa": isa(args),
         "ratio_median": ratio,
         "ratio_target": RATIO_TARGET,
         "meets_ratio_target": None if ratio is None else ratio <= RATIO_TARGET,

@@ -252,8 +252,7 @@ _NN_4x1, _NN_3x1, _NN_2x1, _NN_1x1 = (_nn_tile(r, 1) for r in (4, 3, 2, 1))
 _NN_1x8, _NN_2x4 = _nn_tile(1, 8), _nn_tile(2, 4)  # thin products: enough accumulators to hide FMA latency
 # AVX-512: the same FMA chains in <16 x float> registers. LLVM tuned for znver4 schedules the
 # <8 x float> tiles at ~80% of the 4×64 ones' speed (100×64·64×64 on a Zen 4 core, NOTES.md).
-_W4x4, _W3x4, _W2x4, _W1x4 = (_nn_tile(r, 4, 16) for r in (4, 3, 2, 1))
-_W4x1, _W3x1, _W2x1, _W1x1 = (_nn_tile(r, 1, 16) for r in (4, 3, 2, 1))
+_W4x4, _W1x4, _W4x1, _W1x1 = _nn_tile(4, 4, 16), _nn_tile(1, 4, 16), _nn_tile(4, 1, 16), _nn_tile(1, 1, 16)
 _DOT_2x4, _DOT_1x4, _DOT_8x1, _DOT_1x1 = _dot_tile(2, 4), _dot_tile(1, 4), _dot_tile(8, 1), _dot_tile(1, 1)
 
 
@@ -297,39 +296,25 @@ def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
 
 @njit(**JIT_FAST)
 def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
-    """_gemm_nn_raw in 4×64 tiles of <16 x float> (edges 1–3 rows, 16 then 8 columns): each
-    element of c is the same FMA chain, so the same bits."""
+    """_gemm_nn_raw in 4×64 tiles of <16 x float> (column edges 16 then 8 wide; edge rows one at a
+    time): each element of c is the same FMA chain whatever its tile, so the same bits."""
     n64 = n - n % 64
     n16 = n - n % 16
-    for i in range(0, m, 4):
-        rows = min(4, m - i)
+    m4 = m - m % 4
+    for i in range(0, m4, 4):
         for j in range(0, n64, 64):
-            if rows == 4:
-                _W4x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
-            elif rows == 3:
-                _W3x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
-            elif rows == 2:
-                _W2x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
-            else:
-                _W1x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            _W4x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
         for j in range(n64, n16, 16):
-            if rows == 4:
-                _W4x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
-            elif rows == 3:
-                _W3x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
-            elif rows == 2:
-                _W2x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
-            else:
-                _W1x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            _W4x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
         if n16 < n:
-            if rows == 4:
-                _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
-            elif rows == 3:
-                _NN_3x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
-            elif rows == 2:
-                _NN_2x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
-            else:
-                _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+    for i in range(m4, m):
+        for j in range(0, n64, 64):
+            _W1x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+        for j in range(n64, n16, 16):
+            _W1x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+        if n16 < n:
+            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
 
 
 @njit(**JIT_FAST)

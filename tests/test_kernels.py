@@ -217,10 +217,11 @@ _NN_RUNNERS: dict = {}
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 17), st.booleans(), seeds)
-def test_wide_tiles_give_the_bits_of_the_8_wide_ones(m, k, n8, transposed, seed):
+@given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 17), st.booleans(), st.sampled_from([0, 1, 2]), seeds)
+def test_wide_tiles_give_the_bits_of_the_8_wide_ones(m, k, n8, transposed, epilogue, seed):
     """The <16 x float> NN driver (AVX-512) computes every element as the same FMA chain as the
-    <8 x float> one, so the two agree bit for bit (on any x86: LLVM splits what is not native)."""
+    <8 x float> one, so the two agree bit for bit (on any x86: LLVM splits what is not native),
+    also with the forward epilogue (0: none, 1: + bias, 2: + bias then ReLU)."""
     from numba import njit
 
     from dispatchrl.kernels.core import cpu_gemm
@@ -230,21 +231,53 @@ def test_wide_tiles_give_the_bits_of_the_8_wide_ones(m, k, n8, transposed, seed)
             raw = getattr(cpu_gemm, name)
 
             @njit
-            def run(a, b, c, raw=raw):
-                raw(a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0],
-                    c.ctypes.data, c.strides[0], c.shape[0], c.shape[1], a.shape[1])  # fmt: skip
+            def run(a, b, c, bias, epilogue, raw=raw):
+                args = (a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0], c.ctypes.data,
+                        c.strides[0], c.shape[0], c.shape[1], a.shape[1])  # fmt: skip
+                if epilogue:
+                    raw(*args, bias.ctypes.data, epilogue - 1)
+                else:
+                    raw(*args, 0, 0)
 
             _NN_RUNNERS[name] = run
     g = np.random.default_rng(seed)
     n = 8 * n8
     a = g.normal(size=(k, m) if transposed else (m, k)).astype(np.float32)
     a = a.T if transposed else a  # the weight gradient's xᵀ: a column stride that is not 4
-    b = g.normal(size=(k, n)).astype(np.float32)
+    b, bias = g.normal(size=(k, n)).astype(np.float32), g.normal(size=n).astype(np.float32)
     narrow, wide = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
-    _NN_RUNNERS["_gemm_nn_raw"](a, b, narrow)
-    _NN_RUNNERS["_gemm_nn_wide_raw"](a, b, wide)
+    _NN_RUNNERS["_gemm_nn_raw"](a, b, narrow, bias, epilogue)
+    _NN_RUNNERS["_gemm_nn_wide_raw"](a, b, wide, bias, epilogue)
     np.testing.assert_array_equal(wide, narrow)
-    np.testing.assert_allclose(wide, a.astype(float) @ b.astype(float), rtol=1e-4, atol=1e-4 * math.sqrt(k))
+    ref = a.astype(float) @ b.astype(float) + (bias if epilogue else 0)
+    ref = np.maximum(ref, 0) if epilogue == 2 else ref
+    np.testing.assert_allclose(wide, ref, rtol=1e-4, atol=1e-4 * math.sqrt(k))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(1, 70), st.sampled_from(["relu", "identity"]), seeds)
+def test_tiled_forward_epilogue_gives_the_bits_of_the_separate_pass(m, k, n, activation, seed):
+    """A tiled dense layer with bias and ReLU (or none) in the tiles' stores writes the bits of the
+    product followed by the bias/activation pass (the form where the tiles do not fit)."""
+    from numba import njit
+
+    from dispatchrl.activation import Activation
+    from dispatchrl.kernels.core.cpu import _bias_activate_inplace, dense_forward_inplace_tiled
+    from dispatchrl.kernels.core.cpu_gemm import matmul_tiled
+
+    @njit
+    def separate(x, W, b, out, code):
+        matmul_tiled(x, W, out)
+        _bias_activate_inplace(out, b, code)
+
+    g = np.random.default_rng(seed)
+    x, W, b = (g.normal(size=s).astype(np.float32) for s in ((m, k), (k, n), (n,)))
+    x[g.random(x.shape) < 0.1] = 0  # exact zeros: sums of ±0 and ReLU at 0
+    code = int(Activation.of(activation))
+    fused, apart = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
+    dense_forward_inplace_tiled(x, W, b, fused, code)
+    separate(x, W, b, apart, code)
+    np.testing.assert_array_equal(fused.view(np.int32), apart.view(np.int32))
 
 
 def _tiled_matmul_runner():

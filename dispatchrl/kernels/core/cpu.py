@@ -22,7 +22,7 @@ from ...errors import ConfigError
 from ...staging import launch
 from . import api
 from .api import INV_SQRT_2PI, SQRT_HALF
-from .cpu_gemm import load_drivers, matmul_tiled, transpose_tiled
+from .cpu_gemm import load_drivers, matmul_bias_tiled, matmul_tiled, transpose_tiled
 
 __all__ = [
     "activation_kernel",
@@ -212,6 +212,11 @@ def dense_forward_tiled(x, W, b, pre, out, code):
 
 @njit(**JIT_FAST)
 def dense_forward_inplace_tiled(x, W, b, out, code):
+    # bias and ReLU in the tiles' stores where they fit: the output is written once, not three times
+    if (code == Activation.RELU or code == Activation.IDENTITY) and matmul_bias_tiled(
+        x, W, out, b, code == Activation.RELU
+    ):
+        return
     matmul_tiled(x, W, out)
     _bias_activate_inplace(out, b, code)
 

@@ -29,7 +29,7 @@ from numba.extending import intrinsic, overload
 
 from ...backends.cpu import JIT_FAST, vector_fma_widths
 
-__all__ = ["load_drivers", "matmul_tiled", "transpose_tiled"]
+__all__ = ["load_drivers", "matmul_bias_tiled", "matmul_tiled", "transpose_tiled"]
 
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
@@ -103,15 +103,50 @@ def _k_loop(builder, intp, count, step, n_acc, body, width=8) -> list:
     return new
 
 
+def _epilogue(builder, intp, accs, vectors, width, bias, relu, j_bytes) -> list:
+    """The accumulators (rows × vectors) plus the bias row at ``bias`` if it is not 0, then
+    ``v > 0 ? v : 0`` if ``relu`` is not 0, as in ``_bias_activate_inplace``: branches on the
+    runtime flags, once per tile."""
+    zero = ir.Constant(_vector(width), None)
+
+    def when(flag, transform) -> list:
+        nonlocal accs
+        before = builder.basic_block
+        with builder.if_then(builder.icmp_unsigned("!=", flag, ir.Constant(flag.type, 0))):
+            changed = transform(accs)
+            inside = builder.basic_block
+        merged = []
+        for old, new in zip(accs, changed):
+            phi = builder.phi(old.type)
+            phi.add_incoming(old, before)
+            phi.add_incoming(new, inside)
+            merged.append(phi)
+        return merged
+
+    def add_bias(values) -> list:
+        row = builder.gep(builder.inttoptr(bias, _I8P), [j_bytes])
+        b = [_load_v(builder, row, ir.Constant(intp, 4 * width * v), width) for v in range(vectors)]
+        return [builder.fadd(x, b[i % vectors]) for i, x in enumerate(values)]
+
+    def rectify(values) -> list:
+        return [builder.select(builder.fcmp_ordered(">", x, zero), x, zero) for x in values]
+
+    accs = when(bias, add_bias)
+    return when(relu, rectify)
+
+
 def _nn_tile(rows, vectors, width=8) -> Any:
-    """Intrinsic ``tile(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k)``: c[i0:i0+rows,
-    j0:j0+width·vectors] = a[i0:i0+rows, :k] · b[:k, j0:j0+width·vectors] on float32 matrices given by
-    address and byte strides (b and c with unit column stride); k ≥ 1. Scalars only, so every
-    caller shares one compiled specialisation whatever its arrays' layouts."""
+    """Intrinsic ``tile(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu)``:
+    c[i0:i0+rows, j0:j0+width·vectors] = a[i0:i0+rows, :k] · b[:k, j0:j0+width·vectors] on float32
+    matrices given by address and byte strides (b and c with unit column stride); k ≥ 1. Where
+    ``bias`` (an address) is not 0 the bias row is added before the store, and where ``relu`` is
+    not 0 negatives (and NaN) become 0: a dense layer's forward epilogue, the same operations as
+    the separate pass in the same order (a fused layer saves a load and a store of its output).
+    Scalars only, so every caller shares one compiled specialisation whatever its arrays' layouts."""
 
     @intrinsic
-    def tile(typingctx, a, a_row, a_col, b, b_row, c, c_row, i0, j0, k):
-        _check_integers(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k)
+    def tile(typingctx, a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu):
+        _check_integers(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu)
 
         def codegen(context, builder, sig, args) -> Any:
             intp = context.get_value_type(types.intp)
@@ -138,6 +173,7 @@ def _nn_tile(rows, vectors, width=8) -> Any:
                 return out
 
             accs = _k_loop(builder, intp, k_, 1, rows * vectors, body, width)
+            accs = _epilogue(builder, intp, accs, vectors, width, args[10], args[11], j_bytes)
             for r in range(rows):
                 c_r = builder.gep(
                     c_base, [builder.add(builder.mul(builder.add(i0_, ir.Constant(intp, r)), c_row), j_bytes)]
@@ -146,7 +182,7 @@ def _nn_tile(rows, vectors, width=8) -> Any:
                     _store_v(builder, accs[r * vectors + v], c_r, ir.Constant(intp, 4 * width * v))
             return context.get_dummy_value()
 
-        return types.void(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k), codegen
+        return types.void(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu), codegen
 
     return tile
 
@@ -257,45 +293,45 @@ _DOT_2x4, _DOT_1x4, _DOT_8x1, _DOT_1x1 = _dot_tile(2, 4), _dot_tile(1, 4), _dot_
 
 
 @njit(**JIT_FAST)
-def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
+def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
     """c = a·b in 4×16 register tiles (edges 1–3 rows, 8 columns; 1×64 and 2×32 tiles for
     products of one or two rows), on addresses and byte strides: one compiled specialisation."""
     if m == 1 and n % 64 == 0:
         for j in range(0, n, 64):
-            _NN_1x8(a, a_row, a_col, b, b_row, c, c_row, 0, j, k)
+            _NN_1x8(a, a_row, a_col, b, b_row, c, c_row, 0, j, k, bias, relu)
         return
     if m == 2 and n % 32 == 0:
         for j in range(0, n, 32):
-            _NN_2x4(a, a_row, a_col, b, b_row, c, c_row, 0, j, k)
+            _NN_2x4(a, a_row, a_col, b, b_row, c, c_row, 0, j, k, bias, relu)
         return
     m4 = m - m % 4
     n16 = n - n % 16
     for i in range(0, m4, 4):
         for j in range(0, n16, 16):
-            _NN_4x2(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            _NN_4x2(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
         if n16 < n:
-            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu)
     rows = m - m4
     if rows == 0:
         return
     for j in range(0, n16, 16):
         if rows == 3:
-            _NN_3x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k)
+            _NN_3x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu)
         elif rows == 2:
-            _NN_2x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k)
+            _NN_2x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu)
         else:
-            _NN_1x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k)
+            _NN_1x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu)
     if n16 < n:
         if rows == 3:
-            _NN_3x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k)
+            _NN_3x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu)
         elif rows == 2:
-            _NN_2x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k)
+            _NN_2x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu)
         else:
-            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k)
+            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu)
 
 
 @njit(**JIT_FAST)
-def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
+def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
     """_gemm_nn_raw in 4×64 tiles of <16 x float> (column edges 16 then 8 wide; edge rows one at a
     time): each element of c is the same FMA chain whatever its tile, so the same bits."""
     n64 = n - n % 64
@@ -303,18 +339,18 @@ def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
     m4 = m - m % 4
     for i in range(0, m4, 4):
         for j in range(0, n64, 64):
-            _W4x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            _W4x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
         for j in range(n64, n16, 16):
-            _W4x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            _W4x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
         if n16 < n:
-            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu)
     for i in range(m4, m):
         for j in range(0, n64, 64):
-            _W1x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            _W1x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
         for j in range(n64, n16, 16):
-            _W1x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k)
+            _W1x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
         if n16 < n:
-            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k)
+            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu)
 
 
 @njit(**JIT_FAST)
@@ -352,12 +388,12 @@ def _transpose_raw(w, w_row, wt, t_row, k, n):
 # first holds a ctypes entry that compiles the drivers (or loads them from Numba's disk cache) on
 # its first call, so importing this module compiles nothing and code loaded from the disk cache
 # is always callable; the CPU backend loads them when it stages a tiled product (load_drivers).
-def _gemm_nn_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
-    _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
+def _gemm_nn_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
+    _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu)
 
 
-def _gemm_nn_wide_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k):
-    _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
+def _gemm_nn_wide_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
+    _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu)
 
 
 def _gemm_dot_driver(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
@@ -369,7 +405,7 @@ def _transpose_driver(w, w_row, wt, t_row, k, n):
 
 
 _DRIVERS: dict[str, tuple[Any, int]] = {
-    "dispatchrl_gemm_nn": (_gemm_nn_driver, 10),
+    "dispatchrl_gemm_nn": (_gemm_nn_driver, 12),
     "dispatchrl_gemm_dot": (_gemm_dot_driver, 10),
     "dispatchrl_transpose": (_transpose_driver, 6),
 }
@@ -428,9 +464,10 @@ def _call_through_cell(symbol) -> Any:
     return codegen
 
 
-def _gemm_nn_typing(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k) -> Any:
-    _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k)
-    return types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k), _call_through_cell("dispatchrl_gemm_nn")
+def _gemm_nn_typing(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu) -> Any:
+    _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu)
+    sig = types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu)
+    return sig, _call_through_cell("dispatchrl_gemm_nn")
 
 
 def _gemm_dot_typing(typingctx, a, a_row, bt, b_row, c, c_row, c_col, m, n, k) -> Any:
@@ -480,12 +517,37 @@ def _matmul_tiled_overload(a, b, c):
         if k == 0 or m == 0 or n == 0:
             np.dot(a, b, c)
         elif b.strides[1] == 4 and c.strides[1] == 4 and n % 8 == 0:
-            _gemm_nn_call(a_, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k)
+            _gemm_nn_call(a_, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k, 0, 0)
         elif a.strides[0] == 4 and c.strides[0] == 4 and m % 8 == 0:  # cᵀ = bᵀ·aᵀ
-            _gemm_nn_call(b_, b.strides[1], b.strides[0], a_, a.strides[1], c_, c.strides[1], n, m, k)
+            _gemm_nn_call(b_, b.strides[1], b.strides[0], a_, a.strides[1], c_, c.strides[1], n, m, k, 0, 0)
         elif a.strides[1] == 4 and b.strides[0] == 4 and k % 8 == 0:
             _gemm_dot_call(a_, a.strides[0], b_, b.strides[1], c_, c.strides[0], c.strides[1], m, n, k)
         else:
             np.dot(a, b, c)
+
+    return impl
+
+
+def matmul_bias_tiled(a, b, c, bias, relu) -> bool:
+    """c = a·b + bias, then ReLU where ``relu``, in the NN tiles' epilogue when the layout allows
+    one (float32, b, c and bias with unit stride, 8 | columns of c); returns whether it did (if
+    not, nothing was written)."""
+    return False
+
+
+@overload(matmul_bias_tiled, jit_options=dict(fastmath=True))
+def _matmul_bias_tiled_overload(a, b, c, bias, relu):
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (a, b, c, bias)):
+        return lambda a, b, c, bias, relu: False
+
+    def impl(a, b, c, bias, relu) -> bool:
+        m, n = c.shape
+        k = a.shape[1]
+        if k == 0 or m == 0 or n % 8 != 0 or b.strides[1] != 4 or c.strides[1] != 4 or bias.strides[0] != 4:
+            return False
+        b_, c_ = b.ctypes.data, c.ctypes.data
+        _gemm_nn_call(a.ctypes.data, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k,
+                      bias.ctypes.data, 1 if relu else 0)  # fmt: skip
+        return True
 
     return impl

@@ -280,6 +280,28 @@ def test_tiled_forward_epilogue_gives_the_bits_of_the_separate_pass(m, k, n, act
     np.testing.assert_array_equal(fused.view(np.int32), apart.view(np.int32))
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 130), st.integers(1, 12), seeds)
+def test_relu_backward_column_sums_in_one_pass(m, n8, seed):
+    """ReLU's backward with the bias gradient in one pass (float32, 8 | columns): the mask exactly,
+    and each column summed in row order from +0, in float32 (numpy's cumsum is sequential)."""
+    from numba import njit
+
+    from dispatchrl.kernels.core.cpu_gemm import relu_backward_column_sums
+
+    run = njit(lambda pre, g, d, db: relu_backward_column_sums(pre, g, d, db))
+    g = np.random.default_rng(seed)
+    n = 8 * n8
+    pre, d_out = g.normal(size=(m, n)).astype(np.float32), g.normal(size=(m, n)).astype(np.float32)
+    pre[g.random(pre.shape) < 0.1] = 0
+    d_pre, db = np.full((m, n), np.nan, np.float32), np.full(n, np.nan, np.float32)
+    assert run(pre, d_out, d_pre, db)
+    np.testing.assert_array_equal(d_pre, np.where(pre > 0, d_out, np.float32(0)))
+    np.testing.assert_array_equal(db, np.cumsum(d_pre, axis=0, dtype=np.float32)[-1])
+    np.testing.assert_allclose(db, d_pre.astype(float).sum(axis=0), rtol=1e-4, atol=1e-5 * m)
+    assert not run(pre[:, :-1], d_out[:, :-1], d_pre[:, :-1], db[:-1])  # 8 ∤ columns: declined
+
+
 def _tiled_matmul_runner():
     global _TILED_RUNNER
     if _TILED_RUNNER is None:

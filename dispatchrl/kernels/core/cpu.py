@@ -22,7 +22,7 @@ from ...errors import ConfigError
 from ...staging import launch
 from . import api
 from .api import INV_SQRT_2PI, SQRT_HALF
-from .cpu_gemm import load_drivers, matmul_bias_tiled, matmul_tiled, transpose_tiled
+from .cpu_gemm import load_drivers, matmul_bias_tiled, matmul_tiled, relu_backward_column_sums, transpose_tiled
 
 __all__ = [
     "activation_kernel",
@@ -177,6 +177,17 @@ def _add_bias(pre, b):
 def _bias_activate_inplace(out, b, code):
     """out = activation(out + b) on one buffer: no aliasing for the vectoriser to check."""
     m, n = out.shape
+    # an output layer: one flat loop, not a loop per row (not tanh: vectorised, it gives other bits)
+    if n == 1 and code != Activation.TANH and out.strides[0] == out.itemsize:
+        flat, b0 = out.reshape(m), b[0]
+        if code == Activation.RELU:
+            for i in range(m):
+                v = flat[i] + b0
+                flat[i] = v if v > 0 else 0
+        else:
+            for i in range(m):
+                flat[i] += b0
+        return
     for i in range(m):
         if code == Activation.RELU:
             for j in range(n):
@@ -255,7 +266,10 @@ def dense_forward(device: CPU, x, W, b, pre, out, activation):
 @njit(**JIT_FAST)
 def _activation_backward(pre, out, d_out, d_pre, db, code):
     """d_pre = d_out * activation'(pre), then db = column sums of d_pre: two flat passes
-    vectorise better than one pass with a column accumulator."""
+    vectorise better than one pass with a column accumulator, except where ReLU's has explicit
+    vector accumulators (one pass over L2-resident arrays, same bits)."""
+    if code == Activation.RELU and relu_backward_column_sums(pre, d_out, d_pre, db):
+        return
     _activation_backward_only(pre, out, d_out, d_pre, code)
     m, n = d_pre.shape
     if n == 1:  # an output layer: one plain sum (a row loop of one element costs per row)

@@ -29,11 +29,17 @@ from numba.extending import intrinsic, overload
 
 from ...backends.cpu import JIT_FAST, vector_fma_widths
 
-__all__ = ["load_drivers", "matmul_bias_tiled", "matmul_tiled", "transpose_tiled"]
+__all__ = ["load_drivers", "matmul_bias_tiled", "matmul_tiled", "relu_backward_column_sums", "transpose_tiled"]
 
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
 _I8P = ir.IntType(8).as_pointer()
+
+
+#: the flags of the epilogues' float operations: Numba's fastmath gives every float operation
+#: without flags all of them ("reassoc" would let LLVM reorder the column sums or fold a bias add
+#: into the FMA chain); "contract" alone changes nothing here (no fmul to fuse)
+_EXACT = ("contract",)
 
 
 def _vector(width) -> Any:
@@ -126,10 +132,10 @@ def _epilogue(builder, intp, accs, vectors, width, bias, relu, j_bytes) -> list:
     def add_bias(values) -> list:
         row = builder.gep(builder.inttoptr(bias, _I8P), [j_bytes])
         b = [_load_v(builder, row, ir.Constant(intp, 4 * width * v), width) for v in range(vectors)]
-        return [builder.fadd(x, b[i % vectors]) for i, x in enumerate(values)]
+        return [builder.fadd(x, b[i % vectors], flags=_EXACT) for i, x in enumerate(values)]
 
     def rectify(values) -> list:
-        return [builder.select(builder.fcmp_ordered(">", x, zero), x, zero) for x in values]
+        return [builder.select(builder.fcmp_ordered(">", x, zero, flags=_EXACT), x, zero) for x in values]
 
     accs = when(bias, add_bias)
     return when(relu, rectify)
@@ -242,6 +248,47 @@ def _dot_tile(rows, cols) -> Any:
         return types.void(a, a_row, bt, b_row, c, c_row, c_col, i0, j0, k), codegen
 
     return tile
+
+
+def _relu_backward_strip(vectors) -> Any:
+    """Intrinsic ``strip(p, p_row, g, g_row, d, d_row, db, m, j0)``: for the 8·vectors columns
+    from j0, d = (p > 0 ? g : 0) row by row and db = Σ_rows d, accumulated in registers from +0 in
+    row order (the bits of the two separate passes, in one pass over the arrays)."""
+
+    @intrinsic
+    def strip(typingctx, p, p_row, g, g_row, d, d_row, db, m, j0):
+        _check_integers(p, p_row, g, g_row, d, d_row, db, m, j0)
+
+        def codegen(context, builder, sig, args) -> Any:
+            intp = context.get_value_type(types.intp)
+            j_bytes = builder.mul(args[8], ir.Constant(intp, 4))
+            p_base, g_base, d_base = (builder.gep(builder.inttoptr(args[i], _I8P), [j_bytes]) for i in (0, 2, 4))
+            zero = ir.Constant(_vector(8), None)
+
+            def body(i, accs) -> list:
+                p_i, g_i, d_i = (builder.gep(base, [builder.mul(i, args[r])]) for base, r in
+                                 ((p_base, 1), (g_base, 3), (d_base, 5)))  # fmt: skip
+                out = []
+                for v, acc in enumerate(accs):
+                    off = ir.Constant(intp, 32 * v)
+                    pv, gv = _load_v(builder, p_i, off), _load_v(builder, g_i, off)
+                    dv = builder.select(builder.fcmp_ordered(">", pv, zero, flags=_EXACT), gv, zero)
+                    _store_v(builder, dv, d_i, off)
+                    out.append(builder.fadd(acc, dv, flags=_EXACT))
+                return out
+
+            sums = _k_loop(builder, intp, args[7], 1, vectors, body)
+            db_j = builder.gep(builder.inttoptr(args[6], _I8P), [j_bytes])
+            for v, total in enumerate(sums):
+                _store_v(builder, total, db_j, ir.Constant(intp, 32 * v))
+            return context.get_dummy_value()
+
+        return types.void(p, p_row, g, g_row, d, d_row, db, m, j0), codegen
+
+    return strip
+
+
+_RELU_BACK_4, _RELU_BACK_1 = _relu_backward_strip(4), _relu_backward_strip(1)
 
 
 @intrinsic
@@ -548,6 +595,36 @@ def _matmul_bias_tiled_overload(a, b, c, bias, relu):
         b_, c_ = b.ctypes.data, c.ctypes.data
         _gemm_nn_call(a.ctypes.data, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k,
                       bias.ctypes.data, 1 if relu else 0)  # fmt: skip
+        return True
+
+    return impl
+
+
+def relu_backward_column_sums(pre, d_out, d_pre, db) -> bool:
+    """ReLU's backward and the bias gradient in one pass: d_pre = (pre > 0 ? d_out : 0),
+    db = column sums of d_pre (float32, unit column strides, 8 | columns, at least one row);
+    returns whether it did (if not, nothing was written)."""
+    return False
+
+
+@overload(relu_backward_column_sums, jit_options=dict(fastmath=True))
+def _relu_backward_column_sums_overload(pre, d_out, d_pre, db):
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (pre, d_out, d_pre, db)):
+        return lambda pre, d_out, d_pre, db: False
+
+    def impl(pre, d_out, d_pre, db) -> bool:
+        m, n = d_pre.shape
+        if m == 0 or n % 8 != 0 or db.strides[0] != 4:
+            return False
+        if pre.strides[1] != 4 or d_out.strides[1] != 4 or d_pre.strides[1] != 4:
+            return False
+        args = (pre.ctypes.data, pre.strides[0], d_out.ctypes.data, d_out.strides[0], d_pre.ctypes.data,
+                d_pre.strides[0], db.ctypes.data, m)  # fmt: skip
+        n32 = n - n % 32
+        for j in range(0, n32, 32):
+            _RELU_BACK_4(*args, j)
+        for j in range(n32, n, 8):
+            _RELU_BACK_1(*args, j)
         return True
 
     return impl

@@ -9,6 +9,12 @@ Where Numba's target has AVX-512 the NN driver uses 4×64 tiles of ``<16 x float
 chains, so the same bits, at ~96% of a Zen 4 core's peak where LLVM's znver4 tuning ran the
 8-wide tiles at 70–80% (the driver is chosen when the drivers are compiled).
 
+A dense layer's other passes over its 100×64 arrays run from L2 (three of them do not fit a 32 KB
+L1), so they are folded where a pass can be saved: the NN tiles' stores add the bias and apply
+ReLU (:func:`matmul_bias_tiled`), and ReLU's backward computes the bias gradient in the same pass
+(:func:`relu_backward_column_sums`). Their float operations carry only LLVM's ``contract`` flag
+(``_EXACT``), so Numba's fastmath cannot reorder them: the bits of the separate passes.
+
 Every element of C is one K-ordered FMA chain (``c = fma(a[i, p], b[p, j], c)`` for p = 0..K-1,
 from 0), except in the dot-product form for narrow outputs (8 interleaved partial sums over p,
 then a pairwise sum).

@@ -348,7 +348,8 @@ _DOT_2x4, _DOT_1x4, _DOT_8x1, _DOT_1x1 = _dot_tile(2, 4), _dot_tile(1, 4), _dot_
 @njit(**JIT_FAST)
 def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
     """c = a·b in 4×16 register tiles (edges 1–3 rows, 8 columns; 1×64 and 2×32 tiles for
-    products of one or two rows), on addresses and byte strides: one compiled specialisation."""
+    products of one or two rows), on addresses and byte strides: one compiled specialisation.
+    ``bias`` and ``relu``: the tiles' forward epilogue (see _nn_tile; 0 and 0 for a product)."""
     if m == 1 and n % 64 == 0:
         for j in range(0, n, 64):
             _NN_1x8(a, a_row, a_col, b, b_row, c, c_row, 0, j, k, bias, relu)

@@ -217,11 +217,11 @@ _NN_RUNNERS: dict = {}
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 17), st.booleans(), st.sampled_from([0, 1, 2]), seeds)
+@given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 17), st.booleans(), st.sampled_from([0, 1, 2, 3]), seeds)
 def test_wide_tiles_give_the_bits_of_the_8_wide_ones(m, k, n8, transposed, epilogue, seed):
     """The <16 x float> NN driver (AVX-512) computes every element as the same FMA chain as the
     <8 x float> one, so the two agree bit for bit (on any x86: LLVM splits what is not native),
-    also with the forward epilogue (0: none, 1: + bias, 2: + bias then ReLU)."""
+    also with the epilogues (0: none, 1: + bias, 2: + bias then ReLU, 3: 0 where a mask is not > 0)."""
     from numba import njit
 
     from dispatchrl.kernels.core import cpu_gemm
@@ -231,13 +231,15 @@ def test_wide_tiles_give_the_bits_of_the_8_wide_ones(m, k, n8, transposed, epilo
             raw = getattr(cpu_gemm, name)
 
             @njit
-            def run(a, b, c, bias, epilogue, raw=raw):
+            def run(a, b, c, bias, mask, epilogue, raw=raw):
                 args = (a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0], c.ctypes.data,
                         c.strides[0], c.shape[0], c.shape[1], a.shape[1])  # fmt: skip
-                if epilogue:
-                    raw(*args, bias.ctypes.data, epilogue - 1)
+                if epilogue == 3:
+                    raw(*args, 0, 0, mask.ctypes.data, mask.strides[0])
+                elif epilogue:
+                    raw(*args, bias.ctypes.data, epilogue - 1, 0, 0)
                 else:
-                    raw(*args, 0, 0)
+                    raw(*args, 0, 0, 0, 0)
 
             _NN_RUNNERS[name] = run
     g = np.random.default_rng(seed)
@@ -245,12 +247,13 @@ def test_wide_tiles_give_the_bits_of_the_8_wide_ones(m, k, n8, transposed, epilo
     a = g.normal(size=(k, m) if transposed else (m, k)).astype(np.float32)
     a = a.T if transposed else a  # the weight gradient's xᵀ: a column stride that is not 4
     b, bias = g.normal(size=(k, n)).astype(np.float32), g.normal(size=n).astype(np.float32)
+    mask = np.maximum(g.normal(size=(m, n)), 0).astype(np.float32)  # a ReLU's output: exact zeros
     narrow, wide = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
-    _NN_RUNNERS["_gemm_nn_raw"](a, b, narrow, bias, epilogue)
-    _NN_RUNNERS["_gemm_nn_wide_raw"](a, b, wide, bias, epilogue)
+    _NN_RUNNERS["_gemm_nn_raw"](a, b, narrow, bias, mask, epilogue)
+    _NN_RUNNERS["_gemm_nn_wide_raw"](a, b, wide, bias, mask, epilogue)
     np.testing.assert_array_equal(wide, narrow)
-    ref = a.astype(float) @ b.astype(float) + (bias if epilogue else 0)
-    ref = np.maximum(ref, 0) if epilogue == 2 else ref
+    ref = a.astype(float) @ b.astype(float) + (bias if epilogue in (1, 2) else 0)
+    ref = np.maximum(ref, 0) if epilogue == 2 else np.where(mask > 0, ref, 0) if epilogue == 3 else ref
     np.testing.assert_allclose(wide, ref, rtol=1e-4, atol=1e-4 * math.sqrt(k))
 
 
@@ -530,3 +533,57 @@ def test_random_statistics():
     other = drl.zeros(cpu, 20000, np.float64)
     drl.random_normal(cpu, drl.rng(cpu, 8), other)
     assert np.abs(drl.to_numpy(other) - z).max() > 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 130),
+    st.lists(st.sampled_from([8, 16, 24, 64, 5]), min_size=1, max_size=3),
+    st.sampled_from(["relu", "tanh", "gelu"]),
+    st.sampled_from(["identity", "tanh"]),
+    st.sampled_from([(True, None), (True, True), (True, False), (False, True)]),
+    seeds,
+)
+def test_cpu_mlp_backward_with_fused_relu_masks_gives_the_bits_of_the_generic_one(
+    batch, hidden, activation, output_activation, modes, seed
+):
+    """The CPU's MLP backward (each hidden ReLU's derivative in the stores of the input gradient
+    of the layer above, its own backward only summing the bias gradient) writes the gradients
+    and the input gradient of the per-layer mlp_backward, bit for bit, and they match float64."""
+    cpu, g = drl.CPU(), np.random.default_rng(seed)
+    parameters, input_gradient = modes
+    sizes = (int(g.integers(1, 9)), *hidden, int(g.integers(1, 4)))
+    nets = [drl.nn.mlp(cpu, sizes, activation, output_activation, seed=seed % 1000) for _ in range(2)]
+    buffers = [drl.nn.make_buffers(cpu, net, batch, input_gradient=True) for net in nets]
+    x = put(cpu, g.normal(size=(batch, sizes[0])))
+    d_output = put(cpu, g.normal(size=(batch, sizes[-1])))
+    for net, buf in zip(nets, buffers, strict=True):
+        drl.nn.forward(cpu, net, buf, x)
+    from dispatchrl.nn.mlp import layers_backward
+
+    drl.nn.backward(cpu, nets[0], buffers[0], x, d_output, parameters, input_gradient)  # the CPU method
+    generic = layers_backward.invoke(*(object,) * 7)  # layer by layer, as on every other device
+    generic(cpu, nets[1], buffers[1], x, d_output, parameters, input_gradient)
+
+    def bits(a):
+        return np.asarray(drl.to_numpy(a)).view(np.int32)
+
+    written = [p.grad for p in nets[0].parameters()] if parameters else []
+    reference = [p.grad for p in nets[1].parameters()] if parameters else []
+    if not parameters or input_gradient:
+        written.append(buffers[0].d_in[0])
+        reference.append(buffers[1].d_in[0])
+    for a, b in zip(written, reference, strict=True):
+        np.testing.assert_array_equal(bits(a), bits(b))
+    if not parameters or input_gradient:  # and against float64, through the input gradient
+        act, d_act = ACTIVATION_REF[activation]
+        out_act, d_out_act = ACTIVATION_REF[output_activation]
+        h, pres = drl.to_numpy(x).astype(float), []
+        for i, (w, b) in enumerate(zip(nets[0].weights, nets[0].biases)):
+            pres.append(h @ drl.to_numpy(w.value).astype(float) + drl.to_numpy(b.value))
+            h = (out_act if i == len(nets[0].weights) - 1 else act)(pres[-1])
+        d = drl.to_numpy(d_output).astype(float)
+        for i in reversed(range(len(pres))):
+            d = d * (d_out_act if i == len(pres) - 1 else d_act)(pres[i])
+            d = d @ drl.to_numpy(nets[0].weights[i].value).astype(float).T
+        np.testing.assert_allclose(drl.to_numpy(buffers[0].d_in[0]), d, rtol=2e-3, atol=2e-4)

@@ -4,6 +4,7 @@ The algorithms use networks only through :mod:`dispatchrl.nn.network` (functions
 network type); :class:`MLP` is the built-in network.
 """
 
+from . import cpu  # noqa: F401  (importing registers the CPU methods)
 from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward, parameter
 from .network import (
     NETWORKS,

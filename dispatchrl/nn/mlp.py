@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import plum
 
 from ..activation import ACTIVATIONS
 from ..arrays import Array, view, zeros
@@ -195,6 +196,19 @@ def mlp_backward(
     that input gradient, skipping the weight gradients."""
     if (not parameters or input_gradient) and buffers.d_in[0] is None:
         raise ConfigError("mlp_backward: an input gradient needs buffers made with input_gradient=True")
+    layers_backward(device, net, buffers, x, d_output, parameters, input_gradient)
+
+
+def _layers_backward(device, net, buffers, x, d_output, parameters, input_gradient) -> None:
+    """mlp_backward's layer loop, after its checks; a backend may add a method for its device type
+    (the CPU's fuses each ReLU's derivative into the layer above: :mod:`.cpu`)."""
+
+
+layers_backward = plum.Function(_layers_backward)
+
+
+@layers_backward.dispatch
+def _(device: object, net, buffers, x, d_output, parameters, input_gradient) -> None:
     d_out: Array | None = d_output  # then each layer's input gradient (None below layer 0)
     for i in reversed(range(len(net.weights))):
         if parameters:

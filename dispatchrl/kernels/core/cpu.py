@@ -22,15 +22,26 @@ from ...errors import ConfigError
 from ...staging import launch
 from . import api
 from .api import INV_SQRT_2PI, SQRT_HALF
-from .cpu_gemm import load_drivers, matmul_bias_tiled, matmul_tiled, relu_backward_column_sums, transpose_tiled
+from .cpu_gemm import (
+    column_sums,
+    load_drivers,
+    matmul_bias_tiled,
+    matmul_mask_tiled,
+    matmul_tiled,
+    relu_backward_column_sums,
+    transpose_tiled,
+)
 
 __all__ = [
     "activation_kernel",
     "adam_step_kernel",
     "adam_step_lr_array_kernel",
+    "dense_backward_fused",
+    "dense_input_gradient_fused",
     "matmul_blas",
     "matmul_loop",
     "matmul_tiled_kernel",
+    "relu_fusable",
     "tanh",
     "tiled_gemm",
 ]
@@ -270,6 +281,8 @@ def _activation_backward(pre, out, d_out, d_pre, db, code):
     vector accumulators (one pass over L2-resident arrays, same bits)."""
     if code == Activation.RELU and relu_backward_column_sums(pre, d_out, d_pre, db):
         return
+    if code == Activation.IDENTITY and d_pre.ctypes.data == d_out.ctypes.data and column_sums(d_pre, db):
+        return  # d_out already is ∂/∂pre (dense_backward_fused): only the bias gradient is left
     _activation_backward_only(pre, out, d_out, d_pre, code)
     m, n = d_pre.shape
     if n == 1:  # an output layer: one plain sum (a row loop of one element costs per row)
@@ -417,7 +430,10 @@ def dense_backward_input_loop(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
 
 @njit(**JIT_FAST)
 def _activation_backward_only(pre, out, d_out, d_pre, code):
-    """d_pre = d_out * activation'(pre) over the flattened arrays."""
+    """d_pre = d_out * activation'(pre) over the flattened arrays (nothing to do for the identity
+    on one buffer)."""
+    if code == Activation.IDENTITY and d_pre.ctypes.data == d_out.ctypes.data:
+        return
     p = pre.reshape(pre.size)
     o = out.reshape(out.size)
     g = d_out.reshape(d_out.size)
@@ -455,9 +471,76 @@ def dense_input_gradient_loop(W, pre, out, d_out, d_pre, d_x, code):
     _input_gradient_loop(d_pre, W, d_x)
 
 
+@njit(**JIT_FAST)
+def _input_gradient_masked_tiled(d_pre, W, WT, d_x, mask):
+    """_input_gradient_tiled, then 0 where mask is not > 0 (the ReLU backward of the layer below),
+    in the tiles' stores where they fit, else as a pass of the same selects."""
+    if WT.shape == W.shape[::-1]:
+        transpose_tiled(W, WT)
+        if matmul_mask_tiled(d_pre, WT, d_x, mask):
+            return
+        matmul_tiled(d_pre, WT, d_x)
+    else:
+        if matmul_mask_tiled(d_pre, W.T, d_x, mask):
+            return
+        matmul_tiled(d_pre, W.T, d_x)
+    m, n = d_x.shape
+    for i in range(m):
+        for j in range(n):
+            v = d_x[i, j]
+            d_x[i, j] = v if mask[i, j] > 0 else 0
+
+
+@njit(**JIT_FAST)
+def dense_backward_masked_tiled(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, code):
+    _activation_backward(pre, out, d_out, d_pre, db, code)
+    matmul_tiled(x.T, d_pre, dW)
+    _input_gradient_masked_tiled(d_pre, W, WT, d_x, x)
+
+
+@njit(**JIT_FAST)
+def dense_input_gradient_masked_tiled(W, WT, pre, out, d_out, d_pre, d_x, mask, code):
+    _activation_backward_only(pre, out, d_out, d_pre, code)
+    _input_gradient_masked_tiled(d_pre, W, WT, d_x, mask)
+
+
+def relu_fusable(x, W) -> bool:
+    """Whether the input gradient of a layer with input ``x`` (a ReLU's output) and weights ``W``
+    can apply that ReLU's backward in its product's stores (the tiled products)."""
+    return _product_kernel(W.dtype, x.shape[0], *W.shape) == "tiled"
+
+
+def dense_backward_fused(device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation, gradient_in, relu_below):
+    """dense_backward on the CPU with an MLP backward's two fusions. ``gradient_in``: ``d_out``
+    already is the gradient w.r.t. the pre-activation (the layer above applied this layer's ReLU
+    backward), so ``d_pre`` is ``d_out`` and only the bias gradient is summed. ``relu_below``: ``x``
+    is a ReLU's output (see relu_fusable) and ``d_x`` comes back as the gradient w.r.t. that
+    ReLU's input: 0 where x is not > 0. The same bits as the unfused calls."""
+    code = int(Activation.IDENTITY if gradient_in else activation)
+    if relu_below and d_x is not None:
+        scratch = _transpose_scratch(device, W, "tiled")
+        launch(device, dense_backward_masked_tiled, x, W, scratch, pre, out, d_out, d_pre, dW, db, d_x, code)
+    else:
+        _stage_dense_backward(device, x, W, pre, out, d_out, d_pre, dW, db, d_x, code)
+
+
+def dense_input_gradient_fused(device: CPU, W, pre, out, d_out, d_pre, d_x, activation, gradient_in, mask):
+    """dense_input_gradient on the CPU with the fusions of dense_backward_fused; ``mask``: the
+    ReLU output of the layer below (or None), 0 in ``d_x`` where it is not > 0."""
+    code = int(Activation.IDENTITY if gradient_in else activation)
+    if mask is not None:
+        scratch = _transpose_scratch(device, W, "tiled")
+        launch(device, dense_input_gradient_masked_tiled, W, scratch, pre, out, d_out, d_pre, d_x, mask, code)
+    else:
+        _stage_dense_input_gradient(device, W, pre, out, d_out, d_pre, d_x, code)
+
+
 @api.dense_input_gradient.dispatch
 def dense_input_gradient(device: CPU, W, pre, out, d_out, d_pre, d_x, activation):
-    code = int(activation)
+    _stage_dense_input_gradient(device, W, pre, out, d_out, d_pre, d_x, int(activation))
+
+
+def _stage_dense_input_gradient(device, W, pre, out, d_out, d_pre, d_x, code) -> None:
     kind = _product_kernel(d_x.dtype, pre.shape[0], *W.shape)
     if kind == "loop":
         launch(device, dense_input_gradient_loop, W, pre, out, d_out, d_pre, d_x, code)
@@ -468,7 +551,10 @@ def dense_input_gradient(device: CPU, W, pre, out, d_out, d_pre, d_x, activation
 
 @api.dense_backward.dispatch
 def dense_backward(device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation):
-    code = int(activation)
+    _stage_dense_backward(device, x, W, pre, out, d_out, d_pre, dW, db, d_x, int(activation))
+
+
+def _stage_dense_backward(device, x, W, pre, out, d_out, d_pre, dW, db, d_x, code) -> None:
     kind = _product_kernel(dW.dtype, x.shape[0], *W.shape)
     if d_x is None:
         kernel = {"loop": dense_backward_loop, "tiled": dense_backward_tiled, "blas": dense_backward_blas}[kind]

@@ -12,7 +12,9 @@ chains, so the same bits, at ~96% of a Zen 4 core's peak where LLVM's znver4 tun
 A dense layer's other passes over its 100×64 arrays run from L2 (three of them do not fit a 32 KB
 L1), so they are folded where a pass can be saved: the NN tiles' stores add the bias and apply
 ReLU (:func:`matmul_bias_tiled`), and ReLU's backward computes the bias gradient in the same pass
-(:func:`relu_backward_column_sums`). Their float operations carry only LLVM's ``contract`` flag
+(:func:`relu_backward_column_sums`); an input gradient's stores apply the ReLU backward of the
+layer below (:func:`matmul_mask_tiled`), whose own backward then only sums columns
+(:func:`column_sums`). Their float operations carry only LLVM's ``contract`` flag
 (``_EXACT``), so Numba's fastmath cannot reorder them: the bits of the separate passes.
 
 Every element of C is one K-ordered FMA chain (``c = fma(a[i, p], b[p, j], c)`` for p = 0..K-1,
@@ -35,7 +37,15 @@ from numba.extending import intrinsic, overload
 
 from ...backends.cpu import JIT_FAST, vector_fma_widths
 
-__all__ = ["load_drivers", "matmul_bias_tiled", "matmul_tiled", "relu_backward_column_sums", "transpose_tiled"]
+__all__ = [
+    "column_sums",
+    "load_drivers",
+    "matmul_bias_tiled",
+    "matmul_mask_tiled",
+    "matmul_tiled",
+    "relu_backward_column_sums",
+    "transpose_tiled",
+]
 
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
@@ -115,10 +125,11 @@ def _k_loop(builder, intp, count, step, n_acc, body, width=8) -> list:
     return new
 
 
-def _epilogue(builder, intp, accs, vectors, width, bias, relu, j_bytes) -> list:
+def _epilogue(builder, intp, accs, vectors, width, bias, relu, j_bytes, mask, mask_row, i0, rows) -> list:
     """The accumulators (rows × vectors) plus the bias row at ``bias`` if it is not 0, then
-    ``v > 0 ? v : 0`` if ``relu`` is not 0, as in ``_bias_activate_inplace``: branches on the
-    runtime flags, once per tile."""
+    ``v > 0 ? v : 0`` if ``relu`` is not 0 (as in ``_bias_activate_inplace``), then 0 where the
+    matrix at ``mask`` (byte row stride ``mask_row``) is not > 0 if ``mask`` is not 0 (ReLU's
+    backward, as in ``_activation_backward_only``): branches on the runtime flags, once per tile."""
     zero = ir.Constant(_vector(width), None)
 
     def when(flag, transform) -> list:
@@ -143,22 +154,38 @@ def _epilogue(builder, intp, accs, vectors, width, bias, relu, j_bytes) -> list:
     def rectify(values) -> list:
         return [builder.select(builder.fcmp_ordered(">", x, zero, flags=_EXACT), x, zero) for x in values]
 
+    def apply_mask(values) -> list:
+        out = []
+        for r in range(rows):
+            row = builder.gep(
+                builder.inttoptr(mask, _I8P),
+                [builder.add(builder.mul(builder.add(i0, ir.Constant(intp, r)), mask_row), j_bytes)],
+            )
+            for v in range(vectors):
+                mv = _load_v(builder, row, ir.Constant(intp, 4 * width * v), width)
+                x = values[r * vectors + v]
+                out.append(builder.select(builder.fcmp_ordered(">", mv, zero, flags=_EXACT), x, zero))
+        return out
+
     accs = when(bias, add_bias)
-    return when(relu, rectify)
+    accs = when(relu, rectify)
+    return when(mask, apply_mask)
 
 
 def _nn_tile(rows, vectors, width=8) -> Any:
-    """Intrinsic ``tile(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu)``:
+    """Intrinsic ``tile(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu, mask, mask_row)``:
     c[i0:i0+rows, j0:j0+width·vectors] = a[i0:i0+rows, :k] · b[:k, j0:j0+width·vectors] on float32
     matrices given by address and byte strides (b and c with unit column stride); k ≥ 1. Where
     ``bias`` (an address) is not 0 the bias row is added before the store, and where ``relu`` is
     not 0 negatives (and NaN) become 0: a dense layer's forward epilogue, the same operations as
     the separate pass in the same order (a fused layer saves a load and a store of its output).
+    Where ``mask`` (an address, byte row stride ``mask_row``) is not 0, elements whose mask entry
+    is not > 0 become 0: the ReLU backward of the layer below, in an input gradient's store.
     Scalars only, so every caller shares one compiled specialisation whatever its arrays' layouts."""
 
     @intrinsic
-    def tile(typingctx, a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu):
-        _check_integers(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu)
+    def tile(typingctx, a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu, mask, mask_row):
+        _check_integers(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu, mask, mask_row)
 
         def codegen(context, builder, sig, args) -> Any:
             intp = context.get_value_type(types.intp)
@@ -185,7 +212,9 @@ def _nn_tile(rows, vectors, width=8) -> Any:
                 return out
 
             accs = _k_loop(builder, intp, k_, 1, rows * vectors, body, width)
-            accs = _epilogue(builder, intp, accs, vectors, width, args[10], args[11], j_bytes)
+            accs = _epilogue(
+                builder, intp, accs, vectors, width, args[10], args[11], j_bytes, args[12], args[13], i0_, rows
+            )
             for r in range(rows):
                 c_r = builder.gep(
                     c_base, [builder.add(builder.mul(builder.add(i0_, ir.Constant(intp, r)), c_row), j_bytes)]
@@ -194,7 +223,7 @@ def _nn_tile(rows, vectors, width=8) -> Any:
                     _store_v(builder, accs[r * vectors + v], c_r, ir.Constant(intp, 4 * width * v))
             return context.get_dummy_value()
 
-        return types.void(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu), codegen
+        return types.void(a, a_row, a_col, b, b_row, c, c_row, i0, j0, k, bias, relu, mask, mask_row), codegen
 
     return tile
 
@@ -346,46 +375,47 @@ _DOT_2x4, _DOT_1x4, _DOT_8x1, _DOT_1x1 = _dot_tile(2, 4), _dot_tile(1, 4), _dot_
 
 
 @njit(**JIT_FAST)
-def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
+def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
     """c = a·b in 4×16 register tiles (edges 1–3 rows, 8 columns; 1×64 and 2×32 tiles for
     products of one or two rows), on addresses and byte strides: one compiled specialisation.
-    ``bias`` and ``relu``: the tiles' forward epilogue (see _nn_tile; 0 and 0 for a product)."""
+    ``bias``, ``relu``, ``mask`` and ``mask_row``: the tiles' epilogue (see _nn_tile; all 0 for a
+    plain product)."""
     if m == 1 and n % 64 == 0:
         for j in range(0, n, 64):
-            _NN_1x8(a, a_row, a_col, b, b_row, c, c_row, 0, j, k, bias, relu)
+            _NN_1x8(a, a_row, a_col, b, b_row, c, c_row, 0, j, k, bias, relu, mask, mask_row)
         return
     if m == 2 and n % 32 == 0:
         for j in range(0, n, 32):
-            _NN_2x4(a, a_row, a_col, b, b_row, c, c_row, 0, j, k, bias, relu)
+            _NN_2x4(a, a_row, a_col, b, b_row, c, c_row, 0, j, k, bias, relu, mask, mask_row)
         return
     m4 = m - m % 4
     n16 = n - n % 16
     for i in range(0, m4, 4):
         for j in range(0, n16, 16):
-            _NN_4x2(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
+            _NN_4x2(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu, mask, mask_row)
         if n16 < n:
-            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu)
+            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu, mask, mask_row)
     rows = m - m4
     if rows == 0:
         return
     for j in range(0, n16, 16):
         if rows == 3:
-            _NN_3x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu)
+            _NN_3x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu, mask, mask_row)
         elif rows == 2:
-            _NN_2x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu)
+            _NN_2x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu, mask, mask_row)
         else:
-            _NN_1x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu)
+            _NN_1x2(a, a_row, a_col, b, b_row, c, c_row, m4, j, k, bias, relu, mask, mask_row)
     if n16 < n:
         if rows == 3:
-            _NN_3x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu)
+            _NN_3x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu, mask, mask_row)
         elif rows == 2:
-            _NN_2x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu)
+            _NN_2x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu, mask, mask_row)
         else:
-            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu)
+            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu, mask, mask_row)
 
 
 @njit(**JIT_FAST)
-def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
+def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
     """_gemm_nn_raw in 4×64 tiles of <16 x float> (column edges 16 then 8 wide; edge rows one at a
     time): each element of c is the same FMA chain whatever its tile, so the same bits."""
     n64 = n - n % 64
@@ -393,18 +423,18 @@ def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
     m4 = m - m % 4
     for i in range(0, m4, 4):
         for j in range(0, n64, 64):
-            _W4x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
+            _W4x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu, mask, mask_row)
         for j in range(n64, n16, 16):
-            _W4x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
+            _W4x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu, mask, mask_row)
         if n16 < n:
-            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu)
+            _NN_4x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu, mask, mask_row)
     for i in range(m4, m):
         for j in range(0, n64, 64):
-            _W1x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
+            _W1x4(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu, mask, mask_row)
         for j in range(n64, n16, 16):
-            _W1x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu)
+            _W1x1(a, a_row, a_col, b, b_row, c, c_row, i, j, k, bias, relu, mask, mask_row)
         if n16 < n:
-            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu)
+            _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu, mask, mask_row)
 
 
 @njit(**JIT_FAST)
@@ -442,12 +472,12 @@ def _transpose_raw(w, w_row, wt, t_row, k, n):
 # first holds a ctypes entry that compiles the drivers (or loads them from Numba's disk cache) on
 # its first call, so importing this module compiles nothing and code loaded from the disk cache
 # is always callable; the CPU backend loads them when it stages a tiled product (load_drivers).
-def _gemm_nn_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
-    _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu)
+def _gemm_nn_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
+    _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
 
 
-def _gemm_nn_wide_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu):
-    _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu)
+def _gemm_nn_wide_driver(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
+    _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
 
 
 def _gemm_dot_driver(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
@@ -459,7 +489,7 @@ def _transpose_driver(w, w_row, wt, t_row, k, n):
 
 
 _DRIVERS: dict[str, tuple[Any, int]] = {
-    "dispatchrl_gemm_nn": (_gemm_nn_driver, 12),
+    "dispatchrl_gemm_nn": (_gemm_nn_driver, 14),
     "dispatchrl_gemm_dot": (_gemm_dot_driver, 10),
     "dispatchrl_transpose": (_transpose_driver, 6),
 }
@@ -518,9 +548,9 @@ def _call_through_cell(symbol) -> Any:
     return codegen
 
 
-def _gemm_nn_typing(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu) -> Any:
-    _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu)
-    sig = types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu)
+def _gemm_nn_typing(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row) -> Any:
+    _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
+    sig = types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
     return sig, _call_through_cell("dispatchrl_gemm_nn")
 
 
@@ -571,9 +601,9 @@ def _matmul_tiled_overload(a, b, c):
         if k == 0 or m == 0 or n == 0:
             np.dot(a, b, c)
         elif b.strides[1] == 4 and c.strides[1] == 4 and n % 8 == 0:
-            _gemm_nn_call(a_, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k, 0, 0)
+            _gemm_nn_call(a_, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k, 0, 0, 0, 0)
         elif a.strides[0] == 4 and c.strides[0] == 4 and m % 8 == 0:  # cᵀ = bᵀ·aᵀ
-            _gemm_nn_call(b_, b.strides[1], b.strides[0], a_, a.strides[1], c_, c.strides[1], n, m, k, 0, 0)
+            _gemm_nn_call(b_, b.strides[1], b.strides[0], a_, a.strides[1], c_, c.strides[1], n, m, k, 0, 0, 0, 0)
         elif a.strides[1] == 4 and b.strides[0] == 4 and k % 8 == 0:
             _gemm_dot_call(a_, a.strides[0], b_, b.strides[1], c_, c.strides[0], c.strides[1], m, n, k)
         else:
@@ -601,7 +631,7 @@ def _matmul_bias_tiled_overload(a, b, c, bias, relu):
             return False
         b_, c_ = b.ctypes.data, c.ctypes.data
         _gemm_nn_call(a.ctypes.data, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k,
-                      bias.ctypes.data, 1 if relu else 0)  # fmt: skip
+                      bias.ctypes.data, 1 if relu else 0, 0, 0)  # fmt: skip
         return True
 
     return impl
@@ -632,6 +662,87 @@ def _relu_backward_column_sums_overload(pre, d_out, d_pre, db):
             _RELU_BACK_4(*args, j)
         for j in range(n32, n, 8):
             _RELU_BACK_1(*args, j)
+        return True
+
+    return impl
+
+
+def matmul_mask_tiled(a, b, c, mask) -> bool:
+    """c = a·b, then 0 where ``mask`` is not > 0, in the NN tiles' epilogue when the layout allows
+    one (float32, b, c and mask with unit column stride, 8 | columns of c); returns whether it did
+    (if not, nothing was written)."""
+    return False
+
+
+@overload(matmul_mask_tiled, jit_options=dict(fastmath=True))
+def _matmul_mask_tiled_overload(a, b, c, mask):
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (a, b, c, mask)):
+        return lambda a, b, c, mask: False
+
+    def impl(a, b, c, mask) -> bool:
+        m, n = c.shape
+        k = a.shape[1]
+        if k == 0 or m == 0 or n % 8 != 0 or b.strides[1] != 4 or c.strides[1] != 4 or mask.strides[1] != 4:
+            return False
+        _gemm_nn_call(a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0], c.ctypes.data,
+                      c.strides[0], m, n, k, 0, 0, mask.ctypes.data, mask.strides[0])  # fmt: skip
+        return True
+
+    return impl
+
+
+def _column_sums_strip(vectors) -> Any:
+    """Intrinsic ``strip(d, d_row, db, m, j0)``: db[j0:j0+8·vectors] = Σ_rows d, from +0 in row
+    order (the sums of :func:`relu_backward_column_sums`, without the mask)."""
+
+    @intrinsic
+    def strip(typingctx, d, d_row, db, m, j0):
+        _check_integers(d, d_row, db, m, j0)
+
+        def codegen(context, builder, sig, args) -> Any:
+            intp = context.get_value_type(types.intp)
+            j_bytes = builder.mul(args[4], ir.Constant(intp, 4))
+            d_base = builder.gep(builder.inttoptr(args[0], _I8P), [j_bytes])
+
+            def body(i, accs) -> list:
+                d_i = builder.gep(d_base, [builder.mul(i, args[1])])
+                return [builder.fadd(acc, _load_v(builder, d_i, ir.Constant(intp, 32 * v)), flags=_EXACT)
+                        for v, acc in enumerate(accs)]  # fmt: skip
+
+            sums = _k_loop(builder, intp, args[3], 1, vectors, body)
+            db_j = builder.gep(builder.inttoptr(args[2], _I8P), [j_bytes])
+            for v, total in enumerate(sums):
+                _store_v(builder, total, db_j, ir.Constant(intp, 32 * v))
+            return context.get_dummy_value()
+
+        return types.void(d, d_row, db, m, j0), codegen
+
+    return strip
+
+
+_SUMS_4, _SUMS_1 = _column_sums_strip(4), _column_sums_strip(1)
+
+
+def column_sums(d, db) -> bool:
+    """db = column sums of d in row order (float32, unit column stride, 8 | columns, at least one
+    row); returns whether it did."""
+    return False
+
+
+@overload(column_sums, jit_options=dict(fastmath=True))
+def _column_sums_overload(d, db):
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (d, db)):
+        return lambda d, db: False
+
+    def impl(d, db) -> bool:
+        m, n = d.shape
+        if m == 0 or n % 8 != 0 or db.strides[0] != 4 or d.strides[1] != 4:
+            return False
+        n32 = n - n % 32
+        for j in range(0, n32, 32):
+            _SUMS_4(d.ctypes.data, d.strides[0], db.ctypes.data, m, j)
+        for j in range(n32, n, 8):
+            _SUMS_1(d.ctypes.data, d.strides[0], db.ctypes.data, m, j)
         return True
 
     return impl

@@ -87,6 +87,8 @@ CATEGORIES: dict[str, str] = {
             "dense_backward_tiled",
             "dense_backward_input_tiled",
             "dense_input_gradient_tiled",
+            "dense_backward_masked_tiled",
+            "dense_input_gradient_masked_tiled",
             "matmul_tiled_kernel",
         )
     },
@@ -214,6 +216,11 @@ def gemm_input_gradient_tiled(W, WT, pre, out, d_out, d_pre, d_x, code):
     _input_gradient_tiled(d_pre, W, WT, d_x)
 
 
+@njit(**_JIT)
+def gemm_input_gradient_masked_tiled(W, WT, pre, out, d_out, d_pre, d_x, mask, code):
+    _input_gradient_tiled(d_pre, W, WT, d_x)
+
+
 #: dense kernel name -> a kernel taking the same arguments that runs only its matrix products
 #: (the tiled kernels' input gradients include their Wᵀ copy, as the BLAS ones where they copy)
 GEMM_ONLY = {
@@ -222,6 +229,8 @@ GEMM_ONLY = {
     "dense_backward_tiled": gemm_backward_tiled,
     "dense_backward_input_tiled": gemm_backward_input_tiled,
     "dense_input_gradient_tiled": gemm_input_gradient_tiled,
+    "dense_backward_masked_tiled": gemm_backward_input_tiled,  # the same products, the mask in the stores
+    "dense_input_gradient_masked_tiled": gemm_input_gradient_masked_tiled,
     "dense_forward_blas": gemm_forward_blas,
     "dense_forward_inplace_blas": gemm_forward_inplace_blas,
     "dense_forward_loop": gemm_forward_loop,
@@ -247,10 +256,11 @@ def gemm_flops(kernel: Any, args: tuple) -> int:
     if name in ("dense_backward_blas", "dense_backward_tiled"):  # x.T d_pre
         (m, k), n = a[0], a[1][1]
         return 2 * m * k * n
-    if name in ("dense_backward_input_blas", "dense_backward_input_tiled"):
+    if name in ("dense_backward_input_blas", "dense_backward_input_tiled", "dense_backward_masked_tiled"):
         (m, k), n = a[0], a[1][1]
         return 4 * m * k * n
-    if name in ("dense_input_gradient_blas", "dense_input_gradient_tiled"):  # W (k, n), d_pre (m, n)
+    if name in ("dense_input_gradient_blas", "dense_input_gradient_tiled", "dense_input_gradient_masked_tiled"):
+        # W (k, n), d_pre (m, n)
         (k, n), m = a[0], a[2][0]
         return 2 * m * k * n
     return 0

@@ -510,7 +510,9 @@ def relu_fusable(x, W) -> bool:
     return _product_kernel(W.dtype, x.shape[0], *W.shape) == "tiled"
 
 
-def dense_backward_fused(device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation, gradient_in, relu_below):
+def dense_backward_fused(
+    device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation, gradient_in, relu_below
+) -> None:
     """dense_backward on the CPU with an MLP backward's two fusions. ``gradient_in``: ``d_out``
     already is the gradient w.r.t. the pre-activation (the layer above applied this layer's ReLU
     backward), so ``d_pre`` is ``d_out`` and only the bias gradient is summed. ``relu_below``: ``x``
@@ -524,7 +526,7 @@ def dense_backward_fused(device: CPU, x, W, pre, out, d_out, d_pre, dW, db, d_x,
         _stage_dense_backward(device, x, W, pre, out, d_out, d_pre, dW, db, d_x, code)
 
 
-def dense_input_gradient_fused(device: CPU, W, pre, out, d_out, d_pre, d_x, activation, gradient_in, mask):
+def dense_input_gradient_fused(device: CPU, W, pre, out, d_out, d_pre, d_x, activation, gradient_in, mask) -> None:
     """dense_input_gradient on the CPU with the fusions of dense_backward_fused; ``mask``: the
     ReLU output of the layer below (or None), 0 in ``d_x`` where it is not > 0."""
     code = int(Activation.IDENTITY if gradient_in else activation)

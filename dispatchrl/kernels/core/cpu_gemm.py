@@ -612,6 +612,19 @@ def _matmul_tiled_overload(a, b, c):
     return impl
 
 
+@njit(**JIT_FAST)
+def _nn_with_epilogue(a, b, c, bias, relu, mask, mask_row):
+    """c = a·b through the NN driver with its epilogue arguments (see _nn_tile), where the layout
+    allows the NN tiles (b and c with unit column stride, 8 | columns of c); whether it did."""
+    m, n = c.shape
+    k = a.shape[1]
+    if k == 0 or m == 0 or n % 8 != 0 or b.strides[1] != 4 or c.strides[1] != 4:
+        return False
+    _gemm_nn_call(a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0], c.ctypes.data,
+                  c.strides[0], m, n, k, bias, relu, mask, mask_row)  # fmt: skip
+    return True
+
+
 def matmul_bias_tiled(a, b, c, bias, relu) -> bool:
     """c = a·b + bias, then ReLU where ``relu``, in the NN tiles' epilogue when the layout allows
     one (float32, b, c and bias with unit stride, 8 | columns of c); returns whether it did (if
@@ -625,14 +638,7 @@ def _matmul_bias_tiled_overload(a, b, c, bias, relu):
         return lambda a, b, c, bias, relu: False
 
     def impl(a, b, c, bias, relu) -> bool:
-        m, n = c.shape
-        k = a.shape[1]
-        if k == 0 or m == 0 or n % 8 != 0 or b.strides[1] != 4 or c.strides[1] != 4 or bias.strides[0] != 4:
-            return False
-        b_, c_ = b.ctypes.data, c.ctypes.data
-        _gemm_nn_call(a.ctypes.data, a.strides[0], a.strides[1], b_, b.strides[0], c_, c.strides[0], m, n, k,
-                      bias.ctypes.data, 1 if relu else 0, 0, 0)  # fmt: skip
-        return True
+        return bias.strides[0] == 4 and _nn_with_epilogue(a, b, c, bias.ctypes.data, 1 if relu else 0, 0, 0)
 
     return impl
 
@@ -680,13 +686,7 @@ def _matmul_mask_tiled_overload(a, b, c, mask):
         return lambda a, b, c, mask: False
 
     def impl(a, b, c, mask) -> bool:
-        m, n = c.shape
-        k = a.shape[1]
-        if k == 0 or m == 0 or n % 8 != 0 or b.strides[1] != 4 or c.strides[1] != 4 or mask.strides[1] != 4:
-            return False
-        _gemm_nn_call(a.ctypes.data, a.strides[0], a.strides[1], b.ctypes.data, b.strides[0], c.ctypes.data,
-                      c.strides[0], m, n, k, 0, 0, mask.ctypes.data, mask.strides[0])  # fmt: skip
-        return True
+        return mask.strides[1] == 4 and _nn_with_epilogue(a, b, c, 0, 0, mask.ctypes.data, mask.strides[0])
 
     return impl
 

@@ -133,7 +133,6 @@ def _epilogue(builder, intp, accs, vectors, width, bias, relu, j_bytes, mask, ma
     zero = ir.Constant(_vector(width), None)
 
     def when(flag, transform) -> list:
-        nonlocal accs
         before = builder.basic_block
         with builder.if_then(builder.icmp_unsigned("!=", flag, ir.Constant(flag.type, 0))):
             changed = transform(accs)

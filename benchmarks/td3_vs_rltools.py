@@ -24,8 +24,9 @@ Build outputs go to ~/.cache/dispatchrl/rltools/build-<hash> ($DISPATCHRL_RLTOOL
 overrides the root), never into the repository. OpenBLAS: `apt-get install libopenblas-dev`.
 
 Before that, for each of --startup-algos (default td3, sac, ppo), it times the whole command
-cold (fresh DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR in a temp dir) and then warm (the same caches,
-now filled): one JSON line per run ("run": "startup", "cache": "cold"/"warm") and a summary line
+cold (fresh DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR in a temp dir), then with only the kernels
+cached (the fused steps removed: a first run with kernels compiled ahead), then warm (the same
+caches, filled): one JSON line per run ("run": "startup", "cache": "cold"/"kernels"/"warm") and a summary line
 ("benchmark": "startup") of medians; with --baseline both checkouts alternate in the same window.
 
 With --log-dir DIR every dispatchrl run logs its metrics (--logger, default csv,tensorboard) under
@@ -42,6 +43,7 @@ dispatchrl command failed (the RLtools runs are still reported).
 """
 
 import argparse
+import glob
 import hashlib
 import importlib.util
 import json
@@ -355,10 +357,25 @@ def cold_run(args):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: cold: empty caches; kernels: every kernel cached, the fused steps not (what a first run would
+#: cost with the kernels compiled ahead, e.g. shipped per ISA); warm: everything cached
+STARTUP_CACHES = ("cold", "kernels", "warm")
+
+
+def forget_fused_steps(caches):
+    """Remove the generated fused steps and their Numba cache entries, keeping the kernels'."""
+    removed = glob.glob(os.path.join(caches["NUMBA_CACHE_DIR"], "*", "fused_*"))
+    removed += glob.glob(os.path.join(caches["DISPATCHRL_CACHE_DIR"], "fused"))
+    if not removed:
+        raise BenchmarkError(f"no cached fused step found under {caches}: the cache layout changed")
+    for path in removed:
+        shutil.rmtree(path)
+
+
 def startup_runs(args, label, repo):
-    """Cold then warm command wall time per algorithm: the cold run starts from empty
-    DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR (a temp dir), the warm run reuses what it cached.
-    Yields one record per run."""
+    """Cold, kernels-only and warm command wall time per algorithm: the cold run starts from empty
+    DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR (a temp dir), the next one from its kernels only (see
+    STARTUP_CACHES), the warm run reuses everything. Yields one record per run."""
     for algo in args.startup_algos:
         tmp = tempfile.mkdtemp(prefix="dispatchrl-startup-")
         caches = {
@@ -366,7 +383,9 @@ def startup_runs(args, label, repo):
             "NUMBA_CACHE_DIR": os.path.join(tmp, "numba"),
         }
         try:
-            for cache in ("cold", "warm"):
+            for cache in STARTUP_CACHES:
+                if cache == "kernels":
+                    forget_fused_steps(caches)
                 record = run_dispatchrl(0, args, caches, label=label, repo=repo, algo=algo)
                 yield dict(record, run="startup", label=label, algo=algo, cache=cache)
         finally:
@@ -388,7 +407,7 @@ def startup(args):
     summary["isa"] = isa(args)
     for label, _ in repos:
         for algo in args.startup_algos:
-            for cache in ("cold", "warm"):
+            for cache in STARTUP_CACHES:
                 runs = [r for r in records if (r["label"], r["algo"], r["cache"]) == (label, algo, cache)]
                 key = f"{label}_{algo}_{cache}"
                 summary[key + "_command_seconds_median"] = median([r["command_seconds"] for r in runs])

@@ -26,8 +26,8 @@ overrides the root), never into the repository. OpenBLAS: `apt-get install libop
 Before that, for each of --startup-algos (default td3, sac, ppo), it times the whole command
 cold (fresh DISPATCHRL_CACHE_DIR and NUMBA_CACHE_DIR in a temp dir), then with only the kernels
 cached (the fused steps removed: a first run with kernels compiled ahead), then warm (the same
-caches, filled): one JSON line per run ("run": "startup", "cache": "cold"/"kernels"/"warm") and a summary line
-("benchmark": "startup") of medians; with --baseline both checkouts alternate in the same window.
+caches, filled): one JSON line per run ("run": "startup", "cache": "cold"/"kernels"/"warm") and a
+summary line ("benchmark": "startup") of medians; with --baseline both checkouts alternate in the same window.
 
 With --log-dir DIR every dispatchrl run logs its metrics (--logger, default csv,tensorboard) under
 DIR: logging's cost is this run's training seconds against a run without it.

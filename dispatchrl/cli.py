@@ -445,8 +445,9 @@ def sweep(args: argparse.Namespace) -> dict:
     if args.spec is None:
         raise _config_error("sweep needs a SPEC file (or --report with --out)")
     spec = sweeps.load_spec(args.spec)
-    summary = sweeps.sweep(spec, args.out, args.engine, args.resume, args.workers, args.address)
+    summary = sweeps.sweep(spec, args.out, args.engine, args.resume, args.workers, args.address, args.verbose)
     print(strict_json(summary))
+    sweeps.check_summary(summary, args.out)  # every trial failed: exit non-zero
     return summary
 
 
@@ -459,6 +460,9 @@ def _add_sweep_command(commands: Any) -> None:
     p.add_argument("--workers", type=int, default=None, help="parallel trials (default: the SPEC's, else the cores)")
     p.add_argument("--resume", action="store_true", help="continue the study in --out")
     p.add_argument("--report", action="store_true", help="print and plot the best trials and each field's effect")
+    p.add_argument(
+        "--verbose", action="store_true", help="with --engine ray: show Ray's own log (default: errors only)"
+    )
     p.set_defaults(run=sweep)
 
 

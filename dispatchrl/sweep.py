@@ -21,6 +21,7 @@ fields, what ``dispatchrl train --config`` reads) and ``summary.json``.
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import sys
@@ -40,6 +41,7 @@ __all__ = [
     "OBJECTIVES",
     "SPACE_KINDS",
     "Spec",
+    "check_summary",
     "load_spec",
     "parse_spec",
     "report",
@@ -53,6 +55,7 @@ SPACE_KINDS = ("uniform", "log_uniform", "int", "choice")
 _SPEC_KEYS = {"algo", "env", "steps", "trials", "seeds", "objective", "space", "device", "config", "workers"}
 _SPEC_KEYS |= {"sampler_seed", "prune"}
 STUDY = "dispatchrl"
+_RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
 @dataclass
@@ -319,13 +322,27 @@ def _storage(out: Path) -> Any:
     return optuna.storages.RDBStorage(f"sqlite:///{out / 'study.db'}", engine_kwargs={"connect_args": {"timeout": 120}})
 
 
+def _sampler_seed(spec: Spec, worker: int, drawn: int) -> int:
+    """The sampler's seed for a pool process that joins a study already holding ``drawn`` trials:
+    ``sampler_seed + worker`` for a new study, else one derived from the history too, so a resumed
+    study does not restart the sampler's sequence and draw its first configurations again."""
+    if drawn == 0:
+        return spec.sampler_seed + worker
+    return int(np.random.SeedSequence([spec.sampler_seed, worker, drawn]).generate_state(1)[0])
+
+
 def _load_study(spec: Spec, out: Path, worker: int = 0) -> Any:
-    """The study, with a TPE sampler seeded per pool process (so processes sample apart)."""
+    """The study, with a TPE sampler seeded per pool process (so processes sample apart) and by
+    the number of trials it holds (so a resumed study draws new configurations)."""
     optuna = _optuna()
-    sampler = optuna.samplers.TPESampler(seed=spec.sampler_seed + worker)
+    study = optuna.load_study(study_name=STUDY, storage=_storage(out))
+    study.sampler = optuna.samplers.TPESampler(seed=_sampler_seed(spec, worker, len(study.trials)))
     # the first half of a curve is mostly warm-up noise: judge trials on the second half only
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=spec.steps // 2) if spec.prune else None
-    return optuna.load_study(study_name=STUDY, storage=_storage(out), sampler=sampler, pruner=pruner)
+    if spec.prune:
+        study.pruner = optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=spec.steps // 2)
+    else:
+        study.pruner = optuna.pruners.NopPruner()
+    return study
 
 
 def _counted(study: Any) -> int:
@@ -368,11 +385,34 @@ def _worker(spec_json: dict[str, Any], out: str, index: int = 0) -> int:
     spec = parse_spec(spec_json)
     study = _load_study(spec, Path(out), index)
     objective = _objective(spec)
+    optuna = _optuna()
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # _trial_logger says it (failures too) with the SPEC's values
     ran = 0
-    while _counted(study) < spec.trials:
-        study.optimize(objective, n_trials=1, catch=(Exception,))
-        ran += 1
+    try:
+        while _counted(study) < spec.trials:
+            study.optimize(objective, n_trials=1, catch=(Exception,), callbacks=[_trial_logger(spec)])
+            ran += 1
+    finally:
+        optuna.logging.set_verbosity(verbosity)
     return ran
+
+
+def _trial_logger(spec: Spec) -> Callable[[Any, Any], None]:
+    """A study callback printing each finished trial with its parameters as the SPEC wrote them
+    (Optuna's own line shows choices as the JSON text they are stored as: ``'64'``)."""
+
+    def log(study: Any, trial: Any) -> None:
+        params = _decode(spec, {k: v for k, v in trial.params.items() if k in spec.space})
+        if trial.state.name == "COMPLETE":
+            outcome = f"{spec.objective} {trial.value:.6g}"
+        elif trial.state.name == "PRUNED":
+            outcome = "pruned"
+        else:
+            outcome = f"failed: {trial.user_attrs.get('error', '')}"
+        print(f"dispatchrl sweep: trial {trial.number} {outcome}; parameters {params}", file=sys.stderr, flush=True)
+
+    return log
 
 
 def _warm(spec: Spec) -> float:
@@ -417,9 +457,11 @@ def _run_optuna(spec: Spec, out: Path, workers: int) -> None:
 # ---------------------------------------------------------------- ray
 
 
-def _run_ray(spec: Spec, out: Path, address: str | None, workers: int) -> None:
+def _run_ray(spec: Spec, out: Path, address: str | None, workers: int, verbose: bool = False) -> None:
     """The same trials as Ray Tune trials (OptunaSearch, TPE), each a Ray task with one core;
-    finished trials are written into the same Optuna study, so the outputs are the same."""
+    finished trials are written into the same Optuna study, so the outputs are the same. Ray's
+    own log stays at errors (its start-up notices, the token-authentication one included, are
+    warnings printed on every sweep) unless ``verbose``."""
     try:
         import ray
         from ray import tune
@@ -432,10 +474,13 @@ def _run_ray(spec: Spec, out: Path, address: str | None, workers: int) -> None:
     if ahead <= 0:
         return
     if not ray.is_initialized():
+        level = logging.INFO if verbose else logging.ERROR
+        for name in ("ray", _RAY_AUTH_LOGGER):  # the notice's logger is set apart: ray.init resets "ray"
+            logging.getLogger(name).setLevel(level)
         if address:
-            ray.init(address=address)
+            ray.init(address=address, logging_level=level)
         else:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level=level)
     distributions = _distributions(spec)
     spec_json = spec.to_json()
 
@@ -452,7 +497,8 @@ def _run_ray(spec: Spec, out: Path, address: str | None, workers: int) -> None:
             }
         return {**record, "error": "", "wall_seconds": time.perf_counter() - start}
 
-    search = OptunaSearch(space=distributions, metric="objective", mode="max", seed=spec.sampler_seed)
+    seed = _sampler_seed(spec, 0, len(study.trials))  # resumed: continue, not repeat, the draws
+    search = OptunaSearch(space=distributions, metric="objective", mode="max", seed=seed)
     tuner = tune.Tuner(
         tune.with_resources(trainable, {"cpu": 1}),
         tune_config=tune.TuneConfig(search_alg=search, num_samples=ahead, max_concurrent_trials=workers),
@@ -540,8 +586,20 @@ def _write_outputs(spec: Spec, out: Path, warm_seconds: float, wall_seconds: flo
         flat = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
         _write_atomic(out / "best_config.json", json.dumps(flat, indent=1) + "\n")
         summary.update(best_trial=best.number, best_objective=best.value, best_params=_decode(spec, best.params))
+    failed = [r for r in rows if r["state"] == "FAIL" and r["error"] != "interrupted"]
+    if failed and len(failed) == len(rows) - sum(r["error"] == "interrupted" for r in rows):
+        summary["status"] = "failed"
+        summary["error"] = f"every trial failed ({len(failed)} of {len(failed)}); the first: {failed[0]['error']}"
+    else:
+        summary["status"] = "ok"
     _write_atomic(out / "summary.json", json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def check_summary(summary: Mapping[str, Any], out: str | Path) -> None:
+    """ConfigError when the study's every trial failed (nothing was learned about the space)."""
+    if summary.get("status") == "failed":
+        raise ConfigError(f"sweep --out {str(out)!r}: {summary['error']} (every trial's error is in trials.csv)")
 
 
 def sweep(
@@ -551,9 +609,11 @@ def sweep(
     resume: bool = False,
     workers: int | None = None,
     address: str | None = None,
+    verbose: bool = False,
 ) -> dict[str, Any]:
     """Run (or with ``resume`` continue) the study of ``spec`` under ``out``; returns the summary
-    also written to ``out/summary.json``."""
+    also written to ``out/summary.json``. A study whose every trial failed says so in the summary
+    (``status`` "failed" and the first error) and is refused by :func:`check_summary`."""
     optuna = _optuna()
     if engine not in ("optuna", "ray"):
         raise ConfigError(f"sweep engine must be 'optuna' or 'ray', got {engine!r}")
@@ -583,7 +643,7 @@ def sweep(
     if engine == "optuna":
         _run_optuna(spec, out, workers)
     else:
-        _run_ray(spec, out, address, workers)
+        _run_ray(spec, out, address, workers, verbose)
     return _write_outputs(spec, out, warm_seconds, time.perf_counter() - start)
 
 
@@ -630,10 +690,11 @@ def report(out: str | Path, top: int = 5, stream: Any = None) -> dict[str, Any]:
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:
-    order = np.argsort(values, kind="stable")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(len(values))
-    return ranks
+    """Ranks from 0, tied values sharing the mean of their ranks (as Spearman's rho needs: a
+    choice parameter's values are mostly ties)."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return ((ends - counts + ends - 1) / 2)[inverse.ravel()]
 
 
 def _plot(out: Path, spec: Spec, complete: list) -> None:
@@ -644,18 +705,36 @@ def _plot(out: Path, spec: Spec, complete: list) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
+    fig = _report_figure(spec, complete)
+    fig.savefig(out / "report.png", dpi=80)
+    plt.close(fig)
+
+
+def _report_figure(spec: Spec, complete: list) -> Any:
+    """The objective by trial number (integer ticks), then by each parameter: a choice's axis
+    has one tick per choice, labelled with the SPEC's value."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
     names = list(spec.space)
     fig, axes = plt.subplots(1, len(names) + 1, figsize=(4 * (len(names) + 1), 3.2), squeeze=False)
     numbers = sorted(complete, key=lambda t: t.number)
     axes[0][0].plot([t.number for t in numbers], [t.value for t in numbers], "o")
     axes[0][0].set(xlabel="trial", ylabel=spec.objective)
+    axes[0][0].xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax, name in zip(axes[0][1:], names, strict=True):
-        ax.plot(
-            [str(t.params[name]) if "choice" in spec.space[name] else t.params[name] for t in complete],
-            [t.value for t in complete],
-            "o",
-        )
-        ax.set(xlabel=name, xscale="log" if "log_uniform" in spec.space[name] else "linear")
+        points = [t for t in complete if name in t.params]
+        if "choice" in spec.space[name]:
+            choices = spec.space[name]["choice"]
+            order = [json.dumps(v) for v in choices]
+            ax.plot([order.index(t.params[name]) for t in points], [t.value for t in points], "o")
+            ax.set_xticks(range(len(choices)), [str(v) for v in choices])
+            ax.set_xlim(-0.5, len(choices) - 0.5)
+            ax.set(xlabel=name)
+        else:
+            ax.plot([t.params[name] for t in points], [t.value for t in points], "o")
+            ax.set(xlabel=name, xscale="log" if "log_uniform" in spec.space[name] else "linear")
+            if "int" in spec.space[name]:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
-    fig.savefig(out / "report.png", dpi=80)
-    plt.close(fig)
+    return fig

@@ -109,3 +109,69 @@ def test_ray_engine_gives_the_same_trial_records(tmp_path):
     params = {"actor_lr": float(remote[0]["param_actor_lr"]), "gamma": float(remote[0]["param_gamma"])}
     again = sweeps.run_trial(spec, params)
     assert np.float64(remote[0]["objective"]) == again["objective"]
+
+
+CHEAP = {**SPEC, "steps": 400, "objective": "auc", "prune": False, "workers": 1}
+
+
+def test_resumed_study_draws_no_configuration_twice(tmp_path, capfd):
+    space = {"actor_lr": {"log_uniform": [1e-4, 3e-3]}, "gamma": {"choice": [0.95, 0.99]}}
+    spec_path, out = tmp_path / "spec.json", tmp_path / "out"
+    spec_path.write_text(json.dumps({**CHEAP, "trials": 4, "space": space}))
+    assert main(["sweep", str(spec_path), "--out", str(out)]) == 0
+    spec_path.write_text(json.dumps({**CHEAP, "trials": 6, "space": space}))
+    assert main(["sweep", str(spec_path), "--out", str(out), "--resume"]) == 0
+    drawn = [(r["param_actor_lr"], r["param_gamma"]) for r in rows(out)]
+    assert len(drawn) == 6 and len(set(drawn)) == 6, drawn
+    # each trial's line shows a choice as the SPEC's value, not the JSON text Optuna stores
+    err = capfd.readouterr().err
+    assert "'gamma': '" not in err
+    assert err.count("dispatchrl sweep: trial ") == 6 and err.count("'gamma': 0.9") == 6
+
+
+def test_report_effects_are_spearman_with_tied_ranks(tmp_path):
+    stats = pytest.importorskip("scipy.stats")
+    spec = sweeps.parse_spec(
+        {**SPEC, "space": {"batch_size": {"choice": [64, 100]}, "gamma": {"uniform": [0.95, 0.995]}}}
+    )
+    study = optuna.create_study(study_name="dispatchrl", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    study.set_user_attr("spec", spec.to_json())
+    distributions = sweeps._distributions(spec)
+    batch = [64, 64, 100, 64, 100, 100, 64, 100]
+    gamma = [0.96, 0.97, 0.96, 0.99, 0.98, 0.97, 0.95, 0.99]  # ties in a float parameter too
+    value = [-150.0, -120.0, -160.0, -130.0, -110.0, -170.0, -140.0, -125.0]
+    for b, g, v in zip(batch, gamma, value, strict=True):
+        params = {"batch_size": json.dumps(b), "gamma": g}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, value=v))
+    effects = sweeps.report(tmp_path, stream=open(tmp_path / "printed.txt", "w"))["effects"]
+    assert effects["batch_size"] == pytest.approx(stats.spearmanr(batch, value).statistic)
+    assert effects["gamma"] == pytest.approx(stats.spearmanr(gamma, value).statistic)
+    pytest.importorskip("matplotlib")
+    figure = sweeps._report_figure(spec, study.trials)
+    figure.canvas.draw()
+    trial_axis, batch_axis = figure.axes[0], figure.axes[1]
+    assert [t.get_text() for t in batch_axis.get_xticklabels()] == ["64", "100"]
+    assert all(float(t).is_integer() for t in trial_axis.get_xticks())
+
+
+def test_sweep_whose_every_trial_fails_exits_nonzero(tmp_path, capsys):
+    spec_path, out = tmp_path / "spec.json", tmp_path / "out"
+    bad = {**CHEAP, "trials": 2, "space": {"network": {"choice": ["no_such_module_19:make"]}}}
+    spec_path.write_text(json.dumps(bad))
+    assert main(["sweep", str(spec_path), "--out", str(out)]) == 2
+    assert "every trial failed (2 of 2)" in capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and "no_such_module_19" in summary["error"]
+
+
+def test_ray_engine_keeps_rays_notices_out_of_the_log(tmp_path, capfd):
+    pytest.importorskip("ray.tune")
+    import ray
+
+    bad = {**CHEAP, "trials": 1, "space": {"network": {"choice": ["no_such_module_19:make"]}}}
+    try:
+        sweeps.sweep(sweeps.parse_spec(bad), tmp_path, engine="ray", workers=1)
+    finally:
+        ray.shutdown()
+    err = capfd.readouterr().err
+    assert "Token authentication" not in err and "Started a local Ray instance" not in err

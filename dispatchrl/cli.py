@@ -361,10 +361,15 @@ def plot(args: argparse.Namespace) -> str:
 def export(args: argparse.Namespace) -> dict:
     from dispatchrl import export as c_export
     from dispatchrl.algorithms import ALGORITHMS, load_run
+    from dispatchrl.export.folder import claim_folder, record_folder
 
     algo, _, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
     policy = algo.policy(state, spec.action_low, spec.action_high)
-    written = c_export.write_policy(policy, args.out, target=args.target, name=args.name)
+    kept = claim_folder(args.out)
+    try:
+        written = c_export.write_policy(policy, args.out, target=args.target, name=args.name)
+    finally:
+        record_folder(args.out, kept)
     for kind, path in written.items():
         print(f"{kind}: {path}")
     return written
@@ -372,10 +377,12 @@ def export(args: argparse.Namespace) -> dict:
 
 def export_trainer(args: argparse.Namespace) -> dict:
     from dispatchrl.algorithms import ALGORITHMS
+    from dispatchrl.export.folder import claim_folder, record_folder
     from dispatchrl.export.trainer import trainer_source, write_trainer
-    from dispatchrl.export.trainer_targets import build_trainer, elf_size, run_trainer
+    from dispatchrl.export.trainer_targets import build_trainer, elf_size, run_plan, run_trainer
 
     algo = ALGORITHMS[args.algo]
+    steps_given, args.steps = args.steps is not None, 10_000 if args.steps is None else args.steps
     base = dataclasses.replace(algo.config_for(args.env), total_steps=args.steps)
     overrides = {
         k: v
@@ -385,25 +392,37 @@ def export_trainer(args: argparse.Namespace) -> dict:
     if args.target == "web":  # a static page around the trainer compiled to wasm
         from dispatchrl.export.web import build_web
 
-        web_summary = build_web(args.out, args.algo, args.env, args.steps, args.seed, overrides)
+        kept = claim_folder(args.out)
+        try:
+            web_summary = build_web(args.out, args.algo, args.env, args.steps, args.seed, overrides)
+        finally:
+            record_folder(args.out, kept)
         print(json.dumps(web_summary))
         return web_summary
     trainer = trainer_source(args.algo, args.env, args.steps, args.seed, overrides)
-    written = {k: str(v) for k, v in write_trainer(args.out, trainer).items()}
-    summary: dict = {
-        "algo": args.algo,
-        "env": args.env,
-        "out": args.out,
-        "state_bytes": trainer.state_bytes,
-        "files": written,
-    }
-    if args.target:
-        path = build_trainer(args.out, args.target, steps=args.steps, seed=args.seed)
-        summary["build"] = str(path)
-        if args.target == "cortex-m7":
-            summary["size"] = elf_size(path)
-        if args.run_built:
-            summary["run"] = run_trainer(path, args.target, steps=args.steps, seed=args.seed)
+    plan = run_plan(args.target, args.steps, steps_given) if args.target and args.run_built else None
+    if plan is not None and plan.note:
+        print(f"dispatchrl: {plan.note}", file=sys.stderr, flush=True)
+    kept = claim_folder(args.out)
+    try:
+        written = {k: str(v) for k, v in write_trainer(args.out, trainer).items()}
+        summary: dict = {
+            "algo": args.algo,
+            "env": args.env,
+            "out": args.out,
+            "state_bytes": trainer.state_bytes,
+            "files": written,
+        }
+        if args.target:
+            steps = args.steps if plan is None else plan.steps  # cortex-m7: built into its main
+            path = build_trainer(args.out, args.target, steps=steps, seed=args.seed)
+            summary["build"] = str(path)
+            if args.target == "cortex-m7":
+                summary["size"] = elf_size(path)
+            if plan is not None:
+                summary["run"] = run_trainer(path, args.target, steps=plan.steps, seed=args.seed, timeout=plan.timeout)
+    finally:
+        record_folder(args.out, kept, later=("trainer",))  # what `make` builds
     print(json.dumps(summary))
     return summary
 
@@ -606,8 +625,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("algo", choices=sorted(ALGORITHMS))
     p.add_argument("--env", default="pendulum", help="pendulum, acrobot (a native env)")
-    p.add_argument("--out", required=True)
-    p.add_argument("--steps", type=int, default=10_000, help="total_steps of the config (replay capacity by default)")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="the folder to write (new, empty, or an earlier export's, which is cleaned first)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="total_steps of the config (replay capacity by default) and of --run (default 10000; "
+        "under emulation --run trains 300 steps unless given)",
+    )
     p.add_argument("--seed", type=int, default=0, help="main's default seed")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (JSON value)")
     p.add_argument(

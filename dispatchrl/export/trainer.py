@@ -40,6 +40,7 @@ from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, 
 from ..nn import MLP, mlp_buffers, mlp_forward
 from ..staging import Branch, launch
 from .scratch import plan_scratch, scratch_intervals
+from .trainer_targets import MAKEFILE
 
 __all__ = ["EPISODE_LOG", "EVAL_SEED", "TrainerSource", "trainer_source", "weights_checksum"]
 
@@ -672,4 +673,6 @@ def write_trainer(out: str | Path, trainer: TrainerSource) -> dict[str, Path]:
     paths["trainer.h"].write_text(trainer.header)
     paths["trainer.c"].write_text(trainer.source)
     paths["main.c"].write_text(trainer.main)
+    paths["Makefile"] = out / "Makefile"
+    paths["Makefile"].write_text(MAKEFILE)
     return paths

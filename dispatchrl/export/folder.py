@@ -54,5 +54,5 @@ def record_folder(out: str | Path, kept: set[str], later: tuple[str, ...] = ()) 
     if not out.is_dir():
         return
     files = {p.name for p in out.iterdir() if p.is_file() and p.name not in kept and p.name != MANIFEST}
-    files = sorted(files | {name for name in later if name not in kept})
-    (out / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+    files |= {name for name in later if name not in kept}
+    (out / MANIFEST).write_text(json.dumps({"files": sorted(files)}, indent=1) + "\n")

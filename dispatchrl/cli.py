@@ -17,10 +17,17 @@ if TYPE_CHECKING:
 
 
 def available_devices() -> list["Device"]:
-    """Generic and CPU always; CUDA when a GPU (or the simulator) is usable."""
+    """Generic and CPU always; C when a C compiler is installed; CUDA when a GPU (or the
+    simulator) is usable."""
     import dispatchrl as drl
+    from dispatchrl.backends.c.compiler import host_compiler
 
     devices: list[drl.Device] = [drl.Generic(), drl.CPU()]
+    try:
+        host_compiler()
+        devices.append(drl.C())
+    except drl.DeviceError:
+        pass
     try:
         devices.append(drl.CUDA())
     except drl.DeviceError:
@@ -209,7 +216,9 @@ def train(args: argparse.Namespace) -> dict:
     if args.logger is not None and args.log_dir is None:
         raise _config_error(f"--logger {args.logger} needs --log-dir DIR (where the logs go)")
     algo, env, config, seed = _run_config(args)
+    _warn_all_warmup(config)
     if args.save:
+        _check_save_target(args.save, directory=args.save_every is not None)
         _check_writable(args.save, directory=args.save_every is not None)
     logger = None
     if args.log_dir is not None:
@@ -266,6 +275,41 @@ def train(args: argparse.Namespace) -> dict:
             + (f"; saved {saved}" if saved else "")
         )
     return summary
+
+
+def _warn_all_warmup(config: Any) -> None:
+    """Say so when the warm-up (uniform random actions, no updates) covers the whole run."""
+    warmup = getattr(config, "warmup_steps", None)
+    if warmup is not None and warmup * config.num_envs >= config.total_steps:
+        print(
+            f"dispatchrl: warning: warmup_steps={warmup}{' per env' if config.num_envs > 1 else ''} covers the "
+            f"whole run of {config.total_steps} steps: every action is random and nothing is trained; lower "
+            "--warmup-steps or raise --steps",
+            file=sys.stderr,
+        )
+
+
+def _check_save_target(path: str, directory: bool) -> None:
+    """Refuse a --save that names a special file (``/dev/null``: the checkpoint would go to
+    ``/dev/null.npz``), or, with --save-every, a folder holding anything but checkpoints."""
+    from pathlib import Path
+
+    from dispatchrl import ConfigError
+
+    for candidate in (Path(path), Path(path).with_suffix(".npz")):
+        if candidate.exists() and not (candidate.is_file() or candidate.is_dir()):
+            raise ConfigError(
+                f"--save {path}: {candidate} is a special file, not a checkpoint; give a file path "
+                "(PATH.npz and PATH.json are written) or a folder with --save-every"
+            )
+    folder = Path(path)
+    if directory and folder.is_dir():
+        others = sorted(p.name for p in folder.iterdir() if not p.name.startswith(("step-", ".")))
+        if others:
+            raise ConfigError(
+                f"--save {path} --save-every: the folder holds files that are not checkpoints "
+                f"({', '.join(others[:5])}); give a new folder or one of step-*.npz checkpoints"
+            )
 
 
 def _config_error(message: str) -> Exception:
@@ -506,10 +550,11 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
         "--steps",
         type=int,
         default=None,
-        help="total environment steps (default: the config's; PPO: the env's own config)",
+        help="total environment steps (default: the config's; PPO: the env's own config); "
+        "--total-steps is the same flag",
     )
     p.add_argument("--seed", type=int, default=None, help="default 0 (with --resume: the checkpoint's)")
-    p.add_argument("--device", default="cpu", help="cpu, generic, cuda or c")
+    p.add_argument("--device", default="cpu", help="cpu (default), generic, cuda or c")
     p.add_argument(
         "--num-envs", type=int, default=None, metavar="INT", help="parallel environments [int, default: the config's]"
     )
@@ -570,10 +615,12 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dispatchrl`` argument parser (``train ALGO`` has a flag per Config field)."""
+    from dispatchrl import __version__
     from dispatchrl.algorithms import ALGORITHMS
     from dispatchrl.cli_config import add_config_flags
 
-    parser = argparse.ArgumentParser(prog="dispatchrl", description=__doc__)
+    parser = argparse.ArgumentParser(prog="dispatchrl", description=(__doc__ or "").replace("``", ""))
+    parser.add_argument("--version", action="version", version=f"dispatchrl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train_parser = commands.add_parser(
@@ -591,6 +638,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
         _train_flags(p)
         add_config_flags(p, module.config_for("pendulum"), skip=("num_envs",))
+        for action in p._actions:
+            if "--total-steps" in action.option_strings:
+                action.help = f"the same as --steps: {action.help}"
         p.set_defaults(run=train)
 
     p = commands.add_parser("eval", help="evaluate a checkpoint's deterministic policy")
@@ -653,7 +703,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_sweep_command(commands)
 
-    p = commands.add_parser("demo", help="train one small MLP, written once, fused on every available device")
+    p = commands.add_parser(
+        "demo",
+        help="train one small MLP, written once, fused on every available device "
+        "(generic, cpu; c with a C compiler; cuda with a GPU)",
+    )
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--json", action="store_true")
@@ -663,11 +717,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, except that an unknown flag is refused by the subcommand's parser
+    (its usage, not the top level's) with the closest flag it has."""
+    import difflib
+
+    args, unknown = parser.parse_known_args(argv)
+    if not unknown:
+        return args
+    command = parser
+    while True:  # down to the innermost subcommand the arguments chose (train -> td3)
+        subcommands = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subcommands[0].dest, None) if subcommands else None
+        if name not in (subcommands[0].choices if subcommands else {}):
+            break
+        command = subcommands[0].choices[name]
+    flags = [option for action in command._actions for option in action.option_strings if option.startswith("--")]
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1) if word.startswith("--") else []
+        if close:
+            message += f"; did you mean {close[0]}?"
+            break
+    command.error(message)
+
+
 def main(argv: list[str] | None = None) -> int:
     from dispatchrl import DispatchRLError, TrainingDiverged
     from dispatchrl.algorithms.driver import StopRequested
 
-    args = build_parser().parse_args(argv)
+    args = _parse_args(build_parser(), argv)
     try:
         args.run(args)
     except TrainingDiverged as error:

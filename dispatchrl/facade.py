@@ -101,6 +101,12 @@ class Model:
         self.history: dict[str, np.ndarray] = {}
         self.result: Any = None  # the last learn()'s TrainResult
 
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(env={self.spec.name!r}, device={self.device!r}, seed={self.seed}, "
+            f"num_timesteps={self.num_timesteps})"
+        )
+
     def _live(self, spec: EnvSpec) -> EnvSpec:
         """``spec`` with its Python batch made once and kept across learn() calls."""
         self._batch: _LiveBatch | None = None

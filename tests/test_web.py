@@ -117,3 +117,27 @@ def test_invalid_field_shows_config_error(page_folder, field, value, check):
         server.shutdown()
         server.server_close()
     assert errors == []
+
+
+def test_page_for_another_algorithm_disables_start_and_says_what_to_run(page_folder):
+    from playwright.sync_api import sync_playwright
+
+    from dispatchrl.export.web import serve
+
+    server = serve(page_folder, 0)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html?algo=sac")
+                page.wait_for_function("document.getElementById('error').textContent !== ''")
+                page.wait_for_timeout(500)  # a page that went on loading would have enabled Start by now
+                assert "dispatchrl web --algo sac --env pendulum" in page.text_content("#error")
+                assert page.is_disabled("#start")
+                assert "loading" not in page.text_content("#status")
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -3,6 +3,7 @@ boundaries. Pass them as ``train(..., hooks=[...])`` or ``model.learn(n, callbac
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,10 @@ class StopOnReward:
         if value is not None and value >= self.threshold:
             run.stop = True
             self.stopped_at = run.steps
+            what = "the latest evaluation return" if self.eval_callback is not None else "the recent training return"
+            print(  # the progress display's last line shows the steps, not why the run ended there
+                f"dispatchrl: StopOnReward: {what} {value:.1f} reached the threshold {self.threshold:g}: "
+                f"stopping at step {run.steps} of {run.total_steps}",
+                file=sys.stderr,
+                flush=True,
+            )

@@ -91,7 +91,7 @@ def resolve_env(env: object, num_envs: int = 1) -> EnvSpec:
             probe = AntBatch(1, num_threads=1)
             make, eval_id = (lambda: AntBatch(num_envs)), "dispatchrl/Ant-v5"
         else:
-            probe = from_gymnasium(env_id, 1)
+            probe = _gymnasium_probe(env_id)
             make, eval_id = _python_batch(lambda: _make(env_id), num_envs), env_id
         dims = (probe.observation_dim, probe.action_dim, probe.action_low, probe.action_high)
         probe.close()
@@ -114,6 +114,29 @@ def resolve_env(env: object, num_envs: int = 1) -> EnvSpec:
         "env: expected 'pendulum', 'acrobot', a gymnasium id, a native env, a gymnasium.Env, a "
         f"gymnasium.vector.VectorEnv or a callable making an env, got {env!r}"
     )
+
+
+def _gymnasium_probe(env_id: str) -> Any:
+    """One env of gymnasium id ``env_id``; a ConfigError for a name that is neither a native env
+    nor a registered gymnasium id lists the native names and suggests the closest of both."""
+    import difflib
+
+    native = [*(name for name in NAMED_ENVS if "-" not in name), "ant"]  # the short names, not the ids
+    if ":" not in env_id and env_id not in gymnasium.registry:
+        try:
+            gymnasium.spec(env_id)  # an id without its version (Pendulum) is known too
+        except gymnasium.error.Error:
+            ids = [i for i in gymnasium.registry if "/" not in i]  # the namespaced ids are noise here
+            by_lower = {name.lower(): name for name in [*native, *ids]}
+            close = difflib.get_close_matches(env_id.lower(), list(by_lower), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(repr(by_lower[c]) for c in close)}?" if close else ""
+            raise ConfigError(
+                f"cannot make env {env_id!r}: it is neither a native env ({', '.join(native)}) nor a gymnasium id{hint}"
+            ) from None
+    try:
+        return from_gymnasium(env_id, 1)
+    except ConfigError as e:  # from_gymnasium names itself: the user named an env
+        raise ConfigError(f"env {env_id!r}: {str(e).removeprefix('from_gymnasium: ')}") from None
 
 
 def _make(spec: Any) -> gymnasium.Env:

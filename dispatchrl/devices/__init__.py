@@ -68,7 +68,8 @@ class CUDA(Device):
         if not cuda.is_available():
             raise DeviceError(
                 "CUDA device requested but no usable NVIDIA GPU/driver was found; "
-                "use CPU(), or set NUMBA_ENABLE_CUDASIM=1 to run CUDA kernels in the simulator"
+                "use the CPU device (drl.CPU(); on the command line --device cpu), or set "
+                "NUMBA_ENABLE_CUDASIM=1 to run CUDA kernels in the simulator"
             )
         for module in self.method_modules:
             importlib.import_module(module)

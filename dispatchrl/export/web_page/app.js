@@ -183,6 +183,7 @@ function fmt(v, digits) {
 }
 
 function start() {
+  if (worker === null) return false;  // not loaded, or a page for another algorithm or env
   const values = validate();
   if (!values) return false;
   totalSteps = values.steps;
@@ -244,11 +245,15 @@ async function main() {
   const title = `${NAMES[meta.algo] || meta.algo} on ${NAMES[meta.env] || meta.env}`;
   $('title').textContent = title;
   document.title = `dispatchrl: ${title} in the browser`;
-  for (const [key, built] of [['algo', meta.algo], ['env', meta.env]]) {
-    if (params.has(key) && params.get(key) !== built) {
-      $('error').textContent = `this page trains ${built} (${key}=${params.get(key)} needs: dispatchrl web --${key} ${params.get(key)})`;
-      return;
-    }
+  const wanted = { algo: params.get('algo') ?? meta.algo, env: params.get('env') ?? meta.env };
+  if (wanted.algo !== meta.algo || wanted.env !== meta.env) {
+    // this folder's trainer cannot train another algorithm or env: no Start, and say what serves it
+    $('start').disabled = true;
+    $('stop').disabled = true;
+    $('status').textContent = 'not served here';
+    $('error').textContent = `this page trains ${meta.algo} on ${meta.env}, not ${wanted.algo} on ${wanted.env}: ` +
+      `run dispatchrl web --algo ${wanted.algo} --env ${wanted.env} and open the address it prints`;
+    return;
   }
   $('steps').value = params.get('steps') ?? String(meta.steps);
   $('seed').value = params.get('seed') ?? String(meta.seed);

@@ -133,9 +133,9 @@ def test_page_for_another_algorithm_disables_start_and_says_what_to_run(page_fol
                 page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html?algo=sac")
                 page.wait_for_function("document.getElementById('error').textContent !== ''")
                 page.wait_for_timeout(500)  # a page that went on loading would have enabled Start by now
-                assert "dispatchrl web --algo sac --env pendulum" in page.text_content("#error")
                 assert page.is_disabled("#start")
                 assert "loading" not in page.text_content("#status")
+                assert "dispatchrl web --algo sac --env pendulum" in page.text_content("#error")
             finally:
                 browser.close()
     finally:

@@ -475,7 +475,7 @@ def _run_ray(spec: Spec, out: Path, address: str | None, workers: int, verbose: 
         return
     if not ray.is_initialized():
         level = logging.INFO if verbose else logging.ERROR
-        for name in ("ray", _RAY_AUTH_LOGGER):  # the notice's logger is set apart: ray.init resets "ray"
+        for name in ("ray", _RAY_AUTH_LOGGER):  # the notice's own logger too, in case it has a level of its own
             logging.getLogger(name).setLevel(level)
         if address:
             ray.init(address=address, logging_level=level)

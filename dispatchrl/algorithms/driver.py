@@ -13,6 +13,7 @@ import dataclasses
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ __all__ = [
     "DIVERGENCE_HINT",
     "DivergenceCheck",
     "Hook",
+    "LongCompileWarning",
     "PeriodicCheckpoint",
     "Progress",
     "StopOnRequest",
@@ -50,6 +52,7 @@ __all__ = [
     "chunk_iterations",
     "episode_ring_capacity",
     "train",
+    "warn_long_compile",
     "watched_quantities",
 ]
 
@@ -200,6 +203,29 @@ def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
     check_fits(allocations, available_memory(), who)
 
 
+class LongCompileWarning(UserWarning):
+    """The config's networks are deep enough that compiling the fused steps takes minutes."""
+
+
+#: more hidden layers than this warn of a long first compile: the fused step's code grows with
+#: the layers (each adds forward, backward and Adam calls per network); 50 took 606 s on 2 cores
+LONG_COMPILE_LAYERS = 8
+COMPILE_SECONDS_PER_LAYER = 12
+
+
+def warn_long_compile(config: Any) -> None:
+    """One warning, before compiling, when ``config``'s networks will compile for minutes."""
+    layers = len(getattr(config, "hidden", ()) or ())
+    if layers > LONG_COMPILE_LAYERS:
+        minutes = max(1, round(layers * COMPILE_SECONDS_PER_LAYER / 60))
+        warnings.warn(
+            f"{layers} hidden layers: compiling the fused steps may take about {minutes} min "
+            f"(~{COMPILE_SECONDS_PER_LAYER} s per layer on a cold cache; later runs load it from the disk cache)",
+            LongCompileWarning,
+            stacklevel=3,
+        )
+
+
 def free_disk(path: Any) -> int | None:
     """Bytes free on the file system that holds ``path`` (or its nearest existing parent)."""
     path = os.path.abspath(os.fspath(path))
@@ -348,6 +374,7 @@ def train(
     seed = check_seed(seed)
     spec = resolve_env(env, config.num_envs)
     check_memory(algo, spec, config)
+    warn_long_compile(config)
     bar = progress if isinstance(progress, Progress) else Progress(progress)
     start = time.perf_counter()
     bar.compiling(f"compiling fused {algo.NAME.upper()} step ({type(device).__name__.lower()})")

@@ -188,7 +188,8 @@ def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
     and Adam moments, batch and acting buffers, scratch, replay buffer or rollout: see
     :func:`.memory.estimate`) needs more memory than the machine has available; a memmapped
     replay ring is checked against its disk instead."""
-    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_dim)
+    episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
+    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_dim, episodes)
     who = f"{type(config).__module__.rsplit('.', 1)[-1]} Config"
     folder = getattr(config, "memmap_path", None)
     if folder is not None:  # a memmapped ring needs disk, not memory

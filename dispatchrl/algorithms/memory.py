@@ -53,13 +53,11 @@ def _transitions(rows: int, obs_dim: int, action_dim: int) -> int:
     return rows * (F32 * (2 * obs_dim + action_dim + 1) + 2)  # obs, next_obs, action, reward; 2 flags
 
 
-def _episode_ring(num_envs: int, env_steps: int) -> int:
-    from .driver import episode_ring_capacity
-
-    return episode_ring_capacity(num_envs, env_steps) * (F64 + 2 * I64)  # return, length, end step
+def _episode_ring(episodes: int) -> int:
+    return episodes * (F64 + 2 * I64)  # return, length, end step
 
 
-def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int) -> list[Allocation]:
+def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allocation]:
     sac = name == "sac"
     envs, rows, act = config.num_envs, config.batch_size, config.activation
     actor = (obs_dim, *config.hidden, (2 if sac else 1) * action_dim)
@@ -90,11 +88,11 @@ def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int) -> list[A
         Allocation("batch buffers and scratch", batch_bytes, "batch_size, hidden"),
         Allocation("acting buffers", acting, "num_envs"),
         Allocation(where, replay if config.memmap_path is None else 0, "replay_capacity (default: total_steps)"),
-        Allocation("episode ring", _episode_ring(envs, 1), "num_envs"),
+        Allocation("episode ring", _episode_ring(episodes), "num_envs"),
     ]
 
 
-def _ppo(config: Any, obs_dim: int, action_dim: int) -> list[Allocation]:
+def _ppo(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allocation]:
     envs, rows, steps, act = config.num_envs, config.batch_size, config.steps_per_env, config.activation
     actor, critic = (obs_dim, *config.hidden, action_dim), (obs_dim, *config.hidden, 1)
     copies = TRAINABLE_COPIES * (mlp_parameters(actor) + mlp_parameters(critic))
@@ -109,18 +107,19 @@ def _ppo(config: Any, obs_dim: int, action_dim: int) -> list[Allocation]:
         Allocation("minibatch buffers and scratch", F32 * batch, "batch_size, hidden"),
         Allocation("acting buffers", acting, "num_envs"),
         Allocation(f"rollout of {rollout_rows} rows", rollout, "num_envs × steps_per_env"),
-        Allocation("episode ring", _episode_ring(envs, steps), "num_envs"),
+        Allocation("episode ring", _episode_ring(episodes), "num_envs"),
     ]
 
 
-def estimate(name: str, config: Any, obs_dim: int, action_dim: int) -> list[Allocation]:
+def estimate(name: str, config: Any, obs_dim: int, action_dim: int, episodes: int = 0) -> list[Allocation]:
     """The large buffers algorithm ``name``'s state allocates for ``config`` on an env with
-    ``obs_dim`` / ``action_dim``. An algorithm this module does not know (a user's) gets the
+    ``obs_dim`` / ``action_dim``, with an episode ring of ``episodes`` rows (the driver's
+    ``episode_ring_capacity``). An algorithm this module does not know (a user's) gets the
     old estimate of its replay buffer or rollout alone."""
     if name in ("td3", "sac"):
-        return _off_policy(name, config, obs_dim, action_dim)
+        return _off_policy(name, config, obs_dim, action_dim, episodes)
     if name == "ppo":
-        return _ppo(config, obs_dim, action_dim)
+        return _ppo(config, obs_dim, action_dim, episodes)
     capacity = getattr(config, "capacity", None)
     if capacity is not None:
         if getattr(config, "memmap_path", None) is not None:

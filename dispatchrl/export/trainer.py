@@ -379,12 +379,13 @@ def _check_memory(algo: Any, env: str, config: Any) -> None:
     """Refuse a config whose three traced states (each as large as the trainer's static arrays)
     do not fit in the memory available, before any is built: a replay buffer of 10⁹ rows would
     otherwise be allocated here on the host, whatever the target."""
-    from ..algorithms.driver import available_memory
+    from ..algorithms.driver import available_memory, episode_ring_capacity
     from ..algorithms.envspec import resolve_env
     from ..algorithms.memory import check_fits, estimate
 
     spec = resolve_env(env, config.num_envs)
-    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_dim)
+    episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)  # built, then replaced
+    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_dim, episodes)
     check_fits(allocations, available_memory(), "export-trainer", copies=3, what="tracing the trainer's state")
 
 

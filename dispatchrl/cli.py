@@ -6,7 +6,8 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def _parse_overrides(config: Any, pairs: list[str]) -> Any:
         key, sep, raw = pair.partition("=")
         if not sep or key not in types:
             raise ConfigError(f"--set {pair!r}: expected key=value with key one of {sorted(types)}")
-        changes[key] = parse_value(raw, types[key])
+        changes[key] = parse_value(raw, types[key], f"--set {key}")
     return dataclasses.replace(config, **changes)
 
 
@@ -619,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     from dispatchrl.algorithms import ALGORITHMS
     from dispatchrl.cli_config import add_config_flags
 
-    parser = argparse.ArgumentParser(prog="dispatchrl", description=(__doc__ or "").replace("``", ""))
+    parser = _Parser(prog="dispatchrl", description=(__doc__ or "").replace("``", ""))
     parser.add_argument("--version", action="version", version=f"dispatchrl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -742,12 +743,72 @@ def _parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argp
     command.error(message)
 
 
+class _UsageError(Exception):
+    """A command line argparse refused (its usage line is already on stderr)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too), raising :class:`_UsageError` where argparse
+    would exit, so ``main`` can still end ``--json`` output with its one JSON line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+def _check_output_paths(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output folder that is an existing file (or lies under one)."""
+    from dispatchrl import ConfigError
+
+    folders = [("--out", args.out)] if getattr(args, "out", None) and args.command != "plot" else []
+    if args.command == "plot":  # --out is the image: its folder must be one
+        folders.append(("--out", str(Path(args.out).parent)))
+    folders += [(flag, getattr(args, name, None)) for flag, name in (("--video", "video"), ("--log-dir", "log_dir"))]
+    for flag, folder in folders:
+        if not folder:
+            continue
+        path = Path(folder)
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        if path.exists() and not path.is_dir():
+            what = "is" if path == Path(folder) else f"lies under {str(path)!r}, which is"
+            raise ConfigError(f"{flag} {folder!r} {what} an existing file, not a folder; name a folder")
+    if args.command == "plot" and Path(args.out).is_dir():
+        raise ConfigError(f"--out {args.out!r} is a folder; name the image file (.png, .svg, .pdf)")
+
+
+def _check_study(args: argparse.Namespace) -> None:
+    """``sweep --report`` / ``--resume`` read ``--out``'s study.db: it must be there and SQLite."""
+    from dispatchrl import ConfigError
+
+    if args.command != "sweep" or not (args.report or args.resume):
+        return
+    db = Path(args.out) / "study.db"
+    flag = "--report" if args.report else "--resume"
+    try:
+        with db.open("rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise ConfigError(f"sweep {flag}: no study in {args.out!r} (study.db: {e.strerror or e})") from None
+    if head != b"SQLite format 3\x00":
+        raise ConfigError(f"sweep {flag}: {str(db)!r} is not a study (not an SQLite database)")
+
+
 def main(argv: list[str] | None = None) -> int:
     from dispatchrl import DispatchRLError, TrainingDiverged
     from dispatchrl.algorithms.driver import StopRequested
 
-    args = _parse_args(build_parser(), argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        args = _parse_args(build_parser(), argv)
+    except _UsageError as error:
+        print(error, file=sys.stderr)
+        if "--json" in argv:
+            print(strict_json({"status": "error", "error": f"usage: {error}"}))
+        raise SystemExit(2) from None
+    try:
+        _check_output_paths(args)
+        _check_study(args)
         args.run(args)
     except TrainingDiverged as error:
         if getattr(args, "json", False):

@@ -24,6 +24,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from .checks import check_json_text, load_json
 from .errors import ConfigError
 
 __all__ = ["add_config_flags", "field_docs", "load_config_file", "parse_value", "type_name"]
@@ -83,9 +84,11 @@ def _field_types(config_class: type) -> dict[str, Any]:
         return {f.name: f.type for f in dataclasses.fields(config_class)}
 
 
-def parse_value(raw: str, annotation: Any = None) -> Any:
+def parse_value(raw: str, annotation: Any = None, where: str = "--set") -> Any:
     """A flag's value: JSON (``3e-4``, ``true``, ``null``, ``[64, 64]``; lists become tuples),
-    else the string itself; for a tuple field, ``64,64`` too."""
+    else the string itself; for a tuple field, ``64,64`` too. Text that is not UTF-8 or nests too
+    deep is a ConfigError naming ``where``."""
+    raw = check_json_text(raw, where)
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
@@ -145,11 +148,10 @@ def load_config_file(config: Any, path: str | Path) -> Any:
     """``config`` with the fields of JSON file ``path`` (an object of Config fields, or one with
     them under ``"config"``); lists become tuples. Unknown fields are refused, naming them."""
     try:
-        data = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise ConfigError(f"--config {path}: cannot read it ({e.strerror or e})") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"--config {path}: not valid JSON ({e})") from None
+    data = load_json(raw, f"--config {path}")
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
         data = data["config"]
     if not isinstance(data, dict):

@@ -144,6 +144,10 @@ class Model:
         )
         self.config, self.state, self.result, self.history = config, result.state, result, result.history
         self.num_timesteps = result.steps
+        del resume  # the old state's copy: with the old state, freed now
+        from .backends.cpu import trim_heap
+
+        trim_heap()  # ... and handed back to the OS (see trim_heap), or each learn grows the process
         return self
 
     def set_logger(self, logger: Logger | None) -> None:

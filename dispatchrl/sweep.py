@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import check_json_text
 from .errors import ConfigError
 
 __all__ = [
@@ -83,9 +84,10 @@ def load_spec(path: str | Path) -> Spec:
     """Read a JSON or TOML (by suffix ``.toml``) SPEC file and validate it."""
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as e:
         raise ConfigError(f"sweep SPEC {str(path)!r} cannot be read: {e.strerror or e}") from None
+    text = check_json_text(raw, f"sweep SPEC {str(path)!r}")  # UTF-8, nesting bounded (TOML's arrays too)
     try:
         document = _toml(text) if path.suffix == ".toml" else json.loads(text)
     except ValueError as e:  # TOMLDecodeError is a ValueError

@@ -167,8 +167,9 @@ def test_memmap_ring_is_checked_against_disk_not_memory(tmp_path, monkeypatch):
     from dispatchrl.algorithms import driver
 
     spec = SimpleNamespace(obs_dim=3, action_dim=1)
-    config = td3.Config(total_steps=10_000, memmap_path=str(tmp_path / "new" / "ring"))
-    monkeypatch.setattr(driver, "available_memory", lambda: 1)  # memory does not matter for it
+    config = td3.Config(total_steps=100_000, memmap_path=str(tmp_path / "new" / "ring"))
+    # 2 MiB: the networks and batch buffers (~0.8 MiB) fit, the 3.4 MB ring would not
+    monkeypatch.setattr(driver, "available_memory", lambda: 2**21)
     driver.check_memory(td3, spec, config)
     monkeypatch.setattr(driver, "free_disk", lambda path: 1000)
     with pytest.raises(drl.ConfigError, match="free on the disk of memmap_path"):

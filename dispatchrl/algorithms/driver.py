@@ -13,6 +13,7 @@ import dataclasses
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from ..loggers import Logger, MetricsHook
 from ..nn import Parameter, is_network, parameter_groups
 from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
+from .memory import check_fits, estimate
 from .progress import Progress
 from .protocol import Algorithm, Schedule
 from .runs import DIVERGENCE_HINT, EpisodeHistory, Snapshot, TrainResult, build_state, restore_for_resume, save_run
@@ -37,6 +39,7 @@ __all__ = [
     "DIVERGENCE_HINT",
     "DivergenceCheck",
     "Hook",
+    "LongCompileWarning",
     "PeriodicCheckpoint",
     "Progress",
     "StopOnRequest",
@@ -49,6 +52,7 @@ __all__ = [
     "chunk_iterations",
     "episode_ring_capacity",
     "train",
+    "warn_long_compile",
     "watched_quantities",
 ]
 
@@ -180,24 +184,46 @@ class StopOnRequest:
 
 
 def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
-    """Refuse, before anything is allocated, a run whose replay buffer (capacity × transition
-    size) or rollout needs more memory than the machine has available."""
-    per_row = 4 * (2 * spec.obs_dim + spec.action_dim + 1) + 2  # float32 obs, next_obs, action, reward; 2 flags
-    capacity = getattr(config, "capacity", None)
-    if capacity is not None:
-        what, rows, field = "replay buffer", capacity, "replay_capacity (default: total_steps)"
-    else:  # on-policy: the rollout (observations, actions, values, advantages... ~8 floats more)
-        rows = config.num_envs * getattr(config, "steps_per_env", 1)
-        what, field, per_row = "rollout", "num_envs × steps_per_env", per_row + 32
-    needed, available, where = rows * per_row, available_memory(), "of memory available"
+    """Refuse, before anything is allocated, a run whose state (networks with their gradients
+    and Adam moments, batch and acting buffers, scratch, replay buffer or rollout: see
+    :func:`.memory.estimate`) needs more memory than the machine has available; a memmapped
+    replay ring is checked against its disk instead."""
+    episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
+    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_dim, episodes)
+    who = f"{type(config).__module__.rsplit('.', 1)[-1]} Config"
     folder = getattr(config, "memmap_path", None)
     if folder is not None:  # a memmapped ring needs disk, not memory
-        available, where = free_disk(folder), f"free on the disk of memmap_path {os.fspath(folder)!r}"
-    if available is not None and needed > available:
-        raise ConfigError(
-            f"{type(config).__module__.rsplit('.', 1)[-1]} Config: the {what} of {rows} rows needs "
-            f"{needed / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB {where}; "
-            f"lower {field}"
+        capacity = config.capacity
+        needed, available = capacity * (4 * (2 * spec.obs_dim + spec.action_dim + 1) + 2), free_disk(folder)
+        if available is not None and needed > available:
+            raise ConfigError(
+                f"{who}: the replay buffer of {capacity} rows needs {needed / 2**30:.1f} GiB, more than the "
+                f"{available / 2**30:.1f} GiB free on the disk of memmap_path {os.fspath(folder)!r}; "
+                "lower replay_capacity (default: total_steps)"
+            )
+    check_fits(allocations, available_memory(), who)
+
+
+class LongCompileWarning(UserWarning):
+    """The config's networks are deep enough that compiling the fused steps takes minutes."""
+
+
+#: more hidden layers than this warn of a long first compile: the fused step's code grows with
+#: the layers (each adds forward, backward and Adam calls per network); 50 took 606 s on 2 cores
+LONG_COMPILE_LAYERS = 8
+COMPILE_SECONDS_PER_LAYER = 12
+
+
+def warn_long_compile(config: Any) -> None:
+    """One warning, before compiling, when ``config``'s networks will compile for minutes."""
+    layers = len(getattr(config, "hidden", ()) or ())
+    if layers > LONG_COMPILE_LAYERS:
+        minutes = max(1, round(layers * COMPILE_SECONDS_PER_LAYER / 60))
+        warnings.warn(
+            f"{layers} hidden layers: compiling the fused steps may take about {minutes} min "
+            f"(~{COMPILE_SECONDS_PER_LAYER} s per layer on a cold cache; later runs load it from the disk cache)",
+            LongCompileWarning,
+            stacklevel=3,
         )
 
 
@@ -349,6 +375,7 @@ def train(
     seed = check_seed(seed)
     spec = resolve_env(env, config.num_envs)
     check_memory(algo, spec, config)
+    warn_long_compile(config)
     bar = progress if isinstance(progress, Progress) else Progress(progress)
     start = time.perf_counter()
     bar.compiling(f"compiling fused {algo.NAME.upper()} step ({type(device).__name__.lower()})")

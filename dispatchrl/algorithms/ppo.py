@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint
-from ..arrays import Array, asarray, to_numpy, zeros
+from ..arrays import Array, asarray, assign, to_numpy, zeros
 from ..checkpoint import SCRATCH
 from ..data import (
     EpisodeLog,
@@ -35,7 +35,7 @@ from ..data import (
 )
 from ..devices import Device
 from ..envs import EnvState, env_reset_done, env_step
-from ..errors import ConfigError
+from ..errors import ConfigError, TrainingDiverged
 from ..kernels.core.api import adam_step, copy, fill, increment, mse_gradient
 from ..kernels.offpolicy.api import track_episodes
 from ..kernels.onpolicy.api import (
@@ -272,6 +272,15 @@ class State:
         if updates and not np.array_equal(np.sort(values["permutation"]), np.arange(rows)):
             values.refuse("permutation", f"is not a permutation of 0..{rows - 1}")
         values.require("episodes.count", 0, step * config.num_envs, "episodes finished, at most one per env step")
+        rate = values.scalar("learning_rate")
+        if not rate > 0:  # Adam with a zero or negative rate would stall or climb the loss
+            values.refuse("learning_rate", f"= {rate} is not a positive learning rate")
+
+    def resumed_with(self, config: "Config", saved: dict) -> None:
+        """A resumed run whose ``lr`` differs from the checkpoint's (``--override``) restarts the
+        state's learning rate (the adapted one with adaptive_lr) at the new ``lr``."""
+        if saved.get("lr") != config.lr:
+            assign(self.learning_rate, np.array([config.lr], np.float64))
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
@@ -450,9 +459,29 @@ def schedule(config: Config) -> Schedule:
 
 
 def check_iteration(state: State) -> None:
-    """Refuse a rollout whose observations were not finite (the statistics update skipped them)."""
+    """Refuse a rollout whose observations were not finite (the statistics update skipped them):
+    a divergence when the policy's weights or actions are not finite either (the env only
+    passed the diverged policy's NaN on), else the env's fault."""
     bad = int(to_numpy(state.obs_stats.nonfinite)[0])
     if bad:
+        policy_side = [
+            (name, a) for name, a in driver.watched_quantities(state) if name not in ("observation", "reward")
+        ]
+        diverged = next(
+            (name for name, a in [*policy_side, ("action", state.action)] if not np.all(np.isfinite(to_numpy(a)))),
+            None,
+        )
+        if diverged is not None:
+            envs, rollout_steps = state.action.shape[0], state.rollout.reward.shape[0]
+            last = int(to_numpy(state.step)[0]) * envs
+            first = max(0, last - rollout_steps * envs)
+            raise TrainingDiverged(
+                f"training diverged: {diverged} became NaN or inf between step {first} and {last} (the env "
+                f"then saw NaN or inf actions); training stopped. Hint: {driver.DIVERGENCE_HINT}",
+                diverged,
+                first,
+                last,
+            )
         raise ConfigError(
             f"observation normalization: the env returned NaN or inf observations "
             f"({bad} refused statistics update(s)); check the environment"

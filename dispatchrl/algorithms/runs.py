@@ -422,6 +422,9 @@ def restore_for_resume(
     if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
         _grow_replay(arrays, state.replay.capacity, config.num_envs)
     checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
+    resumed_with = getattr(state, "resumed_with", None)
+    if resumed_with is not None:  # config changes the state carries itself (PPO's learning rate)
+        resumed_with(config, meta.get("config") or {})
     check_history(history, state, config.num_envs, str(path))
     return int(meta.get("seed", 0)), history
 
@@ -473,6 +476,9 @@ def load_run(
     state = build_state(algo, device or Generic(), spec, config, seed)
     history = pop_history(arrays, str(path))
     checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
+    resumed_with = getattr(state, "resumed_with", None)
+    if resumed_with is not None:  # config changes the state carries itself (PPO's learning rate)
+        resumed_with(config, meta.get("config") or {})
     check_history(history, state, config.num_envs, str(path))
     return algo, name, spec, config, state
 

@@ -48,6 +48,7 @@ __all__ = [
     "is_runtime_scalar",
     "limit_blas_threads",
     "njit_program",
+    "trim_heap",
     "vector_fma_widths",
 ]
 
@@ -105,6 +106,28 @@ def limit_blas_threads() -> None:
 
 
 limit_blas_threads()
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the OS (glibc's ``malloc_trim``; elsewhere nothing).
+
+    Arrays under glibc's mmap threshold (which rises up to 32 MiB once a larger block is freed)
+    live on the heap, and freeing them returns nothing to the OS. A resumed run frees a whole
+    state's worth at once (the old state and its snapshot copy), and the next one allocates
+    larger arrays (the replay buffer grows with the budget) that do not fit those holes: without
+    a trim, every ``learn`` call left its freed state behind in the resident memory."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        malloc_trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        return
+    malloc_trim.argtypes, malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    malloc_trim(0)
 
 
 @functools.cache

@@ -325,6 +325,7 @@ def trainer_source(
     config = algo.config_for(env)
     config = dataclasses.replace(config, total_steps=int(steps), **(overrides or {}))
     config.validate()
+    _check_memory(algo, env, config)
     schedule = algo.schedule(config)
     # three traces: every array's initial content must not depend on the seed, except rng keys
     traces = [_trace(algo, config, env, s) for s in (0, 1, 2)]
@@ -373,6 +374,20 @@ def trainer_source(
     source = _render(algo_name, spec, config, schedule, programs, weights, named, storage, seeded)
     state_bytes = storage.nbytes()
     return TrainerSource(_header(algo_name, spec, config, seed, state_bytes), source, MAIN_C, state_bytes, config)
+
+
+def _check_memory(algo: Any, env: str, config: Any) -> None:
+    """Refuse a config whose three traced states (each as large as the trainer's static arrays)
+    do not fit in the memory available, before any is built: a replay buffer of 10⁹ rows would
+    otherwise be allocated here on the host, whatever the target."""
+    from ..algorithms.driver import available_memory, episode_ring_capacity
+    from ..algorithms.envspec import resolve_env
+    from ..algorithms.memory import check_fits, estimate
+
+    spec = resolve_env(env, config.num_envs)
+    episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)  # built, then replaced
+    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_dim, episodes)
+    check_fits(allocations, available_memory(), "export-trainer", copies=3, what="tracing the trainer's state")
 
 
 def _branches(nodes: list):

@@ -16,9 +16,10 @@ from .. import checkpoint
 from ..arrays import to_numpy
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
-from ..errors import CheckpointError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, TrainingDiverged
 from .envspec import EnvSpec, resolve_env
 from .protocol import Algorithm
+from .trust import check_checkpoint_code, check_run_metadata, in_memory
 
 __all__ = [
     "DIVERGENCE_HINT",
@@ -412,6 +413,7 @@ def restore_for_resume(
         meta, arrays, path = path.metadata, dict(path.arrays), "snapshot"
     else:
         meta, arrays = checkpoint.load(path)  # one read: the newest checkpoint may rotate meanwhile
+    check_run_metadata(meta, path)
     if meta.get("algo") != name or meta.get("env") != spec.name:
         raise CheckpointError(
             f"checkpoint {path} is a {meta.get('algo')} run on {meta.get('env')}, not {name} on {spec.name}"
@@ -450,16 +452,21 @@ def _grow_replay(arrays: dict[str, np.ndarray], capacity: int, num_envs: int) ->
 
 
 def load_run(
-    path: str | Path, algorithms: Mapping[str, Algorithm], device: Device | None = None
+    path: str | Path, algorithms: Mapping[str, Algorithm], device: Device | None = None, trust_code: bool = False
 ) -> tuple[Algorithm, str, EnvSpec, Any, Any]:
     """(algorithm module, name, spec, config, state) of a checkpoint, restored on ``device``
-    (default Generic); ``algorithms`` maps names to algorithm modules (usually ``ALGORITHMS``)."""
+    (default Generic); ``algorithms`` maps names to algorithm modules (usually ``ALGORITHMS``).
+    A user network or env its metadata names is refused unless ``trust_code`` (see
+    :mod:`.trust`); the replay ring is restored in memory whatever ``memmap_path`` it names."""
     meta, arrays = checkpoint.load(path)
+    check_run_metadata(meta, path)
     name = meta.get("algo")
     if name not in algorithms:
         raise CheckpointError(f"checkpoint {path}: unknown algorithm {name!r}; expected one of {sorted(algorithms)}")
     algo = algorithms[name]
     config = config_from_metadata(algo, meta, path)
+    check_checkpoint_code(meta, config, path, trust_code)
+    config = in_memory(config)  # a checkpoint never chooses where files are written
     try:
         spec = resolve_env(meta["env"], config.num_envs)
         seed = int(meta["seed"])
@@ -484,6 +491,6 @@ def config_from_metadata(algo: Algorithm, meta: Mapping[str, Any], path: str | P
         fields["hidden"] = tuple(fields.get("hidden", ()))
         config = algo.Config(**fields)
         config.validate()
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, ConfigError) as e:
         raise CheckpointError(f"checkpoint {path}: metadata does not describe a run: {e}") from None
     return config

@@ -346,6 +346,8 @@ def _read_npz(npz_path):
                 with z.open(info) as f:
                     arrays[info.filename[: -len(".npy")]] = np.lib.format.read_array(f, allow_pickle=False)
             return arrays
+    except CheckpointError:  # a ValueError too: already says what is wrong
+        raise
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint arrays {npz_path} do not exist") from None
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:

@@ -289,8 +289,10 @@ MAX_METADATA_DEPTH = 32
 _ENTRY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]*\.npy$")
 
 
-def _entry_headers(z: zipfile.ZipFile, npz_path: object, size_on_disk: int) -> list[zipfile.ZipInfo]:
-    """Every entry's ZipInfo, once the zip directory and the entries' ``.npy`` headers (nothing
+def _entry_headers(
+    z: zipfile.ZipFile, npz_path: object, size_on_disk: int
+) -> list[tuple[zipfile.ZipInfo, tuple, np.dtype]]:
+    """(ZipInfo, shape, dtype) of every entry, once the zip directory and the entries' ``.npy`` headers (nothing
     else is read) are accepted: refuses before any array is read an entry that is not a
     stored (uncompressed) ``.npy`` of plain numbers named as dispatchrl names them, whose bytes
     lie outside the file or differ from what its header declares. What is then read is at most
@@ -332,19 +334,29 @@ def _entry_headers(z: zipfile.ZipFile, npz_path: object, size_on_disk: int) -> l
             )
         if info.filename == METADATA_ENTRY + ".npy" and declared > MAX_METADATA_BYTES:
             raise CheckpointError(f"{where}: {declared} bytes of metadata, more than {MAX_METADATA_BYTES}")
-        headers.append(info)
+        headers.append((info, tuple(shape), dtype))
     return headers
 
 
-def _read_npz(npz_path):
-    """Every entry of ``npz_path`` as a host array, after :func:`_entry_headers` accepted them all."""
+def _read_npz(npz_path, before_arrays=None):
+    """Every entry of ``npz_path`` as a host array, after :func:`_entry_headers` accepted them all;
+    ``before_arrays(metadata entry or None, {name: (shape, dtype)})`` runs once the metadata entry
+    is read, before any other entry is."""
     try:
         size_on_disk = os.path.getsize(npz_path)
         with zipfile.ZipFile(npz_path) as z:
+            headers = _entry_headers(z, npz_path, size_on_disk)
+            metadata_first = sorted(headers, key=lambda header: header[0].filename != METADATA_ENTRY + ".npy")
             arrays = {}
-            for info in _entry_headers(z, npz_path, size_on_disk):
+            for info, _, _ in metadata_first:
+                name = info.filename[: -len(".npy")]
+                if name != METADATA_ENTRY and before_arrays is not None:
+                    declared = {i.filename[: -len(".npy")]: (shape, dtype) for i, shape, dtype in headers}
+                    declared.pop(METADATA_ENTRY, None)
+                    before_arrays(arrays.get(METADATA_ENTRY), declared)
+                    before_arrays = None
                 with z.open(info) as f:
-                    arrays[info.filename[: -len(".npy")]] = np.lib.format.read_array(f, allow_pickle=False)
+                    arrays[name] = np.lib.format.read_array(f, allow_pickle=False)
             return arrays
     except CheckpointError:  # a ValueError too: already says what is wrong
         raise
@@ -384,16 +396,54 @@ def _parse(text, where):
     return document
 
 
-def load(path):
+def _metadata_entry(entry, npz_path):
+    if entry.dtype != np.uint8 or entry.ndim != 1:
+        raise CheckpointError(f"{npz_path}: entry {METADATA_ENTRY!r} is not metadata")
+    return _parse(entry.tobytes(), npz_path)
+
+
+def _check_planned(npz_path, declared, expected) -> None:
+    """Refuse an entry ``expected`` ({name: (shape, dtype)}, None in a shape: any length) does not
+    hold, or holds with another shape or dtype, from its ``.npy`` header (``declared``)."""
+    for name, (shape, dtype) in sorted(declared.items()):
+        if name not in expected:
+            raise CheckpointError(
+                f"checkpoint {npz_path}: unexpected entry {name!r} ({shape} {dtype}): this run has none"
+            )
+        want_shape, want_dtype = expected[name]
+        if (
+            dtype != np.dtype(want_dtype)
+            or len(shape) != len(want_shape)
+            or any(want is not None and want != got for want, got in zip(want_shape, shape))
+        ):
+            raise CheckpointError(
+                f"checkpoint {npz_path}: entry {name!r} has shape {shape} {dtype}, expected {want_shape} "
+                f"{np.dtype(want_dtype).name}"
+            )
+
+
+def load(path, plan=None):
     """(metadata, arrays) of the newest complete checkpoint at ``path`` (see :func:`latest`),
-    migrated to the current version and checked against its digest."""
+    migrated to the current version and checked against its digest.
+
+    ``plan(metadata)`` → {name: (shape, dtype)} (None in a shape: any length): for a checkpoint
+    of the current version, the entries the caller will accept, from the metadata alone (read
+    first, then verified by the digest with the rest); any other entry is refused from its
+    header, before it is read. Older versions name entries as they did; their migrations and
+    :func:`restore` check them."""
     npz_path = latest(path)
-    arrays = _read_npz(npz_path)
+
+    def before_arrays(entry, declared):
+        if plan is None or entry is None:
+            return
+        document = _metadata_entry(entry, npz_path)
+        if document.get("version") == VERSION:
+            _check_planned(npz_path, declared, plan(document))
+
+    arrays = _read_npz(npz_path, before_arrays)
     entry = arrays.pop(METADATA_ENTRY, None)
     if entry is not None:
-        if entry.dtype != np.uint8 or entry.ndim != 1:
-            raise CheckpointError(f"{npz_path}: entry {METADATA_ENTRY!r} is not metadata")
-        document = _parse(entry.tobytes(), npz_path)
+        document = _metadata_entry(entry, npz_path)
     else:  # version 1 kept its metadata beside the arrays
         json_path = paths(npz_path)[1]
         try:

@@ -218,6 +218,28 @@ def test_an_entry_whose_header_overstates_its_size_is_refused(honest, tmp_path):
         checkpoint.load(path)
 
 
+def test_load_run_refuses_entries_the_run_has_no_array_for_unread(honest, tmp_path, capsys):
+    path = craft(honest, tmp_path / "extra")
+    size = 64 << 20  # stored: the file really is this large, but the run has no such array
+    _append_entry(checkpoint.paths(path)[0], "extra.npy", _npy_header((size // 8,)) + bytes(size), zipfile.ZIP_STORED)
+    tracemalloc.start()
+    try:
+        with pytest.raises(drl.CheckpointError, match=r"unexpected entry 'extra' \(\(8388608,\) float64\)"):
+            load_run(path, ALGORITHMS)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20, f"{peak} bytes allocated refusing a 64 MiB entry"
+    # a leaf of the run with another shape in its header: refused the same way
+    meta, arrays = checkpoint.load(honest)
+    arrays["actor.weights.0.m"] = np.zeros((9, 9), arrays["actor.weights.0.m"].dtype)
+    checkpoint.write(tmp_path / "shape", arrays, {k: v for k, v in meta.items() if k not in ("digest", "format")})
+    with pytest.raises(drl.CheckpointError, match=r"entry 'actor.weights.0.m' has shape \(9, 9\)"):
+        load_run(tmp_path / "shape", ALGORITHMS)
+    assert main(["eval", "--checkpoint", str(path)]) == 2
+    assert "unexpected entry 'extra'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("name", "header", "match"),
     [

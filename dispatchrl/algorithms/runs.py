@@ -457,10 +457,35 @@ def load_run(
     """(algorithm module, name, spec, config, state) of a checkpoint, restored on ``device``
     (default Generic); ``algorithms`` maps names to algorithm modules (usually ``ALGORITHMS``).
     A user network or env its metadata names is refused unless ``trust_code`` (see
-    :mod:`.trust`); the replay ring is restored in memory whatever ``memmap_path`` it names."""
-    meta, arrays = checkpoint.load(path)
+    :mod:`.trust`); the replay ring is restored in memory whatever ``memmap_path`` it names. The
+    state is built from the metadata first, so an entry it has no array for is refused from the
+    file's directory, unread."""
+    planned: dict[str, Any] = {}
+
+    def plan(meta: dict[str, Any]) -> dict[str, tuple[tuple[int | None, ...], Any]]:
+        planned.update(_plan_run(meta, path, algorithms, device or Generic(), trust_code))
+        leaves = checkpoint.named_arrays(planned["state"])
+        expected = {key.rstrip("."): (tuple(array.shape), array.dtype) for key, array in leaves}
+        expected.update({f"history.{key}": ((None,), dtype) for key, dtype in HISTORY_KEYS.items()})
+        return expected
+
+    meta, arrays = checkpoint.load(path, plan=plan)
+    if not planned:  # an older format: planned from its migrated metadata
+        planned.update(_plan_run(meta, path, algorithms, device or Generic(), trust_code))
+    algo, name, spec, config, state = (planned[key] for key in ("algo", "name", "spec", "config", "state"))
+    history = pop_history(arrays, str(path))
+    checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
+    check_history(history, state, config.num_envs, str(path))
+    return algo, name, spec, config, state
+
+
+def _plan_run(
+    meta: Mapping[str, Any], path: str | Path, algorithms: Mapping[str, Algorithm], device: Device, trust_code: bool
+) -> dict[str, Any]:
+    """What :func:`load_run` builds from a checkpoint's metadata: its algorithm module, name, env
+    spec, config and a fresh state of that run."""
     check_run_metadata(meta, path)
-    name = meta.get("algo")
+    name: Any = meta.get("algo")
     if name not in algorithms:
         raise CheckpointError(f"checkpoint {path}: unknown algorithm {name!r}; expected one of {sorted(algorithms)}")
     algo = algorithms[name]
@@ -477,11 +502,8 @@ def load_run(
             f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
             f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})"
         )
-    state = build_state(algo, device or Generic(), spec, config, seed)
-    history = pop_history(arrays, str(path))
-    checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
-    check_history(history, state, config.num_envs, str(path))
-    return algo, name, spec, config, state
+    state = build_state(algo, device, spec, config, seed)
+    return {"algo": algo, "name": name, "spec": spec, "config": config, "state": state}
 
 
 def config_from_metadata(algo: Algorithm, meta: Mapping[str, Any], path: str | Path) -> Any:

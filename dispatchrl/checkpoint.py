@@ -396,7 +396,7 @@ def _parse(text, where):
     return document
 
 
-def _metadata_entry(entry, npz_path):
+def _metadata_entry(entry: np.ndarray, npz_path: object) -> dict:
     if entry.dtype != np.uint8 or entry.ndim != 1:
         raise CheckpointError(f"{npz_path}: entry {METADATA_ENTRY!r} is not metadata")
     return _parse(entry.tobytes(), npz_path)
@@ -433,7 +433,7 @@ def load(path, plan=None):
     :func:`restore` check them."""
     npz_path = latest(path)
 
-    def before_arrays(entry, declared):
+    def before_arrays(entry: np.ndarray | None, declared: dict) -> None:
         if plan is None or entry is None:
             return
         document = _metadata_entry(entry, npz_path)

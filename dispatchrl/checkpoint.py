@@ -292,11 +292,11 @@ _ENTRY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]*\.npy$")
 def _entry_headers(
     z: zipfile.ZipFile, npz_path: object, size_on_disk: int
 ) -> list[tuple[zipfile.ZipInfo, tuple, np.dtype]]:
-    """(ZipInfo, shape, dtype) of every entry, once the zip directory and the entries' ``.npy`` headers (nothing
-    else is read) are accepted: refuses before any array is read an entry that is not a
-    stored (uncompressed) ``.npy`` of plain numbers named as dispatchrl names them, whose bytes
-    lie outside the file or differ from what its header declares. What is then read is at most
-    the file's own size (np.savez stores; a deflated entry could expand a thousandfold)."""
+    """(ZipInfo, shape, dtype) of every entry, once the zip directory and the entries' ``.npy``
+    headers (nothing else is read) are accepted: refuses before any array is read an entry that
+    is not a stored (uncompressed) ``.npy`` of plain numbers named as dispatchrl names them, whose
+    bytes lie outside the file or differ from what its header declares. What is then read is at
+    most the file's own size (np.savez stores; a deflated entry could expand a thousandfold)."""
     infos, names, headers = z.infolist(), set(), []
     for info in infos:
         where = f"checkpoint {npz_path}: entry {info.filename!r}"
@@ -341,7 +341,8 @@ def _entry_headers(
 def _read_npz(npz_path, before_arrays=None):
     """Every entry of ``npz_path`` as a host array, after :func:`_entry_headers` accepted them all;
     ``before_arrays(metadata entry or None, {name: (shape, dtype)})`` runs once the metadata entry
-    is read, before any other entry is."""
+    is read, before any other entry is (what it raises passes through as it is)."""
+    planning = False
     try:
         size_on_disk = os.path.getsize(npz_path)
         with zipfile.ZipFile(npz_path) as z:
@@ -353,16 +354,17 @@ def _read_npz(npz_path, before_arrays=None):
                 if name != METADATA_ENTRY and before_arrays is not None:
                     declared = {i.filename[: -len(".npy")]: (shape, dtype) for i, shape, dtype in headers}
                     declared.pop(METADATA_ENTRY, None)
+                    planning = True
                     before_arrays(arrays.get(METADATA_ENTRY), declared)
-                    before_arrays = None
+                    planning, before_arrays = False, None
                 with z.open(info) as f:
                     arrays[name] = np.lib.format.read_array(f, allow_pickle=False)
             return arrays
-    except CheckpointError:  # a ValueError too: already says what is wrong
-        raise
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint arrays {npz_path} do not exist") from None
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        if planning or isinstance(e, CheckpointError):  # a CheckpointError is a ValueError too
+            raise
+        if isinstance(e, FileNotFoundError):
+            raise CheckpointError(f"checkpoint arrays {npz_path} do not exist") from None
         raise CheckpointError(
             f"checkpoint arrays {npz_path} are unreadable (truncated or not an npz written by dispatchrl): {e}"
         ) from None

@@ -27,6 +27,7 @@ through it. Older formats load through :func:`migration` functions.
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -272,48 +273,184 @@ def latest(path):
     for candidate in reversed(candidates):
         try:
             with zipfile.ZipFile(candidate) as z:
+                _entry_headers(z, candidate, os.path.getsize(candidate))  # before testzip reads them
                 if z.testzip() is None:
                     return candidate
-        except (zipfile.BadZipFile, OSError):
+        except (zipfile.BadZipFile, OSError, CheckpointError):
             continue
     raise CheckpointError(f"every checkpoint in {path} is damaged: {[c.name for c in candidates]}")
 
 
-def _read_npz(npz_path):
+#: the largest metadata entry a checkpoint may hold (a run's metadata is a few KiB)
+MAX_METADATA_BYTES = 16 << 20
+#: how deep the metadata's JSON may nest (a run's metadata nests 3 levels)
+MAX_METADATA_DEPTH = 32
+#: an npz entry's name: a state path (``actor.weights.0.m``), ``history.<key>`` or the metadata
+_ENTRY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]*\.npy$")
+
+
+def _entry_headers(
+    z: zipfile.ZipFile, npz_path: object, size_on_disk: int
+) -> list[tuple[zipfile.ZipInfo, tuple, np.dtype]]:
+    """(ZipInfo, shape, dtype) of every entry, once the zip directory and the entries' ``.npy``
+    headers (nothing else is read) are accepted: refuses before any array is read an entry that
+    is not a stored (uncompressed) ``.npy`` of plain numbers named as dispatchrl names them, whose
+    bytes lie outside the file or differ from what its header declares. What is then read is at
+    most the file's own size (np.savez stores; a deflated entry could expand a thousandfold)."""
+    infos, names, headers = z.infolist(), set(), []
+    for info in infos:
+        where = f"checkpoint {npz_path}: entry {info.filename!r}"
+        if not _ENTRY.match(info.filename) or info.filename in names:
+            raise CheckpointError(f"{where} is not an array entry dispatchrl writes (a unique NAME.npy)")
+        names.add(info.filename)
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+            raise CheckpointError(
+                f"{where} is compressed (zip method {info.compress_type}); dispatchrl writes stored entries, "
+                "and a compressed one could expand far beyond the file's size"
+            )
+        if info.header_offset + info.compress_size > size_on_disk:
+            raise CheckpointError(f"{where} declares {info.file_size} bytes, past the end of the file")
+    for info in infos:
+        where = f"checkpoint {npz_path}: entry {info.filename!r}"
+        with z.open(info) as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else None
+                if version == (2, 0):
+                    read_header = np.lib.format.read_array_header_2_0
+                if read_header is None:
+                    raise ValueError(f"npy format version {version}")
+                shape, _, dtype = read_header(f)
+            except (ValueError, TypeError, SyntaxError, EOFError) as e:
+                raise CheckpointError(f"{where} has no valid .npy header: {e}") from None
+            header_length = f.tell()
+        if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biuf":
+            raise CheckpointError(f"{where} has dtype {dtype}; checkpoints hold plain numbers only")
+        declared = math.prod(shape) * dtype.itemsize
+        if header_length + declared != info.file_size:
+            raise CheckpointError(
+                f"{where}: its header declares shape {shape} {dtype} ({declared} bytes), the entry holds "
+                f"{info.file_size - header_length} bytes"
+            )
+        if info.filename == METADATA_ENTRY + ".npy" and declared > MAX_METADATA_BYTES:
+            raise CheckpointError(f"{where}: {declared} bytes of metadata, more than {MAX_METADATA_BYTES}")
+        headers.append((info, tuple(shape), dtype))
+    return headers
+
+
+def _read_npz(npz_path, before_arrays=None):
+    """Every entry of ``npz_path`` as a host array, after :func:`_entry_headers` accepted them all;
+    ``before_arrays(metadata entry or None, {name: (shape, dtype)})`` runs once the metadata entry
+    is read, before any other entry is (what it raises passes through as it is)."""
+    planning = False
     try:
-        with np.load(npz_path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint arrays {npz_path} do not exist") from None
+        size_on_disk = os.path.getsize(npz_path)
+        with zipfile.ZipFile(npz_path) as z:
+            headers = _entry_headers(z, npz_path, size_on_disk)
+            metadata_first = sorted(headers, key=lambda header: header[0].filename != METADATA_ENTRY + ".npy")
+            arrays = {}
+            for info, _, _ in metadata_first:
+                name = info.filename[: -len(".npy")]
+                if name != METADATA_ENTRY and before_arrays is not None:
+                    declared = {i.filename[: -len(".npy")]: (shape, dtype) for i, shape, dtype in headers}
+                    declared.pop(METADATA_ENTRY, None)
+                    planning = True
+                    before_arrays(arrays.get(METADATA_ENTRY), declared)
+                    planning, before_arrays = False, None
+                with z.open(info) as f:
+                    arrays[name] = np.lib.format.read_array(f, allow_pickle=False)
+            return arrays
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        if planning or isinstance(e, CheckpointError):  # a CheckpointError is a ValueError too
+            raise
+        if isinstance(e, FileNotFoundError):
+            raise CheckpointError(f"checkpoint arrays {npz_path} do not exist") from None
         raise CheckpointError(
             f"checkpoint arrays {npz_path} are unreadable (truncated or not an npz written by dispatchrl): {e}"
         ) from None
 
 
+def _depth(document) -> int:
+    """How deep a parsed JSON document nests (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_METADATA_DEPTH:
+                stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
 def _parse(text, where):
+    if len(text) > MAX_METADATA_BYTES:
+        raise CheckpointError(f"checkpoint metadata {where}: {len(text)} bytes, more than {MAX_METADATA_BYTES}")
     try:
         document = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"checkpoint metadata {where} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise CheckpointError(f"checkpoint metadata {where} nests deeper than JSON parsing allows") from None
+    if _depth(document) > MAX_METADATA_DEPTH:
+        raise CheckpointError(f"checkpoint metadata {where} nests deeper than {MAX_METADATA_DEPTH} levels")
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise CheckpointError(f"{where} is not a dispatchrl checkpoint (no format: {FORMAT!r})")
     return document
 
 
-def load(path):
+def _metadata_entry(entry: np.ndarray, npz_path: object) -> dict:
+    if entry.dtype != np.uint8 or entry.ndim != 1:
+        raise CheckpointError(f"{npz_path}: entry {METADATA_ENTRY!r} is not metadata")
+    return _parse(entry.tobytes(), npz_path)
+
+
+def _check_planned(npz_path, declared, expected) -> None:
+    """Refuse an entry ``expected`` ({name: (shape, dtype)}, None in a shape: any length) does not
+    hold, or holds with another shape or dtype, from its ``.npy`` header (``declared``)."""
+    for name, (shape, dtype) in sorted(declared.items()):
+        if name not in expected:
+            raise CheckpointError(
+                f"checkpoint {npz_path}: unexpected entry {name!r} ({shape} {dtype}): this run has none"
+            )
+        want_shape, want_dtype = expected[name]
+        if (
+            dtype != np.dtype(want_dtype)
+            or len(shape) != len(want_shape)
+            or any(want is not None and want != got for want, got in zip(want_shape, shape))
+        ):
+            raise CheckpointError(
+                f"checkpoint {npz_path}: entry {name!r} has shape {shape} {dtype}, expected {want_shape} "
+                f"{np.dtype(want_dtype).name}"
+            )
+
+
+def load(path, plan=None):
     """(metadata, arrays) of the newest complete checkpoint at ``path`` (see :func:`latest`),
-    migrated to the current version and checked against its digest."""
+    migrated to the current version and checked against its digest.
+
+    ``plan(metadata)`` → {name: (shape, dtype)} (None in a shape: any length): for a checkpoint
+    of the current version, the entries the caller will accept, from the metadata alone (read
+    first, then verified by the digest with the rest); any other entry is refused from its
+    header, before it is read. Older versions name entries as they did; their migrations and
+    :func:`restore` check them."""
     npz_path = latest(path)
-    arrays = _read_npz(npz_path)
+
+    def before_arrays(entry: np.ndarray | None, declared: dict) -> None:
+        if plan is None or entry is None:
+            return
+        document = _metadata_entry(entry, npz_path)
+        if document.get("version") == VERSION:
+            _check_planned(npz_path, declared, plan(document))
+
+    arrays = _read_npz(npz_path, before_arrays)
     entry = arrays.pop(METADATA_ENTRY, None)
     if entry is not None:
-        if entry.dtype != np.uint8 or entry.ndim != 1:
-            raise CheckpointError(f"{npz_path}: entry {METADATA_ENTRY!r} is not metadata")
-        document = _parse(entry.tobytes(), npz_path)
+        document = _metadata_entry(entry, npz_path)
     else:  # version 1 kept its metadata beside the arrays
         json_path = paths(npz_path)[1]
         try:
+            if json_path.stat().st_size > MAX_METADATA_BYTES:
+                raise CheckpointError(f"checkpoint metadata {json_path} is larger than {MAX_METADATA_BYTES} bytes")
             document = _parse(json_path.read_bytes(), json_path)
         except FileNotFoundError:
             raise CheckpointError(f"checkpoint metadata {json_path} does not exist") from None

@@ -119,6 +119,7 @@ def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
     from dispatchrl import ConfigError, checkpoint
     from dispatchrl.algorithms import ALGORITHMS
     from dispatchrl.algorithms.runs import config_from_metadata
+    from dispatchrl.algorithms.trust import check_checkpoint_code, check_memmap_named, check_run_metadata
     from dispatchrl.cli_config import load_config_file
 
     algo = ALGORITHMS[args.algo]
@@ -135,6 +136,7 @@ def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
         config.validate()
         return algo, env, config, 0 if args.seed is None else args.seed
     meta = checkpoint.load_metadata(args.resume)
+    check_run_metadata(meta, args.resume)
     for what, given, saved in (
         ("algorithm", args.algo, meta.get("algo")),
         ("--env", args.env, meta.get("env")),
@@ -173,7 +175,24 @@ def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
             file=sys.stderr,
         )
     wanted.validate()
+    named = _named_fields(saved_config, args)
+    check_checkpoint_code(meta, wanted, args.resume, args.trust_code, named={args.env, *vars(named).values()})
+    check_memmap_named(wanted, getattr(named, "memmap_path", None), args.resume)
     return algo, meta["env"], wanted, int(meta["seed"])
+
+
+def _named_fields(saved_config: Any, args: argparse.Namespace) -> Any:
+    """``saved_config`` holding only what this command line names (--set, its --FIELD aliases,
+    --config) in the fields naming code or files (the others: None), to tell a checkpoint's own
+    values from those the user gave again."""
+    from dispatchrl.algorithms.trust import NETWORK_FIELDS
+    from dispatchrl.cli_config import load_config_file
+
+    fields = [f for f in (*NETWORK_FIELDS, "memmap_path") if hasattr(saved_config, f)]
+    named = dataclasses.replace(saved_config, **dict.fromkeys(fields))
+    named = named if args.config is None else load_config_file(named, args.config)
+    named = _parse_overrides(named, args.set or [])
+    return argparse.Namespace(**{f: getattr(named, f) for f in fields})
 
 
 def _check_writable(path: str, directory: bool, flag: str = "--save") -> None:
@@ -349,7 +368,7 @@ def evaluate(args: argparse.Namespace) -> dict:
         raise _config_error(f"--seed must be an int in [0, 2**31 - {limit}), got {args.seed}")
     if args.video is not None and "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
         os.environ["MUJOCO_GL"] = "egl"  # headless: MuJoCo's offscreen renderer (Ant) through EGL
-    algo, name, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
+    algo, name, spec, _, state = load_run(args.checkpoint, ALGORITHMS, trust_code=args.trust_code)
     deterministic = algo.policy(state, spec.action_low, spec.action_high)
 
     def policy(obs: np.ndarray) -> np.ndarray:
@@ -408,7 +427,7 @@ def export(args: argparse.Namespace) -> dict:
     from dispatchrl.algorithms import ALGORITHMS, load_run
     from dispatchrl.export.folder import claim_folder, record_folder
 
-    algo, _, spec, _, state = load_run(args.checkpoint, ALGORITHMS)
+    algo, _, spec, _, state = load_run(args.checkpoint, ALGORITHMS, trust_code=args.trust_code)
     policy = algo.policy(state, spec.action_low, spec.action_high)
     kept = claim_folder(args.out)
     try:
@@ -542,6 +561,13 @@ def add_web_command(commands: Any) -> None:
     p.set_defaults(run=web)
 
 
+#: the help of --trust-code (train --resume, eval, export)
+TRUST_CODE_HELP = (
+    "import the user network/env modules ('module:function') the checkpoint names: it runs their code, "
+    "so only for checkpoints you trust (without it they are refused unless named again)"
+)
+
+
 def _train_flags(p: argparse.ArgumentParser) -> None:
     """The flags of ``train ALGO`` besides the config fields."""
     p.add_argument(
@@ -582,6 +608,7 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--override", action="store_true", help="with --resume: let --set/--num-envs change the checkpoint's config"
     )
+    p.add_argument("--trust-code", action="store_true", help=TRUST_CODE_HELP)
     p.add_argument("--no-eval", action="store_true", help="skip the 10 evaluation episodes")
     p.add_argument(
         "--eval-every",
@@ -646,6 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("eval", help="evaluate a checkpoint's deterministic policy")
     p.add_argument("--checkpoint", required=True)
+    p.add_argument("--trust-code", action="store_true", help=TRUST_CODE_HELP)
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=None, help="first reset seed (default: the fixed evaluation seeds)")
     p.add_argument("--video", metavar="DIR", default=None, help="write each episode as DIR/rl-video-episode-<i>.mp4")
@@ -664,6 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("export", help="write a checkpoint's policy as dependency-free C (policy.h, policy.c)")
     p.add_argument("--checkpoint", required=True)
+    p.add_argument("--trust-code", action="store_true", help=TRUST_CODE_HELP)
     p.add_argument("--out", required=True)
     p.add_argument(
         "--target", default=None, help="also build for host, aarch64-linux, armhf-linux, riscv64-linux or cortex-m4"

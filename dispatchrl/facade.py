@@ -27,6 +27,7 @@ from .algorithms.callbacks import EvalCallback, StopOnReward
 from .algorithms.envspec import NAMED_ENVS, EnvSpec, resolve_env
 from .algorithms.protocol import Algorithm
 from .algorithms.runs import Snapshot, build_state, config_from_metadata, restore_for_resume, save_run, snapshot
+from .algorithms.trust import check_checkpoint_code, check_run_metadata, in_memory
 from .arrays import to_numpy
 from .devices import Device, device_from_name
 from .errors import CheckpointError, ConfigError
@@ -207,13 +208,28 @@ class Model:
         return save_run(path, self.algo.NAME, self.spec, self.config, self.seed, steps, state, history=history)[0]
 
     @classmethod
-    def load(cls, path: str | Path, env: Any = None, device: str | Device = "cpu", progress: bool | None = None) -> Any:
+    def load(
+        cls,
+        path: str | Path,
+        env: Any = None,
+        device: str | Device = "cpu",
+        progress: bool | None = None,
+        trust_code: bool = False,
+    ) -> Any:
         """The model saved at ``path``; pass ``env`` to train it further on a Python env (native
-        envs and registered ids are found from the checkpoint)."""
+        envs and registered ids are found from the checkpoint). A user network or env the
+        checkpoint names (``"module:..."``) is refused unless ``env`` names it again or
+        ``trust_code=True``; the replay ring is kept in memory whatever ``memmap_path`` it names."""
         meta, arrays = checkpoint.load(path)
+        check_run_metadata(meta, path)
         if meta.get("algo") != cls.algo.NAME:
             raise CheckpointError(f"checkpoint {path} is a {meta.get('algo')} run, not {cls.algo.NAME}")
         config = config_from_metadata(cls.algo, meta, path)
+        # an env the caller passes is theirs: the checkpoint's env name is then only compared
+        check_checkpoint_code(
+            meta, config, path, trust_code, named=(meta.get("env"), meta.get("eval_id")) if env is not None else ()
+        )
+        config = in_memory(config)  # a checkpoint never chooses where files are written
         model = cls.__new__(cls)
         model.device = device_from_name(device) if isinstance(device, str) else device
         model.seed, model.progress, model.config, model.env = int(meta.get("seed", 0)), progress, config, env

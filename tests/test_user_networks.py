@@ -137,9 +137,11 @@ def test_td3_trains_a_user_actor_with_mlp_critics_fused(custom_network, tmp_path
     plain = nn.Policy.from_mlp(result.state.actor, low, high)
     assert np.max(np.abs(plain(obs) - expected)) > 1e-3  # the skips matter
 
-    # the checkpoint records the fields and loads the same networks back
+    # the checkpoint records the fields and loads the same networks back (trusted: it names a module)
     result.save(tmp_path / "run")
-    _, _, _, loaded_config, loaded = load_run(tmp_path / "run", ALGORITHMS, drl.CPU())
+    with pytest.raises(drl.CheckpointError, match="actor_network='custom_network:residual_mlp'"):
+        load_run(tmp_path / "run", ALGORITHMS, drl.CPU())
+    _, _, _, loaded_config, loaded = load_run(tmp_path / "run", ALGORITHMS, drl.CPU(), trust_code=True)
     assert (loaded_config.network, loaded_config.actor_network, loaded_config.critic_network) == ("mlp", RESIDUAL, None)
     assert type(loaded.actor) is custom_network.ResidualMLP and type(loaded.critic1) is nn.MLP
     saved, restored = _arrays(result.state), _arrays(loaded)
@@ -150,7 +152,7 @@ def test_td3_trains_a_user_actor_with_mlp_critics_fused(custom_network, tmp_path
     with pytest.raises(drl.ConfigError, match=r"network of type ResidualMLP.*nn\.deployable method for ResidualMLP"):
         drl.export.write_policy(result.policy, out)
     assert not out.exists()
-    assert main(["export", "--checkpoint", str(tmp_path / "run"), "--out", str(out)]) == 2
+    assert main(["export", "--checkpoint", str(tmp_path / "run"), "--out", str(out), "--trust-code"]) == 2
     assert not out.exists()
 
 

@@ -16,9 +16,10 @@ from .. import checkpoint
 from ..arrays import to_numpy
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
-from ..errors import CheckpointError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, TrainingDiverged
 from .envspec import EnvSpec, resolve_env
 from .protocol import Algorithm
+from .trust import check_checkpoint_code, check_run_metadata, in_memory
 
 __all__ = [
     "DIVERGENCE_HINT",
@@ -412,6 +413,7 @@ def restore_for_resume(
         meta, arrays, path = path.metadata, dict(path.arrays), "snapshot"
     else:
         meta, arrays = checkpoint.load(path)  # one read: the newest checkpoint may rotate meanwhile
+    check_run_metadata(meta, path)
     if meta.get("algo") != name or meta.get("env") != spec.name:
         raise CheckpointError(
             f"checkpoint {path} is a {meta.get('algo')} run on {meta.get('env')}, not {name} on {spec.name}"
@@ -453,16 +455,46 @@ def _grow_replay(arrays: dict[str, np.ndarray], capacity: int, num_envs: int) ->
 
 
 def load_run(
-    path: str | Path, algorithms: Mapping[str, Algorithm], device: Device | None = None
+    path: str | Path, algorithms: Mapping[str, Algorithm], device: Device | None = None, trust_code: bool = False
 ) -> tuple[Algorithm, str, EnvSpec, Any, Any]:
     """(algorithm module, name, spec, config, state) of a checkpoint, restored on ``device``
-    (default Generic); ``algorithms`` maps names to algorithm modules (usually ``ALGORITHMS``)."""
-    meta, arrays = checkpoint.load(path)
-    name = meta.get("algo")
+    (default Generic); ``algorithms`` maps names to algorithm modules (usually ``ALGORITHMS``).
+    A user network or env its metadata names is refused unless ``trust_code`` (see
+    :mod:`.trust`); the replay ring is restored in memory whatever ``memmap_path`` it names. The
+    state is built from the metadata first, so an entry it has no array for is refused from the
+    file's directory, unread."""
+    planned: dict[str, Any] = {}
+
+    def plan(meta: dict[str, Any]) -> dict[str, tuple[tuple[int | None, ...], Any]]:
+        planned.update(_plan_run(meta, path, algorithms, device or Generic(), trust_code))
+        leaves = checkpoint.named_arrays(planned["state"])
+        expected = {key.rstrip("."): (tuple(array.shape), array.dtype) for key, array in leaves}
+        expected.update({f"history.{key}": ((None,), dtype) for key, dtype in HISTORY_KEYS.items()})
+        return expected
+
+    meta, arrays = checkpoint.load(path, plan=plan)
+    if not planned:  # an older format: planned from its migrated metadata
+        planned.update(_plan_run(meta, path, algorithms, device or Generic(), trust_code))
+    algo, name, spec, config, state = (planned[key] for key in ("algo", "name", "spec", "config", "state"))
+    history = pop_history(arrays, str(path))
+    checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
+    check_history(history, state, config.num_envs, str(path))
+    return algo, name, spec, config, state
+
+
+def _plan_run(
+    meta: Mapping[str, Any], path: str | Path, algorithms: Mapping[str, Algorithm], device: Device, trust_code: bool
+) -> dict[str, Any]:
+    """What :func:`load_run` builds from a checkpoint's metadata: its algorithm module, name, env
+    spec, config and a fresh state of that run."""
+    check_run_metadata(meta, path)
+    name: Any = meta.get("algo")
     if name not in algorithms:
         raise CheckpointError(f"checkpoint {path}: unknown algorithm {name!r}; expected one of {sorted(algorithms)}")
     algo = algorithms[name]
     config = config_from_metadata(algo, meta, path)
+    check_checkpoint_code(meta, config, path, trust_code)
+    config = in_memory(config)  # a checkpoint never chooses where files are written
     try:
         spec = resolve_env(meta["env"], config.num_envs)
         seed = int(meta["seed"])
@@ -473,14 +505,8 @@ def load_run(
             f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
             f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})"
         )
-    state = build_state(algo, device or Generic(), spec, config, seed)
-    history = pop_history(arrays, str(path))
-    checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
-    resumed_with = getattr(state, "resumed_with", None)
-    if resumed_with is not None:  # config changes the state carries itself (PPO's learning rate)
-        resumed_with(config, meta.get("config") or {})
-    check_history(history, state, config.num_envs, str(path))
-    return algo, name, spec, config, state
+    state = build_state(algo, device, spec, config, seed)
+    return {"algo": algo, "name": name, "spec": spec, "config": config, "state": state}
 
 
 def config_from_metadata(algo: Algorithm, meta: Mapping[str, Any], path: str | Path) -> Any:
@@ -490,6 +516,6 @@ def config_from_metadata(algo: Algorithm, meta: Mapping[str, Any], path: str | P
         fields["hidden"] = tuple(fields.get("hidden", ()))
         config = algo.Config(**fields)
         config.validate()
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, ConfigError) as e:
         raise CheckpointError(f"checkpoint {path}: metadata does not describe a run: {e}") from None
     return config

@@ -171,7 +171,26 @@ class MemmapStorage(_Storage):
                 raise ShapeError(
                     f"MemmapStorage: {self.path!r} holds {self.data.batch_size} rows, max_size is {self.max_size}"
                 )
-            self._counters = np.load(os.path.join(self.path, self.COUNTERS), mmap_mode="r+", allow_pickle=False)
+            self._counters = self._open_counters()
+
+    def _open_counters(self) -> np.ndarray:
+        """The folder's [length, cursor], mapped, after checking they fit ``max_size``: the sample
+        and write kernels index the rows with them unchecked (a length past the rows reads
+        outside the mapping)."""
+        where = os.path.join(self.path, self.COUNTERS)
+        try:
+            counters = np.load(where, mmap_mode="r+", allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ShapeError(f"MemmapStorage: {where} is not a readable counters file ({e})") from None
+        if counters.dtype != np.int64 or counters.shape != (2,):
+            raise ShapeError(f"MemmapStorage: {where} holds {counters.dtype} {counters.shape}, expected int64 (2,)")
+        length, cursor = int(counters[0]), int(counters[1])
+        if not (0 <= length <= self.max_size and 0 <= cursor < self.max_size):
+            raise ShapeError(
+                f"MemmapStorage: {where} holds length {length} and cursor {cursor}, which do not fit "
+                f"max_size {self.max_size} (expected 0 <= length <= {self.max_size}, 0 <= cursor < {self.max_size})"
+            )
+        return counters
 
     def _allocate(self, td) -> None:
         self.data = TensorDict.empty_memmap(self.path, [self.max_size], self._spec(td))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["build_parser", "main", "strict_json"]
+__all__ = ["build_parser", "main", "resume_command", "strict_json"]
 
 if TYPE_CHECKING:
     from dispatchrl.devices import Device
@@ -190,13 +190,7 @@ def _check_writable(path: str, directory: bool, flag: str = "--save") -> None:
 
 
 def train(args: argparse.Namespace) -> dict:
-    import signal
-
-    from dispatchrl.algorithms import evaluate
-    from dispatchrl.algorithms.callbacks import EvalCallback
-    from dispatchrl.algorithms.driver import PeriodicCheckpoint, Progress, StopOnRequest, train
-    from dispatchrl.algorithms.runs import check_finite_state
-    from dispatchrl.devices import device_from_name
+    from dispatchrl.checkpoint import SaveLock
 
     for flag in ("save_every", "keep"):
         value = getattr(args, flag)
@@ -211,6 +205,22 @@ def train(args: argparse.Namespace) -> dict:
     algo, env, config, seed = _run_config(args)
     if args.save:
         _check_writable(args.save, directory=args.save_every is not None)
+        # one run at a time writes a --save path: a second one is refused, naming the first
+        with SaveLock(args.save, directory=args.save_every is not None):
+            return _train(args, algo, env, config, seed)
+    return _train(args, algo, env, config, seed)
+
+
+def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int) -> dict:
+    import signal
+
+    from dispatchrl.algorithms import evaluate
+    from dispatchrl.algorithms.callbacks import EvalCallback
+    from dispatchrl.algorithms.driver import DiskSpaceCheck, PeriodicCheckpoint, Progress, StopOnRequest, train
+    from dispatchrl.algorithms.runs import check_finite_state
+    from dispatchrl.devices import device_from_name
+    from dispatchrl.errors import CheckpointWriteError
+
     logger = None
     if args.log_dir is not None:
         from dispatchrl.loggers import make_logger
@@ -218,7 +228,12 @@ def train(args: argparse.Namespace) -> dict:
         _check_writable(args.log_dir, directory=True, flag="--log-dir")
         logger = make_logger(args.logger or "csv", args.log_dir, append=args.resume is not None)
     device = device_from_name(args.device)
-    periodic = PeriodicCheckpoint(args.save, args.save_every, args.keep or 3) if args.save_every is not None else None
+    periodic = (
+        PeriodicCheckpoint(args.save, args.save_every, args.keep or 3, stop_on_error=True)
+        if args.save_every is not None
+        else None
+    )
+    space = DiskSpaceCheck(args.save) if args.save and not periodic else None
     stop = StopOnRequest(periodic, save=(lambda run: run.save(args.save)[0]) if args.save and not periodic else None)
     evaluation = EvalCallback(args.eval_every, args.eval_episodes) if args.eval_every is not None else None
     previous = signal.signal(signal.SIGINT, _second_interrupt_raises(stop))
@@ -231,7 +246,7 @@ def train(args: argparse.Namespace) -> dict:
             seed=seed,
             progress=Progress(interval=args.progress_interval) if not args.json else False,
             resume=args.resume,
-            hooks=tuple(h for h in (evaluation, periodic, stop) if h is not None),
+            hooks=tuple(h for h in (space, evaluation, periodic, stop) if h is not None),
             logger=logger,
         )
     finally:
@@ -240,9 +255,15 @@ def train(args: argparse.Namespace) -> dict:
             logger.close()
     # with the in-step check off (check_every=0) a diverged run ends here: say so, save nothing
     check_finite_state(result.state, result.steps)
+    # a checkpoint that cannot be written (a full disk) loses nothing silently: the run's result
+    # is still evaluated and reported, with the error and the newest complete checkpoint
+    save_error = periodic.error if periodic is not None else None
     if args.save and periodic is None:
-        result.save(args.save)
-    saved = str(periodic.path) if periodic is not None else args.save
+        try:
+            result.save(args.save)
+        except CheckpointWriteError as error:
+            save_error = error
+    saved = None if save_error is not None else str(periodic.path) if periodic is not None else args.save
     skip_eval = args.no_eval or result.spec.eval_id is None  # a native env with no gymnasium id
     eval_return, eval_returns = (None, []) if skip_eval else evaluate(result.policy, result.spec.eval_id)
     summary = {
@@ -252,6 +273,13 @@ def train(args: argparse.Namespace) -> dict:
         "eval_returns": [round(r, 3) for r in eval_returns],
         "saved": saved,
     }
+    if save_error is not None:
+        summary.update(
+            status="save_failed",
+            error=f"{type(save_error).__name__}: {save_error}",
+            last_good_checkpoint=save_error.last_good,
+        )
+        print(f"dispatchrl: error: {summary['error']}", file=sys.stderr)
     if args.json:
         print(strict_json(summary))
     else:
@@ -632,10 +660,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from dispatchrl import DispatchRLError, TrainingDiverged
     from dispatchrl.algorithms.driver import StopRequested
+    from dispatchrl.errors import CheckpointWriteError
 
     args = build_parser().parse_args(argv)
     try:
-        args.run(args)
+        outcome = args.run(args)
+    except CheckpointWriteError as error:  # e.g. the save of an interrupted run on a full disk
+        if getattr(args, "json", False):
+            print(
+                strict_json(
+                    {
+                        "status": "save_failed",
+                        "error": f"{type(error).__name__}: {error}",
+                        "last_good_checkpoint": error.last_good,
+                    }
+                )
+            )
+        print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     except TrainingDiverged as error:
         if getattr(args, "json", False):
             print(
@@ -659,10 +701,11 @@ def main(argv: list[str] | None = None) -> int:
                         "status": "interrupted",
                         "steps": stopped.steps,
                         "saved": None if stopped.saved is None else str(stopped.saved),
+                        "resume_command": None if stopped.saved is None else resume_command(args),
                     }
                 )
             )
-        resume = f"; continue with --resume {args.save}" if stopped.saved is not None else ""
+        resume = f"; continue with: {resume_command(args)}" if stopped.saved is not None else ""
         print(f"dispatchrl: interrupted: {stopped}{resume}", file=sys.stderr)
         return 130
     except DispatchRLError as error:
@@ -670,7 +713,30 @@ def main(argv: list[str] | None = None) -> int:
             print(strict_json({"status": "error", "error": f"{type(error).__name__}: {error}"}))
         print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
+    if isinstance(outcome, dict) and outcome.get("status") == "save_failed":  # reported, not saved
+        return 2
     return 0
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command continuing an interrupted ``train`` run with the protection it had: the same
+    ``--save`` (and ``--save-every``/``--keep``), device, logs and evaluation flags."""
+    import shlex
+
+    words = ["dispatchrl", "train", args.algo, "--resume", args.save, "--save", args.save]
+    if args.save_every is not None:
+        words += ["--save-every", str(args.save_every), "--keep", str(args.keep or 3)]
+    if args.device != "cpu":
+        words += ["--device", args.device]
+    if args.log_dir is not None:
+        words += ["--log-dir", args.log_dir, *(["--logger", args.logger] if args.logger else [])]
+    if args.eval_every is not None:
+        words += ["--eval-every", str(args.eval_every), "--eval-episodes", str(args.eval_episodes)]
+    if args.no_eval:
+        words.append("--no-eval")
+    if args.json:
+        words.append("--json")
+    return shlex.join(words)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -261,7 +261,7 @@ def remove_stale_temporaries(directory, targets=None) -> list[Path]:
     return removed
 
 
-def _newest_complete(path):
+def _newest_complete(path) -> str | None:
     """The newest complete checkpoint at ``path`` as a string, or None (never warns or raises)."""
     try:
         return str(_latest(path)[0])
@@ -297,14 +297,14 @@ def write(path, arrays, metadata):
         raise _write_failed(path, paths(path)[0], e) from e
 
 
-def _write(path, arrays, metadata):
+def _write(path, arrays, metadata) -> tuple[Path, Path]:
     npz_path, json_path = paths(path)
     npz_path.parent.mkdir(parents=True, exist_ok=True)
     document = {**metadata, "format": FORMAT, "version": VERSION}
     document["digest"] = _digest(document, arrays)
     text = json.dumps(document, indent=2, sort_keys=True)
-    entry = np.frombuffer(text.encode(), np.uint8)
-    _write_atomic(npz_path, lambda f: np.savez(f, **arrays, **{METADATA_ENTRY: entry}))
+    entries: dict[str, Any] = {**arrays, METADATA_ENTRY: np.frombuffer(text.encode(), np.uint8)}
+    _write_atomic(npz_path, lambda f: np.savez(f, **entries))
     _write_atomic(json_path, lambda f: f.write(text.encode()))  # a readable copy, never loaded
     return npz_path, json_path
 
@@ -452,7 +452,7 @@ def latest(path):
     return found
 
 
-def _latest(path):
+def _latest(path) -> tuple[Path, list[Path]]:
     """(newest complete checkpoint at ``path``, the newer damaged ones skipped, newest first)."""
     npz_path, _ = paths(path)
     if npz_path.exists():
@@ -462,7 +462,7 @@ def _latest(path):
         if Path(path).is_dir():
             raise CheckpointError(f"no checkpoint (step-*.npz) in directory {path}")
         raise CheckpointError(f"checkpoint {npz_path} does not exist")
-    damaged = []
+    damaged: list[Path] = []
     for candidate in reversed(candidates):
         try:
             with zipfile.ZipFile(candidate) as z:

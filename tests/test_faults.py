@@ -134,7 +134,8 @@ def test_a_disk_without_room_for_the_checkpoints_is_refused_before_anything_comp
         assert code == 2
         summary = last_json(out)
         assert summary["status"] == "error" and "ConfigError" in summary["error"]
-        assert "MiB free" in summary["error"] and "only" in summary["error"]
+        assert f"checkpoint path {disk / 'run'}: its checkpoints need" in summary["error"]
+        assert "MiB are free on its disk" in summary["error"]
         assert ("--keep 3 plus the one being written" in summary["error"]) == bool(extra)
 
 

@@ -153,7 +153,7 @@ def check_disk_space(run: TrainingRun, path: str | Path, keep: int | None = None
     free = free_disk(path)
     if free is not None and free < copies * size:
         raise ConfigError(
-            f"--save {os.fspath(path)}: its checkpoints need {copies * size / 2**20:.1f} MiB free ({copies} × "
+            f"checkpoint path {os.fspath(path)}: its checkpoints need {copies * size / 2**20:.1f} MiB free ({copies} × "
             f"{size / 2**20:.1f} MiB: {why}), only {free / 2**20:.1f} MiB are free on its disk; free space"
             + (", lower --keep," if keep is not None and keep > 1 else "")
             + " or choose another path"

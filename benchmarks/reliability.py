@@ -14,9 +14,9 @@
 4. ``faults`` (issue 40): `dispatchrl train` runs meeting a full disk (a small tmpfs, mounted
    when this runs as root; otherwise those cases are reported skipped) at the final save, at a
    periodic save and before training; a full disk and damaged files (truncated ``fused_*.py``,
-   ``.nbi``, ``.nbc``) under the compile cache; two runs started on one ``--save`` path. Each
-   record says what was lost (``lost``: must be empty), what was left behind, and the peak
-   resident memory of each process (``peak_rss_mib``).
+   ``.nbi``, ``.nbc``, C ``.so``) under the compile cache (cpu and c devices); two runs started
+   on one ``--save`` path. Each record says what was lost (``lost``: must be empty), what was
+   left behind, and the peak resident memory of each process (``peak_rss_mib``).
 
     python benchmarks/reliability.py [--pairs 5] [--steps 10000] [--rss-steps 1000000] [--cycles 4]
                                      [--skip-overhead] [--skip-rss] [--skip-kill] [--skip-faults]
@@ -287,11 +287,13 @@ elif os.environ.get("FILL_AT") == "first_save":
 sys.exit(cli.main(["train", *sys.argv[1:]]))
 """
 
-#: a fused CPU step (a generated module and Numba's cache of it and of its kernel)
+#: a fused step on the device argv[1] (cpu: a generated module and Numba's cache of it and of its
+#: kernel; c: a generated C library)
 FUSED_STEP = """
+import sys
 import numpy as np
 import dispatchrl as drl
-cpu = drl.CPU()
+cpu = drl.devices.device_from_name(sys.argv[1])
 a, out = drl.asarray(cpu, np.arange(6.0).reshape(2, 3) - 2), drl.zeros(cpu, (2, 3), np.float64)
 drl.fuse(cpu, lambda d: drl.relu(d, a, out))(3)
 print("RESULT", drl.to_numpy(out).tolist())
@@ -464,10 +466,10 @@ def _full_disk_cases(tmp: Path, steps: int) -> None:
     else:
         emit({"bench": "faults", "case": "no room for the checkpoints", "skipped": why})
     # under the compile cache: a full disk, and one with a few kB left (saves fail mid-compile)
-    for leave in (0, 8192):
-        disk = tmp / f"cache-{leave}"
+    for device, leave in (("cpu", 0), ("cpu", 8192), ("c", 0), ("c", 8192)):
+        disk = tmp / f"cache-{device}-{leave}"
         why = _mount_tmpfs(disk, "1m")
-        case = f"full disk under the compile cache ({leave} bytes free)"
+        case = f"full disk under the compile cache ({device}, {leave} bytes free)"
         if why is not None:
             emit({"bench": "faults", "case": case, "skipped": why})
             continue
@@ -478,7 +480,7 @@ def _full_disk_cases(tmp: Path, steps: int) -> None:
             except OSError:
                 pass
         os.truncate(disk / "filler", max(0, (disk / "filler").stat().st_size - leave))
-        run = _run(FUSED_STEP, [], {"DISPATCHRL_CACHE_DIR": str(disk / "cache")})
+        run = _run(FUSED_STEP, [device], {"DISPATCHRL_CACHE_DIR": str(disk / "cache")})
         warnings = [
             line.split("RuntimeWarning: ", 1)[1][:160] for line in run["err"].splitlines() if "RuntimeWarning" in line
         ]
@@ -503,25 +505,26 @@ def _damaged_cache_cases(tmp: Path) -> None:
     import shutil
 
     filled = tmp / "cache"
-    first = _run(FUSED_STEP, [], {"DISPATCHRL_CACHE_DIR": str(filled)})
-    for pattern in ("fused_*.py", "*.nbi", "*.nbc"):
+    for device in ("cpu", "c"):
+        _run(FUSED_STEP, [device], {"DISPATCHRL_CACHE_DIR": str(filled)})
+    for pattern, device in (("fused_*.py", "cpu"), ("*.nbi", "cpu"), ("*.nbc", "cpu"), ("*.so", "c")):
         cache = tmp / f"damaged-{pattern.replace('*', '')}"
         shutil.copytree(filled, cache)
         files = list(cache.rglob(pattern))
         for file in files:
             os.truncate(file, file.stat().st_size // 2)
-        runs = [_run(FUSED_STEP, [], {"DISPATCHRL_CACHE_DIR": str(cache)}) for _ in range(2)]
+        runs = [_run(FUSED_STEP, [device], {"DISPATCHRL_CACHE_DIR": str(cache)}) for _ in range(2)]
         emit(
             {
                 "bench": "faults",
-                "case": f"damaged compile cache ({pattern} truncated)",
+                "case": f"damaged compile cache ({device}: {pattern} truncated)",
                 "files_damaged": len(files),
                 "exit": [r["rc"] for r in runs],
                 "result_correct": [FUSED_RESULT in r["out"] for r in runs],
                 "warnings": [r["err"].count("RuntimeWarning") for r in runs],
                 "traceback": any("Traceback" in r["err"] for r in runs),
                 "lost": [] if all(r["rc"] == 0 and FUSED_RESULT in r["out"] for r in runs) else ["a run"],
-                "peak_rss_mib": [first["peak_rss_mib"], *(r["peak_rss_mib"] for r in runs)],
+                "peak_rss_mib": [r["peak_rss_mib"] for r in runs],
             }
         )
 

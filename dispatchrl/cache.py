@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["cache_dir", "import_generated", "module_fingerprint", "package_fingerprint", "warn_once"]
+__all__ = ["cache_dir", "import_generated", "module_fingerprint", "overflow_dir", "package_fingerprint", "warn_once"]
 
 _fingerprints: dict[str, str] = {}
 _usable_cache_dirs: dict[Path, Path] = {}
@@ -74,8 +74,9 @@ def _writable_or_temporary(root: Path) -> Path:
 
 
 @functools.cache
-def _overflow_dir() -> Path:
-    """This process's temporary folder for generated code its cache has no room for."""
+def overflow_dir() -> Path:
+    """This process's temporary folder for generated code its cache has no room for (a full
+    disk), removed at exit."""
     return _temporary_cache_dir()
 
 
@@ -116,7 +117,7 @@ def import_generated(source: str, name: str, folder: str, package: str) -> Modul
         try:
             path = _written(path, source)
         except OSError as e:  # a full disk: a temporary folder for this process
-            path = _written(_overflow_dir() / folder / f"{name}.py", source)
+            path = _written(overflow_dir() / folder / f"{name}.py", source)
             warn_once(
                 "write",
                 f"dispatchrl could not write {path.name} into its cache {cache_dir()} ({e.strerror or e}); "

@@ -203,6 +203,13 @@ def train(args: argparse.Namespace) -> dict:
     if args.logger is not None and args.log_dir is None:
         raise _config_error(f"--logger {args.logger} needs --log-dir DIR (where the logs go)")
     algo, env, config, seed = _run_config(args)
+    if args.resume is not None and not args.save:  # the hint of older versions lost the protection
+        every = " --save-every N" if os.path.isdir(args.resume) else ""
+        print(
+            f"dispatchrl: warning: --resume without --save: the resumed run is not checkpointed; add "
+            f"--save {args.resume}{every} to keep saving where it resumed from",
+            file=sys.stderr,
+        )
     if args.save:
         _check_writable(args.save, directory=args.save_every is not None)
         # one run at a time writes a --save path: a second one is refused, naming the first

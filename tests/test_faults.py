@@ -193,11 +193,13 @@ def test_a_failed_save_names_the_last_good_checkpoint_and_leaves_no_partial_file
 
 # ---------------------------------------------------------------- 7, 8. the compile cache
 
-#: a fused CPU step (a generated module and Numba's cache of it and of its kernel)
+#: a fused step on the device named by argv[1]: on cpu a generated module and Numba's cache of it
+#: and of its kernel, on c a generated C library
 FUSED = textwrap.dedent("""
+    import sys
     import numpy as np
     import dispatchrl as drl
-    cpu = drl.CPU()
+    cpu = drl.devices.device_from_name(sys.argv[1])
     a, out = drl.asarray(cpu, np.arange(6.0).reshape(2, 3) - 2), drl.zeros(cpu, (2, 3), np.float64)
     drl.fuse(cpu, lambda d: drl.relu(d, a, out))(3)
     print("RESULT", drl.to_numpy(out).tolist())
@@ -205,18 +207,19 @@ FUSED = textwrap.dedent("""
 EXPECTED = "RESULT [[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]"
 
 
-def fused_run(cache: Path) -> tuple[int, str, str]:
+def fused_run(cache: Path, device: str = "cpu") -> tuple[int, str, str]:
     env = {**ENV, "DISPATCHRL_CACHE_DIR": str(cache)}
     env.pop("NUMBA_CACHE_DIR", None)
-    run = subprocess.run([sys.executable, "-c", FUSED], env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, "-c", FUSED, device], env=env, capture_output=True, text=True, timeout=600)
     return run.returncode, run.stdout, run.stderr
 
 
+@pytest.mark.parametrize("device", ["cpu", "c"])
 @pytest.mark.parametrize("leave", [0, 8192], ids=["full", "nearly full"])
-def test_a_full_disk_under_the_compile_cache_costs_no_run(small_disk, leave):
+def test_a_full_disk_under_the_compile_cache_costs_no_run(small_disk, leave, device):
     disk = small_disk("1m")
     fill(disk, leave)
-    code, out, err = fused_run(disk / "cache")
+    code, out, err = fused_run(disk / "cache", device)
     assert code == 0, err[-3000:]
     assert EXPECTED in out and "Traceback" not in err
     assert "No space left on device" in err  # said once, as a warning
@@ -226,24 +229,25 @@ def test_a_full_disk_under_the_compile_cache_costs_no_run(small_disk, leave):
 @pytest.fixture(scope="module")
 def filled_cache(tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache") / "cache"
-    code, out, err = fused_run(cache)
-    assert code == 0 and EXPECTED in out, err[-3000:]
+    for device in ("cpu", "c"):
+        code, out, err = fused_run(cache, device)
+        assert code == 0 and EXPECTED in out, err[-3000:]
     return cache
 
 
-@pytest.mark.parametrize("damaged", ["fused_*.py", "*.nbi", "*.nbc"])
-def test_a_damaged_compile_cache_is_discarded_and_recompiled_once(filled_cache, tmp_path, damaged):
+@pytest.mark.parametrize("damaged, device", [("fused_*.py", "cpu"), ("*.nbi", "cpu"), ("*.nbc", "cpu"), ("*.so", "c")])
+def test_a_damaged_compile_cache_is_discarded_and_recompiled_once(filled_cache, tmp_path, damaged, device):
     cache = tmp_path / "cache"
     shutil.copytree(filled_cache, cache)
     files = list(cache.rglob(damaged))
     assert files
     for file in files:  # truncated, as a crash or a full disk leaves a file
         os.truncate(file, file.stat().st_size // 2)
-    code, out, err = fused_run(cache)
+    code, out, err = fused_run(cache, device)
     assert code == 0, err[-3000:]
     assert EXPECTED in out and "Traceback" not in err
     assert err.count("RuntimeWarning") == 1 and "damaged" in err
-    code, out, err = fused_run(cache)  # repaired: nothing sticky
+    code, out, err = fused_run(cache, device)  # repaired: nothing sticky
     assert code == 0 and EXPECTED in out and "damaged" not in err, err[-3000:]
 
 
@@ -346,3 +350,13 @@ def test_a_damaged_newest_checkpoint_warns_naming_both(tmp_path):
     with pytest.warns(RuntimeWarning, match=r"step-000000000200\.npz is damaged.*step-000000000100\.npz"):
         meta, _ = checkpoint.load(tmp_path / "run")
     assert meta["steps"] == 100
+
+
+def test_resuming_without_save_warns_that_the_run_is_not_checkpointed(tmp_path, capsys):
+    path = tmp_path / "run"
+    assert main(["train", "td3", "--steps", "200", "--save-every", "100", "--save", str(path), "--no-eval"]) == 0
+    capsys.readouterr()
+    assert main(["train", "td3", "--resume", str(path), "--no-eval"]) == 0
+    assert f"--resume without --save: the resumed run is not checkpointed; add --save {path} --save-every N" in (
+        capsys.readouterr().err
+    )

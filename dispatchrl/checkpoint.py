@@ -39,7 +39,7 @@ import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -374,7 +374,7 @@ class SaveLock:
         npz = paths(path)[0]
         self.file = self.path / ".lock" if directory else npz.with_name(f".{npz.stem}.lock")
         self.directory = directory
-        self.handle: TextIO | None = None
+        self.handle: BinaryIO | None = None
 
     def acquire(self) -> "SaveLock":
         """Take the lock, or raise :class:`ConfigError` naming the run that holds it. Then
@@ -384,12 +384,12 @@ class SaveLock:
         except ImportError:  # no flock (Windows): unlocked, as before
             return self
         self.file.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.file, "a+")
+        handle = open(self.file, "a+b", buffering=0)  # unbuffered: nothing left to flush on a full disk
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip()
+            holder = handle.read().decode(errors="replace").strip()
             handle.close()
             try:
                 held = json.loads(holder)
@@ -400,20 +400,19 @@ class SaveLock:
                 f"--save {self.path}: another run is saving there ({who}); wait for it to finish, or choose "
                 f"another --save path"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(
-            json.dumps(
-                {
-                    "pid": os.getpid(),
-                    "host": socket.gethostname(),
-                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "command": " ".join(sys.argv),
-                }
-            )
-        )
-        handle.flush()
         self.handle = handle
+        this_run = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": " ".join(sys.argv),
+        }
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps(this_run).encode())
+        except OSError:  # a full disk: the lock is held all the same, only its holder goes unnamed
+            pass
         if self.directory:
             remove_stale_temporaries(self.path)
         else:
@@ -422,10 +421,14 @@ class SaveLock:
 
     def release(self) -> None:
         if self.handle is not None:
-            self.handle.seek(0)
-            self.handle.truncate()  # no holder named any more (the file stays: others may have it open)
-            self.handle.close()  # releases the flock
-            self.handle = None
+            try:
+                self.handle.seek(0)
+                self.handle.truncate()  # no holder named any more (the file stays: others may have it open)
+            except OSError:
+                pass
+            finally:
+                self.handle.close()  # releases the flock
+                self.handle = None
 
     def __enter__(self) -> "SaveLock":
         return self.acquire()

@@ -137,6 +137,10 @@ def test_a_disk_without_room_for_the_checkpoints_is_refused_before_anything_comp
         assert f"checkpoint path {disk / 'run'}: its checkpoints need" in summary["error"]
         assert "MiB are free on its disk" in summary["error"]
         assert ("--keep 3 plus the one being written" in summary["error"]) == bool(extra)
+    fill(disk)  # no room at all: refused all the same, no traceback
+    code = main(["train", "td3", "--steps", "200", "--no-eval", "--json", "--save", str(disk / "full")])
+    out, err = capsys.readouterr()
+    assert code == 2 and "ConfigError" in last_json(out)["error"] and "Traceback" not in err
 
 
 def test_a_periodic_save_on_a_full_disk_stops_the_run_and_reports_the_last_good_checkpoint(

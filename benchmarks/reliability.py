@@ -11,9 +11,15 @@
 3. ``kill_resume``: --cycles SIGKILL-and-resume cycles of a periodic-checkpointing TD3 run (kill
    at a random chunk boundary, in the middle of a checkpoint write, or at a random moment), then
    a resume to the end, compared array by array with an uninterrupted run.
+4. ``faults`` (issue 40): `dispatchrl train` runs meeting a full disk (a small tmpfs, mounted
+   when this runs as root; otherwise those cases are reported skipped) at the final save, at a
+   periodic save and before training; a full disk and damaged files (truncated ``fused_*.py``,
+   ``.nbi``, ``.nbc``, C ``.so``) under the compile cache (cpu and c devices); two runs started
+   on one ``--save`` path. Each record says what was lost (``lost``: must be empty), what was
+   left behind, and the peak resident memory of each process (``peak_rss_mib``).
 
     python benchmarks/reliability.py [--pairs 5] [--steps 10000] [--rss-steps 1000000] [--cycles 4]
-                                     [--skip-rss] [--skip-kill]
+                                     [--skip-overhead] [--skip-rss] [--skip-kill] [--skip-faults]
 
 No thresholds: the numbers are reported as measured (the machine may be shared).
 """
@@ -37,7 +43,7 @@ REPO = HERE.parent
 WORKER = REPO / "tests" / "kill_resume_worker.py"
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
-__all__ = ["divergence_check", "kill_resume", "rss"]
+__all__ = ["divergence_check", "faults", "kill_resume", "rss"]
 
 
 def log(*parts: object) -> None:
@@ -255,6 +261,311 @@ def kill_resume(cycles: int, steps: int = 6000) -> None:
         )
 
 
+# ---------------------------------------------------------------- faults (issue 40)
+
+#: `dispatchrl train ARGS` in which another program fills the disk FILL_DISK as training starts
+#: (FILL_AT=start) or after the first periodic checkpoint (FILL_AT=first_save)
+FAULT_WORKER = """
+import os, sys
+from dispatchrl import cli
+from dispatchrl.algorithms import driver
+
+def fill():
+    with open(os.path.join(os.environ["FILL_DISK"], "filler"), "ab", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(1 << 16))
+        except OSError:
+            pass
+
+if os.environ.get("FILL_AT") == "start":
+    started = driver.Progress.started
+    driver.Progress.started = lambda self, run: (started(self, run), fill())[0]
+elif os.environ.get("FILL_AT") == "first_save":
+    save = driver.PeriodicCheckpoint.save
+    driver.PeriodicCheckpoint.save = lambda self, run: (save(self, run), fill())[0]
+sys.exit(cli.main(["train", *sys.argv[1:]]))
+"""
+
+#: a fused step on the device argv[1] (cpu: a generated module and Numba's cache of it and of its
+#: kernel; c: a generated C library)
+FUSED_STEP = """
+import sys
+import numpy as np
+import dispatchrl as drl
+cpu = drl.devices.device_from_name(sys.argv[1])
+a, out = drl.asarray(cpu, np.arange(6.0).reshape(2, 3) - 2), drl.zeros(cpu, (2, 3), np.float64)
+drl.fuse(cpu, lambda d: drl.relu(d, a, out))(3)
+print("RESULT", drl.to_numpy(out).tolist())
+"""
+FUSED_RESULT = "RESULT [[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]"
+
+
+def _start(code: str, args: list[str], env: dict | None = None, log: Path | None = None) -> tuple:
+    out = tempfile.TemporaryFile("w+")
+    err = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen([sys.executable, "-c", code, *args], stdout=out, stderr=err, env={**ENV, **(env or {})})
+    return process, out, err
+
+
+def _finish(started: tuple) -> dict:
+    """Wait for a process of :func:`_start`: its exit status, output and peak resident memory."""
+    process, out, err = started
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    out.seek(0)
+    err.seek(0)
+    return {
+        "rc": process.returncode,
+        "out": out.read(),
+        "err": err.read(),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def _run(code: str, args: list[str], env: dict | None = None) -> dict:
+    return _finish(_start(code, args, env))
+
+
+def _last_json(out: str) -> dict:
+    for line in reversed(out.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {}
+
+
+def _temporaries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*.tmp"))
+
+
+def _mount_tmpfs(folder: Path, size: str) -> str | None:
+    """None once a tmpfs of ``size`` is mounted on ``folder``, else why not."""
+    folder.mkdir(parents=True, exist_ok=True)
+    run = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
+    )
+    return None if run.returncode == 0 else f"cannot mount a tmpfs ({run.stderr.strip() or run.returncode}; needs root)"
+
+
+def _same_checkpoint(a: tuple, b: tuple) -> bool:
+    return a[0] == b[0] and a[1].keys() == b[1].keys() and all(np.array_equal(a[1][k], b[1][k]) for k in a[1])
+
+
+def _full_disk_cases(tmp: Path, steps: int) -> None:
+    from dispatchrl import checkpoint
+
+    train = ["td3", "--no-eval", "--json"]
+    # at the final save: a good checkpoint, then a resumed run whose disk fills as it trains
+    disk = tmp / "final"
+    why = _mount_tmpfs(disk, "32m")
+    if why is None:
+        first = _run(FAULT_WORKER, [*train, "--steps", str(steps), "--save", str(disk / "run")])
+        before = checkpoint.load(disk / "run")
+        second = _run(
+            FAULT_WORKER,
+            [*train, "--resume", str(disk / "run"), "--steps", str(2 * steps), "--save", str(disk / "run")],
+            {"FILL_DISK": str(disk), "FILL_AT": "start"},
+        )
+        summary = _last_json(second["out"])
+        lost = [
+            what
+            for what, kept in (
+                ("the run's result (no JSON summary)", summary.get("recent_return") is not None),
+                ("the previous checkpoint", _same_checkpoint(before, checkpoint.load(disk / "run"))),
+            )
+            if not kept
+        ]
+        emit(
+            {
+                "bench": "faults",
+                "case": "full disk at the final save",
+                "disk": "tmpfs 32m, filled as training starts",
+                "exit": second["rc"],
+                "status": summary.get("status"),
+                "steps": summary.get("steps"),
+                "recent_return": summary.get("recent_return"),
+                "last_good_checkpoint": summary.get("last_good_checkpoint"),
+                "error": summary.get("error"),
+                "traceback": "Traceback" in second["err"],
+                "lost": lost,
+                "left_behind": _temporaries(disk),
+                "peak_rss_mib": [first["peak_rss_mib"], second["peak_rss_mib"]],
+            }
+        )
+        subprocess.run(["umount", "-l", str(disk)])
+    else:
+        emit({"bench": "faults", "case": "full disk at the final save", "skipped": why})
+    # at a periodic save: the disk fills after the first checkpoint of a rotating run
+    disk = tmp / "periodic"
+    why = _mount_tmpfs(disk, "32m")
+    if why is None:
+        run = _run(
+            FAULT_WORKER,
+            [
+                *train,
+                "--steps",
+                str(steps),
+                "--save-every",
+                str(steps // 4),
+                "--keep",
+                "2",
+                "--save",
+                str(disk / "run"),
+            ],
+            {"FILL_DISK": str(disk), "FILL_AT": "first_save"},
+        )
+        summary = _last_json(run["out"])
+        good = summary.get("last_good_checkpoint")
+        loads = good is not None and checkpoint.load(disk / "run")[0]["steps"] == steps // 4
+        lost = [] if summary.get("recent_return") is not None and loads else ["the run's result or its last checkpoint"]
+        emit(
+            {
+                "bench": "faults",
+                "case": "full disk at a periodic save",
+                "disk": "tmpfs 32m, filled after the first save",
+                "exit": run["rc"],
+                "status": summary.get("status"),
+                "stopped_at_step": summary.get("steps"),
+                "last_good_checkpoint": good,
+                "last_good_loads": loads,
+                "traceback": "Traceback" in run["err"],
+                "lost": lost,
+                "left_behind": _temporaries(disk),
+                "peak_rss_mib": run["peak_rss_mib"],
+            }
+        )
+        subprocess.run(["umount", "-l", str(disk)])
+    else:
+        emit({"bench": "faults", "case": "full disk at a periodic save", "skipped": why})
+    # before training: a disk without room for --keep 3 + 1 checkpoints
+    disk = tmp / "small"
+    why = _mount_tmpfs(disk, "1m")
+    if why is None:
+        start = time.perf_counter()
+        run = _run(
+            FAULT_WORKER, [*train, "--steps", str(steps), "--save-every", str(steps // 4), "--save", str(disk / "run")]
+        )
+        summary = _last_json(run["out"])
+        emit(
+            {
+                "bench": "faults",
+                "case": "no room for the checkpoints",
+                "disk": "tmpfs 1m",
+                "exit": run["rc"],
+                "status": summary.get("status"),
+                "error": summary.get("error"),
+                "trained": "train_seconds" in summary,
+                "wall_seconds": round(time.perf_counter() - start, 2),
+                # refused before training, or the run's training (it trained, then could not save)
+                "lost": [] if summary.get("status") == "error" else ["the run's training"],
+                "left_behind": _temporaries(disk),
+                "peak_rss_mib": run["peak_rss_mib"],
+            }
+        )
+        subprocess.run(["umount", "-l", str(disk)])
+    else:
+        emit({"bench": "faults", "case": "no room for the checkpoints", "skipped": why})
+    # under the compile cache: a full disk, and one with a few kB left (saves fail mid-compile)
+    for device, leave in (("cpu", 0), ("cpu", 8192), ("c", 0), ("c", 8192)):
+        disk = tmp / f"cache-{device}-{leave}"
+        why = _mount_tmpfs(disk, "1m")
+        case = f"full disk under the compile cache ({device}, {leave} bytes free)"
+        if why is not None:
+            emit({"bench": "faults", "case": case, "skipped": why})
+            continue
+        with open(disk / "filler", "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(bytes(1 << 16))
+            except OSError:
+                pass
+        os.truncate(disk / "filler", max(0, (disk / "filler").stat().st_size - leave))
+        run = _run(FUSED_STEP, [device], {"DISPATCHRL_CACHE_DIR": str(disk / "cache")})
+        warnings = [
+            line.split("RuntimeWarning: ", 1)[1][:160] for line in run["err"].splitlines() if "RuntimeWarning" in line
+        ]
+        emit(
+            {
+                "bench": "faults",
+                "case": case,
+                "disk": "tmpfs 1m",
+                "exit": run["rc"],
+                "result_correct": FUSED_RESULT in run["out"],
+                "traceback": "Traceback" in run["err"],
+                "warnings": warnings,
+                "lost": [] if FUSED_RESULT in run["out"] else ["the run"],
+                "left_behind": _temporaries(disk),
+                "peak_rss_mib": run["peak_rss_mib"],
+            }
+        )
+        subprocess.run(["umount", "-l", str(disk)])
+
+
+def _damaged_cache_cases(tmp: Path) -> None:
+    import shutil
+
+    filled = tmp / "cache"
+    for device in ("cpu", "c"):
+        _run(FUSED_STEP, [device], {"DISPATCHRL_CACHE_DIR": str(filled)})
+    for pattern, device in (("fused_*.py", "cpu"), ("*.nbi", "cpu"), ("*.nbc", "cpu"), ("*.so", "c")):
+        cache = tmp / f"damaged-{pattern.replace('*', '')}"
+        shutil.copytree(filled, cache)
+        files = list(cache.rglob(pattern))
+        for file in files:
+            os.truncate(file, file.stat().st_size // 2)
+        runs = [_run(FUSED_STEP, [device], {"DISPATCHRL_CACHE_DIR": str(cache)}) for _ in range(2)]
+        emit(
+            {
+                "bench": "faults",
+                "case": f"damaged compile cache ({device}: {pattern} truncated)",
+                "files_damaged": len(files),
+                "exit": [r["rc"] for r in runs],
+                "result_correct": [FUSED_RESULT in r["out"] for r in runs],
+                "warnings": [r["err"].count("RuntimeWarning") for r in runs],
+                "traceback": any("Traceback" in r["err"] for r in runs),
+                "lost": [] if all(r["rc"] == 0 and FUSED_RESULT in r["out"] for r in runs) else ["a run"],
+                "peak_rss_mib": [r["peak_rss_mib"] for r in runs],
+            }
+        )
+
+
+def _concurrent_save_case(tmp: Path, steps: int) -> None:
+    from dispatchrl import checkpoint
+
+    path = tmp / "shared"
+    args = ["td3", "--no-eval", "--json", "--steps", str(steps), "--save-every", str(steps // 4), "--save", str(path)]
+    started = [_start(FAULT_WORKER, [*args, "--seed", str(seed)]) for seed in (1, 2)]
+    runs = [_finish(s) for s in started]
+    summaries = [_last_json(r["out"]) for r in runs]
+    seeds = sorted({checkpoint.load(p)[0]["seed"] for p in path.glob("step-*.npz")})
+    finished = [s.get("seed") for s in summaries if s.get("status") == "ok"]
+    # nothing lost: every run either finished with its own checkpoints or was refused and said so
+    refused = [s.get("error") for s in summaries if s.get("status") == "error"]
+    lost = (
+        [] if len(finished) + len(refused) == 2 and seeds == sorted(finished) else ["a run's checkpoints were replaced"]
+    )
+    emit(
+        {
+            "bench": "faults",
+            "case": "two runs on one --save path",
+            "exits": [r["rc"] for r in runs],
+            "statuses": [s.get("status") for s in summaries],
+            "refused": refused,
+            "seeds_in_folder": seeds,
+            "lost": lost,
+            "left_behind": _temporaries(path),
+            "peak_rss_mib": [r["peak_rss_mib"] for r in runs],
+        }
+    )
+
+
+def faults(steps: int = 2000) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        _full_disk_cases(Path(tmp), steps)
+        _damaged_cache_cases(Path(tmp))
+        _concurrent_save_case(Path(tmp), steps)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=5)
@@ -264,6 +575,7 @@ def main() -> int:
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-rss", action="store_true")
     parser.add_argument("--skip-kill", action="store_true")
+    parser.add_argument("--skip-faults", action="store_true")
     args = parser.parse_args()
     if not args.skip_overhead:
         log("divergence check overhead")
@@ -271,6 +583,9 @@ def main() -> int:
     if not args.skip_kill:
         log("kill-resume cycles")
         kill_resume(args.cycles)
+    if not args.skip_faults:
+        log("faults: full disk, damaged compile cache, concurrent --save")
+        faults()
     if not args.skip_rss:
         log(f"RSS over {args.rss_steps} steps")
         rss(args.rss_steps)

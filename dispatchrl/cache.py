@@ -6,6 +6,7 @@ of dispatchrl can never be loaded by another.
 """
 
 import atexit
+import functools
 import hashlib
 import importlib.util
 import os
@@ -16,18 +17,29 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["cache_dir", "import_generated", "module_fingerprint", "package_fingerprint"]
+__all__ = ["cache_dir", "import_generated", "module_fingerprint", "overflow_dir", "package_fingerprint", "warn_once"]
 
 _fingerprints: dict[str, str] = {}
 _usable_cache_dirs: dict[Path, Path] = {}
+_warned: set[str] = set()
+#: bytes the writability probe writes: a full disk refuses them (an empty file it would still make)
+PROBE_BYTES = 4096
+
+
+def warn_once(kind: str, message: str) -> None:
+    """A RuntimeWarning about the cache, once per process and ``kind``: a damaged or full cache
+    costs compile time, never the run."""
+    if kind not in _warned:
+        _warned.add(kind)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def cache_dir() -> Path:
     """Where generated sources (and their Numba caches) live; DISPATCHRL_CACHE_DIR overrides.
 
-    A directory that cannot be created or written (read-only, or a path below a file) gives way,
-    with a warning, to a temporary one for this process: caching is an optimisation, never a
-    reason to fail. Processes sharing one directory are safe: every file in it is written under
+    A directory that cannot be created or written (read-only, a path below a file, a full disk)
+    gives way, with a warning, to a temporary one for this process: caching is an optimisation,
+    never a reason to fail. Processes sharing one directory are safe: every file in it is written under
     a temporary name and renamed into place.
     """
     root = Path(
@@ -43,12 +55,14 @@ def _writable_or_temporary(root: Path) -> Path:
     try:
         root.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=root, prefix=".write-test-")
-        os.close(fd)
-        os.unlink(probe)
+        try:
+            os.write(fd, bytes(PROBE_BYTES))
+        finally:
+            os.close(fd)
+            os.unlink(probe)
         return root
     except OSError as e:
-        fallback = Path(tempfile.mkdtemp(prefix="dispatchrl-cache-"))
-        atexit.register(shutil.rmtree, fallback, ignore_errors=True)
+        fallback = _temporary_cache_dir()
         warnings.warn(
             f"dispatchrl cache directory {root} is not writable ({e.strerror or e}); compiled kernels "
             f"are cached in {fallback} for this process only (set DISPATCHRL_CACHE_DIR to a writable "
@@ -57,6 +71,19 @@ def _writable_or_temporary(root: Path) -> Path:
             stacklevel=3,
         )
         return fallback
+
+
+@functools.cache
+def overflow_dir() -> Path:
+    """This process's temporary folder for generated code its cache has no room for (a full
+    disk), removed at exit."""
+    return _temporary_cache_dir()
+
+
+def _temporary_cache_dir() -> Path:
+    fallback = Path(tempfile.mkdtemp(prefix="dispatchrl-cache-"))
+    atexit.register(shutil.rmtree, fallback, ignore_errors=True)
+    return fallback
 
 
 def module_fingerprint(module_name: str) -> str:
@@ -84,14 +111,18 @@ def import_generated(source: str, name: str, folder: str, package: str) -> Modul
     """Write ``source`` to ``cache_dir()/folder/name.py`` (once, atomically: concurrent processes
     never see half a file) and import it as module ``package.name`` (once per process). ``name``
     must identify ``source``, e.g. contain its hash."""
-    directory = cache_dir() / folder
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.py"
-    if not path.exists():
-        tmp = directory / f".{name}.{os.getpid()}.tmp"
-        tmp.write_text(source)
-        os.replace(tmp, path)
     module_name = f"{package}.{name}"
+    path = cache_dir() / folder / f"{name}.py"
+    if module_name not in sys.modules:
+        try:
+            path = _written(path, source)
+        except OSError as e:  # a full disk: a temporary folder for this process
+            path = _written(overflow_dir() / folder / f"{name}.py", source)
+            warn_once(
+                "write",
+                f"dispatchrl could not write {path.name} into its cache {cache_dir()} ({e.strerror or e}); "
+                f"generated code goes to {path.parent} for this process only",
+            )
     module = sys.modules.get(module_name)
     if module is None:
         spec = importlib.util.spec_from_file_location(module_name, path)
@@ -100,3 +131,30 @@ def import_generated(source: str, name: str, folder: str, package: str) -> Modul
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
     return module
+
+
+def _written(path: Path, source: str) -> Path:
+    """``path`` holding exactly ``source``: written (under a temporary name, then renamed) when
+    missing, rewritten with a warning when damaged (a truncated or edited file: its name is its
+    source's hash, so any other content is damage)."""
+    try:
+        if path.read_text() == source:
+            return path
+        warn_once(
+            "damaged",
+            f"dispatchrl: the cached generated module {path} is damaged (not the source it is named "
+            "for); discarded and written again",
+        )
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError) as e:
+        warn_once("damaged", f"dispatchrl: the cached generated module {path} is unreadable ({e}); written again")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

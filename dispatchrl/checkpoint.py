@@ -25,22 +25,28 @@ through it. Older formats load through :func:`migration` functions.
 """
 
 import dataclasses
+import errno
 import hashlib
 import json
 import math
 import os
 import re
+import socket
+import sys
 import tempfile
+import time
+import warnings
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from .arrays import Array, assign, to_numpy
 from .dispatch import keyed_leaves
-from .errors import CheckpointError
+from .errors import CheckpointError, CheckpointWriteError, ConfigError
 
 __all__ = [
     "FORMAT",
@@ -48,6 +54,7 @@ __all__ = [
     "SCRATCH",
     "VERSION",
     "FieldValues",
+    "SaveLock",
     "check_values",
     "latest",
     "load",
@@ -56,6 +63,7 @@ __all__ = [
     "migration",
     "named_arrays",
     "paths",
+    "remove_stale_temporaries",
     "restore",
     "save",
     "scratch_arrays",
@@ -73,6 +81,11 @@ VERSION = 5
 METADATA_ENTRY = "__checkpoint__"
 #: a rotated checkpoint's file name in a checkpoint directory
 ROTATED = re.compile(r"^step-(\d{12})\.npz$")
+#: a checkpoint file's temporary while it is written: ``.<target>.<writer's pid>.<random>.tmp``
+#: (before the pid was part of the name: ``.<target>.<random>.tmp``)
+TEMPORARY = re.compile(r"^\.(?P<target>.+\.(?:npz|json))\.(?:(?P<pid>\d+)\.)?[a-z0-9_]+\.tmp$")
+#: a temporary without its writer's pid is left alone this long (its writer may still be at it)
+UNNAMED_TEMPORARY_SECONDS = 600
 
 #: version → function(document, arrays) -> (document, arrays) of version + 1
 MIGRATIONS: dict[int, Callable[[dict, dict], tuple[dict, dict]]] = {}
@@ -188,8 +201,10 @@ def _fsync_directory(directory) -> None:
 
 
 def _write_atomic(target, write) -> None:
-    """``write(file)`` into a temporary file beside ``target``, fsync, rename over ``target``."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    """``write(file)`` into a temporary file beside ``target``, fsync, rename over ``target``.
+    The temporary's name holds this process's id, so a later run can tell the leftovers of a
+    killed writer (:func:`remove_stale_temporaries`) from a live writer's file."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -205,16 +220,92 @@ def _write_atomic(target, write) -> None:
     _fsync_directory(target.parent)
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process: alive
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory, targets=None) -> list[Path]:
+    """Remove the temporaries that writers of checkpoint files (of names in ``targets``; default:
+    rotated ``step-*`` checkpoints) left in ``directory`` when they were killed mid-write: those of
+    processes no longer alive, and unnamed ones older than :data:`UNNAMED_TEMPORARY_SECONDS`.
+    Each is as large as a checkpoint. Returns the paths removed."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        match = TEMPORARY.match(name)
+        if match is None:
+            continue
+        target = match["target"]
+        if not (target in targets if targets is not None else ROTATED.match(paths(target)[0].name)):
+            continue
+        path = Path(directory) / name
+        pid = match["pid"]
+        try:
+            if pid is not None:
+                stale = int(pid) != os.getpid() and not _process_alive(int(pid))
+            else:
+                stale = time.time() - path.stat().st_mtime > UNNAMED_TEMPORARY_SECONDS
+            if stale:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
+
+
+def _newest_complete(path) -> str | None:
+    """The newest complete checkpoint at ``path`` as a string, or None (never warns or raises)."""
+    try:
+        return str(_latest(path)[0])
+    except CheckpointError:
+        return None
+
+
+def _write_failed(path, target, error: OSError) -> CheckpointWriteError:
+    """The error of a failed checkpoint write, naming the newest complete checkpoint left."""
+    last_good = _newest_complete(path)
+    reason = error.strerror or str(error)
+    kept = (
+        f"the newest complete checkpoint is {last_good}" if last_good else f"there is no complete checkpoint at {path}"
+    )
+    full = " free space on its disk (or choose another path) and" if error.errno == errno.ENOSPC else ""
+    return CheckpointWriteError(
+        f"could not write checkpoint {target}: {reason}; nothing was replaced, {kept}."
+        + (f" To continue:{full} resume from {last_good}" if last_good else ""),
+        str(path),
+        last_good,
+        error.errno,
+    )
+
+
 def write(path, arrays, metadata):
     """Write one checkpoint file ``path`` (.npz) atomically from host ``arrays`` and JSON-able
-    ``metadata``, plus its ``.json`` copy; returns (npz path, json path)."""
+    ``metadata``, plus its ``.json`` copy; returns (npz path, json path). A write that fails (a
+    full disk) raises :class:`CheckpointWriteError` naming the newest complete checkpoint left;
+    a checkpoint that was whole before stays whole."""
+    try:
+        return _write(path, arrays, metadata)
+    except OSError as e:
+        raise _write_failed(path, paths(path)[0], e) from e
+
+
+def _write(path, arrays, metadata) -> tuple[Path, Path]:
     npz_path, json_path = paths(path)
     npz_path.parent.mkdir(parents=True, exist_ok=True)
     document = {**metadata, "format": FORMAT, "version": VERSION}
     document["digest"] = _digest(document, arrays)
     text = json.dumps(document, indent=2, sort_keys=True)
-    entry = np.frombuffer(text.encode(), np.uint8)
-    _write_atomic(npz_path, lambda f: np.savez(f, **arrays, **{METADATA_ENTRY: entry}))
+    entries: dict[str, Any] = {**arrays, METADATA_ENTRY: np.frombuffer(text.encode(), np.uint8)}
+    _write_atomic(npz_path, lambda f: np.savez(f, **entries))
     _write_atomic(json_path, lambda f: f.write(text.encode()))  # a readable copy, never loaded
     return npz_path, json_path
 
@@ -230,14 +321,30 @@ def save(path, state, metadata, keep=None, step=None, extra=None):
     arrays = {name.rstrip("."): to_numpy(arr) for name, arr in named_arrays(state)}
     arrays.update(extra or {})
     if keep is None:
-        return write(path, arrays, metadata)
+        written = write(path, arrays, metadata)
+        remove_stale_temporaries(written[0].parent, {written[0].name, written[1].name})
+        return written
     if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)) or keep < 1:
         raise CheckpointError(f"save: 'keep' must be a positive int, got {keep!r}")
     step = metadata.get("steps") if step is None else step
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step < 10**12:
         raise CheckpointError(f"save: 'step' must be an int in [0, 10**12) to name a rotated checkpoint, got {step!r}")
     directory = Path(path)
-    written = write(directory / f"step-{int(step):012d}", arrays, metadata)
+    target = directory / f"step-{int(step):012d}"
+    remove_stale_temporaries(directory)  # a killed writer's, before they fill the disk
+    try:
+        written = _write(target, arrays, metadata)
+    except OSError as e:
+        older = [p for p in _rotated(directory) if p != paths(target)[0]]
+        if e.errno != errno.ENOSPC or len(older) < max(int(keep), 2):
+            raise _write_failed(directory, paths(target)[0], e) from e
+        # a full disk: the oldest is removed first instead of after this save (K-1 stay whole)
+        for stale in paths(older[0]):
+            stale.unlink(missing_ok=True)
+        try:
+            written = _write(target, arrays, metadata)
+        except OSError as again:
+            raise _write_failed(directory, paths(target)[0], again) from again
     for old in _rotated(directory)[: -int(keep)]:
         for stale in paths(old):
             try:
@@ -256,28 +363,119 @@ def _rotated(directory):
     return [Path(directory) / name for name in sorted(n for n in names if ROTATED.match(n))]
 
 
+class SaveLock:
+    """An exclusive lock on a checkpoint path (``PATH`` of single checkpoints, or a directory of
+    rotated ones) for as long as a run writes there, so two runs never replace each other's
+    checkpoints. It is an ``flock`` on ``.PATH.lock`` beside it (in a directory: ``DIR/.lock``), which the
+    system releases when the holder dies: a dead run's lock is taken over. The file names the
+    holder (pid, host, start, command) for the refusal of the next run."""
+
+    def __init__(self, path, directory: bool) -> None:
+        self.path = Path(path)
+        npz = paths(path)[0]
+        self.file = self.path / ".lock" if directory else npz.with_name(f".{npz.stem}.lock")
+        self.directory = directory
+        self.handle: BinaryIO | None = None
+
+    def acquire(self) -> "SaveLock":
+        """Take the lock, or raise :class:`ConfigError` naming the run that holds it. Then
+        remove the temporaries killed writers left there (no live writer can be at work)."""
+        try:
+            import fcntl
+        except ImportError:  # no flock (Windows): unlocked, as before
+            return self
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.file, "a+b", buffering=0)  # unbuffered: nothing left to flush on a full disk
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().decode(errors="replace").strip()
+            handle.close()
+            try:
+                held = json.loads(holder)
+                who = f"pid {held['pid']} on {held['host']}, started {held['started']}: {held['command']}"
+            except (ValueError, KeyError, TypeError):
+                who = holder or "holder unknown"
+            raise ConfigError(
+                f"--save {self.path}: another run is saving there ({who}); wait for it to finish, or choose "
+                f"another --save path"
+            ) from None
+        self.handle = handle
+        this_run = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": " ".join(sys.argv),
+        }
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps(this_run).encode())
+        except OSError:  # a full disk: the lock is held all the same, only its holder goes unnamed
+            pass
+        if self.directory:
+            remove_stale_temporaries(self.path)
+        else:
+            remove_stale_temporaries(self.file.parent, {p.name for p in paths(self.path)})
+        return self
+
+    def release(self) -> None:
+        if self.handle is not None:
+            try:
+                self.handle.seek(0)
+                self.handle.truncate()  # no holder named any more (the file stays: others may have it open)
+            except OSError:
+                pass
+            finally:
+                self.handle.close()  # releases the flock
+                self.handle = None
+
+    def __enter__(self) -> "SaveLock":
+        return self.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
+
+
 # ---------------------------------------------------------------- reading
 
 
 def latest(path):
     """The npz of the newest complete checkpoint at ``path``: ``PATH.npz`` itself, or the newest
-    readable ``step-*.npz`` in directory ``path`` (a damaged newest one falls back to the one before)."""
+    readable ``step-*.npz`` in directory ``path`` (a damaged newest one falls back to the one
+    before, with a warning naming both)."""
+    found, damaged = _latest(path)
+    if damaged:
+        warnings.warn(
+            f"checkpoint {damaged[0]} is damaged (not a readable npz); using the previous complete one, "
+            f"{found}" + (f" (also damaged: {', '.join(p.name for p in damaged[1:])})" if len(damaged) > 1 else ""),
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return found
+
+
+def _latest(path) -> tuple[Path, list[Path]]:
+    """(newest complete checkpoint at ``path``, the newer damaged ones skipped, newest first)."""
     npz_path, _ = paths(path)
     if npz_path.exists():
-        return npz_path
+        return npz_path, []
     candidates = _rotated(path)
     if not candidates:
         if Path(path).is_dir():
             raise CheckpointError(f"no checkpoint (step-*.npz) in directory {path}")
         raise CheckpointError(f"checkpoint {npz_path} does not exist")
+    damaged: list[Path] = []
     for candidate in reversed(candidates):
         try:
             with zipfile.ZipFile(candidate) as z:
                 _entry_headers(z, candidate, os.path.getsize(candidate))  # before testzip reads them
                 if z.testzip() is None:
-                    return candidate
+                    return candidate, damaged
         except (zipfile.BadZipFile, OSError, CheckpointError):
-            continue
+            pass
+        damaged.append(candidate)
     raise CheckpointError(f"every checkpoint in {path} is damaged: {[c.name for c in candidates]}")
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-__all__ = ["build_parser", "main", "strict_json"]
+__all__ = ["build_parser", "main", "resume_command", "strict_json"]
 
 if TYPE_CHECKING:
     from dispatchrl.devices import Device
@@ -217,13 +217,7 @@ def _check_writable(path: str, directory: bool, flag: str = "--save") -> None:
 
 
 def train(args: argparse.Namespace) -> dict:
-    import signal
-
-    from dispatchrl.algorithms import evaluate
-    from dispatchrl.algorithms.callbacks import EvalCallback
-    from dispatchrl.algorithms.driver import PeriodicCheckpoint, Progress, StopOnRequest, train
-    from dispatchrl.algorithms.runs import check_finite_state
-    from dispatchrl.devices import device_from_name
+    from dispatchrl.checkpoint import SaveLock
 
     for flag in ("save_every", "keep"):
         value = getattr(args, flag)
@@ -237,9 +231,32 @@ def train(args: argparse.Namespace) -> dict:
         raise _config_error(f"--logger {args.logger} needs --log-dir DIR (where the logs go)")
     algo, env, config, seed = _run_config(args)
     _warn_all_warmup(config)
+    if args.resume is not None and not args.save:  # the hint of older versions lost the protection
+        every = " --save-every N" if os.path.isdir(args.resume) else ""
+        print(
+            f"dispatchrl: warning: --resume without --save: the resumed run is not checkpointed; add "
+            f"--save {args.resume}{every} to keep saving where it resumed from",
+            file=sys.stderr,
+        )
     if args.save:
         _check_save_target(args.save, directory=args.save_every is not None)
         _check_writable(args.save, directory=args.save_every is not None)
+        # one run at a time writes a --save path: a second one is refused, naming the first
+        with SaveLock(args.save, directory=args.save_every is not None):
+            return _train(args, algo, env, config, seed)
+    return _train(args, algo, env, config, seed)
+
+
+def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int) -> dict:
+    import signal
+
+    from dispatchrl.algorithms import evaluate
+    from dispatchrl.algorithms.callbacks import EvalCallback
+    from dispatchrl.algorithms.driver import DiskSpaceCheck, PeriodicCheckpoint, Progress, StopOnRequest, train
+    from dispatchrl.algorithms.runs import check_finite_state
+    from dispatchrl.devices import device_from_name
+    from dispatchrl.errors import CheckpointWriteError
+
     logger = None
     if args.log_dir is not None:
         from dispatchrl.loggers import make_logger
@@ -247,7 +264,12 @@ def train(args: argparse.Namespace) -> dict:
         _check_writable(args.log_dir, directory=True, flag="--log-dir")
         logger = make_logger(args.logger or "csv", args.log_dir, append=args.resume is not None)
     device = device_from_name(args.device)
-    periodic = PeriodicCheckpoint(args.save, args.save_every, args.keep or 3) if args.save_every is not None else None
+    periodic = (
+        PeriodicCheckpoint(args.save, args.save_every, args.keep or 3, stop_on_error=True)
+        if args.save_every is not None
+        else None
+    )
+    space = DiskSpaceCheck(args.save) if args.save and not periodic else None
     stop = StopOnRequest(periodic, save=(lambda run: run.save(args.save)[0]) if args.save and not periodic else None)
     evaluation = EvalCallback(args.eval_every, args.eval_episodes) if args.eval_every is not None else None
     previous = signal.signal(signal.SIGINT, _second_interrupt_raises(stop))
@@ -260,7 +282,7 @@ def train(args: argparse.Namespace) -> dict:
             seed=seed,
             progress=Progress(interval=args.progress_interval) if not args.json else False,
             resume=args.resume,
-            hooks=tuple(h for h in (evaluation, periodic, stop) if h is not None),
+            hooks=tuple(h for h in (space, evaluation, periodic, stop) if h is not None),
             logger=logger,
         )
     finally:
@@ -269,9 +291,15 @@ def train(args: argparse.Namespace) -> dict:
             logger.close()
     # with the in-step check off (check_every=0) a diverged run ends here: say so, save nothing
     check_finite_state(result.state, result.steps)
+    # a checkpoint that cannot be written (a full disk) loses nothing silently: the run's result
+    # is still evaluated and reported, with the error and the newest complete checkpoint
+    save_error = periodic.error if periodic is not None else None
     if args.save and periodic is None:
-        result.save(args.save)
-    saved = str(periodic.path) if periodic is not None else args.save
+        try:
+            result.save(args.save)
+        except CheckpointWriteError as error:
+            save_error = error
+    saved = None if save_error is not None else str(periodic.path) if periodic is not None else args.save
     skip_eval = args.no_eval or result.spec.eval_id is None  # a native env with no gymnasium id
     eval_return, eval_returns = (None, []) if skip_eval else evaluate(result.policy, result.spec.eval_id)
     summary = {
@@ -281,6 +309,13 @@ def train(args: argparse.Namespace) -> dict:
         "eval_returns": [round(r, 3) for r in eval_returns],
         "saved": saved,
     }
+    if save_error is not None:
+        summary.update(
+            status="save_failed",
+            error=f"{type(save_error).__name__}: {save_error}",
+            last_good_checkpoint=save_error.last_good,
+        )
+        print(f"dispatchrl: error: {summary['error']}", file=sys.stderr)
     if args.json:
         print(strict_json(summary))
     else:
@@ -826,6 +861,7 @@ def _check_study(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     from dispatchrl import DispatchRLError, TrainingDiverged
     from dispatchrl.algorithms.driver import StopRequested
+    from dispatchrl.errors import CheckpointWriteError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -838,7 +874,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check_output_paths(args)
         _check_study(args)
-        args.run(args)
+        outcome = args.run(args)
+    except CheckpointWriteError as error:  # e.g. the save of an interrupted run on a full disk
+        if getattr(args, "json", False):
+            print(
+                strict_json(
+                    {
+                        "status": "save_failed",
+                        "error": f"{type(error).__name__}: {error}",
+                        "last_good_checkpoint": error.last_good,
+                    }
+                )
+            )
+        print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     except TrainingDiverged as error:
         if getattr(args, "json", False):
             print(
@@ -862,10 +911,11 @@ def main(argv: list[str] | None = None) -> int:
                         "status": "interrupted",
                         "steps": stopped.steps,
                         "saved": None if stopped.saved is None else str(stopped.saved),
+                        "resume_command": None if stopped.saved is None else resume_command(args),
                     }
                 )
             )
-        resume = f"; continue with --resume {args.save}" if stopped.saved is not None else ""
+        resume = f"; continue with: {resume_command(args)}" if stopped.saved is not None else ""
         print(f"dispatchrl: interrupted: {stopped}{resume}", file=sys.stderr)
         return 130
     except DispatchRLError as error:
@@ -873,7 +923,30 @@ def main(argv: list[str] | None = None) -> int:
             print(strict_json({"status": "error", "error": f"{type(error).__name__}: {error}"}))
         print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
+    if isinstance(outcome, dict) and outcome.get("status") == "save_failed":  # reported, not saved
+        return 2
     return 0
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command continuing an interrupted ``train`` run with the protection it had: the same
+    ``--save`` (and ``--save-every``/``--keep``), device, logs and evaluation flags."""
+    import shlex
+
+    words = ["dispatchrl", "train", args.algo, "--resume", args.save, "--save", args.save]
+    if args.save_every is not None:
+        words += ["--save-every", str(args.save_every), "--keep", str(args.keep or 3)]
+    if args.device != "cpu":
+        words += ["--device", args.device]
+    if args.log_dir is not None:
+        words += ["--log-dir", args.log_dir, *(["--logger", args.logger] if args.logger else [])]
+    if args.eval_every is not None:
+        words += ["--eval-every", str(args.eval_every), "--eval-episodes", str(args.eval_episodes)]
+    if args.no_eval:
+        words.append("--no-eval")
+    if args.json:
+        words.append("--json")
+    return shlex.join(words)
 
 
 if __name__ == "__main__":

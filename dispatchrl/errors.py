@@ -2,6 +2,7 @@
 
 __all__ = [
     "CheckpointError",
+    "CheckpointWriteError",
     "ConfigError",
     "DTypeError",
     "DeviceError",
@@ -36,6 +37,16 @@ class ConfigError(DispatchRLError, ValueError):
 
 class CheckpointError(DispatchRLError, ValueError):
     """A checkpoint file is missing, truncated, malformed or does not match the run."""
+
+
+class CheckpointWriteError(DispatchRLError, OSError):
+    """A checkpoint could not be written (a full disk, an I/O error): nothing was replaced, the
+    partial file was removed. ``path`` is where it was saving, ``last_good`` the newest complete
+    checkpoint there (None if there is none), ``errno`` the operating system's error number."""
+
+    def __init__(self, message: str, path: str, last_good: str | None, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.path, self.last_good, self.errno = path, last_good, errno
 
 
 class TrainingDiverged(DispatchRLError, ArithmeticError):

@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import checkpoint
 from ..arrays import Array, assign, to_numpy, zeros
 from ..devices import Device
-from ..errors import ConfigError, TrainingDiverged
+from ..errors import CheckpointWriteError, ConfigError, TrainingDiverged
 from ..kernels.core.api import nonfinite_flag
 from ..loggers import Logger, MetricsHook
 from ..nn import Parameter, is_network, parameter_groups
@@ -37,6 +38,7 @@ from .runs import DIVERGENCE_HINT, EpisodeHistory, Snapshot, TrainResult, build_
 __all__ = [
     "CHUNK_STEPS",
     "DIVERGENCE_HINT",
+    "DiskSpaceCheck",
     "DivergenceCheck",
     "Hook",
     "LongCompileWarning",
@@ -47,6 +49,7 @@ __all__ = [
     "TrainingRun",
     "available_memory",
     "check_config",
+    "check_disk_space",
     "check_memory",
     "check_seed",
     "chunk_iterations",
@@ -126,25 +129,85 @@ class TrainingRun:
 
 #: called with the run after every chunk (the last call has ``run.finished``); raising stops the
 #: run, setting ``run.stop`` ends it cleanly. A hook with a method ``period(run) -> iterations``
-#: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`; 0: none).
+#: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`; 0: none);
+#: one with ``check_before_training(run)`` has it called once, after the state is built and before
+#: anything compiles, to refuse a run early (as :class:`DiskSpaceCheck`).
 Hook = Callable[[TrainingRun], None]
+
+
+def checkpoint_bytes(run: TrainingRun) -> int:
+    """About the size of one checkpoint of ``run`` (uncompressed npz: its arrays' bytes, the
+    history's, and some room for headers and metadata)."""
+    arrays = sum(array.size * array.dtype.itemsize for _, array in checkpoint.named_arrays(run.state))
+    return int(arrays * 1.01) + 24 * len(run.history) + 2**20
+
+
+def check_disk_space(run: TrainingRun, path: str | Path, keep: int | None = None) -> None:
+    """Refuse (:class:`ConfigError`), before training, a checkpoint path whose disk cannot hold
+    the run's checkpoints: one more for a single checkpoint (it is written beside the old one,
+    then renamed over it); with ``keep=K`` rotation, up to K+1 at once (K kept, one being
+    written), less those already there."""
+    size = checkpoint_bytes(run)
+    if keep is None:
+        copies, why = 1, "one checkpoint"
+    else:
+        present = len([p for p in Path(path).glob("step-*.npz")]) if Path(path).is_dir() else 0
+        copies = max(1, keep + 1 - present)
+        why = f"--keep {keep} plus the one being written" + (f", {present} there already" if present else "")
+    free = free_disk(path)
+    if free is not None and free < copies * size:
+        raise ConfigError(
+            f"checkpoint path {os.fspath(path)}: its checkpoints need {copies * size / 2**20:.1f} MiB free ({copies} × "
+            f"{size / 2**20:.1f} MiB: {why}), only {free / 2**20:.1f} MiB are free on its disk; free space"
+            + (", lower --keep," if keep is not None and keep > 1 else "")
+            + " or choose another path"
+        )
+
+
+class DiskSpaceCheck:
+    """Hook: before training (after the state is built, before anything compiles) refuse a
+    checkpoint path without room for the run's checkpoints (:func:`check_disk_space`)."""
+
+    def __init__(self, path: str | Path, keep: int | None = None) -> None:
+        self.path, self.keep = Path(path), keep
+
+    def check_before_training(self, run: TrainingRun) -> None:
+        check_disk_space(run, self.path, self.keep)
+
+    def __call__(self, run: TrainingRun) -> None:
+        pass
 
 
 class PeriodicCheckpoint:
     """Hook: checkpoint every ``every`` env steps (all envs) and at the end, into directory
     ``path`` keeping the newest ``keep`` (each one file, written atomically: a crash at any
     moment leaves the previous ones whole). The driver ends a chunk at every multiple of
-    ``every`` (see :attr:`every`), so saves land exactly there."""
+    ``every`` (see :attr:`every`), so saves land exactly there. Before training it refuses a
+    disk without room for them (:func:`check_disk_space`).
 
-    def __init__(self, path: str | Path, every: int, keep: int = 3) -> None:
+    A save that fails (a full disk) raises :class:`~dispatchrl.errors.CheckpointWriteError`;
+    with ``stop_on_error`` it ends the run at that boundary instead (``train`` then returns
+    the result so far) and keeps the error in :attr:`error`, for the caller to report."""
+
+    def __init__(self, path: str | Path, every: int, keep: int = 3, stop_on_error: bool = False) -> None:
         for name, value in (("every", every), ("keep", keep)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ConfigError(f"PeriodicCheckpoint: '{name}' must be a positive int, got {value!r}")
         self.path, self.every, self.keep = Path(path), int(every), int(keep)
+        self.stop_on_error = stop_on_error
+        self.error: CheckpointWriteError | None = None
+
+    def check_before_training(self, run: TrainingRun) -> None:
+        check_disk_space(run, self.path, self.keep)
 
     def __call__(self, run: TrainingRun) -> None:
         if run.finished or run.done % self.period(run) == 0:
-            self.save(run)
+            try:
+                self.save(run)
+            except CheckpointWriteError as error:
+                if not self.stop_on_error:
+                    raise
+                self.error, run.stop = error, True
 
     def period(self, run: TrainingRun) -> int:
         """Iterations between saves (at least one)."""
@@ -405,6 +468,10 @@ def train(
         if check_every:
             divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(state), check_every)
         run.logger = logger
+        for hook in hooks:  # e.g. room for the checkpoints: refused before anything compiles
+            check_before_training = getattr(hook, "check_before_training", None)
+            if callable(check_before_training):
+                check_before_training(run)
         metrics = MetricsHook(logger) if logger is not None else None
         # metrics last: the rows other hooks write at the run's end (evaluations) are flushed with its own
         all_hooks: list[Hook] = [*([divergence] if divergence else []), bar, *hooks, *([metrics] if metrics else [])]

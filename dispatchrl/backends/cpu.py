@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numba
+import numba.core.caching
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -26,7 +27,7 @@ from numba.core.dispatcher import Dispatcher
 from numba.extending import intrinsic
 
 from ..arrays import Array
-from ..cache import cache_dir, import_generated, module_fingerprint, package_fingerprint
+from ..cache import cache_dir, import_generated, module_fingerprint, package_fingerprint, warn_once
 from ..devices import CPU
 from ..errors import ConfigError
 from ..staging import Branch, Program, compile_step, kernel_calls, python_program, segmented_program
@@ -44,6 +45,7 @@ __all__ = [
     "configure_numba_cache",
     "flush_denormals_enter",
     "flush_denormals_exit",
+    "guard_numba_cache",
     "is_numba",
     "is_runtime_scalar",
     "limit_blas_threads",
@@ -86,6 +88,61 @@ def configure_numba_cache() -> None:
 
 
 configure_numba_cache()  # before any kernel module is decorated: Numba reads it at decoration
+
+
+def guard_numba_cache() -> None:
+    """Make Numba's disk cache (under its cache folder) an optimisation that never fails a run.
+
+    Numba raises from its cache on a damaged entry (a truncated ``.nbi``/``.nbc``: an unpickling
+    error) and on a failed save (a full disk: ``OSError``), both in the middle of compiling. Here a
+    damaged entry is discarded (its index removed, so the next save starts it afresh) and the
+    function recompiled; a failed save leaves the compiled code to this process. Each warns once."""
+    caching: Any = numba.core.caching
+    cache_class = caching.Cache
+    if getattr(cache_class.load_overload, "dispatchrl_guarded", False):
+        return
+    load, save = cache_class.load_overload, cache_class.save_overload
+
+    def ours(cache: Any) -> bool:
+        root = numba.config.CACHE_DIR  # type: ignore[attr-defined]  # made at import, unseen by mypy
+        return bool(root) and os.path.abspath(str(cache._cache_path)).startswith(os.path.abspath(root))
+
+    def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
+        try:
+            return load(self, sig, target_context)
+        except Exception as error:
+            if not ours(self):
+                raise
+            index = self._cache_file._index_path
+            try:
+                os.unlink(index)
+            except OSError:
+                pass
+            warn_once(
+                "numba-damaged",
+                f"dispatchrl: a compiled-kernel cache entry ({index}) is damaged ({type(error).__name__}: "
+                f"{error}); discarded, recompiling",
+            )
+            return None
+
+    def save_overload(self: Any, sig: Any, data: Any) -> None:
+        try:
+            save(self, sig, data)
+        except Exception as error:
+            if not ours(self):
+                raise
+            reason = getattr(error, "strerror", None) or f"{type(error).__name__}: {error}"
+            warn_once(
+                "numba-save",
+                f"dispatchrl: could not save compiled kernels into the cache {numba.config.CACHE_DIR} "  # type: ignore[attr-defined]
+                f"({reason}); they are kept for this process only",
+            )
+
+    load_overload.dispatchrl_guarded = True  # type: ignore[attr-defined]
+    cache_class.load_overload, cache_class.save_overload = load_overload, save_overload
+
+
+guard_numba_cache()
 
 
 def limit_blas_threads() -> None:

@@ -15,8 +15,9 @@ import sys
 import tempfile
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
-from ...cache import cache_dir
+from ...cache import cache_dir, overflow_dir, warn_once
 from ...errors import DeviceError
 
 __all__ = [
@@ -102,12 +103,26 @@ def compile_shared(source, prefix="step"):
     command = host_compiler()
     flags = HOST_FLAGS + _native_flags(command)
     digest = hashlib.sha256("\0".join([source, _identity(command), *flags]).encode()).hexdigest()[:24]
-    directory = cache_dir() / "c"
+    try:
+        return _compiled(cache_dir() / "c", f"{prefix}_{digest}", source, command, flags)
+    except (OSError, DeviceError) as error:
+        # a full disk under the cache: build into this process's temporary folder instead (a
+        # real compiler error fails there too, and is raised from there)
+        library = _compiled(overflow_dir() / "c", f"{prefix}_{digest}", source, command, flags)
+        warn_once(
+            "c-write",
+            f"dispatchrl could not build {library.name} in its cache {cache_dir() / 'c'} "
+            f"({getattr(error, 'strerror', None) or str(error)[-300:]}); built in {library.parent} for this process only",
+        )
+        return library
+
+
+def _compiled(directory: Path, name: str, source: str, command: list, flags: list) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    library = directory / f"{prefix}_{digest}.so"
+    library = directory / f"{name}.so"
     if library.exists():
         return library
-    src = directory / f"{prefix}_{digest}.c"  # kept beside the library for reading
+    src = directory / f"{name}.c"  # kept beside the library for reading
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         tmp_src, tmp_lib = Path(tmp) / src.name, Path(tmp) / library.name
         tmp_src.write_text(source)
@@ -115,6 +130,28 @@ def compile_shared(source, prefix="step"):
         os.replace(tmp_src, src)
         os.replace(tmp_lib, library)  # atomic: concurrent processes never load half a library
     return library
+
+
+def _truncated(library: Path) -> str | None:
+    """Why an ELF shared library is cut short (its section headers, at the end of the file, reach
+    past it), or None. Loading a truncated library does not fail: its code faults (SIGBUS) when run."""
+    try:
+        with open(library, "rb") as f:
+            header = f.read(64)
+        size = library.stat().st_size
+    except OSError as error:
+        return str(error)
+    if len(header) >= 4 and header[:4] != b"\x7fELF":
+        return None  # not ELF (macOS): loading checks what it can
+    if len(header) < 64:
+        return f"{size} bytes, less than an ELF header"
+    order: Literal["little", "big"] = "little" if header[5] == 1 else "big"
+    if header[4] == 2:  # 64-bit
+        offset, entry, count = header[0x28:0x30], header[0x3A:0x3C], header[0x3C:0x3E]
+    else:
+        offset, entry, count = header[0x20:0x24], header[0x2E:0x30], header[0x30:0x32]
+    end = int.from_bytes(offset, order) + int.from_bytes(entry, order) * int.from_bytes(count, order)
+    return None if end <= size else f"{size} bytes, its section headers end at byte {end}"
 
 
 _libraries: dict[str, ctypes.CDLL] = {}
@@ -135,7 +172,18 @@ def step_function(source: str):
     """``void dispatchrl_step(int64_t n, void *const *arrays)`` of generated ``source``, compiled
     (or loaded from the disk cache) once per process."""
     if source not in _step_functions:
-        fn = load_library(compile_shared(source)).dispatchrl_step
+        library = compile_shared(source)
+        problem = _truncated(library)
+        if problem is None:
+            try:
+                handle = load_library(library)
+            except OSError as error:
+                problem = str(error)
+        if problem is not None:  # a damaged cached library: discarded, rebuilt
+            warn_once("c-damaged", f"dispatchrl: the cached C library {library} is damaged ({problem}); rebuilt")
+            library.unlink(missing_ok=True)
+            handle = load_library(compile_shared(source))
+        fn = handle.dispatchrl_step
         fn.argtypes, fn.restype = (ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)), None
         _step_functions[source] = fn
     return _step_functions[source]

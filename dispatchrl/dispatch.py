@@ -97,14 +97,20 @@ class GenericFunction:
         return self.function.resolve_method(args)[0]
 
     def __call__(self, *args, **kwargs) -> Any:
-        key = None if kwargs else _call_key(args)
-        checked = self._calls.get(key) if key is not None else None
+        # a call of Arrays and Devices only has its types as key (no scalar values in it)
+        checked = None if kwargs else self._calls.get(tuple(map(type, args)))
         if checked is None:
-            return self._first_call(key, args, kwargs)
+            key = None if kwargs else _call_key(args)
+            checked = self._calls.get(key) if key is not None else None
+            if checked is None:
+                return self._first_call(key, args, kwargs)
         call_args = args if checked.template is None else checked.arguments(args)
         positions = checked.arrays
         if positions:
-            layout = tuple([args[i].__dict__.get("_extent") or _extent(args[i]) for i in positions])
+            try:  # the extents cached on the Arrays (every Array checked once has one)
+                layout = tuple([args[i]._extent for i in positions])
+            except AttributeError:
+                layout = tuple([_extent(args[i]) for i in positions])
             if layout not in checked.layouts:
                 check_aliasing(self, call_args)
                 if len(checked.layouts) >= _MAX_LAYOUTS:

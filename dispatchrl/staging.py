@@ -79,7 +79,7 @@ def launch(device, kernel, *args) -> None:
     if calls is not None:
         calls.append((kernel, args))
         return
-    kernel(*[raw(a) for a in args])
+    kernel(*[a.data if type(a) in _array_types else raw(a) for a in args])  # type: ignore[attr-defined]
 
 
 class Every:

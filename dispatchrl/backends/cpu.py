@@ -350,9 +350,12 @@ def njit_program(calls: list) -> Program:
         fused = namespace["fused_step"]
     prepares = list(_BEFORE_FIRST_RUN.values())
     _BEFORE_FIRST_RUN.clear()
+    # progress displays say which kernel of how many is compiling (a cold step takes minutes);
+    # counted before the helper starts filling the disk cache
+    progress = kernel_progress(cold_kernels(calls))
     helper = start_precompile(calls, prepares) if cacheable else None  # cold kernels: a second core helps
-    try:  # progress displays say which kernel of how many is compiling (a cold step takes minutes)
-        with compile_activity.kernels(kernel_progress(cold_kernels(calls))):
+    try:
+        with compile_activity.kernels(progress):
             fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
     finally:
         stop_precompile(helper)

@@ -77,11 +77,11 @@ class Array:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return type(self).type_parameter[2]  # type: ignore[attr-defined]  # set by @parametric
+        return (_type_parameters.get(type(self)) or _parameters_of(type(self)))[2]
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(type(self).type_parameter[1])  # type: ignore[attr-defined]
+        return (_type_parameters.get(type(self)) or _parameters_of(type(self)))[1]
 
     @property
     def ndim(self) -> int:
@@ -122,6 +122,17 @@ class Array:
         if self.device.memory != "host":
             raise DeviceError(f"{self!r}: DLPack export is for host arrays; use __cuda_array_interface__ on CUDA")
         return self.data.__dlpack_device__()
+
+
+#: Array type → (device type, dtype, shape): plum's ``type_parameter`` costs ~1 µs a read, and
+#: eager calls read shapes and dtypes several times each
+_type_parameters: dict[type, tuple[type, np.dtype, tuple[int, ...]]] = {}
+
+
+def _parameters_of(array_type: type) -> tuple[type, np.dtype, tuple[int, ...]]:
+    device_type, dtype, shape = array_type.type_parameter  # type: ignore[attr-defined]  # set by @parametric
+    parameters = _type_parameters[array_type] = (device_type, np.dtype(dtype), shape)
+    return parameters
 
 
 def _check_device(device) -> None:

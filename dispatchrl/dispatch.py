@@ -18,9 +18,18 @@ Any other overlap between a written Array and any other Array argument is a :cla
 naming both, raised before any kernel runs — eagerly and while :func:`dispatchrl.fuse` traces
 (fused steps replay the traced calls and never re-run the check). A declaration without
 ``outputs``/``inplace`` is treated as writing every Array argument.
+
+Eager calls check once per kind of call: a call whose arguments are all Arrays, Devices and plain
+scalars (ints, floats, bools, strings, enums, None) remembers, under their types (an Array's type
+holds its device, dtype and shape) and the scalars' values, what the declaration returned and
+which method plum chose; a later call of the same kind skips both, and the aliasing check skips
+memory layouts it has passed before. A declaration must therefore depend on nothing else (not on
+an array's values), as every built-in one does. Any refusal is raised by the declaration itself,
+whose failures are never remembered. Registering a method forgets the remembered calls.
 """
 
 import dataclasses
+import enum
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +38,7 @@ import numpy as np
 import plum
 
 from .arrays import Array
+from .devices import Device
 from .errors import ConfigError, DeviceError, ShapeError
 
 __all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", "invoke", "keyed_leaves"]
@@ -65,9 +75,19 @@ class GenericFunction:
         self._written_params = None if written is None else frozenset(written)
         self._field_paths = {}  # (argument, struct type) → [(field, path)] (memoised)
         self._allowed = frozenset((a, b) for a, bs in self.may_alias.items() for b in bs for a, b in ((a, b), (b, a)))
+        self._calls: dict[tuple, _CheckedCall] = {}  # call key (see _call_key) → what its check found
 
     def dispatch(self, method=None, precedence=0) -> Any:
         """Register a method (plum's ``Function.dispatch``): annotate the device argument."""
+        self._calls.clear()
+        if method is None:  # @fn.dispatch(precedence=...): forget again once the method is given
+            register = self.function.dispatch(precedence=precedence)
+
+            def decorate(method) -> Any:
+                self._calls.clear()
+                return register(method)
+
+            return decorate
         return self.function.dispatch(method, precedence=precedence)
 
     def resolve(self, *args) -> Callable[..., Any]:
@@ -77,15 +97,46 @@ class GenericFunction:
         return self.function.resolve_method(args)[0]
 
     def __call__(self, *args, **kwargs) -> Any:
-        args = self.declaration(*args, **kwargs)
-        check_aliasing(self, args)
+        # a call of Arrays and Devices only has its types as key (no scalar values in it)
+        checked = None if kwargs else self._calls.get(tuple(map(type, args)))
+        if checked is None:
+            key = None if kwargs else _call_key(args)
+            checked = self._calls.get(key) if key is not None else None
+            if checked is None:
+                return self._first_call(key, args, kwargs)
+        call_args = args if checked.template is None else checked.arguments(args)
+        positions = checked.arrays
+        if positions:
+            try:  # the extents cached on the Arrays (every Array checked once has one)
+                layout = tuple([args[i]._extent for i in positions])
+            except AttributeError:
+                layout = tuple([_extent(args[i]) for i in positions])
+            if layout not in checked.layouts:
+                check_aliasing(self, call_args)
+                if len(checked.layouts) >= _MAX_LAYOUTS:
+                    checked.layouts.clear()
+                checked.layouts.add(layout)
+        return checked.method(*call_args)
+
+    def _first_call(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
+        """A call of a kind not seen yet (or not rememberable): the declaration, the aliasing
+        check and plum's method resolution, remembered under ``key`` when they all pass."""
+        call_args = self.declaration(*args, **kwargs)
+        check_aliasing(self, call_args)
         try:
-            return self.function(*args)
+            result = self.function(*call_args)
         except plum.NotFoundLookupError:
             raise DeviceError(
-                f"{self.__name__} has no method for device {args[0]!r}; register one with "
+                f"{self.__name__} has no method for device {call_args[0]!r}; register one with "
                 f"@dispatchrl.{self.__name__}.dispatch"
             ) from None
+        if key is not None:
+            method, return_type = self.function.resolve_method(call_args)  # plum's cache has it now
+            checked = _CheckedCall.of(args, call_args, method) if return_type is Any else None
+            if checked is not None:  # (a return annotation: plum converts the result, so it calls)
+                checked.layouts.add(tuple(_extent(args[i]) for i in checked.arrays))
+                self._calls[key] = checked
+        return result
 
     def __repr__(self) -> str:
         return f"<generic function {self.__name__} with {len(self.function.methods)} method(s)>"
@@ -131,6 +182,94 @@ def generic(declaration=None, *, outputs=None, inplace=(), may_alias=None) -> An
         return fn
 
     return decorate if declaration is None else decorate(declaration)
+
+
+# ---------------------------------------------------------------- remembered checks
+
+#: memory layouts remembered per kind of call (a bound: fresh arrays every call would grow it)
+_MAX_LAYOUTS = 64
+_BY_TYPE, _BY_VALUE, _FLOAT = "type", "value", "float"
+_key_kinds: dict[type, str | None] = {}
+
+
+def _key_kind(t: type) -> str | None:
+    """How an argument of type ``t`` enters a call key: its type (Arrays, Devices), its type and
+    value (plain scalars), or not at all (None: the call is not remembered)."""
+    kind = _key_kinds.get(t, "")
+    if kind == "":
+        if issubclass(t, (Array, Device)):
+            kind = _BY_TYPE
+        elif issubclass(t, (float, np.floating)):
+            kind = _FLOAT
+        elif t in (int, bool, str, bytes, type(None)) or issubclass(t, (np.integer, np.bool_, enum.Enum)):
+            kind = _BY_VALUE
+        else:
+            kind = None
+        _key_kinds[t] = kind
+    return kind
+
+
+def _call_key(args: tuple) -> tuple | None:
+    """The kind of a call: Arrays and Devices by type, scalars by type and value (a float zero
+    with its sign); None where an argument is anything else."""
+    key: list[object] = []
+    for value in args:
+        t = type(value)
+        kind = _key_kinds.get(t) or _key_kind(t)
+        if kind is _BY_TYPE:
+            key.append(t)
+        elif kind is _BY_VALUE:
+            key.append((t, value))
+        elif kind is _FLOAT:
+            key.append((t, value, str(value)) if value == 0 else (t, value))
+        else:
+            return None
+    return tuple(key)
+
+
+class _CheckedCall:
+    """What the checks of one kind of call found: the normalised arguments (``template``: per
+    position the index of the passed argument, or a constant; None when they are the arguments
+    themselves), the method, the positions of its Arrays and the memory layouts already checked."""
+
+    __slots__ = ("arrays", "layouts", "method", "template")
+
+    def __init__(self, template, method, arrays) -> None:
+        self.template, self.method, self.arrays = template, method, arrays
+        self.layouts: set[tuple] = set()
+
+    @classmethod
+    def of(cls, args: tuple, call_args: tuple, method) -> "_CheckedCall | None":
+        """None where the normalised arguments are not the given ones or constants."""
+        template: list | None = []
+        assert template is not None
+        for position, value in enumerate(call_args):
+            found = [i for i, a in enumerate(args) if a is value]
+            if position in found:  # passed through (the same object may be passed twice)
+                template.append(position)
+            elif len(found) == 1:  # moved
+                template.append(found[0])
+            elif found:  # which of the equal arguments it was is unknown
+                return None
+            elif _key_kind(type(value)) in (_BY_VALUE, _FLOAT):
+                template.append(_Constant(value))
+            else:
+                return None
+        if template == list(range(len(args))):
+            template = None
+        arrays = tuple(i for i, a in enumerate(args) if _is_array(a))
+        arrays = arrays if len(arrays) > 1 else ()  # one Array overlaps nothing
+        return cls(None if template is None else tuple(template), method, arrays)
+
+    def arguments(self, args: tuple) -> tuple:
+        return tuple([t.value if type(t) is _Constant else args[t] for t in self.template])
+
+
+class _Constant:
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
 
 
 # ---------------------------------------------------------------- aliasing

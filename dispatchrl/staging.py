@@ -33,10 +33,12 @@ from .errors import ConfigError, DeviceError
 __all__ = [
     "Below",
     "Branch",
+    "CompileActivity",
     "Every",
     "Program",
     "Step",
     "check_tensordicts",
+    "compile_activity",
     "compile_step",
     "fuse",
     "kernel_calls",
@@ -58,7 +60,17 @@ _dispatch = plum.Dispatcher()
 
 def raw(x: object) -> Any:
     """The device buffer of an Array; anything else unchanged."""
-    return x.data if isinstance(x, Array) else x
+    t = type(x)
+    if t in _array_types:  # (an isinstance on plum's parametric type costs ~1 µs: memoised)
+        return x.data  # type: ignore[attr-defined]
+    if t in _other_types:
+        return x
+    (_array_types if isinstance(x, Array) else _other_types).add(t)
+    return raw(x)
+
+
+_array_types: set[type] = set()
+_other_types: set[type] = set()
 
 
 def launch(device, kernel, *args) -> None:
@@ -67,7 +79,7 @@ def launch(device, kernel, *args) -> None:
     if calls is not None:
         calls.append((kernel, args))
         return
-    kernel(*[raw(a) for a in args])
+    kernel(*[a.data if type(a) in _array_types else raw(a) for a in args])  # type: ignore[attr-defined]
 
 
 class Every:
@@ -140,6 +152,44 @@ def kernel_calls(nodes: list) -> Iterator[tuple]:
             yield from kernel_calls(node.otherwise)
         else:
             yield node
+
+
+class CompileActivity:
+    """What this process is compiling, for a progress display that reads it from another thread.
+
+    A backend wraps each program's compile in :meth:`kernels` with a probe returning (kernels
+    compiled, kernels to compile); :meth:`phase` describes it ("kernel 7/23", then "the fused
+    step" once every kernel is in); ``cold_kernels`` counts the kernels the process had to
+    compile (not find in the disk cache), so a display can tell a cold compile from a warm one."""
+
+    def __init__(self) -> None:
+        self.probe: Callable[[], tuple[int, int]] | None = None
+        self.cold_kernels = 0
+
+    @contextlib.contextmanager
+    def kernels(self, probe: Callable[[], tuple[int, int]]) -> Iterator[None]:
+        self.cold_kernels += probe()[1]
+        previous, self.probe = self.probe, probe
+        try:
+            yield
+        finally:
+            self.probe = previous
+
+    def phase(self) -> str | None:
+        """ "kernel i/n" (the one being compiled), "the fused step" or None (no program yet);
+        never raises (a display thread calls it)."""
+        probe = self.probe
+        if probe is None:
+            return None
+        try:
+            done, total = probe()
+        except Exception:  # a probe racing the compile it watches: say nothing rather than fail
+            return None
+        return f"kernel {min(done + 1, total)}/{total}" if done < total else "the fused step"
+
+
+#: the process's compile activity (backends report into it, progress displays read it)
+compile_activity = CompileActivity()
 
 
 class Step:

@@ -441,7 +441,10 @@ def train(
     warn_long_compile(config)
     bar = progress if isinstance(progress, Progress) else Progress(progress)
     start = time.perf_counter()
-    bar.compiling(f"compiling fused {algo.NAME.upper()} step ({type(device).__name__.lower()})")
+    device_name = type(device).__name__.lower()
+    bar.compiling(
+        f"compiling fused {algo.NAME.upper()} step ({device_name})", key=f"{algo.NAME}/{spec.name}/{device_name}"
+    )
     try:  # the bar is live (a rich display thread) from here
         state = build_state(algo, device, spec, config, seed)
         saved_history = None

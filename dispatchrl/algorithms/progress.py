@@ -1,17 +1,31 @@
 """The training progress display: a rich spinner while the fused steps compile, then a bar with
 steps, training-only steps/s, the recent return and the ETA (terminals and notebooks); a plain
-line every ``interval`` seconds when the output is neither (pipes, job schedulers, CI logs)."""
+line every ``interval`` seconds when the output is neither (pipes, job schedulers, CI logs).
+
+While the steps compile, a heartbeat thread says what is compiling (kernel i of n, then the fused
+step: :data:`dispatchrl.staging.compile_activity`), the seconds elapsed and, after a first run,
+the last compile time of the same program, kept in ``compile_times.json`` in dispatchrl's cache
+folder (reading or writing it never fails a run)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import IO, Any
 
 import numpy as np
 
-__all__ = ["Progress", "recent_return"]
+from ..cache import cache_dir
+from ..staging import compile_activity
+
+__all__ = ["COMPILE_TIMES", "Progress", "recent_return"]
+
+#: the last compile seconds per program (cold: kernels compiled; warm: all from the disk cache)
+COMPILE_TIMES = "compile_times.json"
 
 
 def recent_return(history: Any, episodes: int = 10) -> float | None:
@@ -43,6 +57,13 @@ class Progress:
         self.train_start: float | None = None  # clock() once the steps were built
         self.start_steps = 0
         self.last_line = -float("inf")
+        self.what = ""
+        self.key: str | None = None  # names the program in COMPILE_TIMES
+        self.compile_start = 0.0
+        self.cold_before = 0  # compile_activity.cold_kernels when compiling started
+        self.last_times: dict[str, float] = {}  # this program's last compile seconds, cold/warm
+        self.heartbeat: threading.Thread | None = None
+        self.compiled = threading.Event()
 
     @property
     def out(self) -> IO[str]:
@@ -64,31 +85,75 @@ class Progress:
             return "rich"
         return "rich" if console.is_terminal else "plain"
 
-    def compiling(self, what: str) -> None:
-        """Say what is being built (a spinner, or one plain line)."""
+    def compiling(self, what: str, key: str | None = None) -> None:
+        """Say what is being built (a spinner, or one plain line), then keep saying it: a
+        heartbeat thread updates the spinner every second, or prints a plain line every
+        ``interval`` seconds. ``key`` names the program for the next run's estimate."""
         self.mode = self._choose_mode()
+        self.what, self.key = what, key
+        self.compile_start, self.cold_before = self.clock(), compile_activity.cold_kernels
+        self.last_times = _read_compile_times().get(key, {}) if key is not None and self.mode != "off" else {}
         if self.mode == "rich":
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn
+            from rich.progress import BarColumn, SpinnerColumn, TextColumn
             from rich.progress import Progress as RichProgress
 
             self.bar = RichProgress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 BarColumn(),
-                MofNCompleteColumn(),
+                # steps done/total once training runs (not "0/?" while compiling)
+                TextColumn("{task.fields[count]}"),
                 TextColumn("{task.fields[info]}"),
                 console=Console(file=self.out),
                 refresh_per_second=4,  # the refresh thread shares the cores with training
                 transient=False,
             )
             self.bar.start()
-            self.task = self.bar.add_task(f"{what}…", total=None, info="")
+            self.task = self.bar.add_task(f"{what}…", total=None, info="", count="")
         elif self.mode == "plain":
             self._print(f"dispatchrl: {what}…")
+        if self.mode != "off":
+            self.compiled.clear()
+            period = 1.0 if self.mode == "rich" else self.interval
+            self.heartbeat = threading.Thread(target=self._beat, args=(period,), name="dispatchrl-compile", daemon=True)
+            self.heartbeat.start()
+
+    def compile_status(self) -> str:
+        """The phase (when a backend reports one), seconds elapsed and the estimate: "kernel
+        7/23, 34 s elapsed (101 s last time)"."""
+        elapsed = self.clock() - self.compile_start
+        phase = compile_activity.phase()
+        cold = compile_activity.cold_kernels > self.cold_before
+        # before a backend reports, a cold compile cannot be told from a warm one yet: no estimate
+        last = self.last_times.get("cold" if cold else "warm") if phase is not None else None
+        estimate = f" ({last:.0f} s last time)" if last is not None else ""
+        return f"{phase + ', ' if phase else ''}{elapsed:.0f} s elapsed{estimate}"
+
+    def _beat(self, period: float) -> None:
+        while not self.compiled.wait(period):
+            try:
+                status = self.compile_status()
+                if self.mode == "rich" and self.bar is not None:
+                    self.bar.update(self.task, info=status)
+                elif self.mode == "plain":
+                    self._print(f"dispatchrl: {self.what}: {status}")
+            except Exception:  # a display never fails a run (a closed stream, a stopped bar)
+                return
+
+    def _stop_heartbeat(self) -> None:
+        self.compiled.set()
+        if self.heartbeat is not None and self.heartbeat is not threading.current_thread():
+            self.heartbeat.join()
+        self.heartbeat = None
 
     def started(self, run: Any) -> None:
         """The fused steps are built: training (and the rate's clock) starts now."""
+        self._stop_heartbeat()
+        compile_seconds = self.clock() - self.compile_start
+        if self.key is not None and self.mode != "off":
+            cold = compile_activity.cold_kernels > self.cold_before
+            _record_compile_time(self.key, "cold" if cold else "warm", compile_seconds)
         self.train_start, self.start_steps = self.clock(), run.steps
         if self.mode == "rich":
             self.bar.update(
@@ -96,6 +161,8 @@ class Progress:
                 description=f"{run.algo.NAME.upper()} {run.spec.name}",
                 total=run.total_steps,
                 completed=run.steps,
+                count=f"{run.steps}/{run.total_steps}",
+                info=f"compiled in {compile_seconds:.0f} s",
             )
 
     def rate(self, steps: int) -> float:
@@ -115,7 +182,7 @@ class Progress:
         eta = (run.total_steps - run.steps) / rate if rate > 0 else float("inf")
         info = f"{rate:,.0f} steps/s  return {shown}  ETA {_duration(eta)}"
         if self.mode == "rich":
-            self.bar.update(self.task, completed=run.steps, info=info)
+            self.bar.update(self.task, completed=run.steps, info=info, count=f"{run.steps}/{run.total_steps}")
         else:
             self._print(f"dispatchrl: {run.steps}/{run.total_steps} steps  {info}")
             self.last_line = now
@@ -127,9 +194,33 @@ class Progress:
         self.out.flush()
 
     def close(self) -> None:
+        self._stop_heartbeat()
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
+
+
+def _read_compile_times() -> dict[str, dict[str, float]]:
+    try:
+        times = json.loads((cache_dir() / COMPILE_TIMES).read_text())
+        return times if isinstance(times, dict) else {}
+    except Exception:  # missing, unreadable or not JSON: no estimate, never a failed run
+        return {}
+
+
+def _record_compile_time(key: str, kind: str, seconds: float) -> None:
+    """Keep ``seconds`` as ``key``'s last ``kind`` ("cold"/"warm") compile time; written under a
+    temporary name and renamed (processes may share the cache), and never fails a run."""
+    try:
+        times = _read_compile_times()
+        entry = times.get(key)
+        times[key] = {**(entry if isinstance(entry, dict) else {}), kind: round(seconds, 1)}
+        path = cache_dir() / COMPILE_TIMES
+        temporary = path.with_name(f".{COMPILE_TIMES}.{os.getpid()}.{threading.get_ident()}")
+        temporary.write_text(json.dumps(times, indent=1, sort_keys=True))
+        os.replace(temporary, path)
+    except Exception:
+        pass
 
 
 def _duration(seconds: float) -> str:

@@ -30,8 +30,16 @@ from ..arrays import Array
 from ..cache import cache_dir, import_generated, module_fingerprint, package_fingerprint, warn_once
 from ..devices import CPU
 from ..errors import ConfigError
-from ..staging import Branch, Program, compile_step, kernel_calls, python_program, segmented_program
-from .precompile import start_precompile, stop_precompile
+from ..staging import (
+    Branch,
+    Program,
+    compile_activity,
+    compile_step,
+    kernel_calls,
+    python_program,
+    segmented_program,
+)
+from .precompile import cold_kernels, kernel_progress, start_precompile, stop_precompile
 
 __all__ = [
     "FLUSH_DENORMALS",
@@ -422,9 +430,13 @@ def njit_program(calls: list) -> Program:
         fused = namespace["fused_step"]
     prepares = list(_BEFORE_FIRST_RUN.values())
     _BEFORE_FIRST_RUN.clear()
+    # progress displays say which kernel of how many is compiling (a cold step takes minutes);
+    # counted before the helper starts filling the disk cache
+    progress = kernel_progress(cold_kernels(calls))
     helper = start_precompile(calls, prepares) if cacheable else None  # cold kernels: a second core helps
     try:
-        fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
+        with compile_activity.kernels(progress):
+            fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
     finally:
         stop_precompile(helper)
     for prepare in prepares:

@@ -25,7 +25,15 @@ from ..arrays import Array
 from ..errors import ConfigError
 from ..staging import kernel_calls
 
-__all__ = ["MIN_SIGNATURES", "compile_workers", "kernel_signatures", "start_precompile", "stop_precompile"]
+__all__ = [
+    "MIN_SIGNATURES",
+    "cold_kernels",
+    "compile_workers",
+    "kernel_progress",
+    "kernel_signatures",
+    "start_precompile",
+    "stop_precompile",
+]
 
 #: fewer distinct kernel signatures than this compile faster than a helper process starts (~1.5 s)
 MIN_SIGNATURES = 8
@@ -78,16 +86,38 @@ def _disk_cached(kernel: Any) -> bool:
     return index is None or os.path.exists(index)
 
 
-def kernel_signatures(calls: list) -> list[tuple[str, str, tuple]]:
-    """(module, name, argument types) of each distinct kernel call not in the disk cache yet, in
-    call order; calls whose types cannot be predicted are left out."""
+def cold_kernels(calls: list) -> list[tuple[Any, tuple]]:
+    """(kernel, argument types) of each distinct kernel call not in the disk cache yet, in call
+    order; calls whose types cannot be predicted are left out."""
     jobs: dict[tuple, None] = {}
     for kernel, args in kernel_calls(calls):
         signature = tuple(_argument_type(a) for a in args)
-        if any(t is None for t in signature) or _disk_cached(kernel):
-            continue
-        jobs[(kernel.py_func.__module__, kernel.py_func.__name__, signature)] = None
+        if any(t is None for t in signature) or _disk_cached(kernel) or signature in kernel.overloads:
+            continue  # (in memory already: a kernel without a disk cache this process compiled)
+        jobs[(kernel, signature)] = None
     return list(jobs)
+
+
+def kernel_signatures(calls: list) -> list[tuple[str, str, tuple]]:
+    """(module, name, argument types) of each :func:`cold_kernels` call, for the helper."""
+    return [(k.py_func.__module__, k.py_func.__name__, signature) for k, signature in cold_kernels(calls)]
+
+
+def kernel_progress(jobs: list[tuple[Any, tuple]]) -> Callable[[], tuple[int, int]]:
+    """A probe for ``staging.compile_activity``: (how many of ``jobs``, from
+    :func:`cold_kernels`, are compiled or loaded now, how many there are). It counts each
+    kernel's specializations added since the probe was made (at most its jobs), so a signature
+    Numba spells differently from the prediction still counts."""
+    wanted: dict[Any, int] = {}
+    for kernel, _ in jobs:
+        wanted[kernel] = wanted.get(kernel, 0) + 1
+    before = {kernel: len(kernel.overloads) for kernel in wanted}
+
+    def probe() -> tuple[int, int]:
+        done = sum(min(len(k.overloads) - before[k], n) for k, n in wanted.items())
+        return done, len(jobs)
+
+    return probe
 
 
 def start_precompile(calls: list, prepares: Sequence[Callable[[], None]] = ()) -> subprocess.Popen | None:

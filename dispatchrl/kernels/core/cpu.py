@@ -173,7 +173,10 @@ def _product_kernel(dtype, m, k, n) -> str:
 def matmul(device: CPU, a, b, out):
     m, k = a.shape
     kind = _product_kernel(out.dtype, m, k, b.shape[1])
-    launch(device, {"loop": matmul_loop, "tiled": matmul_tiled_kernel, "blas": matmul_blas}[kind], a, b, out)
+    launch(device, _MATMUL[kind], a, b, out)
+
+
+_MATMUL = {"loop": matmul_loop, "tiled": matmul_tiled_kernel, "blas": matmul_blas}
 
 
 @njit(**JIT_FAST)

@@ -11,12 +11,12 @@ argparse parser, so a renamed or removed flag fails here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -241,12 +241,56 @@ def test_every_public_name_has_a_docstring():
     assert missing == [], missing
 
 
+# ---------------------------------------------------------------- generated pages
+
+CONFIG_PAGE = ROOT / "docs" / "api" / "config.md"
+
+
+def config_reference() -> str:
+    """docs/api/config.md: every Config field of TD3, SAC and PPO, from the classes (as `train --help` shows them)."""
+    import dataclasses
+    import typing
+
+    from dispatchrl.cli_config import field_docs, type_name
+
+    parts = [
+        "# Config fields\n",
+        "Every field is a keyword of `drl.td3.Config(...)` (SAC, PPO alike), of the facade (`drl.TD3(env, **fields)`)",
+        "and a flag of `dispatchrl train` (`--actor-lr 3e-4`, or `--set actor_lr=3e-4`). This page is generated from",
+        "the classes; `DISPATCHRL_UPDATE_DOCS=1 python -m pytest tests/test_docs.py -k config` rewrites it.",
+        "PPO's defaults are per env: `drl.ppo.config_for(env)` gives the budget each env's PPO runs use.",
+    ]
+    for algo in (drl.td3, drl.sac, drl.ppo):
+        docs, hints = field_docs(algo.Config), typing.get_type_hints(algo.Config)
+        parts += [f"\n## `drl.{algo.NAME}.Config`\n", "| field | type | default | meaning |", "|---|---|---|---|"]
+        for field in dataclasses.fields(algo.Config):
+            default = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
+            text = docs.get(field.name, "").replace("|", "\\|")
+            parts.append(f"| `{field.name}` | `{type_name(hints[field.name])}` | `{default!r}` | {text} |")
+    return "\n".join(parts) + "\n"
+
+
+def test_config_reference_page_is_current():
+    expected = config_reference()
+    if os.environ.get("DISPATCHRL_UPDATE_DOCS") == "1":
+        CONFIG_PAGE.write_text(expected)
+    assert CONFIG_PAGE.read_text() == expected, "docs/api/config.md is stale: rerun with DISPATCHRL_UPDATE_DOCS=1"
+
+
 # ---------------------------------------------------------------- the site
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
 def test_site_builds_strictly(tmp_path):
-    if shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None:
-        pytest.skip('mkdocs is not installed: pip install ".[docs]"')
+    missing = [name for name in ("mkdocs", "material", "mkdocstrings_handlers.python") if not _installed(name)]
+    if missing:
+        pytest.skip(f'the docs extra is not installed (no {", ".join(missing)}): pip install ".[docs]"')
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env["NO_MKDOCS_2_WARNING"] = "1"
     proc = subprocess.run(

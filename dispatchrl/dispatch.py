@@ -48,6 +48,9 @@ GENERIC_FUNCTIONS: list = []
 
 
 class GenericFunction:
+    """A generic function made by ``@generic``: a plum function over (device, arguments...) with its declared
+    outputs and in-place arguments, checked before any method (kernel) runs."""
+
     def __init__(self, declaration, outputs=None, inplace=(), may_alias=None):
         self.declaration = declaration
         self.function = plum.Function(declaration)

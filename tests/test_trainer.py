@@ -177,7 +177,7 @@ def test_sac_short_run_and_parity(tmp_path):
 
 def test_td3_10k_learns(tmp_path):
     # the paper's config, one seed (seed 0's native evaluation is -440.6 while gymnasium's on the
-    # same weights is -114; seeds 1 and 2 evaluate at -144 and -141: README "Train anywhere")
+    # same weights is -114; seeds 1 and 2 evaluate at -144 and -141: docs/guides/microcontrollers-wasm.md)
     write_trainer(tmp_path, trainer_source("td3", "pendulum", 10_000, 1))
     host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=10_000, seed=1)
     assert host["eval_return"] >= -400, host

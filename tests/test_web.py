@@ -3,7 +3,7 @@
 One 10k-step TD3 Pendulum run in the page must end with the host trainer's checksum for the same
 config and seed, bit for bit, a passing evaluation return, a drawn learning curve and no console
 errors; an out-of-range field must show ConfigError's message. Seed 1: the 10k-step TD3 trainer
-with seed 0 evaluates to -440.6 on the host too (README, "Train anywhere"), below the -400 bar.
+with seed 0 evaluates to -440.6 on the host too (docs/guides/microcontrollers-wasm.md), below the -400 bar.
 Set DISPATCHRL_UPDATE_SCREENSHOT=1 to write the finished page to docs/web_trainer.png.
 """
 

@@ -284,6 +284,8 @@ class State:
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
+    """The whole PPO training state on ``device``: actor and value networks, optimiser moments, running
+    observation statistics, the rollout, minibatch buffers, RNG stream and counters."""
     envs, rows = config.num_envs, config.batch_size
     make_actor, make_critic = network_constructors(config)
     actor = make_actor(device, (obs_dim, *config.hidden, action_dim), config.activation, "identity", seed=seed * 8)
@@ -385,6 +387,7 @@ def store(device: Device, config: Config, state: State) -> None:
 
 
 def prepare_update(device: Device, config: Config, state: State) -> None:
+    """Compute the rollout's GAE advantages and returns before the iteration's updates."""
     stored = state.rollout
     gae(
         device,

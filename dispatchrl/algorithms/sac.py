@@ -98,6 +98,7 @@ class Config(OffPolicyConfig):
 
 
 def config_for(env: object) -> Config:
+    """The default configuration for ``env`` (SAC uses one for every env)."""
     return Config()
 
 
@@ -155,6 +156,8 @@ class State:
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
+    """The whole SAC training state on ``device``: Gaussian actor, twin critics and their targets, the
+    temperature, optimiser moments, replay ring, buffers, RNG stream and counters."""
     envs, rows = config.num_envs, config.batch_size
     actor_sizes = (obs_dim, *config.hidden, 2 * action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
@@ -217,6 +220,9 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
 
 
 def act(device: Device, config: Config, state: State, obs: Array) -> None:
+    """Write the exploring action for ``obs`` into ``state.action``: uniform in [-1, 1] during warm-up, then a
+    tanh-squashed sample of the actor's Gaussian."""
+
     def explore(device: Device) -> None:
         forward(device, state.actor, state.actor_act, obs)
         gaussian_tanh_sample(
@@ -235,6 +241,7 @@ def act(device: Device, config: Config, state: State, obs: Array) -> None:
 
 
 def update_temperature(device: Device, config: Config, state: State) -> None:
+    """One gradient step of log α towards the target entropy (−action_dim unless configured)."""
     target_entropy = -state.pi_action.shape[1] if config.target_entropy is None else config.target_entropy
     log_alpha = state.log_alpha
     entropy_temperature_gradient(device, state.pi_log_prob, target_entropy, log_alpha.grad)
@@ -242,6 +249,7 @@ def update_temperature(device: Device, config: Config, state: State) -> None:
 
 
 def update_critics(device: Device, config: Config, state: State) -> None:
+    """One gradient step of both critics towards the soft double-Q target on the sampled batch."""
     # soft target: r + γ(1 − terminated)(min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(·|s')
     batch = state.batch
     forward(device, state.actor, state.actor_next, batch.next_obs)
@@ -277,6 +285,7 @@ def update_critics(device: Device, config: Config, state: State) -> None:
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:
+    """One gradient step of the actor, minimising mean(α log π(a|s) − min(Q1, Q2)(s, a))."""
     # minimise mean(α log π(a|s) − min(Q1, Q2)(s, a)) through the reparameterised sample a
     obs = state.batch.obs
     concat_columns(device, obs, state.pi_action, state.actor_critic_input)
@@ -315,6 +324,7 @@ def update_actor(device: Device, config: Config, state: State) -> None:
 
 
 def update_targets(device: Device, config: Config, state: State) -> None:
+    """Polyak-average the target critics towards the online critics."""
     for online, target in ((state.critic1, state.critic1_target), (state.critic2, state.critic2_target)):
         polyak_average(device, target, online, config.polyak)
 
@@ -343,18 +353,22 @@ def update(device: Device, config: Config, state: State) -> None:
 
 
 def schedule(config: Config) -> Schedule:
+    """The driver's schedule: one env step per call, its update fused into it."""
     return Schedule(env_steps=1, updates=0)  # the update is fused into every env step
 
 
 def native_step(device: Device, config: Config, env: Any, state: State) -> None:
+    """One fused step on a native env: act, step the env, store the transition, update."""
     offpolicy.native_step(device, act, update, config, env, state)
 
 
 def store(device: Device, config: Config, state: State) -> None:
+    """Record ``state.transition`` (written by the driver from a Python-stepped env), then update."""
     offpolicy.store(device, update, config, state)
 
 
 def check_iteration(state: State) -> None:
+    """Nothing to check between iterations (the divergence check runs inside the step)."""
     pass
 
 

@@ -81,6 +81,7 @@ class Config(OffPolicyConfig):
 
 
 def config_for(env: object) -> Config:
+    """The default configuration for ``env`` (TD3 uses one for every env)."""
     return Config()
 
 
@@ -124,6 +125,8 @@ class State:
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
+    """The whole TD3 training state on ``device``: actor, twin critics and their targets, optimiser moments,
+    replay ring, batch and acting buffers, RNG stream and counters, for ``obs_dim`` → ``action_dim``."""
     envs, rows = config.num_envs, config.batch_size
     actor_sizes = (obs_dim, *config.hidden, action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
@@ -169,6 +172,9 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
 
 
 def act(device: Device, config: Config, state: State, obs: Array) -> None:
+    """Write the exploring action for ``obs`` into ``state.action``: uniform in [-1, 1] during warm-up, then the
+    actor's output plus clipped Gaussian exploration noise."""
+
     def explore(device: Device) -> None:
         forward(device, state.actor, state.actor_act, obs)
         copy(device, state.actor_act.output, state.action)
@@ -186,6 +192,7 @@ def act(device: Device, config: Config, state: State, obs: Array) -> None:
 
 
 def update_critics(device: Device, config: Config, state: State) -> None:
+    """One gradient step of both critics towards the clipped double-Q target on the sampled batch."""
     batch = state.batch
     offpolicy.sample_batch(device, config, state)
     # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
@@ -220,6 +227,7 @@ def update_critics(device: Device, config: Config, state: State) -> None:
 
 
 def update_actor(device: Device, config: Config, state: State) -> None:
+    """One gradient step of the actor, maximising Q1(s, π(s)) on the sampled batch."""
     # maximise Q1(s, π(s)): backpropagate −1/B through critic 1 into the action, then the actor
     obs, critic_buffers = state.batch.obs, state.critic1_batch
     forward(device, state.actor, state.actor_batch, obs)
@@ -234,6 +242,7 @@ def update_actor(device: Device, config: Config, state: State) -> None:
 
 
 def update_targets(device: Device, config: Config, state: State) -> None:
+    """Polyak-average the target actor and critics towards the online networks."""
     for online, target in (
         (state.actor, state.actor_target),
         (state.critic1, state.critic1_target),
@@ -263,22 +272,27 @@ def update(device: Device, config: Config, state: State) -> None:
 
 
 def schedule(config: Config) -> Schedule:
+    """The driver's schedule: one env step per call, its update fused into it."""
     return Schedule(env_steps=1, updates=0)  # the update is fused into every env step
 
 
 def native_step(device: Device, config: Config, env: Any, state: State) -> None:
+    """One fused step on a native env: act, step the env, store the transition, update."""
     offpolicy.native_step(device, act, update, config, env, state)
 
 
 def store(device: Device, config: Config, state: State) -> None:
+    """Record ``state.transition`` (written by the driver from a Python-stepped env), then update."""
     offpolicy.store(device, update, config, state)
 
 
 def check_iteration(state: State) -> None:
+    """Nothing to check between iterations (the divergence check runs inside the step)."""
     pass
 
 
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable[[np.ndarray], np.ndarray]:
+    """The deterministic host policy: the actor's tanh output rescaled to ``[action_low, action_high]``."""
     return deployable(state.actor, action_low, action_high, "tanh")
 
 

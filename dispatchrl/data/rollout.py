@@ -30,6 +30,7 @@ class ObsStats:
 
 
 def obs_stats(device, dim):
+    """Running mean and variance of ``dim`` observation features on ``device`` (PPO's normalisation)."""
     return ObsStats(
         mean=zeros(device, dim, np.float64),
         var=asarray(device, np.ones(dim)),
@@ -65,6 +66,7 @@ def _positive(name, value) -> None:
 
 
 def rollout(device, steps, envs, obs_dim, action_dim, dtype=np.float32):
+    """An empty :class:`Rollout` of ``steps`` steps of ``envs`` envs on ``device``; sizes are positive ints."""
     for name, value in (("steps", steps), ("envs", envs), ("obs_dim", obs_dim), ("action_dim", action_dim)):
         _positive(name, value)
     rows = steps * envs

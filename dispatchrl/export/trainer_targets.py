@@ -101,7 +101,7 @@ TRAINER_TARGETS = {
 }
 
 
-#: seconds per TD3 Pendulum step under qemu (the README's table: 300 steps each on AMD EPYC, quiet;
+#: seconds per TD3 Pendulum step under qemu (the table in docs/guides/microcontrollers-wasm.md: 300 steps each on AMD EPYC, quiet;
 #: a loaded machine takes up to 1.5x as long)
 EMULATED_SECONDS_PER_STEP = {
     "aarch64-linux": 16.0 / 300,

@@ -6,7 +6,7 @@ Every function is plain C99 arithmetic on doubles in a fixed order (with ``-ffp-
 sqrt, fabs and copysign are the compiler builtins, which IEEE 754 defines exactly (correctly
 rounded sqrt, bit operations) and which compile to instructions on every target with a double
 FPU. The float forms compute in double and round once. Accuracy (max ulp error against float64
-numpy, measured by tests/test_trainer.py::test_math_accuracy): see README "Train anywhere".
+numpy, measured by tests/test_trainer.py::test_math_accuracy): see docs/guides/microcontrollers-wasm.md.
 
 ``MATH`` is C text; after it, function-like macros make ``sin(``, ``tanhf(``, ... in kernel
 bodies call these functions, so no kernel source changes.

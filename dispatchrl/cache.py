@@ -113,16 +113,15 @@ def import_generated(source: str, name: str, folder: str, package: str) -> Modul
     must identify ``source``, e.g. contain its hash."""
     module_name = f"{package}.{name}"
     path = cache_dir() / folder / f"{name}.py"
-    if module_name not in sys.modules:
-        try:
-            path = _written(path, source)
-        except OSError as e:  # a full disk: a temporary folder for this process
-            path = _written(overflow_dir() / folder / f"{name}.py", source)
-            warn_once(
-                "write",
-                f"dispatchrl could not write {path.name} into its cache {cache_dir()} ({e.strerror or e}); "
-                f"generated code goes to {path.parent} for this process only",
-            )
+    try:  # also when imported already: the cache folder may have changed (DISPATCHRL_CACHE_DIR)
+        path = _written(path, source)
+    except OSError as e:  # a full disk: a temporary folder for this process
+        path = _written(overflow_dir() / folder / f"{name}.py", source)
+        warn_once(
+            "write",
+            f"dispatchrl could not write {path.name} into its cache {cache_dir()} ({e.strerror or e}); "
+            f"generated code goes to {path.parent} for this process only",
+        )
     module = sys.modules.get(module_name)
     if module is None:
         spec = importlib.util.spec_from_file_location(module_name, path)

@@ -19,14 +19,14 @@ MANIFEST = ".dispatchrl-export.json"
 
 
 def claim_folder(out: str | Path, flag: str = "--out") -> set[str]:
-    """Make ``out`` ready for an export: create it, or remove the files a previous export recorded
-    there; ConfigError (naming some of them) if it holds files no export wrote. Returns the names
-    of the files kept (the user's, beside a previous export's), for :func:`record_folder`."""
+    """Make ``out`` ready for an export: remove the files a previous export recorded there;
+    ConfigError (naming some of them) if it holds files no export wrote. The writer creates a new
+    folder, so an export refused later (an unsupported network) leaves none. Returns the names of
+    the files kept (the user's, beside a previous export's), for :func:`record_folder`."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{flag} {out}: is a file, not a folder; give a new or empty folder")
-    out.mkdir(parents=True, exist_ok=True)
-    present = {p.name for p in out.iterdir()}
+    present = {p.name for p in out.iterdir()} if out.is_dir() else set()
     if not present:
         return set()
     if MANIFEST not in present:

@@ -13,11 +13,20 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["cache_dir", "import_generated", "module_fingerprint", "overflow_dir", "package_fingerprint", "warn_once"]
+__all__ = [
+    "cache_dir",
+    "import_generated",
+    "module_fingerprint",
+    "overflow_dir",
+    "package_fingerprint",
+    "warn_once",
+    "write_text_atomic",
+]
 
 _fingerprints: dict[str, str] = {}
 _usable_cache_dirs: dict[Path, Path] = {}
@@ -149,11 +158,18 @@ def _written(path: Path, source: str) -> Path:
     except (OSError, UnicodeDecodeError) as e:
         warn_once("damaged", f"dispatchrl: the cached generated module {path} is unreadable ({e}); written again")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    write_text_atomic(path, source)
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` under a temporary name (this process's and thread's) and rename
+    it into place: processes sharing the cache never read half a file, and a failed write leaves
+    neither a partial file nor the temporary."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
-        tmp.write_text(source)
+        tmp.write_text(text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path

@@ -30,7 +30,7 @@ from ..loggers import Logger, MetricsHook
 from ..nn import Parameter, is_network, parameter_groups
 from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
-from .memory import check_fits, estimate
+from .memory import check_fits, estimate, transition_bytes
 from .progress import Progress
 from .protocol import Algorithm, Schedule
 from .runs import DIVERGENCE_HINT, EpisodeHistory, Snapshot, TrainResult, build_state, restore_for_resume, save_run
@@ -257,7 +257,7 @@ def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
     folder = getattr(config, "memmap_path", None)
     if folder is not None:  # a memmapped ring needs disk, not memory
         capacity = config.capacity
-        needed, available = capacity * (4 * (2 * spec.obs_dim + spec.action_dim + 1) + 2), free_disk(folder)
+        needed, available = transition_bytes(capacity, spec.obs_dim, spec.action_dim), free_disk(folder)
         if available is not None and needed > available:
             raise ConfigError(
                 f"{who}: the replay buffer of {capacity} rows needs {needed / 2**30:.1f} GiB, more than the "

@@ -17,7 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Allocation", "check_fits", "estimate", "mlp_buffer_floats", "mlp_parameters", "total_bytes"]
+__all__ = [
+    "Allocation",
+    "check_fits",
+    "estimate",
+    "mlp_buffer_floats",
+    "mlp_parameters",
+    "total_bytes",
+    "transition_bytes",
+]
 
 F32, F64, I64 = 4, 8, 8
 #: a trainable network holds its weights, their gradients and Adam's two moments
@@ -49,7 +57,8 @@ def mlp_buffer_floats(sizes: Sequence[int], rows: int, activation: str, input_gr
     return rows * per_row
 
 
-def _transitions(rows: int, obs_dim: int, action_dim: int) -> int:
+def transition_bytes(rows: int, obs_dim: int, action_dim: int) -> int:
+    """Bytes of ``rows`` stored transitions (the replay buffer's and the acting buffers' layout)."""
     return rows * (F32 * (2 * obs_dim + action_dim + 1) + 2)  # obs, next_obs, action, reward; 2 flags
 
 
@@ -72,14 +81,14 @@ def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int, episodes:
     else:  # actor; critic 1 with input gradients; critic 2
         batch = mlp_buffer_floats(actor, rows, act) + mlp_buffer_floats(critic, rows, act, input_gradient=True)
         batch += mlp_buffer_floats(critic, rows, act) + rows * (obs_dim + 2 * action_dim + 1)
-    batch_bytes = F32 * batch + _transitions(rows, obs_dim, action_dim)
+    batch_bytes = F32 * batch + transition_bytes(rows, obs_dim, action_dim)
     if config.prioritized:
         batch_bytes += rows * (I64 + 2 * F64)
     if config.n_step > 1:
         batch_bytes += rows * (I64 + F64 + F32)
     acting = F32 * (mlp_buffer_floats(actor, envs, act) + envs * 3 * action_dim)
-    acting += _transitions(envs, obs_dim, action_dim)
-    replay = _transitions(config.capacity, obs_dim, action_dim)
+    acting += transition_bytes(envs, obs_dim, action_dim)
+    replay = transition_bytes(config.capacity, obs_dim, action_dim)
     if config.prioritized:  # sum and min trees over the next power of two of the capacity
         replay += 2 * 2 * (1 << max(0, config.capacity - 1).bit_length()) * F64
     where = f"replay buffer of {config.capacity} rows"
@@ -99,7 +108,7 @@ def _ppo(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allo
     batch = mlp_buffer_floats(actor, rows, act) + mlp_buffer_floats(critic, rows, act)
     batch += rows * (obs_dim + 2 * action_dim + 4)  # the minibatch
     acting = mlp_buffer_floats(actor, envs, act) + 2 * mlp_buffer_floats(critic, envs, act)
-    acting = F32 * (acting + envs * (2 * obs_dim + action_dim + 1)) + _transitions(envs, obs_dim, action_dim)
+    acting = F32 * (acting + envs * (2 * obs_dim + action_dim + 1)) + transition_bytes(envs, obs_dim, action_dim)
     rollout_rows = envs * steps
     rollout = rollout_rows * (F32 * (obs_dim + 2 * action_dim + 6) + 2 + I64)  # + the permutation
     return [
@@ -124,12 +133,14 @@ def estimate(name: str, config: Any, obs_dim: int, action_dim: int, episodes: in
     if capacity is not None:
         if getattr(config, "memmap_path", None) is not None:
             return []
-        replay = _transitions(capacity, obs_dim, action_dim)
+        replay = transition_bytes(capacity, obs_dim, action_dim)
         return [Allocation(f"replay buffer of {capacity} rows", replay, "replay_capacity")]
     rows = config.num_envs * getattr(config, "steps_per_env", 1)
     return [
         Allocation(
-            f"rollout of {rows} rows", rows * (_transitions(1, obs_dim, action_dim) + 32), "num_envs × steps_per_env"
+            f"rollout of {rows} rows",
+            rows * (transition_bytes(1, obs_dim, action_dim) + 32),
+            "num_envs × steps_per_env",
         )
     ]
 

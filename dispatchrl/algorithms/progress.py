@@ -10,7 +10,6 @@ folder (reading or writing it never fails a run)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..cache import cache_dir
+from ..cache import cache_dir, write_text_atomic
 from ..staging import compile_activity
 
 __all__ = ["COMPILE_TIMES", "Progress", "recent_return"]
@@ -215,10 +214,7 @@ def _record_compile_time(key: str, kind: str, seconds: float) -> None:
         times = _read_compile_times()
         entry = times.get(key)
         times[key] = {**(entry if isinstance(entry, dict) else {}), kind: round(seconds, 1)}
-        path = cache_dir() / COMPILE_TIMES
-        temporary = path.with_name(f".{COMPILE_TIMES}.{os.getpid()}.{threading.get_ident()}")
-        temporary.write_text(json.dumps(times, indent=1, sort_keys=True))
-        os.replace(temporary, path)
+        write_text_atomic(cache_dir() / COMPILE_TIMES, json.dumps(times, indent=1, sort_keys=True))
     except Exception:
         pass
 

@@ -157,8 +157,18 @@ def test_numba_cuda_is_imported_only_for_a_cuda_device():
 
 
 def test_every_cuda_module_registers_with_the_cuda_device():
+    """Every cuda.py is imported when a CUDA device is made: named in CUDA.method_modules or
+    imported by one named there (each env's through dispatchrl.envs.cuda and the env registry)."""
     from dispatchrl.devices import CUDA
 
+    graph = import_graph()
+    assert set(CUDA.method_modules) <= set(graph), "CUDA.method_modules names a module that does not exist"
+    reached, pending = set(), list(CUDA.method_modules)
+    while pending:
+        module = pending.pop()
+        if module not in reached:
+            reached.add(module)
+            pending += graph[module]
     cuda_modules = {module_name(p) for p in PACKAGE.rglob("cuda.py")}
-    assert cuda_modules == set(CUDA.method_modules)
+    assert cuda_modules <= reached, f"never imported for a CUDA device: {sorted(cuda_modules - reached)}"
     assert CUDA.method_modules[0] == "dispatchrl.backends.cuda"  # the runtime before the methods

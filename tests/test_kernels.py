@@ -409,8 +409,8 @@ def test_host_arrays_are_cache_line_aligned():
 def test_device_twin_refuses_cpu_jitted_callees():
     """A CUDA twin whose callee still resolves to a CPU dispatcher would only fail on a real GPU."""
     from dispatchrl.backends.cuda import device_twin
-    from dispatchrl.envs import cpu as env_cpu
-    from dispatchrl.envs import cuda as env_cuda
+    from dispatchrl.envs.acrobot import cpu as env_cpu
+    from dispatchrl.envs.acrobot import cuda as env_cuda
 
     with pytest.raises(TypeError, match="acrobot_dsdt"):
         device_twin(env_cpu.acrobot_rk4, wrap_angle=env_cuda.wrap_angle)

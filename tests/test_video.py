@@ -13,7 +13,9 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import cli
-from dispatchrl.envs.render import FRAME_SIZE, acrobot_frame, pendulum_frame
+from dispatchrl.envs.acrobot import acrobot_frame
+from dispatchrl.envs.pendulum import pendulum_frame
+from dispatchrl.envs.render import FRAME_SIZE
 
 iio = pytest.importorskip("imageio.v3")
 pytest.importorskip("imageio_ffmpeg")

@@ -1,10 +1,13 @@
 """Environments.
 
 - Native batched envs as generic functions: :class:`Pendulum`, :class:`AcrobotContinuous` with
-  :func:`env_state`, :func:`env_reset`, :func:`env_step`, :func:`env_reset_done` (Generic, CPU
-  and CUDA methods; fusable into training steps). :class:`NativeEnv` is the protocol they follow;
-  a user's env following it trains fused the same way, and :func:`register_native_env` makes it
-  a gymnasium id.
+  :func:`env_state`, :func:`env_reset`, :func:`env_step`, :func:`env_reset_done` (Generic, CPU,
+  CUDA and C methods; fusable into training steps). :class:`NativeEnv` is the protocol they follow
+  (:mod:`.api`); a user's env following it trains fused the same way, and
+  :func:`register_native_env` makes it a gymnasium id.
+- One package per built-in env (``pendulum/``, ``acrobot/``, ``ant/``: description, numpy
+  reference, kernels per backend, frame, gymnasium Env), listed in :mod:`.registry`; what their
+  kernels share is in ``shared/``.
 - Batches with a numpy API and same-step autoreset (see :mod:`dispatchrl.envs.batch`):
   :class:`NativeBatch`, :func:`from_gymnasium` for any gymnasium Box env, and the threaded MuJoCo
   :class:`~dispatchrl.envs.ant.AntBatch` (``dispatchrl.envs.AntBatch``; imports mujoco lazily).
@@ -13,17 +16,11 @@
   ``gymnasium.make_vec`` both work).
 """
 
-from . import (  # noqa: F401  (importing registers the Generic and CPU methods)
-    c,
-    cpu,
-    generic,
-)
+from .acrobot import AcrobotContinuous, AcrobotContinuousEnv
 from .api import (
     NATIVE_ENVS,
-    AcrobotContinuous,
     EnvState,
     NativeEnv,
-    Pendulum,
     check_action,
     env_reset,
     env_reset_done,
@@ -31,7 +28,9 @@ from .api import (
     env_step,
 )
 from .batch import BatchVectorEnv, GymnasiumBatch, NativeBatch, check_actions, from_gymnasium
-from .gym import ENV_IDS, AcrobotContinuousEnv, NativeGymEnv, PendulumEnv, register_envs, register_native_env
+from .gym import NativeGymEnv, register_native_env
+from .pendulum import Pendulum, PendulumEnv
+from .registry import ENV_IDS, register_envs
 
 __all__ = [
     "ENV_IDS",

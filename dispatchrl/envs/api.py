@@ -1,7 +1,7 @@
 """Native environments as generic functions: env descriptions, per-device state, declarations.
 
-An env description is an instance of a :class:`NativeEnv` subclass (:class:`Pendulum`,
-:class:`AcrobotContinuous`, or a user's own), usually a frozen dataclass of static
+An env description is an instance of a :class:`NativeEnv` subclass (the built-ins' in
+``envs/<env>/env.py``, or a user's own), usually a frozen dataclass of static
 configuration; :func:`env_state` allocates its per-device arrays; :func:`env_reset`,
 :func:`env_step` and :func:`env_reset_done` are generic functions dispatching on the device and
 on the env type. Their methods only ``launch`` kernels, so they can be staged with
@@ -12,8 +12,6 @@ Physics state is float64 (gymnasium integrates in float64; float32 state drifts 
 trajectories within an episode); observations and rewards are float32.
 """
 
-import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,11 +23,10 @@ from ..errors import ConfigError, DTypeError, ShapeError
 
 __all__ = [
     "NATIVE_ENVS",
-    "AcrobotContinuous",
     "EnvState",
     "NativeEnv",
-    "Pendulum",
     "check_action",
+    "check_count",
     "env_reset",
     "env_reset_done",
     "env_state",
@@ -37,7 +34,8 @@ __all__ = [
 ]
 
 
-def _check_count(cls, name, value, minimum=1) -> None:
+def check_count(cls, name, value, minimum=1) -> None:
+    """Refuse a count that is not an int >= ``minimum`` (a ConfigError naming ``cls.name``)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ConfigError(f"{cls}: '{name}' must be an int >= {minimum}, got {value!r}")
 
@@ -89,90 +87,6 @@ class NativeEnv:
     def policy_action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) in the env's physical action units, onto which the policy's [-1, 1] maps."""
         return np.asarray(self.action_low, np.float32), np.asarray(self.action_high, np.float32)
-
-
-@dataclass(frozen=True)
-class Pendulum(NativeEnv):
-    """gymnasium Pendulum-v1, batched over ``num_envs``. Actions are torques in [-2, 2]
-    (gymnasium's scale) or, with ``normalized_actions``, in [-1, 1] scaled by 2 (RLtools)."""
-
-    num_envs: int = 1
-    normalized_actions: bool = False
-    max_episode_steps: int = 200
-    g: float = 10.0
-
-    observation_dim = 3
-    action_dim = 1
-    physics_dim = 2  # theta, theta_dot
-    #: gymnasium's constants, kept here so every backend reads the same values
-    max_speed = 8.0
-    max_torque = 2.0
-    dt = 0.05
-
-    def __post_init__(self) -> None:
-        _check_count("Pendulum", "num_envs", self.num_envs)
-        _check_count("Pendulum", "max_episode_steps", self.max_episode_steps)
-        if not isinstance(self.normalized_actions, (bool, np.bool_)):
-            raise ConfigError(f"Pendulum: 'normalized_actions' must be a bool, got {self.normalized_actions!r}")
-        if not (isinstance(self.g, (int, float)) and math.isfinite(self.g)):
-            raise ConfigError(f"Pendulum: 'g' must be a finite number, got {self.g!r}")
-
-    @property
-    def action_scale(self):
-        """Torque per unit of action."""
-        return self.max_torque if self.normalized_actions else 1.0
-
-    @property
-    def action_low(self):
-        return np.full(1, -1.0 if self.normalized_actions else -self.max_torque, np.float32)
-
-    @property
-    def action_high(self):
-        return np.full(1, 1.0 if self.normalized_actions else self.max_torque, np.float32)
-
-    @property
-    def observation_high(self):
-        return np.array([1.0, 1.0, self.max_speed], np.float32)
-
-    name = "pendulum"
-    eval_id = "Pendulum-v1"
-
-    def training_env(self) -> "Pendulum":
-        # RLtools' normalised torque: the policy's [-1, 1] is scaled by the max torque
-        return self if self.normalized_actions else dataclasses.replace(self, normalized_actions=True)
-
-    def policy_action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        torque = np.full(1, self.max_torque, np.float32)
-        return -torque, torque
-
-
-@dataclass(frozen=True)
-class AcrobotContinuous(NativeEnv):
-    """gymnasium Acrobot-v1 ("book" dynamics, one RK4 step of 0.2 s) with a continuous torque
-    ``clip(action, -1, 1)`` (RLtools paper, appendix I)."""
-
-    num_envs: int = 1
-    max_episode_steps: int = 500
-
-    observation_dim = 6
-    action_dim = 1
-    physics_dim = 4  # theta1, theta2, dtheta1, dtheta2
-    max_vel_1 = 4 * math.pi
-    max_vel_2 = 9 * math.pi
-
-    def __post_init__(self) -> None:
-        _check_count("AcrobotContinuous", "num_envs", self.num_envs)
-        _check_count("AcrobotContinuous", "max_episode_steps", self.max_episode_steps)
-
-    action_low = property(lambda self: np.full(1, -1.0, np.float32))
-    action_high = property(lambda self: np.full(1, 1.0, np.float32))
-
-    @property
-    def observation_high(self):
-        return np.array([1, 1, 1, 1, self.max_vel_1, self.max_vel_2], np.float32)
-
-    name = "acrobot"
-    eval_id = "dispatchrl/AcrobotContinuous-v1"
 
 
 #: what isinstance checks for a native env (kept for code written against the closed set)

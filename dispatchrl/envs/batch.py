@@ -26,7 +26,7 @@ from ..errors import ConfigError, DTypeError, ShapeError
 from ..kernels.core.api import copy
 from ..kernels.random.api import rng
 from ..staging import fuse
-from .api import AcrobotContinuous, NativeEnv, Pendulum, env_reset, env_reset_done, env_state, env_step
+from .api import NativeEnv, env_reset, env_reset_done, env_state, env_step
 
 __all__ = [
     "BatchVectorEnv",
@@ -35,8 +35,6 @@ __all__ = [
     "VectorBatch",
     "check_actions",
     "from_gymnasium",
-    "make_acrobot_vector",
-    "make_pendulum_vector",
 ]
 
 
@@ -281,17 +279,3 @@ class BatchVectorEnv(VectorEnv):
 
     def close_extras(self, **kwargs):
         self.batch.close()
-
-
-def make_pendulum_vector(
-    num_envs=1, max_episode_steps=200, normalized_actions=False, g=10.0, device=None, render_mode=None
-):
-    """``gymnasium.make_vec("dispatchrl/Pendulum-v1", num_envs)`` entry point."""
-    env = Pendulum(num_envs, normalized_actions=normalized_actions, max_episode_steps=max_episode_steps, g=g)
-    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
-
-
-def make_acrobot_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None):
-    """``gymnasium.make_vec("dispatchrl/AcrobotContinuous-v1", num_envs)`` entry point."""
-    env = AcrobotContinuous(num_envs, max_episode_steps=max_episode_steps)
-    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)

@@ -1,4 +1,5 @@
-"""gymnasium ``Env`` classes over the native kernels, and the gymnasium registration.
+"""gymnasium ``Env`` classes over the native kernels (each built-in env's own, with its
+registration spec, is in its package: ``envs/pendulum/gym.py``; :mod:`.registry` registers them).
 
 ``gymnasium.make("dispatchrl/Pendulum-v1")`` gives an env that steps with dispatchrl's CPU
 kernels (one staged step per call) but draws its resets from ``self.np_random`` exactly as
@@ -11,8 +12,6 @@ Any other native env registers the same way with :func:`register_native_env`: it
 """
 
 import dataclasses
-import math
-from typing import Any
 
 import gymnasium
 import numpy as np
@@ -23,26 +22,17 @@ from ..devices import CPU
 from ..errors import ConfigError, ShapeError
 from ..kernels.random.api import rng
 from ..staging import fuse
-from .ant import AntEnv, make_ant_vector
-from .api import AcrobotContinuous, NativeEnv, Pendulum, env_reset, env_state, env_step
-from .batch import make_acrobot_vector, make_pendulum_vector
-from .render import acrobot_frame, pendulum_frame
+from .api import NativeEnv, env_reset, env_state, env_step
 
-__all__ = [
-    "ENV_IDS",
-    "AcrobotContinuousEnv",
-    "NativeGymEnv",
-    "PendulumEnv",
-    "register_envs",
-    "register_native_env",
-]
+__all__ = ["NO_LIMIT", "NativeGymEnv", "NativeGymEnvBase", "register_native_env"]
 
-_NO_LIMIT = 2**62  # the kernels' own truncation is switched off: TimeLimit does it
-
-ENV_IDS = ("dispatchrl/Pendulum-v1", "dispatchrl/AcrobotContinuous-v1", "dispatchrl/Ant-v5")
+NO_LIMIT = 2**62  # the kernels' own truncation is switched off: TimeLimit does it
 
 
-class _NativeEnv(gymnasium.Env):
+class NativeGymEnvBase(gymnasium.Env):
+    """A gymnasium ``Env`` over one env of a native env description, stepped by its CPU kernels
+    (one staged step per call); a subclass resets it and may draw its frame (``_frame``)."""
+
     metadata = {"render_modes": [], "render_fps": 20}
 
     def __init__(self, env, render_mode=None):
@@ -92,7 +82,7 @@ class _NativeEnv(gymnasium.Env):
         return self._frame(self.state)
 
 
-class NativeGymEnv(_NativeEnv):
+class NativeGymEnv(NativeGymEnvBase):
     """A gymnasium ``Env`` over one env of any native env description (stepped and reset by its
     CPU methods). Its time limit comes from the registration's TimeLimit, as for the built-ins."""
 
@@ -122,83 +112,3 @@ def register_native_env(env_id: str, env: NativeEnv, **kwargs) -> None:
         return
     kwargs.setdefault("max_episode_steps", env.max_episode_steps)
     gymnasium.register(id=env_id, entry_point=lambda render_mode=None: NativeGymEnv(env, render_mode), **kwargs)  # type: ignore[arg-type]
-
-
-class PendulumEnv(_NativeEnv):
-    """gymnasium Pendulum-v1 on dispatchrl's kernels; ``normalized_actions=True`` takes actions in
-    [-1, 1] (scaled by the max torque 2, as in the RLtools paper) instead of torques in [-2, 2]."""
-
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
-
-    def __init__(self, render_mode=None, g=10.0, normalized_actions=False):
-        super().__init__(
-            Pendulum(1, normalized_actions=normalized_actions, max_episode_steps=_NO_LIMIT, g=float(g)), render_mode
-        )
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        x, y = math.pi, 1.0  # gymnasium's DEFAULT_X, DEFAULT_Y and its reset options
-        if options is not None:
-            from gymnasium.envs.classic_control import utils
-
-            x = utils.verify_number_and_cast(options.get("x_init", x))
-            y = utils.verify_number_and_cast(options.get("y_init", y))
-        high = np.array([x, y])
-        th, thdot = self.np_random.uniform(low=-high, high=high)
-        self._set_physics([th, thdot])
-        return np.array([np.cos(th), np.sin(th), thdot], dtype=np.float32), {}
-
-    def _frame(self, physics):
-        return pendulum_frame(float(physics[0]))
-
-
-class AcrobotContinuousEnv(_NativeEnv):
-    """Acrobot-v1 with a continuous torque in [-1, 1] (RLtools paper, appendix I). With actions
-    -1, 0, 1 it reproduces gymnasium Acrobot-v1 with actions 0, 1, 2."""
-
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 15}
-
-    def __init__(self, render_mode=None):
-        super().__init__(AcrobotContinuous(1, max_episode_steps=_NO_LIMIT), render_mode)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        from gymnasium.envs.classic_control import utils
-
-        low, high = utils.maybe_parse_reset_bounds(options, -0.1, 0.1)
-        s = self.np_random.uniform(low=low, high=high, size=(4,)).astype(np.float32)
-        self._set_physics(s)
-        return np.array([np.cos(s[0]), np.sin(s[0]), np.cos(s[1]), np.sin(s[1]), s[2], s[3]], dtype=np.float32), {}
-
-    def _frame(self, physics):
-        return acrobot_frame(float(physics[0]), float(physics[1]))
-
-
-def register_envs() -> None:
-    """Register the dispatchrl ids with gymnasium (idempotent). Entry points are the classes and
-    functions themselves, not "module:name" strings, so the import graph shows every module that
-    makes these envs (AntEnv imports mujoco only when an env is made)."""
-    specs: list[dict[str, Any]] = [
-        dict(
-            id="dispatchrl/Pendulum-v1",
-            entry_point=PendulumEnv,
-            vector_entry_point=make_pendulum_vector,
-            max_episode_steps=200,
-        ),
-        dict(
-            id="dispatchrl/AcrobotContinuous-v1",
-            entry_point=AcrobotContinuousEnv,
-            vector_entry_point=make_acrobot_vector,
-            max_episode_steps=500,
-        ),
-        dict(
-            id="dispatchrl/Ant-v5",
-            entry_point=AntEnv,
-            vector_entry_point=make_ant_vector,
-            max_episode_steps=1000,
-            reward_threshold=6000.0,
-        ),
-    ]
-    for spec in specs:
-        if spec["id"] not in gymnasium.registry:
-            gymnasium.register(**spec)

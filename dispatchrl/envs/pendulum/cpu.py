@@ -1,9 +1,9 @@
-"""CPU methods of the native envs: one Numba loop over the N envs per call.
+"""CPU methods of Pendulum: one Numba loop over the N envs per call.
 
 The per-env physics mirror gymnasium's expressions term by term (same constants, same evaluation
-order, float64, no fastmath) so trajectories match gymnasium's. The self-contained scalar helpers
-are also compiled as CUDA device functions by :mod:`dispatchrl.envs.cuda` from this very source.
-Helpers live in this file so Numba's per-file cache check covers them.
+order, float64, no fastmath) so trajectories match gymnasium's. The scalar helper is also
+compiled as a CUDA device function by :mod:`.cuda` from this very source. Helpers live in this
+file so Numba's per-file cache check covers them.
 """
 
 import math
@@ -11,36 +11,20 @@ import math
 import numpy as np
 from numba import njit
 
-from ..backends.cpu import JIT_EXACT
-from ..devices import CPU
-from ..kernels.random.cpu import uniform01
-from ..staging import launch
-from . import api
-from .api import AcrobotContinuous, Pendulum
+from ...backends.cpu import JIT_EXACT
+from ...devices import CPU
+from ...kernels.random.cpu import uniform01
+from ...staging import launch
+from .. import api
+from ..shared import PI, TWO_PI, state_args
+from .env import U_COST, Pendulum
 
-#: what other modules use: the env C kernels share constants, envs/cuda.py compiles the scalar
-#: helpers as device functions (the methods register themselves)
-__all__ = [
-    "ACROBOT_MAX_VEL_1",
-    "ACROBOT_MAX_VEL_2",
-    "U_COST",
-    "acrobot_dsdt",
-    "acrobot_rk4",
-    "acrobot_terminal",
-    "pendulum_dynamics",
-    "pendulum_gterm",
-    "wrap_angle",
-]
-
-PI = math.pi
-TWO_PI = 2 * math.pi
-ACROBOT_MAX_VEL_1 = 4 * math.pi
-U_COST = float(np.float32(0.001))  # gymnasium's 0.001, as float32 arithmetic sees it
-ACROBOT_MAX_VEL_2 = 9 * math.pi
+#: what .cuda compiles as a device function (the methods register themselves)
+__all__ = ["pendulum_dynamics"]
 
 
-# --- scalar physics, compiled here with njit and by envs/cuda.py as CUDA device functions from
-# the same Python source (``device_twin``), so the backends cannot drift -------------------------
+# --- scalar physics, compiled here with njit and by .cuda as a CUDA device function from the
+# same Python source (``device_twin``), so the backends cannot drift -----------------------------
 
 
 @njit(**JIT_EXACT)
@@ -55,68 +39,6 @@ def pendulum_dynamics(th, thdot, u, gterm):
     newthdot = min(max(newthdot, -8.0), 8.0)
     newth = th + newthdot * 0.05
     return newth, newthdot, cost
-
-
-@njit(**JIT_EXACT)
-def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a):
-    """gymnasium AcrobotEnv._dsdt, "book" dynamics, term by term with its constants."""
-    m1 = 1.0
-    m2 = 1.0
-    l1 = 1.0
-    lc1 = 0.5
-    lc2 = 0.5
-    I1 = 1.0
-    I2 = 1.0
-    g = 9.8
-    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * math.cos(theta2)) + I1 + I2
-    d2 = m2 * (lc2**2 + l1 * lc2 * math.cos(theta2)) + I2
-    phi2 = m2 * lc2 * g * math.cos(theta1 + theta2 - PI / 2.0)
-    phi1 = (
-        -m2 * l1 * lc2 * dtheta2**2 * math.sin(theta2)
-        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * math.sin(theta2)
-        + (m1 * lc1 + m2 * l1) * g * math.cos(theta1 - PI / 2)
-        + phi2
-    )
-    ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * math.sin(theta2) - phi2) / (
-        m2 * lc2**2 + I2 - d2**2 / d1
-    )
-    ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
-    return dtheta1, dtheta2, ddtheta1, ddtheta2
-
-
-@njit(**JIT_EXACT)
-def wrap_angle(x):
-    """gymnasium's wrap(x, -pi, pi)."""
-    while x > PI:
-        x = x - TWO_PI
-    while x < -PI:
-        x = x + TWO_PI
-    return x
-
-
-@njit(**JIT_EXACT)
-def acrobot_terminal(theta1, theta2):
-    return -math.cos(theta1) - math.cos(theta2 + theta1) > 1.0
-
-
-@njit(**JIT_EXACT)
-def acrobot_rk4(s0, s1, s2, s3, torque):
-    """gymnasium's rk4 over [0, dt]: one step with dt = 0.2, then wrap and clip."""
-    dt2 = 0.1
-    k10, k11, k12, k13 = acrobot_dsdt(s0, s1, s2, s3, torque)
-    k20, k21, k22, k23 = acrobot_dsdt(s0 + dt2 * k10, s1 + dt2 * k11, s2 + dt2 * k12, s3 + dt2 * k13, torque)
-    k30, k31, k32, k33 = acrobot_dsdt(s0 + dt2 * k20, s1 + dt2 * k21, s2 + dt2 * k22, s3 + dt2 * k23, torque)
-    k40, k41, k42, k43 = acrobot_dsdt(s0 + 0.2 * k30, s1 + 0.2 * k31, s2 + 0.2 * k32, s3 + 0.2 * k33, torque)
-    h = 0.2 / 6.0
-    n0 = s0 + h * (k10 + 2 * k20 + 2 * k30 + k40)
-    n1 = s1 + h * (k11 + 2 * k21 + 2 * k31 + k41)
-    n2 = s2 + h * (k12 + 2 * k22 + 2 * k32 + k42)
-    n3 = s3 + h * (k13 + 2 * k23 + 2 * k33 + k43)
-    n0 = wrap_angle(n0)
-    n1 = wrap_angle(n1)
-    n2 = min(max(n2, -ACROBOT_MAX_VEL_1), ACROBOT_MAX_VEL_1)
-    n3 = min(max(n3, -ACROBOT_MAX_VEL_2), ACROBOT_MAX_VEL_2)
-    return n0, n1, n2, n3
 
 
 # --- CPU kernels -------------------------------------------------------------------------------
@@ -159,59 +81,6 @@ def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
     rng[1] = base + np.uint64(2 * physics.shape[0])
 
 
-@njit(**JIT_EXACT)
-def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
-    for i in range(physics.shape[0]):
-        torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
-        s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
-        physics[i, 0] = s0
-        physics[i, 1] = s1
-        physics[i, 2] = s2
-        physics[i, 3] = s3
-        obs[i, 0] = math.cos(s0)
-        obs[i, 1] = math.sin(s0)
-        obs[i, 2] = math.cos(s1)
-        obs[i, 3] = math.sin(s1)
-        obs[i, 4] = s2
-        obs[i, 5] = s3
-        done = acrobot_terminal(s0, s1)
-        reward[i] = 0.0 if done else -1.0
-        terminated[i] = done
-        steps[i] += 1
-        truncated[i] = steps[i] >= max_steps
-
-
-@njit(**JIT_EXACT)
-def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
-    key, base = rng[0], rng[1]
-    for i in range(physics.shape[0]):
-        if only_done and not (terminated[i] or truncated[i]):
-            continue
-        for j in range(4):
-            # gymnasium draws the reset state in float64 and stores it as float32
-            physics[i, j] = np.float32(-0.1 + 0.2 * uniform01(key, base + np.uint64(4 * i + j)))
-        obs[i, 0] = math.cos(physics[i, 0])
-        obs[i, 1] = math.sin(physics[i, 0])
-        obs[i, 2] = math.cos(physics[i, 1])
-        obs[i, 3] = math.sin(physics[i, 1])
-        obs[i, 4] = physics[i, 2]
-        obs[i, 5] = physics[i, 3]
-        steps[i] = 0
-        if not only_done:
-            reward[i] = 0.0
-            terminated[i] = False
-            truncated[i] = False
-    rng[1] = base + np.uint64(4 * physics.shape[0])
-
-
-def _state_args(state):
-    return state.physics, state.steps, state.obs, state.reward, state.terminated, state.truncated
-
-
-def pendulum_gterm(env):
-    return 3 * env.g / (2 * 1.0)  # gymnasium: 3 * g / (2 * l)
-
-
 @api.env_step.dispatch
 def env_step(device: CPU, env: Pendulum, state, action):
     launch(
@@ -225,42 +94,16 @@ def env_step(device: CPU, env: Pendulum, state, action):
         state.terminated,
         state.truncated,
         env.action_scale,
-        pendulum_gterm(env),
+        env.gterm,
         env.max_episode_steps,
     )
 
 
 @api.env_reset.dispatch
 def env_reset(device: CPU, env: Pendulum, state, rng):
-    launch(device, pendulum_reset_kernel, rng, *_state_args(state), False)
+    launch(device, pendulum_reset_kernel, rng, *state_args(state), False)
 
 
 @api.env_reset_done.dispatch
 def env_reset_done(device: CPU, env: Pendulum, state, rng):
-    launch(device, pendulum_reset_kernel, rng, *_state_args(state), True)
-
-
-@api.env_step.dispatch
-def env_step(device: CPU, env: AcrobotContinuous, state, action):
-    launch(
-        device,
-        acrobot_step_kernel,
-        state.physics,
-        state.steps,
-        action,
-        state.obs,
-        state.reward,
-        state.terminated,
-        state.truncated,
-        env.max_episode_steps,
-    )
-
-
-@api.env_reset.dispatch
-def env_reset(device: CPU, env: AcrobotContinuous, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *_state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: AcrobotContinuous, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *_state_args(state), True)
+    launch(device, pendulum_reset_kernel, rng, *state_args(state), True)

@@ -1,19 +1,17 @@
-"""Generic (numpy) methods of the native envs: the batched reference, vectorised over N with
-gymnasium's formulas in float64 (same constants and evaluation order)."""
-
-import math
+"""Generic (numpy) methods of Pendulum: the batched reference, vectorised over N with gymnasium's
+formulas in float64 (same constants and evaluation order)."""
 
 import numpy as np
 
-from ..devices import Generic
-from ..kernels.random.generic import uniform01
-from ..staging import launch
-from . import api
-from .api import AcrobotContinuous, Pendulum
+from ...devices import Generic
+from ...kernels.random.generic import uniform01
+from ...staging import launch
+from .. import api
+from ..shared import PI, state_args
+from ..shared.generic import clear_reset, reset_mask
+from .env import Pendulum
 
 __all__: list[str] = []  # methods only: importing the module registers them
-
-PI = math.pi
 
 
 def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps) -> None:
@@ -32,102 +30,14 @@ def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, trunca
     truncated[:] = steps >= max_steps
 
 
-def _reset_mask(terminated, truncated, only_done):
-    return (terminated | truncated) if only_done else np.ones(terminated.shape, bool)
-
-
-def _clear(mask, steps, reward, terminated, truncated, only_done) -> None:
-    steps[mask] = 0
-    if not only_done:
-        reward[:] = 0.0
-        terminated[:] = False
-        truncated[:] = False
-
-
 def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
     n = physics.shape[0]
     u = uniform01(rng, 2 * n).reshape(n, 2)  # env i draws stream positions 2i, 2i+1
     fresh = np.stack([-PI + 2 * PI * u[:, 0], -1.0 + 2.0 * u[:, 1]], axis=1)
-    mask = _reset_mask(terminated, truncated, only_done)
+    mask = reset_mask(terminated, truncated, only_done)
     physics[mask] = fresh[mask]
     obs[mask] = np.stack([np.cos(fresh[:, 0]), np.sin(fresh[:, 0]), fresh[:, 1]], axis=1)[mask]
-    _clear(mask, steps, reward, terminated, truncated, only_done)
-
-
-def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a):
-    m1 = m2 = l1 = I1 = I2 = 1.0
-    lc1 = lc2 = 0.5
-    g = 9.8
-    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * np.cos(theta2)) + I1 + I2
-    d2 = m2 * (lc2**2 + l1 * lc2 * np.cos(theta2)) + I2
-    phi2 = m2 * lc2 * g * np.cos(theta1 + theta2 - PI / 2.0)
-    phi1 = (
-        -m2 * l1 * lc2 * dtheta2**2 * np.sin(theta2)
-        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * np.sin(theta2)
-        + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - PI / 2)
-        + phi2
-    )
-    ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * np.sin(theta2) - phi2) / (
-        m2 * lc2**2 + I2 - d2**2 / d1
-    )
-    ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
-    return np.stack([dtheta1, dtheta2, ddtheta1, ddtheta2], axis=1)
-
-
-def _wrap(x):
-    x = x.copy()
-    while (x > PI).any():
-        x = np.where(x > PI, x - 2 * PI, x)
-    while (x < -PI).any():
-        x = np.where(x < -PI, x + 2 * PI, x)
-    return x
-
-
-def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
-    s = physics.copy()
-    torque = np.clip(action[:, 0].astype(np.float64), -1.0, 1.0)
-    k1 = acrobot_dsdt(*s.T, torque)
-    k2 = acrobot_dsdt(*(s + 0.1 * k1).T, torque)
-    k3 = acrobot_dsdt(*(s + 0.1 * k2).T, torque)
-    k4 = acrobot_dsdt(*(s + 0.2 * k3).T, torque)
-    ns = s + 0.2 / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
-    ns[:, 0], ns[:, 1] = _wrap(ns[:, 0]), _wrap(ns[:, 1])
-    ns[:, 2] = np.clip(ns[:, 2], -4 * PI, 4 * PI)
-    ns[:, 3] = np.clip(ns[:, 3], -9 * PI, 9 * PI)
-    physics[...] = ns
-    _acrobot_obs(ns, obs)
-    done = -np.cos(ns[:, 0]) - np.cos(ns[:, 1] + ns[:, 0]) > 1.0
-    terminated[:] = done
-    reward[:] = np.where(done, 0.0, -1.0)
-    steps += 1
-    truncated[:] = steps >= max_steps
-
-
-def _acrobot_obs(s, obs, mask=None) -> None:
-    values = np.stack([np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]), s[:, 2], s[:, 3]], axis=1)
-    if mask is None:
-        obs[...] = values
-    else:
-        obs[mask] = values[mask]
-
-
-def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
-    n = physics.shape[0]
-    u = uniform01(rng, 4 * n).reshape(n, 4)
-    # gymnasium draws the reset state in float64 and stores it as float32
-    fresh = (-0.1 + 0.2 * u).astype(np.float32).astype(np.float64)
-    mask = _reset_mask(terminated, truncated, only_done)
-    physics[mask] = fresh[mask]
-    _acrobot_obs(fresh, obs, mask)
-    _clear(mask, steps, reward, terminated, truncated, only_done)
-
-
-def _state_args(state):
-    return state.physics, state.steps, state.obs, state.reward, state.terminated, state.truncated
-
-
-def pendulum_gterm(env):
-    return 3 * env.g / (2 * 1.0)  # gymnasium: 3 * g / (2 * l)
+    clear_reset(mask, steps, reward, terminated, truncated, only_done)
 
 
 @api.env_step.dispatch
@@ -143,42 +53,16 @@ def env_step(device: Generic, env: Pendulum, state, action):
         state.terminated,
         state.truncated,
         env.action_scale,
-        pendulum_gterm(env),
+        env.gterm,
         env.max_episode_steps,
     )
 
 
 @api.env_reset.dispatch
 def env_reset(device: Generic, env: Pendulum, state, rng):
-    launch(device, pendulum_reset_kernel, rng, *_state_args(state), False)
+    launch(device, pendulum_reset_kernel, rng, *state_args(state), False)
 
 
 @api.env_reset_done.dispatch
 def env_reset_done(device: Generic, env: Pendulum, state, rng):
-    launch(device, pendulum_reset_kernel, rng, *_state_args(state), True)
-
-
-@api.env_step.dispatch
-def env_step(device: Generic, env: AcrobotContinuous, state, action):
-    launch(
-        device,
-        acrobot_step_kernel,
-        state.physics,
-        state.steps,
-        action,
-        state.obs,
-        state.reward,
-        state.terminated,
-        state.truncated,
-        env.max_episode_steps,
-    )
-
-
-@api.env_reset.dispatch
-def env_reset(device: Generic, env: AcrobotContinuous, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *_state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: AcrobotContinuous, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *_state_args(state), True)
+    launch(device, pendulum_reset_kernel, rng, *state_args(state), True)

@@ -1,0 +1,40 @@
+"""The built-in envs, one package each (``envs/pendulum/``, ``envs/acrobot/``, ``envs/ant/``).
+Adding one: its folder, and its lines in the tables here."""
+
+import gymnasium
+
+from . import acrobot, ant, pendulum
+from .acrobot import AcrobotContinuous
+from .api import NativeEnv
+from .pendulum import Pendulum
+
+__all__ = ["ENV_IDS", "GYMNASIUM_SPECS", "NAMED_ENVS", "register_cuda_methods", "register_envs"]
+
+#: env names the command line and checkpoints use for the built-in native envs → their class
+NAMED_ENVS: dict[str, type[NativeEnv]] = {
+    "pendulum": Pendulum,
+    "pendulum-v1": Pendulum,
+    "acrobot": AcrobotContinuous,
+    "acrobotcontinuous-v1": AcrobotContinuous,
+}
+
+#: ``gymnasium.register`` arguments of the dispatchrl ids. Entry points are the classes and
+#: functions themselves, not "module:name" strings, so the import graph shows every module that
+#: makes these envs
+GYMNASIUM_SPECS = (pendulum.GYMNASIUM_SPEC, acrobot.GYMNASIUM_SPEC, ant.GYMNASIUM_SPEC)
+ENV_IDS = tuple(spec["id"] for spec in GYMNASIUM_SPECS)
+
+
+def register_envs() -> None:
+    """Register the dispatchrl ids with gymnasium (idempotent)."""
+    for spec in GYMNASIUM_SPECS:
+        if spec["id"] not in gymnasium.registry:
+            gymnasium.register(**spec)
+
+
+def register_cuda_methods() -> None:
+    """Register the built-in envs' CUDA methods: run when a CUDA device is first made
+    (``dispatchrl.devices.CUDA.method_modules`` names :mod:`dispatchrl.envs.cuda`, which calls
+    this), as importing numba.cuda is slow and CPU-only users should not pay for it."""
+    from .acrobot import cuda as acrobot_cuda  # noqa: F401
+    from .pendulum import cuda as pendulum_cuda  # noqa: F401

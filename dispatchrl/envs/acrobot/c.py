@@ -9,7 +9,7 @@ gymnasium bit for bit. Resets draw the same counter-stream positions.
 from ...devices import C
 from ...staging import launch
 from .. import api
-from ..shared import state_args
+from ..shared import state_args, step_args
 from ..shared.c import PI_C, TWO_PI_C, reset_kernel, step_kernel
 from .env import MAX_VEL_1, MAX_VEL_2, AcrobotContinuous
 
@@ -115,9 +115,7 @@ rng[1] = base + 4 * (uint64_t)N;
 @api.env_step.dispatch
 def env_step(device: C, env: AcrobotContinuous, state, action):
     kernel = step_kernel("acrobot_step", STEP, env, (), PHYSICS)
-    launch(
-        device, kernel, state.physics, state.steps, action, state.obs, state.reward, state.terminated, state.truncated
-    )
+    launch(device, kernel, *step_args(state, action))
 
 
 @api.env_reset.dispatch

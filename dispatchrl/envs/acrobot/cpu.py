@@ -16,7 +16,7 @@ from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ...staging import launch
 from .. import api
-from ..shared import PI, TWO_PI, state_args
+from ..shared import PI, TWO_PI, state_args, step_args
 from .env import MAX_VEL_1, MAX_VEL_2, AcrobotContinuous
 
 #: what .cuda compiles as device functions (the methods register themselves)
@@ -139,18 +139,7 @@ def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated
 
 @api.env_step.dispatch
 def env_step(device: CPU, env: AcrobotContinuous, state, action):
-    launch(
-        device,
-        acrobot_step_kernel,
-        state.physics,
-        state.steps,
-        action,
-        state.obs,
-        state.reward,
-        state.terminated,
-        state.truncated,
-        env.max_episode_steps,
-    )
+    launch(device, acrobot_step_kernel, *step_args(state, action), env.max_episode_steps)
 
 
 @api.env_reset.dispatch

@@ -14,6 +14,7 @@ from ...backends.cuda import block_form, device_twin
 from ...devices import CUDA
 from ...kernels.random.cuda import uniform01
 from .. import api
+from ..shared import step_args
 from ..shared.cuda import launch_per_env, launch_reset
 from . import cpu
 from .env import AcrobotContinuous
@@ -96,19 +97,7 @@ def acrobot_reset_block(rng, physics, steps, obs, reward, terminated, truncated,
 
 @api.env_step.dispatch
 def env_step(device: CUDA, env: AcrobotContinuous, state, action):
-    launch_per_env(
-        device,
-        acrobot_step_kernel,
-        env.num_envs,
-        state.physics,
-        state.steps,
-        action,
-        state.obs,
-        state.reward,
-        state.terminated,
-        state.truncated,
-        env.max_episode_steps,
-    )
+    launch_per_env(device, acrobot_step_kernel, env.num_envs, *step_args(state, action), env.max_episode_steps)
 
 
 @api.env_reset.dispatch

@@ -7,7 +7,7 @@ from ...devices import Generic
 from ...kernels.random.generic import uniform01
 from ...staging import launch
 from .. import api
-from ..shared import PI, state_args
+from ..shared import PI, state_args, step_args
 from ..shared.generic import clear_reset, reset_mask
 from .env import AcrobotContinuous
 
@@ -84,18 +84,7 @@ def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated
 
 @api.env_step.dispatch
 def env_step(device: Generic, env: AcrobotContinuous, state, action):
-    launch(
-        device,
-        acrobot_step_kernel,
-        state.physics,
-        state.steps,
-        action,
-        state.obs,
-        state.reward,
-        state.terminated,
-        state.truncated,
-        env.max_episode_steps,
-    )
+    launch(device, acrobot_step_kernel, *step_args(state, action), env.max_episode_steps)
 
 
 @api.env_reset.dispatch

@@ -8,7 +8,7 @@ the CPU kernels and gymnasium bit for bit. Resets draw the same counter-stream p
 from ...devices import C
 from ...staging import launch
 from .. import api
-from ..shared import state_args
+from ..shared import state_args, step_args
 from ..shared.c import PI_C, TWO_PI_C, reset_kernel, step_kernel
 from .env import U_COST, Pendulum
 
@@ -87,19 +87,7 @@ rng[1] = base + 2 * (uint64_t)N;
 @api.env_step.dispatch
 def env_step(device: C, env: Pendulum, state, action):
     kernel = step_kernel("pendulum_step", STEP, env, ("scale", "gterm"), PHYSICS)
-    launch(
-        device,
-        kernel,
-        state.physics,
-        state.steps,
-        action,
-        state.obs,
-        state.reward,
-        state.terminated,
-        state.truncated,
-        env.action_scale,
-        env.gterm,
-    )
+    launch(device, kernel, *step_args(state, action), env.action_scale, env.gterm)
 
 
 @api.env_reset.dispatch

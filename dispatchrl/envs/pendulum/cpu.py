@@ -16,7 +16,7 @@ from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ...staging import launch
 from .. import api
-from ..shared import PI, TWO_PI, state_args
+from ..shared import PI, TWO_PI, state_args, step_args
 from .env import U_COST, Pendulum
 
 #: what .cuda compiles as a device function (the methods register themselves)
@@ -83,20 +83,7 @@ def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
 
 @api.env_step.dispatch
 def env_step(device: CPU, env: Pendulum, state, action):
-    launch(
-        device,
-        pendulum_step_kernel,
-        state.physics,
-        state.steps,
-        action,
-        state.obs,
-        state.reward,
-        state.terminated,
-        state.truncated,
-        env.action_scale,
-        env.gterm,
-        env.max_episode_steps,
-    )
+    launch(device, pendulum_step_kernel, *step_args(state, action), env.action_scale, env.gterm, env.max_episode_steps)
 
 
 @api.env_reset.dispatch

@@ -15,7 +15,7 @@ from ...backends.cuda import block_form, device_twin
 from ...devices import CUDA
 from ...kernels.random.cuda import uniform01
 from .. import api
-from ..shared import PI, TWO_PI
+from ..shared import PI, TWO_PI, step_args
 from ..shared.cuda import launch_per_env, launch_reset
 from . import cpu
 from .env import Pendulum
@@ -91,13 +91,7 @@ def env_step(device: CUDA, env: Pendulum, state, action):
         device,
         pendulum_step_kernel,
         env.num_envs,
-        state.physics,
-        state.steps,
-        action,
-        state.obs,
-        state.reward,
-        state.terminated,
-        state.truncated,
+        *step_args(state, action),
         env.action_scale,
         env.gterm,
         env.max_episode_steps,

@@ -22,6 +22,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ..errors import ConfigError, ShapeError
+from ..spaces import Box
 from .batch import BatchVectorEnv, check_actions
 
 __all__ = ["AntBatch", "AntEnv", "ant_model", "default_threads", "make_ant_vector"]
@@ -83,6 +84,7 @@ class AntBatch:
         self.observation_dim = (m.nq - 2) + m.nv + (m.nbody - 1) * 6
         self.action_dim = m.nu
         self.action_low, self.action_high = m.actuator_ctrlrange.astype(np.float32).T.copy()
+        self.action_space = Box(self.action_low, self.action_high)
         # MjData's arrays are views on its memory: take them once, not per step
         self._views = [(d.ctrl, d.qpos, d.qvel, d.cfrc_ext, d.xpos[MAIN_BODY]) for d in self.datas]
         n = self.num_envs

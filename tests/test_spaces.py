@@ -129,3 +129,16 @@ def test_policy_heads_derive_the_policies_of_before():
     assert drl.td3.policy_head(drl.td3.build(drl.CPU(), drl.td3.Config(hidden=(8,)), 3, 2, 0)).squash == "tanh"
     with pytest.raises(ConfigError, match="'squash' must be one of"):
         nn.PolicyHead(sac.actor, "argmax")
+
+
+def test_checkpoint_metadata_keeps_the_bounds_and_reads_back_as_a_box():
+    from dispatchrl.algorithms.runs import run_metadata
+    from dispatchrl.facade import _recorded_spec
+
+    spec = resolve_env(gym.wrappers.RescaleAction(gym.make("MountainCarContinuous-v0"), -2.0, 2.0))
+    meta = run_metadata("td3", spec, drl.td3.Config(), 0, 0)
+    assert (meta["action_low"], meta["action_high"], meta["action_dim"]) == ([-2.0], [2.0], 1)
+    recorded = _recorded_spec(meta)  # a wrapped env: only its recorded dimensions and bounds
+    assert recorded.make_batch is None and isinstance(recorded.action_space, Box)
+    np.testing.assert_array_equal(recorded.action_low, [-2.0])
+    assert (recorded.obs_dim, recorded.action_dim) == (2, 1)

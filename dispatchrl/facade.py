@@ -170,7 +170,7 @@ class Model:
         state = self._state()
         cached = getattr(self, "_policy_of", None)
         if cached is None or cached[0] is not state:  # a new state (learn, load): copy its weights
-            self._policy_of = (state, self.algo.policy(state, self.spec.action_low, self.spec.action_high))
+            self._policy_of = (state, self.spec.deployed_policy(self.algo, state))
         return self._policy_of[1]
 
     def predict(

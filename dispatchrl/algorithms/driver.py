@@ -524,7 +524,7 @@ def train(
         seed,
         run.total_steps,
         config,
-        algo.policy(state, spec.action_low, spec.action_high),
+        spec.deployed_policy(algo, state),
         run.history.arrays(),
         train_seconds,
         compile_seconds,

@@ -16,6 +16,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from ..envs import AcrobotContinuous, NativeEnv, Pendulum, from_gymnasium
 from ..envs.batch import GymnasiumBatch, VectorBatch
 from ..errors import ConfigError
+from ..nn import head_policy
 from ..spaces import Box, Space, space_names
 
 __all__ = ["NAMED_ENVS", "EnvSpec", "check_action_space", "resolve_env"]
@@ -55,6 +56,11 @@ class EnvSpec:
     @property
     def action_high(self) -> np.ndarray:
         return self.box.high
+
+    def deployed_policy(self, algo: Any, state: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """``algo``'s deterministic host policy for ``state``, acting in this env's action units:
+        its :func:`~dispatchrl.nn.head_policy` on this action space."""
+        return head_policy(algo.policy_head(state), self.box)
 
 
 def check_action_space(algo: Any, spec: EnvSpec, algorithms: Mapping[str, Any] | None = None) -> None:

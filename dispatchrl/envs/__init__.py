@@ -6,7 +6,8 @@
   a user's env following it trains fused the same way, and :func:`register_native_env` makes it
   a gymnasium id.
 - Batches with a numpy API and same-step autoreset (see :mod:`dispatchrl.envs.batch`):
-  :class:`NativeBatch`, :func:`from_gymnasium` for any gymnasium Box env, and the threaded MuJoCo
+  :class:`NativeBatch`, :func:`from_gymnasium` for any gymnasium env with Box observations (Box or
+  Discrete actions), and the threaded MuJoCo
   :class:`~dispatchrl.envs.ant.AntBatch` (``dispatchrl.envs.AntBatch``; imports mujoco lazily).
 - gymnasium ids ``dispatchrl/Pendulum-v1``, ``dispatchrl/AcrobotContinuous-v1`` and
   ``dispatchrl/Ant-v5``, registered when this package is imported (``gymnasium.make`` and

@@ -178,7 +178,8 @@ class GymnasiumBatch:
 
 
 def from_gymnasium(id_or_env, num_envs=1, **kwargs):
-    """Wrap any gymnasium env with Box observation and action spaces as a batch of ``num_envs``
+    """Wrap any gymnasium env with a Box observation space and a Box or Discrete action space as a
+    batch of ``num_envs``
     (an id is passed to ``gymnasium.make`` with ``kwargs``; an env instance is used as env 0 and
     copied through its spec). Python-stepped: use the native envs where they exist."""
     if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:

@@ -135,7 +135,7 @@ def test_checkpoint_metadata_keeps_the_bounds_and_reads_back_as_a_box():
     from dispatchrl.algorithms.runs import run_metadata
     from dispatchrl.facade import _recorded_spec
 
-    spec = resolve_env(gym.wrappers.RescaleAction(gym.make("MountainCarContinuous-v0"), -2.0, 2.0))
+    spec = resolve_env(gym.wrappers.RescaleAction(gym.make("MountainCarContinuous-v0"), np.float32(-2), np.float32(2)))
     meta = run_metadata("td3", spec, drl.td3.Config(), 0, 0)
     assert (meta["action_low"], meta["action_high"], meta["action_dim"]) == ([-2.0], [2.0], 1)
     recorded = _recorded_spec(meta)  # a wrapped env: only its recorded dimensions and bounds

@@ -404,7 +404,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     if args.video is not None and "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
         os.environ["MUJOCO_GL"] = "egl"  # headless: MuJoCo's offscreen renderer (Ant) through EGL
     algo, name, spec, _, state = load_run(args.checkpoint, ALGORITHMS, trust_code=args.trust_code)
-    deterministic = algo.policy(state, spec.action_low, spec.action_high)
+    deterministic = spec.deployed_policy(algo, state)
 
     def policy(obs: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):  # overflowing weights: refused below, not warned about
@@ -463,7 +463,7 @@ def export(args: argparse.Namespace) -> dict:
     from dispatchrl.export.folder import claim_folder, record_folder
 
     algo, _, spec, _, state = load_run(args.checkpoint, ALGORITHMS, trust_code=args.trust_code)
-    policy = algo.policy(state, spec.action_low, spec.action_high)
+    policy = spec.deployed_policy(algo, state)
     kept = claim_folder(args.out)
     try:
         written = c_export.write_policy(policy, args.out, target=args.target, name=args.name)

@@ -24,14 +24,16 @@ import numpy as np
 from . import checkpoint
 from .algorithms import driver, ppo, sac, td3
 from .algorithms.callbacks import EvalCallback, StopOnReward
-from .algorithms.envspec import NAMED_ENVS, EnvSpec, resolve_env
+from .algorithms.envspec import NAMED_ENVS, EnvSpec, check_action_space, resolve_env
 from .algorithms.protocol import Algorithm
+from .algorithms.registry import ALGORITHMS
 from .algorithms.runs import Snapshot, build_state, config_from_metadata, restore_for_resume, save_run, snapshot
 from .algorithms.trust import check_checkpoint_code, check_run_metadata, in_memory
 from .arrays import to_numpy
 from .devices import Device, device_from_name
 from .errors import CheckpointError, ConfigError
 from .loggers import Logger
+from .spaces import Box
 
 __all__ = ["PPO", "SAC", "TD3", "EvalCallback", "Model", "StopOnReward"]
 
@@ -97,6 +99,7 @@ class Model:
         self.config = dataclasses.replace(base, **config)
         self.env = env
         self.spec = self._live(resolve_env(env, self.config.num_envs))
+        check_action_space(self.algo, self.spec, ALGORITHMS)
         self.state: Any = None  # the run's state, once built
         self.num_timesteps = 0
         self.history: dict[str, np.ndarray] = {}
@@ -167,7 +170,7 @@ class Model:
         state = self._state()
         cached = getattr(self, "_policy_of", None)
         if cached is None or cached[0] is not state:  # a new state (learn, load): copy its weights
-            self._policy_of = (state, self.algo.policy(state, self.spec.action_low, self.spec.action_high))
+            self._policy_of = (state, self.spec.deployed_policy(self.algo, state))
         return self._policy_of[1]
 
     def predict(
@@ -235,6 +238,7 @@ class Model:
         model.seed, model.progress, model.config, model.env = int(meta.get("seed", 0)), progress, config, env
         model.logger = None
         model.spec = model._live(resolve_env(env, config.num_envs) if env is not None else _recorded_spec(meta))
+        check_action_space(cls.algo, model.spec, ALGORITHMS)
         model.state = build_state(cls.algo, model.device, model.spec, config, model.seed)
         _, model.history = restore_for_resume(Snapshot(meta, arrays), cls.algo.NAME, model.spec, config, model.state)
         model.num_timesteps = int(to_numpy(model.state.step)[0]) * config.num_envs
@@ -257,8 +261,14 @@ def _recorded_spec(meta: dict[str, Any]) -> EnvSpec:
             return resolve_env(name, n)
         except ConfigError:
             pass
-    low, high = np.asarray(meta["action_low"], np.float32), np.asarray(meta["action_high"], np.float32)
-    return EnvSpec(name, None, None, int(meta["obs_dim"]), int(meta["action_dim"]), low, high, meta.get("eval_id"))
+    return EnvSpec(
+        name=name,
+        native=None,
+        make_batch=None,
+        obs_dim=int(meta["obs_dim"]),
+        action_space=Box(meta["action_low"], meta["action_high"]),  # checkpoint metadata keeps the bounds
+        eval_id=meta.get("eval_id"),
+    )
 
 
 class TD3(Model):

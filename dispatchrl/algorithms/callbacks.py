@@ -51,7 +51,7 @@ class EvalCallback:
         env = self.env
         if env is None:
             env = run.spec.eval_id if run.spec.eval_id is not None else run.spec.make_eval_env
-        policy = run.algo.policy(run.state, run.spec.action_low, run.spec.action_high)
+        policy = run.spec.deployed_policy(run.algo, run.state)
         seeds = range(EVAL_SEEDS[0], EVAL_SEEDS[0] + self.episodes)
         mean, returns = evaluate(policy, env, seeds)
         self.rows.append(

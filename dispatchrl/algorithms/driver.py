@@ -29,7 +29,7 @@ from ..kernels.core.api import nonfinite_flag
 from ..loggers import Logger, MetricsHook
 from ..nn import Parameter, is_network, parameter_groups
 from ..staging import Every, Step, fuse, when
-from .envspec import EnvSpec, resolve_env
+from .envspec import EnvSpec, check_action_space, resolve_env
 from .memory import check_fits, estimate, transition_bytes
 from .progress import Progress
 from .protocol import Algorithm, Schedule
@@ -437,6 +437,7 @@ def train(
     check_config(algo, config)
     seed = check_seed(seed)
     spec = resolve_env(env, config.num_envs)
+    check_action_space(algo, spec)
     check_memory(algo, spec, config)
     warn_long_compile(config)
     bar = progress if isinstance(progress, Progress) else Progress(progress)
@@ -523,7 +524,7 @@ def train(
         seed,
         run.total_steps,
         config,
-        algo.policy(state, spec.action_low, spec.action_high),
+        spec.deployed_policy(algo, state),
         run.history.arrays(),
         train_seconds,
         compile_seconds,
@@ -578,7 +579,7 @@ class _PythonLoop:
     def __init__(self, run: TrainingRun, divergence: DivergenceCheck | None = None) -> None:
         assert run.spec.make_batch is not None
         self.state, self.schedule, self.algo, self.seed = run.state, run.schedule, run.algo, run.seed
-        self.low, self.high = run.spec.action_low, run.spec.action_high
+        self.action_space = run.spec.box  # the policy's [-1, 1] maps onto its bounds
         self.obs: np.ndarray | None = None
         self.batch = run.spec.make_batch()
         try:
@@ -609,7 +610,7 @@ class _PythonLoop:
                         step,
                         step,
                     )
-                physical = self.low + (action + 1) * 0.5 * (self.high - self.low)
+                physical = self.action_space.from_unit(action)
                 obs, reward, terminated, truncated, _ = batch.step(physical)
                 self.obs = _finite_rows("observations", obs)
                 for array, value in (

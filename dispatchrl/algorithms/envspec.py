@@ -5,7 +5,7 @@ Ant), with the facts the driver needs about each."""
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,25 +16,68 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from ..envs import AcrobotContinuous, NativeEnv, Pendulum, from_gymnasium
 from ..envs.batch import GymnasiumBatch, VectorBatch
 from ..errors import ConfigError
+from ..nn import head_policy
+from ..spaces import Box, Space, space_names
 
-__all__ = ["NAMED_ENVS", "EnvSpec", "resolve_env"]
+__all__ = ["NAMED_ENVS", "EnvSpec", "check_action_space", "resolve_env"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EnvSpec:
-    """What the driver needs to know about an env: how to step it, its action bounds (physical
+    """What the driver needs to know about an env: how to step it, its action space (physical
     units, for the deployable policy) and which gymnasium id evaluates it."""
 
     name: str
     native: NativeEnv | None  # a native env description (fused), or None
     make_batch: Callable[[], Any] | None  # () -> batch with reset/step/final_obs/close, or None
     obs_dim: int
-    action_dim: int
-    action_low: np.ndarray
-    action_high: np.ndarray
+    action_space: Space  # a Box's [-1, 1] policy output maps onto its bounds
     eval_id: str | None  # gymnasium id evaluating a policy, or None
     #: makes one gymnasium env evaluating a policy where no id does (a wrapped env instance)
     make_eval_env: Callable[[], gymnasium.Env] | None = None
+
+    @property
+    def action_dim(self) -> int:
+        """The columns of an action (a Box's components; 1 for a Discrete index)."""
+        return self.action_space.columns
+
+    @property
+    def box(self) -> Box:
+        """The action space as a Box (a ConfigError for another space: it has no bounds)."""
+        if not isinstance(self.action_space, Box):
+            raise ConfigError(f"env {self.name!r}: a {self.action_space} action space has no bounds")
+        return self.action_space
+
+    @property
+    def action_low(self) -> np.ndarray:
+        """The Box's lower bounds, float32 (action_dim,) (checkpoint metadata records them)."""
+        return self.box.low
+
+    @property
+    def action_high(self) -> np.ndarray:
+        return self.box.high
+
+    def deployed_policy(self, algo: Any, state: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """``algo``'s deterministic host policy for ``state``, acting in this env's action units:
+        its :func:`~dispatchrl.nn.head_policy` on this action space."""
+        return head_policy(algo.policy_head(state), self.box)
+
+
+def check_action_space(algo: Any, spec: EnvSpec, algorithms: Mapping[str, Any] | None = None) -> None:
+    """Refuse (ConfigError, before anything is built) an env whose action space ``algo`` does not
+    take (its ``ACTION_SPACES``), naming the algorithms of ``algorithms`` that take it."""
+    takes = algo.ACTION_SPACES
+    if isinstance(spec.action_space, takes):
+        return
+    kind = type(spec.action_space)
+    message = (
+        f"{algo.NAME}: env {spec.name!r} has a {spec.action_space} action space; "
+        f"{algo.NAME} takes {space_names(takes)} action spaces"
+    )
+    if algorithms is not None:
+        takers = sorted(name for name, other in algorithms.items() if kind in other.ACTION_SPACES)
+        message += f"; algorithms taking {kind.__name__}: {', '.join(takers) if takers else 'none yet'}"
+    raise ConfigError(message)
 
 
 #: env names the command line and checkpoints use for the built-in native envs → their class
@@ -81,8 +124,14 @@ def resolve_env(env: object, num_envs: int = 1) -> EnvSpec:
         env = target if isinstance(target, NativeEnv) else env
     if isinstance(env, NativeEnv):
         env = env.training_env()
-        low, high = env.policy_action_bounds()
-        return EnvSpec(env.name, env, None, env.observation_dim, env.action_dim, low, high, env.eval_id)
+        return EnvSpec(
+            name=env.name,
+            native=env,
+            make_batch=None,
+            obs_dim=env.observation_dim,
+            action_space=env.policy_action_space(),
+            eval_id=env.eval_id,
+        )
     if isinstance(env, str):
         env_id = env
         if env_id.lower() in ("ant", "ant-v5", "dispatchrl/ant-v5"):
@@ -93,11 +142,11 @@ def resolve_env(env: object, num_envs: int = 1) -> EnvSpec:
         else:
             probe = _gymnasium_probe(env_id)
             make, eval_id = _python_batch(lambda: _make(env_id), num_envs), env_id
-        dims = (probe.observation_dim, probe.action_dim, probe.action_low, probe.action_high)
+        obs_dim, space = probe.observation_dim, probe.action_space
         probe.close()
-        if not (np.all(np.isfinite(dims[2])) and np.all(np.isfinite(dims[3]))):
-            raise ConfigError(f"env {env_id!r}: action bounds must be finite, got {dims[2]}..{dims[3]}")
-        return EnvSpec(env_id, None, make, dims[0], dims[1], dims[2], dims[3], eval_id)
+        if isinstance(space, Box):
+            space.check_finite(env_id)
+        return EnvSpec(name=env_id, native=None, make_batch=make, obs_dim=obs_dim, action_space=space, eval_id=eval_id)
     if isinstance(env, VectorEnv):
         return _vector_spec(env, num_envs)
     if isinstance(env, gymnasium.Env):
@@ -161,10 +210,17 @@ def _python_spec(
     eval_id: str | None,
     make_eval_env: Callable[[], gymnasium.Env] | None,
 ) -> EnvSpec:
-    low, high = probe.action_low, probe.action_high
-    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise ConfigError(f"env {name!r}: action bounds must be finite, got {low}..{high}")
-    return EnvSpec(name, None, make, probe.obs_dim, probe.action_dim, low, high, eval_id, make_eval_env)
+    if isinstance(probe.action_space, Box):
+        probe.action_space.check_finite(name)
+    return EnvSpec(
+        name=name,
+        native=None,
+        make_batch=make,
+        obs_dim=probe.obs_dim,
+        action_space=probe.action_space,
+        eval_id=eval_id,
+        make_eval_env=make_eval_env,
+    )
 
 
 def _instance_spec(env: gymnasium.Env, num_envs: int) -> EnvSpec:
@@ -172,7 +228,7 @@ def _instance_spec(env: gymnasium.Env, num_envs: int) -> EnvSpec:
     are made from its spec (which records the wrappers that record their arguments)."""
     spec = env.spec
     batch = GymnasiumBatch([env])  # checks the spaces; reads no state
-    dims = EnvSpec("", None, None, batch.observation_dim, batch.action_dim, batch.action_low, batch.action_high, None)
+    dims = _described(batch)
     wrappers = [w.name for w in spec.additional_wrappers] if spec is not None else []
     name = "+".join([spec.id, *wrappers]) if spec is not None else type(env.unwrapped).__name__
     eval_id = spec.id if spec is not None and not wrappers else None
@@ -189,8 +245,20 @@ def _vector_spec(envs: VectorEnv, num_envs: int) -> EnvSpec:
     if envs.num_envs != num_envs:
         raise ConfigError(f"env: the VectorEnv has {envs.num_envs} envs, the config's num_envs is {num_envs}")
     batch = VectorBatch(envs)
-    dims = EnvSpec("", None, None, batch.observation_dim, batch.action_dim, batch.action_low, batch.action_high, None)
+    dims = _described(batch)
     spec = envs.spec
     name = f"{spec.id} (VectorEnv)" if spec is not None else type(envs).__name__
     make_eval = (lambda: _make(spec)) if spec is not None else None
     return _python_spec(name, lambda: batch, dims, None, make_eval)
+
+
+def _described(batch: Any) -> EnvSpec:
+    """A batch's dimensions and action space, as an unnamed EnvSpec (for :func:`_python_spec`)."""
+    return EnvSpec(
+        name="",
+        native=None,
+        make_batch=None,
+        obs_dim=batch.observation_dim,
+        action_space=batch.action_space,
+        eval_id=None,
+    )

@@ -59,13 +59,15 @@ from ..nn import (
     MLPBuffers,
     Parameter,
     Policy,
+    PolicyHead,
     backward,
     forward,
+    head_policy,
     make_buffers,
     parameter,
     parameter_groups,
-    raw_output,
 )
+from ..spaces import Box
 from ..staging import Every, when
 from . import driver
 from .config import (
@@ -84,6 +86,7 @@ from .protocol import Schedule
 from .runs import TrainResult
 
 __all__ = [
+    "ACTION_SPACES",
     "NAME",
     "Config",
     "State",
@@ -94,6 +97,7 @@ __all__ = [
     "config_for",
     "native_step",
     "policy",
+    "policy_head",
     "prepare_update",
     "record_step",
     "schedule",
@@ -104,6 +108,8 @@ __all__ = [
 ]
 
 NAME = "ppo"
+#: the action spaces it takes (others are refused before anything is built)
+ACTION_SPACES: tuple[type, ...] = (Box,)
 
 
 # ---------------------------------------------------------------- hyperparameters
@@ -491,21 +497,19 @@ def check_iteration(state: State) -> None:
         )
 
 
+def policy_head(state: State) -> PolicyHead:
+    """The deterministic action: the Gaussian mean, on observations normalised by the run's
+    statistics, mapped affinely from [-1, 1] onto the bounds and clipped."""
+    mean = to_numpy(state.obs_stats.mean).astype(np.float32)
+    std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
+    return PolicyHead(state.actor, "clip", obs_mean=mean, obs_std=std)
+
+
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPolicy:
     """The deterministic policy: the Gaussian mean, rescaled from [-1, 1] to the env's bounds
     (folded into the last layer of an MLP; after the network's own deployable policy for any
     other network) and clipped, on normalised observations."""
-    low, high = np.asarray(action_low, np.float32), np.asarray(action_high, np.float32)
-    half, mid = (high - low) / 2, (high + low) / 2
-    mean = to_numpy(state.obs_stats.mean).astype(np.float32)
-    std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
-    raw = raw_output(state.actor)
-    if not isinstance(raw, Policy):
-        return HeadPolicy(raw, low, high, "clip", obs_mean=mean, obs_std=std)
-    weights, biases = list(raw.weights), list(raw.biases)
-    weights[-1] = (weights[-1] * half).astype(np.float32)
-    biases[-1] = (biases[-1] * half + mid).astype(np.float32)
-    return Policy(weights, biases, raw.activation, raw.output_activation, low, high, "clip", mean, std)
+    return head_policy(policy_head(state), Box(action_low, action_high))  # type: ignore[return-value]
 
 
 def stochastic_policy(
@@ -519,12 +523,12 @@ def stochastic_policy(
     std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
     raw = Policy.from_mlp(state.actor, -unbounded, unbounded, "clip", mean, std)
     action_std = np.exp(to_numpy(state.log_std.value).astype(np.float64))
-    low, high = np.asarray(action_low, np.float32), np.asarray(action_high, np.float32)
+    space = Box(action_low, action_high)
 
     def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         centre = np.asarray(raw(obs), np.float64)
         unit = np.clip(centre + action_std * rng.standard_normal(centre.shape), -1.0, 1.0)
-        return (low + (unit + 1) * 0.5 * (high - low)).astype(np.float32)
+        return space.from_unit(unit).astype(np.float32)
 
     return act
 

@@ -19,6 +19,7 @@ from ..arrays import Array
 from ..data import EpisodeLog, TensorDict
 from ..devices import Device
 from ..envs import EnvState
+from ..nn import PolicyHead
 
 __all__ = ["Algorithm", "AlgorithmConfig", "AlgorithmState", "Schedule"]
 
@@ -57,6 +58,7 @@ class Algorithm(Protocol):
     compiled steps; they must stay device-free (generic functions only)."""
 
     NAME: str  # the registry and checkpoint name ("td3")
+    ACTION_SPACES: tuple[type, ...]  # the action spaces it takes (dispatchrl.spaces.Box, Discrete)
 
     @property
     def Config(self) -> type:  # a module's class, read through the protocol
@@ -92,5 +94,10 @@ class Algorithm(Protocol):
         """Host-side check of the env steps just run, before their updates (with updates == 0,
         once per chunk); raises a dispatchrl error."""
 
+    def policy_head(self, state: Any) -> PolicyHead:
+        """How the deterministic action comes out of the actor (the host policy and the exported
+        trainer's act program both derive from it)."""
+
     def policy(self, state: Any, action_low: Any, action_high: Any) -> Callable[[np.ndarray], np.ndarray]:
-        """The deterministic, deployable policy on numpy observations in physical action units."""
+        """The deterministic, deployable policy on numpy observations in physical action units
+        (``nn.head_policy(policy_head(state), Box(action_low, action_high))``)."""

@@ -17,7 +17,7 @@ from ..arrays import to_numpy
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
-from .envspec import EnvSpec, resolve_env
+from .envspec import EnvSpec, check_action_space, resolve_env
 from .protocol import Algorithm
 from .trust import check_checkpoint_code, check_run_metadata, in_memory
 
@@ -266,6 +266,7 @@ def result_json(result: TrainResult, eval_return: float, eval_returns: list[floa
 
 def build_state(algo: Algorithm, device: Device, spec: EnvSpec, config: Any, seed: int) -> Any:
     """The algorithm's state, plus the env state (reset from the run's stream) for native envs."""
+    check_action_space(algo, spec)
     state = algo.build(device, config, spec.obs_dim, spec.action_dim, seed)
     if spec.native is not None:
         state.env_state = env_state(device, spec.native)

@@ -42,14 +42,16 @@ from ..nn import (
     MLPBuffers,
     Parameter,
     Policy,
+    PolicyHead,
     adam_update,
     backward,
     forward,
+    head_policy,
     make_buffers,
     parameter,
     polyak_average,
-    raw_output,
 )
+from ..spaces import Box
 from ..staging import Below, Every, when
 from . import driver, offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, positive
@@ -57,6 +59,7 @@ from .protocol import Schedule
 from .runs import TrainResult
 
 __all__ = [
+    "ACTION_SPACES",
     "NAME",
     "Config",
     "State",
@@ -66,6 +69,7 @@ __all__ = [
     "config_for",
     "native_step",
     "policy",
+    "policy_head",
     "schedule",
     "stochastic_policy",
     "store",
@@ -78,6 +82,8 @@ __all__ = [
 ]
 
 NAME = "sac"
+#: the action spaces it takes (others are refused before anything is built)
+ACTION_SPACES: tuple[type, ...] = (Box,)
 
 
 # ---------------------------------------------------------------- hyperparameters
@@ -372,20 +378,16 @@ def check_iteration(state: State) -> None:
     pass
 
 
+def policy_head(state: State) -> PolicyHead:
+    """The deterministic action: tanh of the Gaussian's mean, the first half of the actor's
+    [mean, log_std] output."""
+    return PolicyHead(state.actor, "tanh_mean", columns=state.action.shape[1])
+
+
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPolicy:
     """The deterministic policy tanh(mean): the actor's last layer cut to its mean columns (an
     MLP), or the mean columns of the network's own deployable policy (any other network)."""
-    deployed = raw_output(state.actor)
-    if not isinstance(deployed, Policy):
-        return HeadPolicy(deployed, action_low, action_high, "tanh", columns=len(np.atleast_1d(action_low)))
-    deployed.action_low = np.asarray(action_low, np.float32)
-    deployed.action_high = np.asarray(action_high, np.float32)
-    deployed.squash = "tanh"
-    action_dim = deployed.weights[-1].shape[1] // 2
-    deployed.weights[-1] = deployed.weights[-1][:, :action_dim].copy()
-    deployed.biases[-1] = deployed.biases[-1][:action_dim].copy()
-    deployed.output_activation = "tanh"
-    return deployed
+    return head_policy(policy_head(state), Box(action_low, action_high))  # type: ignore[return-value]
 
 
 def stochastic_policy(
@@ -396,14 +398,14 @@ def stochastic_policy(
     rescaled to the env's bounds (numpy observations, physical actions; ε from ``rng``)."""
     unbounded = np.full(1, np.inf, np.float32)
     raw = Policy.from_mlp(state.actor, -unbounded, unbounded, squash="clip")  # [mean, log_std]
-    low, high = np.asarray(action_low, np.float32), np.asarray(action_high, np.float32)
+    space = Box(action_low, action_high)
 
     def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         out = np.asarray(raw(obs), np.float64)
         action_dim = out.shape[-1] // 2
         mean, log_std = out[..., :action_dim], np.clip(out[..., action_dim:], LOG_STD_MIN, LOG_STD_MAX)
         unit = np.tanh(mean + np.exp(log_std) * rng.standard_normal(mean.shape))
-        return (low + (unit + 1) * 0.5 * (high - low)).astype(np.float32)
+        return space.from_unit(unit).astype(np.float32)
 
     return act
 

@@ -30,7 +30,8 @@ from ..kernels.offpolicy.api import (
 )
 from ..kernels.random.api import random_uniform, rng
 from ..loggers import Logger
-from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, polyak_average
+from ..nn import Policy, PolicyHead, adam_update, backward, forward, head_policy, make_buffers, polyak_average
+from ..spaces import Box
 from ..staging import Below, Every, when
 from . import driver, offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, non_negative
@@ -38,6 +39,7 @@ from .protocol import Schedule
 from .runs import TrainResult
 
 __all__ = [
+    "ACTION_SPACES",
     "NAME",
     "Config",
     "State",
@@ -47,6 +49,7 @@ __all__ = [
     "config_for",
     "native_step",
     "policy",
+    "policy_head",
     "schedule",
     "stochastic_policy",
     "store",
@@ -58,6 +61,8 @@ __all__ = [
 ]
 
 NAME = "td3"
+#: the action spaces it takes (others are refused before anything is built)
+ACTION_SPACES: tuple[type, ...] = (Box,)
 
 
 # ---------------------------------------------------------------- hyperparameters
@@ -291,9 +296,14 @@ def check_iteration(state: State) -> None:
     pass
 
 
+def policy_head(state: State) -> PolicyHead:
+    """The deterministic action: the tanh actor's output itself."""
+    return PolicyHead(state.actor, "tanh")
+
+
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable[[np.ndarray], np.ndarray]:
     """The deterministic host policy: the actor's tanh output rescaled to ``[action_low, action_high]``."""
-    return deployable(state.actor, action_low, action_high, "tanh")
+    return head_policy(policy_head(state), Box(action_low, action_high))
 
 
 def stochastic_policy(
@@ -303,12 +313,12 @@ def stochastic_policy(
     training: clip(π(s) + N(0, exploration_noise²), −1, 1) in [-1, 1] units, then rescaled to the
     env's bounds (numpy observations, physical actions; noise from ``rng``)."""
     deterministic = policy(state, action_low, action_high)
-    low, high = np.asarray(action_low, np.float32), np.asarray(action_high, np.float32)
+    space = Box(action_low, action_high)
 
     def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        unit = 2 * (np.asarray(deterministic(obs), np.float64) - low) / (high - low) - 1
+        unit = space.to_unit(np.asarray(deterministic(obs), np.float64))
         noisy = np.clip(unit + config.exploration_noise * rng.standard_normal(unit.shape), -1.0, 1.0)
-        return (low + (noisy + 1) * 0.5 * (high - low)).astype(np.float32)
+        return space.from_unit(noisy).astype(np.float32)
 
     return act
 

@@ -9,7 +9,8 @@
   reference, kernels per backend, frame, gymnasium Env), listed in :mod:`.registry`; what their
   kernels share is in ``shared/``.
 - Batches with a numpy API and same-step autoreset (see :mod:`dispatchrl.envs.batch`):
-  :class:`NativeBatch`, :func:`from_gymnasium` for any gymnasium Box env, and the threaded MuJoCo
+  :class:`NativeBatch`, :func:`from_gymnasium` for any gymnasium env with Box observations (Box or
+  Discrete actions), and the threaded MuJoCo
   :class:`~dispatchrl.envs.ant.AntBatch` (``dispatchrl.envs.AntBatch``; imports mujoco lazily).
 - gymnasium ids ``dispatchrl/Pendulum-v1``, ``dispatchrl/AcrobotContinuous-v1`` and
   ``dispatchrl/Ant-v5``, registered when this package is imported (``gymnasium.make`` and

@@ -20,6 +20,7 @@ from ..arrays import Array, to_numpy, zeros
 from ..checks import check_array, check_device
 from ..dispatch import generic
 from ..errors import ConfigError, DTypeError, ShapeError
+from ..spaces import Box
 
 __all__ = [
     "NATIVE_ENVS",
@@ -63,7 +64,8 @@ class NativeEnv:
     - ``eval_id``: the gymnasium id evaluating trained policies (see
       :func:`dispatchrl.envs.register_native_env`), or None;
     - :meth:`training_env`: the description a run trains on (e.g. normalised actions);
-    - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto.
+    - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto
+      (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`).
     """
 
     observation_dim: int
@@ -87,6 +89,15 @@ class NativeEnv:
     def policy_action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) in the env's physical action units, onto which the policy's [-1, 1] maps."""
         return np.asarray(self.action_low, np.float32), np.asarray(self.action_high, np.float32)
+
+    @property
+    def action_space(self) -> Box:
+        """The actions :func:`env_step` takes: a Box of ``action_low`` .. ``action_high``."""
+        return Box(self.action_low, self.action_high)
+
+    def policy_action_space(self) -> Box:
+        """The Box of :meth:`policy_action_bounds`, onto which a trained policy's [-1, 1] maps."""
+        return Box(*self.policy_action_bounds())
 
 
 #: what isinstance checks for a native env (kept for code written against the closed set)

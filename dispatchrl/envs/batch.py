@@ -1,9 +1,12 @@
 """Batched env objects with a numpy API, and their gymnasium VectorEnv form.
 
 Every batch (:class:`NativeBatch` for Pendulum/Acrobot on a device, :class:`GymnasiumBatch`
-for any gymnasium Box env, :class:`dispatchrl.envs.ant.AntBatch` for threaded MuJoCo Ant) has:
+for any gymnasium env with a Box observation space, :class:`dispatchrl.envs.ant.AntBatch` for
+threaded MuJoCo Ant) has:
 
-- ``num_envs``, ``observation_dim``, ``action_dim``, ``action_low``, ``action_high``;
+- ``num_envs``, ``observation_dim``, ``action_space`` (a :class:`dispatchrl.spaces.Box` or
+  :class:`~dispatchrl.spaces.Discrete`), ``action_dim`` (its columns) and, for a Box,
+  ``action_low``, ``action_high``;
 - ``reset(seed=None) -> obs`` (N, observation_dim) float32;
 - ``step(actions) -> obs, reward, terminated, truncated, info`` with **same-step autoreset**: an
   env that terminated or truncated is reset inside the step, so ``obs`` row i is already the
@@ -12,7 +15,8 @@ for any gymnasium Box env, :class:`dispatchrl.envs.ant.AntBatch` for threaded Mu
   ``final_obs`` as next_obs in a replay buffer and act on ``obs``.
 
 Arrays returned are fresh copies the caller may keep. Actions must be (N, action_dim) numbers
-without NaN/inf; anything else raises a dispatchrl error before the envs are touched.
+without NaN/inf (a Discrete's: integer indices in range); anything else raises a dispatchrl error
+before the envs are touched.
 """
 
 import gymnasium
@@ -25,6 +29,7 @@ from ..devices import CPU, Device
 from ..errors import ConfigError, DTypeError, ShapeError
 from ..kernels.core.api import copy
 from ..kernels.random.api import rng
+from ..spaces import Box, Discrete, from_gymnasium_space, to_gymnasium_space
 from ..staging import fuse
 from .api import NativeEnv, env_reset, env_reset_done, env_state, env_step
 
@@ -50,6 +55,14 @@ def check_actions(actions, num_envs, action_dim, name="actions"):
         bad = np.argwhere(~np.isfinite(a))[0]
         raise ConfigError(f"{name}: must be finite, got {a[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
     return a
+
+
+def _checked(space, actions, num_envs) -> np.ndarray:
+    """A batch's actions checked for its action space: float32 (num_envs, dim) in a Box, int64
+    indices (num_envs, 1) in a Discrete."""
+    if isinstance(space, Discrete):
+        return space.check(check_actions(actions, num_envs, 1))
+    return check_actions(actions, num_envs, space.dim)
 
 
 def _seed_from(seed):
@@ -78,6 +91,7 @@ class NativeBatch:
         self.env, self.device = env, device
         self.num_envs, self.observation_dim, self.action_dim = env.num_envs, env.observation_dim, env.action_dim
         self.action_low, self.action_high = env.action_low, env.action_high
+        self.action_space = env.action_space
         self.state = env_state(device, env)
         self.rng = rng(device, 0)
         self.action = zeros(device, (env.num_envs, env.action_dim), np.float32)
@@ -111,22 +125,25 @@ class NativeBatch:
 
 
 class GymnasiumBatch:
-    """N copies of a gymnasium env with Box spaces, stepped one after another from Python (the
-    generic path: any env works, but it is far slower than a native batch). Env i is reset with
-    ``seed + i``, as gymnasium's vector envs do; observations are returned as float32."""
+    """N copies of a gymnasium env with a Box observation space and a Box or Discrete action
+    space, stepped one after another from Python (the generic path: any env works, but it is far
+    slower than a native batch). Env i is reset with ``seed + i``, as gymnasium's vector envs do;
+    observations are returned as float32."""
 
     def __init__(self, envs):
         self.envs = envs
         space, act = envs[0].observation_space, envs[0].action_space
-        for name, s in (("observation_space", space), ("action_space", act)):
-            if not isinstance(s, gymnasium.spaces.Box):
-                raise ConfigError(f"from_gymnasium: the env's {name} must be a gymnasium Box, got {type(s).__name__}")
+        if not isinstance(space, gymnasium.spaces.Box):
+            raise ConfigError(
+                f"from_gymnasium: the env's observation_space must be a gymnasium Box, got {type(space).__name__}"
+            )
+        self.action_space = from_gymnasium_space(act, "from_gymnasium: the env's action_space")
         self.num_envs = len(envs)
         self.observation_dim = int(np.prod(space.shape))
-        self.action_dim = int(np.prod(act.shape))
+        self.action_dim = self.action_space.columns
         self._action_shape = act.shape
-        self.action_low = act.low.reshape(-1).astype(np.float32)
-        self.action_high = act.high.reshape(-1).astype(np.float32)
+        if isinstance(self.action_space, Box):
+            self.action_low, self.action_high = self.action_space.low, self.action_space.high
         self._act_dtype = act.dtype
         self.final_obs = None
 
@@ -140,7 +157,7 @@ class GymnasiumBatch:
     def step(self, actions):
         if self.final_obs is None:
             raise ConfigError("step: call reset() before the first step")
-        actions = check_actions(actions, self.num_envs, self.action_dim)
+        actions = _checked(self.action_space, actions, self.num_envs)
         n = self.num_envs
         obs, final = np.empty((n, self.observation_dim), np.float32), np.empty((n, self.observation_dim), np.float32)
         reward = np.empty(n, np.float32)
@@ -159,7 +176,8 @@ class GymnasiumBatch:
 
 
 def from_gymnasium(id_or_env, num_envs=1, **kwargs):
-    """Wrap any gymnasium env with Box observation and action spaces as a batch of ``num_envs``
+    """Wrap any gymnasium env with a Box observation space and a Box or Discrete action space as a
+    batch of ``num_envs``
     (an id is passed to ``gymnasium.make`` with ``kwargs``; an env instance is used as env 0 and
     copied through its spec). Python-stepped: use the native envs where they exist."""
     if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
@@ -199,17 +217,22 @@ class VectorBatch:
                 "an env instance: dispatchrl then vectorizes it)"
             )
         space, act = envs.single_observation_space, envs.single_action_space
-        for name, s in (("observation_space", space), ("action_space", act)):
-            if not isinstance(s, gymnasium.spaces.Box):
-                envs.close()
-                raise ConfigError(f"env: the VectorEnv's single {name} must be a gymnasium Box, got {type(s).__name__}")
+        try:
+            if not isinstance(space, gymnasium.spaces.Box):
+                raise ConfigError(
+                    f"env: the VectorEnv's single observation_space must be a gymnasium Box, got {type(space).__name__}"
+                )
+            self.action_space = from_gymnasium_space(act, "env: the VectorEnv's single action_space")
+        except ConfigError:
+            envs.close()
+            raise
         self.envs = envs
         self.num_envs = envs.num_envs
         self.observation_dim = int(np.prod(space.shape))
-        self.action_dim = int(np.prod(act.shape))
+        self.action_dim = self.action_space.columns
         self._action_shape, self._act_dtype = act.shape, act.dtype
-        self.action_low = act.low.reshape(-1).astype(np.float32)
-        self.action_high = act.high.reshape(-1).astype(np.float32)
+        if isinstance(self.action_space, Box):
+            self.action_low, self.action_high = self.action_space.low, self.action_space.high
         self.final_obs = None
 
     def _rows(self, obs):
@@ -223,7 +246,7 @@ class VectorBatch:
     def step(self, actions):
         if self.final_obs is None:
             raise ConfigError("step: call reset() before the first step")
-        actions = check_actions(actions, self.num_envs, self.action_dim)
+        actions = _checked(self.action_space, actions, self.num_envs)
         shaped = actions.reshape(self.num_envs, *self._action_shape).astype(self._act_dtype)
         obs, reward, terminated, truncated, info = self.envs.step(shaped)
         obs = self._rows(obs)
@@ -260,7 +283,7 @@ class BatchVectorEnv(VectorEnv):
             else np.asarray(observation_high, np.float32)
         )
         self.single_observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
-        self.single_action_space = gymnasium.spaces.Box(batch.action_low, batch.action_high, dtype=np.float32)
+        self.single_action_space = to_gymnasium_space(batch.action_space)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 

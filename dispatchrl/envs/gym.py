@@ -21,6 +21,7 @@ from ..arrays import assign, to_numpy, zeros
 from ..devices import CPU
 from ..errors import ConfigError, ShapeError
 from ..kernels.random.api import rng
+from ..spaces import to_gymnasium_space
 from ..staging import fuse
 from .api import NativeEnv, env_reset, env_state, env_step
 
@@ -50,7 +51,7 @@ class NativeGymEnvBase(gymnasium.Env):
         self._action = zeros(self._device, (1, env.action_dim), np.float32)
         self._step = fuse(self._device, lambda device: env_step(device, env, self._state, self._action))
         self._ready = False
-        self.action_space = spaces.Box(env.action_low, env.action_high, dtype=np.float32)
+        self.action_space = to_gymnasium_space(env.action_space)
         self.observation_space = spaces.Box(-env.observation_high, env.observation_high, dtype=np.float32)
 
     def _set_physics(self, physics) -> None:

@@ -116,9 +116,12 @@ def _trace(algo, config, env, seed):
     if algo.schedule(config).updates:  # PPO: the minibatch update, run between rollouts
         with staging.trace(programs["update"]):
             algo.update(device, config, state)
-    # acting and evaluation: one env, the deterministic policy (tanh of the actor's mean columns)
+    # acting and evaluation: one env, the deterministic policy the algorithm's head describes
     eval_spec = resolve_env(env, 1)
-    actor: MLP = state.actor
+    head = algo.policy_head(state)
+    actor: MLP = head.actor
+    if not isinstance(actor, MLP):
+        raise ConfigError(f"export-trainer: {algo.NAME}'s actor is a {type(actor).__name__}; the trainer exports MLPs")
     action_dim = spec.action_dim
     stats = getattr(state, "obs_stats", None) if getattr(config, "normalize_observations", False) else None
     act = dict(
@@ -136,16 +139,13 @@ def _trace(algo, config, env, seed):
             normalize_observations(device, stats, act["obs"], act["norm"])
         mlp_forward(device, actor, act["buffers"], act["norm"] if stats is not None else act["obs"])
         out = act["buffers"].output
-        if out.shape[1] == action_dim and actor.output_activation == "tanh":
+        if head.squash == "tanh":
             copy(device, out, act["action"])
-        elif out.shape[1] == action_dim and actor.output_activation == "identity":
-            # a Gaussian policy's mean, clipped to the action range (as ppo.policy)
+        elif head.squash == "clip":  # a Gaussian policy's mean, clipped to the action range (as ppo.policy)
             launch(device, _clip_unit(action_dim), out, act["action"])
-        elif out.shape[1] == 2 * action_dim and actor.output_activation == "identity":
+        else:  # "tanh_mean": tanh of the Gaussian's mean columns
             slice_columns(device, out, 0, act["mean"])
             tanh(device, act["mean"], act["action"])
-        else:
-            raise ConfigError(f"export-trainer: {algo.NAME}'s actor is not a tanh or a Gaussian-tanh policy")
 
     with staging.trace(programs["act"]):
         act_program(device)

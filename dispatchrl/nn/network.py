@@ -30,6 +30,7 @@ from ..arrays import Array, assign, to_numpy
 from ..data.tensordict import TensorDict, _flat_key, _host
 from ..errors import ConfigError, DTypeError, MissingKeyError, ShapeError
 from ..kernels.core.api import adam_step, mse_gradient, mse_loss, polyak_update
+from ..spaces import Box
 from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward
 from .policy import Policy
 
@@ -314,10 +315,7 @@ class NetworkPolicy:
             buffers = self._buffers[x.shape[0]] = make_buffers(self.device, self.net, x.shape[0])
         forward(self.device, self.net, buffers, asarray(self.device, x))
         y = to_numpy(buffers.output).astype(np.float32)
-        if self.squash == "tanh":
-            y = self.action_low + (y + 1) * 0.5 * (self.action_high - self.action_low)
-        else:
-            y = np.clip(y, self.action_low, self.action_high)
+        y = Box(self.action_low, self.action_high).squash(y, "tanh" if self.squash == "tanh" else "clip")
         y = y.astype(np.float32)
         return y[0] if single else y
 
@@ -362,12 +360,68 @@ class HeadPolicy:
         y = np.asarray(self.raw(x), np.float32)
         if self.columns is not None:
             y = y[..., : self.columns]
-        low, high = self.action_low, self.action_high
-        if self.squash == "tanh":
-            y = low + (np.tanh(y) + 1) * 0.5 * (high - low)
-        else:
-            y = np.clip(y * ((high - low) / 2) + (high + low) / 2, low, high)
+        space = Box(self.action_low, self.action_high)
+        y = space.from_unit(np.tanh(y)) if self.squash == "tanh" else space.affine_from_unit(y)
         return y.astype(np.float32)
+
+
+#: the action heads of :class:`PolicyHead`
+HEADS = ("tanh", "tanh_mean", "clip")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyHead:
+    """How an algorithm's deterministic action comes out of its actor network: the one
+    description its host policy (:func:`head_policy`) and its exported C trainer's act program
+    both read, instead of each guessing it from the network's output width and activation.
+
+    ``squash``: ``"tanh"``: the output is the action in [-1, 1] (a tanh actor, TD3);
+    ``"tanh_mean"``: tanh of the first ``columns`` outputs (the Gaussian mean of SAC's
+    [mean, log_std]); ``"clip"``: the output mapped affinely from [-1, 1] onto the bounds, then
+    clipped (PPO's Gaussian mean). ``obs_mean``/``obs_std`` (host float32): observations are
+    normalised as ``(obs - obs_mean) / obs_std`` first, when given."""
+
+    actor: Any
+    squash: str
+    columns: int | None = None
+    obs_mean: np.ndarray | None = None
+    obs_std: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.squash not in HEADS:
+            raise ConfigError(f"PolicyHead: argument 'squash' must be one of {HEADS}, got {self.squash!r}")
+
+
+def head_policy(head: PolicyHead, space: Box) -> Callable[[np.ndarray], np.ndarray]:
+    """The deterministic host policy ``policy(obs) -> action`` (physical units of ``space``) of
+    ``head``: an :class:`~dispatchrl.nn.Policy` for an MLP actor (SAC's last layer cut to its mean
+    columns; PPO's affine map folded into its last layer), else the network's own
+    :func:`deployable` policy (TD3) or a :class:`HeadPolicy` on its raw output."""
+    if head.squash == "tanh":
+        return deployable(head.actor, space.low, space.high, "tanh")  # type: ignore[no-any-return]
+    raw = raw_output(head.actor)
+    squash = "tanh" if head.squash == "tanh_mean" else "clip"
+    if not isinstance(raw, Policy):
+        return HeadPolicy(raw, space.low, space.high, squash, head.columns, head.obs_mean, head.obs_std)
+    weights, biases = list(raw.weights), list(raw.biases)
+    if head.squash == "tanh_mean":
+        weights[-1] = weights[-1][:, : head.columns].copy()
+        biases[-1] = biases[-1][: head.columns].copy()
+        return Policy(weights, biases, raw.activation, "tanh", space.low, space.high, "tanh")
+    half, centre = space.half_range, space.centre
+    weights[-1] = (weights[-1] * half).astype(np.float32)
+    biases[-1] = (biases[-1] * half + centre).astype(np.float32)
+    return Policy(
+        weights,
+        biases,
+        raw.activation,
+        raw.output_activation,
+        space.low,
+        space.high,
+        "clip",
+        head.obs_mean,
+        head.obs_std,
+    )
 
 
 # ---------------------------------------------------------------- a network's methods per device

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..arrays import to_numpy
 from ..errors import ShapeError
+from ..spaces import Box
 from .mlp import MLP
 
 __all__ = ["Policy"]
@@ -67,10 +68,7 @@ class Policy:
             x = x @ w + b
             act = self.output_activation if i == len(self.weights) - 1 else self.activation
             x = _ACTIVATIONS[act](x)
-        if self.squash == "tanh":
-            x = self.action_low + (x + 1) * 0.5 * (self.action_high - self.action_low)
-        else:
-            x = np.clip(x, self.action_low, self.action_high)
+        x = Box(self.action_low, self.action_high).squash(x, "tanh" if self.squash == "tanh" else "clip")
         x = x.astype(np.float32)
         return x[0] if single else x
 

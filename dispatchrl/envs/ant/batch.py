@@ -21,6 +21,7 @@ import gymnasium
 import numpy as np
 
 from ...errors import ConfigError
+from ...spaces import Box
 from ..batch import check_actions
 
 __all__ = ["MAIN_BODY", "AntBatch", "ant_model", "default_threads", "load_mujoco"]
@@ -83,6 +84,7 @@ class AntBatch:
         self.observation_dim = (m.nq - 2) + m.nv + (m.nbody - 1) * 6
         self.action_dim = m.nu
         self.action_low, self.action_high = m.actuator_ctrlrange.astype(np.float32).T.copy()
+        self.action_space = Box(self.action_low, self.action_high)
         # MjData's arrays are views on its memory: take them once, not per step
         self._views = [(d.ctrl, d.qpos, d.qvel, d.cfrc_ext, d.xpos[MAIN_BODY]) for d in self.datas]
         n = self.num_envs

@@ -17,6 +17,7 @@ PPO (issue 6): Pendulum with its zoo config, 5 seeds, median evaluation return >
 import argparse
 import json
 import statistics
+from dataclasses import replace
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None):
         for env, steps, seeds in (("pendulum", 10_000, pendulum_seeds), ("acrobot", 50_000, acrobot_seeds)):
             evals = []
             for seed in range(seeds):
-                config = _parse_overrides(algo.Config(total_steps=steps), list(overrides))
+                config = _parse_overrides(replace(algo.config_for(env), total_steps=steps), list(overrides))
                 result = algo.train(device, env, config, seed=seed, progress=False)
                 mean, _ = evaluate(result.policy, result.spec.eval_id)
                 evals.append(mean)

@@ -305,6 +305,8 @@ def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO, al
         str(args.steps),
         "--seed",
         str(seed),
+        "--set",
+        "gamma=0.99",  # RLtools' γ (dispatchrl's TD3 default on Pendulum is rl-zoo's 0.98)
         "--json",
     ]
     if getattr(args, "log_dir", None):  # metrics logging on (its cost: compare with a run without)

@@ -252,3 +252,16 @@ def test_progress_bar_on_a_terminal_plain_lines_when_piped():
     assert (
         lines[-1].startswith("dispatchrl: 400/400 steps") and "steps/s" in lines[-1] and "\x1b" not in piped.getvalue()
     )
+
+
+def test_td3_trains_pendulum_with_rl_zoo_gamma_and_other_envs_with_the_shared_default():
+    # 0.98 on Pendulum halves the seeds that evaluate below -400 at 10k steps (NOTES.md, "The first result")
+    for name in ("pendulum", "Pendulum-v1"):
+        assert drl.td3.config_for(name).gamma == 0.98
+    assert drl.td3.config_for(drl.envs.Pendulum()).gamma == 0.98
+    assert drl.td3.config_for("acrobot").gamma == drl.td3.Config().gamma == 0.99
+    assert drl.sac.config_for("pendulum").gamma == 0.99  # rl-zoo keeps SAC's 0.99 on Pendulum
+    # the README's first command takes it; --set (or --gamma) still wins
+    for flags, gamma in (([], 0.98), (["--set", "gamma=0.99"], 0.99), (["--env", "acrobot"], 0.99)):
+        args = drl.cli.build_parser().parse_args(["train", "td3", "--env", "pendulum", *flags])
+        assert drl.cli._run_config(args)[2].gamma == gamma

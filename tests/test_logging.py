@@ -122,7 +122,7 @@ def test_train_help_lists_every_config_field(capsys):
         for field in dataclasses.fields(algo.Config):
             flag = f"--{field.name.replace('_', '-')}"
             assert flag in shown, (name, flag)
-        assert f"[float, default: {algo.Config().gamma!r}]" in shown
+        assert f"[float, default: {algo.config_for('pendulum').gamma!r}]" in shown  # the default env's
 
 
 def config_of(argv):
@@ -131,7 +131,9 @@ def config_of(argv):
 
 def test_config_flags_are_set_aliases(tmp_path):
     flags = config_of(["td3", "--actor-lr", "3e-4", "--hidden", "32,32", "--replay-capacity", "null"])
-    assert flags == td3.Config(actor_lr=3e-4, hidden=(32, 32), replay_capacity=None)
+    assert flags == dataclasses.replace(
+        td3.config_for("pendulum"), actor_lr=3e-4, hidden=(32, 32), replay_capacity=None
+    )
     assert flags == config_of(["td3", "--set", "actor_lr=3e-4", "--set", "hidden=[32,32]"])
     assert config_of(["td3", "--gamma", "0.5", "--set", "gamma=0.7"]).gamma == 0.7  # the last one given
 

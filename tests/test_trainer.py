@@ -4,6 +4,7 @@ the same weights as ``train --device c`` and the same checksum on every target."
 import ctypes
 import shutil
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -162,7 +163,7 @@ def test_no_libm_or_malloc(td3_short, tmp_path):
 
 def test_parity_with_train_device_c(td3_short):
     _, host = td3_short
-    result = td3.train(drl.C(), "pendulum", td3.Config(total_steps=SHORT), seed=0)
+    result = td3.train(drl.C(), "pendulum", replace(td3.config_for("pendulum"), total_steps=SHORT), seed=0)
     assert host["checksum"] == weights_checksum(state_weights(result.state))
     assert host["steps"] == SHORT
 

@@ -17,7 +17,9 @@ from dispatchrl.cli import _run_config, build_parser, main
 from dispatchrl.cli_config import load_config_file
 from dispatchrl.loggers import CSVLogger, MultiLogger, TensorBoardLogger, config_dict, learner_scalars, read_progress
 
-CONFIG = td3.Config(total_steps=1000)  # one config for every run here: one compile
+CONFIG = dataclasses.replace(
+    td3.config_for("pendulum"), total_steps=1000
+)  # the CLI's; one config for every run here: one compile
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import RescaleAction
 
 import dispatchrl as drl
-from dispatchrl.algorithms.envspec import resolve_env
 from dispatchrl.checkpoint import named_arrays
 from dispatchrl.envs.batch import VectorBatch
+from dispatchrl.training.envspec import resolve_env
 
 SMALL = dict(warmup_steps=50, batch_size=16, hidden=(16, 16))
 

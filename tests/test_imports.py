@@ -95,6 +95,7 @@ LAYERS = [
     "checkpoint",
     "loggers",
     "algorithms",
+    "training",
     "plot",
     "video",
     "export",
@@ -107,6 +108,21 @@ LAYERS = [
 ]
 
 
+#: upward imports left while the driver moves to training/ (issue 32; emptied by the next commits)
+MOVING_UP = {
+    "dispatchrl.algorithms -> dispatchrl.training.callbacks",
+    "dispatchrl.algorithms -> dispatchrl.training.driver",
+    "dispatchrl.algorithms -> dispatchrl.training.evaluation",
+    "dispatchrl.algorithms -> dispatchrl.training.runs",
+    "dispatchrl.algorithms.ppo -> dispatchrl.training.driver",
+    "dispatchrl.algorithms.ppo -> dispatchrl.training.runs",
+    "dispatchrl.algorithms.sac -> dispatchrl.training.driver",
+    "dispatchrl.algorithms.sac -> dispatchrl.training.runs",
+    "dispatchrl.algorithms.td3 -> dispatchrl.training.driver",
+    "dispatchrl.algorithms.td3 -> dispatchrl.training.runs",
+}
+
+
 def layer_of(module: str) -> int:
     parts = module.split(".")
     return LAYERS.index(parts[1] if len(parts) > 1 else "")
@@ -117,6 +133,7 @@ def test_every_module_has_a_layer_and_imports_only_layers_before_it():
     unlisted = {m for m in graph if (m.split(".") + [""])[1] not in LAYERS}
     assert not unlisted, f"add these to LAYERS (and to docs/DESIGN.md's layout): {sorted(unlisted)}"
     upward = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets if layer_of(t) > layer_of(m))
+    upward = [edge for edge in upward if edge not in MOVING_UP]
     assert not upward, "imports of a later layer: " + ", ".join(upward)
     assert layer_of("dispatchrl.kernels.core.cpu") > layer_of("dispatchrl.backends.cpu")
 

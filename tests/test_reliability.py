@@ -18,10 +18,11 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import driver, ppo, sac, td3
-from dispatchrl.algorithms.driver import DivergenceCheck, watched_quantities
+from dispatchrl.algorithms import ppo, sac, td3
 from dispatchrl.cli import main, strict_json
 from dispatchrl.devices import device_from_name
+from dispatchrl.training import driver
+from dispatchrl.training.driver import DivergenceCheck, watched_quantities
 
 WORKER = Path(__file__).with_name("kill_resume_worker.py")
 REPO = Path(__file__).resolve().parents[1]

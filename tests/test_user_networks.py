@@ -12,12 +12,12 @@ import pytest
 import dispatchrl as drl
 from dispatchrl import checkpoint, nn
 from dispatchrl.algorithms import ALGORITHMS, load_run, ppo, sac, td3
-from dispatchrl.algorithms.driver import watched_quantities
-from dispatchrl.algorithms.envspec import resolve_env
-from dispatchrl.algorithms.runs import build_state
 from dispatchrl.backends.cpu import is_numba
 from dispatchrl.cli import _run_config as run_config
 from dispatchrl.cli import build_parser, main
+from dispatchrl.training.driver import watched_quantities
+from dispatchrl.training.envspec import resolve_env
+from dispatchrl.training.runs import build_state
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RESIDUAL = "custom_network:residual_mlp"

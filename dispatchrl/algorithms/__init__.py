@@ -4,13 +4,13 @@
 of them, :mod:`.runs` saves and loads their runs, :mod:`.evaluation` evaluates their policies.
 """
 
+from ..training.callbacks import EvalCallback, StopOnReward
+from ..training.driver import Hook, TrainingRun
+from ..training.evaluation import EVAL_SEEDS, evaluate
+from ..training.runs import TrainResult, load_run
 from . import ppo, sac, td3
-from .callbacks import EvalCallback, StopOnReward
-from .driver import Hook, TrainingRun
-from .evaluation import EVAL_SEEDS, evaluate
 from .protocol import Algorithm
 from .registry import ALGORITHMS
-from .runs import TrainResult, load_run
 
 __all__ = [
     "ALGORITHMS",

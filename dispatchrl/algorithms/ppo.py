@@ -67,7 +67,8 @@ from ..nn import (
     raw_output,
 )
 from ..staging import Every, when
-from . import driver
+from ..training import driver
+from ..training.runs import TrainResult
 from .config import (
     NETWORK_RULES,
     activation_name,
@@ -81,7 +82,6 @@ from .config import (
     validate_fields,
 )
 from .protocol import Schedule
-from .runs import TrainResult
 
 __all__ = [
     "NAME",

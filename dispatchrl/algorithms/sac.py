@@ -51,10 +51,11 @@ from ..nn import (
     raw_output,
 )
 from ..staging import Below, Every, when
-from . import driver, offpolicy
+from ..training import driver
+from ..training.runs import TrainResult
+from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, positive
 from .protocol import Schedule
-from .runs import TrainResult
 
 __all__ = [
     "NAME",

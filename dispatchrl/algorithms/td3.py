@@ -32,10 +32,11 @@ from ..kernels.random.api import random_uniform, rng
 from ..loggers import Logger
 from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, polyak_average
 from ..staging import Below, Every, when
-from . import driver, offpolicy
+from ..training import driver
+from ..training.runs import TrainResult
+from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, non_negative
 from .protocol import Schedule
-from .runs import TrainResult
 
 __all__ = [
     "NAME",

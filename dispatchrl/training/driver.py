@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint
+from ..algorithms.memory import check_fits, estimate, transition_bytes
+from ..algorithms.protocol import Algorithm, Schedule
 from ..arrays import Array, assign, to_numpy, zeros
 from ..devices import Device
 from ..errors import CheckpointWriteError, ConfigError, TrainingDiverged
@@ -30,9 +32,7 @@ from ..loggers import Logger, MetricsHook
 from ..nn import Parameter, is_network, parameter_groups
 from ..staging import Every, Step, fuse, when
 from .envspec import EnvSpec, resolve_env
-from .memory import check_fits, estimate, transition_bytes
 from .progress import Progress
-from .protocol import Algorithm, Schedule
 from .runs import DIVERGENCE_HINT, EpisodeHistory, Snapshot, TrainResult, build_state, restore_for_resume, save_run
 
 __all__ = [

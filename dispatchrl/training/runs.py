@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint
+from ..algorithms.protocol import Algorithm
 from ..arrays import to_numpy
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
 from .envspec import EnvSpec, resolve_env
-from .protocol import Algorithm
 from .trust import check_checkpoint_code, check_run_metadata, in_memory
 
 __all__ = [

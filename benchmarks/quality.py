@@ -21,7 +21,7 @@ import statistics
 import numpy as np
 
 import dispatchrl as drl
-from dispatchrl.algorithms import evaluate
+from dispatchrl.training import evaluate
 
 SWING_UP_RETURN = -400.0
 

@@ -74,7 +74,7 @@ def _check_seconds(repeats: int = 2000) -> float:
     from dispatchrl.training.runs import build_state
 
     state = build_state(td3, drl.CPU(), resolve_env("pendulum"), td3.Config(), 0)
-    arrays = [raw(a) for _, a in watched_quantities(state)]
+    arrays = [raw(a) for _, a in watched_quantities(td3, state)]
     flag = raw(drl.zeros(drl.CPU(), 1, np.int64))
     for a in arrays:
         nonfinite_flag_kernel(a, flag, 1)

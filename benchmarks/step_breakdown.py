@@ -459,7 +459,7 @@ def build(algo_name: str, seed: int = 0, config: Any = None) -> tuple[Any, Any]:
     divergence = None
     if config.check_every:
         divergence = driver.DivergenceCheck(
-            drl.zeros(device, 1, np.int64), driver.watched_quantities(state), config.check_every
+            drl.zeros(device, 1, np.int64), driver.watched_quantities(algo, state), config.check_every
         )
     return run, divergence
 

@@ -250,9 +250,9 @@ def train(args: argparse.Namespace) -> dict:
 def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int) -> dict:
     import signal
 
-    from dispatchrl.algorithms import evaluate
     from dispatchrl.devices import device_from_name
     from dispatchrl.errors import CheckpointWriteError
+    from dispatchrl.training import evaluate
     from dispatchrl.training.callbacks import EvalCallback
     from dispatchrl.training.driver import DiskSpaceCheck, PeriodicCheckpoint, Progress, StopOnRequest, train
     from dispatchrl.training.runs import check_finite_state
@@ -392,8 +392,9 @@ def _second_interrupt_raises(stop: Any) -> Any:
 
 def evaluate(args: argparse.Namespace) -> dict:
     from dispatchrl import CheckpointError
-    from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, load_run
-    from dispatchrl.algorithms import evaluate as evaluate_policy
+    from dispatchrl.algorithms import ALGORITHMS
+    from dispatchrl.training import EVAL_SEEDS, load_run
+    from dispatchrl.training import evaluate as evaluate_policy
 
     limit = len(EVAL_SEEDS) if args.seed is None else 10_000
     if not 1 <= args.episodes <= limit:
@@ -459,8 +460,9 @@ def plot(args: argparse.Namespace) -> str:
 
 def export(args: argparse.Namespace) -> dict:
     from dispatchrl import export as c_export
-    from dispatchrl.algorithms import ALGORITHMS, load_run
+    from dispatchrl.algorithms import ALGORITHMS
     from dispatchrl.export.folder import claim_folder, record_folder
+    from dispatchrl.training import load_run
 
     algo, _, spec, _, state = load_run(args.checkpoint, ALGORITHMS, trust_code=args.trust_code)
     policy = algo.policy(state, spec.action_low, spec.action_high)

@@ -239,8 +239,9 @@ def run_trial(
     it may raise to stop the trial (pruning). Returns the objective and its parts; ``seconds``,
     if given, accumulates compile_seconds and train_seconds as the seeds run (so a pruned
     trial's are known too)."""
-    from .algorithms import ALGORITHMS, evaluate
+    from .algorithms import ALGORITHMS
     from .devices import device_from_name
+    from .training import evaluate
     from .training.driver import train
 
     algo, config, device = ALGORITHMS[spec.algo], trial_config(spec, params), device_from_name(spec.device)

@@ -2,8 +2,8 @@
 algorithms dispatchrl ships is :mod:`.registry`).
 
 An algorithm is a module (``td3``, ``sac``, ``ppo``) of plain functions over generic functions;
-:class:`Algorithm` spells out what the driver (:mod:`.driver`) calls, so a type checker can hold
-a new algorithm to it. The driver runs *iterations*: ``schedule(config).env_steps`` environment
+:class:`Algorithm` spells out what the driver (:mod:`dispatchrl.training.driver`, a layer above)
+calls, so a type checker can hold a new algorithm to it; the algorithm never imports the driver. The driver runs *iterations*: ``schedule(config).env_steps`` environment
 steps per env (each one fused ``native_step``, or ``act`` → Python env step → ``store``), then
 ``schedule(config).updates`` fused ``update`` calls (0 where the algorithm updates inside its env
 step, as TD3 and SAC do).
@@ -48,7 +48,7 @@ class AlgorithmState(Protocol):
     step: Array  # int64 (1,): environment steps taken, per env
     action: Array  # (N, A) the actions chosen by ``act``, in [-1, 1]
     transition: TensorDict  # N rows (Transitions' keys): the Python-stepped env's transition, written by the driver
-    episodes: EpisodeLog  # finished episodes, for history and progress
+    episodes: EpisodeLog | None  # finished episodes, for history and progress (attached by the driver)
     env_state: EnvState | None  # a native env's state (attached by the driver), else None
 
 
@@ -70,7 +70,8 @@ class Algorithm(Protocol):
         """The default Config for ``env`` (PPO's budget and hyperparameters depend on it)."""
 
     def build(self, device: Device, config: Any, obs_dim: int, action_dim: int, seed: int) -> Any:
-        """A fresh State (networks initialised from ``seed``), without an env state."""
+        """A fresh State (networks initialised from ``seed``), without the parts the driver
+        attaches (``episodes``, ``env_state``: None)."""
 
     def schedule(self, config: Any) -> Schedule:
         """How many env steps and fused updates make one driver iteration."""
@@ -91,6 +92,11 @@ class Algorithm(Protocol):
     def check_iteration(self, state: Any) -> None:
         """Host-side check of the env steps just run, before their updates (with updates == 0,
         once per chunk); raises a dispatchrl error."""
+
+    def watched(self, state: Any) -> list[tuple[str, Array]]:
+        """The state's arrays a divergence shows in, labelled, most likely cause first (its losses'
+        targets, then every network's parameters): the driver's divergence check reads them,
+        then the observation and reward, and reports the first one found non-finite."""
 
     def policy(self, state: Any, action_low: Any, action_high: Any) -> Callable[[np.ndarray], np.ndarray]:
         """The deterministic, deployable policy on numpy observations in physical action units."""

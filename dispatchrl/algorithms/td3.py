@@ -6,17 +6,15 @@ actor and the target networks every ``policy_delay`` steps. :func:`native_step` 
 env included, into one compiled kernel per device for native envs.
 """
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..arrays import Array, zeros
 from ..checkpoint import SCRATCH
-from ..data import EpisodeLog, ReplayRing, TensorDict, episode_log, transitions
+from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import copy, fill, mse_gradient
@@ -29,13 +27,11 @@ from ..kernels.offpolicy.api import (
     td_target,
 )
 from ..kernels.random.api import random_uniform, rng
-from ..loggers import Logger
 from ..nn import Policy, adam_update, backward, deployable, forward, make_buffers, polyak_average
 from ..staging import Below, Every, when
-from ..training import driver
-from ..training.runs import TrainResult
 from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, non_negative
+from .divergence import trained_quantities
 from .protocol import Schedule
 
 __all__ = [
@@ -51,11 +47,11 @@ __all__ = [
     "schedule",
     "stochastic_policy",
     "store",
-    "train",
     "update",
     "update_actor",
     "update_critics",
     "update_targets",
+    "watched",
 ]
 
 NAME = "td3"
@@ -112,7 +108,7 @@ class State:
     batch: TensorDict = field(metadata=SCRATCH)  # B rows sampled from the replay buffer (Transitions' keys)
     transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows
     action: Array = field(metadata=SCRATCH)  # (N, A) in [-1, 1]
-    episodes: EpisodeLog
+    episodes: EpisodeLog | None  # attached by the driver (its ring sized for the driver's chunks)
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
     # running float64 sums for logging (never reset, never read by training):
@@ -159,7 +155,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         batch=transitions(device, rows, obs_dim, action_dim),
         transition=transitions(device, envs, obs_dim, action_dim),
         action=zeros(device, (envs, action_dim)),
-        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
+        episodes=None,
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         critic_stats=zeros(device, 3, np.float64),
@@ -292,6 +288,12 @@ def check_iteration(state: State) -> None:
     pass
 
 
+def watched(state: State) -> list[tuple[str, Array]]:
+    """What the divergence check reads of ``state``, most likely cause first: the losses' target,
+    then the networks' parameters (the driver adds the observation and reward)."""
+    return [("TD target (critic loss)", state.q_target), *trained_quantities(state)]
+
+
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable[[np.ndarray], np.ndarray]:
     """The deterministic host policy: the actor's tanh output rescaled to ``[action_low, action_high]``."""
     return deployable(state.actor, action_low, action_high, "tanh")
@@ -312,18 +314,3 @@ def stochastic_policy(
         return (low + (noisy + 1) * 0.5 * (high - low)).astype(np.float32)
 
     return act
-
-
-def train(
-    device: Device,
-    env: object = "pendulum",
-    config: Config | None = None,
-    seed: int = 0,
-    progress: bool | driver.Progress | None = None,
-    resume: str | Path | None = None,
-    hooks: tuple[driver.Hook, ...] = (),
-    logger: Logger | None = None,
-) -> TrainResult:
-    """Train TD3; returns a :class:`~dispatchrl.algorithms.runs.TrainResult` (``.policy`` acts on
-    numpy observations, ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``)."""
-    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks, logger)

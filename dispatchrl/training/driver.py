@@ -26,18 +26,19 @@ from ..algorithms.memory import check_fits, estimate, transition_bytes
 from ..algorithms.protocol import Algorithm, Schedule
 from ..arrays import Array, assign, to_numpy, zeros
 from ..devices import Device
-from ..errors import CheckpointWriteError, ConfigError, TrainingDiverged
+from ..errors import DIVERGENCE_HINT, CheckpointWriteError, ConfigError, TrainingDiverged
 from ..kernels.core.api import nonfinite_flag
 from ..loggers import Logger, MetricsHook
-from ..nn import Parameter, is_network, parameter_groups
 from ..staging import Every, Step, fuse, when
+from .chunks import CHUNK_STEPS, PYTHON_CHUNK_STEPS, chunk_iterations, episode_ring_capacity
 from .envspec import EnvSpec, resolve_env
 from .progress import Progress
-from .runs import DIVERGENCE_HINT, EpisodeHistory, Snapshot, TrainResult, build_state, restore_for_resume, save_run
+from .runs import EpisodeHistory, Snapshot, TrainResult, build_state, restore_for_resume, save_run
 
 __all__ = [
     "CHUNK_STEPS",
     "DIVERGENCE_HINT",
+    "PYTHON_CHUNK_STEPS",
     "DiskSpaceCheck",
     "DivergenceCheck",
     "Hook",
@@ -58,18 +59,6 @@ __all__ = [
     "warn_long_compile",
     "watched_quantities",
 ]
-
-#: a native env's chunk takes at most this many env steps per env (or one iteration, if longer)
-CHUNK_STEPS = 2000
-#: Python-stepped envs return to the hooks about every this many steps per env
-PYTHON_CHUNK_STEPS = 200
-
-
-def episode_ring_capacity(num_envs: int, env_steps: int) -> int:
-    """Episodes the device's episode ring holds: every one that can finish within a chunk (at
-    most one per env and step; a chunk is at most CHUNK_STEPS steps per env, or one iteration of
-    ``env_steps``), so the driver reads them all at the chunk's end before the ring wraps."""
-    return num_envs * max(CHUNK_STEPS, PYTHON_CHUNK_STEPS, env_steps)
 
 
 @dataclass
@@ -318,27 +307,16 @@ def available_memory() -> int | None:
 
 # ---------------------------------------------------------------- divergence detection
 
-#: state fields read by the check besides the observation, in the order the step computes them
-_WATCHED_FIELDS = (("q_target", "TD target (critic loss)"), ("update_stats", "PPO losses (KL, surrogate, entropy)"))
 
-
-def watched_quantities(state: Any) -> list[tuple[str, Array]]:
+def watched_quantities(algo: Algorithm, state: Any) -> list[tuple[str, Array]]:
     """What the divergence check reads, most likely cause first (the first one found non-finite
-    is the one reported): the losses' targets, every network's parameter groups (through
-    :func:`dispatchrl.nn.parameter_groups`, so a user network's own parameters too) and trained
-    scalars, then the observation and reward. A non-finite loss reaches the weights through Adam
-    within a step, and non-finite weights give non-finite actions, then observations; an
-    observation alone non-finite means the env itself blew up."""
-    quantities = [(label, getattr(state, name)) for name, label in _WATCHED_FIELDS if hasattr(state, name)]
-    for name in (f.name for f in dataclasses.fields(state)):
-        value = getattr(state, name)
-        if is_network(value):
-            quantities += [(f"{name} weights", group.value) for group in parameter_groups(value)]
-        elif isinstance(value, Parameter):
-            quantities.append((f"{name}", value.value))
+    is the one reported): the algorithm's own (``algo.watched``: its losses' targets, then its
+    networks' parameters), then the observation and reward. A non-finite loss reaches the
+    weights through Adam within a step, and non-finite weights give non-finite actions, then
+    observations; an observation alone non-finite means the env itself blew up."""
     env_now = getattr(state, "env_state", None)
     source = env_now if env_now is not None else state.transition
-    return [*quantities, ("observation", source.obs), ("reward", source.reward)]
+    return [*algo.watched(state), ("observation", source.obs), ("reward", source.reward)]
 
 
 def _check_finite(device: Device, quantities: list[tuple[str, Array]], flag: Array) -> None:
@@ -408,15 +386,6 @@ def check_config(algo: Algorithm, config: Any) -> None:
     config.validate()
 
 
-def chunk_iterations(spec: EnvSpec, schedule: Schedule, iterations: int) -> int:
-    """Iterations per chunk: about 20 chunks a run (at most 2000 env steps per env each) for
-    native envs, where a chunk is one call into compiled code; about PYTHON_CHUNK_STEPS env
-    steps per env for Python-stepped ones."""
-    if spec.native is None:
-        return max(1, PYTHON_CHUNK_STEPS // schedule.env_steps)
-    return max(1, min(iterations // 20, CHUNK_STEPS // schedule.env_steps))
-
-
 def train(
     algo: Algorithm,
     device: Device,
@@ -469,7 +438,7 @@ def train(
         check_every = getattr(config, "check_every", 0)
         divergence = None
         if check_every:
-            divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(state), check_every)
+            divergence = DivergenceCheck(zeros(device, 1, np.int64), watched_quantities(algo, state), check_every)
         run.logger = logger
         for hook in hooks:  # e.g. room for the checkpoints: refused before anything compiles
             check_before_training = getattr(hook, "check_before_training", None)
@@ -517,18 +486,18 @@ def train(
         if logger is not None:  # a run stopped by a hook (or an error) keeps the rows it wrote
             logger.flush()
     return TrainResult(
-        algo.NAME,
-        spec.name,
-        device,
-        seed,
-        run.total_steps,
-        config,
-        algo.policy(state, spec.action_low, spec.action_high),
-        run.history.arrays(),
-        train_seconds,
-        compile_seconds,
-        state,
-        spec,
+        algo=algo.NAME,
+        env=spec.name,
+        device=device,
+        seed=seed,
+        steps=run.total_steps,
+        config=config,
+        policy=algo.policy(state, spec.action_low, spec.action_high),
+        history=run.history.arrays(),
+        train_seconds=train_seconds,
+        compile_seconds=compile_seconds,
+        state=state,
+        spec=spec,
     )
 
 

@@ -4,7 +4,6 @@ one-line JSON summary."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +14,11 @@ import numpy as np
 from .. import checkpoint
 from ..algorithms.protocol import Algorithm
 from ..arrays import to_numpy
+from ..data import episode_log
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
-from ..errors import CheckpointError, ConfigError, TrainingDiverged
+from ..errors import DIVERGENCE_HINT, CheckpointError, ConfigError, TrainingDiverged
+from .chunks import episode_ring_capacity
 from .envspec import EnvSpec, resolve_env
 from .trust import check_checkpoint_code, check_run_metadata, in_memory
 
@@ -38,19 +39,12 @@ __all__ = [
     "load_run",
     "pop_history",
     "restore_for_resume",
-    "result_json",
     "save_run",
     "snapshot",
 ]
 
-#: the one-line advice of a diverged run (the CLI prints it)
-DIVERGENCE_HINT = (
-    "lower the learning rates (actor_lr/critic_lr, PPO: lr), check the env's rewards and "
-    "observations, or resume from the last good checkpoint with other settings"
-)
 
-
-@dataclass
+@dataclass(kw_only=True)
 class TrainResult:
     algo: str
     env: str
@@ -258,15 +252,13 @@ def check_history(history: Mapping[str, np.ndarray], state: Any, num_envs: int, 
         )
 
 
-def result_json(result: TrainResult, eval_return: float, eval_returns: list[float]) -> str:
-    return json.dumps(
-        {**result.summary(), "eval_return": round(eval_return, 3), "eval_returns": [round(r, 3) for r in eval_returns]}
-    )
-
-
 def build_state(algo: Algorithm, device: Device, spec: EnvSpec, config: Any, seed: int) -> Any:
-    """The algorithm's state, plus the env state (reset from the run's stream) for native envs."""
+    """The algorithm's state with the driver's parts attached: the episode log (its ring sized
+    for a chunk of the driver's) and, for native envs, the env state (reset from the run's
+    stream)."""
     state = algo.build(device, config, spec.obs_dim, spec.action_dim, seed)
+    capacity = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
+    state.episodes = episode_log(device, config.num_envs, capacity)
     if spec.native is not None:
         state.env_state = env_state(device, spec.native)
         env_reset(device, spec.native, state.env_state, state.rng)

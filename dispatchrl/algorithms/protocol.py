@@ -50,6 +50,11 @@ class AlgorithmState(Protocol):
     transition: TensorDict  # N rows (Transitions' keys): the Python-stepped env's transition, written by the driver
     episodes: EpisodeLog | None  # finished episodes, for history and progress (attached by the driver)
     env_state: EnvState | None  # a native env's state (attached by the driver), else None
+    # optional: updates (int64 (1,)), the count of separate updates (schedule.updates > 0) that the
+    # driver's divergence check runs after every K of;
+    # methods a resume calls: prepare_resume(arrays, config) changes the saved arrays
+    # before they are restored (TD3/SAC grow the replay ring for a larger budget);
+    # resumed_with(config, saved_config) after (PPO takes the new learning rate)
 
 
 class Algorithm(Protocol):

@@ -150,6 +150,7 @@ class State:
     n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
 
     validate_checkpoint = offpolicy.validate_checkpoint
+    prepare_resume = offpolicy.prepare_resume
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:

@@ -413,37 +413,15 @@ def restore_for_resume(
     if meta.get("num_envs") != config.num_envs:
         raise CheckpointError(f"checkpoint {path} has num_envs={meta.get('num_envs')}, this run {config.num_envs}")
     history = pop_history(arrays, str(path))
-    if getattr(state, "replay", None) is not None:  # on-policy states (PPO) have no replay buffer
-        _grow_replay(arrays, state.replay.capacity, config.num_envs)
+    prepare_resume = getattr(state, "prepare_resume", None)
+    if prepare_resume is not None:  # the state's own change of the saved arrays (TD3/SAC: a larger replay ring)
+        prepare_resume(arrays, config)
     checkpoint.restore(state, arrays, source=str(path), context={"config": config, "env": spec.native})
     resumed_with = getattr(state, "resumed_with", None)
     if resumed_with is not None:  # config changes the state carries itself (PPO's learning rate)
         resumed_with(config, meta.get("config") or {})
     check_history(history, state, config.num_envs, str(path))
     return int(meta.get("seed", 0)), history
-
-
-def _grow_replay(arrays: dict[str, np.ndarray], capacity: int, num_envs: int) -> None:
-    """A run resumed with a larger total budget gets a larger replay buffer (capacity defaults to
-    total steps). That is exact while the old buffer has never wrapped: rows keep their places."""
-    old = arrays.get("replay.obs")
-    if old is None or old.ndim != 2 or old.shape[0] >= capacity:
-        return
-    size = int(arrays["replay.size"][0])
-    if int(arrays["replay.position"][0]) != size % old.shape[0]:
-        raise CheckpointError("checkpoint replay buffer is inconsistent (position vs size)")
-    written = int(arrays["step"][0]) * num_envs
-    if written > old.shape[0]:
-        raise CheckpointError(
-            f"cannot grow a replay buffer that has wrapped ({written} transitions "
-            f"written into {old.shape[0]} rows); resume with the original total_steps"
-        )
-    for field in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
-        key = f"replay.{field}"
-        grown = np.zeros((capacity, *arrays[key].shape[1:]), arrays[key].dtype)
-        grown[: old.shape[0]] = arrays[key]
-        arrays[key] = grown
-    arrays["replay.position"] = np.array([size], np.int64)
 
 
 def load_run(

@@ -22,7 +22,7 @@ from dataclasses import replace
 import numpy as np
 
 import dispatchrl as drl
-from dispatchrl.algorithms import evaluate
+from dispatchrl.training import evaluate
 
 SWING_UP_RETURN = -400.0
 

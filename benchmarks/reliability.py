@@ -67,14 +67,14 @@ def _check_seconds(repeats: int = 2000) -> float:
     over the watched arrays, timed alone (the best of several rounds: robust on a shared machine)."""
     import dispatchrl as drl
     from dispatchrl.algorithms import td3
-    from dispatchrl.algorithms.driver import watched_quantities
-    from dispatchrl.algorithms.envspec import resolve_env
-    from dispatchrl.algorithms.runs import build_state
     from dispatchrl.kernels.core.cpu import nonfinite_flag_kernel
     from dispatchrl.staging import raw
+    from dispatchrl.training.driver import watched_quantities
+    from dispatchrl.training.envspec import resolve_env
+    from dispatchrl.training.runs import build_state
 
     state = build_state(td3, drl.CPU(), resolve_env("pendulum"), td3.Config(), 0)
-    arrays = [raw(a) for _, a in watched_quantities(state)]
+    arrays = [raw(a) for _, a in watched_quantities(td3, state)]
     flag = raw(drl.zeros(drl.CPU(), 1, np.int64))
     for a in arrays:
         nonfinite_flag_kernel(a, flag, 1)
@@ -268,7 +268,7 @@ def kill_resume(cycles: int, steps: int = 6000) -> None:
 FAULT_WORKER = """
 import os, sys
 from dispatchrl import cli
-from dispatchrl.algorithms import driver
+from dispatchrl.training import driver
 
 def fill():
     with open(os.path.join(os.environ["FILL_DISK"], "filler"), "ab", buffering=0) as f:

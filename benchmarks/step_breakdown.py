@@ -42,15 +42,16 @@ import numpy as np
 from numba import njit
 
 import dispatchrl as drl
-from dispatchrl.algorithms import driver, sac, td3
-from dispatchrl.algorithms.envspec import resolve_env
+from dispatchrl.algorithms import sac, td3
 from dispatchrl.algorithms.protocol import Schedule
-from dispatchrl.algorithms.runs import build_state
 from dispatchrl.arrays import Array
 from dispatchrl.backends.cpu import JIT_FAST, njit_program
 from dispatchrl.kernels.core.cpu import _input_gradient_tiled, increment_kernel, matmul_loop
 from dispatchrl.kernels.core.cpu_gemm import matmul_tiled
 from dispatchrl.staging import Branch, kernel_calls, trace
+from dispatchrl.training import driver
+from dispatchrl.training.envspec import resolve_env
+from dispatchrl.training.runs import build_state
 
 __all__ = [
     "CATEGORIES",
@@ -458,7 +459,7 @@ def build(algo_name: str, seed: int = 0, config: Any = None) -> tuple[Any, Any]:
     divergence = None
     if config.check_every:
         divergence = driver.DivergenceCheck(
-            drl.zeros(device, 1, np.int64), driver.watched_quantities(state), config.check_every
+            drl.zeros(device, 1, np.int64), driver.watched_quantities(algo, state), config.check_every
         )
     return run, divergence
 

@@ -16,6 +16,7 @@ from . import (
     export,
     kernels,
     nn,
+    training,
 )
 from .activation import ACTIVATIONS, Activation
 from .algorithms import ppo, sac, td3
@@ -119,6 +120,7 @@ __all__ = [
     "tanh",
     "td3",
     "to_numpy",
+    "training",
     "when",
     "zeros",
 ]

@@ -72,7 +72,7 @@ __all__ = [
 
 FORMAT = "dispatchrl-checkpoint"
 #: 1: arrays in PATH.npz, metadata in PATH.json; 2: metadata and digest inside the npz; 3: State
-#: fields renamed (the migration lives with the states' owner, dispatchrl.algorithms.runs); 4: the
+#: fields renamed (the migration lives with the states' owner, dispatchrl.training.runs); 4: the
 #: learner statistics fields added (TD3/SAC critic_stats, actor_stats; PPO explained_variance); 5:
 #: scratch fields (:data:`SCRATCH`) no longer saved, nor the episode log: its ring of the latest
 #: episodes is scratch, the finished episodes are saved as the run's history (``history.*``)

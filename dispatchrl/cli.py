@@ -118,9 +118,9 @@ def _run_config(args: argparse.Namespace) -> tuple[Any, str, Any, int]:
     checkpoint, where the flags may only raise the step budget unless ``--override`` is given."""
     from dispatchrl import ConfigError, checkpoint
     from dispatchrl.algorithms import ALGORITHMS
-    from dispatchrl.algorithms.runs import config_from_metadata
-    from dispatchrl.algorithms.trust import check_checkpoint_code, check_memmap_named, check_run_metadata
     from dispatchrl.cli_config import load_config_file
+    from dispatchrl.training.runs import config_from_metadata
+    from dispatchrl.training.trust import check_checkpoint_code, check_memmap_named, check_run_metadata
 
     algo = ALGORITHMS[args.algo]
     if args.resume is None:
@@ -185,8 +185,8 @@ def _named_fields(saved_config: Any, args: argparse.Namespace) -> Any:
     """``saved_config`` holding only what this command line names (--set, its --FIELD aliases,
     --config) in the fields naming code or files (the others: None), to tell a checkpoint's own
     values from those the user gave again."""
-    from dispatchrl.algorithms.trust import NETWORK_FIELDS
     from dispatchrl.cli_config import load_config_file
+    from dispatchrl.training.trust import NETWORK_FIELDS
 
     fields = [f for f in (*NETWORK_FIELDS, "memmap_path") if hasattr(saved_config, f)]
     named = dataclasses.replace(saved_config, **dict.fromkeys(fields))
@@ -250,12 +250,12 @@ def train(args: argparse.Namespace) -> dict:
 def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int) -> dict:
     import signal
 
-    from dispatchrl.algorithms import evaluate
-    from dispatchrl.algorithms.callbacks import EvalCallback
-    from dispatchrl.algorithms.driver import DiskSpaceCheck, PeriodicCheckpoint, Progress, StopOnRequest, train
-    from dispatchrl.algorithms.runs import check_finite_state
     from dispatchrl.devices import device_from_name
     from dispatchrl.errors import CheckpointWriteError
+    from dispatchrl.training import evaluate
+    from dispatchrl.training.callbacks import EvalCallback
+    from dispatchrl.training.driver import DiskSpaceCheck, PeriodicCheckpoint, Progress, StopOnRequest, train
+    from dispatchrl.training.runs import check_finite_state
 
     logger = None
     if args.log_dir is not None:
@@ -392,8 +392,9 @@ def _second_interrupt_raises(stop: Any) -> Any:
 
 def evaluate(args: argparse.Namespace) -> dict:
     from dispatchrl import CheckpointError
-    from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, load_run
-    from dispatchrl.algorithms import evaluate as evaluate_policy
+    from dispatchrl.algorithms import ALGORITHMS
+    from dispatchrl.training import EVAL_SEEDS, load_run
+    from dispatchrl.training import evaluate as evaluate_policy
 
     limit = len(EVAL_SEEDS) if args.seed is None else 10_000
     if not 1 <= args.episodes <= limit:
@@ -459,8 +460,9 @@ def plot(args: argparse.Namespace) -> str:
 
 def export(args: argparse.Namespace) -> dict:
     from dispatchrl import export as c_export
-    from dispatchrl.algorithms import ALGORITHMS, load_run
+    from dispatchrl.algorithms import ALGORITHMS
     from dispatchrl.export.folder import claim_folder, record_folder
+    from dispatchrl.training import load_run
 
     algo, _, spec, _, state = load_run(args.checkpoint, ALGORITHMS, trust_code=args.trust_code)
     policy = spec.deployed_policy(algo, state)
@@ -532,8 +534,8 @@ def web(args: argparse.Namespace) -> None:
 
     from dispatchrl import ConfigError, DeviceError
     from dispatchrl.algorithms import ALGORITHMS
-    from dispatchrl.algorithms.driver import check_seed
     from dispatchrl.export.web import serve, web_folder
+    from dispatchrl.training.driver import check_seed
 
     config = dataclasses.replace(ALGORITHMS[args.algo].config_for(args.env), total_steps=args.steps)
     config.validate()  # the same ConfigError as train for --steps
@@ -860,8 +862,8 @@ def _check_study(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from dispatchrl import DispatchRLError, TrainingDiverged
-    from dispatchrl.algorithms.driver import StopRequested
     from dispatchrl.errors import CheckpointWriteError
+    from dispatchrl.training.driver import StopRequested
 
     argv = sys.argv[1:] if argv is None else list(argv)
     try:

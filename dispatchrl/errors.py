@@ -1,6 +1,7 @@
 """The exceptions dispatchrl raises for bad input, all refused before any kernel runs."""
 
 __all__ = [
+    "DIVERGENCE_HINT",
     "CheckpointError",
     "CheckpointWriteError",
     "ConfigError",
@@ -69,3 +70,10 @@ class MissingKeyError(DispatchRLError, KeyError):
 
 class EmptyBufferError(DispatchRLError, RuntimeError):
     """A replay buffer was sampled before anything was written to it."""
+
+
+#: the one-line advice of a diverged run (the driver and PPO raise it, the CLI prints it)
+DIVERGENCE_HINT = (
+    "lower the learning rates (actor_lr/critic_lr, PPO: lr), check the env's rewards and "
+    "observations, or resume from the last good checkpoint with other settings"
+)

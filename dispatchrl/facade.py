@@ -22,18 +22,19 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import checkpoint
-from .algorithms import driver, ppo, sac, td3
-from .algorithms.callbacks import EvalCallback, StopOnReward
-from .algorithms.envspec import NAMED_ENVS, EnvSpec, check_action_space, resolve_env
+from .algorithms import ppo, sac, td3
 from .algorithms.protocol import Algorithm
 from .algorithms.registry import ALGORITHMS
-from .algorithms.runs import Snapshot, build_state, config_from_metadata, restore_for_resume, save_run, snapshot
-from .algorithms.trust import check_checkpoint_code, check_run_metadata, in_memory
 from .arrays import to_numpy
 from .devices import Device, device_from_name
 from .errors import CheckpointError, ConfigError
 from .loggers import Logger
 from .spaces import Box
+from .training import driver
+from .training.callbacks import EvalCallback, StopOnReward
+from .training.envspec import NAMED_ENVS, EnvSpec, check_action_space, resolve_env
+from .training.runs import Snapshot, build_state, config_from_metadata, restore_for_resume, save_run, snapshot
+from .training.trust import check_checkpoint_code, check_run_metadata, in_memory
 
 __all__ = ["PPO", "SAC", "TD3", "EvalCallback", "Model", "StopOnReward"]
 

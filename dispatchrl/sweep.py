@@ -239,9 +239,10 @@ def run_trial(
     it may raise to stop the trial (pruning). Returns the objective and its parts; ``seconds``,
     if given, accumulates compile_seconds and train_seconds as the seeds run (so a pruned
     trial's are known too)."""
-    from .algorithms import ALGORITHMS, evaluate
-    from .algorithms.driver import train
+    from .algorithms import ALGORITHMS
     from .devices import device_from_name
+    from .training import evaluate
+    from .training.driver import train
 
     algo, config, device = ALGORITHMS[spec.algo], trial_config(spec, params), device_from_name(spec.device)
     records = []
@@ -421,8 +422,8 @@ def _warm(spec: Spec) -> float:
     """Compile (or load) the step of the space's first point once in this process, so the pool's
     processes load it from the disk cache instead of each compiling it; returns the seconds."""
     from .algorithms import ALGORITHMS
-    from .algorithms.driver import train
     from .devices import device_from_name
+    from .training.driver import train
 
     params = {}
     for name, distribution in spec.space.items():

@@ -109,7 +109,7 @@ drl.envs.register_native_env(ENV_ID, PointReacher())
 def main(steps: int = 10_000, seed: int = 0) -> float:
     result = drl.td3.train(drl.CPU(), PointReacher(), drl.td3.Config(total_steps=steps), seed=seed, progress=False)
     step = result.steps
-    mean, _ = drl.algorithms.evaluate(result.policy, ENV_ID)
+    mean, _ = drl.training.evaluate(result.policy, ENV_ID)
     print(
         f"trained TD3 on PointReacher for {step} steps in {result.train_seconds:.2f} s; "
         f"evaluation return {mean:.1f} (a random policy: about -50)"

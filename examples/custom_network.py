@@ -114,7 +114,7 @@ nn.NETWORKS["residual_mlp"] = residual_mlp
 def main(steps: int = 10_000, seed: int = 0) -> float:
     config = drl.td3.Config(total_steps=steps, network="residual_mlp")
     result = drl.td3.train(drl.CPU(), "pendulum", config, seed=seed, progress=False)
-    mean, _ = drl.algorithms.evaluate(result.policy, result.spec.eval_id)
+    mean, _ = drl.training.evaluate(result.policy, result.spec.eval_id)
     print(
         f"trained TD3 with a residual MLP on Pendulum for {result.steps} steps in {result.train_seconds:.2f} s; "
         f"evaluation return {mean:.1f}"

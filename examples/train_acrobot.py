@@ -11,7 +11,7 @@ import argparse
 import numpy as np
 
 import dispatchrl as drl
-from dispatchrl.algorithms import evaluate
+from dispatchrl.training import evaluate
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--algo", choices=["td3", "sac"], default="td3")

@@ -10,7 +10,7 @@ import sys
 import time
 
 from dispatchrl import checkpoint, cli
-from dispatchrl.algorithms import driver
+from dispatchrl.training import driver
 
 _write_atomic = checkpoint._write_atomic
 

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 import dispatchrl as drl
-from dispatchrl.algorithms import driver, ppo, sac, td3
-from dispatchrl.algorithms.envspec import resolve_env
-from dispatchrl.algorithms.runs import build_state, restore_for_resume, save_run
+from dispatchrl.algorithms import ppo, sac, td3
 from dispatchrl.cli import main
+from dispatchrl.training import driver
+from dispatchrl.training.envspec import resolve_env
+from dispatchrl.training.runs import build_state, restore_for_resume, save_run
 
 DEEP = "[" * 6000 + "]" * 6000  # json's C scanner raises RecursionError near 1000 levels
 

@@ -10,12 +10,13 @@ import pytest
 import dispatchrl as drl
 import dispatchrl.envs as E
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import runs, sac, td3
-from dispatchrl.algorithms.envspec import resolve_env
-from dispatchrl.algorithms.evaluation import evaluate
+from dispatchrl.algorithms import sac, td3
 from dispatchrl.backends import c as ckernels
 from dispatchrl.data import episode_log, replay_buffer, transitions
 from dispatchrl.kernels.offpolicy import api as rl
+from dispatchrl.training import runs
+from dispatchrl.training.envspec import resolve_env
+from dispatchrl.training.evaluation import evaluate
 
 C, REF = drl.C(), drl.Generic()
 DTYPES = [np.float32, np.float64]

@@ -10,7 +10,7 @@ import pytest
 import dispatchrl as drl
 from dispatchrl import checkpoint
 from dispatchrl.algorithms import ppo, sac, td3
-from dispatchrl.algorithms.runs import EPISODE_LOG_4, SCRATCH_FIELDS_5
+from dispatchrl.training.runs import EPISODE_LOG_4, SCRATCH_FIELDS_5
 
 ALGOS = {"td3": td3, "sac": sac, "ppo": ppo}
 OFF_POLICY = dict(total_steps=400, warmup_steps=100, batch_size=16, hidden=(8,))

@@ -15,12 +15,13 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import ALGORITHMS, load_run, td3
-from dispatchrl.algorithms.envspec import resolve_env
-from dispatchrl.algorithms.runs import build_state, save_run
+from dispatchrl.algorithms import ALGORITHMS, td3
 from dispatchrl.cli import _run_config as run_config
 from dispatchrl.cli import build_parser, main
 from dispatchrl.data import MemmapStorage, ReplayBuffer, TensorDict
+from dispatchrl.training import load_run
+from dispatchrl.training.envspec import resolve_env
+from dispatchrl.training.runs import build_state, save_run
 
 
 @pytest.fixture(scope="module")

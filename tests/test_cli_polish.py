@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import dispatchrl as drl
-from dispatchrl.algorithms.runs import EpisodeHistory
 from dispatchrl.cli import available_devices, build_parser, main
+from dispatchrl.training.runs import EpisodeHistory
 
 
 def test_unknown_env_lists_the_native_names_and_suggests_the_closest(capsys):

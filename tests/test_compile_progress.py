@@ -15,11 +15,11 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl.algorithms import td3
-from dispatchrl.algorithms.progress import COMPILE_TIMES, Progress
-from dispatchrl.algorithms.runs import EpisodeHistory
 from dispatchrl.backends import precompile
 from dispatchrl.backends.cpu import njit_program
 from dispatchrl.staging import compile_activity
+from dispatchrl.training.progress import COMPILE_TIMES, Progress
+from dispatchrl.training.runs import EpisodeHistory
 
 
 def fake_run(steps, total):

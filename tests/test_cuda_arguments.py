@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import dispatchrl as drl
-from dispatchrl.algorithms import ppo, runs, sac, td3
-from dispatchrl.algorithms.envspec import resolve_env
+from dispatchrl.algorithms import ppo, sac, td3
 from dispatchrl.kernels.onpolicy import gae
+from dispatchrl.training import runs
+from dispatchrl.training.envspec import resolve_env
 
 
 def launched_arguments(step):

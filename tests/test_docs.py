@@ -220,7 +220,13 @@ ALGORITHM_MODULES = ["dispatchrl.algorithms.td3", "dispatchrl.algorithms.sac", "
 
 def public_names() -> list[tuple[str, object]]:
     names = [(f"dispatchrl.{name}", getattr(drl, name)) for name in drl.__all__]
-    for module_name in [*ALGORITHM_MODULES, "dispatchrl.facade", "dispatchrl.errors", "dispatchrl.data"]:
+    for module_name in [
+        *ALGORITHM_MODULES,
+        "dispatchrl.training",
+        "dispatchrl.facade",
+        "dispatchrl.errors",
+        "dispatchrl.data",
+    ]:
         module = importlib.import_module(module_name)
         for name in getattr(module, "__all__", []):
             value = getattr(module, name)

@@ -8,10 +8,11 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import ALGORITHMS, TrainingRun, ppo, sac, td3
-from dispatchrl.algorithms.driver import chunk_iterations
-from dispatchrl.algorithms.envspec import resolve_env
+from dispatchrl.algorithms import ALGORITHMS, ppo, sac, td3
 from dispatchrl.algorithms.protocol import Schedule
+from dispatchrl.training import TrainingRun
+from dispatchrl.training.driver import chunk_iterations
+from dispatchrl.training.envspec import resolve_env
 
 
 def arrays_of(state):
@@ -113,8 +114,8 @@ def test_a_hook_that_raises_stops_the_run():
 
 def test_checkpoints_with_the_old_field_names_still_load(tmp_path):
     """io, log, lr, ... were renamed; a checkpoint written before the rename resumes the same."""
-    from dispatchrl.algorithms import load_run
-    from dispatchrl.algorithms.runs import RENAMED_FIELDS
+    from dispatchrl.training import load_run
+    from dispatchrl.training.runs import RENAMED_FIELDS
 
     config = ppo.Config(total_steps=2 * 4 * 2, num_envs=2, steps_per_env=4, batch_size=4, hidden=(4,))
     result = ppo.train(drl.CPU(), "pendulum", config, seed=0, progress=False)

@@ -177,8 +177,8 @@ def _custom_env_module():
 
 def test_custom_env_step_is_one_compiled_loop():
     from dispatchrl.algorithms import td3
-    from dispatchrl.algorithms.envspec import resolve_env
-    from dispatchrl.algorithms.runs import build_state
+    from dispatchrl.training.envspec import resolve_env
+    from dispatchrl.training.runs import build_state
 
     custom_env = _custom_env_module()
     spec = resolve_env("custom_env:PointReacher", 2)

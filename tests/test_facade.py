@@ -9,9 +9,9 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import RescaleAction
 
 import dispatchrl as drl
-from dispatchrl.algorithms.envspec import resolve_env
 from dispatchrl.checkpoint import named_arrays
 from dispatchrl.envs.batch import VectorBatch
+from dispatchrl.training.envspec import resolve_env
 
 SMALL = dict(warmup_steps=50, batch_size=16, hidden=(16, 16))
 
@@ -127,7 +127,7 @@ def test_eval_callback_rows_best_checkpoint_and_stop(tmp_path):
         assert len(row["eval_returns"]) == 2
         assert row["eval_return"] == pytest.approx(np.mean(row["eval_returns"]))
     # the rows are the deterministic policy's returns: the final one is reproduced by evaluate()
-    mean, _ = drl.algorithms.evaluate(model.policy, model.spec.eval_id, (10_000, 10_001))
+    mean, _ = drl.training.evaluate(model.policy, model.spec.eval_id, (10_000, 10_001))
     assert mean == evaluation.rows[-1]["eval_return"]
     best = drl.TD3.load(tmp_path / "best")
     assert best.num_timesteps == evaluation.best_steps

@@ -22,8 +22,8 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import driver
 from dispatchrl.cli import main
+from dispatchrl.training import driver
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "kill_resume_worker.py"

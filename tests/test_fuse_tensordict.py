@@ -259,10 +259,10 @@ def test_algorithm_steps_trace_the_same_kernel_calls_as_with_dataclasses(algo_na
     """The TD3/SAC/PPO states hold their sampled batch (minibatch) and current transition in
     TensorDicts: swapping in dataclasses over the same Arrays traces the very same calls."""
     from dispatchrl.algorithms import ppo, sac, td3
-    from dispatchrl.algorithms.envspec import resolve_env
-    from dispatchrl.algorithms.runs import build_state
     from dispatchrl.data import Minibatch, Transitions
     from dispatchrl.staging import Branch, trace
+    from dispatchrl.training.envspec import resolve_env
+    from dispatchrl.training.runs import build_state
 
     algo = {"td3": td3, "sac": sac, "ppo": ppo}[algo_name]
     device = drl.devices.device_from_name(device_name)

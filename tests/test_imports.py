@@ -2,9 +2,12 @@
 is made (the one string-named import: dispatchrl.devices.CUDA.method_modules)."""
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dispatchrl"
 
@@ -96,6 +99,7 @@ LAYERS = [
     "checkpoint",
     "loggers",
     "algorithms",
+    "training",
     "plot",
     "video",
     "export",
@@ -108,6 +112,16 @@ LAYERS = [
 ]
 
 
+#: the old paths of the modules issue 32 moved from algorithms/ up to training/: for one release each
+#: old module is an alias that imports only its new home (and warns), and the algorithms package
+#: finds the moved names there on first use (its __getattr__, with a DeprecationWarning)
+MOVED_TO_TRAINING = ("callbacks", "driver", "envspec", "evaluation", "progress", "runs", "trust")
+DEPRECATED_ALIASES = {
+    **{f"dispatchrl.algorithms.{m}": {f"dispatchrl.training.{m}"} for m in MOVED_TO_TRAINING},
+    "dispatchrl.algorithms": {f"dispatchrl.training.{m}" for m in ("callbacks", "driver", "evaluation", "runs")},
+}
+
+
 def layer_of(module: str) -> int:
     parts = module.split(".")
     return LAYERS.index(parts[1] if len(parts) > 1 else "")
@@ -118,8 +132,27 @@ def test_every_module_has_a_layer_and_imports_only_layers_before_it():
     unlisted = {m for m in graph if (m.split(".") + [""])[1] not in LAYERS}
     assert not unlisted, f"add these to LAYERS (and to docs/DESIGN.md's layout): {sorted(unlisted)}"
     upward = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets if layer_of(t) > layer_of(m))
+    upward = [edge for edge in upward if edge.split(" -> ")[1] not in DEPRECATED_ALIASES.get(edge.split(" -> ")[0], ())]
     assert not upward, "imports of a later layer: " + ", ".join(upward)
     assert layer_of("dispatchrl.kernels.core.cpu") > layer_of("dispatchrl.backends.cpu")
+    assert layer_of("dispatchrl.algorithms.td3") < layer_of("dispatchrl.training.driver")
+
+
+def test_algorithms_import_nothing_of_training_but_their_deprecated_aliases():
+    """The driver runs an algorithm through its protocol: td3, sac, ppo, offpolicy, config,
+    protocol, registry, memory and divergence import nothing above nn/data/envs/kernels."""
+    graph = import_graph()
+    algorithm_modules = [m for m in graph if m.startswith("dispatchrl.algorithms")]
+    assert {"dispatchrl.algorithms.td3", "dispatchrl.algorithms.protocol"} <= set(algorithm_modules)
+    above = {
+        m: sorted(t for t in graph[m] if layer_of(t) >= layer_of("dispatchrl.training")) for m in algorithm_modules
+    }
+    above = {m: targets for m, targets in above.items() if set(targets) - DEPRECATED_ALIASES.get(m, set())}
+    assert not above, f"algorithms importing training or above: {above}"
+    # the aliases are only aliases: nothing but the warning and the re-import of the new home
+    for module in MOVED_TO_TRAINING:
+        path = PACKAGE / "algorithms" / f"{module}.py"
+        assert len(path.read_text().splitlines()) < 20, path
 
 
 def test_algorithms_import_no_numba_cuda_or_ctypes():
@@ -173,3 +206,31 @@ def test_every_cuda_module_registers_with_the_cuda_device():
     cuda_modules = {module_name(p) for p in PACKAGE.rglob("cuda.py")}
     assert cuda_modules <= reached, f"never imported for a CUDA device: {sorted(cuda_modules - reached)}"
     assert CUDA.method_modules[0] == "dispatchrl.backends.cuda"  # the runtime before the methods
+
+
+@pytest.mark.parametrize("module", MOVED_TO_TRAINING)
+def test_an_old_algorithms_module_path_warns_and_is_the_training_module(module):
+    old, new = f"dispatchrl.algorithms.{module}", importlib.import_module(f"dispatchrl.training.{module}")
+    sys.modules.pop(old, None)  # a first import runs the alias (an earlier one left the new module there)
+    with pytest.warns(DeprecationWarning, match=rf"dispatchrl\.algorithms\.{module} moved to dispatchrl\.training"):
+        alias = importlib.import_module(old)
+    assert alias is new
+
+
+@pytest.mark.parametrize("name", ["EVAL_SEEDS", "EvalCallback", "StopOnReward", "TrainResult", "evaluate", "load_run"])
+def test_a_moved_name_of_the_algorithms_package_warns_and_is_the_training_one(name):
+    import dispatchrl as drl
+
+    with pytest.warns(DeprecationWarning, match=rf"dispatchrl\.algorithms\.{name} moved to dispatchrl\.training"):
+        found = getattr(drl.algorithms, name)
+    assert found is getattr(drl.training, name)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        drl.algorithms.no_such_name  # noqa: B018
+
+
+def test_every_algorithm_module_has_its_train_bound_to_the_driver():
+    import dispatchrl as drl
+
+    for algo in drl.algorithms.ALGORITHMS.values():
+        assert "train" not in algo.__dict__.get("__all__", ())  # bound from training/, not written there
+        assert algo.train.__qualname__ == f"{algo.NAME.upper()}.train"

@@ -13,12 +13,12 @@ import pytest
 import dispatchrl as drl
 from dispatchrl import checkpoint
 from dispatchrl.algorithms import ppo, sac, td3
-from dispatchrl.algorithms.envspec import resolve_env
-from dispatchrl.algorithms.runs import build_state
 from dispatchrl.kernels.offpolicy import api as rl
 from dispatchrl.kernels.onpolicy import api as onpolicy
 from dispatchrl.loggers import CSVLogger, learner_scalars, read_progress
 from dispatchrl.staging import fuse
+from dispatchrl.training.envspec import resolve_env
+from dispatchrl.training.runs import build_state
 
 G = np.random.default_rng(0)
 SMALL = dict(total_steps=400, warmup_steps=100, batch_size=16, hidden=(8,))

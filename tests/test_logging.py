@@ -11,11 +11,11 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl.algorithms import ALGORITHMS, ppo, td3
-from dispatchrl.algorithms.progress import Progress
-from dispatchrl.algorithms.runs import EpisodeHistory
 from dispatchrl.cli import _run_config, build_parser, main
 from dispatchrl.cli_config import load_config_file
 from dispatchrl.loggers import CSVLogger, MultiLogger, TensorBoardLogger, config_dict, learner_scalars, read_progress
+from dispatchrl.training.progress import Progress
+from dispatchrl.training.runs import EpisodeHistory
 
 CONFIG = dataclasses.replace(
     td3.config_for("pendulum"), total_steps=1000

@@ -164,7 +164,7 @@ def test_cli_set_n_step_and_memmap(tmp_path, capsys):
 def test_memmap_ring_is_checked_against_disk_not_memory(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from dispatchrl.algorithms import driver
+    from dispatchrl.training import driver
 
     spec = SimpleNamespace(obs_dim=3, action_dim=1)
     config = td3.Config(total_steps=100_000, memmap_path=str(tmp_path / "new" / "ring"))

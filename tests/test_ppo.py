@@ -11,7 +11,7 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import cli
-from dispatchrl.algorithms import ALGORITHMS, EVAL_SEEDS, evaluate, load_run, ppo
+from dispatchrl.algorithms import ALGORITHMS, ppo
 from dispatchrl.data import minibatch, obs_stats, rollout
 from dispatchrl.kernels.onpolicy import (
     adaptive_learning_rate,
@@ -24,6 +24,7 @@ from dispatchrl.kernels.onpolicy import (
     rollout_store,
     running_stats_update,
 )
+from dispatchrl.training import EVAL_SEEDS, evaluate, load_run
 
 LOG_2PI = math.log(2 * math.pi)
 

@@ -18,10 +18,11 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import driver, ppo, sac, td3
-from dispatchrl.algorithms.driver import DivergenceCheck, watched_quantities
+from dispatchrl.algorithms import ppo, sac, td3
 from dispatchrl.cli import main, strict_json
 from dispatchrl.devices import device_from_name
+from dispatchrl.training import runs
+from dispatchrl.training.driver import DivergenceCheck, watched_quantities
 
 WORKER = Path(__file__).with_name("kill_resume_worker.py")
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ def test_a_diverging_run_raises_training_diverged_naming_the_quantity(algo, conf
     with pytest.raises(drl.TrainingDiverged) as caught:
         algo.train(drl.CPU(), "pendulum", config, seed=1, progress=False)
     error = caught.value
-    names = {name for name, _ in watched_quantities(algo.build(drl.CPU(), config, 3, 1, 0))}
+    names = {name for name, _ in watched_quantities(algo, algo.build(drl.CPU(), config, 3, 1, 0))}
     assert error.quantity in names | {"observation", "reward"}
     assert error.first_step < error.last_step and "became NaN or inf between step" in str(error)
     assert "Hint: lower the learning rates" in str(error)
@@ -127,7 +128,7 @@ def test_the_check_changes_no_number_and_zero_turns_it_off(dev):
 def test_a_diverged_state_is_never_checkpointed(tmp_path):
     config = td3.Config(total_steps=400, critic_lr=1e9, check_every=0)
     off = td3.train(drl.CPU(), "pendulum", config, seed=1, progress=False)
-    run = drl.algorithms.TrainingRun(td3, drl.CPU(), off.spec, config, 1, off.state, td3.schedule(config), 400, 400)
+    run = drl.training.TrainingRun(td3, drl.CPU(), off.spec, config, 1, off.state, td3.schedule(config), 400, 400)
     with pytest.raises(drl.TrainingDiverged, match="not saved"):
         run.save(tmp_path / "x")
     with pytest.raises(drl.TrainingDiverged, match=r"^training diverged: \S+ holds NaN or inf at step 400; not saved"):
@@ -487,7 +488,7 @@ def test_history_stays_complete_when_the_episode_ring_wraps(monkeypatch, device)
         config = td3.Config(total_steps=60, warmup_steps=25, batch_size=4, hidden=(4,), num_envs=2)
         env = drl.envs.Pendulum(2, max_episode_steps=10)
     reference = td3.train(device, env, config, seed=0, progress=False)
-    monkeypatch.setattr(driver, "episode_ring_capacity", lambda num_envs, env_steps: num_envs + 1)
+    monkeypatch.setattr(runs, "episode_ring_capacity", lambda num_envs, env_steps: num_envs + 1)
     wrapped = td3.train(device, env, config, seed=0, progress=False)
     ring, count = wrapped.state.episodes.returns.shape[0], int(drl.to_numpy(wrapped.state.episodes.count)[0])
     assert ring == config.num_envs + 1 and count > ring + 1
@@ -502,6 +503,6 @@ def test_history_stays_complete_when_the_episode_ring_wraps(monkeypatch, device)
 
 
 def test_an_episode_ring_smaller_than_one_iteration_is_refused(monkeypatch):
-    monkeypatch.setattr(driver, "episode_ring_capacity", lambda num_envs, env_steps: num_envs - 1)
+    monkeypatch.setattr(runs, "episode_ring_capacity", lambda num_envs, env_steps: num_envs - 1)
     with pytest.raises(drl.ConfigError, match="ring holds 1 episodes, fewer than one iteration"):
         td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=200, num_envs=2), seed=0, progress=False)

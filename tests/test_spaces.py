@@ -9,10 +9,10 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import nn
-from dispatchrl.algorithms.envspec import EnvSpec, resolve_env
 from dispatchrl.envs import from_gymnasium
 from dispatchrl.errors import ConfigError
 from dispatchrl.spaces import Box, Discrete, from_gymnasium_space, to_gymnasium_space
+from dispatchrl.training.envspec import EnvSpec, resolve_env
 
 LOW, HIGH = np.array([-2.0, 0.5], np.float32), np.array([3.0, 1.5], np.float32)
 
@@ -132,8 +132,8 @@ def test_policy_heads_derive_the_policies_of_before():
 
 
 def test_checkpoint_metadata_keeps_the_bounds_and_reads_back_as_a_box():
-    from dispatchrl.algorithms.runs import run_metadata
     from dispatchrl.facade import _recorded_spec
+    from dispatchrl.training.runs import run_metadata
 
     spec = resolve_env(gym.wrappers.RescaleAction(gym.make("MountainCarContinuous-v0"), np.float32(-2), np.float32(2)))
     meta = run_metadata("td3", spec, drl.td3.Config(), 0, 0)

@@ -27,7 +27,7 @@ def test_replayed_counts_match_a_real_fused_run(breakdown):
     # 1100 steps: 100 of warm-up, critic updates after, actor/target updates every 2nd step, one
     # divergence check (at step 1000)
     run, divergence = breakdown.build("td3", seed=3)
-    loop = drl.algorithms.driver._NativeLoop(run, divergence)
+    loop = drl.training.driver._NativeLoop(run, divergence)
     nodes, calls = loop.env_step.calls, loop.env_step.kernel_calls
     steps = 1100
     counts, counters = breakdown.execution_counts(nodes, steps)

@@ -8,9 +8,10 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import evaluate, load_run, sac, td3
-from dispatchrl.algorithms.driver import Progress
+from dispatchrl.algorithms import sac, td3
 from dispatchrl.cli import main
+from dispatchrl.training import evaluate, load_run
+from dispatchrl.training.driver import Progress
 
 ALGOS = {"td3": td3, "sac": sac}
 

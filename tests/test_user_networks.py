@@ -11,13 +11,14 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint, nn
-from dispatchrl.algorithms import ALGORITHMS, load_run, ppo, sac, td3
-from dispatchrl.algorithms.driver import watched_quantities
-from dispatchrl.algorithms.envspec import resolve_env
-from dispatchrl.algorithms.runs import build_state
+from dispatchrl.algorithms import ALGORITHMS, ppo, sac, td3
 from dispatchrl.backends.cpu import is_numba
 from dispatchrl.cli import _run_config as run_config
 from dispatchrl.cli import build_parser, main
+from dispatchrl.training import load_run
+from dispatchrl.training.driver import watched_quantities
+from dispatchrl.training.envspec import resolve_env
+from dispatchrl.training.runs import build_state
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RESIDUAL = "custom_network:residual_mlp"
@@ -204,7 +205,7 @@ def test_divergence_check_watches_a_user_networks_own_parameters():
     )
     state = td3.build(drl.CPU(), config, 3, 1, 0)
     assert nn.is_network(state.actor) and not nn.is_network(state.actor_act)
-    watched = [array for name, array in watched_quantities(state) if name == "actor weights"]
+    watched = [array for name, array in watched_quantities(td3, state) if name == "actor weights"]
     assert any(array is state.actor.gain.value for array in watched)
     with pytest.raises(
         drl.TrainingDiverged, match="actor weights became NaN or inf between step 100 and 150"

@@ -15,7 +15,7 @@ import pytest
 
 from dispatchrl import ConfigError
 from dispatchrl.algorithms import td3
-from dispatchrl.algorithms.driver import check_seed
+from dispatchrl.training.driver import check_seed
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [

@@ -1,29 +1,42 @@
-"""Algorithms written once over generic functions: no device code in here.
+"""Algorithms written once over generic functions: no device code in here, and nothing of the
+training loop (:mod:`dispatchrl.training`, a layer above, runs them).
 
-``td3``, ``sac`` and ``ppo`` each satisfy :class:`.protocol.Algorithm`; :mod:`.driver` trains any
-of them, :mod:`.runs` saves and loads their runs, :mod:`.evaluation` evaluates their policies.
+``td3``, ``sac`` and ``ppo`` each satisfy :class:`.protocol.Algorithm`; their ``train`` is the
+driver's, bound to them by :mod:`dispatchrl.training.entries`.
 """
 
+import warnings
+from typing import Any
+
 from . import ppo, sac, td3
-from .callbacks import EvalCallback, StopOnReward
-from .driver import Hook, TrainingRun
-from .evaluation import EVAL_SEEDS, evaluate
 from .protocol import Algorithm
 from .registry import ALGORITHMS
-from .runs import TrainResult, load_run
 
-__all__ = [
-    "ALGORITHMS",
-    "EVAL_SEEDS",
-    "Algorithm",
-    "EvalCallback",
-    "Hook",
-    "StopOnReward",
-    "TrainResult",
-    "TrainingRun",
-    "evaluate",
-    "load_run",
-    "ppo",
-    "sac",
-    "td3",
-]
+__all__ = ["ALGORITHMS", "Algorithm", "ppo", "sac", "td3"]
+
+#: names that moved to dispatchrl.training (issue 32): still found here, with a
+#: DeprecationWarning, for one release
+MOVED_TO_TRAINING = {
+    "EVAL_SEEDS": "evaluation",
+    "EvalCallback": "callbacks",
+    "Hook": "driver",
+    "StopOnReward": "callbacks",
+    "TrainResult": "runs",
+    "TrainingRun": "driver",
+    "evaluate": "evaluation",
+    "load_run": "runs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = MOVED_TO_TRAINING.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"dispatchrl.algorithms.{name} moved to dispatchrl.training.{name}; the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from ..training import callbacks, driver, evaluation, runs
+
+    return getattr({"callbacks": callbacks, "driver": driver, "evaluation": evaluation, "runs": runs}[module], name)

@@ -13,6 +13,7 @@ from ..arrays import Array, asarray, zeros
 from ..data import ReplayRing, memmap_replay_buffer, replay_buffer
 from ..devices import Device
 from ..envs import env_reset_done, env_step
+from ..errors import CheckpointError
 from ..kernels.core.api import copy, increment
 from ..kernels.offpolicy.api import replay_add, replay_sample, track_episodes
 from ..kernels.replay.api import (
@@ -36,6 +37,7 @@ __all__ = [
     "bootstrap",
     "n_step_batch",
     "native_step",
+    "prepare_resume",
     "priorities",
     "replay_ring",
     "sample_batch",
@@ -256,3 +258,29 @@ def validate_checkpoint(state: Any, values: checkpoint.FieldValues, context: dic
         for name, _ in checkpoint.named_arrays(getattr(state, net, None), f"{net}."):
             if name.endswith(".t."):
                 values.require(name[:-1], 0, step, "Adam steps, at most one per env step")
+
+
+def prepare_resume(state: Any, arrays: dict[str, np.ndarray], config: Any) -> None:
+    """A TD3/SAC state's change of a checkpoint's arrays before a resume restores them (its
+    ``prepare_resume``): a run resumed with a larger total budget gets a larger replay buffer
+    (capacity defaults to total steps). That is exact while the old buffer has never wrapped:
+    rows keep their places."""
+    capacity, num_envs = state.replay.capacity, config.num_envs
+    old = arrays.get("replay.obs")
+    if old is None or old.ndim != 2 or old.shape[0] >= capacity:
+        return
+    size = int(arrays["replay.size"][0])
+    if int(arrays["replay.position"][0]) != size % old.shape[0]:
+        raise CheckpointError("checkpoint replay buffer is inconsistent (position vs size)")
+    written = int(arrays["step"][0]) * num_envs
+    if written > old.shape[0]:
+        raise CheckpointError(
+            f"cannot grow a replay buffer that has wrapped ({written} transitions "
+            f"written into {old.shape[0]} rows); resume with the original total_steps"
+        )
+    for field in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
+        key = f"replay.{field}"
+        grown = np.zeros((capacity, *arrays[key].shape[1:]), arrays[key].dtype)
+        grown[: old.shape[0]] = arrays[key]
+        arrays[key] = grown
+    arrays["replay.position"] = np.array([size], np.int64)

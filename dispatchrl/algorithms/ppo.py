@@ -11,10 +11,8 @@ policy and the current one). Native envs (Pendulum) run the whole rollout as one
 per device; other envs are stepped from Python between two fused halves of each step.
 """
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +25,6 @@ from ..data import (
     ObsStats,
     Rollout,
     TensorDict,
-    episode_log,
     minibatch,
     obs_stats,
     rollout,
@@ -35,7 +32,7 @@ from ..data import (
 )
 from ..devices import Device
 from ..envs import EnvState, env_reset_done, env_step
-from ..errors import ConfigError, TrainingDiverged
+from ..errors import DIVERGENCE_HINT, ConfigError, TrainingDiverged
 from ..kernels.core.api import adam_step, copy, fill, increment, mse_gradient
 from ..kernels.offpolicy.api import track_episodes
 from ..kernels.onpolicy.api import (
@@ -52,7 +49,6 @@ from ..kernels.onpolicy.api import (
     running_stats_update,
 )
 from ..kernels.random.api import rng
-from ..loggers import Logger
 from ..nn import (
     MLP,
     HeadPolicy,
@@ -69,7 +65,6 @@ from ..nn import (
 )
 from ..spaces import Box
 from ..staging import Every, when
-from . import driver
 from .config import (
     NETWORK_RULES,
     activation_name,
@@ -82,8 +77,8 @@ from .config import (
     unit_interval,
     validate_fields,
 )
+from .divergence import trained_quantities
 from .protocol import Schedule
-from .runs import TrainResult
 
 __all__ = [
     "ACTION_SPACES",
@@ -103,8 +98,8 @@ __all__ = [
     "schedule",
     "stochastic_policy",
     "store",
-    "train",
     "update",
+    "watched",
 ]
 
 NAME = "ppo"
@@ -252,7 +247,7 @@ class State:
     learning_rate: Array  # (1,) float64: Adam's learning rate (adapted in the fused step)
     explained_variance: Array  # (1,) float64: of the value function over the last rollout (logging)
     transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows (Python-stepped envs)
-    episodes: EpisodeLog
+    episodes: EpisodeLog | None  # attached by the driver (its ring sized for the driver's chunks)
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
     updates: Array  # int64 (1,): minibatch updates done
@@ -320,7 +315,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         learning_rate=asarray(device, np.array([config.lr], np.float64)),
         explained_variance=zeros(device, 1, np.float64),
         transition=transitions(device, envs, obs_dim, action_dim),
-        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
+        episodes=None,
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         updates=zeros(device, 1, np.int64),
@@ -473,11 +468,8 @@ def check_iteration(state: State) -> None:
     passed the diverged policy's NaN on), else the env's fault."""
     bad = int(to_numpy(state.obs_stats.nonfinite)[0])
     if bad:
-        policy_side = [
-            (name, a) for name, a in driver.watched_quantities(state) if name not in ("observation", "reward")
-        ]
         diverged = next(
-            (name for name, a in [*policy_side, ("action", state.action)] if not np.all(np.isfinite(to_numpy(a)))),
+            (name for name, a in [*watched(state), ("action", state.action)] if not np.all(np.isfinite(to_numpy(a)))),
             None,
         )
         if diverged is not None:
@@ -486,7 +478,7 @@ def check_iteration(state: State) -> None:
             first = max(0, last - rollout_steps * envs)
             raise TrainingDiverged(
                 f"training diverged: {diverged} became NaN or inf between step {first} and {last} (the env "
-                f"then saw NaN or inf actions); training stopped. Hint: {driver.DIVERGENCE_HINT}",
+                f"then saw NaN or inf actions); training stopped. Hint: {DIVERGENCE_HINT}",
                 diverged,
                 first,
                 last,
@@ -503,6 +495,12 @@ def policy_head(state: State) -> PolicyHead:
     mean = to_numpy(state.obs_stats.mean).astype(np.float32)
     std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
     return PolicyHead(state.actor, "clip", obs_mean=mean, obs_std=std)
+
+
+def watched(state: State) -> list[tuple[str, Array]]:
+    """What the divergence check reads of ``state``, most likely cause first: the losses' target,
+    then the networks' parameters (the driver adds the observation and reward)."""
+    return [("PPO losses (KL, surrogate, entropy)", state.update_stats), *trained_quantities(state)]
 
 
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPolicy:
@@ -531,19 +529,3 @@ def stochastic_policy(
         return space.from_unit(unit).astype(np.float32)
 
     return act
-
-
-def train(
-    device: Device,
-    env: object = "pendulum",
-    config: Config | None = None,
-    seed: int = 0,
-    progress: bool | driver.Progress | None = None,
-    resume: str | Path | None = None,
-    hooks: tuple[driver.Hook, ...] = (),
-    logger: Logger | None = None,
-) -> TrainResult:
-    """Train PPO; returns a :class:`~dispatchrl.algorithms.runs.TrainResult` (``.policy`` acts on
-    numpy observations, ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``).
-    ``config`` defaults to :func:`config_for` ``(env)``."""
-    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks, logger)

@@ -2,8 +2,8 @@
 algorithms dispatchrl ships is :mod:`.registry`).
 
 An algorithm is a module (``td3``, ``sac``, ``ppo``) of plain functions over generic functions;
-:class:`Algorithm` spells out what the driver (:mod:`.driver`) calls, so a type checker can hold
-a new algorithm to it. The driver runs *iterations*: ``schedule(config).env_steps`` environment
+:class:`Algorithm` spells out what the driver (:mod:`dispatchrl.training.driver`, a layer above)
+calls, so a type checker can hold a new algorithm to it; the algorithm never imports the driver. The driver runs *iterations*: ``schedule(config).env_steps`` environment
 steps per env (each one fused ``native_step``, or ``act`` → Python env step → ``store``), then
 ``schedule(config).updates`` fused ``update`` calls (0 where the algorithm updates inside its env
 step, as TD3 and SAC do).
@@ -49,8 +49,13 @@ class AlgorithmState(Protocol):
     step: Array  # int64 (1,): environment steps taken, per env
     action: Array  # (N, A) the actions chosen by ``act``, in [-1, 1]
     transition: TensorDict  # N rows (Transitions' keys): the Python-stepped env's transition, written by the driver
-    episodes: EpisodeLog  # finished episodes, for history and progress
+    episodes: EpisodeLog | None  # finished episodes, for history and progress (attached by the driver)
     env_state: EnvState | None  # a native env's state (attached by the driver), else None
+    # optional: updates (int64 (1,)), the count of separate updates (schedule.updates > 0) that the
+    # driver's divergence check runs after every K of;
+    # methods a resume calls: prepare_resume(arrays, config) changes the saved arrays
+    # before they are restored (TD3/SAC grow the replay ring for a larger budget);
+    # resumed_with(config, saved_config) after (PPO takes the new learning rate)
 
 
 class Algorithm(Protocol):
@@ -72,7 +77,8 @@ class Algorithm(Protocol):
         """The default Config for ``env`` (PPO's budget and hyperparameters depend on it)."""
 
     def build(self, device: Device, config: Any, obs_dim: int, action_dim: int, seed: int) -> Any:
-        """A fresh State (networks initialised from ``seed``), without an env state."""
+        """A fresh State (networks initialised from ``seed``), without the parts the driver
+        attaches (``episodes``, ``env_state``: None)."""
 
     def schedule(self, config: Any) -> Schedule:
         """How many env steps and fused updates make one driver iteration."""
@@ -97,6 +103,11 @@ class Algorithm(Protocol):
     def policy_head(self, state: Any) -> PolicyHead:
         """How the deterministic action comes out of the actor (the host policy and the exported
         trainer's act program both derive from it)."""
+
+    def watched(self, state: Any) -> list[tuple[str, Array]]:
+        """The state's arrays a divergence shows in, labelled, most likely cause first (its losses'
+        targets, then every network's parameters): the driver's divergence check reads them,
+        then the observation and reward, and reports the first one found non-finite."""
 
     def policy(self, state: Any, action_low: Any, action_high: Any) -> Callable[[np.ndarray], np.ndarray]:
         """The deterministic, deployable policy on numpy observations in physical action units

@@ -7,17 +7,15 @@ a' ~ π(·|s'); update both critics; update the actor through min(Q1, Q2)(s, a);
 critics by Polyak averaging. :func:`native_step` fuses all of it, env included.
 """
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..arrays import Array, zeros
 from ..checkpoint import SCRATCH
-from ..data import EpisodeLog, ReplayRing, TensorDict, episode_log, transitions
+from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
 from ..devices import Device
 from ..envs import EnvState
 from ..kernels.core.api import adam_step, fill, mse_gradient
@@ -35,7 +33,6 @@ from ..kernels.offpolicy.api import (
     soft_td_target,
 )
 from ..kernels.random.api import random_uniform, rng
-from ..loggers import Logger
 from ..nn import (
     MLP,
     HeadPolicy,
@@ -53,10 +50,10 @@ from ..nn import (
 )
 from ..spaces import Box
 from ..staging import Below, Every, when
-from . import driver, offpolicy
+from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, positive
+from .divergence import trained_quantities
 from .protocol import Schedule
-from .runs import TrainResult
 
 __all__ = [
     "ACTION_SPACES",
@@ -73,12 +70,12 @@ __all__ = [
     "schedule",
     "stochastic_policy",
     "store",
-    "train",
     "update",
     "update_actor",
     "update_critics",
     "update_targets",
     "update_temperature",
+    "watched",
 ]
 
 NAME = "sac"
@@ -148,7 +145,7 @@ class State:
     batch: TensorDict = field(metadata=SCRATCH)  # B rows sampled from the replay buffer (Transitions' keys)
     transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows
     action: Array = field(metadata=SCRATCH)  # (N, A) in [-1, 1]
-    episodes: EpisodeLog
+    episodes: EpisodeLog | None  # attached by the driver (its ring sized for the driver's chunks)
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
     # running float64 sums for logging (never reset, never read by training):
@@ -159,6 +156,7 @@ class State:
     n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
 
     validate_checkpoint = offpolicy.validate_checkpoint
+    prepare_resume = offpolicy.prepare_resume
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
@@ -212,7 +210,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         batch=transitions(device, rows, obs_dim, action_dim),
         transition=transitions(device, envs, obs_dim, action_dim),
         action=zeros(device, (envs, action_dim)),
-        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
+        episodes=None,
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         critic_stats=zeros(device, 3, np.float64),
@@ -384,6 +382,12 @@ def policy_head(state: State) -> PolicyHead:
     return PolicyHead(state.actor, "tanh_mean", columns=state.action.shape[1])
 
 
+def watched(state: State) -> list[tuple[str, Array]]:
+    """What the divergence check reads of ``state``, most likely cause first: the losses' target,
+    then the networks' parameters (the driver adds the observation and reward)."""
+    return [("TD target (critic loss)", state.q_target), *trained_quantities(state)]
+
+
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPolicy:
     """The deterministic policy tanh(mean): the actor's last layer cut to its mean columns (an
     MLP), or the mean columns of the network's own deployable policy (any other network)."""
@@ -408,17 +412,3 @@ def stochastic_policy(
         return space.from_unit(unit).astype(np.float32)
 
     return act
-
-
-def train(
-    device: Device,
-    env: object = "pendulum",
-    config: Config | None = None,
-    seed: int = 0,
-    progress: bool | driver.Progress | None = None,
-    resume: str | Path | None = None,
-    hooks: tuple[driver.Hook, ...] = (),
-    logger: Logger | None = None,
-) -> TrainResult:
-    """Train SAC; returns a :class:`~dispatchrl.algorithms.runs.TrainResult`, as :func:`dispatchrl.td3.train`."""
-    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks, logger)

@@ -6,17 +6,15 @@ actor and the target networks every ``policy_delay`` steps. :func:`native_step` 
 env included, into one compiled kernel per device for native envs.
 """
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..arrays import Array, zeros
 from ..checkpoint import SCRATCH
-from ..data import EpisodeLog, ReplayRing, TensorDict, episode_log, transitions
+from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
 from ..devices import Device
 from ..envs import EnvState, Pendulum
 from ..envs.registry import NAMED_ENVS
@@ -30,14 +28,13 @@ from ..kernels.offpolicy.api import (
     td_target,
 )
 from ..kernels.random.api import random_uniform, rng
-from ..loggers import Logger
 from ..nn import Policy, PolicyHead, adam_update, backward, forward, head_policy, make_buffers, polyak_average
 from ..spaces import Box
 from ..staging import Below, Every, when
-from . import driver, offpolicy
+from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, non_negative
+from .divergence import trained_quantities
 from .protocol import Schedule
-from .runs import TrainResult
 
 __all__ = [
     "ACTION_SPACES",
@@ -54,11 +51,11 @@ __all__ = [
     "schedule",
     "stochastic_policy",
     "store",
-    "train",
     "update",
     "update_actor",
     "update_critics",
     "update_targets",
+    "watched",
 ]
 
 NAME = "td3"
@@ -121,7 +118,7 @@ class State:
     batch: TensorDict = field(metadata=SCRATCH)  # B rows sampled from the replay buffer (Transitions' keys)
     transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows
     action: Array = field(metadata=SCRATCH)  # (N, A) in [-1, 1]
-    episodes: EpisodeLog
+    episodes: EpisodeLog | None  # attached by the driver (its ring sized for the driver's chunks)
     rng: Array
     step: Array  # int64 (1,): environment steps taken (per env)
     # running float64 sums for logging (never reset, never read by training):
@@ -132,6 +129,7 @@ class State:
     n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
 
     validate_checkpoint = offpolicy.validate_checkpoint
+    prepare_resume = offpolicy.prepare_resume
 
 
 def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
@@ -168,7 +166,7 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         batch=transitions(device, rows, obs_dim, action_dim),
         transition=transitions(device, envs, obs_dim, action_dim),
         action=zeros(device, (envs, action_dim)),
-        episodes=episode_log(device, envs, driver.episode_ring_capacity(envs, schedule(config).env_steps)),
+        episodes=None,
         rng=rng(device, seed),
         step=zeros(device, 1, np.int64),
         critic_stats=zeros(device, 3, np.float64),
@@ -306,6 +304,12 @@ def policy_head(state: State) -> PolicyHead:
     return PolicyHead(state.actor, "tanh")
 
 
+def watched(state: State) -> list[tuple[str, Array]]:
+    """What the divergence check reads of ``state``, most likely cause first: the losses' target,
+    then the networks' parameters (the driver adds the observation and reward)."""
+    return [("TD target (critic loss)", state.q_target), *trained_quantities(state)]
+
+
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable[[np.ndarray], np.ndarray]:
     """The deterministic host policy: the actor's tanh output rescaled to ``[action_low, action_high]``."""
     return head_policy(policy_head(state), Box(action_low, action_high))
@@ -326,18 +330,3 @@ def stochastic_policy(
         return space.from_unit(noisy).astype(np.float32)
 
     return act
-
-
-def train(
-    device: Device,
-    env: object = "pendulum",
-    config: Config | None = None,
-    seed: int = 0,
-    progress: bool | driver.Progress | None = None,
-    resume: str | Path | None = None,
-    hooks: tuple[driver.Hook, ...] = (),
-    logger: Logger | None = None,
-) -> TrainResult:
-    """Train TD3; returns a :class:`~dispatchrl.algorithms.runs.TrainResult` (``.policy`` acts on
-    numpy observations, ``.history``, ``.train_seconds``, ``.compile_seconds``, ``.save(path)``)."""
-    return driver.train(sys.modules[__name__], device, env, config, seed, progress, resume, hooks, logger)

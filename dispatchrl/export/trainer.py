@@ -97,8 +97,8 @@ def _splitmix_seed(key: int) -> int:
 
 def _trace(algo, config, env, seed):
     """Build the state for ``seed`` on the C device, recording its init, and trace the programs."""
-    from ..algorithms.envspec import resolve_env
-    from ..algorithms.runs import build_state
+    from ..training.envspec import resolve_env
+    from ..training.runs import build_state
 
     device = C()
     spec = resolve_env(env, config.num_envs)
@@ -316,7 +316,7 @@ def trainer_source(
     ``share_scratch``: arrays whose lifetimes never overlap share memory (:mod:`.scratch`), which
     changes no result; off, every array has its own global."""
     from ..algorithms import ALGORITHMS
-    from ..algorithms.driver import check_seed
+    from ..training.driver import check_seed
 
     if algo_name not in ALGORITHMS:
         raise ConfigError(f"export-trainer: unknown algorithm {algo_name!r}; expected one of {sorted(ALGORITHMS)}")
@@ -380,9 +380,9 @@ def _check_memory(algo: Any, env: str, config: Any) -> None:
     """Refuse a config whose three traced states (each as large as the trainer's static arrays)
     do not fit in the memory available, before any is built: a replay buffer of 10⁹ rows would
     otherwise be allocated here on the host, whatever the target."""
-    from ..algorithms.driver import available_memory, episode_ring_capacity
-    from ..algorithms.envspec import resolve_env
     from ..algorithms.memory import check_fits, estimate
+    from ..training.driver import available_memory, episode_ring_capacity
+    from ..training.envspec import resolve_env
 
     spec = resolve_env(env, config.num_envs)
     episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)  # built, then replaced

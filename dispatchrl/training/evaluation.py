@@ -1,0 +1,48 @@
+"""Deterministic evaluation of a trained policy on the env's gymnasium twin, from fixed seeds."""
+
+from collections.abc import Callable, Sequence
+
+import gymnasium
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["EVAL_SEEDS", "evaluate"]
+
+#: evaluation episodes and their fixed reset seeds (disjoint from training seeds' streams)
+EVAL_SEEDS = tuple(range(10_000, 10_010))
+
+
+def evaluate(
+    policy: Callable[[np.ndarray], np.ndarray], eval_id: object, seeds: Sequence[int] = EVAL_SEEDS
+) -> tuple[float, list[float]]:
+    """(mean, per-episode) undiscounted return of the deterministic ``policy``, one episode per
+    seed, on ``eval_id``: a gymnasium id, a callable making a gymnasium env, or an env instance
+    (used as is and left open)."""
+    if eval_id is None:
+        raise ConfigError(
+            "evaluate: the env has no gymnasium id to evaluate on (set the native env's eval_id "
+            "and register it with dispatchrl.envs.register_native_env)"
+        )
+    if isinstance(eval_id, gymnasium.Env):
+        env, owned = eval_id, False
+    elif isinstance(eval_id, str):
+        env, owned = gymnasium.make(eval_id), True
+    elif callable(eval_id):
+        env, owned = eval_id(), True
+    else:
+        raise ConfigError(f"evaluate: 'eval_id' must be a gymnasium id, env or callable, got {eval_id!r}")
+    returns = []
+    try:
+        for seed in seeds:
+            obs, _ = env.reset(seed=int(seed))
+            total, finished = 0.0, False
+            while not finished:
+                obs, reward, terminated, truncated, _ = env.step(policy(np.asarray(obs, np.float32).reshape(-1)))
+                total += float(reward)
+                finished = terminated or truncated
+            returns.append(total)
+    finally:
+        if owned:
+            env.close()
+    return float(np.mean(returns)), returns

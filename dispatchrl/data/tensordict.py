@@ -20,6 +20,7 @@ import numpy as np
 from ..arrays import Array, asarray, to_numpy
 from ..devices import Device
 from ..errors import DeviceError, LockedError, MissingKeyError, ShapeError
+from ..files import atomic_write_text
 
 __all__ = ["TensorDict", "cat", "stack"]
 
@@ -600,10 +601,7 @@ def _write_meta(path, batch_size, leaves, nested):
         "leaves": leaves,
         "nested": nested,
     }
-    tmp = os.path.join(path, META_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(tmp, os.path.join(path, META_FILE))
+    atomic_write_text(os.path.join(path, META_FILE), json.dumps(meta, indent=1))
 
 
 def _check_same_keys(tds, what):

@@ -58,7 +58,6 @@ __all__ = [
     "check_values",
     "latest",
     "load",
-    "load_arrays",
     "load_metadata",
     "migration",
     "named_arrays",
@@ -648,11 +647,6 @@ def _metadata_into_npz(document, arrays):
 def load_metadata(path):
     """The (migrated) metadata of the newest checkpoint at ``path``."""
     return load(path)[0]
-
-
-def load_arrays(path):
-    """All arrays of the newest checkpoint at ``path`` as host numpy arrays (never unpickles)."""
-    return load(path)[1]
 
 
 # ---------------------------------------------------------------- restoring

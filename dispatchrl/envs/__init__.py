@@ -19,7 +19,6 @@ from . import (  # noqa: F401  (importing registers the Generic and CPU methods)
     generic,
 )
 from .api import (
-    NATIVE_ENVS,
     AcrobotContinuous,
     EnvState,
     NativeEnv,
@@ -35,7 +34,6 @@ from .gym import ENV_IDS, AcrobotContinuousEnv, NativeGymEnv, PendulumEnv, regis
 
 __all__ = [
     "ENV_IDS",
-    "NATIVE_ENVS",
     "AcrobotContinuous",
     "AcrobotContinuousEnv",
     "AntBatch",

@@ -24,7 +24,6 @@ from ..dispatch import generic
 from ..errors import ConfigError, DTypeError, ShapeError
 
 __all__ = [
-    "NATIVE_ENVS",
     "AcrobotContinuous",
     "EnvState",
     "NativeEnv",
@@ -173,10 +172,6 @@ class AcrobotContinuous(NativeEnv):
 
     name = "acrobot"
     eval_id = "dispatchrl/AcrobotContinuous-v1"
-
-
-#: what isinstance checks for a native env (kept for code written against the closed set)
-NATIVE_ENVS = (NativeEnv,)
 
 
 @dataclass

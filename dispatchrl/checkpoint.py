@@ -80,7 +80,8 @@ VERSION = 5
 METADATA_ENTRY = "__checkpoint__"
 #: a rotated checkpoint's file name in a checkpoint directory
 ROTATED = re.compile(r"^step-(\d{12})\.npz$")
-#: a checkpoint file's temporary while it is written: ``.<target>.<writer's pid>.<random>.tmp``
+#: a checkpoint file's temporary while :func:`dispatchrl.files.atomic_write` writes it:
+#: ``.<target>.<writer's pid>.<random>.tmp``
 #: (before the pid was part of the name: ``.<target>.<random>.tmp``)
 TEMPORARY = re.compile(r"^\.(?P<target>.+\.(?:npz|json))\.(?:(?P<pid>\d+)\.)?[a-z0-9_]+\.tmp$")
 #: the permissions of a checkpoint's files: its owner's only (mkstemp's, as they always were)

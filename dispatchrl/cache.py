@@ -13,10 +13,11 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import warnings
 from pathlib import Path
 from types import ModuleType
+
+from .files import atomic_write_text
 
 __all__ = [
     "cache_dir",
@@ -25,7 +26,6 @@ __all__ = [
     "overflow_dir",
     "package_fingerprint",
     "warn_once",
-    "write_text_atomic",
 ]
 
 _fingerprints: dict[str, str] = {}
@@ -158,18 +158,5 @@ def _written(path: Path, source: str) -> Path:
     except (OSError, UnicodeDecodeError) as e:
         warn_once("damaged", f"dispatchrl: the cached generated module {path} is unreadable ({e}); written again")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, source)
+    atomic_write_text(path, source)
     return path
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` under a temporary name (this process's and thread's) and rename
-    it into place: processes sharing the cache never read half a file, and a failed write leaves
-    neither a partial file nor the temporary."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

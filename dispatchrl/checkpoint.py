@@ -33,7 +33,6 @@ import os
 import re
 import socket
 import sys
-import tempfile
 import time
 import warnings
 import zipfile
@@ -47,6 +46,7 @@ import numpy as np
 from .arrays import Array, assign, to_numpy
 from .dispatch import keyed_leaves
 from .errors import CheckpointError, CheckpointWriteError, ConfigError
+from .files import atomic_write, atomic_write_text
 
 __all__ = [
     "FORMAT",
@@ -58,7 +58,6 @@ __all__ = [
     "check_values",
     "latest",
     "load",
-    "load_arrays",
     "load_metadata",
     "migration",
     "named_arrays",
@@ -81,9 +80,12 @@ VERSION = 5
 METADATA_ENTRY = "__checkpoint__"
 #: a rotated checkpoint's file name in a checkpoint directory
 ROTATED = re.compile(r"^step-(\d{12})\.npz$")
-#: a checkpoint file's temporary while it is written: ``.<target>.<writer's pid>.<random>.tmp``
+#: a checkpoint file's temporary while :func:`dispatchrl.files.atomic_write` writes it:
+#: ``.<target>.<writer's pid>.<random>.tmp``
 #: (before the pid was part of the name: ``.<target>.<random>.tmp``)
 TEMPORARY = re.compile(r"^\.(?P<target>.+\.(?:npz|json))\.(?:(?P<pid>\d+)\.)?[a-z0-9_]+\.tmp$")
+#: the permissions of a checkpoint's files: its owner's only (mkstemp's, as they always were)
+CHECKPOINT_MODE = 0o600
 #: a temporary without its writer's pid is left alone this long (its writer may still be at it)
 UNNAMED_TEMPORARY_SECONDS = 600
 
@@ -187,39 +189,6 @@ def _digest(metadata, arrays):
     return h.hexdigest()
 
 
-def _fsync_directory(directory) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # e.g. platforms that cannot open directories
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(target, write) -> None:
-    """``write(file)`` into a temporary file beside ``target``, fsync, rename over ``target``.
-    The temporary's name holds this process's id, so a later run can tell the leftovers of a
-    killed writer (:func:`remove_stale_temporaries`) from a live writer's file."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_directory(target.parent)
-
-
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -305,8 +274,8 @@ def _write(path, arrays, metadata) -> tuple[Path, Path]:
     document["digest"] = _digest(document, arrays)
     text = json.dumps(document, indent=2, sort_keys=True)
     entries: dict[str, Any] = {**arrays, METADATA_ENTRY: np.frombuffer(text.encode(), np.uint8)}
-    _write_atomic(npz_path, lambda f: np.savez(f, **entries))
-    _write_atomic(json_path, lambda f: f.write(text.encode()))  # a readable copy, never loaded
+    atomic_write(npz_path, lambda f: np.savez(f, **entries), CHECKPOINT_MODE)
+    atomic_write_text(json_path, text, CHECKPOINT_MODE)  # a readable copy, never loaded
     return npz_path, json_path
 
 
@@ -679,11 +648,6 @@ def _metadata_into_npz(document, arrays):
 def load_metadata(path):
     """The (migrated) metadata of the newest checkpoint at ``path``."""
     return load(path)[0]
-
-
-def load_arrays(path):
-    """All arrays of the newest checkpoint at ``path`` as host numpy arrays (never unpickles)."""
-    return load(path)[1]
 
 
 # ---------------------------------------------------------------- restoring

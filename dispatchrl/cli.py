@@ -1,4 +1,4 @@
-"""The ``dispatchrl`` command line: train, eval, plot, export, sweep, web, demo."""
+"""The ``dispatchrl`` command line: train, eval, plot, export, export-trainer, sweep, web, demo."""
 
 import argparse
 import dataclasses

@@ -1,4 +1,7 @@
-"""The exceptions dispatchrl raises for bad input, all refused before any kernel runs."""
+"""The exceptions dispatchrl raises on purpose, all subclasses of :class:`DispatchRLError`. Bad
+input is refused before any kernel runs; two report what happened during a run instead:
+:class:`TrainingDiverged` (a NaN or inf, found after the steps that made it) and
+:class:`CheckpointWriteError` (a save that failed, e.g. on a full disk, possibly mid-run)."""
 
 __all__ = [
     "DIVERGENCE_HINT",

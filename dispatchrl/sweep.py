@@ -37,6 +37,7 @@ import numpy as np
 
 from .checks import check_json_text
 from .errors import ConfigError
+from .files import atomic_write_text
 
 __all__ = [
     "OBJECTIVES",
@@ -553,12 +554,6 @@ def _records(spec: Spec, study: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _write_outputs(spec: Spec, out: Path, warm_seconds: float, wall_seconds: float) -> dict[str, Any]:
     import csv
     import io
@@ -570,7 +565,7 @@ def _write_outputs(spec: Spec, out: Path, warm_seconds: float, wall_seconds: flo
     writer = csv.DictWriter(text, columns)
     writer.writeheader()
     writer.writerows(rows)
-    _write_atomic(out / "trials.csv", text.getvalue())
+    atomic_write_text(out / "trials.csv", text.getvalue())
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     summary: dict[str, Any] = {
         "trials": len(rows),
@@ -587,7 +582,7 @@ def _write_outputs(spec: Spec, out: Path, warm_seconds: float, wall_seconds: flo
         best = max(complete, key=lambda t: t.value)
         config = trial_config(spec, _decode(spec, best.params))
         flat = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
-        _write_atomic(out / "best_config.json", json.dumps(flat, indent=1) + "\n")
+        atomic_write_text(out / "best_config.json", json.dumps(flat, indent=1) + "\n")
         summary.update(best_trial=best.number, best_objective=best.value, best_params=_decode(spec, best.params))
     failed = [r for r in rows if r["state"] == "FAIL" and r["error"] != "interrupted"]
     if failed and len(failed) == len(rows) - sum(r["error"] == "interrupted" for r in rows):
@@ -595,7 +590,7 @@ def _write_outputs(spec: Spec, out: Path, warm_seconds: float, wall_seconds: flo
         summary["error"] = f"every trial failed ({len(failed)} of {len(failed)}); the first: {failed[0]['error']}"
     else:
         summary["status"] = "ok"
-    _write_atomic(out / "summary.json", json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1) + "\n")
     return summary
 
 

@@ -1,6 +1,7 @@
 """Habits issue 12 asked for, kept by tests: every module says what it exports (``__all__``, and
-each name in it exists), only plum's public API is used, and package functions carry return
-annotations (a ratchet: the count of those without may only go down)."""
+each name in it exists), only plum's public API is used, no module imports another's private names
+(issue 32), and package functions carry return annotations (a ratchet: the count of those without
+may only go down)."""
 
 import ast
 from pathlib import Path
@@ -90,6 +91,44 @@ def test_the_plum_check_sees_private_names(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("import plum\nfrom plum._function import x\nfn.function._cache\nplum._resolver\n")
     assert len(private_plum_uses(sample)) == 3
+
+
+def private_imports(path: Path) -> list[str]:
+    """Private names one dispatchrl module takes from another: ``from .x import _y``, ``from
+    dispatchrl.x import _y`` and ``x._y`` where ``x`` was imported from dispatchrl. A name shared
+    across modules is public (or lives with its users)."""
+    found, modules, where = [], set(), f"{path.parent.name}/{path.name}"
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "dispatchrl"):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(
+                        f"{where}:{node.lineno} from {'.' * node.level}{node.module or ''} import {alias.name}"
+                    )
+                modules.add(alias.asname or alias.name)  # it may be a module: its private names count too
+        elif isinstance(node, ast.Import):
+            modules.update(
+                alias.asname or alias.name for alias in node.names if alias.name.split(".")[0] == "dispatchrl"
+            )
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if ast.unparse(node.value) in modules:
+                found.append(f"{where}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = [use for path in sorted(PACKAGE.rglob("*.py")) for use in private_imports(path)]
+    assert not found, f"private names of other modules (make them public where they are shared): {found}"
+
+
+def test_the_private_import_check_sees_every_form(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import dispatchrl.cache\nfrom . import api\nfrom .api import _x, y\nfrom dispatchrl.files import _z\n"
+        "from numpy import _private\napi._check\napi.public\ndispatchrl.cache._hidden\n"
+    )
+    assert len(private_imports(sample)) == 4
 
 
 def exempt(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -246,3 +246,31 @@ def test_attribute_writes_set_checked_entries():
     with pytest.raises(LockedError, match="'d'"):
         td.d = np.ones(4)
     assert "d" not in td.keys()
+
+
+def test_concurrent_metadata_writers_never_collide(tmp_path):
+    """Two writers of one memmap folder's metadata (each its own temporary, renamed whole): no
+    writer fails, the file is always one writer's whole document, no temporary is left."""
+    import threading
+
+    from dispatchrl.data import tensordict
+
+    start, errors = threading.Barrier(2), []
+
+    def writer(size):
+        start.wait()
+        try:
+            for _ in range(100):
+                tensordict._write_meta(tmp_path, (size,), {f"leaf{size}.npy": {"key": [f"leaf{size}"]}}, [])
+        except Exception as e:  # the fixed-name temporary: one writer renames the other's file away
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(size,)) for size in (3, 4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    meta = json.loads((tmp_path / tensordict.META_FILE).read_text())
+    assert meta["batch_size"] in ([3], [4]) and list(meta["leaves"]) == [f"leaf{meta['batch_size'][0]}.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [tensordict.META_FILE]

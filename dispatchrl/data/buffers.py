@@ -32,7 +32,7 @@ from ..kernels.replay.cpu import (
     uniform_index_kernel,
     uniform_rows_at,
 )
-from .tensordict import META_FILE, TensorDict, _flat_key, _host, stack
+from .tensordict import META_FILE, TensorDict, flat_key, host_leaf, stack
 
 __all__ = [
     "DeviceStorage",
@@ -90,19 +90,19 @@ class _Storage:
     def _spec(self, td):
         spec = {}
         for key in td.keys(include_nested=True, leaves_only=True):
-            leaf = _host(td[key])
-            spec[_flat_key(key)] = ((self.max_size,) + tuple(leaf.shape[1:]), leaf.dtype)
+            leaf = host_leaf(td[key])
+            spec[flat_key(key)] = ((self.max_size,) + tuple(leaf.shape[1:]), leaf.dtype)
         return spec
 
     def _check(self, td):
         """Same leaf keys and per-row shapes as the storage; refused before anything is written."""
-        have = {_flat_key(k) for k in self.data.keys(include_nested=True, leaves_only=True)}
-        got = {_flat_key(k) for k in td.keys(include_nested=True, leaves_only=True)}
+        have = {flat_key(k) for k in self.data.keys(include_nested=True, leaves_only=True)}
+        got = {flat_key(k) for k in td.keys(include_nested=True, leaves_only=True)}
         for key in sorted(have ^ got):
             where = "the batch lacks" if key in have else "the storage has no"
             raise MissingKeyError(f"replay storage: {where} key {'.'.join(key)!r}")
         for key in have:
-            row, new = self.data[key].shape[1:], _host(td[key]).shape[1:]
+            row, new = self.data[key].shape[1:], host_leaf(td[key]).shape[1:]
             if tuple(row) != tuple(new):
                 raise ShapeError(
                     f"replay storage: entry {'.'.join(key)!r} has rows of shape {tuple(new)}, "
@@ -126,7 +126,7 @@ class _Storage:
         out = {"counters": self._counters.copy()}
         if self.data is not None:
             for key, leaf in self.data.flatten_keys("/").items():
-                out["data/" + key] = np.array(_host(leaf))
+                out["data/" + key] = np.array(host_leaf(leaf))
         return out
 
     def load_state_dict(self, state) -> None:
@@ -449,7 +449,7 @@ class NStep:
             self.windows = [deque() for _ in range(num_envs)]
         if len(self.windows) != num_envs:
             raise ShapeError(f"NStep: {num_envs} envs in this batch, {len(self.windows)} before")
-        flat = {k: _host(v) for k, v in td.flatten_keys("/").items()}
+        flat = {k: host_leaf(v) for k, v in td.flatten_keys("/").items()}
         emitted = []
         for env, window in enumerate(self.windows):
             row = {k: np.array(v[env]) for k, v in flat.items()}
@@ -662,14 +662,14 @@ class PreparedSample:
         header += [0] * (AT_HEADER - len(header))
         entries, leaves, self._arrays = {}, [], [a for a in header if isinstance(a, np.ndarray)]
         for key in storage.data.keys(include_nested=True, leaves_only=True):
-            leaf = np.asarray(_host(storage.data[key]))
+            leaf = np.asarray(host_leaf(storage.data[key]))
             out = np.zeros((self.batch_size,) + leaf.shape[1:], leaf.dtype)
-            entries["/".join(_flat_key(key))] = out
+            entries["/".join(flat_key(key))] = out
             if out.nbytes:
                 source = np.ascontiguousarray(leaf.reshape(leaf.shape[0], -1)).view(np.uint8)
                 if not np.may_share_memory(source, leaf):
                     raise ConfigError(
-                        f"ReplayBuffer.prepare: storage entry {'.'.join(_flat_key(key))!r} is not contiguous"
+                        f"ReplayBuffer.prepare: storage entry {'.'.join(flat_key(key))!r} is not contiguous"
                     )
                 width = source.shape[1]
                 aligned = width % 8 == 0 and _address(source) % 8 == 0 and _address(out) % 8 == 0

@@ -20,8 +20,9 @@ import numpy as np
 from ..arrays import Array, asarray, to_numpy
 from ..devices import Device
 from ..errors import DeviceError, LockedError, MissingKeyError, ShapeError
+from ..files import atomic_write_text
 
-__all__ = ["TensorDict", "cat", "stack"]
+__all__ = ["TensorDict", "cat", "flat_key", "host_leaf", "stack"]
 
 #: file written next to the .npy leaves by :meth:`TensorDict.memmap`
 META_FILE = "tensordict.json"
@@ -29,14 +30,14 @@ _SAFE_KEY = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$")
 _MISSING = object()
 
 
-def _flat_key(key):
+def flat_key(key):
     """A NestedKey (str, or tuples of tuples of str) as a flat tuple of str; None if not a key."""
     if isinstance(key, str):
         return (key,)
     if isinstance(key, tuple) and key:
         out = []
         for part in key:
-            sub = _flat_key(part)
+            sub = flat_key(part)
             if sub is None:
                 return None
             out.extend(sub)
@@ -63,7 +64,7 @@ def _contiguous(x):
     return np.asarray(x, order="C")
 
 
-def _host(leaf):
+def host_leaf(leaf):
     """The host (numpy) view of a leaf; a copy for CUDA leaves."""
     if isinstance(leaf, Array):
         return leaf.data if leaf.device.memory == "host" else to_numpy(leaf)
@@ -157,7 +158,7 @@ class TensorDict:
             if self._device is not None and type(value.device) is type(self._device):
                 host = None
             else:
-                host = _host(value)
+                host = host_leaf(value)
         else:
             host = np.asanyarray(value)
             if host.dtype == object:
@@ -215,7 +216,7 @@ class TensorDict:
             if not (leaves_only and is_td):
                 out.append(key)
             if include_nested and is_td:
-                out.extend((key,) + _flat_key(sub) for sub in value.keys(True, leaves_only))
+                out.extend((key,) + flat_key(sub) for sub in value.keys(True, leaves_only))
         return out
 
     def values(self, include_nested=False, leaves_only=False):
@@ -266,7 +267,7 @@ class TensorDict:
         return self.get(key, _MISSING) is not _MISSING
 
     def get(self, key, default=None):
-        flat = _flat_key(key)
+        flat = flat_key(key)
         if flat is None:
             raise MissingKeyError(f"TensorDict: {key!r} is not a key (a str or a tuple of str)")
         node = self
@@ -278,7 +279,7 @@ class TensorDict:
 
     def set(self, key, value) -> "TensorDict":
         """Set entry ``key`` (nested tuple keys create sub-TensorDicts). Refused when locked."""
-        flat = _flat_key(key)
+        flat = flat_key(key)
         if flat is None:
             raise MissingKeyError(f"TensorDict: {key!r} is not a key (a str or a tuple of str)")
         if self._locked:
@@ -296,7 +297,7 @@ class TensorDict:
         return self
 
     def pop(self, key, default=_MISSING):
-        flat = _flat_key(key)
+        flat = flat_key(key)
         value = self.get(flat, _MISSING)
         if value is _MISSING:
             if default is not _MISSING:
@@ -306,7 +307,7 @@ class TensorDict:
         return value
 
     def __delitem__(self, key):
-        flat = _flat_key(key)
+        flat = flat_key(key)
         if self._locked:
             raise LockedError(f"TensorDict is locked: cannot delete {key!r}")
         parent = self.get(flat[:-1]) if len(flat) > 1 else self
@@ -322,7 +323,7 @@ class TensorDict:
 
     # ---- indexing -------------------------------------------------------------------------
     def __getitem__(self, index):
-        flat = _flat_key(index)
+        flat = flat_key(index)
         if flat is not None:
             value = self.get(flat, _MISSING)
             if value is _MISSING:
@@ -334,9 +335,9 @@ class TensorDict:
         if isinstance(index, list):
             index = np.asarray(index)
         if isinstance(index, Array):
-            index = _host(index)
+            index = host_leaf(index)
         if isinstance(index, tuple):
-            index = tuple(_host(i) if isinstance(i, Array) else i for i in index)
+            index = tuple(host_leaf(i) if isinstance(i, Array) else i for i in index)
         index = _normalize_index(index, self.batch_dims)
         probe = np.broadcast_to(np.zeros((), np.uint8), self._batch_size)
         batch = probe[index].shape
@@ -362,14 +363,14 @@ class TensorDict:
                 entries[key] = value._index_normalized(inner, sub_batch)
             else:
                 entries[key] = (
-                    _put(self._device, _contiguous(_host(value)[index]))
+                    _put(self._device, _contiguous(host_leaf(value)[index]))
                     if self._device is not None
-                    else _host(value)[index]
+                    else host_leaf(value)[index]
                 )
         return TensorDict._raw(entries, batch, self._device)
 
     def __setitem__(self, index, value):
-        flat = _flat_key(index)
+        flat = flat_key(index)
         if flat is not None:
             self.set(flat, value)
             return
@@ -381,14 +382,14 @@ class TensorDict:
             if source is _MISSING:
                 raise MissingKeyError(f"TensorDict assignment: value has no key {key!r}")
             leaf = self[key]
-            src = _host(source) if isinstance(source, Array) else np.asarray(source)
+            src = host_leaf(source) if isinstance(source, Array) else np.asarray(source)
             try:
                 if isinstance(leaf, Array) and leaf.device.memory != "host":
                     host = to_numpy(leaf)
                     host[index] = src
                     leaf.data.copy_to_device(host)
                 else:
-                    _host(leaf)[index] = src
+                    host_leaf(leaf)[index] = src
             except ValueError as exc:
                 raise ShapeError(f"TensorDict assignment: entry {key!r}: {exc}") from None
 
@@ -441,7 +442,7 @@ class TensorDict:
                 )
                 entries[key] = value.apply(fn, *other_values, batch_size=sub_batch, device=dev)
             else:
-                result = fn(_host(value), *(_host(v) for v in other_values))
+                result = fn(host_leaf(value), *(host_leaf(v) for v in other_values))
                 entries[key] = result
         return TensorDict(entries, batch, dev)
 
@@ -453,7 +454,9 @@ class TensorDict:
 
     def numpy(self) -> dict:
         """A nested dict of host numpy copies."""
-        return {k: (v.numpy() if isinstance(v, TensorDict) else np.array(_host(v))) for k, v in self._entries.items()}
+        return {
+            k: (v.numpy() if isinstance(v, TensorDict) else np.array(host_leaf(v))) for k, v in self._entries.items()
+        }
 
     def clone(self) -> "TensorDict":
         return self.apply(lambda x: np.array(x))
@@ -462,7 +465,7 @@ class TensorDict:
         """Nested entries as top-level keys joined by ``sep`` (leaves shared, not copied)."""
         entries = {}
         for key in self.keys(include_nested=True, leaves_only=True):
-            flat = _flat_key(key)
+            flat = flat_key(key)
             name = sep.join(flat)
             if name in entries:
                 raise ShapeError(f"TensorDict.flatten_keys: key '{name}' occurs twice")
@@ -520,14 +523,14 @@ class TensorDict:
         os.makedirs(path, exist_ok=True)
         leaves = {}
         for key in self.keys(include_nested=True, leaves_only=True):
-            flat = _flat_key(key)
+            flat = flat_key(key)
             for part in flat:
                 if not _SAFE_KEY.match(part):
                     raise ShapeError(
                         f"TensorDict.memmap: key {key!r} is not a safe file name "
                         "(letters, digits, '_', '-', '.', not starting with '.')"
                     )
-            host = _contiguous(_host(self[flat]))
+            host = _contiguous(host_leaf(self[flat]))
             if host.dtype.hasobject:
                 raise ShapeError(f"TensorDict.memmap: entry {key!r} has an object dtype")
             rel = os.path.join(*flat) + ".npy"
@@ -537,7 +540,7 @@ class TensorDict:
         subs = {}
         for key in self.keys(include_nested=True):
             if isinstance(self[key], TensorDict):
-                flat = _flat_key(key)
+                flat = flat_key(key)
                 subs[".".join(flat)] = {"key": list(flat), "batch_size": list(self[flat].batch_size)}
         _write_meta(path, self._batch_size, leaves, list(subs.values()))
         return TensorDict.load_memmap(path)
@@ -600,16 +603,13 @@ def _write_meta(path, batch_size, leaves, nested):
         "leaves": leaves,
         "nested": nested,
     }
-    tmp = os.path.join(path, META_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(tmp, os.path.join(path, META_FILE))
+    atomic_write_text(os.path.join(path, META_FILE), json.dumps(meta, indent=1))
 
 
 def _check_same_keys(tds, what):
-    keys = sorted(map(_flat_key, tds[0].keys(include_nested=True, leaves_only=True)))
+    keys = sorted(map(flat_key, tds[0].keys(include_nested=True, leaves_only=True)))
     for i, td in enumerate(tds[1:], 1):
-        other = sorted(map(_flat_key, td.keys(include_nested=True, leaves_only=True)))
+        other = sorted(map(flat_key, td.keys(include_nested=True, leaves_only=True)))
         if other != keys:
             missing = set(keys) ^ set(other)
             raise MissingKeyError(f"{what}: TensorDict {i} differs in keys {sorted(missing)}")
@@ -634,7 +634,7 @@ def stack(tds, dim=0) -> TensorDict:
         if isinstance(tds[0][key], TensorDict):
             out.set(key, stack([td[key] for td in tds], dim))
             continue
-        parts = [_host(td[key]) for td in tds]
+        parts = [host_leaf(td[key]) for td in tds]
         try:
             out.set(key, np.stack(parts, axis=dim))
         except ValueError as exc:
@@ -662,7 +662,7 @@ def cat(tds, dim=0) -> TensorDict:
             out.set(key, cat([td[key] for td in tds], dim))
             continue
         try:
-            out.set(key, np.concatenate([_host(td[key]) for td in tds], axis=dim))
+            out.set(key, np.concatenate([host_leaf(td[key]) for td in tds], axis=dim))
         except ValueError as exc:
             raise ShapeError(f"cat: entry {key!r}: {exc}") from None
     return out

@@ -19,7 +19,6 @@
 
 from .acrobot import AcrobotContinuous, AcrobotContinuousEnv
 from .api import (
-    NATIVE_ENVS,
     EnvState,
     NativeEnv,
     check_action,
@@ -35,7 +34,6 @@ from .registry import ENV_IDS, register_envs
 
 __all__ = [
     "ENV_IDS",
-    "NATIVE_ENVS",
     "AcrobotContinuous",
     "AcrobotContinuousEnv",
     "AntBatch",

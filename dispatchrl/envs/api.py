@@ -23,7 +23,6 @@ from ..errors import ConfigError, DTypeError, ShapeError
 from ..spaces import Box
 
 __all__ = [
-    "NATIVE_ENVS",
     "EnvState",
     "NativeEnv",
     "check_action",
@@ -98,10 +97,6 @@ class NativeEnv:
     def policy_action_space(self) -> Box:
         """The Box of :meth:`policy_action_bounds`, onto which a trained policy's [-1, 1] maps."""
         return Box(*self.policy_action_bounds())
-
-
-#: what isinstance checks for a native env (kept for code written against the closed set)
-NATIVE_ENVS = (NativeEnv,)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from ..backends.c.render import (
     CTYPES,
     HEADER,
     CKernel,
-    _condition,
+    condition_expression,
     render_function,
     render_invocation,
     renders_in_c,
@@ -408,7 +408,7 @@ def _render(algo_name, spec, config, schedule, programs, weights, named, storage
         for node in nodes:
             if isinstance(node, Branch):
                 counter = storage.name(staging.raw(node.condition.counter))
-                lines.append(f"{indent}if ({_condition(node.condition, counter)}) {{")
+                lines.append(f"{indent}if ({condition_expression(node.condition, counter)}) {{")
                 lines += body(node.then, indent + "    ")
                 if node.otherwise:
                     lines.append(f"{indent}}} else {{")

@@ -27,7 +27,7 @@ import numpy as np
 import plum
 
 from ..arrays import Array, assign, to_numpy
-from ..data.tensordict import TensorDict, _flat_key, _host
+from ..data.tensordict import TensorDict, flat_key, host_leaf
 from ..errors import ConfigError, DTypeError, MissingKeyError, ShapeError
 from ..kernels.core.api import adam_step, mse_gradient, mse_loss, polyak_update
 from ..spaces import Box
@@ -250,15 +250,15 @@ def load_parameters(net: Any, params: Any) -> None:
         params = TensorDict(params, [])
     if not isinstance(params, TensorDict):
         raise ConfigError(f"load_parameters: 'params' must be a TensorDict or dict, got {type(params).__name__}")
-    wanted = {_flat_key(k): k for k in target.keys(include_nested=True, leaves_only=True)}
-    given = {_flat_key(k): k for k in params.keys(include_nested=True, leaves_only=True)}
+    wanted = {flat_key(k): k for k in target.keys(include_nested=True, leaves_only=True)}
+    given = {flat_key(k): k for k in params.keys(include_nested=True, leaves_only=True)}
     for what, keys in (("missing", wanted.keys() - given.keys()), ("unexpected", given.keys() - wanted.keys())):
         if keys:
             names = ", ".join(sorted(".".join(k) for k in keys))
             raise MissingKeyError(f"load_parameters: {what} key(s) {names} for a {type(net).__name__}")
     pairs = []
     for key in sorted(wanted):
-        name, into, value = ".".join(key), target[wanted[key]], _host(params[given[key]])
+        name, into, value = ".".join(key), target[wanted[key]], host_leaf(params[given[key]])
         if tuple(value.shape) != tuple(into.shape):
             raise ShapeError(f"load_parameters: '{name}' has shape {tuple(value.shape)}, expected {into.shape}")
         if value.dtype != into.dtype:

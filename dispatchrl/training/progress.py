@@ -18,7 +18,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..cache import cache_dir, write_text_atomic
+from ..cache import cache_dir
+from ..files import atomic_write_text
 from ..staging import compile_activity
 
 __all__ = ["COMPILE_TIMES", "Progress", "recent_return"]
@@ -214,7 +215,7 @@ def _record_compile_time(key: str, kind: str, seconds: float) -> None:
         times = _read_compile_times()
         entry = times.get(key)
         times[key] = {**(entry if isinstance(entry, dict) else {}), kind: round(seconds, 1)}
-        write_text_atomic(cache_dir() / COMPILE_TIMES, json.dumps(times, indent=1, sort_keys=True))
+        atomic_write_text(cache_dir() / COMPILE_TIMES, json.dumps(times, indent=1, sort_keys=True))
     except Exception:
         pass
 

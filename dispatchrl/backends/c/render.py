@@ -22,6 +22,7 @@ __all__ = [
     "FLUSH_DENORMALS",
     "HEADER",
     "CKernel",
+    "condition_expression",
     "render_function",
     "render_invocation",
     "render_step",
@@ -169,7 +170,9 @@ def render_step(calls):
         lines = []
         for node in nodes:
             if isinstance(node, Branch):
-                lines.append(f"{indent}if ({_condition(node.condition, name_of(raw(node.condition.counter)))}) {{")
+                lines.append(
+                    f"{indent}if ({condition_expression(node.condition, name_of(raw(node.condition.counter)))}) {{"
+                )
                 lines += render(node.then, indent + "    ")
                 if node.otherwise:
                     lines.append(f"{indent}}} else {{")
@@ -211,7 +214,7 @@ def render_step(calls):
     return source, arrays
 
 
-def _condition(condition, counter):
+def condition_expression(condition, counter):
     """A staged condition as a C expression over the int64 counter array ``counter`` (Python's
     floored ``%``, so a negative counter tests as on the other devices)."""
     if type(condition) is Every:

@@ -19,6 +19,7 @@ __all__ = [
     "accumulate_critic_stats",
     "accumulate_sac_actor_stats",
     "add_clipped_noise",
+    "check_transitions",
     "concat_columns",
     "entropy_temperature_gradient",
     "gaussian_tanh_backward",
@@ -44,7 +45,7 @@ def transition_arrays(t) -> tuple:
     return tuple(getattr(t, field) for field in TRANSITION_FIELDS)
 
 
-def _check_transitions(fn, device, name, t, rows=None):
+def check_transitions(fn, device, name, t, rows=None):
     """obs (R, O), action (R, A), reward (R,), next_obs (R, O), terminated/truncated (R,) bool."""
     check_array(fn, f"{name}.obs", t.obs, device, shape=(rows, None))
     rows, obs_dim = t.obs.shape
@@ -63,7 +64,7 @@ def replay_add(device, buffer, obs, action, reward, next_obs, terminated, trunca
     through truncation but not through termination."""
     fn = "replay_add"
     check_device(fn, device)
-    _, obs_dim, action_dim = _check_transitions(fn, device, "buffer", buffer)
+    _, obs_dim, action_dim = check_transitions(fn, device, "buffer", buffer)
     check_array(fn, "buffer.position", buffer.position, device, shape=(1,), dtype=np.int64)
     check_array(fn, "buffer.size", buffer.size, device, shape=(1,), dtype=np.int64)
     check_array(fn, "obs", obs, device, shape=(None, obs_dim), dtype=buffer.obs.dtype)
@@ -85,9 +86,9 @@ def replay_sample(device, rng, buffer, batch):
     fn = "replay_sample"
     check_device(fn, device)
     check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
-    _, obs_dim, action_dim = _check_transitions(fn, device, "buffer", buffer)
+    _, obs_dim, action_dim = check_transitions(fn, device, "buffer", buffer)
     check_array(fn, "buffer.size", buffer.size, device, shape=(1,), dtype=np.int64)
-    _rows, batch_obs, batch_action = _check_transitions(fn, device, "batch", batch)
+    _rows, batch_obs, batch_action = check_transitions(fn, device, "batch", batch)
     if (batch_obs, batch_action) != (obs_dim, action_dim) or batch.obs.dtype != buffer.obs.dtype:
         raise ShapeError(
             f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "

@@ -244,10 +244,6 @@ def adaptive_learning_rate(device, kl, lr, target, factor, low, high):
     )
 
 
-def _rollout_fields(rollout):
-    return (("rollout.obs", rollout.obs), ("rollout.action", rollout.action), ("rollout.mean", rollout.mean))
-
-
 def check_rollout(fn, device, rollout):
     """(T, N, obs_dim, action_dim) of a Rollout (dispatchrl.data.rollout), every field checked."""
     check_array(fn, "rollout.reward", rollout.reward, device, shape=(None, None))

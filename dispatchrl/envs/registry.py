@@ -1,6 +1,8 @@
 """The built-in envs, one package each (``envs/pendulum/``, ``envs/acrobot/``, ``envs/ant/``).
 Adding one: its folder, and its lines in the tables here."""
 
+from collections.abc import Callable
+
 import gymnasium
 
 from . import acrobot, ant, pendulum
@@ -11,7 +13,7 @@ from .pendulum import Pendulum
 __all__ = ["ENV_IDS", "GYMNASIUM_SPECS", "NAMED_ENVS", "register_cuda_methods", "register_envs"]
 
 #: env names the command line and checkpoints use for the built-in native envs → their class
-NAMED_ENVS: dict[str, type[NativeEnv]] = {
+NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
     "pendulum": Pendulum,
     "pendulum-v1": Pendulum,
     "acrobot": AcrobotContinuous,

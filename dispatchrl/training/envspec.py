@@ -13,8 +13,9 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 
-from ..envs import AcrobotContinuous, NativeEnv, Pendulum, from_gymnasium
+from ..envs import NativeEnv, from_gymnasium
 from ..envs.batch import GymnasiumBatch, VectorBatch
+from ..envs.registry import NAMED_ENVS  # the built-in native envs by name (one table, beside the envs)
 from ..errors import ConfigError
 from ..nn import head_policy
 from ..spaces import Box, Space, space_names
@@ -78,15 +79,6 @@ def check_action_space(algo: Any, spec: EnvSpec, algorithms: Mapping[str, Any] |
         takers = sorted(name for name, other in algorithms.items() if kind in other.ACTION_SPACES)
         message += f"; algorithms taking {kind.__name__}: {', '.join(takers) if takers else 'none yet'}"
     raise ConfigError(message)
-
-
-#: env names the command line and checkpoints use for the built-in native envs → their class
-NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
-    "pendulum": Pendulum,
-    "pendulum-v1": Pendulum,
-    "acrobot": AcrobotContinuous,
-    "acrobotcontinuous-v1": AcrobotContinuous,
-}
 
 
 def _import_env(path: str) -> object:

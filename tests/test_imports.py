@@ -81,6 +81,7 @@ def test_no_import_cycles():
 LAYERS = [
     "errors",
     "devices",
+    "memory",
     "arrays",
     "activation",
     "checks",

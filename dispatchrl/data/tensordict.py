@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import Array, asarray, to_numpy
+from ..arrays import Array, asarray, assign, to_numpy
 from ..devices import Device
 from ..errors import DeviceError, LockedError, MissingKeyError, ShapeError
+from ..memory import host_view, space_of
 
 __all__ = ["TensorDict", "cat", "stack"]
 
@@ -64,9 +65,10 @@ def _contiguous(x):
 
 
 def _host(leaf):
-    """The host (numpy) view of a leaf; a copy for CUDA leaves."""
+    """The host (numpy) view of a leaf; a copy for leaves host code cannot address (CUDA)."""
     if isinstance(leaf, Array):
-        return leaf.data if leaf.device.memory == "host" else to_numpy(leaf)
+        view = host_view(space_of(leaf.device), leaf.data)
+        return view if view is not None else to_numpy(leaf)
     return leaf
 
 
@@ -383,10 +385,10 @@ class TensorDict:
             leaf = self[key]
             src = _host(source) if isinstance(source, Array) else np.asarray(source)
             try:
-                if isinstance(leaf, Array) and leaf.device.memory != "host":
+                if isinstance(leaf, Array) and host_view(space_of(leaf.device), leaf.data) is None:
                     host = to_numpy(leaf)
                     host[index] = src
-                    leaf.data.copy_to_device(host)
+                    assign(leaf, host)
                 else:
                     _host(leaf)[index] = src
             except ValueError as exc:

@@ -9,10 +9,13 @@ from typing import Any
 import numpy as np
 from plum import parametric
 
+from . import memory
 from .devices import Device
 from .errors import DeviceError, DTypeError, ShapeError
+from .memory import space_of
+from .memory.host import ALIGNMENT  # (importing the host space registers its methods)
 
-__all__ = ["DTYPES", "Array", "asarray", "assign", "to_numpy", "view", "zeros"]
+__all__ = ["ALIGNMENT", "DTYPES", "Array", "asarray", "assign", "to_numpy", "view", "zeros"]
 
 #: dtypes arrays may hold
 DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_)
@@ -45,8 +48,9 @@ def _shape_tuple(shape, name="shape") -> tuple[int, ...]:
 
 @parametric
 class Array:
-    """An array on one device. ``.data`` is the raw numpy array (host devices) or numba device
-    array (CUDA); kernels receive ``.data``, never the wrapper."""
+    """An array on one device. ``.data`` is the raw array of the device's memory space (a numpy
+    array on host devices, a numba device array on CUDA); kernels receive ``.data``, never the
+    wrapper."""
 
     __faithful__ = True
 
@@ -61,17 +65,7 @@ class Array:
         return type(device), data.dtype.type, tuple(data.shape)
 
     def __init__(self, device, data):
-        if device.memory == "host":
-            if not isinstance(data, np.ndarray):
-                raise DeviceError(f"Array on {device!r} needs a numpy array, got {type(data).__name__}")
-            contiguous = data.flags.c_contiguous
-        else:
-            # numba device arrays, real or simulated (the simulator lacks cuda.is_cuda_array)
-            if not (hasattr(data, "copy_to_host") and hasattr(data, "is_c_contiguous")):
-                raise DeviceError(f"Array on {device!r} needs a CUDA device array, got {type(data).__name__}")
-            contiguous = data.is_c_contiguous()
-        if not contiguous:
-            raise ShapeError("Array data must be C-contiguous; copy it with dispatchrl.asarray")
+        memory.check_data(space_of(device), device, data)
         self.device = device
         self.data = data
 
@@ -97,31 +91,40 @@ class Array:
     # numpy, CuPy and PyTorch take Arrays without copies where the memory allows it; a transfer off
     # the GPU is never implicit (dispatchrl.to_numpy copies).
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        if self.device.memory != "host":
-            raise DeviceError(f"{self!r} lives in GPU memory; copy it to the host with dispatchrl.to_numpy(x)")
+        host = memory.host_view(space_of(self.device), self.data)
+        if host is None:
+            raise DeviceError(
+                f"{self!r} lives in {self.device.memory} memory; copy it to the host with dispatchrl.to_numpy(x)"
+            )
         if copy:
-            return np.array(self.data, dtype=dtype, copy=True)
-        if dtype is not None and np.dtype(dtype) != self.data.dtype:
+            return np.array(host, dtype=dtype, copy=True)
+        if dtype is not None and np.dtype(dtype) != host.dtype:
             if copy is False:
                 raise ValueError(f"{self!r} cannot be viewed as {np.dtype(dtype).name} without a copy")
-            return self.data.astype(dtype)
-        return self.data
+            return host.astype(dtype)
+        return host
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        if self.device.memory != "cuda":
+        interface = memory.cuda_interface(space_of(self.device), self.data)
+        if interface is None:  # an AttributeError: hasattr(x, "__cuda_array_interface__") is False
             raise AttributeError(f"{self!r} is a host array: it has __array__ and __dlpack__, not the CUDA interface")
-        return self.data.__cuda_array_interface__
+        return interface
+
+    def _dlpack_source(self) -> np.ndarray:
+        host = memory.host_view(space_of(self.device), self.data)
+        if host is None:  # numba device arrays do not export DLPack
+            raise DeviceError(
+                f"{self!r}: DLPack export is for host arrays; use __cuda_array_interface__ on CUDA "
+                "or copy with dispatchrl.to_numpy(x)"
+            )
+        return host
 
     def __dlpack__(self, **kwargs) -> Any:
-        if self.device.memory != "host":  # numba device arrays do not export DLPack
-            raise DeviceError(f"{self!r}: DLPack export is for host arrays; use __cuda_array_interface__ on CUDA")
-        return self.data.__dlpack__(**kwargs)
+        return self._dlpack_source().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        if self.device.memory != "host":
-            raise DeviceError(f"{self!r}: DLPack export is for host arrays; use __cuda_array_interface__ on CUDA")
-        return self.data.__dlpack_device__()
+        return self._dlpack_source().__dlpack_device__()
 
 
 #: Array type → (device type, dtype, shape): plum's ``type_parameter`` costs ~1 µs a read, and
@@ -140,25 +143,10 @@ def _check_device(device) -> None:
         raise DeviceError(f"device: expected a dispatchrl Device (e.g. CPU()), got {device!r}")
 
 
-#: host arrays start on a cache-line boundary: numpy's allocator gives 16-byte alignment, and
-#: 64-byte vector loads that straddle two lines made the fused TD3 kernels ~10% slower
-ALIGNMENT = 64
-
-
-def _aligned_copy(host) -> np.ndarray:
-    """A C-contiguous copy of ``host`` whose data starts on an ``ALIGNMENT``-byte boundary."""
-    raw = np.empty(host.nbytes + ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    out = raw[start : start + host.nbytes].view(host.dtype).reshape(host.shape)
-    out[...] = host
-    return out
-
-
 def zeros(device, shape, dtype=np.float32) -> Array:
     """A zero-filled array of ``shape`` and ``dtype`` on ``device``."""
     _check_device(device)
-    host: np.ndarray = np.zeros(_shape_tuple(shape), dtype=_dtype_type(dtype))
-    return asarray(device, host)
+    return Array(device, memory.zeros(space_of(device), _shape_tuple(shape), _dtype_type(dtype)))
 
 
 def view(flat, offset, shape) -> Array:
@@ -181,20 +169,17 @@ def asarray(device, x, dtype=None) -> Array:
     if host.ndim == 0:
         host = host.reshape(1)
     _shape_tuple(host.shape, "x.shape")
-    if device.memory == "cuda":
-        from numba import cuda
-
-        return Array(device, cuda.to_device(host))
-    return Array(device, _aligned_copy(host))
+    return Array(device, memory.from_host(space_of(device), host))
 
 
 def to_numpy(x) -> np.ndarray:
-    """A host numpy copy of an Array (device→host transfer for CUDA)."""
-    if not isinstance(x, Array):
-        raise DeviceError(f"to_numpy: expected a dispatchrl Array, got {type(x).__name__}")
-    if x.device.memory == "cuda":
-        return x.data.copy_to_host()
-    return x.data.copy()
+    """A host numpy copy of ``x``: an Array in any memory space (device→host transfer for CUDA),
+    or numpy data as some calls return it (arrays, memmaps: a plain in-memory copy; scalars)."""
+    if isinstance(x, Array):
+        return memory.to_host(space_of(x.device), x.data)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.array(x)
+    raise DeviceError(f"to_numpy: expected a dispatchrl Array or a numpy array, got {type(x).__name__}")
 
 
 def assign(x, values) -> None:
@@ -204,8 +189,4 @@ def assign(x, values) -> None:
     values = np.asarray(values)
     if values.shape != x.shape:
         raise ShapeError(f"assign: values has shape {values.shape}, expected {x.shape}")
-    values = np.ascontiguousarray(values, dtype=x.dtype)
-    if x.device.memory == "cuda":
-        x.data.copy_to_device(values)
-    else:
-        x.data[...] = values
+    memory.write(space_of(x.device), x.data, np.ascontiguousarray(values, dtype=x.dtype))

@@ -40,6 +40,7 @@ import plum
 from .arrays import Array
 from .devices import Device
 from .errors import ConfigError, DeviceError, ShapeError
+from .memory import extent, space_of
 
 __all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", "invoke", "keyed_leaves"]
 
@@ -296,19 +297,12 @@ def _is_array(value) -> bool:
 
 
 def _extent(array) -> tuple[int, int]:
-    """[start, end) byte addresses of an Array's (C-contiguous, so gap-free) memory, cached on
-    the Array: its ``data`` never changes."""
-    extent = array.__dict__.get("_extent")
-    if extent is None:
-        data = array.data
-        if isinstance(data, np.ndarray):
-            start = data.__array_interface__["data"][0]
-        elif hasattr(data, "device_ctypes_pointer"):  # numba.cuda device array
-            start = data.device_ctypes_pointer.value or 0
-        else:  # the CUDA simulator's arrays wrap a numpy array
-            start = data._ary.__array_interface__["data"][0]
-        extent = array._extent = (start, start + data.nbytes)
-    return extent
+    """[start, end) byte addresses of an Array's (C-contiguous, so gap-free) memory, as its
+    memory space gives them, cached on the Array: its ``data`` never changes."""
+    found = array.__dict__.get("_extent")
+    if found is None:
+        found = array._extent = extent(space_of(array.device), array.data)
+    return found
 
 
 def _struct_fields(value) -> tuple[str, ...]:

@@ -128,6 +128,48 @@ def test_host_and_cuda_arrays_refused_before_any_kernel(cuda_device):
     assert TRACED == []
 
 
+class OwnBackward(drl.CPU):
+    """Overrides dense_backward: counts its calls while tracing and at run time (CPU's increment
+    kernel), then runs CPU's method."""
+
+
+BACKWARD_TRACED = []
+BACKWARD_RUNS = drl.zeros(drl.CPU(), 1, np.int64)
+
+
+@drl.dense_backward.dispatch
+def dense_backward(device: OwnBackward, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation):
+    BACKWARD_TRACED.append(type(device).__name__)
+    drl.increment(drl.CPU(), BACKWARD_RUNS)
+    drl.invoke(drl.dense_backward, drl.CPU)(device, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation)
+
+
+def test_a_cpu_subclass_overriding_dense_backward_runs_it_inside_a_fused_td3_step():
+    # hidden (16, 16) at batch 16: the CPU's fused chain would fold the ReLU between them
+    config = drl.td3.Config(total_steps=240, warmup_steps=200, batch_size=16, hidden=(16, 16))
+    BACKWARD_TRACED.clear()
+    drl.assign(BACKWARD_RUNS, [0])
+    mine = drl.td3.train(OwnBackward(), "pendulum", config, seed=0, progress=False)
+    assert BACKWARD_TRACED and set(BACKWARD_TRACED) == {"OwnBackward"}  # traced into the fused step
+    # run in the compiled loop: 3 layers of 2 critics per update, and of the actor every 2nd update
+    assert drl.to_numpy(BACKWARD_RUNS)[0] == 40 * 6 + 20 * 3
+    cpu = drl.td3.train(drl.CPU(), "pendulum", config, seed=0, progress=False)
+    for net in ("actor", "critic1", "critic2"):
+        for a, b in zip(getattr(mine.state, net).parameters(), getattr(cpu.state, net).parameters()):
+            np.testing.assert_array_equal(drl.to_numpy(a.value), drl.to_numpy(b.value))
+
+
+@pytest.mark.parametrize("device", [drl.CPU(), OwnBackward()], ids=["cpu", "subclass"])
+def test_an_mlp_backward_checks_its_layer_calls_for_overlap_while_fusing(device):
+    net = nn.mlp(device, (4, 16, 16, 1), activation="relu", seed=0)
+    buffers = nn.mlp_buffers(device, net, 16)
+    x = drl.zeros(device, (16, 4))
+    with pytest.raises(
+        drl.ShapeError, match="dense_backward: argument 'd_pre' \\(written\\) overlaps argument 'd_out'"
+    ):
+        drl.fuse(device, lambda d: nn.mlp_backward(d, net, buffers, x, buffers.d_pre[-1]))
+
+
 def test_bare_device_without_compile_step_gets_a_clear_error():
     dev = Bare()
     x = drl.asarray(dev, [-1.0, 2.0], np.float32)

@@ -86,6 +86,7 @@ LAYERS = [
     "files",
     "spaces",
     "devices",
+    "memory",
     "arrays",
     "activation",
     "checks",

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..arrays import Array, to_numpy, view, zeros
 from ..errors import ConfigError, DeviceError
+from ..memory import map_host, space_of
 from .tensordict import TensorDict
 
 __all__ = ["EpisodeLog", "ReplayRing", "Transitions", "episode_log", "replay_buffer", "transitions"]
@@ -85,21 +86,10 @@ COUNTERS_FILE = "counters.npy"
 def _on_device(device, host):
     """An Array on ``device`` over the host memory of ``host`` (no copy): host devices use it as
     is; CUDA maps it into the device's address space (pinned, zero-copy)."""
-    if device.memory != "cuda":
-        return Array(device, host)
-    from numba import config, cuda
-
-    if config.ENABLE_CUDASIM:
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-        return Array(device, FakeCUDAArray(host))
-    from numba.cuda.cudadrv import devicearray, driver
-
     try:
-        pinned = cuda.current_context().mempin(host, driver.host_pointer(host), host.nbytes, mapped=True)
-    except Exception as error:  # the driver's refusal, e.g. a file system it cannot pin
+        return Array(device, map_host(space_of(device), host))
+    except DeviceError as error:  # e.g. a file system the CUDA driver cannot pin
         raise DeviceError(f"memmap_path: {device!r} cannot map the memory-mapped replay files: {error}") from error
-    return Array(device, devicearray.from_array_like(host, gpu_data=pinned))
 
 
 def memmap_replay_buffer(device, capacity, obs_dim, action_dim, path, dtype=np.float32) -> ReplayRing:

@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import Array, asarray, to_numpy
+from ..arrays import Array, asarray, assign, to_numpy
 from ..devices import Device
 from ..errors import DeviceError, LockedError, MissingKeyError, ShapeError
 from ..files import atomic_write_text
+from ..memory import host_view, space_of
 
 __all__ = ["TensorDict", "cat", "flat_key", "host_leaf", "stack"]
 
@@ -65,9 +66,10 @@ def _contiguous(x):
 
 
 def host_leaf(leaf):
-    """The host (numpy) view of a leaf; a copy for CUDA leaves."""
+    """The host (numpy) view of a leaf; a copy for leaves host code cannot address (CUDA)."""
     if isinstance(leaf, Array):
-        return leaf.data if leaf.device.memory == "host" else to_numpy(leaf)
+        view = host_view(space_of(leaf.device), leaf.data)
+        return view if view is not None else to_numpy(leaf)
     return leaf
 
 
@@ -384,10 +386,10 @@ class TensorDict:
             leaf = self[key]
             src = host_leaf(source) if isinstance(source, Array) else np.asarray(source)
             try:
-                if isinstance(leaf, Array) and leaf.device.memory != "host":
+                if isinstance(leaf, Array) and host_view(space_of(leaf.device), leaf.data) is None:
                     host = to_numpy(leaf)
                     host[index] = src
-                    leaf.data.copy_to_device(host)
+                    assign(leaf, host)
                 else:
                     host_leaf(leaf)[index] = src
             except ValueError as exc:

@@ -55,6 +55,7 @@ class CUDA(Device):
     #: The one place dispatchrl names modules by string; a backend added outside dispatchrl appends.
     method_modules = [
         "dispatchrl.backends.cuda",
+        "dispatchrl.memory.cuda",
         "dispatchrl.kernels.core.cuda",
         "dispatchrl.kernels.random.cuda",
         "dispatchrl.kernels.offpolicy.cuda",

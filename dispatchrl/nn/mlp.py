@@ -23,6 +23,7 @@ __all__ = [
     "MLP",
     "MLPBuffers",
     "Parameter",
+    "layer_calls",
     "mlp",
     "mlp_backward",
     "mlp_buffers",
@@ -201,7 +202,8 @@ def mlp_backward(
 
 def _layers_backward(device, net, buffers, x, d_output, parameters, input_gradient) -> None:
     """mlp_backward's layer loop, after its checks; a backend may add a method for its device type
-    (the CPU's fuses each ReLU's derivative into the layer above: :mod:`.cpu`)."""
+    (the CPU's fuses each ReLU's derivative into the layer above: :mod:`.cpu`). Every method must
+    stand for :func:`layer_calls`: the same bits, and the same calls' checks."""
 
 
 layers_backward = plum.Function(_layers_backward)
@@ -209,6 +211,14 @@ layers_backward = plum.Function(_layers_backward)
 
 @layers_backward.dispatch
 def _(device: object, net, buffers, x, d_output, parameters, input_gradient) -> None:
+    layer_calls(device, net, buffers, x, d_output, parameters, input_gradient)
+
+
+def layer_calls(
+    device: Any, net: MLP, buffers: MLPBuffers, x: Array, d_output: Array, parameters: bool, input_gradient: bool | None
+) -> None:
+    """mlp_backward's layer loop as one generic-function call per layer (``dense_backward``, or
+    ``dense_input_gradient`` without parameter gradients), so each layer runs ``device``'s method."""
     d_out: Array | None = d_output  # then each layer's input gradient (None below layer 0)
     for i in reversed(range(len(net.weights))):
         if parameters:

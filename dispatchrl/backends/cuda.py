@@ -42,6 +42,7 @@ __all__ = [
     "grid_2d",
     "launch_1d",
     "launch_2d",
+    "launch_once",
     "once",
     "per_index",
     "unfused_kernels",
@@ -83,8 +84,8 @@ def device_twin(cpu_function, **callees):
 
 
 def _kernel_stem(py) -> str:
-    # _replay_add_at -> replay_add, n_step_row -> n_step
-    return re.sub(r"_(at|row|body)$", "", py.__name__.lstrip("_"))
+    # _replay_add_at -> replay_add, n_step_row -> n_step, linear_anneal_kernel -> linear_anneal
+    return re.sub(r"_(at|row|body|kernel)$", "", py.__name__.lstrip("_"))
 
 
 def _generate(py, source: str, names: tuple, namespace: dict) -> tuple:
@@ -196,6 +197,11 @@ def launch_1d(device: CUDA, kernel, n: int, *args) -> None:
 
 def launch_2d(device: CUDA, kernel, shape: tuple, *args) -> None:
     launch(device, Launch(kernel, *grid_2d(*shape)), *args)
+
+
+def launch_once(device: CUDA, kernel, *args) -> None:
+    """``kernel`` on one thread (the grid form of :func:`once`)."""
+    launch(device, Launch(kernel, (1,), (1,)), *args)
 
 
 def flat(a: Array):

@@ -383,7 +383,10 @@ def _simulated(fused: Launch) -> Callable[..., None]:
 
     def run(*args):
         fake = FakeCUDAModule((1, 1, 1), (fused.block[0], 1, 1), 0)
-        modules = {id(f.fn.__globals__): f.fn for f, _ in BLOCK_FORMS.values()}
+        # the block forms' modules, and those of the element bodies they were generated from
+        forms = [f for f, _ in BLOCK_FORMS.values()]
+        forms += [f.fn.__globals__["_body"] for f in forms if "_body" in f.fn.__globals__]
+        modules = {id(f.fn.__globals__): f.fn for f in forms}
         with contextlib.ExitStack() as stack:
             for fn in modules.values():
                 stack.enter_context(swapped_cuda_module(fn, fake))

@@ -95,7 +95,7 @@ def _generate(py, source: str, names: tuple, namespace: dict) -> tuple:
     return tuple(scope[name] for name in names)
 
 
-def per_index(body, *extents: str, name: str | None = None, **callees):
+def per_index(body, *extents: str, name: str | None = None, **callees) -> Any:
     """The grid kernel and its block-level form, both generated from one element body: ``body(i,
     *args)`` for one extent, ``body(i, j, *args)`` for two, written once in the Numba subset (a CPU
     ``@njit`` row body or a plain function; ``callees`` as for :func:`device_twin`).
@@ -143,7 +143,7 @@ def per_index(body, *extents: str, name: str | None = None, **callees):
     return kernel
 
 
-def once(body, name: str | None = None, **callees):
+def once(body, name: str | None = None, **callees) -> Any:
     """The grid kernel (launched on one thread) and the block form (run by thread 0 of the block)
     of ``body(*args)``, a single-thread piece of bookkeeping such as advancing a ring's position.
     Returns the grid kernel; see :func:`per_index`."""

@@ -34,7 +34,7 @@ def _replay_add_at(
     b_terminated,
     b_truncated,
     position,
-):
+) -> None:
     row = (position[0] + i) % b_obs.shape[0]
     for j in range(obs.shape[1]):
         b_obs[row, j] = obs[i, j]
@@ -46,7 +46,7 @@ def _replay_add_at(
     b_truncated[row] = truncated[i]
 
 
-def _advance_ring(position, size, rows, capacity):
+def _advance_ring(position, size, rows, capacity) -> None:
     position[0] = (position[0] + rows) % capacity
     size[0] = min(size[0] + rows, capacity)
 
@@ -90,7 +90,7 @@ def _replay_sample_at(
     next_obs,
     terminated,
     truncated,
-):
+) -> None:
     row = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
     for j in range(obs.shape[1]):
         obs[k, j] = b_obs[row, j]
@@ -114,7 +114,7 @@ def replay_sample(device: CUDA, rng, buffer, batch):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(rows))
 
 
-def _concat_columns_at(i, j, a, b, out):
+def _concat_columns_at(i, j, a, b, out) -> None:
     out[i, j] = a[i, j] if j < a.shape[1] else b[i, j - a.shape[1]]
 
 
@@ -126,7 +126,7 @@ def concat_columns(device: CUDA, a, b, out):
     launch_2d(device, concat_columns_kernel, out.shape, a, b, out)
 
 
-def _slice_columns_at(i, j, x, start, out):
+def _slice_columns_at(i, j, x, start, out) -> None:
     out[i, j] = x[i, start + j]
 
 
@@ -147,7 +147,7 @@ def add_clipped_noise(device: CUDA, rng, x, std, noise_clip, low, high):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * x.size))
 
 
-def _td_target_at(i, reward, terminated, q1, q2, gamma, target):
+def _td_target_at(i, reward, terminated, q1, q2, gamma, target) -> None:
     bootstrap = 0.0 if terminated[i] else gamma * min(q1[i, 0], q2[i, 0])
     target[i, 0] = reward[i] + bootstrap
 
@@ -162,7 +162,7 @@ def td_target(device: CUDA, reward, terminated, q1, q2, gamma, target):
 
 def _track_episodes_at(
     i, reward, terminated, truncated, step, running_return, running_length, returns, lengths, end_steps, count
-):
+) -> None:
     running_return[i] += reward[i]
     running_length[i] += 1
     if terminated[i] or truncated[i]:
@@ -206,7 +206,7 @@ def gaussian_tanh_sample(device: CUDA, rng, actor_out, noise, action, log_prob):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * action.size))
 
 
-def _gaussian_tanh_backward_at(i, j, actor_out, noise, action, d_action, log_alpha, d_actor_out):
+def _gaussian_tanh_backward_at(i, j, actor_out, noise, action, d_action, log_alpha, d_actor_out) -> None:
     batch, a_dim = action.shape
     d_mean, d_log_std = gaussian_tanh_grad(
         np.float64(action[i, j]),
@@ -229,7 +229,7 @@ def gaussian_tanh_backward(device: CUDA, actor_out, noise, action, d_action, log
     )
 
 
-def _soft_td_target_at(i, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
+def _soft_td_target_at(i, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target) -> None:
     soft_q = min(q1[i, 0], q2[i, 0]) - math.exp(log_alpha[0]) * log_prob[i, 0]
     target[i, 0] = reward[i] + (0.0 if terminated[i] else gamma * soft_q)
 
@@ -253,7 +253,7 @@ def entropy_temperature_gradient(device: CUDA, log_prob, target_entropy, grad):
     launch_once(device, entropy_temperature_gradient_kernel, log_prob, target_entropy, grad)
 
 
-def _select_min_rows_at(i, j, a, b, x, y, out):
+def _select_min_rows_at(i, j, a, b, x, y, out) -> None:
     out[i, j] = x[i, j] if a[i, 0] <= b[i, 0] else y[i, j]
 
 

@@ -28,7 +28,7 @@ _THREADS = 128
 _SLOTS = (_MAX_A + 3) * _THREADS  # per-thread partial sums: A log-std gradients, KL, surrogate, clipped
 
 
-def _gae_at(j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns):
+def _gae_at(j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns) -> None:
     steps = reward.shape[0]
     carry = 0.0
     for k in range(steps):
@@ -69,7 +69,7 @@ def gae(device: CUDA, reward, value, next_value, terminated, truncated, gamma, l
     )
 
 
-def _discounted_returns_at(j, reward, next_value, terminated, truncated, gamma, returns, n):
+def _discounted_returns_at(j, reward, next_value, terminated, truncated, gamma, returns, n) -> None:
     for t in range(reward.shape[0]):
         returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
 
@@ -84,7 +84,7 @@ def discounted_returns(device: CUDA, reward, next_value, terminated, truncated, 
     )
 
 
-def _running_stats_update_at(d, x, mean, var, count, nonfinite):
+def _running_stats_update_at(d, x, mean, var, count, nonfinite) -> None:
     rows = x.shape[0]
     old = count[0]
     total = old + rows
@@ -111,7 +111,7 @@ def _running_stats_update_at(d, x, mean, var, count, nonfinite):
 running_stats_update_kernel = per_index(_running_stats_update_at, "x.shape[1]")
 
 
-def _add_count(count, rows):
+def _add_count(count, rows) -> None:
     count[0] += rows
 
 
@@ -124,7 +124,7 @@ def running_stats_update(device: CUDA, stats, x):
     launch_once(device, add_count_kernel, stats.count, float(x.shape[0]))
 
 
-def _normalize_observations_at(i, d, x, mean, var, out):
+def _normalize_observations_at(i, d, x, mean, var, out) -> None:
     out[i, d] = (x[i, d] - mean[d]) / math.sqrt(var[d] + _NORMALIZE_EPS)
 
 
@@ -136,7 +136,7 @@ def normalize_observations(device: CUDA, stats, x, out):
     launch_2d(device, normalize_observations_kernel, x.shape, x, stats.mean, stats.var, out)
 
 
-def _gaussian_sample_at(i, rng, mean, log_std, action, log_prob):
+def _gaussian_sample_at(i, rng, mean, log_std, action, log_prob) -> None:
     a_dim = mean.shape[1]
     total = 0.0
     for j in range(a_dim):
@@ -156,7 +156,7 @@ def gaussian_sample(device: CUDA, rng, mean, log_std, action, log_prob):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * mean.size))
 
 
-def _gaussian_log_prob_at(i, mean, log_std, action, log_prob):
+def _gaussian_log_prob_at(i, mean, log_std, action, log_prob) -> None:
     a_dim = mean.shape[1]
     total = 0.0
     for j in range(a_dim):
@@ -175,7 +175,7 @@ def gaussian_log_prob(device: CUDA, mean, log_std, action, log_prob):
 
 
 @cuda.jit(device=True)
-def _block_sum(partial, columns, tid, lanes):
+def _block_sum(partial, columns, tid, lanes) -> None:
     """Tree-reduce ``columns`` groups of ``lanes`` partial sums (slots c * _THREADS + lane) in
     shared memory into each group's slot 0; every thread of the block calls it."""
     stride = lanes // 2

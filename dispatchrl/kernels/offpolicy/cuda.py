@@ -166,7 +166,7 @@ def _track_episodes_at(
     running_return[i] += reward[i]
     running_length[i] += 1
     if terminated[i] or truncated[i]:
-        slot = cuda.atomic.add(count, 0, 1)
+        slot = cuda.atomic.add(count, 0, 1)  # type: ignore[call-arg]
         at = slot % returns.shape[0]  # a ring: the driver reads it at every chunk boundary
         returns[at] = running_return[i]
         lengths[at] = running_length[i]

@@ -96,7 +96,7 @@ def _running_stats_update_at(d, x, mean, var, count, nonfinite) -> None:
             finite = False
         s += xi
     if not finite:
-        cuda.atomic.add(nonfinite, 0, 1)
+        cuda.atomic.add(nonfinite, 0, 1)  # type: ignore[call-arg]
     else:
         batch_mean = s / rows
         m2 = 0.0
@@ -183,7 +183,7 @@ def _block_sum(partial, columns, tid, lanes) -> None:
         if tid < stride:
             for c in range(columns):
                 partial[c * _THREADS + tid] += partial[c * _THREADS + tid + stride]
-        cuda.syncthreads()
+        cuda.syncthreads()  # type: ignore[call-arg]
         stride //= 2
 
 

@@ -7,6 +7,7 @@ exception to plain imports in dispatchrl. Kernels stay within the subset real nu
 (the simulator would accept more)."""
 
 import contextlib
+import re
 import types
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,9 @@ __all__ = [
     "grid_2d",
     "launch_1d",
     "launch_2d",
+    "launch_once",
+    "once",
+    "per_index",
     "unfused_kernels",
 ]
 
@@ -63,12 +67,12 @@ MAX_PARAMETER_BYTES = 32764
 
 
 def device_twin(cpu_function, **callees):
-    """The CPU ``@njit`` helper ``cpu_function`` compiled as a CUDA device function from the same
-    Python source, so the backends evaluate identical expressions and cannot drift. ``callees``
-    rebinds the jitted helpers it calls to their device twins; a CPU-jitted callee or a Numba
-    intrinsic left unbound is refused here, because real CUDA cannot call it and the simulator
-    would not notice."""
-    py = cpu_function.py_func
+    """The CPU ``@njit`` helper ``cpu_function`` (or a plain Python function in the Numba subset)
+    compiled as a CUDA device function from the same Python source, so the backends evaluate
+    identical expressions and cannot drift. ``callees`` rebinds the jitted helpers it calls to
+    their device twins; a CPU-jitted callee or a Numba intrinsic left unbound is refused here,
+    because real CUDA cannot call it and the simulator would not notice."""
+    py = getattr(cpu_function, "py_func", cpu_function)
     scope = {**py.__globals__, **callees}
     stray = sorted(name for name in py.__code__.co_names if isinstance(scope.get(name), (CPUDispatcher, _Intrinsic)))
     if stray:
@@ -77,6 +81,92 @@ def device_twin(cpu_function, **callees):
             "pass their device twins as keyword arguments"
         )
     return cuda.jit(device=True)(types.FunctionType(py.__code__, scope, py.__name__, py.__defaults__, py.__closure__))
+
+
+def _kernel_stem(py) -> str:
+    # _replay_add_at -> replay_add, n_step_row -> n_step, linear_anneal_kernel -> linear_anneal
+    return re.sub(r"_(at|row|body|kernel)$", "", py.__name__.lstrip("_"))
+
+
+def _generate(py, source: str, names: tuple, namespace: dict) -> tuple:
+    # module of the body (so the generated functions are found by module and name, as hand-written ones were)
+    scope = {"__name__": py.__module__, "cuda": cuda, "np": np, **namespace}
+    exec(compile(source, f"<dispatchrl CUDA forms of {py.__qualname__}>", "exec"), scope)
+    return tuple(scope[name] for name in names)
+
+
+def per_index(body, *extents: str, name: str | None = None, **callees) -> Any:
+    """The grid kernel and its block-level form, both generated from one element body: ``body(i,
+    *args)`` for one extent, ``body(i, j, *args)`` for two, written once in the Numba subset (a CPU
+    ``@njit`` row body or a plain function; ``callees`` as for :func:`device_twin`).
+
+    ``extents`` are expressions over the argument names (``"out.size"``, ``"x.shape[0]"``): the
+    grid kernel (``<name>_kernel``, one thread per index, launched by ``launch_1d``/``launch_2d``)
+    runs the body for each index below them; the block form (``<name>_block``, registered in
+    :data:`BLOCK_FORMS`) takes their values as literals and strides the block over them. Returns
+    the grid kernel."""
+    py = getattr(body, "py_func", body)
+    code = py.__code__
+    params = code.co_varnames[len(extents) : code.co_argcount]
+    stem = name or _kernel_stem(py)
+    args, bounds = ", ".join(params), [f"_n{d}" for d in range(len(extents))]
+    if len(extents) == 1:
+        grid = ["    _i = cuda.grid(1)", f"    if _i < {extents[0]}:", f"        _body(_i, {args})"]
+        block = ["    for _i in range(cuda.threadIdx.x, _n0, cuda.blockDim.x):", f"        _body(_i, {args})"]
+    elif len(extents) == 2:
+        grid = [
+            "    _i, _j = cuda.grid(2)",
+            f"    if _i < {extents[0]} and _j < {extents[1]}:",
+            f"        _body(_i, _j, {args})",
+        ]
+        block = [
+            "    for _k in range(cuda.threadIdx.x, _n0 * _n1, cuda.blockDim.x):",
+            f"        _body(_k // _n1, _k % _n1, {args})",
+        ]
+    else:
+        raise ConfigError(f"per_index({py.__name__}): one or two extents, got {len(extents)}")
+    source = "\n".join(
+        [
+            f"def {stem}_kernel({args}):",
+            *grid,
+            f"def {stem}_block({', '.join([*params, *bounds])}):",
+            *block,
+            f"def {stem}_sizes({args}):",
+            f"    return ({', '.join(extents)},)",
+        ]
+    )
+    grid_py, block_py, sizes = _generate(
+        py, source, (f"{stem}_kernel", f"{stem}_block", f"{stem}_sizes"), {"_body": device_twin(body, **callees)}
+    )
+    kernel = cuda.jit(grid_py)
+    BLOCK_FORMS[kernel] = (cuda.jit(device=True)(block_py), sizes)
+    return kernel
+
+
+def once(body, name: str | None = None, **callees) -> Any:
+    """The grid kernel (launched on one thread) and the block form (run by thread 0 of the block)
+    of ``body(*args)``, a single-thread piece of bookkeeping such as advancing a ring's position.
+    Returns the grid kernel; see :func:`per_index`."""
+    py = getattr(body, "py_func", body)
+    code = py.__code__
+    args = ", ".join(code.co_varnames[: code.co_argcount])
+    stem = name or _kernel_stem(py)
+    source = "\n".join(
+        [
+            f"def {stem}_kernel({args}):",
+            "    if cuda.grid(1) == 0:",
+            f"        _body({args})",
+            f"def {stem}_block({args}):",
+            "    if cuda.threadIdx.x == 0:",
+            f"        _body({args})",
+        ]
+    )
+    grid_py, block_py = _generate(
+        py, source, (f"{stem}_kernel", f"{stem}_block"), {"_body": device_twin(body, **callees)}
+    )
+    kernel = cuda.jit(grid_py)
+    BLOCK_FORMS[kernel] = (cuda.jit(device=True)(block_py), lambda *args: ())
+    return kernel
 
 
 def grid_1d(n: int) -> tuple:
@@ -107,6 +197,11 @@ def launch_1d(device: CUDA, kernel, n: int, *args) -> None:
 
 def launch_2d(device: CUDA, kernel, shape: tuple, *args) -> None:
     launch(device, Launch(kernel, *grid_2d(*shape)), *args)
+
+
+def launch_once(device: CUDA, kernel, *args) -> None:
+    """``kernel`` on one thread (the grid form of :func:`once`)."""
+    launch(device, Launch(kernel, (1,), (1,)), *args)
 
 
 def flat(a: Array):
@@ -288,7 +383,10 @@ def _simulated(fused: Launch) -> Callable[..., None]:
 
     def run(*args):
         fake = FakeCUDAModule((1, 1, 1), (fused.block[0], 1, 1), 0)
-        modules = {id(f.fn.__globals__): f.fn for f, _ in BLOCK_FORMS.values()}
+        # the block forms' modules, and those of the element bodies they were generated from
+        forms = [f for f, _ in BLOCK_FORMS.values()]
+        forms += [f.fn.__globals__["_body"] for f in forms if "_body" in f.fn.__globals__]
+        modules = {id(f.fn.__globals__): f.fn for f in forms}
         with contextlib.ExitStack() as stack:
             for fn in modules.values():
                 stack.enter_context(swapped_cuda_module(fn, fake))

@@ -14,7 +14,7 @@ from ..replay.cpu import replay_gather_kernel, uniform_index_kernel
 from . import api
 from .api import transition_arrays
 
-__all__ = ["gaussian_tanh_grad"]
+__all__ = ["add_clipped_noise_at", "gaussian_tanh_grad", "gaussian_tanh_sample_at"]
 
 
 @njit(**JIT_EXACT)
@@ -106,13 +106,18 @@ def slice_columns(device: CPU, x, start, out):
 
 
 @njit(**JIT_EXACT)
+def add_clipped_noise_at(i, rng, x, std, noise_clip, low, high):
+    """Element ``i`` of add_clipped_noise (``x`` flat)."""
+    noise = min(max(std * standard_normal(rng[0], rng[1] + np.uint64(2 * i)), -noise_clip), noise_clip)
+    x[i] = min(max(x[i] + noise, low), high)
+
+
+@njit(**JIT_EXACT)
 def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):
     flat = x.reshape(x.size)
-    key, base = rng[0], rng[1]
     for i in range(flat.size):
-        noise = min(max(std * standard_normal(key, base + np.uint64(2 * i)), -noise_clip), noise_clip)
-        flat[i] = min(max(flat[i] + noise, low), high)
-    rng[1] = base + np.uint64(2 * flat.size)
+        add_clipped_noise_at(i, rng, flat, std, noise_clip, low, high)
+    rng[1] = rng[1] + np.uint64(2 * flat.size)
 
 
 @api.add_clipped_noise.dispatch
@@ -169,20 +174,25 @@ def track_episodes(device: CPU, log, reward, terminated, truncated, step):
 
 
 @njit(**JIT_EXACT)
+def gaussian_tanh_sample_at(i, rng, actor_out, noise, action, log_prob):
+    """Row ``i`` of gaussian_tanh_sample: a squashed Gaussian action and its log-probability."""
+    a_dim = action.shape[1]
+    total = 0.0
+    for j in range(a_dim):
+        eps = standard_normal(rng[0], rng[1] + np.uint64(2 * (i * a_dim + j)))
+        log_std = min(max(np.float64(actor_out[i, a_dim + j]), api.LOG_STD_MIN), api.LOG_STD_MAX)
+        a = math.tanh(actor_out[i, j] + math.exp(log_std) * eps)
+        noise[i, j] = eps
+        action[i, j] = a
+        total += -0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi) - math.log(1.0 - a * a + 1e-6)
+    log_prob[i, 0] = total
+
+
+@njit(**JIT_EXACT)
 def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
-    batch, a_dim = action.shape
-    key, base = rng[0], rng[1]
-    for i in range(batch):
-        total = 0.0
-        for j in range(a_dim):
-            eps = standard_normal(key, base + np.uint64(2 * (i * a_dim + j)))
-            log_std = min(max(np.float64(actor_out[i, a_dim + j]), api.LOG_STD_MIN), api.LOG_STD_MAX)
-            a = math.tanh(actor_out[i, j] + math.exp(log_std) * eps)
-            noise[i, j] = eps
-            action[i, j] = a
-            total += -0.5 * eps * eps - log_std - 0.5 * math.log(2 * math.pi) - math.log(1.0 - a * a + 1e-6)
-        log_prob[i, 0] = total
-    rng[1] = base + np.uint64(2 * batch * a_dim)
+    for i in range(action.shape[0]):
+        gaussian_tanh_sample_at(i, rng, actor_out, noise, action, log_prob)
+    rng[1] = rng[1] + np.uint64(2 * action.size)
 
 
 @api.gaussian_tanh_sample.dispatch

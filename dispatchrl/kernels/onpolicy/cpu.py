@@ -423,7 +423,8 @@ def random_permutation(device: CPU, rng, perm):
 
 
 @njit(**JIT_EXACT)
-def gather_minibatch_kernel(
+def gather_minibatch_at(
+    i,
     perm,
     counter,
     obs,
@@ -439,21 +440,28 @@ def gather_minibatch_kernel(
     b_advantage,
     b_returns,
 ):
+    """Row ``i`` of the minibatch ``counter[0]`` of the permutation (log_prob, advantage and
+    returns flat)."""
     rows = b_obs.shape[0]
     k = counter[0] % (perm.shape[0] // rows)
+    src = perm[k * rows + i]
+    for d in range(obs.shape[1]):
+        b_obs[i, d] = obs[src, d]
+    for d in range(action.shape[1]):
+        b_action[i, d] = action[src, d]
+        b_mean[i, d] = mean[src, d]
+    b_log_prob[i] = log_prob[src]
+    b_advantage[i] = advantage[src]
+    b_returns[i, 0] = returns[src]
+
+
+@njit(**JIT_EXACT)
+def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns, *batch):
     flat_log_prob = log_prob.reshape(log_prob.size)
     flat_advantage = advantage.reshape(advantage.size)
     flat_returns = returns.reshape(returns.size)
-    for i in range(rows):
-        src = perm[k * rows + i]
-        for d in range(obs.shape[1]):
-            b_obs[i, d] = obs[src, d]
-        for d in range(action.shape[1]):
-            b_action[i, d] = action[src, d]
-            b_mean[i, d] = mean[src, d]
-        b_log_prob[i] = flat_log_prob[src]
-        b_advantage[i] = flat_advantage[src]
-        b_returns[i, 0] = flat_returns[src]
+    for i in range(batch[0].shape[0]):
+        gather_minibatch_at(i, perm, counter, obs, action, mean, flat_log_prob, flat_advantage, flat_returns, *batch)
 
 
 @api.gather_minibatch.dispatch

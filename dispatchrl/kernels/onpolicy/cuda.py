@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...backends.cuda import Launch, block_form, device_twin, flat, launch_1d, launch_2d
+from ...backends.cuda import Launch, block_form, device_twin, flat, launch_1d, launch_2d, launch_once, once, per_index
 from ...devices import CUDA
 from ...errors import ShapeError
 from ...staging import launch
@@ -28,12 +28,8 @@ _THREADS = 128
 _SLOTS = (_MAX_A + 3) * _THREADS  # per-thread partial sums: A log-std gradients, KL, surrogate, clipped
 
 
-def _single(device, kernel, *args) -> None:
-    launch(device, Launch(kernel, (1,), (1,)), *args)
-
-
-@cuda.jit(device=True)
-def _gae_at(j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns, steps):
+def _gae_at(j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns) -> None:
+    steps = reward.shape[0]
     carry = 0.0
     for k in range(steps):
         t = steps - 1 - k
@@ -49,25 +45,7 @@ def _gae_at(j, reward, value, next_value, terminated, truncated, gamma, lam, adv
         carry = a
 
 
-@cuda.jit
-def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns):
-    j = cuda.grid(1)
-    steps, envs = reward.shape
-    if j < envs:
-        _gae_at(
-            j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns, steps
-        )
-
-
-@block_form(gae_kernel, lambda reward, *rest: reward.shape)
-@cuda.jit(device=True)
-def gae_block(
-    reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns, steps, envs
-):
-    for j in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
-        _gae_at(
-            j, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns, with_returns, steps
-        )
+gae_kernel = per_index(_gae_at, "reward.shape[1]")
 
 
 @api.gae.dispatch
@@ -91,21 +69,12 @@ def gae(device: CUDA, reward, value, next_value, terminated, truncated, gamma, l
     )
 
 
-@cuda.jit
-def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, returns, n):
-    j = cuda.grid(1)
-    steps, envs = reward.shape
-    if j < envs:
-        for t in range(steps):
-            returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
+def _discounted_returns_at(j, reward, next_value, terminated, truncated, gamma, returns, n) -> None:
+    for t in range(reward.shape[0]):
+        returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
 
 
-@block_form(discounted_returns_kernel, lambda reward, *rest: reward.shape)
-@cuda.jit(device=True)
-def discounted_returns_block(reward, next_value, terminated, truncated, gamma, returns, n, steps, envs):
-    for j in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
-        for t in range(steps):
-            returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
+discounted_returns_kernel = per_index(_discounted_returns_at, "reward.shape[1]")
 
 
 @api.discounted_returns.dispatch
@@ -115,8 +84,8 @@ def discounted_returns(device: CUDA, reward, next_value, terminated, truncated, 
     )
 
 
-@cuda.jit(device=True)
-def _running_stats_update_at(d, x, mean, var, count, nonfinite, rows):
+def _running_stats_update_at(d, x, mean, var, count, nonfinite) -> None:
+    rows = x.shape[0]
     old = count[0]
     total = old + rows
     s = 0.0
@@ -127,7 +96,7 @@ def _running_stats_update_at(d, x, mean, var, count, nonfinite, rows):
             finite = False
         s += xi
     if not finite:
-        cuda.atomic.add(nonfinite, 0, 1)
+        cuda.atomic.add(nonfinite, 0, 1)  # type: ignore[call-arg]
     else:
         batch_mean = s / rows
         m2 = 0.0
@@ -139,53 +108,27 @@ def _running_stats_update_at(d, x, mean, var, count, nonfinite, rows):
         var[d] = (var[d] * old + m2 + delta * delta * old * rows / total) / total
 
 
-@cuda.jit
-def running_stats_update_kernel(x, mean, var, count, nonfinite):
-    d = cuda.grid(1)
-    rows, dim = x.shape
-    if d < dim:
-        _running_stats_update_at(d, x, mean, var, count, nonfinite, rows)
+running_stats_update_kernel = per_index(_running_stats_update_at, "x.shape[1]")
 
 
-@block_form(running_stats_update_kernel, lambda x, *rest: x.shape)
-@cuda.jit(device=True)
-def running_stats_update_block(x, mean, var, count, nonfinite, rows, dim):
-    for d in range(cuda.threadIdx.x, dim, cuda.blockDim.x):
-        _running_stats_update_at(d, x, mean, var, count, nonfinite, rows)
+def _add_count(count, rows) -> None:
+    count[0] += rows
 
 
-@cuda.jit
-def add_count_kernel(count, rows):
-    if cuda.grid(1) == 0:  # after every column read the old count
-        count[0] += rows
-
-
-@block_form(add_count_kernel)
-@cuda.jit(device=True)
-def add_count_block(count, rows):
-    if cuda.threadIdx.x == 0:
-        count[0] += rows
+add_count_kernel = once(_add_count)  # after every column read the old count
 
 
 @api.running_stats_update.dispatch
 def running_stats_update(device: CUDA, stats, x):
     launch_1d(device, running_stats_update_kernel, x.shape[1], x, stats.mean, stats.var, stats.count, stats.nonfinite)
-    _single(device, add_count_kernel, stats.count, float(x.shape[0]))
+    launch_once(device, add_count_kernel, stats.count, float(x.shape[0]))
 
 
-@cuda.jit
-def normalize_observations_kernel(x, mean, var, out):
-    i, d = cuda.grid(2)
-    if i < x.shape[0] and d < x.shape[1]:
-        out[i, d] = (x[i, d] - mean[d]) / math.sqrt(var[d] + _NORMALIZE_EPS)
+def _normalize_observations_at(i, d, x, mean, var, out) -> None:
+    out[i, d] = (x[i, d] - mean[d]) / math.sqrt(var[d] + _NORMALIZE_EPS)
 
 
-@block_form(normalize_observations_kernel, lambda x, *rest: x.shape)
-@cuda.jit(device=True)
-def normalize_observations_block(x, mean, var, out, rows, dim):
-    for k in range(cuda.threadIdx.x, rows * dim, cuda.blockDim.x):
-        i, d = k // dim, k % dim
-        out[i, d] = (x[i, d] - mean[d]) / math.sqrt(var[d] + _NORMALIZE_EPS)
+normalize_observations_kernel = per_index(_normalize_observations_at, "x.shape[0]", "x.shape[1]")
 
 
 @api.normalize_observations.dispatch
@@ -193,8 +136,8 @@ def normalize_observations(device: CUDA, stats, x, out):
     launch_2d(device, normalize_observations_kernel, x.shape, x, stats.mean, stats.var, out)
 
 
-@cuda.jit(device=True)
-def _gaussian_sample_at(i, rng, mean, log_std, action, log_prob, a_dim):
+def _gaussian_sample_at(i, rng, mean, log_std, action, log_prob) -> None:
+    a_dim = mean.shape[1]
     total = 0.0
     for j in range(a_dim):
         eps = standard_normal(rng[0], rng[1] + np.uint64(2 * (i * a_dim + j)))
@@ -204,19 +147,7 @@ def _gaussian_sample_at(i, rng, mean, log_std, action, log_prob, a_dim):
     log_prob[i] = total
 
 
-@cuda.jit
-def gaussian_sample_kernel(rng, mean, log_std, action, log_prob):
-    i = cuda.grid(1)
-    batch, a_dim = mean.shape
-    if i < batch:
-        _gaussian_sample_at(i, rng, mean, log_std, action, log_prob, a_dim)
-
-
-@block_form(gaussian_sample_kernel, lambda rng, mean, *rest: mean.shape)
-@cuda.jit(device=True)
-def gaussian_sample_block(rng, mean, log_std, action, log_prob, batch, a_dim):
-    for i in range(cuda.threadIdx.x, batch, cuda.blockDim.x):
-        _gaussian_sample_at(i, rng, mean, log_std, action, log_prob, a_dim)
+gaussian_sample_kernel = per_index(_gaussian_sample_at, "mean.shape[0]")
 
 
 @api.gaussian_sample.dispatch
@@ -225,8 +156,8 @@ def gaussian_sample(device: CUDA, rng, mean, log_std, action, log_prob):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * mean.size))
 
 
-@cuda.jit(device=True)
-def _gaussian_log_prob_at(i, mean, log_std, action, log_prob, a_dim):
+def _gaussian_log_prob_at(i, mean, log_std, action, log_prob) -> None:
+    a_dim = mean.shape[1]
     total = 0.0
     for j in range(a_dim):
         ls = np.float64(log_std[j])
@@ -235,18 +166,7 @@ def _gaussian_log_prob_at(i, mean, log_std, action, log_prob, a_dim):
     log_prob[i] = total
 
 
-@cuda.jit
-def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
-    i = cuda.grid(1)
-    if i < mean.shape[0]:
-        _gaussian_log_prob_at(i, mean, log_std, action, log_prob, mean.shape[1])
-
-
-@block_form(gaussian_log_prob_kernel, lambda mean, *rest: mean.shape)
-@cuda.jit(device=True)
-def gaussian_log_prob_block(mean, log_std, action, log_prob, batch, a_dim):
-    for i in range(cuda.threadIdx.x, batch, cuda.blockDim.x):
-        _gaussian_log_prob_at(i, mean, log_std, action, log_prob, a_dim)
+gaussian_log_prob_kernel = per_index(_gaussian_log_prob_at, "mean.shape[0]")
 
 
 @api.gaussian_log_prob.dispatch
@@ -255,7 +175,7 @@ def gaussian_log_prob(device: CUDA, mean, log_std, action, log_prob):
 
 
 @cuda.jit(device=True)
-def _block_sum(partial, columns, tid, lanes):
+def _block_sum(partial, columns, tid, lanes) -> None:
     """Tree-reduce ``columns`` groups of ``lanes`` partial sums (slots c * _THREADS + lane) in
     shared memory into each group's slot 0; every thread of the block calls it."""
     stride = lanes // 2
@@ -263,7 +183,7 @@ def _block_sum(partial, columns, tid, lanes):
         if tid < stride:
             for c in range(columns):
                 partial[c * _THREADS + tid] += partial[c * _THREADS + tid + stride]
-        cuda.syncthreads()
+        cuda.syncthreads()  # type: ignore[call-arg]
         stride //= 2
 
 
@@ -440,127 +360,15 @@ def ppo_policy_gradient(
     )
 
 
-@cuda.jit(device=True)
-def _adaptive_learning_rate(kl, lr, target, factor, low, high):
-    if kl[0] < 0.5 * target:
-        lr[0] = min(max(lr[0] * factor, low), high)
-    elif kl[0] > 2.0 * target:
-        lr[0] = min(max(lr[0] / factor, low), high)
-
-
-@cuda.jit
-def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
-    if cuda.grid(1) == 0:
-        _adaptive_learning_rate(kl, lr, target, factor, low, high)
-
-
-@block_form(adaptive_learning_rate_kernel)
-@cuda.jit(device=True)
-def adaptive_learning_rate_block(kl, lr, target, factor, low, high):
-    if cuda.threadIdx.x == 0:
-        _adaptive_learning_rate(kl, lr, target, factor, low, high)
+adaptive_learning_rate_kernel = once(cpu.adaptive_learning_rate_kernel)
 
 
 @api.adaptive_learning_rate.dispatch
 def adaptive_learning_rate(device: CUDA, kl, lr, target, factor, low, high):
-    _single(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
+    launch_once(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
 
 
-@cuda.jit
-def rollout_store_kernel(
-    step,
-    obs,
-    action,
-    mean,
-    log_prob,
-    value,
-    next_value,
-    reward,
-    terminated,
-    truncated,
-    r_obs,
-    r_action,
-    r_mean,
-    r_log_prob,
-    r_value,
-    r_next_value,
-    r_reward,
-    r_terminated,
-    r_truncated,
-):
-    n = cuda.grid(1)
-    if n < r_reward.shape[1]:
-        store_env_step(
-            n,
-            step,
-            obs,
-            action,
-            mean,
-            log_prob,
-            value,
-            next_value,
-            reward,
-            terminated,
-            truncated,
-            r_obs,
-            r_action,
-            r_mean,
-            r_log_prob,
-            r_value,
-            r_next_value,
-            r_reward,
-            r_terminated,
-            r_truncated,
-        )
-
-
-@block_form(rollout_store_kernel, lambda *args: (args[-3].shape[1],))
-@cuda.jit(device=True)
-def rollout_store_block(
-    step,
-    obs,
-    action,
-    mean,
-    log_prob,
-    value,
-    next_value,
-    reward,
-    terminated,
-    truncated,
-    r_obs,
-    r_action,
-    r_mean,
-    r_log_prob,
-    r_value,
-    r_next_value,
-    r_reward,
-    r_terminated,
-    r_truncated,
-    envs,
-):
-    for n in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
-        store_env_step(
-            n,
-            step,
-            obs,
-            action,
-            mean,
-            log_prob,
-            value,
-            next_value,
-            reward,
-            terminated,
-            truncated,
-            r_obs,
-            r_action,
-            r_mean,
-            r_log_prob,
-            r_value,
-            r_next_value,
-            r_reward,
-            r_terminated,
-            r_truncated,
-        )
+rollout_store_kernel = per_index(cpu.store_env_step, "r_reward.shape[1]", name="rollout_store")
 
 
 @api.rollout_store.dispatch
@@ -585,148 +393,16 @@ def rollout_store(
     )
 
 
-@cuda.jit(device=True)
-def _random_permutation(rng, perm):
-    n = perm.shape[0]
-    key = rng[0]
-    base = rng[1]
-    for i in range(n):
-        perm[i] = i
-    for i in range(n - 1, 0, -1):
-        j = min(np.int64(uniform01(key, base + np.uint64(i)) * (i + 1)), i)
-        tmp = perm[i]
-        perm[i] = perm[j]
-        perm[j] = tmp
-    rng[1] = base + np.uint64(n)
-
-
-@cuda.jit
-def random_permutation_kernel(rng, perm):
-    if cuda.grid(1) == 0:  # Fisher–Yates is sequential; n is a rollout's size
-        _random_permutation(rng, perm)
-
-
-@block_form(random_permutation_kernel)
-@cuda.jit(device=True)
-def random_permutation_block(rng, perm):
-    if cuda.threadIdx.x == 0:
-        _random_permutation(rng, perm)
+# Fisher–Yates is sequential; n is a rollout's size
+random_permutation_kernel = once(cpu.random_permutation_kernel, uniform01=uniform01)
 
 
 @api.random_permutation.dispatch
 def random_permutation(device: CUDA, rng, perm):
-    _single(device, random_permutation_kernel, rng, perm)
+    launch_once(device, random_permutation_kernel, rng, perm)
 
 
-@cuda.jit
-def gather_minibatch_kernel(
-    perm,
-    counter,
-    obs,
-    action,
-    mean,
-    log_prob,
-    advantage,
-    returns,
-    b_obs,
-    b_action,
-    b_mean,
-    b_log_prob,
-    b_advantage,
-    b_returns,
-):
-    i = cuda.grid(1)
-    rows = b_obs.shape[0]
-    if i < rows:
-        _gather_minibatch_at(
-            i,
-            perm,
-            counter,
-            obs,
-            action,
-            mean,
-            log_prob,
-            advantage,
-            returns,
-            b_obs,
-            b_action,
-            b_mean,
-            b_log_prob,
-            b_advantage,
-            b_returns,
-            rows,
-        )
-
-
-@cuda.jit(device=True)
-def _gather_minibatch_at(
-    i,
-    perm,
-    counter,
-    obs,
-    action,
-    mean,
-    log_prob,
-    advantage,
-    returns,
-    b_obs,
-    b_action,
-    b_mean,
-    b_log_prob,
-    b_advantage,
-    b_returns,
-    rows,
-):
-    k = counter[0] % (perm.shape[0] // rows)
-    src = perm[k * rows + i]
-    for d in range(obs.shape[1]):
-        b_obs[i, d] = obs[src, d]
-    for d in range(action.shape[1]):
-        b_action[i, d] = action[src, d]
-        b_mean[i, d] = mean[src, d]
-    b_log_prob[i] = log_prob[src]
-    b_advantage[i] = advantage[src]
-    b_returns[i, 0] = returns[src]
-
-
-@block_form(gather_minibatch_kernel, lambda *args: (args[8].shape[0],))
-@cuda.jit(device=True)
-def gather_minibatch_block(
-    perm,
-    counter,
-    obs,
-    action,
-    mean,
-    log_prob,
-    advantage,
-    returns,
-    b_obs,
-    b_action,
-    b_mean,
-    b_log_prob,
-    b_advantage,
-    b_returns,
-    rows,
-):
-    for i in range(cuda.threadIdx.x, rows, cuda.blockDim.x):
-        _gather_minibatch_at(
-            i,
-            perm,
-            counter,
-            obs,
-            action,
-            mean,
-            log_prob,
-            advantage,
-            returns,
-            b_obs,
-            b_action,
-            b_mean,
-            b_log_prob,
-            b_advantage,
-            b_returns,
-            rows,
-        )
+gather_minibatch_kernel = per_index(cpu.gather_minibatch_at, "b_obs.shape[0]")
 
 
 @api.gather_minibatch.dispatch
@@ -748,40 +424,10 @@ def gather_minibatch(device: CUDA, rollout, perm, counter, batch):
     )
 
 
-@cuda.jit(device=True)
-def _explained_variance(value, returns, out):
-    rows, cols = value.shape
-    n = rows * cols
-    sum_y, sum_r = 0.0, 0.0
-    for i in range(rows):
-        for j in range(cols):
-            y = np.float64(returns[i, j])  # float64 sums (the simulator's numpy would keep float32)
-            sum_y += y
-            sum_r += y - value[i, j]
-    mean_y, mean_r = sum_y / n, sum_r / n
-    var_y, var_r = 0.0, 0.0
-    for i in range(rows):
-        for j in range(cols):
-            dy = np.float64(returns[i, j]) - mean_y
-            dr = np.float64(returns[i, j]) - value[i, j] - mean_r
-            var_y += dy * dy
-            var_r += dr * dr
-    out[0] = 1.0 - var_r / var_y if var_y > 0.0 else 0.0
-
-
-@cuda.jit
-def explained_variance_kernel(value, returns, out):
-    if cuda.grid(1) == 0:  # once per iteration over the rollout: one thread, the CPU's order of sums
-        _explained_variance(value, returns, out)
-
-
-@block_form(explained_variance_kernel)
-@cuda.jit(device=True)
-def explained_variance_block(value, returns, out):
-    if cuda.threadIdx.x == 0:
-        _explained_variance(value, returns, out)
+# once per iteration over the rollout: one thread, the CPU's order of sums
+explained_variance_kernel = once(cpu.explained_variance_kernel)
 
 
 @api.explained_variance.dispatch
 def explained_variance(device: CUDA, value, returns, out):
-    launch(device, Launch(explained_variance_kernel, (1,), (1,)), value, returns, out)
+    launch_once(device, explained_variance_kernel, value, returns, out)

@@ -13,7 +13,14 @@ from ...staging import launch
 from . import api
 from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
-__all__ = ["random_normal_kernel", "random_uniform_kernel", "standard_normal", "uniform01"]
+__all__ = [
+    "random_normal_at",
+    "random_normal_kernel",
+    "random_uniform_at",
+    "random_uniform_kernel",
+    "standard_normal",
+    "uniform01",
+]
 
 
 @njit(**JIT_EXACT)
@@ -35,14 +42,19 @@ def standard_normal(key, counter):
 
 
 @njit(**JIT_EXACT)
+def random_uniform_at(i, rng, out, low, high, top):
+    """Element ``i`` of random_uniform (the CUDA kernels are generated from this body)."""
+    out[i] = low + (high - low) * uniform01(rng[0], rng[1] + np.uint64(i))
+    if out[i] > top:  # rounded up to high in the output dtype (see api.uniform_top)
+        out[i] = top
+
+
+@njit(**JIT_EXACT)
 def random_uniform_kernel(rng, out, low, high, top):
     o = out.reshape(out.size)
-    key, base = rng[0], rng[1]
     for i in range(o.size):
-        o[i] = low + (high - low) * uniform01(key, base + np.uint64(i))
-        if o[i] > top:  # rounded up to high in the output dtype (see api.uniform_top)
-            o[i] = top
-    rng[1] = base + np.uint64(o.size)
+        random_uniform_at(i, rng, o, low, high, top)
+    rng[1] = rng[1] + np.uint64(o.size)
 
 
 @api.random_uniform.dispatch
@@ -51,14 +63,19 @@ def random_uniform(device: CPU, rng, out, low, high):
 
 
 @njit(**JIT_EXACT)
+def random_normal_at(i, rng, out, mean, std):
+    """Element ``i`` of random_normal: Box–Muller over stream positions 2i, 2i + 1."""
+    u1 = uniform01(rng[0], rng[1] + np.uint64(2 * i))
+    u2 = uniform01(rng[0], rng[1] + np.uint64(2 * i + 1))
+    out[i] = mean + std * math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@njit(**JIT_EXACT)
 def random_normal_kernel(rng, out, mean, std):
     o = out.reshape(out.size)
-    key, base = rng[0], rng[1]
     for i in range(o.size):
-        u1 = uniform01(key, base + np.uint64(2 * i))
-        u2 = uniform01(key, base + np.uint64(2 * i + 1))
-        o[i] = mean + std * math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
-    rng[1] = base + np.uint64(2 * o.size)
+        random_normal_at(i, rng, o, mean, std)
+    rng[1] = rng[1] + np.uint64(2 * o.size)
 
 
 @api.random_normal.dispatch

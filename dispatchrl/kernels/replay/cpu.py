@@ -116,19 +116,21 @@ def priority_update(device: CPU, sum_tree, min_tree, max_priority, index, priori
 
 
 @njit(**JIT_EXACT)
-def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
+def priority_sample_at(k, rng, sum_tree, min_tree, size, beta, index, weight):
+    """Draw ``k`` of priority_sample: a descent of the sum tree, its row and importance weight."""
     leaves = sum_tree.shape[0] // 2
-    key, base = rng[0], rng[1]
-    total = sum_tree[1]
-    p_min = min_tree[1]
-    last = size[0] - 1
+    row = tree_descend(sum_tree, uniform01(rng[0], rng[1] + np.uint64(k)) * sum_tree[1])
+    if row > size[0] - 1:
+        row = size[0] - 1
+    index[k] = row
+    weight[k] = (sum_tree[leaves + row] / min_tree[1]) ** -beta[0]
+
+
+@njit(**JIT_EXACT)
+def priority_sample_kernel(rng, sum_tree, min_tree, size, beta, index, weight):
     for k in range(index.shape[0]):
-        row = tree_descend(sum_tree, uniform01(key, base + np.uint64(k)) * total)
-        if row > last:
-            row = last
-        index[k] = row
-        weight[k] = (sum_tree[leaves + row] / p_min) ** -beta[0]
-    rng[1] = base + np.uint64(index.shape[0])
+        priority_sample_at(k, rng, sum_tree, min_tree, size, beta, index, weight)
+    rng[1] = rng[1] + np.uint64(index.shape[0])
 
 
 @api.priority_sample.dispatch
@@ -139,7 +141,8 @@ def priority_sample(device: CPU, rng, sum_tree, min_tree, size, beta, index, wei
 
 
 @njit(**JIT_EXACT)
-def replay_gather_kernel(
+def replay_gather_at(
+    k,
     index,
     b_obs,
     b_action,
@@ -154,6 +157,21 @@ def replay_gather_kernel(
     terminated,
     truncated,
 ):
+    """Row ``k`` of replay_gather: the buffer's row ``index[k]`` copied into the batch."""
+    row = index[k]
+    for j in range(obs.shape[1]):
+        obs[k, j] = b_obs[row, j]
+        next_obs[k, j] = b_next_obs[row, j]
+    for j in range(action.shape[1]):
+        action[k, j] = b_action[row, j]
+    reward[k] = b_reward[row]
+    terminated[k] = b_terminated[row]
+    truncated[k] = b_truncated[row]
+
+
+@njit(**JIT_EXACT)
+def replay_gather_kernel(index, *buffer_batch):
+    b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated = buffer_batch[:6]
     for k in range(index.shape[0]):  # every row's lines first: the misses overlap (see prefetch_row)
         row = index[k]
         prefetch_row(b_obs, row)
@@ -163,15 +181,7 @@ def replay_gather_kernel(
         prefetch_item(b_terminated, row)
         prefetch_item(b_truncated, row)
     for k in range(index.shape[0]):
-        row = index[k]
-        for j in range(obs.shape[1]):
-            obs[k, j] = b_obs[row, j]
-            next_obs[k, j] = b_next_obs[row, j]
-        for j in range(action.shape[1]):
-            action[k, j] = b_action[row, j]
-        reward[k] = b_reward[row]
-        terminated[k] = b_terminated[row]
-        truncated[k] = b_truncated[row]
+        replay_gather_at(k, index, *buffer_batch)
 
 
 @api.replay_gather.dispatch
@@ -180,10 +190,15 @@ def replay_gather(device: CPU, buffer, index, batch):
 
 
 @njit(**JIT_EXACT)
+def scale_rows_at(i, j, weight, x):
+    x[i, j] *= weight[i]
+
+
+@njit(**JIT_EXACT)
 def scale_rows_kernel(weight, x):
     for i in range(x.shape[0]):
         for j in range(x.shape[1]):
-            x[i, j] *= weight[i]
+            scale_rows_at(i, j, weight, x)
 
 
 @api.scale_rows.dispatch
@@ -192,10 +207,15 @@ def scale_rows(device: CPU, weight, x):
 
 
 @njit(**JIT_EXACT)
+def td_priority_at(i, q1, q2, target, priority):
+    # the sum in the arrays' precision; halving is exact in any precision
+    priority[i] = (abs(q1[i, 0] - target[i, 0]) + abs(q2[i, 0] - target[i, 0])) * 0.5
+
+
+@njit(**JIT_EXACT)
 def td_priority_kernel(q1, q2, target, priority):
     for i in range(priority.shape[0]):
-        # the sum in the arrays' precision; halving is exact in any precision
-        priority[i] = (abs(q1[i, 0] - target[i, 0]) + abs(q2[i, 0] - target[i, 0])) * 0.5
+        td_priority_at(i, q1, q2, target, priority)
 
 
 @api.td_priority.dispatch
@@ -214,12 +234,15 @@ def linear_anneal(device: CPU, step, start, end, steps, out):
 
 
 @njit(**JIT_EXACT)
+def uniform_index_at(k, rng, size, index):
+    index[k] = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
+
+
+@njit(**JIT_EXACT)
 def uniform_index_kernel(rng, size, index):
-    key, base = rng[0], rng[1]
-    filled = size[0]
     for k in range(index.shape[0]):
-        index[k] = np.int64(uniform01(key, base + np.uint64(k)) * filled)
-    rng[1] = base + np.uint64(index.shape[0])
+        uniform_index_at(k, rng, size, index)
+    rng[1] = rng[1] + np.uint64(index.shape[0])
 
 
 @api.uniform_index.dispatch
@@ -248,7 +271,8 @@ def n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs
 
 
 @njit(**JIT_EXACT)
-def n_step_gather_kernel(
+def n_step_gather_at(
+    k,
     index,
     b_obs,
     b_action,
@@ -268,17 +292,24 @@ def n_step_gather_kernel(
     truncated,
     discount,
 ):
+    """Row ``k`` of n_step_gather: the first transition of its window, the window's discounted
+    reward and discount, and its last transition's next observation and flags."""
+    first = index[k]
+    for j in range(obs.shape[1]):
+        obs[k, j] = b_obs[first, j]
+    for j in range(action.shape[1]):
+        action[k, j] = b_action[first, j]
+    row = n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs, n, gamma, reward, discount)
+    for j in range(obs.shape[1]):
+        next_obs[k, j] = b_next_obs[row, j]
+    terminated[k] = b_terminated[row]
+    truncated[k] = b_truncated[row]
+
+
+@njit(**JIT_EXACT)
+def n_step_gather_kernel(index, *arguments):
     for k in range(index.shape[0]):
-        first = index[k]
-        for j in range(obs.shape[1]):
-            obs[k, j] = b_obs[first, j]
-        for j in range(action.shape[1]):
-            action[k, j] = b_action[first, j]
-        row = n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs, n, gamma, reward, discount)
-        for j in range(obs.shape[1]):
-            next_obs[k, j] = b_next_obs[row, j]
-        terminated[k] = b_terminated[row]
-        truncated[k] = b_truncated[row]
+        n_step_gather_at(k, index, *arguments)
 
 
 @api.n_step_gather.dispatch
@@ -298,9 +329,14 @@ def n_step_gather(device: CPU, buffer, index, num_envs, n, gamma, batch, discoun
 
 
 @njit(**JIT_EXACT)
+def bootstrap_target_at(i, reward, discount, target):
+    target[i, 0] = np.float64(reward[i]) + discount[i] * np.float64(target[i, 0])
+
+
+@njit(**JIT_EXACT)
 def bootstrap_target_kernel(reward, discount, target):
     for i in range(reward.shape[0]):
-        target[i, 0] = np.float64(reward[i]) + discount[i] * np.float64(target[i, 0])
+        bootstrap_target_at(i, reward, discount, target)
 
 
 @api.bootstrap_target.dispatch

@@ -1,16 +1,8 @@
 """Deprecated alias of :mod:`dispatchrl.training.trust` (moved there by issue 32; goes in the next
 release): importing it warns and gives that module itself."""
 
-import sys
-import warnings
-
 from ..training import trust
+from .moved import alias
 
 __all__: list[str] = []
-
-warnings.warn(
-    "dispatchrl.algorithms.trust moved to dispatchrl.training.trust; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = trust
+alias(__name__, trust)

@@ -12,10 +12,10 @@ import time
 from dispatchrl import checkpoint, cli
 from dispatchrl.training import driver
 
-_write_atomic = checkpoint._write_atomic
+_atomic_write = checkpoint.atomic_write
 
 
-def _reporting_write(target, write):
+def _reporting_write(target, write, mode=0o666):
     def slow_write(f):
         write(f)
         f.flush()
@@ -23,7 +23,7 @@ def _reporting_write(target, write):
         if os.environ.get("SLOW_SAVE"):
             time.sleep(0.5)
 
-    _write_atomic(target, slow_write)
+    _atomic_write(target, slow_write, mode)
     print("SAVED", flush=True)
 
 
@@ -35,7 +35,10 @@ def _reporting_call(self, run):
     _call(self, run)
 
 
-checkpoint._write_atomic = _reporting_write
+checkpoint.atomic_write = _reporting_write  # the checkpoint's .npz and its .json copy, as checkpoint writes them
+checkpoint.atomic_write_text = lambda target, text, mode=0o666: _reporting_write(
+    target, lambda f: f.write(text.encode()), mode
+)
 driver.PeriodicCheckpoint.__call__ = _reporting_call
 
 if __name__ == "__main__":

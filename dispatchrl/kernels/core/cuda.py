@@ -12,7 +12,7 @@ from numba import cuda
 
 from ...activation import Activation
 from ...arrays import Array
-from ...backends.cuda import MAX_FUSED_BLOCK, REDUCE_THREADS, Launch, block_form, flat, launch_1d, launch_2d
+from ...backends.cuda import MAX_FUSED_BLOCK, REDUCE_THREADS, Launch, block_form, flat, launch_1d
 from ...devices import CUDA
 from ...staging import launch
 from . import api
@@ -67,60 +67,176 @@ def _activation_method(activation):
 api.register_activation_methods(_activation_method)
 
 
+#: the tiled products (matmul, dense forward, weight and input gradients): a block computes a tile of
+#: (threads / 16 * 4) x 64 outputs per pass, each thread 4 x 4 of them in registers, strided by the
+#: block's thread rows and 16 columns so that shared-memory reads are conflict-free and stores
+#: coalesce; both operands are staged in shared memory GEMM_K inner indices at a time.
+GEMM_K = 8
+GEMM_THREAD_COLS = 16
+GEMM_COLS = 4 * GEMM_THREAD_COLS
+GEMM_ROWS = MAX_FUSED_BLOCK // GEMM_THREAD_COLS * 4
+#: staged tiles' row lengths, one word longer: a transposed operand's staging stores would otherwise hit one bank
+GEMM_A_PITCH = GEMM_ROWS + 1
+GEMM_B_PITCH = GEMM_COLS + 1
+#: threads of a block of the grid (unfused) products: a 64 x 64 output tile each
+GEMM_BLOCK = 256
+
+
 @cuda.jit(device=True)
-def _matmul_at(i, j, a, b, out, inner):
-    acc = 0.0
-    for p in range(inner):
-        acc += a[i, p] * b[p, j]
-    out[i, j] = acc
+def _multiply_add(acc, a_tile, b_tile, kk, tx, ty, thread_rows):
+    """acc += the outer product of this thread's 4 staged values of op(a) and of op(b) at inner index kk."""
+    a0 = a_tile[kk, ty]
+    a1 = a_tile[kk, ty + thread_rows]
+    a2 = a_tile[kk, ty + 2 * thread_rows]
+    a3 = a_tile[kk, ty + 3 * thread_rows]
+    for s in range(4):
+        b = b_tile[kk, tx + GEMM_THREAD_COLS * s]
+        acc[0, s] += a0 * b
+        acc[1, s] += a1 * b
+        acc[2, s] += a2 * b
+        acc[3, s] += a3 * b
+
+
+@cuda.jit(device=True)
+def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, step, bias, pre, code, dense):
+    """``c = op(a) @ op(b)`` (``rows x inner`` times ``inner x cols``; op transposes where asked) by
+    every thread of the calling block, which takes the output tiles ``first, first + step, ...``.
+    With ``dense``: ``pre = op(a) @ op(b) + bias`` and ``c = activate(pre, code)``. The accumulators
+    have the arrays' dtype (float32 for networks): no conversion inside the multiply-add loop."""
+    a_tile = cuda.shared.array((GEMM_K, GEMM_A_PITCH), a.dtype)
+    b_tile = cuda.shared.array((GEMM_K, GEMM_B_PITCH), b.dtype)
+    acc = cuda.local.array((4, 4), c.dtype)
+    zero = c.dtype.type(0)
+    tid = cuda.threadIdx.x
+    threads = cuda.blockDim.x  # a multiple of GEMM_THREAD_COLS
+    thread_rows = threads // GEMM_THREAD_COLS
+    tx = tid % GEMM_THREAD_COLS
+    ty = tid // GEMM_THREAD_COLS
+    tile_rows = 4 * thread_rows
+    # a transposed a is staged along its rows: each thread keeps one row and steps the inner index
+    at_row = tid % tile_rows
+    at_first = tid // tile_rows
+    at_step = threads // tile_rows
+    tiles_n = (cols + GEMM_COLS - 1) // GEMM_COLS
+    tiles = (rows + tile_rows - 1) // tile_rows * tiles_n
+    for tile in range(first, tiles, step):
+        m0 = tile // tiles_n * tile_rows
+        n0 = tile % tiles_n * GEMM_COLS
+        for r in range(4):
+            for s in range(4):
+                acc[r, s] = 0
+        for k0 in range(0, inner, GEMM_K):
+            # stage op(a)[m0:, k0:] and op(b)[k0:, n0:], zero outside the matrices: each thread
+            # reads along the operand's contiguous axis from coordinates fixed per call (no
+            # division inside the loops)
+            if a_transposed:
+                for kk in range(at_first, GEMM_K, at_step):
+                    inside = m0 + at_row < rows and k0 + kk < inner
+                    a_tile[kk, at_row] = a[k0 + kk, m0 + at_row] if inside else zero
+            else:
+                for mm in range(tid // GEMM_K, tile_rows, threads // GEMM_K):
+                    kk = tid % GEMM_K
+                    inside = m0 + mm < rows and k0 + kk < inner
+                    a_tile[kk, mm] = a[m0 + mm, k0 + kk] if inside else zero
+            if b_transposed:
+                for nn in range(tid // GEMM_K, GEMM_COLS, threads // GEMM_K):
+                    kk = tid % GEMM_K
+                    inside = n0 + nn < cols and k0 + kk < inner
+                    b_tile[kk, nn] = b[n0 + nn, k0 + kk] if inside else zero
+            else:
+                for kk in range(tid // GEMM_COLS, GEMM_K, max(1, threads // GEMM_COLS)):
+                    for nn in range(tid % GEMM_COLS, GEMM_COLS, threads):
+                        inside = n0 + nn < cols and k0 + kk < inner
+                        b_tile[kk, nn] = b[k0 + kk, n0 + nn] if inside else zero
+            cuda.syncthreads()
+            # by hand: numba's range loop would keep 64-bit counters and recompute every address
+            _multiply_add(acc, a_tile, b_tile, 0, tx, ty, thread_rows)
+            _multiply_add(acc, a_tile, b_tile, 1, tx, ty, thread_rows)
+            _multiply_add(acc, a_tile, b_tile, 2, tx, ty, thread_rows)
+            _multiply_add(acc, a_tile, b_tile, 3, tx, ty, thread_rows)
+            _multiply_add(acc, a_tile, b_tile, 4, tx, ty, thread_rows)
+            _multiply_add(acc, a_tile, b_tile, 5, tx, ty, thread_rows)
+            _multiply_add(acc, a_tile, b_tile, 6, tx, ty, thread_rows)
+            _multiply_add(acc, a_tile, b_tile, 7, tx, ty, thread_rows)
+            cuda.syncthreads()
+        for r in range(4):
+            i = m0 + ty + thread_rows * r
+            for s in range(4):
+                j = n0 + tx + GEMM_THREAD_COLS * s
+                if i < rows and j < cols:
+                    if dense:
+                        v = acc[r, s] + bias[j]
+                        pre[i, j] = v
+                        c[i, j] = _activate(v, code)
+                    else:
+                        c[i, j] = acc[r, s]
+
+
+def _gemm_launch(rows: int, cols: int) -> tuple:
+    tiles = -(-rows // (GEMM_BLOCK // GEMM_THREAD_COLS * 4)) * -(-cols // GEMM_COLS)
+    return (tiles,), (GEMM_BLOCK,)
 
 
 @cuda.jit
 def matmul_kernel(a, b, out):
-    i, j = cuda.grid(2)
-    if i < out.shape[0] and j < out.shape[1]:
-        _matmul_at(i, j, a, b, out, a.shape[1])
+    gemm_tiles(
+        a,
+        False,
+        b,
+        False,
+        out,
+        out.shape[0],
+        out.shape[1],
+        a.shape[1],
+        cuda.blockIdx.x,
+        cuda.gridDim.x,
+        out[0],
+        out,
+        0,
+        False,
+    )
 
 
 @block_form(matmul_kernel, lambda a, b, out: (out.shape[0], out.shape[1], a.shape[1]))
 @cuda.jit(device=True)
 def matmul_block(a, b, out, rows, cols, inner):
-    # consecutive threads take consecutive columns: coalesced reads of b and writes of out
-    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
-        _matmul_at(k // cols, k % cols, a, b, out, inner)
+    gemm_tiles(a, False, b, False, out, rows, cols, inner, 0, 1, out[0], out, 0, False)
 
 
 @api.matmul.dispatch
 def matmul(device: CUDA, a, b, out):
-    launch_2d(device, matmul_kernel, out.shape, a, b, out)
-
-
-@cuda.jit(device=True)
-def _dense_forward_at(i, j, x, W, b, pre, out, code, inner):
-    acc = b[j] + 0.0
-    for p in range(inner):
-        acc += x[i, p] * W[p, j]
-    pre[i, j] = acc
-    out[i, j] = _activate(acc, code)
+    launch(device, Launch(matmul_kernel, *_gemm_launch(*out.shape)), a, b, out)
 
 
 @cuda.jit
 def dense_forward_kernel(x, W, b, pre, out, code):
-    i, j = cuda.grid(2)
-    if i < pre.shape[0] and j < pre.shape[1]:
-        _dense_forward_at(i, j, x, W, b, pre, out, code, x.shape[1])
+    gemm_tiles(
+        x,
+        False,
+        W,
+        False,
+        out,
+        pre.shape[0],
+        pre.shape[1],
+        x.shape[1],
+        cuda.blockIdx.x,
+        cuda.gridDim.x,
+        b,
+        pre,
+        code,
+        True,
+    )
 
 
 @block_form(dense_forward_kernel, lambda x, W, b, pre, out, code: (pre.shape[0], pre.shape[1], x.shape[1]))
 @cuda.jit(device=True)
 def dense_forward_block(x, W, b, pre, out, code, rows, cols, inner):
-    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
-        _dense_forward_at(k // cols, k % cols, x, W, b, pre, out, code, inner)
+    gemm_tiles(x, False, W, False, out, rows, cols, inner, 0, 1, b, pre, code, True)
 
 
 @api.dense_forward.dispatch
 def dense_forward(device: CUDA, x, W, b, pre, out, activation):
-    launch_2d(device, dense_forward_kernel, pre.shape, x, W, b, pre, out, int(activation))
+    launch(device, Launch(dense_forward_kernel, *_gemm_launch(*pre.shape)), x, W, b, pre, out, int(activation))
 
 
 @cuda.jit
@@ -137,32 +253,37 @@ def activation_backward_block(pre, out, d_out, d_pre, code, size):
         d_pre[i] = d_out[i] * _activation_derivative(pre[i], out[i], code)
 
 
-@cuda.jit(device=True)
-def _weight_gradient_at(p, j, x, d_pre, dW, batch):
-    acc = 0.0
-    for i in range(batch):
-        acc += x[i, p] * d_pre[i, j]
-    dW[p, j] = acc
-
-
 @cuda.jit
 def weight_gradient_kernel(x, d_pre, dW):
-    p, j = cuda.grid(2)
-    if p < dW.shape[0] and j < dW.shape[1]:
-        _weight_gradient_at(p, j, x, d_pre, dW, x.shape[0])
+    # dW = xᵀ d_pre
+    gemm_tiles(
+        x,
+        True,
+        d_pre,
+        False,
+        dW,
+        dW.shape[0],
+        dW.shape[1],
+        x.shape[0],
+        cuda.blockIdx.x,
+        cuda.gridDim.x,
+        dW[0],
+        dW,
+        0,
+        False,
+    )
 
 
 @block_form(weight_gradient_kernel, lambda x, d_pre, dW: (dW.shape[0], dW.shape[1], x.shape[0]))
 @cuda.jit(device=True)
 def weight_gradient_block(x, d_pre, dW, rows, cols, batch):
-    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
-        _weight_gradient_at(k // cols, k % cols, x, d_pre, dW, batch)
+    gemm_tiles(x, True, d_pre, False, dW, rows, cols, batch, 0, 1, dW[0], dW, 0, False)
 
 
 @cuda.jit(device=True)
 def _bias_gradient_at(j, d_pre, db, batch):
-    acc = 0.0
-    for i in range(batch):
+    acc = d_pre[0, j]  # the array's dtype: no float64 accumulation
+    for i in range(1, batch):
         acc += d_pre[i, j]
     db[j] = acc
 
@@ -181,26 +302,31 @@ def bias_gradient_block(d_pre, db, size, batch):
         _bias_gradient_at(j, d_pre, db, batch)
 
 
-@cuda.jit(device=True)
-def _input_gradient_at(i, p, d_pre, W, d_x, width):
-    acc = 0.0
-    for j in range(width):
-        acc += d_pre[i, j] * W[p, j]
-    d_x[i, p] = acc
-
-
 @cuda.jit
 def input_gradient_kernel(d_pre, W, d_x):
-    i, p = cuda.grid(2)
-    if i < d_x.shape[0] and p < d_x.shape[1]:
-        _input_gradient_at(i, p, d_pre, W, d_x, d_pre.shape[1])
+    # d_x = d_pre Wᵀ
+    gemm_tiles(
+        d_pre,
+        False,
+        W,
+        True,
+        d_x,
+        d_x.shape[0],
+        d_x.shape[1],
+        d_pre.shape[1],
+        cuda.blockIdx.x,
+        cuda.gridDim.x,
+        d_x[0],
+        d_x,
+        0,
+        False,
+    )
 
 
 @block_form(input_gradient_kernel, lambda d_pre, W, d_x: (d_x.shape[0], d_x.shape[1], d_pre.shape[1]))
 @cuda.jit(device=True)
 def input_gradient_block(d_pre, W, d_x, rows, cols, width):
-    for k in range(cuda.threadIdx.x, rows * cols, cuda.blockDim.x):
-        _input_gradient_at(k // cols, k % cols, d_pre, W, d_x, width)
+    gemm_tiles(d_pre, False, W, True, d_x, rows, cols, width, 0, 1, d_x[0], d_x, 0, False)
 
 
 @api.dense_backward.dispatch
@@ -208,10 +334,10 @@ def dense_backward(device: CUDA, x, W, pre, out, d_out, d_pre, dW, db, d_x, acti
     launch_1d(
         device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out), flat(d_pre), int(activation)
     )
-    launch_2d(device, weight_gradient_kernel, dW.shape, x, d_pre, dW)
+    launch(device, Launch(weight_gradient_kernel, *_gemm_launch(*dW.shape)), x, d_pre, dW)
     launch_1d(device, bias_gradient_kernel, db.size, d_pre, db)
     if d_x is not None:
-        launch_2d(device, input_gradient_kernel, d_x.shape, d_pre, W, d_x)
+        launch(device, Launch(input_gradient_kernel, *_gemm_launch(*d_x.shape)), d_pre, W, d_x)
 
 
 @api.dense_input_gradient.dispatch
@@ -219,7 +345,7 @@ def dense_input_gradient(device: CUDA, W, pre, out, d_out, d_pre, d_x, activatio
     launch_1d(
         device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out), flat(d_pre), int(activation)
     )
-    launch_2d(device, input_gradient_kernel, d_x.shape, d_pre, W, d_x)
+    launch(device, Launch(input_gradient_kernel, *_gemm_launch(*d_x.shape)), d_pre, W, d_x)
 
 
 @cuda.jit(device=True)

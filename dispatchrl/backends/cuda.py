@@ -51,9 +51,17 @@ __all__ = [
 BLOCK_1D = 128
 BLOCK_2D = (16, 8)
 REDUCE_THREADS = 128  # one block reduces a whole array (shared memory tree)
-#: threads of the one block a fused step runs in (a power of two, at most MAX_FUSED_BLOCK);
-#: 1024 ran out of registers on an H100 with a naive single-block prototype of the demo step
-FUSED_BLOCK = 256
+_SIMULATOR = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
+#: threads of the one block a fused step runs in (a power of two in [GEMM_THREAD_COLS, MAX_FUSED_BLOCK]).
+#: 512: the products' tile is then 128 x 64 outputs, so TD3's and the demo's batch of 100 takes one
+#: pass, and the kernel may use 128 registers per thread (1024 threads would leave 64 and pad the
+#: batch to 256 rows). The simulator runs each thread as a Python thread: 64 there.
+FUSED_BLOCK = 64 if _SIMULATOR else 512
+#: the smallest fused block: the products lay 16 threads across their 64 output columns
+MIN_FUSED_BLOCK = 16
+#: registers of one streaming multiprocessor (sm_70 to sm_90): a block of N threads launches only
+#: if the kernel uses at most REGISTER_FILE // N registers per thread
+REGISTER_FILE = 65536
 #: the largest block a block-level form supports (sizes its shared reduction scratch)
 MAX_FUSED_BLOCK = 1024
 #: a step fuses into one block only while its largest call does at most this much work (the product
@@ -298,8 +306,10 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     a ``cuda.syncthreads()`` after each, the ``n`` steps looped inside, and ``when`` conditions read
     on the device. ``run.launches`` counts launches, ``run.source`` is the generated source."""
     block = FUSED_BLOCK if block_size is None else int(block_size)
-    if block < 1 or block > MAX_FUSED_BLOCK or block & (block - 1):
-        raise ConfigError(f"block_program: block_size must be a power of two in [1, {MAX_FUSED_BLOCK}], got {block}")
+    if block < MIN_FUSED_BLOCK or block > MAX_FUSED_BLOCK or block & (block - 1):
+        raise ConfigError(
+            f"block_program: block_size must be a power of two in [{MIN_FUSED_BLOCK}, {MAX_FUSED_BLOCK}], got {block}"
+        )
     missing = unfused_kernels(calls)
     if missing:
         raise ConfigError(f"block_program: no block-level form for {', '.join(missing)}")
@@ -353,7 +363,10 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     )
     namespace: dict[str, Any] = {"cuda": cuda, "np": np, **{name: f for f, name in functions.items()}}
     exec(compile(source, "<dispatchrl fused CUDA step>", "exec"), namespace)
-    kernel = cuda.jit(namespace["fused_step"])
+    # capped so that the block always launches: ptxas spills rather than refusing the launch (the
+    # static check, benchmarks/cuda_static.py, fails on spills)
+    options = {} if _SIMULATOR else {"max_registers": min(255, REGISTER_FILE // block)}
+    kernel = cuda.jit(**options)(namespace["fused_step"])
     buffers = [data for _, data in arrays.values()]
     fused = _simulated(Launch(kernel, (1,), (block,))) if _SIMULATOR else Launch(kernel, (1,), (block,))
     fused(0, *buffers)  # compile now, not on the first real call
@@ -369,9 +382,6 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     run.block_size = block  # type: ignore[attr-defined]
     run.parameter_bytes = parameter_bytes  # type: ignore[attr-defined]
     return run
-
-
-_SIMULATOR = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
 
 
 def _simulated(fused: Launch) -> Callable[..., None]:

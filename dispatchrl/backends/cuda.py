@@ -27,6 +27,7 @@ __all__ = [
     "BLOCK_1D",
     "BLOCK_2D",
     "BLOCK_FORMS",
+    "DYNAMIC_SHARED",
     "FUSED_BLOCK",
     "MAX_FUSED_BLOCK",
     "MAX_PARAMETER_BYTES",
@@ -187,16 +188,17 @@ def grid_2d(m: int, n: int) -> tuple:
 
 
 class Launch:
-    """``kernel[grid, block]`` applied at call time: the CUDA simulator's ``kernel[...]`` mutates
-    and returns the kernel itself, so a configured kernel cannot be kept for later."""
+    """``kernel[grid, block, 0, shared]`` applied at call time (``shared``: bytes of dynamic shared
+    memory): the CUDA simulator's ``kernel[...]`` mutates and returns the kernel itself, so a
+    configured kernel cannot be kept for later."""
 
-    __slots__ = ("block", "grid", "kernel")
+    __slots__ = ("block", "grid", "kernel", "shared")
 
-    def __init__(self, kernel, grid, block):
-        self.kernel, self.grid, self.block = kernel, grid, block
+    def __init__(self, kernel, grid, block, shared: int = 0):
+        self.kernel, self.grid, self.block, self.shared = kernel, grid, block, shared
 
     def __call__(self, *args) -> None:
-        self.kernel[self.grid, self.block](*args)
+        self.kernel[self.grid, self.block, 0, self.shared](*args)
 
 
 def launch_1d(device: CUDA, kernel, n: int, *args) -> None:
@@ -219,6 +221,11 @@ def flat(a: Array):
 
 #: per-element kernel -> (its block-level device function, the literal sizes it takes): see block_form
 BLOCK_FORMS: dict[Any, tuple[Any, Callable[..., tuple]]] = {}
+#: kernel -> bytes of dynamic shared memory it needs, from its raw arguments. Dynamic shared memory
+#: is one region per kernel whichever device functions declare it (``cuda.shared.array(0, dtype)``),
+#: where a static array is allocated again for every inlined call: a fused step gives its block the
+#: largest need among its calls, which run one after another.
+DYNAMIC_SHARED: dict[Any, Callable[..., int]] = {}
 
 
 def block_form(kernel, sizes: Callable[..., tuple] = lambda *args: ()) -> Callable:
@@ -345,6 +352,14 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
         return lines
 
     body = render(calls, "        ")
+    shared = max(
+        (
+            DYNAMIC_SHARED[kernel](*[raw(a) for a in args])
+            for operation, args in kernel_calls(calls)
+            if (kernel := _kernel_of(operation)) in DYNAMIC_SHARED
+        ),
+        default=0,
+    )
     parameter_bytes = 8 + sum(8 * (5 + 2 * data.ndim) for _, data in arrays.values())
     if parameter_bytes > MAX_PARAMETER_BYTES:
         raise ConfigError(
@@ -368,7 +383,8 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     options = {} if _SIMULATOR else {"max_registers": min(255, REGISTER_FILE // block)}
     kernel = cuda.jit(**options)(namespace["fused_step"])
     buffers = [data for _, data in arrays.values()]
-    fused = _simulated(Launch(kernel, (1,), (block,))) if _SIMULATOR else Launch(kernel, (1,), (block,))
+    launch_config = Launch(kernel, (1,), (block,), shared)
+    fused = _simulated(launch_config) if _SIMULATOR else launch_config
     fused(0, *buffers)  # compile now, not on the first real call
 
     def run(n):
@@ -381,6 +397,7 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     run.source = source  # type: ignore[attr-defined]
     run.block_size = block  # type: ignore[attr-defined]
     run.parameter_bytes = parameter_bytes  # type: ignore[attr-defined]
+    run.dynamic_shared_bytes = shared  # type: ignore[attr-defined]
     return run
 
 
@@ -392,7 +409,7 @@ def _simulated(fused: Launch) -> Callable[..., None]:
     from numba.cuda.simulator.kernelapi import FakeCUDAModule, swapped_cuda_module
 
     def run(*args):
-        fake = FakeCUDAModule((1, 1, 1), (fused.block[0], 1, 1), 0)
+        fake = FakeCUDAModule((1, 1, 1), (fused.block[0], 1, 1), fused.shared)
         # the block forms' modules, and those of the element bodies they were generated from
         forms = [f for f, _ in BLOCK_FORMS.values()]
         forms += [f.fn.__globals__["_body"] for f in forms if "_body" in f.fn.__globals__]

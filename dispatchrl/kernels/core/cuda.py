@@ -12,7 +12,7 @@ from numba import cuda
 
 from ...activation import Activation
 from ...arrays import Array
-from ...backends.cuda import MAX_FUSED_BLOCK, REDUCE_THREADS, Launch, block_form, flat, launch_1d
+from ...backends.cuda import DYNAMIC_SHARED, MAX_FUSED_BLOCK, REDUCE_THREADS, Launch, block_form, flat, launch_1d
 from ...devices import CUDA
 from ...staging import launch
 from . import api
@@ -78,23 +78,37 @@ GEMM_ROWS = MAX_FUSED_BLOCK // GEMM_THREAD_COLS * 4
 #: staged tiles' row lengths, one word longer: a transposed operand's staging stores would otherwise hit one bank
 GEMM_A_PITCH = GEMM_ROWS + 1
 GEMM_B_PITCH = GEMM_COLS + 1
+#: where op(b)'s tile starts in the dynamic shared memory, after op(a)'s
+GEMM_B_OFFSET = GEMM_K * GEMM_A_PITCH
 #: threads of a block of the grid (unfused) products: a 64 x 64 output tile each
 GEMM_BLOCK = 256
 
 
+#: every index of the products is non-negative: unsigned, numba adds no negative-index wraparound,
+#: which would keep the compiler from folding constant offsets into loads (one register per address)
+U = np.uint64
+
+
 @cuda.jit(device=True)
-def _multiply_add(acc, a_tile, b_tile, kk, tx, ty, thread_rows):
+def _multiply_add(acc, staged, kk, tx, ty, thread_rows):
     """acc += the outer product of this thread's 4 staged values of op(a) and of op(b) at inner index kk."""
-    a0 = a_tile[kk, ty]
-    a1 = a_tile[kk, ty + thread_rows]
-    a2 = a_tile[kk, ty + 2 * thread_rows]
-    a3 = a_tile[kk, ty + 3 * thread_rows]
+    row = kk * GEMM_A_PITCH + ty
+    a0 = staged[U(row)]
+    a1 = staged[U(row + thread_rows)]
+    a2 = staged[U(row + 2 * thread_rows)]
+    a3 = staged[U(row + 3 * thread_rows)]
+    col = GEMM_B_OFFSET + kk * GEMM_B_PITCH + tx
     for s in range(4):
-        b = b_tile[kk, tx + GEMM_THREAD_COLS * s]
+        b = staged[U(col + GEMM_THREAD_COLS * s)]
         acc[0, s] += a0 * b
         acc[1, s] += a1 * b
         acc[2, s] += a2 * b
         acc[3, s] += a3 * b
+
+
+def gemm_shared_bytes(*arrays) -> int:
+    """Dynamic shared memory gemm_tiles needs for output arrays of these dtypes."""
+    return GEMM_K * (GEMM_A_PITCH + GEMM_B_PITCH) * max(np.dtype(a.dtype).itemsize for a in arrays)
 
 
 @cuda.jit(device=True)
@@ -103,8 +117,8 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
     every thread of the calling block, which takes the output tiles ``first, first + step, ...``.
     With ``dense``: ``pre = op(a) @ op(b) + bias`` and ``c = activate(pre, code)``. The accumulators
     have the arrays' dtype (float32 for networks): no conversion inside the multiply-add loop."""
-    a_tile = cuda.shared.array((GEMM_K, GEMM_A_PITCH), a.dtype)
-    b_tile = cuda.shared.array((GEMM_K, GEMM_B_PITCH), b.dtype)
+    # dynamic: one region for every product of a fused kernel (gemm_shared_bytes of the largest dtype)
+    staged = cuda.shared.array(0, c.dtype)
     acc = cuda.local.array((4, 4), c.dtype)
     zero = c.dtype.type(0)
     tid = cuda.threadIdx.x
@@ -132,32 +146,34 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
             if a_transposed:
                 for kk in range(at_first, GEMM_K, at_step):
                     inside = m0 + at_row < rows and k0 + kk < inner
-                    a_tile[kk, at_row] = a[k0 + kk, m0 + at_row] if inside else zero
+                    staged[U(kk * GEMM_A_PITCH + at_row)] = a[U(k0 + kk), U(m0 + at_row)] if inside else zero
             else:
                 for mm in range(tid // GEMM_K, tile_rows, threads // GEMM_K):
                     kk = tid % GEMM_K
                     inside = m0 + mm < rows and k0 + kk < inner
-                    a_tile[kk, mm] = a[m0 + mm, k0 + kk] if inside else zero
+                    staged[U(kk * GEMM_A_PITCH + mm)] = a[U(m0 + mm), U(k0 + kk)] if inside else zero
             if b_transposed:
                 for nn in range(tid // GEMM_K, GEMM_COLS, threads // GEMM_K):
                     kk = tid % GEMM_K
                     inside = n0 + nn < cols and k0 + kk < inner
-                    b_tile[kk, nn] = b[n0 + nn, k0 + kk] if inside else zero
+                    staged[U(GEMM_B_OFFSET + kk * GEMM_B_PITCH + nn)] = b[U(n0 + nn), U(k0 + kk)] if inside else zero
             else:
                 for kk in range(tid // GEMM_COLS, GEMM_K, max(1, threads // GEMM_COLS)):
                     for nn in range(tid % GEMM_COLS, GEMM_COLS, threads):
                         inside = n0 + nn < cols and k0 + kk < inner
-                        b_tile[kk, nn] = b[k0 + kk, n0 + nn] if inside else zero
+                        staged[U(GEMM_B_OFFSET + kk * GEMM_B_PITCH + nn)] = (
+                            b[U(k0 + kk), U(n0 + nn)] if inside else zero
+                        )
             cuda.syncthreads()
             # by hand: numba's range loop would keep 64-bit counters and recompute every address
-            _multiply_add(acc, a_tile, b_tile, 0, tx, ty, thread_rows)
-            _multiply_add(acc, a_tile, b_tile, 1, tx, ty, thread_rows)
-            _multiply_add(acc, a_tile, b_tile, 2, tx, ty, thread_rows)
-            _multiply_add(acc, a_tile, b_tile, 3, tx, ty, thread_rows)
-            _multiply_add(acc, a_tile, b_tile, 4, tx, ty, thread_rows)
-            _multiply_add(acc, a_tile, b_tile, 5, tx, ty, thread_rows)
-            _multiply_add(acc, a_tile, b_tile, 6, tx, ty, thread_rows)
-            _multiply_add(acc, a_tile, b_tile, 7, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 0, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 1, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 2, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 3, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 4, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 5, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 6, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 7, tx, ty, thread_rows)
             cuda.syncthreads()
         for r in range(4):
             i = m0 + ty + thread_rows * r
@@ -165,16 +181,17 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
                 j = n0 + tx + GEMM_THREAD_COLS * s
                 if i < rows and j < cols:
                     if dense:
-                        v = acc[r, s] + bias[j]
-                        pre[i, j] = v
-                        c[i, j] = _activate(v, code)
+                        v = acc[r, s] + bias[U(j)]
+                        pre[U(i), U(j)] = v
+                        c[U(i), U(j)] = _activate(v, code)
                     else:
-                        c[i, j] = acc[r, s]
+                        c[U(i), U(j)] = acc[r, s]
 
 
-def _gemm_launch(rows: int, cols: int) -> tuple:
+def _gemm_launch(kernel, out) -> Launch:
+    rows, cols = out.shape
     tiles = -(-rows // (GEMM_BLOCK // GEMM_THREAD_COLS * 4)) * -(-cols // GEMM_COLS)
-    return (tiles,), (GEMM_BLOCK,)
+    return Launch(kernel, (tiles,), (GEMM_BLOCK,), gemm_shared_bytes(out))
 
 
 @cuda.jit
@@ -203,9 +220,12 @@ def matmul_block(a, b, out, rows, cols, inner):
     gemm_tiles(a, False, b, False, out, rows, cols, inner, 0, 1, out[0], out, 0, False)
 
 
+DYNAMIC_SHARED[matmul_kernel] = lambda a, b, out: gemm_shared_bytes(out)
+
+
 @api.matmul.dispatch
 def matmul(device: CUDA, a, b, out):
-    launch(device, Launch(matmul_kernel, *_gemm_launch(*out.shape)), a, b, out)
+    launch(device, _gemm_launch(matmul_kernel, out), a, b, out)
 
 
 @cuda.jit
@@ -234,9 +254,12 @@ def dense_forward_block(x, W, b, pre, out, code, rows, cols, inner):
     gemm_tiles(x, False, W, False, out, rows, cols, inner, 0, 1, b, pre, code, True)
 
 
+DYNAMIC_SHARED[dense_forward_kernel] = lambda x, W, b, pre, out, code: gemm_shared_bytes(out)
+
+
 @api.dense_forward.dispatch
 def dense_forward(device: CUDA, x, W, b, pre, out, activation):
-    launch(device, Launch(dense_forward_kernel, *_gemm_launch(*pre.shape)), x, W, b, pre, out, int(activation))
+    launch(device, _gemm_launch(dense_forward_kernel, pre), x, W, b, pre, out, int(activation))
 
 
 @cuda.jit
@@ -302,6 +325,9 @@ def bias_gradient_block(d_pre, db, size, batch):
         _bias_gradient_at(j, d_pre, db, batch)
 
 
+DYNAMIC_SHARED[weight_gradient_kernel] = lambda x, d_pre, dW: gemm_shared_bytes(dW)
+
+
 @cuda.jit
 def input_gradient_kernel(d_pre, W, d_x):
     # d_x = d_pre Wᵀ
@@ -329,15 +355,18 @@ def input_gradient_block(d_pre, W, d_x, rows, cols, width):
     gemm_tiles(d_pre, False, W, True, d_x, rows, cols, width, 0, 1, d_x[0], d_x, 0, False)
 
 
+DYNAMIC_SHARED[input_gradient_kernel] = lambda d_pre, W, d_x: gemm_shared_bytes(d_x)
+
+
 @api.dense_backward.dispatch
 def dense_backward(device: CUDA, x, W, pre, out, d_out, d_pre, dW, db, d_x, activation):
     launch_1d(
         device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out), flat(d_pre), int(activation)
     )
-    launch(device, Launch(weight_gradient_kernel, *_gemm_launch(*dW.shape)), x, d_pre, dW)
+    launch(device, _gemm_launch(weight_gradient_kernel, dW), x, d_pre, dW)
     launch_1d(device, bias_gradient_kernel, db.size, d_pre, db)
     if d_x is not None:
-        launch(device, Launch(input_gradient_kernel, *_gemm_launch(*d_x.shape)), d_pre, W, d_x)
+        launch(device, _gemm_launch(input_gradient_kernel, d_x), d_pre, W, d_x)
 
 
 @api.dense_input_gradient.dispatch
@@ -345,7 +374,7 @@ def dense_input_gradient(device: CUDA, W, pre, out, d_out, d_pre, d_x, activatio
     launch_1d(
         device, activation_backward_kernel, pre.size, flat(pre), flat(out), flat(d_out), flat(d_pre), int(activation)
     )
-    launch(device, Launch(input_gradient_kernel, *_gemm_launch(*d_x.shape)), d_pre, W, d_x)
+    launch(device, _gemm_launch(input_gradient_kernel, d_x), d_pre, W, d_x)
 
 
 @cuda.jit(device=True)

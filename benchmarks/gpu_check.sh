@@ -14,26 +14,31 @@
 # Every JSON line gets "tree": "new" or "baseline"; after each step a {"bench": "wall", ...} line
 # gives its wall seconds and exit status. Each step runs under `timeout`; the exit status is 1 if
 # any step failed. PYTHON: the interpreter (default python); PEER_PYTHON: the one with jax/torch
-# (default PYTHON); TESTS=0 skips the tests; TD3_STEPS, PPO_STEPS change the run lengths.
+# (default PYTHON); TESTS=0 skips the tests; TD3_STEPS, PPO_STEPS (and BASELINE_TD3_STEPS,
+# BASELINE_PPO_STEPS, default the same) change the run lengths.
 set -uo pipefail
+BASELINE=${BASELINE:-}
+if [ -n "$BASELINE" ]; then # absolute, from the caller's folder
+    if [ ! -d "$BASELINE/dispatchrl" ]; then
+        echo "BASELINE=$BASELINE has no dispatchrl/ folder" >&2
+        exit 2
+    fi
+    BASELINE=$(cd "$BASELINE" && pwd)
+fi
 cd "$(dirname "$0")/.."
 TREE=$PWD
 PYTHON=${PYTHON:-python}
 PEER_PYTHON=${PEER_PYTHON:-$PYTHON}
-BASELINE=${BASELINE:-}
 TESTS=${TESTS:-1}
 TD3_STEPS=${TD3_STEPS:-10000}
 PPO_STEPS=${PPO_STEPS:-1310720} # 160 iterations of 64 envs x 128 steps (a quarter of the default)
+BASELINE_TD3_STEPS=${BASELINE_TD3_STEPS:-$TD3_STEPS} # the old kernels took ~44 s for TD3 10k on an H100
+BASELINE_PPO_STEPS=${BASELINE_PPO_STEPS:-$PPO_STEPS}
 PATH_REST=${PYTHONPATH:-}       # what the caller put on PYTHONPATH (e.g. /tmp/site) stays after the tree
 export NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
 LOGS=$(mktemp -d)
 status=0
 started=$(date +%s)
-
-if [ -n "$BASELINE" ] && [ ! -d "$BASELINE/dispatchrl" ]; then
-    echo "BASELINE=$BASELINE has no dispatchrl/ folder" >&2
-    exit 2
-fi
 
 # in TREE with its PYTHONPATH (python -m puts the working folder first on sys.path, so both matter)
 in_tree() {
@@ -124,8 +129,8 @@ done
 if [ -n "$BASELINE" ]; then
     step baseline "$BASELINE" 90 $PYTHON -m dispatchrl.cli demo --json
     for algo in td3 ppo; do
-        steps=$TD3_STEPS
-        [ "$algo" = ppo ] && steps=$PPO_STEPS
+        steps=$BASELINE_TD3_STEPS
+        [ "$algo" = ppo ] && steps=$BASELINE_PPO_STEPS
         step baseline "$BASELINE" 120 $PYTHON -m dispatchrl.cli train $algo --env pendulum --device cuda \
             --steps "$steps" --json
     done

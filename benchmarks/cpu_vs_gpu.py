@@ -1,23 +1,35 @@
-"""Dense layer forward+backward on CPU vs CUDA, sweeping width and batch.
+"""Dense layer forward+backward and the demo step on CPU vs CUDA, against JAX and PyTorch.
 
 The step (dense_forward then dense_backward with input gradient, width×width, relu) is written
-once and fused per device. Prints one JSON line per (device, width, batch), then a table of
-CPU/CUDA time ratios and, per width, the smallest batch at which the GPU wins. First it times the
-``dispatchrl demo`` step (MLP 4-64-64-1, batch 100, MSE + Adam) per device. Each CUDA row says
-which program the step compiled to: "single-block" (one kernel launch per step(n)) or "launches"
-(the per-kernel loop, for shapes above SINGLE_BLOCK_MAX_WORK). Without a GPU (or under
-NUMBA_ENABLE_CUDASIM, whose timings mean nothing) it measures the CPU only.
+once and fused per device. First it times the ``dispatchrl demo`` step (MLP 4-64-64-1, batch 100,
+MSE + Adam) per device and reports its loss after ``--demo-steps`` steps; then the dense layer per
+(device, width, batch), in TFLOP/s of its 3 GEMMs (6·batch·width² FLOPs); then the peers
+(``benchmarks/gpu_peers.py``: JAX ``jit(lax.scan)``, PyTorch eager and CUDA graph), each in its own
+subprocess, on the same demo (same initial weights and data, so the final losses compare) and on
+the dense shapes of ``--peer-shapes``. Every row is one JSON line:
+``{"bench": "demo_step"|"dense_fwd_bwd", "impl": "dispatchrl-cpu"|"dispatchrl-cuda"|"jax-gpu"|
+"torch-gpu"|..., "device": <CPU or GPU name>, "us_per_step", "tflops", "repeats", ...}``; a peer
+that cannot be imported or fails gives a row saying so. A CUDA row says which program the step
+compiled to: "single-block" (one kernel launch per step(n)) or "launches" (the per-kernel loop).
+Without a GPU, or under NUMBA_ENABLE_CUDASIM (whose timings mean nothing), the dispatchrl CUDA
+rows are skipped with a row saying why. A CPU/CUDA ratio table goes to stderr.
 
     python benchmarks/cpu_vs_gpu.py [--widths 16,64,256,1024] [--batches 1,16,256,4096] [--block 256]
+        [--peers jax,torch|none] [--peer-shapes 1024x4096] [--demo-steps 2000] [--repeats 5]
 """
 
 import argparse
 import json
 import os
+import platform
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 
+import numba
 import numpy as np
 
 import dispatchrl as drl
@@ -50,7 +62,8 @@ def make_step(device, width, batch):
 
 
 def make_demo_step(device, batch=100):
-    """The ``dispatchrl demo`` step: MLP 4-64-64-1 regression, MSE + Adam."""
+    """The ``dispatchrl demo`` step: MLP 4-64-64-1 regression, MSE + Adam. Returns the fused step,
+    the net, the loss array and the host data (x, y)."""
     g = np.random.default_rng(0)
     x = g.uniform(-2, 2, size=(batch, 4))
     y = np.sin(x).sum(axis=1, keepdims=True)
@@ -58,7 +71,18 @@ def make_demo_step(device, batch=100):
     buffers = nn.mlp_buffers(device, net, batch)
     loss = drl.zeros(device, 1)
     x_dev, y_dev = drl.asarray(device, x, np.float32), drl.asarray(device, y, np.float32)
-    return drl.fuse(device, nn.mlp_train_step, net, buffers, x_dev, y_dev, loss)
+    step = drl.fuse(device, nn.mlp_train_step, net, buffers, x_dev, y_dev, loss)
+    return step, net, loss, (x.astype(np.float32), y.astype(np.float32))
+
+
+def demo_weights(net, data) -> dict[str, np.ndarray]:
+    """The demo's initial weights and data for the peers (W0, b0, W1, b1, W2, b2, x, y)."""
+    arrays = {}
+    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+        arrays[f"W{i}"] = np.array(drl.to_numpy(w.value), np.float32)
+        arrays[f"b{i}"] = np.array(drl.to_numpy(b.value), np.float32)
+    arrays["x"], arrays["y"] = data
+    return arrays
 
 
 def program_kind(step) -> str:
@@ -84,17 +108,62 @@ def seconds_per_step(device, step, synchronize, budget=0.2, repeats=5):
     return statistics.median(times)
 
 
-def gpu_device():
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        return None, "NUMBA_ENABLE_CUDASIM=1: simulator timings are meaningless"
+def gpu_device(simulator=False):
+    """(the CUDA device, its name), or (None, why not). Under NUMBA_ENABLE_CUDASIM only with
+    ``simulator``, whose rows are then marked ``"simulated": true``."""
+    simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    if simulated and not simulator:
+        return None, "NUMBA_ENABLE_CUDASIM=1: simulator timings are meaningless (--simulator runs them anyway)"
     try:
         from numba import cuda
 
         device = drl.CUDA()
+        if simulated:
+            return device, "numba CUDA simulator"
         name = cuda.get_current_device().name
         return device, name.decode() if isinstance(name, bytes) else str(name)
     except drl.DeviceError as error:
         return None, str(error)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} threads)"
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def emit(record) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def run_peers(python, peers, weights_path, demo_steps, shapes, repeats, timeout) -> None:
+    """Each peer in its own subprocess, its JSON lines passed on as they come; a peer that times
+    out or dies gives one row saying so."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_peers.py")
+    for peer in peers:
+        command = [python, script, "--impl", peer, "--weights", weights_path]
+        command += ["--steps", str(demo_steps), "--shapes", shapes, "--repeats", str(repeats)]
+        with tempfile.TemporaryFile("w+") as stderr:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+            timer = threading.Timer(timeout, process.kill)
+            timer.start()
+            assert process.stdout is not None
+            for line in process.stdout:
+                print(line, end="", flush=True)
+            code = process.wait()
+            timed_out = not timer.is_alive()
+            timer.cancel()
+            stderr.seek(0)
+            tail = stderr.read()[-2000:]
+        if timed_out:
+            emit({"bench": "peer", "impl": peer, "failed": f"killed after {timeout} s", "stderr": tail})
+        elif code != 0:
+            emit({"bench": "peer", "impl": peer, "failed": f"exit {code}", "stderr": tail})
 
 
 def main():
@@ -102,63 +171,117 @@ def main():
     parser.add_argument("--widths", default="16,64,256,1024")
     parser.add_argument("--batches", default="1,16,256,4096")
     parser.add_argument("--block", type=int, default=0, help="threads of a fused CUDA step's block (0: default)")
+    parser.add_argument("--peers", default="jax,torch", help="comma-separated among jax, torch; 'none' for none")
+    parser.add_argument("--peer-shapes", default="1024x4096", help="the peers' dense layers, WIDTHxBATCH,...")
+    parser.add_argument("--peer-python", default=sys.executable, help="the Python that has jax/torch (default: this)")
+    parser.add_argument("--peer-timeout", type=float, default=150, help="seconds per peer subprocess")
+    parser.add_argument("--demo-steps", type=int, default=2000, help="steps to the demo's final_loss (at least 2)")
+    parser.add_argument("--repeats", type=int, default=5, help="timings per row (the median is reported)")
+    parser.add_argument("--no-demo", action="store_true", help="skip the demo step rows")
+    parser.add_argument(
+        "--simulator",
+        action="store_true",
+        help="under NUMBA_ENABLE_CUDASIM=1 run the CUDA rows anyway, marked simulated (checks the code path only)",
+    )
     args = parser.parse_args()
-    widths = [int(w) for w in args.widths.split(",")]
-    batches = [int(b) for b in args.batches.split(",")]
-    gpu, gpu_name = gpu_device()
-    devices = [("cpu", drl.CPU(), lambda: None)]
+    widths = [int(w) for w in args.widths.split(",") if w]
+    batches = [int(b) for b in args.batches.split(",") if b]
+    peers = [p for p in args.peers.split(",") if p and p != "none"]
+    unknown = sorted(set(peers) - {"jax", "torch"})
+    if unknown:
+        parser.error(f"--peers: unknown {unknown}; expected a comma-separated list among jax, torch, or none")
+    if args.demo_steps < 2:
+        parser.error(f"--demo-steps: expected at least 2, got {args.demo_steps}")
+    gpu, gpu_name = gpu_device(args.simulator)
+    simulated = {"simulated": True} if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else {}
+    devices = [("cpu", drl.CPU(), lambda: None, cpu_name())]
     if gpu is not None:
         from numba import cuda
 
-        devices.append(("cuda", gpu, cuda.synchronize))
+        devices.append(("cuda", gpu, cuda.synchronize, gpu_name))
         if args.block:
             from dispatchrl.backends import cuda as cuda_backend
 
             cuda_backend.FUSED_BLOCK = args.block
     else:
-        print(json.dumps({"benchmark": "cpu_vs_gpu", "cuda": "skipped", "reason": gpu_name}), flush=True)
-    for name, device, synchronize in devices:
-        step = make_demo_step(device)
-        record = {"benchmark": "demo_mlp_step", "device": name}
-        if name == "cuda":
-            record.update(gpu=gpu_name, program=program_kind(step))
-        record["microseconds"] = round(seconds_per_step(device, step, synchronize) * 1e6, 2)
-        print(json.dumps(record), flush=True)
+        emit({"bench": "all", "impl": "dispatchrl-cuda", "skipped": gpu_name})
+    common = {"numba": numba.__version__, "numpy": np.__version__}
+    if peers:  # first, so that a dispatchrl kernel that brings the process down costs no peer rows
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "demo.npz")
+            _, net, _, data = make_demo_step(drl.CPU())  # the initial weights: the same on every device
+            np.savez(path, **demo_weights(net, data))
+            run_peers(args.peer_python, peers, path, args.demo_steps, args.peer_shapes, args.repeats, args.peer_timeout)
+    if not args.no_demo:
+        for name, device, synchronize, device_name in devices:
+            record = {"bench": "demo_step", "impl": f"dispatchrl-{name}", "device": device_name}
+            record["mode"] = "fused step(n)"
+            try:
+                step, net, loss, data = make_demo_step(device)
+                if name == "cuda":
+                    record.update(program=program_kind(step), **simulated)
+                    record["block"] = args.block or None
+                # also the warm-up: from the initial weights, as `dispatchrl demo`
+                step(1)
+                first_loss = float(drl.to_numpy(loss)[0])
+                step(args.demo_steps - 1)
+                final_loss = float(drl.to_numpy(loss)[0])
+                seconds = seconds_per_step(device, step, synchronize, repeats=args.repeats)
+            except Exception as error:  # a row of its own, and the other rows still run
+                emit(record | {"failed": repr(error)} | common)
+                continue
+            record.update(
+                us_per_step=round(seconds * 1e6, 2),
+                repeats=args.repeats,
+                first_loss=float(f"{first_loss:.6g}"),
+                final_loss=float(f"{final_loss:.6g}"),
+            )
+            emit(record | common)
     results = {}
     for width in widths:
         for batch in batches:
-            for name, device, synchronize in devices:
-                step = make_step(device, width, batch)
-                seconds = seconds_per_step(device, step, synchronize)
+            for name, device, synchronize, device_name in devices:
+                flops = 6 * batch * width * width  # forward, weight and input gradients: 3 GEMMs
+                record = {"bench": "dense_fwd_bwd", "impl": f"dispatchrl-{name}", "device": device_name}
+                record.update(width=width, batch=batch, precision="fp32")
+                try:
+                    step = make_step(device, width, batch)
+                    if name == "cuda":
+                        record.update(program=program_kind(step), **simulated)
+                    seconds = seconds_per_step(device, step, synchronize, repeats=args.repeats)
+                except Exception as error:
+                    emit(record | {"failed": repr(error)} | common)
+                    continue
                 results[name, width, batch] = seconds
-                flops = 6 * batch * width * width  # forward, weight and input gradients
-                record = {"benchmark": "cpu_vs_gpu", "device": name, "width": width, "batch": batch}
-                if name == "cuda":
-                    record["program"] = program_kind(step)
-                record.update(microseconds=round(seconds * 1e6, 2), gflops=round(flops / seconds / 1e9, 2))
-                print(json.dumps(record), flush=True)
-    header = "width\\batch " + "".join(f"{b:>10}" for b in batches)
-    print("\nCPU µs per dense forward+backward" + ("  |  CPU time / CUDA time" if gpu else ""), file=sys.stderr)
-    print(header, file=sys.stderr)
+                record.update(
+                    us_per_step=round(seconds * 1e6, 2), tflops=round(flops / seconds / 1e12, 4), repeats=args.repeats
+                )
+                emit(record | common)
+    if not results:
+        return
+    gpu_rows = gpu is not None and any(key[0] == "cuda" for key in results)
+    print("\nCPU µs per dense forward+backward" + ("  |  CPU time / CUDA time" if gpu_rows else ""), file=sys.stderr)
+    print("width\\batch " + "".join(f"{b:>10}" for b in batches), file=sys.stderr)
     for width in widths:
         cells = []
         for batch in batches:
-            cpu = results["cpu", width, batch]
-            cells.append(f"{cpu / results['cuda', width, batch]:>9.2f}x" if gpu else f"{cpu * 1e6:>10.1f}")
+            cpu, cuda_time = results.get(("cpu", width, batch)), results.get(("cuda", width, batch))
+            if gpu_rows:
+                cells.append(f"{cpu / cuda_time:>9.2f}x" if cpu and cuda_time else f"{'-':>10}")
+            else:
+                cells.append(f"{cpu * 1e6:>10.1f}" if cpu else f"{'-':>10}")
         print(f"{width:>11} " + "".join(cells), file=sys.stderr)
-    if gpu:
+    if gpu_rows:
         for width in widths:
-            wins = [b for b in batches if results["cuda", width, b] < results["cpu", width, b]]
-            print(
-                json.dumps(
-                    {
-                        "benchmark": "cpu_vs_gpu",
-                        "width": width,
-                        "gpu": gpu_name,
-                        "crossover_batch": wins[0] if wins else None,
-                    }
-                ),
-                flush=True,
+            wins = [b for b in batches if results.get(("cuda", width, b), np.inf) < results.get(("cpu", width, b), 0)]
+            emit(
+                {
+                    "bench": "crossover",
+                    "impl": "dispatchrl-cuda",
+                    "device": gpu_name,
+                    "width": width,
+                    "crossover_batch": wins[0] if wins else None,
+                }
             )
 
 

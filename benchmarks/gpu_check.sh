@@ -1,41 +1,141 @@
 #!/usr/bin/env bash
-# The checks that need a real NVIDIA GPU (issue #13). CI has none and runs CUDA in numba's
-# simulator; run this on a GPU machine and keep its output with the measurements:
-#     bash benchmarks/gpu_check.sh 2>&1 | tee gpu_check.log
-# Nothing here has run on hardware yet for the single-block fused step (built in the simulator).
+# The checks that need a real NVIDIA GPU (issues #13, #33), sized for about 4 minutes on one H100
+# with 16 cores. CI has none and runs CUDA in numba's simulator; run this on a GPU machine and keep
+# its output with the measurements:
+#     PYTHON=python3 [BASELINE=/path/to/other/checkout] bash benchmarks/gpu_check.sh 2>&1 | tee gpu_check.log
+# 1. versions and device;
+# 2. in parallel: the CUDA tests on hardware (one pytest per file) while the CPU rows' kernels are
+#    compiled into Numba's disk cache (untimed, CUDA hidden), so the timed rows below load them;
+# 3. timed, one at a time: `dispatchrl demo --json`; benchmarks/cpu_vs_gpu.py (the demo step and the
+#    dense layer 1024 x 4096 for dispatchrl CPU and CUDA, JAX and PyTorch in the same run); TD3
+#    Pendulum 10k steps and PPO Pendulum (PPO_STEPS) on CPU and CUDA;
+# 4. with BASELINE: the demo and the TD3/PPO CUDA rows again for that tree (its own PYTHONPATH and
+#    working folder), so old and new kernels compare on the same machine.
+# Every JSON line gets "tree": "new" or "baseline"; after each step a {"bench": "wall", ...} line
+# gives its wall seconds and exit status. Each step runs under `timeout`; the exit status is 1 if
+# any step failed. PYTHON: the interpreter (default python); PEER_PYTHON: the one with jax/torch
+# (default PYTHON); TESTS=0 skips the tests; TD3_STEPS, PPO_STEPS (and BASELINE_TD3_STEPS,
+# BASELINE_PPO_STEPS, default the same) change the run lengths.
 set -uo pipefail
+BASELINE=${BASELINE:-}
+if [ -n "$BASELINE" ]; then # absolute, from the caller's folder
+    if [ ! -d "$BASELINE/dispatchrl" ]; then
+        echo "BASELINE=$BASELINE has no dispatchrl/ folder" >&2
+        exit 2
+    fi
+    BASELINE=$(cd "$BASELINE" && pwd)
+fi
 cd "$(dirname "$0")/.."
+TREE=$PWD
 PYTHON=${PYTHON:-python}
-export NUMBA_ENABLE_CUDASIM=0
+PEER_PYTHON=${PEER_PYTHON:-$PYTHON}
+TESTS=${TESTS:-1}
+TD3_STEPS=${TD3_STEPS:-10000}
+PPO_STEPS=${PPO_STEPS:-1310720} # 160 iterations of 64 envs x 128 steps (a quarter of the default)
+BASELINE_TD3_STEPS=${BASELINE_TD3_STEPS:-$TD3_STEPS} # the old kernels took ~44 s for TD3 10k on an H100
+BASELINE_PPO_STEPS=${BASELINE_PPO_STEPS:-$PPO_STEPS}
+PATH_REST=${PYTHONPATH:-}       # what the caller put on PYTHONPATH (e.g. /tmp/site) stays after the tree
+export NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
+LOGS=$(mktemp -d)
 status=0
+started=$(date +%s)
+
+# in TREE with its PYTHONPATH (python -m puts the working folder first on sys.path, so both matter)
+in_tree() {
+    local dir=$1
+    shift
+    (cd "$dir" && PYTHONPATH="$dir${PATH_REST:+:$PATH_REST}" "$@")
+}
+
+# step TAG DIR SECONDS COMMAND...: run it under timeout, tag its JSON lines, then a wall-time line
+step() {
+    local tag=$1 dir=$2 limit=$3
+    shift 3
+    echo "== [$tag] $* (limit ${limit} s, $(($(date +%s) - started)) s into the run)"
+    local start rc ms
+    start=$(date +%s%N)
+    in_tree "$dir" timeout -k 10 "$limit" "$@" 2>&1 | sed -u "s/^{/{\"tree\": \"$tag\", /"
+    rc=${PIPESTATUS[0]}
+    ms=$((($(date +%s%N) - start) / 1000000))
+    printf '{"tree": "%s", "bench": "wall", "step": "%s", "seconds": %d.%03d, "rc": %d}\n' \
+        "$tag" "$*" $((ms / 1000)) $((ms % 1000)) "$rc"
+    [ "$rc" -eq 0 ] || status=1
+}
 
 echo "== versions and device"
-$PYTHON - <<'PY' || status=1
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || status=1
+in_tree "$TREE" timeout 60 $PYTHON - <<'PY' || status=1
+import importlib.metadata as metadata, sys
 import numba, numpy
 from numba import cuda
-print("numba", numba.__version__, "numpy", numpy.__version__)
-print("device", cuda.get_current_device().name)
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+print({"python": sys.version.split()[0], "numba": numba.__version__, "numba-cuda": version("numba-cuda"),
+       "numpy": numpy.__version__, "plum": version("plum-dispatch"), "device": str(cuda.get_current_device().name)})
 PY
 
-echo "== fused CUDA step tests on hardware (one launch per step(n), equal to CPU)"
-$PYTHON -m pytest tests/test_cuda_fused.py -q -p no:cacheprovider || status=1
+warm_cpu() { # compile the CPU rows' kernels into the tree's Numba cache, untimed and without CUDA
+    local dir=$1
+    CUDA_VISIBLE_DEVICES= in_tree "$dir" timeout 240 $PYTHON -m dispatchrl.cli train td3 --env pendulum \
+        --device cpu --steps 300 --no-eval --json
+    CUDA_VISIBLE_DEVICES= in_tree "$dir" timeout 240 $PYTHON -m dispatchrl.cli train ppo --env pendulum \
+        --device cpu --steps 8192 --no-eval --json
+    CUDA_VISIBLE_DEVICES= in_tree "$dir" timeout 240 $PYTHON -m dispatchrl.cli demo --steps 2 --json
+}
+warm_pids=()
+warm_cpu "$TREE" >"$LOGS/warm-new.log" 2>&1 &
+warm_pids+=($!)
+if [ -n "$BASELINE" ]; then
+    warm_cpu "$BASELINE" >"$LOGS/warm-baseline.log" 2>&1 &
+    warm_pids+=($!)
+fi
 
-echo "== every CUDA test on hardware"
-$PYTHON -m pytest tests -q -p no:cacheprovider -k cuda || status=1
-
-echo "== the demo on every device (CUDA: one single-block kernel per step(n))"
-$PYTHON -m dispatchrl.cli demo --json || status=1
-
-echo "== the demo step with other block sizes, then dense layers: CPU vs CUDA"
-for block in 128 512; do
-    $PYTHON benchmarks/cpu_vs_gpu.py --block "$block" --widths 64 --batches 100 || status=1
+if [ "$TESTS" != 0 ]; then
+    echo "== CUDA tests on hardware, one pytest per file in parallel (fused step = CPU, arguments real CUDA takes, GAE)"
+    test_pids=()
+    files=(tests/test_cuda_fused.py tests/test_cuda_arguments.py tests/test_gae.py)
+    for file in "${files[@]}"; do
+        in_tree "$TREE" timeout -k 10 150 $PYTHON -m pytest "$file" -k cuda -q -p no:cacheprovider \
+            >"$LOGS/$(basename "$file").log" 2>&1 &
+        test_pids+=($!)
+    done
+    for i in "${!files[@]}"; do
+        wait "${test_pids[$i]}"
+        rc=$?
+        echo "-- ${files[$i]} -k cuda: exit $rc ($(($(date +%s) - started)) s into the run)"
+        tail -n 40 "$LOGS/$(basename "${files[$i]}").log"
+        [ "$rc" -eq 0 ] || status=1
+    done
+fi
+for pid in "${warm_pids[@]}"; do
+    wait "$pid" || echo "(a cache warm-up failed; its rows compile when timed: see compile_seconds)"
 done
-$PYTHON benchmarks/cpu_vs_gpu.py || status=1
 
-echo "== TD3 Pendulum on CUDA (fused single block) and CPU, 10k steps"
-for device in cpu cuda; do
-    /usr/bin/time -f "$device: %e s" $PYTHON -m dispatchrl.cli train td3 --env pendulum --device "$device" --steps 10000 --json \
-        | tail -n 1 || status=1
+step new "$TREE" 90 $PYTHON -m dispatchrl.cli demo --json
+step new "$TREE" 150 $PYTHON benchmarks/cpu_vs_gpu.py --widths 1024 --batches 4096 --peer-shapes 1024x4096 \
+    --peer-python "$PEER_PYTHON" --peer-timeout 75
+for algo in td3 ppo; do
+    steps=$TD3_STEPS
+    [ "$algo" = ppo ] && steps=$PPO_STEPS
+    for device in cpu cuda; do
+        step new "$TREE" 120 $PYTHON -m dispatchrl.cli train $algo --env pendulum --device $device \
+            --steps "$steps" --json
+    done
 done
 
+if [ -n "$BASELINE" ]; then
+    step baseline "$BASELINE" 90 $PYTHON -m dispatchrl.cli demo --json
+    for algo in td3 ppo; do
+        steps=$BASELINE_TD3_STEPS
+        [ "$algo" = ppo ] && steps=$BASELINE_PPO_STEPS
+        step baseline "$BASELINE" 120 $PYTHON -m dispatchrl.cli train $algo --env pendulum --device cuda \
+            --steps "$steps" --json
+    done
+fi
+
+echo "== done in $(($(date +%s) - started)) s, exit $status"
+rm -rf "$LOGS"
 exit $status

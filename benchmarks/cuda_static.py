@@ -33,8 +33,9 @@ Counted quantities (exactly):
 
 - ``sass_per_mac``: over the innermost loops of the kernel's SASS (a backward branch with no
   other backward branch between its target and itself) that hold a multiply-add (``FFMA``,
-  ``DFMA``, or ``FMUL`` with ``DADD``: a float32 product accumulated in float64) and no global
-  store (``STG``: an elementwise loop writes every pass, a dense one accumulates in registers),
+  ``DFMA``, or ``FMUL`` with ``DADD``: a float32 product accumulated in float64), no global
+  store (``STG``: an elementwise loop writes every pass, a dense one accumulates in registers)
+  and no branch but its back edge (a loop branching inside is other math: exp, log),
   the sum of their instructions (target label to branch, inclusive) divided by the sum of their
   multiply-adds per pass (``FFMA + DFMA + HFMA2 + min(FMUL, DADD)``). Each loop counts once (not
   weighted by trip count); unrolled main loops and their remainder loops both count; a dense call
@@ -564,13 +565,16 @@ def find_tool(name: str, python: str) -> str | None:
 
 
 def real_compiler(python: str) -> str | None:
-    """Why ``python`` cannot compile for real (None when it can): numba-cuda must import with the
+    """Why ``python`` cannot compile for real (None when it can): the numba-cuda package (not the
+    CUDA target numba itself still ships, which compiles differently) must import with the
     simulator off."""
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": str(ROOT)}
-    probe = "import numba.cuda, numba.cuda.dispatcher; from numba.cuda import compile_ptx; print('ok')"
+    probe = "import numba.cuda, numba.cuda.dispatcher; from numba.cuda import compile_ptx; print(numba.cuda.__file__)"
     out = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=env)
-    if out.returncode != 0 or "ok" not in out.stdout:
+    if out.returncode != 0:
         return f"{python} cannot import real numba-cuda: {(out.stderr.strip().splitlines() or ['?'])[-1]}"
+    if "numba_cuda" not in out.stdout:
+        return f"{python} has numba's built-in CUDA target ({out.stdout.strip()}), not the numba-cuda package"
     return None
 
 
@@ -680,7 +684,9 @@ def sass_stats(listing: str) -> dict:
         base = [op.split(".")[0] for op in ops]
         count = {name: base.count(name) for name in ("FFMA", "DFMA", "HFMA2", "FMUL", "DADD")}
         loop_macs = count["FFMA"] + count["DFMA"] + count["HFMA2"] + min(count["FMUL"], count["DADD"])
-        if loop_macs == 0 or "STG" in base:  # an elementwise loop writes every pass; a dense one accumulates
+        # an elementwise loop stores every pass, a dense one accumulates in registers; a loop with
+        # branches inside is other math (exp, log: polynomials of DFMA), a dense one has only its back edge
+        if loop_macs == 0 or "STG" in base or base.count("BRA") > 1:
             continue
         mac_loops += 1
         loop_instructions += len(ops)
@@ -808,7 +814,7 @@ def predict(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: 
     ``LATENCY_CPI`` is the one fitted to a measurement (docs/DESIGN.md compares)."""
     spm = 31.0 if sass_per_mac is None else float(sass_per_mac)
     block = kernel.block
-    cycles = issue_total = shared_total = barrier_total = 0.0
+    cycles = issue_total = shared_total = barrier_total = other_total = 0.0
     for c in kernel.calls:
         if c.weight == 0:
             continue
@@ -823,6 +829,7 @@ def predict(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: 
         barriers = PHASE_CYCLES + (c.barriers or 0) * INNER_BARRIER_CYCLES
         cycles += c.weight * (max(issue, shared) + barriers)
         issue_total += c.weight * issue
+        other_total += 0.0 if c.macs else c.weight * issue
         shared_total += c.weight * shared
         barrier_total += c.weight * barriers
     cycles += kernel.branches_per_step * PHASE_CYCLES
@@ -832,6 +839,7 @@ def predict(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: 
     return {
         "predicted_us": round(cycles * per_cycle_us + launch, 2),
         "issue_us": round(issue_total * per_cycle_us, 2),
+        "non_dense_issue_us": round(other_total * per_cycle_us, 2),
         "shared_us": round(shared_total * per_cycle_us, 2),
         "barrier_us": round(barrier_total * per_cycle_us, 2),
         "launch_us": round(launch, 3),

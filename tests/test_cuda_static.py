@@ -73,6 +73,12 @@ SASS = """
         /*00c0*/                   FFMA R2, R2, R3, R4 ;
         /*00d0*/                   STG.E desc[UR4][R4.64], R2 ;
         /*00e0*/               @P2 BRA `(.L_x_3) ;
+.L_x_4:
+        /*00e8*/                   DFMA R2, R2, R3, R4 ;
+        /*00ec*/               @P3 BRA `(.L_x_5) ;
+        /*00ed*/                   DFMA R2, R2, R3, R4 ;
+.L_x_5:
+        /*00ee*/               @P2 BRA `(.L_x_4) ;
         /*00f0*/                   LDS R9, [R3] ;
         /*0100*/                   EXIT ;
 """
@@ -80,7 +86,7 @@ SASS = """
 
 def test_sass_per_mac_counts_the_dense_loops_only(tool):
     # loop 1: 5 instructions, 2 FFMA; loop 2: 6 instructions, FMUL + DADD = 1 multiply-add; loop 3
-    # stores every pass (an elementwise loop): not a dense loop
+    # stores every pass (an elementwise loop) and loop 4 branches inside (a polynomial): not dense loops
     stats = tool.sass_stats(SASS)
     assert stats["mac_loops"] == 2
     assert stats["sass_per_mac"] == round((5 + 6) / 3, 2)

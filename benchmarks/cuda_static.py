@@ -55,6 +55,7 @@ import glob
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -321,8 +322,6 @@ def build(program: str, replay_steps: int = 10_000, launches: list | None = None
 def record_namespace(source: str, record: LaunchRecord) -> dict:
     """name in the generated source -> [module, qualname] of the block form it calls (the fused
     kernel's globals hold its device functions under those names)."""
-    import re
-
     used = set(re.findall(r"\b(f\d+)\(", source))
     out = {}
     for name in sorted(used):
@@ -619,8 +618,6 @@ def compile_worker(spec_path: str) -> None:
 
 def ptxas_resources(log: str) -> dict:
     """registers, spills, stack, static shared memory of the fused kernel from ``ptxas -v``."""
-    import re
-
     lines = log.splitlines()
     for i, line in enumerate(lines):
         if "Function properties for" in line and "fused_step" in line:
@@ -650,8 +647,6 @@ def ptxas_resources(log: str) -> dict:
 
 def sass_instructions(listing: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """(opcode, text) per instruction of an ``nvdisasm -c`` listing and label -> instruction index."""
-    import re
-
     instructions: list[tuple[str, str]] = []
     labels: dict[str, int] = {}
     for line in listing.splitlines():
@@ -668,8 +663,6 @@ def sass_instructions(listing: str) -> tuple[list[tuple[str, str]], dict[str, in
 def sass_stats(listing: str) -> dict:
     """sass_per_mac, lds and the dense loops' shared-memory bytes per multiply-add (see the module
     docstring for exactly what is counted)."""
-    import re
-
     instructions, labels = sass_instructions(listing)
     loops = []
     for index, (op, text) in enumerate(instructions):

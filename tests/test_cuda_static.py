@@ -136,6 +136,9 @@ def test_fused_kernels_launch_at_their_block_size(tool, compiled):
     kernels, results, _ = compiled
     for index, kernel in enumerate(kernels):
         assert tool.launch_problems(kernel, results[(index, 90)]) == [], kernel.program
+    for row in tool.rows(kernels, results, (90,)):
+        assert set(tool.KEYS) <= set(row) and row["launchable"] and row["predicted_us"] > 0
+        assert row["macs_per_step"] > 0 and row["barriers_per_step"] >= 1
 
 
 def test_no_refused_argument_reaches_a_kernel(compiled):

@@ -20,7 +20,7 @@ from numba.core.registry import CPUDispatcher
 
 from ..arrays import Array
 from ..devices import CUDA
-from ..errors import ConfigError
+from ..errors import ConfigError, DeviceError
 from ..staging import Branch, Program, compile_step, kernel_calls, launch, python_program, raw
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "block_form",
     "block_program",
     "block_work",
+    "check_launch_arguments",
     "device_twin",
     "flat",
     "grid_1d",
@@ -46,6 +47,7 @@ __all__ = [
     "launch_once",
     "once",
     "per_index",
+    "refused_argument",
     "unfused_kernels",
 ]
 
@@ -199,7 +201,43 @@ class Launch:
         self.kernel, self.grid, self.block, self.shared = kernel, grid, block, shared
 
     def __call__(self, *args) -> None:
+        if _SIMULATOR:  # the simulator runs arguments that real numba.cuda refuses to type
+            check_launch_arguments(self.kernel, args)
         self.kernel[self.grid, self.block, 0, self.shared](*args)
+
+
+def refused_argument(value: object) -> str | None:
+    """What real numba.cuda refuses about ``value`` as a kernel argument (None if it takes it):
+    numbers, numpy scalars, device arrays and numpy arrays (copied in and back) are taken, tuples
+    of those too; ``None`` and other objects are not (``NotImplementedError: (none, None)``)."""
+    if value is None:
+        return "None"
+    if isinstance(value, (bool, int, float, complex, np.bool_, np.number, np.ndarray)):
+        return None
+    if hasattr(value, "__cuda_array_interface__") or (
+        hasattr(value, "copy_to_host") and hasattr(value, "is_c_contiguous")
+    ):
+        return None  # a device array, real or simulated (not a dispatchrl Array: launch unwraps those)
+    if isinstance(value, tuple):
+        inner = [refused_argument(item) for item in value]
+        return next((f"a tuple holding {why}" for why in inner if why), None)
+    return f"an object of type {type(value).__name__}"
+
+
+def check_launch_arguments(kernel, args: tuple) -> None:
+    """Refuse (:class:`DeviceError`, naming the kernel and parameter) a launch of ``kernel`` with an
+    argument real CUDA cannot take; the simulator would run it and hide the bug."""
+    for index, value in enumerate(args):
+        why = refused_argument(value)
+        if why is not None:
+            py = getattr(kernel, "py_func", None) or getattr(kernel, "fn", kernel)
+            code = getattr(py, "__code__", None)
+            names = code.co_varnames[: code.co_argcount] if code is not None else ()
+            name = names[index] if index < len(names) else f"#{index}"
+            raise DeviceError(
+                f"{getattr(py, '__name__', kernel)!s}: argument {name!r} is {why}, which a real GPU's "
+                "kernel launch refuses (the CUDA simulator would run it); pass an array or a number"
+            )
 
 
 def launch_1d(device: CUDA, kernel, n: int, *args) -> None:

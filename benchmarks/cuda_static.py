@@ -31,16 +31,15 @@ without it, a table.
 
 Counted quantities (exactly):
 
-- ``sass_per_mac``: over the innermost loops of the kernel's SASS (a backward branch with no
-  other backward branch between its target and itself) that hold a multiply-add (``FFMA``,
-  ``DFMA``, or ``FMUL`` with ``DADD``: a float32 product accumulated in float64), no global
-  store (``STG``: an elementwise loop writes every pass, a dense one accumulates in registers)
-  and no branch but its back edge (a loop branching inside is other math: exp, log),
-  the sum of their instructions (target label to branch, inclusive) divided by the sum of their
-  multiply-adds per pass (``FFMA + DFMA + HFMA2 + min(FMUL, DADD)``). Each loop counts once (not
-  weighted by trip count); unrolled main loops and their remainder loops both count; a dense call
-  whose inner extent the compiler unrolled completely (e.g. 4 inputs) has no loop of its own and
-  is not counted. ``None`` without SASS.
+- ``sass_per_mac``: over the dense loops of the kernel's SASS (a backward branch's range is a
+  loop; a dense loop holds multiply-adds of its own, outside the loops nested in it: ``FFMA``,
+  ``HFMA2``, or ``FMUL`` with ``DADD``, a float32 product accumulated in float64; and no global
+  store, ``STG``, which an elementwise loop does every pass), the sum of their instructions (target
+  label to branch, inclusive, nested loops such as the tiles' staging counted once) divided by the
+  sum of their own multiply-adds per pass. For the tiled products that is one pass over ``GEMM_K``
+  inner indices: staging, barriers and the unrolled 4 x 4 outer products. Each loop counts once
+  (not weighted by trip count); a dense call whose inner extent the compiler unrolled completely
+  has no loop of its own and is not counted. ``None`` without SASS.
 - ``lds``: ``LDS*`` instructions (any width, ``LDSM`` included) in the whole SASS listing.
 - ``barriers_per_step``: ``cuda.syncthreads()`` executed per step by thread 0: the one the fused
   kernel puts after every call and before every branch (from the generated source's structure,
@@ -670,21 +669,22 @@ def sass_stats(listing: str) -> dict:
             target = re.search(r"`\((\.L_x_\d+)\)", text)
             if target and labels.get(target.group(1), 1 << 62) <= index:
                 loops.append((labels[target.group(1)], index))
-    innermost = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
     loop_instructions = macs = lds_bytes = mac_loops = 0
-    for a, b in innermost:
-        ops = [instructions[k][0] for k in range(a, b + 1)]
-        base = [op.split(".")[0] for op in ops]
-        count = {name: base.count(name) for name in ("FFMA", "DFMA", "HFMA2", "FMUL", "DADD")}
-        loop_macs = count["FFMA"] + count["DFMA"] + count["HFMA2"] + min(count["FMUL"], count["DADD"])
-        # an elementwise loop stores every pass, a dense one accumulates in registers; a loop with
-        # branches inside is other math (exp, log: polynomials of DFMA), a dense one has only its back edge
-        if loop_macs == 0 or "STG" in base or base.count("BRA") > 1:
+    for a, b in loops:
+        nested = [(c, d) for c, d in loops if a <= c and d <= b and (c, d) != (a, b)]
+        direct = [k for k in range(a, b + 1) if not any(c <= k <= d for c, d in nested)]
+        ops = [instructions[k][0].split(".")[0] for k in direct]
+        count = {name: ops.count(name) for name in ("FFMA", "HFMA2", "FMUL", "DADD")}
+        loop_macs = count["FFMA"] + count["HFMA2"] + min(count["FMUL"], count["DADD"])
+        # an elementwise loop stores to global memory every pass, a dense one accumulates in
+        # registers; float64 DFMA alone is other math (exp, log polynomials), not a product here
+        if loop_macs == 0 or any(instructions[k][0].startswith("STG") for k in range(a, b + 1)):
             continue
         mac_loops += 1
-        loop_instructions += len(ops)
+        loop_instructions += b + 1 - a  # a pass, its staging loops (nested) counted once
         macs += loop_macs
-        for op in ops:
+        for k in direct:
+            op = instructions[k][0]
             if op.startswith("LDS"):
                 width = re.search(r"\.(32|64|128)\b", op)
                 lds_bytes += int(width.group(1)) // 8 if width else 4

@@ -79,19 +79,31 @@ SASS = """
         /*00ed*/                   DFMA R2, R2, R3, R4 ;
 .L_x_5:
         /*00ee*/               @P2 BRA `(.L_x_4) ;
-        /*00f0*/                   LDS R9, [R3] ;
-        /*0100*/                   EXIT ;
+.L_x_6:
+.L_x_7:
+        /*0100*/                   LDG.E R2, desc[UR4][R4.64] ;
+        /*0110*/                   STS [R3], R2 ;
+        /*0120*/               @P1 BRA `(.L_x_7) ;
+        /*0130*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0140*/                   LDS R6, [R3] ;
+        /*0150*/                   FFMA R8, R2, R6, R8 ;
+        /*0160*/                   FFMA R9, R2, R6, R9 ;
+        /*0170*/                   FFMA R10, R2, R6, R10 ;
+        /*0180*/               @P0 BRA `(.L_x_6) ;
+        /*0190*/                   LDS R9, [R3] ;
+        /*01a0*/                   EXIT ;
 """
 
 
 def test_sass_per_mac_counts_the_dense_loops_only(tool):
     # loop 1: 5 instructions, 2 FFMA; loop 2: 6 instructions, FMUL + DADD = 1 multiply-add; loop 3
-    # stores every pass (an elementwise loop) and loop 4 branches inside (a polynomial): not dense loops
+    # stores every pass (an elementwise loop) and loop 4 is float64 polynomial math: not dense loops;
+    # loop 6, a tiled pass: 9 instructions with its nested staging loop, 3 FFMA of its own
     stats = tool.sass_stats(SASS)
-    assert stats["mac_loops"] == 2
-    assert stats["sass_per_mac"] == round((5 + 6) / 3, 2)
-    assert stats["lds"] == 2
-    assert stats["lds_bytes_per_mac"] == round(8 / 3, 3)
+    assert stats["mac_loops"] == 3
+    assert stats["sass_per_mac"] == round((5 + 6 + 9) / 6, 2)
+    assert stats["lds"] == 3
+    assert stats["lds_bytes_per_mac"] == round((8 + 4) / 6, 3)
 
 
 def test_launch_limits(tool):

@@ -287,8 +287,15 @@ def build(program: str, replay_steps: int = 10_000, launches: list | None = None
     launch made while building (state, networks, the fused kernels' first compile) is appended to
     ``launches`` as a :class:`LaunchRecord`."""
     _require_simulator()
-    with recorded_launches() as recorded:
-        steps = {"demo": _demo_step, "layer64": _layer_step}.get(program, lambda: _train_steps(program))()
+    from dispatchrl.backends import cuda as cuda_backend
+
+    # the block a GPU gets (the simulator's default is smaller: its threads are Python threads)
+    simulated_block, cuda_backend.FUSED_BLOCK = cuda_backend.FUSED_BLOCK, cuda_backend.HARDWARE_FUSED_BLOCK
+    try:
+        with recorded_launches() as recorded:
+            steps = {"demo": _demo_step, "layer64": _layer_step}.get(program, lambda: _train_steps(program))()
+    finally:
+        cuda_backend.FUSED_BLOCK = simulated_block
     if launches is not None:
         launches += recorded
     launches = recorded

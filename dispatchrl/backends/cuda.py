@@ -29,6 +29,7 @@ __all__ = [
     "BLOCK_FORMS",
     "DYNAMIC_SHARED",
     "FUSED_BLOCK",
+    "HARDWARE_FUSED_BLOCK",
     "MAX_FUSED_BLOCK",
     "MAX_PARAMETER_BYTES",
     "REDUCE_THREADS",
@@ -60,7 +61,8 @@ _SIMULATOR = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
 #: at every call, need them. At sm_90, TD3's fused step takes 224 registers and spills nothing; under
 #: a 512-thread block's cap of 128 it spilled 456 bytes. The simulator runs each thread as a Python
 #: thread: 64 there.
-FUSED_BLOCK = 64 if _SIMULATOR else 256
+HARDWARE_FUSED_BLOCK = 256
+FUSED_BLOCK = 64 if _SIMULATOR else HARDWARE_FUSED_BLOCK
 #: the smallest fused block: the products lay 16 threads across their 64 output columns
 MIN_FUSED_BLOCK = 16
 #: registers of one streaming multiprocessor (sm_70 to sm_90): a block of N threads launches only

@@ -62,17 +62,9 @@ def make_step(device, width, batch):
 
 
 def make_demo_step(device, batch=100):
-    """The ``dispatchrl demo`` step: MLP 4-64-64-1 regression, MSE + Adam. Returns the fused step,
-    the net, the loss array and the host data (x, y)."""
-    g = np.random.default_rng(0)
-    x = g.uniform(-2, 2, size=(batch, 4))
-    y = np.sin(x).sum(axis=1, keepdims=True)
-    net = nn.mlp(device, (4, 64, 64, 1), activation="relu", seed=0)
-    buffers = nn.mlp_buffers(device, net, batch)
-    loss = drl.zeros(device, 1)
-    x_dev, y_dev = drl.asarray(device, x, np.float32), drl.asarray(device, y, np.float32)
-    step = drl.fuse(device, nn.mlp_train_step, net, buffers, x_dev, y_dev, loss)
-    return step, net, loss, (x.astype(np.float32), y.astype(np.float32))
+    """The ``dispatchrl demo`` step (:func:`dispatchrl.nn.regression_demo`): MLP 4-64-64-1
+    regression, MSE + Adam. Returns the fused step, the net, the loss array and the host data (x, y)."""
+    return nn.regression_demo(device, batch)
 
 
 def demo_weights(net, data) -> dict[str, np.ndarray]:

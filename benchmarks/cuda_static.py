@@ -235,7 +235,7 @@ def _train_steps(algo_name: str) -> list[tuple[str, Any, int]]:
 
 
 #: ``dispatchrl demo``'s defaults (cli.py): an MLP 4-64-64-1, batch 100, 2000 steps
-DEMO_SIZES, DEMO_BATCH, DEMO_STEPS = (4, 64, 64, 1), 100, 2000
+DEMO_BATCH, DEMO_STEPS = 100, 2000
 
 
 def _demo_step() -> list[tuple[str, Any, int]]:
@@ -243,21 +243,7 @@ def _demo_step() -> list[tuple[str, Any, int]]:
     import dispatchrl as drl
     from dispatchrl import nn
 
-    device = drl.CUDA()
-    g = np.random.default_rng(0)
-    x = g.uniform(-2, 2, size=(DEMO_BATCH, DEMO_SIZES[0]))
-    y = np.sin(x).sum(axis=1, keepdims=True)
-    net = nn.mlp(device, DEMO_SIZES, activation="relu", seed=0)
-    buffers = nn.mlp_buffers(device, net, DEMO_BATCH)
-    step = drl.fuse(
-        device,
-        nn.mlp_train_step,
-        net,
-        buffers,
-        drl.asarray(device, x, np.float32),
-        drl.asarray(device, y, np.float32),
-        drl.zeros(device, 1),
-    )
+    step, _, _, _ = nn.regression_demo(drl.CUDA(), DEMO_BATCH)
     return [("demo", step, DEMO_STEPS - 1)]
 
 

@@ -41,23 +41,9 @@ def demo(args: argparse.Namespace) -> None:
     import dispatchrl as drl
     from dispatchrl import nn
 
-    g = np.random.default_rng(0)
-    x = g.uniform(-2, 2, size=(args.batch, 4))
-    y = np.sin(x).sum(axis=1, keepdims=True)
     for device in available_devices():
-        net = nn.mlp(device, (4, 64, 64, 1), activation="relu", seed=0)
-        buffers = nn.mlp_buffers(device, net, args.batch)
-        loss = drl.zeros(device, 1)
         start = time.perf_counter()
-        step = drl.fuse(
-            device,
-            nn.mlp_train_step,
-            net,
-            buffers,
-            drl.asarray(device, x, np.float32),
-            drl.asarray(device, y, np.float32),
-            loss,
-        )
+        step, _, loss, _ = nn.regression_demo(device, args.batch)
         step(1)
         first = float(drl.to_numpy(loss)[0])
         build = time.perf_counter() - start

@@ -27,6 +27,7 @@ from .network import (
     parameters,
     polyak_average,
     raw_output,
+    regression_demo,
 )
 from .policy import Policy
 
@@ -60,4 +61,5 @@ __all__ = [
     "parameters",
     "polyak_average",
     "raw_output",
+    "regression_demo",
 ]

@@ -53,6 +53,7 @@ __all__ = [
     "parameters",
     "polyak_average",
     "raw_output",
+    "regression_demo",
 ]
 
 
@@ -487,3 +488,21 @@ def network_constructor(name: str, field: str = "network") -> Callable[..., Any]
         if callable(target):
             return target
     raise ConfigError(f"{field}: {name!r} is neither one of {sorted(NETWORKS)} nor an importable 'module:function'")
+
+
+def regression_demo(device: Any, batch: int = 100) -> tuple:
+    """The ``dispatchrl demo`` problem: an MLP 4-64-64-1 (relu, seed 0) regressing sum(sin(x)) on
+    ``batch`` fixed points drawn from [-2, 2]^4 (seed 0), by :func:`mlp_train_step` fused on
+    ``device``. Returns ``(step, net, loss, (x, y))``, the data as float32 host arrays."""
+    from ..arrays import asarray, zeros
+    from ..staging import fuse
+
+    g = np.random.default_rng(0)
+    x = g.uniform(-2, 2, size=(batch, 4))
+    y = np.sin(x).sum(axis=1, keepdims=True)
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    net = mlp(device, (4, 64, 64, 1), activation="relu", seed=0)
+    buffers = mlp_buffers(device, net, batch)
+    loss = zeros(device, 1)
+    step = fuse(device, mlp_train_step, net, buffers, asarray(device, x), asarray(device, y), loss)
+    return step, net, loss, (x, y)

@@ -98,7 +98,7 @@ def device_twin(cpu_function, **callees):
 
 
 def _kernel_stem(py) -> str:
-    # _replay_add_at -> replay_add, n_step_row -> n_step, linear_anneal_kernel -> linear_anneal
+    # replay_add_row -> replay_add, n_step_row -> n_step, linear_anneal_kernel -> linear_anneal
     return re.sub(r"_(at|row|body|kernel)$", "", py.__name__.lstrip("_"))
 
 

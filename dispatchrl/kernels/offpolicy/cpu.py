@@ -18,6 +18,44 @@ __all__ = ["add_clipped_noise_at", "gaussian_tanh_grad", "gaussian_tanh_sample_a
 
 
 @njit(**JIT_EXACT)
+def replay_add_row(
+    i,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    position,
+):
+    """Transition ``i`` written into the ring ``i`` rows after its position (the CUDA kernel's
+    element body too: rows are independent, the position advances after all of them)."""
+    row = (position[0] + i) % b_obs.shape[0]
+    # element loops: a row assignment compiles Numba's shape-mismatch error formatting
+    # (string code, ~2 s of a cold compile) for a check that cannot fail here
+    for j in range(obs.shape[1]):
+        b_obs[row, j] = obs[i, j]
+        b_next_obs[row, j] = next_obs[i, j]
+    for j in range(action.shape[1]):
+        b_action[row, j] = action[i, j]
+    b_reward[row] = reward[i]
+    b_terminated[row] = terminated[i]
+    b_truncated[row] = truncated[i]
+
+
+@njit(**JIT_EXACT)
+def advance_ring(position, size, rows, capacity):
+    position[0] = (position[0] + rows) % capacity
+    size[0] = min(size[0] + rows, capacity)
+
+
+@njit(**JIT_EXACT)
 def replay_add_kernel(
     obs,
     action,
@@ -34,21 +72,24 @@ def replay_add_kernel(
     position,
     size,
 ):
-    capacity = b_obs.shape[0]
     for i in range(obs.shape[0]):
-        row = position[0]
-        # element loops: a row assignment compiles Numba's shape-mismatch error formatting
-        # (string code, ~2 s of a cold compile) for a check that cannot fail here
-        for j in range(obs.shape[1]):
-            b_obs[row, j] = obs[i, j]
-            b_next_obs[row, j] = next_obs[i, j]
-        for j in range(action.shape[1]):
-            b_action[row, j] = action[i, j]
-        b_reward[row] = reward[i]
-        b_terminated[row] = terminated[i]
-        b_truncated[row] = truncated[i]
-        position[0] = (row + 1) % capacity
-        size[0] = min(size[0] + 1, capacity)
+        replay_add_row(
+            i,
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            truncated,
+            b_obs,
+            b_action,
+            b_reward,
+            b_next_obs,
+            b_terminated,
+            b_truncated,
+            position,
+        )
+    advance_ring(position, size, obs.shape[0], b_obs.shape[0])
 
 
 @api.replay_add.dispatch

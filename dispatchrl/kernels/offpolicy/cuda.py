@@ -19,41 +19,9 @@ __all__ = ["gaussian_tanh_grad"]
 gaussian_tanh_grad = device_twin(cpu.gaussian_tanh_grad)
 
 
-def _replay_add_at(
-    i,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    position,
-) -> None:
-    row = (position[0] + i) % b_obs.shape[0]
-    for j in range(obs.shape[1]):
-        b_obs[row, j] = obs[i, j]
-        b_next_obs[row, j] = next_obs[i, j]
-    for j in range(action.shape[1]):
-        b_action[row, j] = action[i, j]
-    b_reward[row] = reward[i]
-    b_terminated[row] = terminated[i]
-    b_truncated[row] = truncated[i]
-
-
-def _advance_ring(position, size, rows, capacity) -> None:
-    position[0] = (position[0] + rows) % capacity
-    size[0] = min(size[0] + rows, capacity)
-
-
-replay_add_kernel = per_index(_replay_add_at, "obs.shape[0]")
+replay_add_kernel = per_index(cpu.replay_add_row, "obs.shape[0]")
 # after every row was written at the old position
-advance_ring_kernel = once(_advance_ring)
+advance_ring_kernel = once(cpu.advance_ring)
 
 
 @api.replay_add.dispatch

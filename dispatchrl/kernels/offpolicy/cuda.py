@@ -11,6 +11,7 @@ from ...devices import CUDA
 from ...staging import launch
 from ..core.cuda import increment_kernel
 from ..random.cuda import standard_normal, uniform01
+from ..replay.cuda import copy_transition
 from . import api, cpu
 from .api import transition_arrays
 
@@ -60,14 +61,22 @@ def _replay_sample_at(
     truncated,
 ) -> None:
     row = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
-    for j in range(obs.shape[1]):
-        obs[k, j] = b_obs[row, j]
-        next_obs[k, j] = b_next_obs[row, j]
-    for j in range(action.shape[1]):
-        action[k, j] = b_action[row, j]
-    reward[k] = b_reward[row]
-    terminated[k] = b_terminated[row]
-    truncated[k] = b_truncated[row]
+    copy_transition(
+        k,
+        row,
+        b_obs,
+        b_action,
+        b_reward,
+        b_next_obs,
+        b_terminated,
+        b_truncated,
+        obs,
+        action,
+        reward,
+        next_obs,
+        terminated,
+        truncated,
+    )
 
 
 replay_sample_kernel = per_index(_replay_sample_at, "obs.shape[0]")

@@ -19,6 +19,7 @@ __all__ = [
     "LEAF_FIELDS",
     "address_pointer",
     "checked_priority_update_at",
+    "copy_transition",
     "n_step_row",
     "prefetch_item",
     "prefetch_row",
@@ -141,6 +142,34 @@ def priority_sample(device: CPU, rng, sum_tree, min_tree, size, beta, index, wei
 
 
 @njit(**JIT_EXACT)
+def copy_transition(
+    k,
+    row,
+    b_obs,
+    b_action,
+    b_reward,
+    b_next_obs,
+    b_terminated,
+    b_truncated,
+    obs,
+    action,
+    reward,
+    next_obs,
+    terminated,
+    truncated,
+):
+    """The buffer's row ``row`` copied into the batch's row ``k`` (gathers and uniform draws)."""
+    for j in range(obs.shape[1]):
+        obs[k, j] = b_obs[row, j]
+        next_obs[k, j] = b_next_obs[row, j]
+    for j in range(action.shape[1]):
+        action[k, j] = b_action[row, j]
+    reward[k] = b_reward[row]
+    terminated[k] = b_terminated[row]
+    truncated[k] = b_truncated[row]
+
+
+@njit(**JIT_EXACT)
 def replay_gather_at(
     k,
     index,
@@ -158,15 +187,22 @@ def replay_gather_at(
     truncated,
 ):
     """Row ``k`` of replay_gather: the buffer's row ``index[k]`` copied into the batch."""
-    row = index[k]
-    for j in range(obs.shape[1]):
-        obs[k, j] = b_obs[row, j]
-        next_obs[k, j] = b_next_obs[row, j]
-    for j in range(action.shape[1]):
-        action[k, j] = b_action[row, j]
-    reward[k] = b_reward[row]
-    terminated[k] = b_terminated[row]
-    truncated[k] = b_truncated[row]
+    copy_transition(
+        k,
+        index[k],
+        b_obs,
+        b_action,
+        b_reward,
+        b_next_obs,
+        b_terminated,
+        b_truncated,
+        obs,
+        action,
+        reward,
+        next_obs,
+        terminated,
+        truncated,
+    )
 
 
 @njit(**JIT_EXACT)

@@ -13,7 +13,7 @@ from ..offpolicy.api import transition_arrays
 from ..random.cuda import uniform01
 from . import api, cpu
 
-__all__: list[str] = []
+__all__ = ["copy_transition"]
 
 
 @cuda.jit(device=True)
@@ -25,12 +25,13 @@ def select_float(condition, if_true, if_false):
 set_leaf = device_twin(cpu.set_leaf, select_float=select_float)
 tree_descend = device_twin(cpu.tree_descend, select_float=select_float)
 n_step_row = device_twin(cpu.n_step_row)
+copy_transition = device_twin(cpu.copy_transition)
 twins = {"set_leaf": set_leaf, "tree_descend": tree_descend, "uniform01": uniform01, "n_step_row": n_step_row}
 # tree writes in one thread, in row order, as on every device
 priority_mark_new_kernel = once(cpu.priority_mark_new_kernel, **twins)
 priority_update_kernel = once(cpu.priority_update_kernel, **twins)
 priority_sample_kernel = per_index(cpu.priority_sample_at, "index.shape[0]", **twins)
-replay_gather_kernel = per_index(cpu.replay_gather_at, "index.shape[0]")
+replay_gather_kernel = per_index(cpu.replay_gather_at, "index.shape[0]", copy_transition=copy_transition)
 scale_rows_kernel = per_index(cpu.scale_rows_at, "x.shape[0]", "x.shape[1]")
 td_priority_kernel = per_index(cpu.td_priority_at, "priority.shape[0]")
 linear_anneal_kernel = once(cpu.linear_anneal_kernel)

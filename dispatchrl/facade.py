@@ -29,11 +29,18 @@ from .arrays import to_numpy
 from .devices import Device, device_from_name
 from .errors import CheckpointError, ConfigError
 from .loggers import Logger
-from .spaces import Box
 from .training import driver
 from .training.callbacks import EvalCallback, StopOnReward
 from .training.envspec import NAMED_ENVS, EnvSpec, check_action_space, resolve_env
-from .training.runs import Snapshot, build_state, config_from_metadata, restore_for_resume, save_run, snapshot
+from .training.runs import (
+    Snapshot,
+    build_state,
+    config_from_metadata,
+    recorded_action_space,
+    restore_for_resume,
+    save_run,
+    snapshot,
+)
 from .training.trust import check_checkpoint_code, check_run_metadata, in_memory
 
 __all__ = ["PPO", "SAC", "TD3", "EvalCallback", "Model", "StopOnReward"]
@@ -197,7 +204,7 @@ class Model:
             make = getattr(self.algo, "stochastic_policy", None)  # td3, sac, ppo have one
             if make is None:
                 raise ConfigError(f"predict: {self.algo.NAME} has no stochastic policy; use deterministic=True")
-            self._stochastic_of = (state, make(state, self.config, self.spec.action_low, self.spec.action_high))
+            self._stochastic_of = (state, make(state, self.config, self.spec.action_space))
         return self._stochastic_of[1]
 
     def _noise(self) -> np.random.Generator:
@@ -267,7 +274,7 @@ def _recorded_spec(meta: dict[str, Any]) -> EnvSpec:
         native=None,
         make_batch=None,
         obs_dim=int(meta["obs_dim"]),
-        action_space=Box(meta["action_low"], meta["action_high"]),  # checkpoint metadata keeps the bounds
+        action_space=recorded_action_space(meta),
         eval_id=meta.get("eval_id"),
     )
 

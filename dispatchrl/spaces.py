@@ -89,6 +89,11 @@ class Box:
             return self.clip(x)
         raise ConfigError(f"squash: expected 'tanh' or 'clip', got {how!r}")
 
+    def from_policy(self, actions: Any) -> np.ndarray:
+        """A policy's action rows (in [-1, 1], or beyond where Gaussian) → the env's actions:
+        clipped to [-1, 1], then mapped onto the bounds."""
+        return self.from_unit(np.clip(actions, -1.0, 1.0))
+
     def __repr__(self) -> str:
         return f"Box({self.dim})"
 
@@ -116,6 +121,11 @@ class Discrete:
         if a.size and (a.min() < 0 or a.max() >= self.n):
             raise ConfigError(f"{name}: action indices must be in [0, {self.n}), got {a.ravel()[:4]}")
         return a.astype(np.int64)
+
+    def from_policy(self, actions: Any) -> np.ndarray:
+        """A policy's action rows (N, 1), each an index held as a float (the fused steps' action
+        arrays are float32) → int64 indices (N, 1), refused out of range as :meth:`check` does."""
+        return self.check(actions, "policy actions")
 
     def __repr__(self) -> str:
         return f"Discrete({self.n})"

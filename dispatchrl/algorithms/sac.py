@@ -395,14 +395,13 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPoli
 
 
 def stochastic_policy(
-    state: State, config: Config, action_low: Any, action_high: Any
+    state: State, config: Config, space: Box
 ) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
     """``policy(obs, rng)``: an action sampled from the squashed Gaussian, as when acting in
     training: tanh(mean + exp(log_std)·ε) with log_std clamped to [LOG_STD_MIN, LOG_STD_MAX],
     rescaled to the env's bounds (numpy observations, physical actions; ε from ``rng``)."""
     unbounded = np.full(1, np.inf, np.float32)
     raw = Policy.from_mlp(state.actor, -unbounded, unbounded, squash="clip")  # [mean, log_std]
-    space = Box(action_low, action_high)
 
     def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         out = np.asarray(raw(obs), np.float64)

@@ -316,13 +316,12 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable
 
 
 def stochastic_policy(
-    state: State, config: Config, action_low: Any, action_high: Any
+    state: State, config: Config, space: Box
 ) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
     """``policy(obs, rng)``: the actor's action plus TD3's exploration noise, as when acting in
     training: clip(π(s) + N(0, exploration_noise²), −1, 1) in [-1, 1] units, then rescaled to the
     env's bounds (numpy observations, physical actions; noise from ``rng``)."""
-    deterministic = policy(state, action_low, action_high)
-    space = Box(action_low, action_high)
+    deterministic = policy(state, space.low, space.high)
 
     def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         unit = space.to_unit(np.asarray(deterministic(obs), np.float64))

@@ -30,7 +30,7 @@ from ..arrays import Array, assign, to_numpy
 from ..data.tensordict import TensorDict, flat_key, host_leaf
 from ..errors import ConfigError, DTypeError, MissingKeyError, ShapeError
 from ..kernels.core.api import adam_step, mse_gradient, mse_loss, polyak_update
-from ..spaces import Box
+from ..spaces import Box, Discrete
 from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward
 from .policy import Policy
 
@@ -335,7 +335,8 @@ class HeadPolicy:
     observations normalised as ``(obs - obs_mean) / obs_std`` when given, the first ``columns``
     outputs kept (SAC: the mean of mean and log-std), then ``"tanh"``: tanh, with [-1, 1] mapped
     onto [low, high]; ``"clip"``: [-1, 1] mapped affinely onto [low, high], then clipped (PPO's
-    Gaussian mean). The same actions as the MLP's Policy computes for an MLP."""
+    Gaussian mean); ``"argmax"``: the index of the largest output (int64). The same actions as the
+    MLP's Policy computes for an MLP."""
 
     def __init__(
         self,
@@ -347,8 +348,8 @@ class HeadPolicy:
         obs_mean: np.ndarray | None = None,
         obs_std: np.ndarray | None = None,
     ) -> None:
-        if squash not in ("tanh", "clip"):
-            raise ConfigError(f"HeadPolicy: argument 'squash' must be 'tanh' or 'clip', got {squash!r}")
+        if squash not in ("tanh", "clip", "argmax"):
+            raise ConfigError(f"HeadPolicy: argument 'squash' must be 'tanh', 'clip' or 'argmax', got {squash!r}")
         self.raw, self.squash, self.columns = raw, squash, columns
         self.action_low = np.asarray(action_low, np.float32)
         self.action_high = np.asarray(action_high, np.float32)
@@ -361,13 +362,15 @@ class HeadPolicy:
         y = np.asarray(self.raw(x), np.float32)
         if self.columns is not None:
             y = y[..., : self.columns]
+        if self.squash == "argmax":
+            return np.argmax(y, axis=-1)  # type: ignore[no-any-return]
         space = Box(self.action_low, self.action_high)
         y = space.from_unit(np.tanh(y)) if self.squash == "tanh" else space.affine_from_unit(y)
         return y.astype(np.float32)
 
 
 #: the action heads of :class:`PolicyHead`
-HEADS = ("tanh", "tanh_mean", "clip")
+HEADS = ("tanh", "tanh_mean", "clip", "argmax")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,8 +382,9 @@ class PolicyHead:
     ``squash``: ``"tanh"``: the output is the action in [-1, 1] (a tanh actor, TD3);
     ``"tanh_mean"``: tanh of the first ``columns`` outputs (the Gaussian mean of SAC's
     [mean, log_std]); ``"clip"``: the output mapped affinely from [-1, 1] onto the bounds, then
-    clipped (PPO's Gaussian mean). ``obs_mean``/``obs_std`` (host float32): observations are
-    normalised as ``(obs - obs_mean) / obs_std`` first, when given."""
+    clipped (PPO's Gaussian mean); ``"argmax"``: the index of the largest output is the action of a
+    Discrete space (DQN's Q-values, categorical PPO's logits). ``obs_mean``/``obs_std`` (host
+    float32): observations are normalised as ``(obs - obs_mean) / obs_std`` first, when given."""
 
     actor: Any
     squash: str
@@ -393,11 +397,29 @@ class PolicyHead:
             raise ConfigError(f"PolicyHead: argument 'squash' must be one of {HEADS}, got {self.squash!r}")
 
 
-def head_policy(head: PolicyHead, space: Box) -> Callable[[np.ndarray], np.ndarray]:
+def head_policy(head: PolicyHead, space: Box | Discrete) -> Callable[[np.ndarray], np.ndarray]:
     """The deterministic host policy ``policy(obs) -> action`` (physical units of ``space``) of
     ``head``: an :class:`~dispatchrl.nn.Policy` for an MLP actor (SAC's last layer cut to its mean
-    columns; PPO's affine map folded into its last layer), else the network's own
-    :func:`deployable` policy (TD3) or a :class:`HeadPolicy` on its raw output."""
+    columns; PPO's affine map folded into its last layer; the argmax of a Discrete space's
+    outputs), else the network's own :func:`deployable` policy (TD3) or a :class:`HeadPolicy` on
+    its raw output."""
+    if (head.squash == "argmax") != isinstance(space, Discrete):
+        raise ConfigError(f"head_policy: a {head.squash!r} head cannot act in a {space} action space")
+    if isinstance(space, Discrete):
+        raw = raw_output(head.actor)
+        bounds = np.zeros(1, np.float32), np.full(1, space.n - 1, np.float32)
+        if not isinstance(raw, Policy):
+            return HeadPolicy(raw, *bounds, "argmax", head.columns, head.obs_mean, head.obs_std)
+        return Policy(
+            raw.weights,
+            raw.biases,
+            raw.activation,
+            raw.output_activation,
+            *bounds,
+            "argmax",
+            head.obs_mean,
+            head.obs_std,
+        )
     if head.squash == "tanh":
         return deployable(head.actor, space.low, space.high, "tanh")  # type: ignore[no-any-return]
     raw = raw_output(head.actor)

@@ -17,8 +17,10 @@ __all__ = ["Policy"]
 class Policy:
     """``action = low + (tanh-squashed net output + 1) / 2 * (high - low)`` when ``squash`` is
     "tanh" (TD3/SAC actors end in tanh already, so the net output is in [-1, 1]); with "clip" the
-    raw output is clipped to [low, high] (PPO's Gaussian mean). Observations are normalised as
-    ``(obs - obs_mean) / obs_std`` first when those are given."""
+    raw output is clipped to [low, high] (PPO's Gaussian mean); with "argmax" the action is the
+    index of the largest output (int64: DQN's Q-values, categorical PPO's logits; the bounds are
+    unused). Observations are normalised as ``(obs - obs_mean) / obs_std`` first when those are
+    given."""
 
     weights: list  # host float32 arrays (in, out) per layer
     biases: list  # host float32 arrays (out,) per layer
@@ -68,6 +70,9 @@ class Policy:
             x = x @ w + b
             act = self.output_activation if i == len(self.weights) - 1 else self.activation
             x = _ACTIVATIONS[act](x)
+        if self.squash == "argmax":
+            index = np.argmax(x, axis=1)
+            return index[0] if single else index
         x = Box(self.action_low, self.action_high).squash(x, "tanh" if self.squash == "tanh" else "clip")
         x = x.astype(np.float32)
         return x[0] if single else x

@@ -548,7 +548,7 @@ class _PythonLoop:
     def __init__(self, run: TrainingRun, divergence: DivergenceCheck | None = None) -> None:
         assert run.spec.make_batch is not None
         self.state, self.schedule, self.algo, self.seed = run.state, run.schedule, run.algo, run.seed
-        self.action_space = run.spec.box  # the policy's [-1, 1] maps onto its bounds
+        self.action_space = run.spec.action_space  # maps the policy's action rows onto the env's
         self.obs: np.ndarray | None = None
         self.batch = run.spec.make_batch()
         try:
@@ -569,7 +569,7 @@ class _PythonLoop:
             for _ in range(self.schedule.env_steps):
                 assign(transition.obs, self.obs)
                 self.act()
-                action = np.clip(to_numpy(state.action), -1.0, 1.0)
+                action = to_numpy(state.action)
                 if not np.all(np.isfinite(action)):  # the env would refuse it: say why
                     step = int(to_numpy(state.step)[0]) * len(action)
                     raise TrainingDiverged(
@@ -579,7 +579,7 @@ class _PythonLoop:
                         step,
                         step,
                     )
-                physical = self.action_space.from_unit(action)
+                physical = self.action_space.from_policy(action)
                 obs, reward, terminated, truncated, _ = batch.step(physical)
                 self.obs = _finite_rows("observations", obs)
                 for array, value in (

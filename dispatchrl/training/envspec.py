@@ -61,7 +61,7 @@ class EnvSpec:
     def deployed_policy(self, algo: Any, state: Any) -> Callable[[np.ndarray], np.ndarray]:
         """``algo``'s deterministic host policy for ``state``, acting in this env's action units:
         its :func:`~dispatchrl.nn.head_policy` on this action space."""
-        return head_policy(algo.policy_head(state), self.box)
+        return head_policy(algo.policy_head(state), self.action_space)
 
 
 def check_action_space(algo: Any, spec: EnvSpec, algorithms: Mapping[str, Any] | None = None) -> None:

@@ -18,6 +18,7 @@ from ..data import episode_log
 from ..devices import Device, Generic
 from ..envs import env_reset, env_state
 from ..errors import DIVERGENCE_HINT, CheckpointError, ConfigError, TrainingDiverged
+from ..spaces import Box, Discrete, Space
 from .chunks import episode_ring_capacity
 from .envspec import EnvSpec, check_action_space, resolve_env
 from .trust import check_checkpoint_code, check_run_metadata, in_memory
@@ -31,6 +32,7 @@ __all__ = [
     "EpisodeHistory",
     "Snapshot",
     "TrainResult",
+    "action_space_metadata",
     "build_state",
     "check_finite_state",
     "check_history",
@@ -38,6 +40,7 @@ __all__ = [
     "history_arrays",
     "load_run",
     "pop_history",
+    "recorded_action_space",
     "restore_for_resume",
     "save_run",
     "snapshot",
@@ -127,10 +130,23 @@ def run_metadata(name: str, spec: EnvSpec, config: Any, seed: int, steps: int) -
         "config": dataclasses.asdict(config),
         "obs_dim": spec.obs_dim,
         "action_dim": spec.action_dim,
-        "action_low": spec.action_low.tolist(),
-        "action_high": spec.action_high.tolist(),
+        **action_space_metadata(spec.action_space),
         "eval_id": spec.eval_id,
     }
+
+
+def action_space_metadata(space: Space) -> dict[str, Any]:
+    """A Box's bounds (``action_low``/``action_high``), a Discrete's ``action_n``."""
+    if isinstance(space, Discrete):
+        return {"action_n": space.n}
+    return {"action_low": space.low.tolist(), "action_high": space.high.tolist()}
+
+
+def recorded_action_space(meta: Mapping[str, Any]) -> Space:
+    """The action space a checkpoint's metadata records (see :func:`run_metadata`)."""
+    if "action_n" in meta:
+        return Discrete(meta["action_n"])
+    return Box(meta["action_low"], meta["action_high"])
 
 
 @dataclass

@@ -98,6 +98,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "action_dim": (int,),
     "action_low": (list,),
     "action_high": (list,),
+    "action_n": (int,),
     "eval_id": (str, type(None)),
 }
 
@@ -114,7 +115,7 @@ def check_run_metadata(meta: Mapping[str, Any], source: object) -> None:
                 f"checkpoint {source}: metadata field {field!r} must be {expected}, got {meta[field]!r}"
             )
         value: Any = meta[field]
-        if field in ("num_envs", "obs_dim", "action_dim") and value < 1:
+        if field in ("num_envs", "obs_dim", "action_dim", "action_n") and value < 1:
             raise CheckpointError(f"checkpoint {source}: metadata field {field!r} must be positive, got {value}")
         high = {"seed": 2**31, "steps": 2**63}.get(field)  # train refuses seeds outside [0, 2**31)
         if high is not None and not 0 <= value < high:

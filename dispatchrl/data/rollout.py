@@ -49,7 +49,7 @@ class Rollout:
 
     obs: Array  # (T·N, O) normalised observations the policy saw
     action: Array  # (T·N, A) sampled (unclipped) actions
-    mean: Array  # (T·N, A) Gaussian means at sampling time (for the KL)
+    mean: Array  # (T·N, M) the policy's parameters at sampling time (for the KL): Gaussian means, or logits
     log_prob: Array  # (T, N)
     value: Array  # (T, N) V(s_t)
     next_value: Array  # (T, N) V(s_{t+1}), of the final observation where an episode ended
@@ -65,16 +65,20 @@ def _positive(name, value) -> None:
         raise ConfigError(f"rollout: '{name}' must be a positive int, got {value!r}")
 
 
-def rollout(device, steps, envs, obs_dim, action_dim, dtype=np.float32):
-    """An empty :class:`Rollout` of ``steps`` steps of ``envs`` envs on ``device``; sizes are positive ints."""
+def rollout(device, steps, envs, obs_dim, action_dim, dtype=np.float32, mean_dim=None):
+    """An empty :class:`Rollout` of ``steps`` steps of ``envs`` envs on ``device``; sizes are
+    positive ints. ``mean_dim``: the columns of the policy's parameters (a categorical policy's
+    logits; default ``action_dim``, a Gaussian's means)."""
+    mean_dim = action_dim if mean_dim is None else mean_dim
     for name, value in (("steps", steps), ("envs", envs), ("obs_dim", obs_dim), ("action_dim", action_dim)):
         _positive(name, value)
+    _positive("mean_dim", mean_dim)
     rows = steps * envs
     log_prob, value, next_value, reward = (zeros(device, (steps, envs), dtype) for _ in range(4))
     return Rollout(
         obs=zeros(device, (rows, obs_dim), dtype),
         action=zeros(device, (rows, action_dim), dtype),
-        mean=zeros(device, (rows, action_dim), dtype),
+        mean=zeros(device, (rows, mean_dim), dtype),
         log_prob=log_prob,
         value=value,
         next_value=next_value,
@@ -92,13 +96,13 @@ class Minibatch:
 
     obs: Array  # (B, O)
     action: Array  # (B, A)
-    mean: Array  # (B, A)
+    mean: Array  # (B, M): Gaussian means, or categorical logits
     log_prob: Array  # (B,)
     advantage: Array  # (B,)
     returns: Array  # (B, 1): the critic's regression target
 
 
-def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32) -> TensorDict:
+def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32, mean_dim=None) -> TensorDict:
     """A zero minibatch of ``rows`` rollout rows on ``device``: a TensorDict of batch size [rows]
     with the fields of :class:`Minibatch` (read as ``b["obs"]`` or ``b.obs``), which
     gather_minibatch fills."""
@@ -106,7 +110,7 @@ def minibatch(device, rows, obs_dim, action_dim, dtype=np.float32) -> TensorDict
     fields = dict(
         obs=zeros(device, (rows, obs_dim), dtype),
         action=zeros(device, (rows, action_dim), dtype),
-        mean=zeros(device, (rows, action_dim), dtype),
+        mean=zeros(device, (rows, action_dim if mean_dim is None else mean_dim), dtype),
         log_prob=zeros(device, rows, dtype),
         advantage=zeros(device, rows, dtype),
         returns=zeros(device, (rows, 1), dtype),

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_CUDA_ACTION_DIM",
     "NORMALIZE_EPS",
     "adaptive_learning_rate",
+    "categorical_sample",
     "check_rollout",
     "discounted_returns",
     "explained_variance",
@@ -39,6 +40,7 @@ __all__ = [
     "gaussian_log_prob",
     "gaussian_sample",
     "normalize_observations",
+    "ppo_categorical_gradient",
     "ppo_policy_gradient",
     "random_permutation",
     "rollout_store",
@@ -223,6 +225,54 @@ def ppo_policy_gradient(
     )
 
 
+@generic(inplace=("rng",), outputs=("action", "log_prob"))
+def categorical_sample(device, rng, logits, action, log_prob):
+    """Categorical policy over ``logits`` (B, K): ``action[i, 0]`` ← an index drawn from
+    softmax(logits[i]) by inverting its CDF at one uniform of the counter stream (held as a float:
+    the fused steps' action arrays are float), ``log_prob[i]`` ← its log-softmax."""
+    fn = "categorical_sample"
+    check_device(fn, device)
+    check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
+    check_array(fn, "logits", logits, device, shape=(None, None))
+    check_array(fn, "action", action, device, shape=(logits.shape[0], 1), dtype=logits.dtype)
+    check_array(fn, "log_prob", log_prob, device, shape=(logits.shape[0],), dtype=logits.dtype)
+    return device, rng, logits, action, log_prob
+
+
+@generic(outputs=("d_logits", "info"))
+def ppo_categorical_gradient(
+    device, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize_advantage, d_logits, info
+):
+    """Gradient of PPO's actor loss ``−mean_i min(ρ_i Â_i, clip(ρ_i, 1 ± clip) Â_i) −
+    entropy_coef · mean_i H_i`` for a categorical policy, w.r.t. the logits (``d_logits`` (B, K),
+    to backpropagate through the actor). ``ρ = exp(log π(a) − old_log_prob)``; Â as in
+    :func:`ppo_policy_gradient`. ``info`` (4,): the mean KL(π_old ‖ π) from ``old_logits`` (the
+    rollout's), the mean clipped surrogate, the mean entropy, the fraction of clipped samples."""
+    fn = "ppo_categorical_gradient"
+    check_device(fn, device)
+    check_array(fn, "logits", logits, device, shape=(None, None))
+    batch = logits.shape[0]
+    check_array(fn, "action", action, device, shape=(batch, 1), dtype=logits.dtype)
+    for name, arr in (("old_log_prob", old_log_prob), ("advantage", advantage)):
+        check_array(fn, name, arr, device, shape=(batch,), dtype=logits.dtype)
+    for name, arr in (("old_logits", old_logits), ("d_logits", d_logits)):
+        check_array(fn, name, arr, device, shape=logits.shape, dtype=logits.dtype)
+    check_array(fn, "info", info, device, shape=(4,), dtype=FLOAT64)
+    return (
+        device,
+        logits,
+        action,
+        old_log_prob,
+        advantage,
+        old_logits,
+        check_number(fn, "clip", clip, 0, low_open=True),
+        check_number(fn, "entropy_coef", entropy_coef),
+        bool(normalize_advantage),
+        d_logits,
+        info,
+    )
+
+
 @generic(inplace=("lr",))
 def adaptive_learning_rate(device, kl, lr, target, factor, low, high):
     """RLtools appendix F (from rl_games): ``lr ← clip(lr·factor, low, high)`` if ``kl < target/2``,
@@ -254,14 +304,16 @@ def check_rollout(fn, device, rollout):
     _check_flags(fn, device, (steps, envs), rollout.terminated, rollout.truncated)
     check_array(fn, "rollout.obs", rollout.obs, device, shape=(steps * envs, None), dtype=dtype)
     check_array(fn, "rollout.action", rollout.action, device, shape=(steps * envs, None), dtype=dtype)
-    check_array(fn, "rollout.mean", rollout.mean, device, shape=rollout.action.shape, dtype=dtype)
+    # the policy's distribution parameters: a Gaussian's means (A columns) or categorical logits
+    check_array(fn, "rollout.mean", rollout.mean, device, shape=(steps * envs, None), dtype=dtype)
     return steps, envs, rollout.obs.shape[1], rollout.action.shape[1]
 
 
 @generic(outputs=("rollout",))
 def rollout_store(device, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated):
     """Write one environment step of N envs into row block ``t = step[0] mod T`` of ``rollout``:
-    observations (N, O), sampled actions and Gaussian means (N, A), log-probs (N,), values and
+    observations (N, O), sampled actions (N, A) and the policy's parameters (N, M: Gaussian means,
+    or categorical logits), log-probs (N,), values and
     next values (N, 1) (critic outputs), rewards and flags (N,)."""
     fn = "rollout_store"
     check_device(fn, device)
@@ -270,7 +322,7 @@ def rollout_store(device, rollout, step, obs, action, mean, log_prob, value, nex
     check_array(fn, "step", step, device, shape=(1,), dtype=np.int64)
     check_array(fn, "obs", obs, device, shape=(envs, obs_dim), dtype=dtype)
     check_array(fn, "action", action, device, shape=(envs, action_dim), dtype=dtype)
-    check_array(fn, "mean", mean, device, shape=(envs, action_dim), dtype=dtype)
+    check_array(fn, "mean", mean, device, shape=(envs, rollout.mean.shape[1]), dtype=dtype)
     check_array(fn, "log_prob", log_prob, device, shape=(envs,), dtype=dtype)
     check_array(fn, "value", value, device, shape=(envs, 1), dtype=dtype)
     check_array(fn, "next_value", next_value, device, shape=(envs, 1), dtype=dtype)
@@ -307,7 +359,7 @@ def gather_minibatch(device, rollout, perm, counter, batch):
             f"{fn}: the minibatch size {rows} does not divide the rollout's {steps}×{envs} = {steps * envs} rows"
         )
     check_array(fn, "batch.action", batch.action, device, shape=(rows, action_dim), dtype=dtype)
-    check_array(fn, "batch.mean", batch.mean, device, shape=(rows, action_dim), dtype=dtype)
+    check_array(fn, "batch.mean", batch.mean, device, shape=(rows, rollout.mean.shape[1]), dtype=dtype)
     check_array(fn, "batch.log_prob", batch.log_prob, device, shape=(rows,), dtype=dtype)
     check_array(fn, "batch.advantage", batch.advantage, device, shape=(rows,), dtype=dtype)
     check_array(fn, "batch.returns", batch.returns, device, shape=(rows, 1), dtype=dtype)

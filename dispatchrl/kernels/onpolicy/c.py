@@ -238,6 +238,153 @@ def gaussian_log_prob(device: C, mean, log_std, action, log_prob):
     launch(device, kernel, mean, log_std, action, log_prob)
 
 
+CATEGORICAL_SAMPLE = """
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < B; i++) {
+    double m = (double)logits[i * K];
+    for (int k = 1; k < K; k++) m = fmax(m, (double)logits[i * K + k]);
+    double total = 0.0;
+    for (int k = 0; k < K; k++) total += exp((double)logits[i * K + k] - m);
+    const double lse = m + log(total);
+    const double u = dispatchrl_uniform01(key, base + (uint64_t)i);
+    int chosen = K - 1;
+    double cdf = 0.0;
+    for (int k = 0; k < K; k++) {
+        cdf += exp((double)logits[i * K + k] - lse);
+        if (u < cdf) {
+            chosen = k;
+            break;
+        }
+    }
+    action[i] = (T)chosen;
+    log_prob[i] = (T)((double)logits[i * K + chosen] - lse);
+}
+rng[1] = base + (uint64_t)B;
+"""
+
+
+@api.categorical_sample.dispatch
+def categorical_sample(device: C, rng, logits, action, log_prob):
+    kernel = CKernel(
+        "categorical_sample",
+        CATEGORICAL_SAMPLE,
+        ("rng", "logits", "action", "log_prob"),
+        ("rng", "action", "log_prob"),
+        dict(B=logits.shape[0], K=logits.shape[1]),
+        logits.dtype,
+        UNIFORM_HELPERS,
+        overwrites=("action", "log_prob"),
+    )
+    launch(device, kernel, rng, logits, action, log_prob)
+
+
+PPO_CATEGORICAL_GRADIENT = """
+double shift = 0.0, scale = 1.0;
+if (normalize) {
+    double s = 0.0;
+    for (int i = 0; i < B; i++) s += (double)advantage[i];
+    shift = s / B;
+    double s2 = 0.0;
+    for (int i = 0; i < B; i++) {
+        const double d = (double)advantage[i] - shift;
+        s2 += d * d;
+    }
+    scale = 1.0 / (sqrt(s2 / B) + 1e-8);
+}
+double kl_total = 0.0, surrogate_total = 0.0, entropy_total = 0.0;
+int64_t clipped_count = 0;
+for (int i = 0; i < B; i++) {
+    double m = (double)logits[i * K], old_m = (double)old_logits[i * K];
+    for (int k = 1; k < K; k++) {
+        m = fmax(m, (double)logits[i * K + k]);
+        old_m = fmax(old_m, (double)old_logits[i * K + k]);
+    }
+    double total = 0.0, old_total = 0.0;
+    for (int k = 0; k < K; k++) {
+        total += exp((double)logits[i * K + k] - m);
+        old_total += exp((double)old_logits[i * K + k] - old_m);
+    }
+    const double lse = m + log(total), old_lse = old_m + log(old_total);
+    int64_t a = (int64_t)action[i];
+    a = a < 0 ? 0 : a > K - 1 ? K - 1 : a;
+    double entropy = 0.0, kl = 0.0;
+    for (int k = 0; k < K; k++) {
+        const double lp_k = (double)logits[i * K + k] - lse;
+        const double old_lp_k = (double)old_logits[i * K + k] - old_lse;
+        entropy -= exp(lp_k) * lp_k;
+        kl += exp(old_lp_k) * (old_lp_k - lp_k);
+    }
+    kl_total += kl;
+    entropy_total += entropy;
+    const double adv = ((double)advantage[i] - shift) * scale;
+    const double ratio = exp((double)logits[i * K + a] - lse - (double)old_log_prob[i]);
+    const double unclipped = ratio * adv;
+    const double low = 1.0 - clip, high = 1.0 + clip;
+    const double clipped = (ratio < low ? low : ratio > high ? high : ratio) * adv;
+    if (fabs(ratio - 1.0) > clip) clipped_count += 1;
+    double g;
+    if (unclipped <= clipped) {
+        surrogate_total += unclipped;
+        g = -adv * ratio / B;
+    } else {
+        surrogate_total += clipped;
+        g = 0.0;
+    }
+    for (int k = 0; k < K; k++) {
+        const double lp_k = (double)logits[i * K + k] - lse;
+        const double p = exp(lp_k);
+        const double hit = k == a ? 1.0 : 0.0;
+        d_logits[i * K + k] = (T)(g * (hit - p) + entropy_coef * p * (lp_k + entropy) / B);
+    }
+}
+info[0] = kl_total / B;
+info[1] = surrogate_total / B;
+info[2] = entropy_total / B;
+info[3] = (double)clipped_count / B;
+"""
+
+
+@api.ppo_categorical_gradient.dispatch
+def ppo_categorical_gradient(
+    device: C, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
+):
+    params = (
+        "logits",
+        "action",
+        "old_log_prob",
+        "advantage",
+        "old_logits",
+        "clip",
+        "entropy_coef",
+        "normalize",
+        "d_logits",
+        "info",
+    )
+    kernel = CKernel(
+        "ppo_categorical_gradient",
+        PPO_CATEGORICAL_GRADIENT,
+        params,
+        ("d_logits", "info"),
+        dict(B=logits.shape[0], K=logits.shape[1]),
+        logits.dtype,
+        overwrites=("d_logits", "info"),
+    )
+    launch(
+        device,
+        kernel,
+        logits,
+        action,
+        old_log_prob,
+        advantage,
+        old_logits,
+        clip,
+        entropy_coef,
+        normalize,
+        d_logits,
+        info,
+    )
+
+
 PPO_POLICY_GRADIENT = f"""
 double shift = 0.0, scale = 1.0;
 if (normalize) {{
@@ -393,10 +540,8 @@ const int64_t t = ((step[0] % STEPS) + STEPS) % STEPS;
 for (int n = 0; n < N; n++) {
     const int64_t row = t * N + n;
     for (int d = 0; d < O; d++) r_obs[row * O + d] = obs[n * O + d];
-    for (int d = 0; d < A; d++) {
-        r_action[row * A + d] = action[n * A + d];
-        r_mean[row * A + d] = mean[n * A + d];
-    }
+    for (int d = 0; d < A; d++) r_action[row * A + d] = action[n * A + d];
+    for (int d = 0; d < M; d++) r_mean[row * M + d] = mean[n * M + d]; /* means or logits */
     r_log_prob[row] = log_prob[n];
     r_value[row] = value[n];
     r_next_value[row] = next_value[n];
@@ -435,7 +580,7 @@ def rollout_store(
         ROLLOUT_STORE,
         params,
         _STORE_OUTPUTS,
-        dict(STEPS=steps, N=envs, O=obs.shape[1], A=action.shape[1]),
+        dict(STEPS=steps, N=envs, O=obs.shape[1], A=action.shape[1], M=mean.shape[1]),
         rollout.reward.dtype,
     )
     launch(
@@ -489,10 +634,8 @@ const int64_t k = ((counter[0] % (ROWS / B)) + ROWS / B) % (ROWS / B);
 for (int i = 0; i < B; i++) {
     const int64_t src = perm[k * B + i];
     for (int d = 0; d < O; d++) b_obs[i * O + d] = obs[src * O + d];
-    for (int d = 0; d < A; d++) {
-        b_action[i * A + d] = action[src * A + d];
-        b_mean[i * A + d] = mean[src * A + d];
-    }
+    for (int d = 0; d < A; d++) b_action[i * A + d] = action[src * A + d];
+    for (int d = 0; d < M; d++) b_mean[i * M + d] = mean[src * M + d];
     b_log_prob[i] = log_prob[src];
     b_advantage[i] = advantage[src];
     b_returns[i] = returns[src];
@@ -510,7 +653,13 @@ def gather_minibatch(device: C, rollout, perm, counter, batch):
         GATHER_MINIBATCH,
         params,
         params[8:],
-        dict(ROWS=perm.shape[0], B=batch.obs.shape[0], O=batch.obs.shape[1], A=batch.action.shape[1]),
+        dict(
+            ROWS=perm.shape[0],
+            B=batch.obs.shape[0],
+            O=batch.obs.shape[1],
+            A=batch.action.shape[1],
+            M=batch.mean.shape[1],
+        ),
         rollout.reward.dtype,
         overwrites=params[8:],
     )

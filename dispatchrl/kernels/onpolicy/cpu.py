@@ -15,7 +15,7 @@ from ..random.cpu import standard_normal, uniform01
 from . import api
 from .generic import gather_arguments, store_arguments
 
-__all__ = ["n_step_return", "store_env_step"]
+__all__ = ["categorical_sample_at", "n_step_return", "ppo_categorical_gradient_kernel", "store_env_step"]
 
 _LOG_2PI = api.LOG_2PI
 _NORMALIZE_EPS = api.NORMALIZE_EPS
@@ -282,6 +282,124 @@ def ppo_policy_gradient(
 
 
 @njit(**JIT_EXACT)
+def categorical_sample_at(i, rng, logits, action, log_prob):
+    """Row ``i`` of categorical_sample (the CUDA kernel's element body too): the first index whose
+    cumulative softmax probability exceeds one uniform draw (the last where rounding leaves the
+    sum below it), in float64."""
+    k_n = logits.shape[1]
+    m = np.float64(logits[i, 0])
+    for k in range(1, k_n):
+        m = max(m, np.float64(logits[i, k]))
+    total = 0.0
+    for k in range(k_n):
+        total += math.exp(np.float64(logits[i, k]) - m)
+    lse = m + math.log(total)
+    u = uniform01(rng[0], rng[1] + np.uint64(i))
+    chosen = k_n - 1
+    cdf = 0.0
+    for k in range(k_n):
+        cdf += math.exp(np.float64(logits[i, k]) - lse)
+        if u < cdf:
+            chosen = k
+            break
+    action[i, 0] = chosen
+    log_prob[i] = np.float64(logits[i, chosen]) - lse
+
+
+@njit(**JIT_EXACT)
+def categorical_sample_kernel(rng, logits, action, log_prob):
+    for i in range(logits.shape[0]):
+        categorical_sample_at(i, rng, logits, action, log_prob)
+    rng[1] = rng[1] + np.uint64(logits.shape[0])
+
+
+@api.categorical_sample.dispatch
+def categorical_sample(device: CPU, rng, logits, action, log_prob):
+    launch(device, categorical_sample_kernel, rng, logits, action, log_prob)
+
+
+@njit(**JIT_FAST)
+def ppo_categorical_gradient_kernel(
+    logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
+):
+    """One thread's whole minibatch (CUDA runs it once, as bookkeeping-sized work: B × K is small)."""
+    batch, k_n = logits.shape
+    shift, scale = 0.0, 1.0
+    if normalize:
+        s = 0.0
+        for i in range(batch):
+            s += advantage[i]
+        shift = s / batch
+        s2 = 0.0
+        for i in range(batch):
+            d = advantage[i] - shift
+            s2 += d * d
+        scale = 1.0 / (math.sqrt(s2 / batch) + 1e-8)
+    kl_total, surrogate_total, entropy_total, clipped_count = 0.0, 0.0, 0.0, 0
+    for i in range(batch):
+        m, old_m = np.float64(logits[i, 0]), np.float64(old_logits[i, 0])
+        for k in range(1, k_n):
+            m = max(m, np.float64(logits[i, k]))
+            old_m = max(old_m, np.float64(old_logits[i, k]))
+        total, old_total = 0.0, 0.0
+        for k in range(k_n):
+            total += math.exp(np.float64(logits[i, k]) - m)
+            old_total += math.exp(np.float64(old_logits[i, k]) - old_m)
+        lse, old_lse = m + math.log(total), old_m + math.log(old_total)
+        a = min(max(np.int64(action[i, 0]), 0), k_n - 1)
+        entropy, kl = 0.0, 0.0
+        for k in range(k_n):
+            lp_k = np.float64(logits[i, k]) - lse
+            old_lp_k = np.float64(old_logits[i, k]) - old_lse
+            entropy -= math.exp(lp_k) * lp_k
+            kl += math.exp(old_lp_k) * (old_lp_k - lp_k)
+        kl_total += kl
+        entropy_total += entropy
+        adv = (advantage[i] - shift) * scale
+        ratio = math.exp(np.float64(logits[i, a]) - lse - old_log_prob[i])
+        unclipped = ratio * adv
+        clipped = min(max(ratio, 1.0 - clip), 1.0 + clip) * adv
+        if abs(ratio - 1.0) > clip:
+            clipped_count += 1
+        if unclipped <= clipped:
+            surrogate_total += unclipped
+            g = -adv * ratio / batch  # ∂loss/∂log π(a_i)
+        else:
+            surrogate_total += clipped
+            g = 0.0
+        for k in range(k_n):
+            lp_k = np.float64(logits[i, k]) - lse
+            p = math.exp(lp_k)
+            # ∂log π(a)/∂l_k = 1[k = a] − p_k; ∂H/∂l_k = −p_k (log p_k + H)
+            hit = 1.0 if k == a else 0.0
+            d_logits[i, k] = g * (hit - p) + entropy_coef * p * (lp_k + entropy) / batch
+    info[0] = kl_total / batch
+    info[1] = surrogate_total / batch
+    info[2] = entropy_total / batch
+    info[3] = clipped_count / batch
+
+
+@api.ppo_categorical_gradient.dispatch
+def ppo_categorical_gradient(
+    device: CPU, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
+):
+    launch(
+        device,
+        ppo_categorical_gradient_kernel,
+        logits,
+        action,
+        old_log_prob,
+        advantage,
+        old_logits,
+        clip,
+        entropy_coef,
+        normalize,
+        d_logits,
+        info,
+    )
+
+
+@njit(**JIT_EXACT)
 def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
     if kl[0] < 0.5 * target:
         lr[0] = min(max(lr[0] * factor, low), high)
@@ -326,6 +444,7 @@ def store_env_step(
         r_obs[row, d] = obs[n, d]
     for d in range(action.shape[1]):
         r_action[row, d] = action[n, d]
+    for d in range(mean.shape[1]):  # a Gaussian's means, or a categorical policy's logits
         r_mean[row, d] = mean[n, d]
     r_log_prob[t, n] = log_prob[n]
     r_value[t, n] = value[n, 0]
@@ -449,6 +568,7 @@ def gather_minibatch_at(
         b_obs[i, d] = obs[src, d]
     for d in range(action.shape[1]):
         b_action[i, d] = action[src, d]
+    for d in range(mean.shape[1]):
         b_mean[i, d] = mean[src, d]
     b_log_prob[i] = log_prob[src]
     b_advantage[i] = advantage[src]

@@ -156,6 +156,39 @@ def gaussian_sample(device: CUDA, rng, mean, log_std, action, log_prob):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * mean.size))
 
 
+categorical_sample_kernel = per_index(cpu.categorical_sample_at, "logits.shape[0]", uniform01=uniform01)
+
+
+@api.categorical_sample.dispatch
+def categorical_sample(device: CUDA, rng, logits, action, log_prob):
+    launch_1d(device, categorical_sample_kernel, logits.shape[0], rng, logits, action, log_prob)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(logits.shape[0]))
+
+
+#: one thread: a minibatch's B × K logits are bookkeeping-sized (CartPole: 256 × 2)
+ppo_categorical_gradient_kernel = once(cpu.ppo_categorical_gradient_kernel)
+
+
+@api.ppo_categorical_gradient.dispatch
+def ppo_categorical_gradient(
+    device: CUDA, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
+):
+    launch_once(
+        device,
+        ppo_categorical_gradient_kernel,
+        logits,
+        action,
+        old_log_prob,
+        advantage,
+        old_logits,
+        clip,
+        entropy_coef,
+        normalize,
+        d_logits,
+        info,
+    )
+
+
 def _gaussian_log_prob_at(i, mean, log_std, action, log_prob) -> None:
     a_dim = mean.shape[1]
     total = 0.0

@@ -107,6 +107,68 @@ def gaussian_log_prob(device: Generic, mean, log_std, action, log_prob):
     launch(device, gaussian_log_prob_kernel, mean, log_std, action, log_prob)
 
 
+def categorical_sample_kernel(rng, logits, action, log_prob) -> None:
+    u = uniform01(rng, logits.shape[0])
+    log_p = _log_softmax(logits)
+    cdf = np.cumsum(np.exp(log_p), axis=1)
+    chosen = np.minimum(np.sum(cdf <= u[:, None], axis=1), logits.shape[1] - 1)
+    action[:, 0] = chosen
+    log_prob[...] = log_p[np.arange(len(chosen)), chosen]
+
+
+@api.categorical_sample.dispatch
+def categorical_sample(device: Generic, rng, logits, action, log_prob):
+    launch(device, categorical_sample_kernel, rng, logits, action, log_prob)
+
+
+def _log_softmax(logits):
+    x = logits.astype(np.float64)
+    m = x.max(axis=1, keepdims=True)
+    return x - (m + np.log(np.sum(np.exp(x - m), axis=1, keepdims=True)))
+
+
+def ppo_categorical_gradient_kernel(
+    logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
+) -> None:
+    batch, k_n = logits.shape
+    adv = advantage.astype(np.float64)
+    if normalize:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    log_p, old_log_p = _log_softmax(logits), _log_softmax(old_logits)
+    p = np.exp(log_p)
+    a = np.clip(action[:, 0].astype(np.int64), 0, k_n - 1)
+    ratio = np.exp(log_p[np.arange(batch), a] - old_log_prob)
+    unclipped = ratio * adv
+    clipped = np.clip(ratio, 1 - clip, 1 + clip) * adv
+    g = np.where(unclipped <= clipped, -adv * ratio / batch, 0.0)
+    entropy = -np.sum(p * log_p, axis=1)
+    d_logits[...] = g[:, None] * (np.eye(k_n)[a] - p) + entropy_coef * p * (log_p + entropy[:, None]) / batch
+    info[0] = np.mean(np.sum(np.exp(old_log_p) * (old_log_p - log_p), axis=1))
+    info[1] = np.mean(np.minimum(unclipped, clipped))
+    info[2] = np.mean(entropy)
+    info[3] = np.mean(np.abs(ratio - 1) > clip)
+
+
+@api.ppo_categorical_gradient.dispatch
+def ppo_categorical_gradient(
+    device: Generic, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
+):
+    launch(
+        device,
+        ppo_categorical_gradient_kernel,
+        logits,
+        action,
+        old_log_prob,
+        advantage,
+        old_logits,
+        clip,
+        entropy_coef,
+        normalize,
+        d_logits,
+        info,
+    )
+
+
 def ppo_policy_gradient_kernel(
     mean,
     log_std,

@@ -14,7 +14,15 @@ import numpy as np
 
 from .errors import ConfigError
 
-__all__ = ["Box", "Discrete", "Space", "from_gymnasium_space", "space_names", "to_gymnasium_space"]
+__all__ = [
+    "Box",
+    "Discrete",
+    "Space",
+    "as_action_space",
+    "from_gymnasium_space",
+    "space_names",
+    "to_gymnasium_space",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,6 +140,16 @@ class Discrete:
 
 
 Space = Box | Discrete
+
+
+def as_action_space(space: Space | int) -> Space:
+    """An algorithm's ``build`` argument: a space, or an int ``A`` for a Box of A components in
+    [-1, 1] (what the policies of a Box act in; ``build(..., action_dim, ...)`` as before)."""
+    if isinstance(space, (Box, Discrete)):
+        return space
+    if isinstance(space, bool) or not isinstance(space, (int, np.integer)) or space < 1:
+        raise ConfigError(f"build: 'action_space' must be a Box, a Discrete or a positive int, got {space!r}")
+    return Box(np.full(int(space), -1.0), np.full(int(space), 1.0))
 
 
 def space_names(kinds: tuple[type, ...]) -> str:

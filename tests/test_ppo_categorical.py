@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 import dispatchrl as drl
 from dispatchrl.kernels.onpolicy import categorical_sample, ppo_categorical_gradient
 
-
 # the device fixture holds no state between examples (each builds its own arrays)
 EXAMPLES = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -2,7 +2,8 @@
 of the RLtools paper (appendix F), written once over generic functions; the device decides the rest.
 
 Per iteration: N envs × T steps of rollout with a diagonal Gaussian policy (state-independent,
-learned log-std), storing normalised observations, actions, log-probs, values and the value of
+learned log-std) on a Box action space, or a categorical policy over the actor's logits on a
+Discrete one, storing normalised observations, actions, log-probs, values and the value of
 each true next observation (the final observation where an episode was truncated); then GAE
 with partial-episode bootstrapping over the (T, N) rollout, and ``epochs`` passes of shuffled
 minibatches, each one clipped-surrogate + entropy step for the actor and one MSE step for the
@@ -38,11 +39,13 @@ from ..kernels.offpolicy.api import track_episodes
 from ..kernels.onpolicy.api import (
     NORMALIZE_EPS,
     adaptive_learning_rate,
+    categorical_sample,
     explained_variance,
     gae,
     gather_minibatch,
     gaussian_sample,
     normalize_observations,
+    ppo_categorical_gradient,
     ppo_policy_gradient,
     random_permutation,
     rollout_store,
@@ -63,7 +66,7 @@ from ..nn import (
     parameter,
     parameter_groups,
 )
-from ..spaces import Box
+from ..spaces import Box, Discrete, Space, as_action_space
 from ..staging import Every, when
 from .config import (
     NETWORK_RULES,
@@ -88,6 +91,7 @@ __all__ = [
     "act",
     "ant_config",
     "build",
+    "cartpole_config",
     "check_iteration",
     "config_for",
     "native_step",
@@ -104,7 +108,7 @@ __all__ = [
 
 NAME = "ppo"
 #: the action spaces it takes (others are refused before anything is built)
-ACTION_SPACES: tuple[type, ...] = (Box,)
+ACTION_SPACES: tuple[type, ...] = (Box, Discrete)
 
 
 # ---------------------------------------------------------------- hyperparameters
@@ -214,10 +218,32 @@ def ant_config() -> Config:
     )
 
 
+def cartpole_config() -> Config:
+    """CartPole-v1: the rl-zoo's PPO hyperparameters (constant rates where it anneals them
+    linearly; Stable-Baselines3's 64 × 64 tanh networks and Adam ε)."""
+    return Config(
+        total_steps=100_000,
+        num_envs=8,
+        steps_per_env=32,
+        batch_size=256,
+        epochs=20,
+        hidden=(64, 64),
+        gamma=0.98,
+        lam=0.8,
+        entropy_coef=0.0,
+        lr=1e-3,
+        adam_eps=1e-5,
+        normalize_observations=False,
+    )
+
+
 def config_for(env: object) -> Config:
     """The per-env default configuration (its training budget included)."""
-    if isinstance(env, str) and env.lower() in ("ant", "ant-v5", "dispatchrl/ant-v5"):
+    name = env.lower() if isinstance(env, str) else ""
+    if name in ("ant", "ant-v5", "dispatchrl/ant-v5"):
         return ant_config()
+    if name in ("cartpole", "cartpole-v1", "dispatchrl/cartpole-v1"):
+        return cartpole_config()
     return Config()
 
 
@@ -226,9 +252,9 @@ def config_for(env: object) -> Config:
 
 @dataclass
 class State:
-    actor: MLP  # observation → Gaussian mean (normalised action units)
+    actor: MLP  # observation → Gaussian mean (normalised action units), or a Discrete's logits
     critic: MLP  # observation → V
-    log_std: Parameter  # (A,): the state-independent log standard deviation
+    log_std: Parameter | None  # (A,): the Gaussian's state-independent log std (None: categorical)
     actor_act: MLPBuffers = field(metadata=SCRATCH)  # actor buffers, N rows (acting)
     critic_act: MLPBuffers = field(metadata=SCRATCH)  # critic buffers, N rows: V(s_t)
     critic_next: MLPBuffers = field(metadata=SCRATCH)  # critic buffers, N rows: V(s_{t+1})
@@ -242,7 +268,7 @@ class State:
     rollout: Rollout = field(metadata=SCRATCH)
     batch: TensorDict = field(metadata=SCRATCH)  # B rows of the rollout (Minibatch's keys)
     permutation: Array  # (T·N,) int64 shuffled row order of the current epoch
-    old_log_std: Array  # (A,) log-std the rollout was sampled with (for the KL)
+    old_log_std: Array | None  # (A,) log-std the rollout was sampled with (for the KL)
     update_stats: Array  # (4,) float64: KL, surrogate, entropy, clip fraction of the last minibatch
     learning_rate: Array  # (1,) float64: Adam's learning rate (adapted in the fused step)
     explained_variance: Array  # (1,) float64: of the value function over the last rollout (logging)
@@ -266,7 +292,7 @@ class State:
         updates = step // t * config.epochs * config.minibatches
         values.require("updates", updates, updates, f"{config.epochs} × {config.minibatches} updates per rollout")
         for net in ("actor", "critic", "log_std"):  # one Adam step per minibatch update
-            for name, _ in checkpoint.named_arrays(getattr(self, net), f"{net}."):
+            for name, _ in checkpoint.named_arrays(getattr(self, net) or [], f"{net}."):
                 if name.endswith(".t."):
                     values.require(name[:-1], updates, updates, "Adam steps: one per minibatch update")
         rows = values["permutation"].shape[0]
@@ -284,15 +310,20 @@ class State:
             assign(self.learning_rate, np.array([config.lr], np.float64))
 
 
-def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
+def build(device: Device, config: Config, obs_dim: int, action_space: Space | int, seed: int) -> State:
     """The whole PPO training state on ``device``: actor and value networks, optimiser moments, running
     observation statistics, the rollout, minibatch buffers, RNG stream and counters."""
+    space = as_action_space(action_space)
     envs, rows = config.num_envs, config.batch_size
+    action_dim = space.columns  # a Discrete's index is one column
+    outputs = space.n if isinstance(space, Discrete) else action_dim  # logits, or Gaussian means
     make_actor, make_critic = network_constructors(config)
-    actor = make_actor(device, (obs_dim, *config.hidden, action_dim), config.activation, "identity", seed=seed * 8)
+    actor = make_actor(device, (obs_dim, *config.hidden, outputs), config.activation, "identity", seed=seed * 8)
     critic = make_critic(device, (obs_dim, *config.hidden, 1), config.activation, "identity", seed=seed * 8 + 1)
-    log_std = parameter(device, action_dim)
-    fill(device, log_std.value, float(np.log(config.initial_std)))
+    log_std = None
+    if isinstance(space, Box):
+        log_std = parameter(device, action_dim)
+        fill(device, log_std.value, float(np.log(config.initial_std)))
     return State(
         actor=actor,
         critic=critic,
@@ -307,10 +338,10 @@ def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: i
         next_obs_norm=zeros(device, (envs, obs_dim)),
         action=zeros(device, (envs, action_dim)),
         log_prob=zeros(device, envs),
-        rollout=rollout(device, config.steps_per_env, envs, obs_dim, action_dim),
-        batch=minibatch(device, rows, obs_dim, action_dim),
+        rollout=rollout(device, config.steps_per_env, envs, obs_dim, action_dim, mean_dim=outputs),
+        batch=minibatch(device, rows, obs_dim, action_dim, mean_dim=outputs),
         permutation=zeros(device, envs * config.steps_per_env, np.int64),
-        old_log_std=zeros(device, action_dim),
+        old_log_std=None if log_std is None else zeros(device, action_dim),
         update_stats=zeros(device, 4, np.float64),
         learning_rate=asarray(device, np.array([config.lr], np.float64)),
         explained_variance=zeros(device, 1, np.float64),
@@ -338,7 +369,10 @@ def act(device: Device, config: Config, state: State, obs: Array) -> None:
     """Observe (update the running statistics, normalise), sample a ~ π(·|s) and V(s)."""
     normalize(device, config, state, obs, state.obs_norm, update_stats=True)
     forward(device, state.actor, state.actor_act, state.obs_norm)
-    gaussian_sample(device, state.rng, state.actor_act.output, state.log_std.value, state.action, state.log_prob)
+    if state.log_std is None:  # a Discrete action space: categorical over the logits
+        categorical_sample(device, state.rng, state.actor_act.output, state.action, state.log_prob)
+    else:
+        gaussian_sample(device, state.rng, state.actor_act.output, state.log_std.value, state.action, state.log_prob)
     forward(device, state.critic, state.critic_act, state.obs_norm)
 
 
@@ -403,7 +437,8 @@ def prepare_update(device: Device, config: Config, state: State) -> None:
         stored.returns,
     )
     explained_variance(device, stored.value, stored.returns, state.explained_variance)
-    copy(device, state.log_std.value, state.old_log_std)
+    if state.log_std is not None and state.old_log_std is not None:
+        copy(device, state.log_std.value, state.old_log_std)
 
 
 def update(device: Device, config: Config, state: State) -> None:
@@ -416,24 +451,39 @@ def update(device: Device, config: Config, state: State) -> None:
     )
     batch = state.batch
     gather_minibatch(device, state.rollout, state.permutation, state.updates, batch)
-    # actor: clipped surrogate + entropy through the Gaussian head, then the MLP
+    # actor: clipped surrogate + entropy through the policy head (Gaussian or categorical), then the MLP
     forward(device, state.actor, state.actor_train, batch.obs)
-    ppo_policy_gradient(
-        device,
-        state.actor_train.output,
-        state.log_std.value,
-        batch.action,
-        batch.log_prob,
-        batch.advantage,
-        batch.mean,
-        state.old_log_std,
-        config.clip,
-        config.entropy_coef,
-        config.normalize_advantage,
-        state.actor_train.d_output,
-        state.log_std.grad,
-        state.update_stats,
-    )
+    if state.log_std is None or state.old_log_std is None:
+        ppo_categorical_gradient(
+            device,
+            state.actor_train.output,
+            batch.action,
+            batch.log_prob,
+            batch.advantage,
+            batch.mean,  # the rollout's logits
+            config.clip,
+            config.entropy_coef,
+            config.normalize_advantage,
+            state.actor_train.d_output,
+            state.update_stats,
+        )
+    else:
+        ppo_policy_gradient(
+            device,
+            state.actor_train.output,
+            state.log_std.value,
+            batch.action,
+            batch.log_prob,
+            batch.advantage,
+            batch.mean,
+            state.old_log_std,
+            config.clip,
+            config.entropy_coef,
+            config.normalize_advantage,
+            state.actor_train.d_output,
+            state.log_std.grad,
+            state.update_stats,
+        )
     if config.adaptive_lr:
         adaptive_learning_rate(
             device,
@@ -449,7 +499,8 @@ def update(device: Device, config: Config, state: State) -> None:
     forward(device, state.critic, state.critic_train, batch.obs)
     mse_gradient(device, state.critic_train.output, batch.returns, state.critic_train.d_output)
     backward(device, state.critic, state.critic_train, batch.obs, state.critic_train.d_output)
-    for p in (*parameter_groups(state.actor), state.log_std, *parameter_groups(state.critic)):
+    log_std = () if state.log_std is None else (state.log_std,)
+    for p in (*parameter_groups(state.actor), *log_std, *parameter_groups(state.critic)):
         adam_step(device, p.value, p.grad, p.m, p.v, p.t, state.learning_rate, 0.9, 0.999, config.adam_eps)
     increment(device, state.updates)
 
@@ -490,11 +541,12 @@ def check_iteration(state: State) -> None:
 
 
 def policy_head(state: State) -> PolicyHead:
-    """The deterministic action: the Gaussian mean, on observations normalised by the run's
-    statistics, mapped affinely from [-1, 1] onto the bounds and clipped."""
+    """The deterministic action, on observations normalised by the run's statistics: the
+    Gaussian mean mapped affinely from [-1, 1] onto the bounds and clipped, or a categorical
+    policy's most likely index."""
     mean = to_numpy(state.obs_stats.mean).astype(np.float32)
     std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
-    return PolicyHead(state.actor, "clip", obs_mean=mean, obs_std=std)
+    return PolicyHead(state.actor, "clip" if state.log_std is not None else "argmax", obs_mean=mean, obs_std=std)
 
 
 def watched(state: State) -> list[tuple[str, Array]]:
@@ -511,17 +563,29 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPoli
 
 
 def stochastic_policy(
-    state: State, config: Config, action_low: Any, action_high: Any
+    state: State, config: Config, space: Box | Discrete
 ) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
-    """``policy(obs, rng)``: an action sampled from the Gaussian policy, as when acting in
-    training (mean + exp(log_std)·ε on normalised observations), clipped to [-1, 1] as the env
-    step does, then rescaled to the env's bounds (numpy observations, physical actions)."""
+    """``policy(obs, rng)``: an action sampled as when acting in training, on normalised
+    observations (numpy observations, physical actions): from the Gaussian (mean +
+    exp(log_std)·ε, clipped to [-1, 1] as the env step does, then rescaled to the env's bounds),
+    or an index drawn from the softmax of the logits."""
     unbounded = np.full(1, np.inf, np.float32)
     mean = to_numpy(state.obs_stats.mean).astype(np.float32)
     std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
     raw = Policy.from_mlp(state.actor, -unbounded, unbounded, "clip", mean, std)
+    if state.log_std is None:
+
+        def categorical(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            logits = np.asarray(raw(obs), np.float64)
+            p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            cdf = np.cumsum(p / p.sum(axis=-1, keepdims=True), axis=-1)
+            u = rng.random(cdf.shape[:-1] + (1,))
+            return np.minimum((cdf <= u).sum(axis=-1), cdf.shape[-1] - 1)
+
+        return categorical
     action_std = np.exp(to_numpy(state.log_std.value).astype(np.float64))
-    space = Box(action_low, action_high)
+    if not isinstance(space, Box):
+        raise ConfigError(f"stochastic_policy: a Gaussian policy acts in a Box, got {space}")
 
     def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         centre = np.asarray(raw(obs), np.float64)

@@ -76,9 +76,11 @@ class Algorithm(Protocol):
     def config_for(self, env: object) -> Any:
         """The default Config for ``env`` (PPO's budget and hyperparameters depend on it)."""
 
-    def build(self, device: Device, config: Any, obs_dim: int, action_dim: int, seed: int) -> Any:
+    def build(self, device: Device, config: Any, obs_dim: int, action_space: Any, seed: int) -> Any:
         """A fresh State (networks initialised from ``seed``), without the parts the driver
-        attaches (``episodes``, ``env_state``: None)."""
+        attaches (``episodes``, ``env_state``: None). ``action_space``: the env's
+        :class:`~dispatchrl.spaces.Box` or :class:`~dispatchrl.spaces.Discrete`, or an int
+        (a Box of that many components; see :func:`~dispatchrl.spaces.as_action_space`)."""
 
     def schedule(self, config: Any) -> Schedule:
         """How many env steps and fused updates make one driver iteration."""

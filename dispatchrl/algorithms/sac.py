@@ -48,7 +48,7 @@ from ..nn import (
     parameter,
     polyak_average,
 )
-from ..spaces import Box
+from ..spaces import Box, as_action_space
 from ..staging import Below, Every, when
 from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, positive
@@ -159,9 +159,10 @@ class State:
     prepare_resume = offpolicy.prepare_resume
 
 
-def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
+def build(device: Device, config: Config, obs_dim: int, action_space: Box | int, seed: int) -> State:
     """The whole SAC training state on ``device``: Gaussian actor, twin critics and their targets, the
     temperature, optimiser moments, replay ring, buffers, RNG stream and counters."""
+    action_dim = as_action_space(action_space).columns
     envs, rows = config.num_envs, config.batch_size
     actor_sizes = (obs_dim, *config.hidden, 2 * action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)

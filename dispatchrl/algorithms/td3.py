@@ -29,7 +29,7 @@ from ..kernels.offpolicy.api import (
 )
 from ..kernels.random.api import random_uniform, rng
 from ..nn import Policy, PolicyHead, adam_update, backward, forward, head_policy, make_buffers, polyak_average
-from ..spaces import Box
+from ..spaces import Box, as_action_space
 from ..staging import Below, Every, when
 from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, non_negative
@@ -132,9 +132,10 @@ class State:
     prepare_resume = offpolicy.prepare_resume
 
 
-def build(device: Device, config: Config, obs_dim: int, action_dim: int, seed: int) -> State:
+def build(device: Device, config: Config, obs_dim: int, action_space: Box | int, seed: int) -> State:
     """The whole TD3 training state on ``device``: actor, twin critics and their targets, optimiser moments,
-    replay ring, batch and acting buffers, RNG stream and counters, for ``obs_dim`` → ``action_dim``."""
+    replay ring, batch and acting buffers, RNG stream and counters, for ``obs_dim`` → the Box's components."""
+    action_dim = as_action_space(action_space).columns
     envs, rows = config.num_envs, config.batch_size
     actor_sizes = (obs_dim, *config.hidden, action_dim)
     critic_sizes = (obs_dim + action_dim, *config.hidden, 1)

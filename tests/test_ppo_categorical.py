@@ -2,13 +2,19 @@
 device, and PPO on a Discrete action space (gymnasium CartPole-v1) through the driver,
 checkpoints, the deployed argmax policy and the CLI."""
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dispatchrl as drl
+from dispatchrl import cli
+from dispatchrl.algorithms import ALGORITHMS, ppo
 from dispatchrl.kernels.onpolicy import categorical_sample, ppo_categorical_gradient
+from dispatchrl.training import load_run
 
 # the device fixture holds no state between examples (each builds its own arrays)
 EXAMPLES = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -122,3 +128,68 @@ def test_categorical_gradient_matches_finite_differences(device, seed, k, normal
     np.testing.assert_allclose(got[[0, 2]], [kl, entropy], rtol=1e-4, atol=1e-6)
     assert got[1] == pytest.approx(-reference_loss(logits, *args[:-2], 0.0, normalize), rel=1e-4, abs=1e-6)
     assert got[3] == pytest.approx(np.mean(np.abs(ratio - 1) > clip))
+
+
+# ---------------------------------------------------------------- PPO on a Discrete action space
+
+TINY = ppo.Config(
+    total_steps=2 * 2 * 4, num_envs=2, steps_per_env=4, batch_size=4, epochs=2, hidden=(4,), entropy_coef=0.01
+)
+
+
+def test_same_categorical_ppo_on_every_device_agrees():
+    """Two iterations on gymnasium CartPole-v1, fused per device: the same actions were sampled
+    (the same episode returns) and the parameters agree across devices."""
+    results = {}
+    for device in (drl.Generic(), drl.CPU(), drl.C(), drl.CUDA()):
+        results[type(device).__name__] = ppo.train(device, "CartPole-v1", TINY, seed=3, progress=False)
+    reference = results.pop("Generic")
+    assert reference.state.log_std is None and reference.policy.squash == "argmax"
+    for name, result in results.items():
+        for field in ("weights", "biases"):
+            for ours, ref in zip(getattr(result.policy, field), getattr(reference.policy, field)):
+                np.testing.assert_allclose(ours, ref, rtol=2e-4, atol=2e-5, err_msg=f"{name} {field}")
+        np.testing.assert_array_equal(host(result.state.rollout.action), host(reference.state.rollout.action))
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    actions = reference.policy(obs)
+    assert actions.dtype == np.int64 and set(actions.tolist()) <= {0, 1}
+    assert isinstance(reference.policy(obs[0]), np.integer)
+
+
+def test_discrete_checkpoint_resume_and_facade(tmp_path):
+    config = dataclasses.replace(TINY, total_steps=16)
+    result = ppo.train(drl.CPU(), "CartPole-v1", config, seed=1, progress=False)
+    path = result.save(tmp_path / "run")[0]
+    algo, name, spec, loaded_config, state = load_run(path, ALGORITHMS)
+    assert name == "ppo" and spec.action_space == drl.spaces.Discrete(2) and loaded_config == config
+    obs = np.ones((3, 4), np.float32)
+    np.testing.assert_array_equal(spec.deployed_policy(algo, state)(obs), result.policy(obs))
+    # a resumed run continues from the checkpoint (a gymnasium env restarts its episodes)
+    longer = dataclasses.replace(config, total_steps=32)
+    resumed = ppo.train(drl.CPU(), "CartPole-v1", longer, seed=1, progress=False, resume=path)
+    assert host(resumed.state.step)[0] == longer.total_steps // config.num_envs
+    model = drl.PPO("CartPole-v1", seed=2, num_envs=2, steps_per_env=4, batch_size=4, hidden=(4,))
+    model.learn(16)
+    action, _ = model.predict(np.zeros(4, np.float32))
+    assert int(action) in (0, 1)
+    sampled, _ = model.predict(np.zeros((6, 4), np.float32), deterministic=False)
+    assert sampled.shape == (6,) and set(sampled.tolist()) <= {0, 1}
+    loaded = drl.PPO.load(model.save(tmp_path / "facade"))
+    np.testing.assert_array_equal(loaded.predict(obs)[0], model.predict(obs)[0])
+
+
+def test_discrete_env_refused_by_box_algorithms():
+    for algo in (drl.td3, drl.sac):
+        with pytest.raises(drl.ConfigError, match=r"Discrete\(2\).*algorithms taking Discrete: .*ppo"):
+            getattr(drl, algo.NAME.upper())("CartPole-v1")
+
+
+def test_cli_trains_ppo_on_cartpole(capsys):
+    code = cli.main(
+        ["train", "ppo", "--env", "CartPole-v1", "--steps", "16", "--num-envs", "2"]
+        + ["--set", "steps_per_env=4", "--set", "batch_size=4", "--set", "hidden=[4]", "--json"]
+    )
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["algo"] == "ppo" and summary["env"] == "CartPole-v1" and summary["steps"] == 16
+    assert 8 <= summary["eval_return"] <= 500  # CartPole's returns: every step until the pole falls

@@ -97,12 +97,13 @@ def test_env_spec_holds_the_action_space_and_is_built_by_keyword():
 
 
 def test_a_discrete_env_is_refused_by_the_algorithms_that_take_box():
-    assert drl.td3.ACTION_SPACES == drl.sac.ACTION_SPACES == drl.ppo.ACTION_SPACES == (Box,)
+    assert drl.td3.ACTION_SPACES == drl.sac.ACTION_SPACES == (Box,)
+    assert drl.ppo.ACTION_SPACES == (Box, Discrete)
     with pytest.raises(
         ConfigError,
-        match=r"ppo: env 'CartPole-v1' has a Discrete\(2\) action space; ppo takes Box action spaces; algorithms taking Discrete: none yet",
+        match=r"sac: env 'CartPole-v1' has a Discrete\(2\) action space; sac takes Box action spaces; algorithms taking Discrete: ppo",
     ):
-        drl.PPO("CartPole-v1")
+        drl.SAC("CartPole-v1")
     with pytest.raises(ConfigError, match=r"td3: env 'CartPole-v1' has a Discrete\(2\) action space; td3 takes Box"):
         drl.td3.train(drl.CPU(), "CartPole-v1", drl.td3.Config(total_steps=100), progress=False)
 
@@ -128,7 +129,9 @@ def test_policy_heads_derive_the_policies_of_before():
     np.testing.assert_array_equal(policy.biases[-1], (raw.biases[-1] * ((HIGH - LOW) / 2) + (HIGH + LOW) / 2))
     assert drl.td3.policy_head(drl.td3.build(drl.CPU(), drl.td3.Config(hidden=(8,)), 3, 2, 0)).squash == "tanh"
     with pytest.raises(ConfigError, match="'squash' must be one of"):
-        nn.PolicyHead(sac.actor, "argmax")
+        nn.PolicyHead(sac.actor, "softmax")
+    with pytest.raises(ConfigError, match="the 'argmax' head cannot act in a Box"):
+        nn.head_policy(nn.PolicyHead(sac.actor, "argmax"), Box(LOW, HIGH))
 
 
 def test_checkpoint_metadata_keeps_the_bounds_and_reads_back_as_a_box():

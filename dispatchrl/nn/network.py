@@ -404,7 +404,7 @@ def head_policy(head: PolicyHead, space: Box | Discrete) -> Callable[[np.ndarray
     outputs), else the network's own :func:`deployable` policy (TD3) or a :class:`HeadPolicy` on
     its raw output."""
     if (head.squash == "argmax") != isinstance(space, Discrete):
-        raise ConfigError(f"head_policy: a {head.squash!r} head cannot act in a {space} action space")
+        raise ConfigError(f"head_policy: the {head.squash!r} head cannot act in a {space} action space")
     if isinstance(space, Discrete):
         raw = raw_output(head.actor)
         bounds = np.zeros(1, np.float32), np.full(1, space.n - 1, np.float32)

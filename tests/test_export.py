@@ -160,3 +160,22 @@ def test_missing_cross_compiler_names_what_to_install(tmp_path, monkeypatch):
     with pytest.raises(drl.DeviceError, match=r"pip install 'dispatchrl\[cross\]'.*gcc-aarch64-linux-gnu"):
         export.write_policy(make_policy(), tmp_path / "out", target="aarch64-linux")
     assert not (tmp_path / "out").exists()
+
+
+def test_discrete_policy_exports_its_argmax(tmp_path):
+    """A Discrete space's policy (DQN's Q-values, categorical PPO's logits): action[0] is the index
+    of the first largest output, on the host and under qemu where a cross toolchain is present."""
+    policy = make_policy(sizes=(4, 16, 3), activation="tanh", output_activation="identity", squash="argmax", seed=4)
+    header, _ = export.c_source(policy)
+    assert "#define POLICY_ACTION_DIM 1" in header and "#define POLICY_ACTION_COUNT 3" in header
+    paths = export.write_policy(policy, tmp_path / "host", target="host")
+    lib = export.host_library(paths["source"])
+    assert lib.policy_selftest() == 0
+    obs = observations(policy, count=50)
+    expected = policy(obs)
+    assert expected.dtype == np.int64 and len(set(expected.tolist())) > 1  # the test sees several actions
+    np.testing.assert_array_equal(host_forward(lib, obs, 1)[:, 0], expected)
+    np.testing.assert_array_equal(export.run_executable(paths["binary"], "host", obs)[:, 0], expected)
+    if cross_toolchain_missing("aarch64-linux") is None:
+        cross = export.write_policy(policy, tmp_path / "aarch64", target="aarch64-linux")
+        np.testing.assert_array_equal(export.run_executable(cross["binary"], "aarch64-linux", obs)[:, 0], expected)

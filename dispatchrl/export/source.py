@@ -21,7 +21,7 @@ __all__ = ["SELFTEST_TOLERANCE", "c_source", "check_policy", "selftest_observati
 #: |action - expected| <= tol * (1 + |expected|) per element in policy_selftest
 SELFTEST_TOLERANCE = 1e-5
 TEST_COUNT = 4
-SQUASHES = ("tanh", "clip")
+SQUASHES = ("tanh", "clip", "argmax")
 #: float libm functions a generated policy may call; declared by hand where there is no <math.h>
 LIBM_FLOAT = ("tanhf", "erff", "expf", "sqrtf")
 
@@ -121,9 +121,11 @@ def c_source(policy, name="policy"):
         raise ConfigError(f"export: name {name!r} is not a C identifier")
     ws, bs, low, high, mean, std = check_policy(policy)
     sizes = [ws[0].shape[0]] + [w.shape[1] for w in ws]
-    n_obs, n_act, upper = sizes[0], sizes[-1], name.upper()
+    n_obs, n_out, upper = sizes[0], sizes[-1], name.upper()
+    discrete = policy.squash == "argmax"  # one action: the index of the largest output, as a float
+    n_act = 1 if discrete else n_out
     obs = selftest_observations(policy)
-    actions = np.asarray(policy(obs), np.float32)
+    actions = np.asarray(policy(obs), np.float32).reshape(len(obs), n_act)
     description = (
         f"{'-'.join(map(str, sizes))} {policy.activation} MLP policy, "
         f"{policy.output_activation} output, {policy.squash} squash"
@@ -136,7 +138,12 @@ def c_source(policy, name="policy"):
 #define {upper}_H
 
 #define {upper}_OBSERVATION_DIM {n_obs}
-#define {upper}_ACTION_DIM {n_act}
+#define {upper}_ACTION_DIM {n_act}{
+        f'''
+#define {upper}_ACTION_COUNT {n_out} /* action[0] is an index in [0, {upper}_ACTION_COUNT) */'''
+        if discrete
+        else ""
+    }
 #define {upper}_TEST_COUNT {len(obs)}
 
 #ifdef __cplusplus
@@ -191,7 +198,9 @@ extern const float {name}_test_actions[{upper}_TEST_COUNT][{upper}_ACTION_DIM];
         ]
     else:
         normalise = []
-    if policy.squash == "tanh":  # same operation order as nn.Policy
+    if discrete:  # the first largest output, as numpy's argmax
+        squash = f"if ({y}[i] > {y}[best]) best = i;"
+    elif policy.squash == "tanh":  # same operation order as nn.Policy
         squash = (
             f"action[i] = {name}_action_low[i] + ({y}[i] + 1.0f) * 0.5f * "
             f"({name}_action_high[i] - {name}_action_low[i]);"
@@ -232,7 +241,11 @@ extern const float {name}_test_actions[{upper}_TEST_COUNT][{upper}_ACTION_DIM];
             *normalise,
             *buffers,
             *calls,
-            f"    for (int i = 0; i < {n_act}; i++) {squash}",
+            *(
+                ["    int best = 0;", f"    for (int i = 1; i < {n_out}; i++) {squash}", "    action[0] = (float)best;"]
+                if discrete
+                else [f"    for (int i = 0; i < {n_act}; i++) {squash}"]
+            ),
             "}",
             "",
             f"int {name}_selftest(void)",

@@ -4,6 +4,7 @@
     python benchmarks/quality.py --algos td3 --acrobot-seeds 0 --pendulum-seeds 5 --set prioritized=true
     python benchmarks/quality.py --algos ppo [--ppo-pendulum-seeds 5] [--ppo-ant-seeds 2] [--ppo-ant-steps 1000000]
     python benchmarks/quality.py --device c --acrobot-seeds 0   # the same seeds on the generated-C device
+    python benchmarks/quality.py --algos "" --discrete ppo,dqn [--discrete-seeds 5] [--discrete-envs CartPole-v1]
 
 Prints one JSON line per run and one summary line per (algorithm, env). Targets (issue 5): TD3 and
 SAC on Pendulum-v1, 10k steps, 10 seeds: median evaluation return >= -170 and worst >= -400 (the
@@ -12,6 +13,9 @@ continuous Acrobot (50k steps, 5 seeds) reports how many seeds swing up (evaluat
 i.e. the tip reaches the line within the 500-step limit on average).
 PPO (issue 6): Pendulum with its zoo config, 5 seeds, median evaluation return >= -250; Ant-v5 for
 1M steps on 2 seeds, the learning curve to CSV and the env-steps/s of the whole training loop.
+Discrete actions (issue 36), each algorithm's default config and budget for the env, 5 seeds,
+deterministic evaluation of 10 episodes: DQN and PPO on CartPole-v1 median >= 475 and worst >= 400;
+DQN on Acrobot-v1 median >= -100 and on MountainCar-v0 median >= -130.
 """
 
 import argparse
@@ -180,6 +184,61 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
         )
 
 
+#: issue 36's targets per discrete env: (median at least, worst at least or None)
+DISCRETE_TARGETS = {"CartPole-v1": (475.0, 400.0), "Acrobot-v1": (-100.0, None), "MountainCar-v0": (-130.0, None)}
+#: which algorithms issue 36 measures on each discrete env
+DISCRETE_RUNS = {"CartPole-v1": ("ppo", "dqn"), "Acrobot-v1": ("dqn",), "MountainCar-v0": ("dqn",)}
+
+
+def discrete(algos, seeds, envs, device=None):
+    """Discrete action spaces (issue 36): each algorithm of ``algos`` that issue 36 measures on an
+    env of ``envs``, with its default config and budget for that env, over ``seeds`` seeds."""
+    device = device or drl.CPU()
+    with _single_threaded_blas():
+        for env in envs:
+            for name in (a for a in algos if a in DISCRETE_RUNS.get(env, algos)):
+                algo = getattr(drl, name)
+                evals, seconds = [], []
+                for seed in range(seeds):
+                    result = algo.train(device, env, algo.config_for(env), seed=seed, progress=False)
+                    mean, _ = evaluate(result.policy, result.spec.eval_id)
+                    evals.append(mean)
+                    seconds.append(result.train_seconds)
+                    emit(
+                        benchmark="quality",
+                        algo=name,
+                        env=env,
+                        device=repr(device),
+                        seed=seed,
+                        steps=result.steps,
+                        eval_return=round(mean, 2),
+                        train_seconds=round(result.train_seconds, 3),
+                        compile_seconds=round(result.compile_seconds, 2),
+                    )
+                median, worst = statistics.median(evals), min(evals)
+                target_median, target_worst = DISCRETE_TARGETS.get(env, (None, None))
+                meets = None
+                if target_median is not None:
+                    meets = bool(median >= target_median and (target_worst is None or worst >= target_worst))
+                emit(
+                    benchmark="quality",
+                    algo=name,
+                    env=env,
+                    device=repr(device),
+                    seeds=seeds,
+                    steps=result.steps,
+                    median_eval_return=round(median, 2),
+                    worst_eval_return=round(worst, 2),
+                    eval_returns=[round(e, 1) for e in evals],
+                    median_train_seconds=round(statistics.median(seconds), 2),
+                    target=None
+                    if target_median is None
+                    else f"median >= {target_median}"
+                    + ("" if target_worst is None else f" and worst >= {target_worst}"),
+                    meets_target=meets,
+                )
+
+
 FAMILIES = {"td3": off_policy, "sac": off_policy, "ppo": on_policy}
 
 
@@ -191,6 +250,9 @@ def main():
     parser.add_argument("--ppo-pendulum-seeds", type=int, default=5)
     parser.add_argument("--ppo-ant-seeds", type=int, default=2)
     parser.add_argument("--ppo-ant-steps", type=int, default=1_000_000)
+    parser.add_argument("--discrete", default="", help="algorithms to measure on Discrete envs: ppo, dqn")
+    parser.add_argument("--discrete-seeds", type=int, default=5)
+    parser.add_argument("--discrete-envs", default=",".join(DISCRETE_TARGETS))
     parser.add_argument("--device", default="cpu", help="cpu, c or generic: the device Pendulum/Acrobot train on")
     parser.add_argument("--ppo-ant-csv", default="ppo_ant_curve.csv", help="Ant learning curve (every episode)")
     parser.add_argument(
@@ -213,6 +275,9 @@ def main():
         off_policy(off, args.pendulum_seeds, args.acrobot_seeds, args.set, device)
     if "ppo" in algos:
         on_policy(["ppo"], args.ppo_pendulum_seeds, args.ppo_ant_seeds, args.ppo_ant_steps, args.ppo_ant_csv, device)
+    if args.discrete:
+        envs = [e for e in args.discrete_envs.split(",") if e]
+        discrete([a for a in args.discrete.split(",") if a], args.discrete_seeds, envs, device)
 
 
 if __name__ == "__main__":

@@ -100,10 +100,10 @@ def test_a_discrete_env_is_refused_by_the_algorithms_that_take_box():
     assert drl.td3.ACTION_SPACES == drl.sac.ACTION_SPACES == drl.ppo.ACTION_SPACES == (Box,)
     with pytest.raises(
         ConfigError,
-        match=r"ppo: env 'CartPole-v1' has a Discrete\(2\) action space; ppo takes Box action spaces; algorithms taking Discrete: none yet",
+        match=r"ppo: env 'cartpole' has a Discrete\(2\) action space; ppo takes Box action spaces; algorithms taking Discrete: none yet",
     ):
         drl.PPO("CartPole-v1")
-    with pytest.raises(ConfigError, match=r"td3: env 'CartPole-v1' has a Discrete\(2\) action space; td3 takes Box"):
+    with pytest.raises(ConfigError, match=r"td3: env 'cartpole' has a Discrete\(2\) action space; td3 takes Box"):
         drl.td3.train(drl.CPU(), "CartPole-v1", drl.td3.Config(total_steps=100), progress=False)
 
 

@@ -1,13 +1,15 @@
-"""The built-in envs, one package each (``envs/pendulum/``, ``envs/acrobot/``, ``envs/ant/``).
+"""The built-in envs, one package each (``envs/pendulum/``, ``envs/acrobot/``, ``envs/cartpole/``,
+``envs/ant/``).
 Adding one: its folder, and its lines in the tables here."""
 
 from collections.abc import Callable
 
 import gymnasium
 
-from . import acrobot, ant, pendulum
+from . import acrobot, ant, cartpole, pendulum
 from .acrobot import AcrobotContinuous
 from .api import NativeEnv
+from .cartpole import CartPole
 from .pendulum import Pendulum
 
 __all__ = ["ENV_IDS", "GYMNASIUM_SPECS", "NAMED_ENVS", "register_cuda_methods", "register_envs"]
@@ -18,12 +20,14 @@ NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
     "pendulum-v1": Pendulum,
     "acrobot": AcrobotContinuous,
     "acrobotcontinuous-v1": AcrobotContinuous,
+    "cartpole": CartPole,
+    "cartpole-v1": CartPole,
 }
 
 #: ``gymnasium.register`` arguments of the dispatchrl ids. Entry points are the classes and
 #: functions themselves, not "module:name" strings, so the import graph shows every module that
 #: makes these envs
-GYMNASIUM_SPECS = (pendulum.GYMNASIUM_SPEC, acrobot.GYMNASIUM_SPEC, ant.GYMNASIUM_SPEC)
+GYMNASIUM_SPECS = (pendulum.GYMNASIUM_SPEC, acrobot.GYMNASIUM_SPEC, ant.GYMNASIUM_SPEC, cartpole.GYMNASIUM_SPEC)
 ENV_IDS = tuple(spec["id"] for spec in GYMNASIUM_SPECS)
 
 
@@ -39,4 +43,5 @@ def register_cuda_methods() -> None:
     (``dispatchrl.devices.CUDA.method_modules`` names :mod:`dispatchrl.envs.cuda`, which calls
     this), as importing numba.cuda is slow and CPU-only users should not pay for it."""
     from .acrobot import cuda as acrobot_cuda  # noqa: F401
+    from .cartpole import cuda as cartpole_cuda  # noqa: F401
     from .pendulum import cuda as pendulum_cuda  # noqa: F401

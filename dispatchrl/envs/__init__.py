@@ -1,7 +1,7 @@
 """Environments.
 
 - Native batched envs as generic functions: :class:`Pendulum`, :class:`AcrobotContinuous`,
-  :class:`CartPole` (discrete actions: an index per env, in float32) with
+  :class:`CartPole` and :class:`Acrobot` (discrete actions: an index per env, in float32) with
   :func:`env_state`, :func:`env_reset`, :func:`env_step`, :func:`env_reset_done` (Generic, CPU,
   CUDA and C methods; fusable into training steps). :class:`NativeEnv` is the protocol they follow
   (:mod:`.api`); a user's env following it trains fused the same way, and
@@ -14,11 +14,11 @@
   Discrete actions), and the threaded MuJoCo
   :class:`~dispatchrl.envs.ant.AntBatch` (``dispatchrl.envs.AntBatch``; imports mujoco lazily).
 - gymnasium ids ``dispatchrl/Pendulum-v1``, ``dispatchrl/AcrobotContinuous-v1``,
-  ``dispatchrl/CartPole-v1`` and ``dispatchrl/Ant-v5``, registered when this package is imported
+  ``dispatchrl/CartPole-v1``, ``dispatchrl/Acrobot-v1`` and ``dispatchrl/Ant-v5``, registered when this package is imported
   (``gymnasium.make`` and ``gymnasium.make_vec`` both work).
 """
 
-from .acrobot import AcrobotContinuous, AcrobotContinuousEnv
+from .acrobot import Acrobot, AcrobotContinuous, AcrobotContinuousEnv, AcrobotEnv
 from .api import (
     EnvState,
     NativeEnv,
@@ -36,8 +36,10 @@ from .registry import ENV_IDS, register_envs
 
 __all__ = [
     "ENV_IDS",
+    "Acrobot",
     "AcrobotContinuous",
     "AcrobotContinuousEnv",
+    "AcrobotEnv",
     "AntBatch",
     "BatchVectorEnv",
     "CartPole",

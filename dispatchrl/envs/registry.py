@@ -7,7 +7,7 @@ from collections.abc import Callable
 import gymnasium
 
 from . import acrobot, ant, cartpole, pendulum
-from .acrobot import AcrobotContinuous
+from .acrobot import Acrobot, AcrobotContinuous
 from .api import NativeEnv
 from .cartpole import CartPole
 from .pendulum import Pendulum
@@ -20,6 +20,7 @@ NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
     "pendulum-v1": Pendulum,
     "acrobot": AcrobotContinuous,
     "acrobotcontinuous-v1": AcrobotContinuous,
+    "acrobot-v1": Acrobot,  # gymnasium's own, discrete ("acrobot" stays the continuous one)
     "cartpole": CartPole,
     "cartpole-v1": CartPole,
 }
@@ -27,7 +28,13 @@ NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
 #: ``gymnasium.register`` arguments of the dispatchrl ids. Entry points are the classes and
 #: functions themselves, not "module:name" strings, so the import graph shows every module that
 #: makes these envs
-GYMNASIUM_SPECS = (pendulum.GYMNASIUM_SPEC, acrobot.GYMNASIUM_SPEC, ant.GYMNASIUM_SPEC, cartpole.GYMNASIUM_SPEC)
+GYMNASIUM_SPECS = (
+    pendulum.GYMNASIUM_SPEC,
+    acrobot.GYMNASIUM_SPEC,
+    ant.GYMNASIUM_SPEC,
+    cartpole.GYMNASIUM_SPEC,
+    acrobot.DISCRETE_GYMNASIUM_SPEC,
+)
 ENV_IDS = tuple(spec["id"] for spec in GYMNASIUM_SPECS)
 
 

@@ -1,5 +1,6 @@
-"""Native envs with discrete actions (CartPole-v1, Acrobot-v1): gymnasium-exact episodes, the same trajectories
-on every device, action indices clamped in the kernels and refused by the Python-facing APIs."""
+"""Native envs with discrete actions (CartPole-v1, Acrobot-v1, MountainCar-v0): gymnasium-exact
+episodes, the same trajectories on every device, action indices clamped in the kernels and
+refused by the Python-facing APIs."""
 
 import warnings
 
@@ -29,6 +30,11 @@ def _pump(obs):
 CASES = {
     "CartPole-v1": (E.CartPole, 2, lambda rs, obs, i: _balance(obs) if i % 2 else int(rs.integers(2))),
     "Acrobot-v1": (E.Acrobot, 3, lambda rs, obs, i: _pump(obs) if i % 2 else int(rs.integers(3))),
+    "MountainCar-v0": (
+        E.MountainCar,
+        3,
+        lambda rs, obs, i: (2 if obs[1] >= 0 else 0) if i % 2 else int(rs.integers(3)),
+    ),
 }
 
 
@@ -227,3 +233,19 @@ def test_cartpole_frame_follows_the_state():
     env = gym.make("dispatchrl/CartPole-v1", render_mode="rgb_array").unwrapped
     env.reset(seed=0)
     np.testing.assert_array_equal(env.render(), cartpole_frame(env.state[0], env.state[2]))
+
+
+def test_mountaincar_frame_follows_the_state():
+    from dispatchrl.envs.mountaincar import mountaincar_frame
+
+    def car_columns(frame):
+        wheels = np.nonzero((frame == (128, 128, 128)).all(axis=2))[1]
+        return wheels.min(), wheels.max()
+
+    valley, goal = mountaincar_frame(-0.52), mountaincar_frame(0.5)
+    assert valley.shape == (400, 400, 3) and valley.dtype == np.uint8
+    assert 100 < car_columns(valley)[0] < car_columns(valley)[1] < 200  # x = -0.52 at column 151
+    assert car_columns(goal)[1] > 360  # beside the flag at column 378
+    env = gym.make("dispatchrl/MountainCar-v0", render_mode="rgb_array").unwrapped
+    env.reset(seed=0)
+    np.testing.assert_array_equal(env.render(), mountaincar_frame(env.state[0]))

@@ -69,7 +69,7 @@ class Acrobot(NativeEnv):
     action_high = property(lambda self: np.full(1, self.num_actions - 1, np.float32))
 
     @property
-    def observation_high(self):
+    def observation_high(self) -> np.ndarray:
         return np.array([1, 1, 1, 1, self.max_vel_1, self.max_vel_2], np.float32)
 
     @property

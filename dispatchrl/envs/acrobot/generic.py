@@ -63,7 +63,7 @@ def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncat
     truncated[:] = steps >= max_steps
 
 
-def acrobot_discrete_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
+def acrobot_discrete_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps) -> None:
     # the index clamped into [0, 2] (NaN reads as 0), torque = index - 1: exact in float32, and
     # within the continuous kernel's clip, so the step is the continuous one at that torque
     torque = np.where(action >= 2.0, 1.0, np.where(action >= 1.0, 0.0, -1.0)).astype(np.float32)

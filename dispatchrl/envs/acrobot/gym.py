@@ -65,7 +65,7 @@ class AcrobotEnv(AcrobotContinuousEnv):
         NativeGymEnvBase.__init__(self, Acrobot(1, max_episode_steps=NO_LIMIT), render_mode)
 
 
-def make_acrobot_discrete_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None):
+def make_acrobot_discrete_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None) -> BatchVectorEnv:
     """``gymnasium.make_vec("dispatchrl/Acrobot-v1", num_envs)`` entry point."""
     env = Acrobot(num_envs, max_episode_steps=max_episode_steps)
     return BatchVectorEnv(NativeBatch(env, device), env.observation_high)

@@ -57,7 +57,7 @@ class CartPole(NativeEnv):
     action_high = property(lambda self: np.full(1, self.num_actions - 1, np.float32))
 
     @property
-    def observation_high(self):
+    def observation_high(self) -> np.ndarray:
         """gymnasium's bounds: twice the termination thresholds, unbounded velocities."""
         return np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], np.float32)
 

@@ -25,7 +25,7 @@ from .env import (
 __all__: list[str] = []  # methods only: importing the module registers them
 
 
-def cartpole_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
+def cartpole_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps) -> None:
     x, x_dot, theta, theta_dot = physics.T
     # the index clamped into [0, 1] (NaN reads as 0): 1 pushes right
     force = np.where(action[:, 0] >= 1.0, FORCE_MAG, -FORCE_MAG)

@@ -249,3 +249,28 @@ def test_mountaincar_frame_follows_the_state():
     env = gym.make("dispatchrl/MountainCar-v0", render_mode="rgb_array").unwrapped
     env.reset(seed=0)
     np.testing.assert_array_equal(env.render(), mountaincar_frame(env.state[0]))
+
+
+@pytest.mark.parametrize("ref_id", list(CASES))
+def test_fused_cuda_step_is_one_kernel_and_matches_cpu(ref_id, cuda_device):
+    """env_step + env_reset_done fused into one single-block CUDA kernel (the block forms of the
+    env's kernels) gives the CPU's fused run, episode ends and resets included."""
+    cls, n_actions, _ = CASES[ref_id]
+    env = cls(4, max_episode_steps=3)
+
+    def staged(device, state, action, rng):
+        E.env_step(device, env, state, action)
+        E.env_reset_done(device, env, state, rng)
+
+    results = []
+    for dev in (cuda_device, drl.CPU()):
+        state, rng = E.env_state(dev, env), drl.rng(dev, 2)
+        action = drl.asarray(dev, (np.arange(4) % n_actions).astype(np.float32)[:, None])
+        E.env_reset(dev, env, state, rng)
+        step = drl.fuse(dev, staged, state, action, rng)
+        step(7)
+        if dev is cuda_device:
+            assert step._run.kernels == 1 and not getattr(step._run, "unfused", None)
+        results.append([drl.to_numpy(x) for x in (state.physics, state.obs, state.steps, state.truncated, rng)])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)

@@ -332,7 +332,7 @@ def test_every_registered_env_has_its_methods_on_every_device(cuda_device):
     from dispatchrl.envs.registry import GYMNASIUM_SPECS, NAMED_ENVS
 
     envs = set(NAMED_ENVS.values())
-    assert envs == {E.Pendulum, E.AcrobotContinuous}
+    assert envs == {E.Pendulum, E.AcrobotContinuous, E.CartPole, E.Acrobot, E.MountainCar}
     for fn in (E.env_step, E.env_reset, E.env_reset_done):
         registered = {m.signature.types[:2] for m in fn.function.methods}
         missing = [(d, e) for d in (drl.Generic, drl.CPU, drl.C, drl.CUDA) for e in envs if (d, e) not in registered]

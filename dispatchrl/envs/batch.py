@@ -114,7 +114,8 @@ class NativeBatch:
     def step(self, actions):
         if self.final_obs is None:
             raise ConfigError("step: call reset() before the first step")
-        assign(self.action, check_actions(actions, self.num_envs, self.action_dim))
+        # a Discrete env's indices are checked as indices, then stepped as float32 (the kernels' form)
+        assign(self.action, _checked(self.action_space, actions, self.num_envs).astype(np.float32, copy=False))
         self._step()
         s = self.state
         self.final_obs = to_numpy(self.final)
@@ -291,6 +292,8 @@ class BatchVectorEnv(VectorEnv):
         return self.batch.reset(seed), {}
 
     def step(self, actions):
+        if isinstance(self.batch.action_space, Discrete) and np.shape(actions) == (self.num_envs,):
+            actions = np.reshape(actions, (self.num_envs, 1))  # gymnasium batches indices as (N,)
         obs, reward, terminated, truncated, info = self.batch.step(actions)
         done = terminated | truncated
         if done.any():

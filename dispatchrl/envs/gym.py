@@ -21,7 +21,7 @@ from ..arrays import assign, to_numpy, zeros
 from ..devices import CPU
 from ..errors import ConfigError, ShapeError
 from ..kernels.random.api import rng
-from ..spaces import to_gymnasium_space
+from ..spaces import Discrete, to_gymnasium_space
 from ..staging import fuse
 from .api import NativeEnv, env_reset, env_state, env_step
 
@@ -61,6 +61,9 @@ class NativeGymEnvBase(gymnasium.Env):
     def step(self, action):
         if not self._ready:
             raise ConfigError(f"{type(self).__name__}: call reset() before step()")
+        space = self._env.action_space
+        if isinstance(space, Discrete):  # one index, in range, as gymnasium's own env asserts
+            action = space.check(np.asarray(action), "step: argument 'action'")
         a = np.asarray(action, dtype=np.float32)
         if a.shape != self.action_space.shape:
             raise ShapeError(f"step: argument 'action' has shape {a.shape}, expected {self.action_space.shape}")

@@ -1,13 +1,16 @@
-"""The built-in envs, one package each (``envs/pendulum/``, ``envs/acrobot/``, ``envs/ant/``).
+"""The built-in envs, one package each (``envs/pendulum/``, ``envs/acrobot/``, ``envs/cartpole/``,
+``envs/mountaincar/``, ``envs/ant/``).
 Adding one: its folder, and its lines in the tables here."""
 
 from collections.abc import Callable
 
 import gymnasium
 
-from . import acrobot, ant, pendulum
-from .acrobot import AcrobotContinuous
+from . import acrobot, ant, cartpole, mountaincar, pendulum
+from .acrobot import Acrobot, AcrobotContinuous
 from .api import NativeEnv
+from .cartpole import CartPole
+from .mountaincar import MountainCar
 from .pendulum import Pendulum
 
 __all__ = ["ENV_IDS", "GYMNASIUM_SPECS", "NAMED_ENVS", "register_cuda_methods", "register_envs"]
@@ -18,12 +21,24 @@ NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
     "pendulum-v1": Pendulum,
     "acrobot": AcrobotContinuous,
     "acrobotcontinuous-v1": AcrobotContinuous,
+    "acrobot-v1": Acrobot,  # gymnasium's own, discrete ("acrobot" stays the continuous one)
+    "cartpole": CartPole,
+    "cartpole-v1": CartPole,
+    "mountaincar": MountainCar,
+    "mountaincar-v0": MountainCar,
 }
 
 #: ``gymnasium.register`` arguments of the dispatchrl ids. Entry points are the classes and
 #: functions themselves, not "module:name" strings, so the import graph shows every module that
 #: makes these envs
-GYMNASIUM_SPECS = (pendulum.GYMNASIUM_SPEC, acrobot.GYMNASIUM_SPEC, ant.GYMNASIUM_SPEC)
+GYMNASIUM_SPECS = (
+    pendulum.GYMNASIUM_SPEC,
+    acrobot.GYMNASIUM_SPEC,
+    ant.GYMNASIUM_SPEC,
+    cartpole.GYMNASIUM_SPEC,
+    acrobot.DISCRETE_GYMNASIUM_SPEC,
+    mountaincar.GYMNASIUM_SPEC,
+)
 ENV_IDS = tuple(spec["id"] for spec in GYMNASIUM_SPECS)
 
 
@@ -39,4 +54,6 @@ def register_cuda_methods() -> None:
     (``dispatchrl.devices.CUDA.method_modules`` names :mod:`dispatchrl.envs.cuda`, which calls
     this), as importing numba.cuda is slow and CPU-only users should not pay for it."""
     from .acrobot import cuda as acrobot_cuda  # noqa: F401
+    from .cartpole import cuda as cartpole_cuda  # noqa: F401
+    from .mountaincar import cuda as mountaincar_cuda  # noqa: F401
     from .pendulum import cuda as pendulum_cuda  # noqa: F401

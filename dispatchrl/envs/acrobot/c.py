@@ -1,4 +1,4 @@
-"""C methods of the continuous Acrobot: one C loop over the N envs per call (see
+"""C methods of the Acrobots (continuous and discrete): one C loop over the N envs per call (see
 :mod:`dispatchrl.backends.c`).
 
 The physics is :mod:`.cpu`'s, expression by expression (same constants, same evaluation order,
@@ -11,9 +11,9 @@ from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
 from ..shared.c import PI_C, TWO_PI_C, reset_kernel, step_kernel
-from .env import MAX_VEL_1, MAX_VEL_2, AcrobotContinuous
+from .env import MAX_VEL_1, MAX_VEL_2, Acrobot, AcrobotContinuous
 
-__all__ = ["PHYSICS", "RESET", "STEP"]
+__all__ = ["PHYSICS", "RESET", "STEP", "STEP_DISCRETE"]
 
 #: the file-level helpers of the step
 PHYSICS = f"""\
@@ -88,6 +88,16 @@ for (int i = 0; i < N; i++) {
 }
 """
 
+_CONTINUOUS_TORQUE = """\
+    const double a = (double)action[i];
+    const double torque = a < -1.0 ? -1.0 : (a > 1.0 ? 1.0 : a);
+"""
+#: Acrobot-v1's step: the continuous one at torque index - 1, the index clamped into [0, 2] (cpu.py
+#: acrobot_index_torque; NaN reads as 0)
+STEP_DISCRETE = STEP.replace(
+    _CONTINUOUS_TORQUE, "    const double torque = action[i] >= 2.0f ? 1.0 : (action[i] >= 1.0f ? 0.0 : -1.0);\n"
+)
+
 RESET = """
 const uint64_t key = rng[0], base = rng[1];
 for (int i = 0; i < N; i++) {
@@ -125,4 +135,20 @@ def env_reset(device: C, env: AcrobotContinuous, state, rng):
 
 @api.env_reset_done.dispatch
 def env_reset_done(device: C, env: AcrobotContinuous, state, rng):
+    launch(device, reset_kernel("acrobot_reset_done", RESET, env, True), rng, *state_args(state))
+
+
+@api.env_step.dispatch
+def env_step(device: C, env: Acrobot, state, action):
+    kernel = step_kernel("acrobot_discrete_step", STEP_DISCRETE, env, (), PHYSICS)
+    launch(device, kernel, *step_args(state, action))
+
+
+@api.env_reset.dispatch
+def env_reset(device: C, env: Acrobot, state, rng):
+    launch(device, reset_kernel("acrobot_reset", RESET, env, False), rng, *state_args(state))
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: C, env: Acrobot, state, rng):
     launch(device, reset_kernel("acrobot_reset_done", RESET, env, True), rng, *state_args(state))

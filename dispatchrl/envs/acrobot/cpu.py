@@ -1,4 +1,4 @@
-"""CPU methods of the continuous Acrobot: one Numba loop over the N envs per call.
+"""CPU methods of the Acrobots (continuous and discrete): one Numba loop over the N envs per call.
 
 The per-env physics mirror gymnasium's expressions term by term (same constants, same evaluation
 order, float64, no fastmath) so trajectories match gymnasium's. The self-contained scalar helpers
@@ -17,10 +17,10 @@ from ...kernels.random.cpu import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import PI, TWO_PI, state_args, step_args
-from .env import MAX_VEL_1, MAX_VEL_2, AcrobotContinuous
+from .env import MAX_VEL_1, MAX_VEL_2, Acrobot, AcrobotContinuous
 
 #: what .cuda compiles as device functions (the methods register themselves)
-__all__ = ["acrobot_dsdt", "acrobot_rk4", "acrobot_terminal", "wrap_angle"]
+__all__ = ["acrobot_dsdt", "acrobot_index_torque", "acrobot_rk4", "acrobot_terminal", "wrap_angle"]
 
 
 # --- scalar physics, compiled here with njit and by .cuda as CUDA device functions from the
@@ -89,6 +89,17 @@ def acrobot_rk4(s0, s1, s2, s3, torque):
     return n0, n1, n2, n3
 
 
+@njit(**JIT_EXACT)
+def acrobot_index_torque(a):
+    """gymnasium Acrobot-v1's torque of action index ``a`` (a float) clamped into [0, 2]:
+    index - 1, anything below 1 (a negative index, NaN) reading as 0, so no index is out of range."""
+    if a >= 2.0:
+        return 1.0
+    if a >= 1.0:
+        return 0.0
+    return -1.0
+
+
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
@@ -96,6 +107,28 @@ def acrobot_rk4(s0, s1, s2, s3, torque):
 def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
     for i in range(physics.shape[0]):
         torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
+        s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
+        physics[i, 0] = s0
+        physics[i, 1] = s1
+        physics[i, 2] = s2
+        physics[i, 3] = s3
+        obs[i, 0] = math.cos(s0)
+        obs[i, 1] = math.sin(s0)
+        obs[i, 2] = math.cos(s1)
+        obs[i, 3] = math.sin(s1)
+        obs[i, 4] = s2
+        obs[i, 5] = s3
+        done = acrobot_terminal(s0, s1)
+        reward[i] = 0.0 if done else -1.0
+        terminated[i] = done
+        steps[i] += 1
+        truncated[i] = steps[i] >= max_steps
+
+
+@njit(**JIT_EXACT)
+def acrobot_discrete_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    for i in range(physics.shape[0]):
+        torque = acrobot_index_torque(action[i, 0])
         s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
         physics[i, 0] = s0
         physics[i, 1] = s1
@@ -149,4 +182,19 @@ def env_reset(device: CPU, env: AcrobotContinuous, state, rng):
 
 @api.env_reset_done.dispatch
 def env_reset_done(device: CPU, env: AcrobotContinuous, state, rng):
+    launch(device, acrobot_reset_kernel, rng, *state_args(state), True)
+
+
+@api.env_step.dispatch
+def env_step(device: CPU, env: Acrobot, state, action):
+    launch(device, acrobot_discrete_step_kernel, *step_args(state, action), env.max_episode_steps)
+
+
+@api.env_reset.dispatch
+def env_reset(device: CPU, env: Acrobot, state, rng):
+    launch(device, acrobot_reset_kernel, rng, *state_args(state), False)
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: CPU, env: Acrobot, state, rng):
     launch(device, acrobot_reset_kernel, rng, *state_args(state), True)

@@ -1,4 +1,4 @@
-"""CUDA methods of the continuous Acrobot: one thread per env.
+"""CUDA methods of the Acrobots (continuous and discrete): one thread per env.
 
 The scalar physics are the CPU backend's helpers compiled as device functions from the same Python
 source (:func:`device_twin`), so CPU and CUDA evaluate identical expressions; the per-env loop
@@ -17,7 +17,7 @@ from .. import api
 from ..shared import step_args
 from ..shared.cuda import launch_per_env, launch_reset
 from . import cpu
-from .env import AcrobotContinuous
+from .env import Acrobot, AcrobotContinuous
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
@@ -25,6 +25,7 @@ acrobot_dsdt = device_twin(cpu.acrobot_dsdt)
 wrap_angle = device_twin(cpu.wrap_angle)
 acrobot_terminal = device_twin(cpu.acrobot_terminal)
 acrobot_rk4 = device_twin(cpu.acrobot_rk4, acrobot_dsdt=acrobot_dsdt, wrap_angle=wrap_angle)
+acrobot_index_torque = device_twin(cpu.acrobot_index_torque)
 
 
 @cuda.jit(device=True)
@@ -60,6 +61,41 @@ def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncat
 def acrobot_step_block(physics, steps, action, obs, reward, terminated, truncated, max_steps, envs):
     for i in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
         _acrobot_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
+
+
+@cuda.jit(device=True)
+def _acrobot_discrete_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    torque = acrobot_index_torque(action[i, 0])
+    s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
+    physics[i, 0] = s0
+    physics[i, 1] = s1
+    physics[i, 2] = s2
+    physics[i, 3] = s3
+    obs[i, 0] = math.cos(s0)
+    obs[i, 1] = math.sin(s0)
+    obs[i, 2] = math.cos(s1)
+    obs[i, 3] = math.sin(s1)
+    obs[i, 4] = s2
+    obs[i, 5] = s3
+    done = acrobot_terminal(s0, s1)
+    reward[i] = 0.0 if done else -1.0
+    terminated[i] = done
+    steps[i] += 1
+    truncated[i] = steps[i] >= max_steps
+
+
+@cuda.jit
+def acrobot_discrete_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    i = cuda.grid(1)
+    if i < physics.shape[0]:
+        _acrobot_discrete_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
+
+
+@block_form(acrobot_discrete_step_kernel, lambda physics, *rest: (physics.shape[0],))
+@cuda.jit(device=True)
+def acrobot_discrete_step_block(physics, steps, action, obs, reward, terminated, truncated, max_steps, envs):
+    for i in range(cuda.threadIdx.x, envs, cuda.blockDim.x):
+        _acrobot_discrete_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
 
 
 @cuda.jit(device=True)
@@ -107,4 +143,19 @@ def env_reset(device: CUDA, env: AcrobotContinuous, state, rng):
 
 @api.env_reset_done.dispatch
 def env_reset_done(device: CUDA, env: AcrobotContinuous, state, rng):
+    launch_reset(device, acrobot_reset_kernel, env, state, rng, True, 4)
+
+
+@api.env_step.dispatch
+def env_step(device: CUDA, env: Acrobot, state, action):
+    launch_per_env(device, acrobot_discrete_step_kernel, env.num_envs, *step_args(state, action), env.max_episode_steps)
+
+
+@api.env_reset.dispatch
+def env_reset(device: CUDA, env: Acrobot, state, rng):
+    launch_reset(device, acrobot_reset_kernel, env, state, rng, False, 4)
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: CUDA, env: Acrobot, state, rng):
     launch_reset(device, acrobot_reset_kernel, env, state, rng, True, 4)

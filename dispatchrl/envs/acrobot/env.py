@@ -1,13 +1,15 @@
-"""The continuous Acrobot description: gymnasium Acrobot-v1's constants, a torque in [-1, 1]."""
+"""The Acrobot descriptions: gymnasium Acrobot-v1's constants, with a torque in [-1, 1]
+(:class:`AcrobotContinuous`) or gymnasium's three actions (:class:`Acrobot`)."""
 
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...spaces import Discrete
 from ..api import NativeEnv, check_count
 
-__all__ = ["MAX_VEL_1", "MAX_VEL_2", "AcrobotContinuous"]
+__all__ = ["MAX_VEL_1", "MAX_VEL_2", "Acrobot", "AcrobotContinuous"]
 
 #: gymnasium's joint velocity limits
 MAX_VEL_1 = 4 * math.pi
@@ -41,3 +43,43 @@ class AcrobotContinuous(NativeEnv):
 
     name = "acrobot"
     eval_id = "dispatchrl/AcrobotContinuous-v1"
+
+
+@dataclass(frozen=True)
+class Acrobot(NativeEnv):
+    """gymnasium Acrobot-v1 itself: :class:`AcrobotContinuous`'s dynamics with gymnasium's three
+    actions, indices 0, 1, 2 applying torques -1, 0, 1 (an index in float32, as every native env's
+    actions are; the kernels clamp it into [0, 2])."""
+
+    num_envs: int = 1
+    max_episode_steps: int = 500
+
+    observation_dim = 6
+    action_dim = 1
+    physics_dim = 4  # theta1, theta2, dtheta1, dtheta2
+    num_actions = 3
+    max_vel_1 = MAX_VEL_1
+    max_vel_2 = MAX_VEL_2
+
+    def __post_init__(self) -> None:
+        check_count("Acrobot", "num_envs", self.num_envs)
+        check_count("Acrobot", "max_episode_steps", self.max_episode_steps)
+
+    action_low = property(lambda self: np.zeros(1, np.float32))
+    action_high = property(lambda self: np.full(1, self.num_actions - 1, np.float32))
+
+    @property
+    def observation_high(self) -> np.ndarray:
+        return np.array([1, 1, 1, 1, self.max_vel_1, self.max_vel_2], np.float32)
+
+    @property
+    def action_space(self) -> Discrete:  # type: ignore[override]
+        """The actions :func:`~dispatchrl.envs.env_step` takes: an index in ``range(3)``."""
+        return Discrete(self.num_actions)
+
+    def policy_action_space(self) -> Discrete:  # type: ignore[override]
+        """A policy picks one of the 3 indices."""
+        return Discrete(self.num_actions)
+
+    name = "acrobot-v1"
+    eval_id = "Acrobot-v1"

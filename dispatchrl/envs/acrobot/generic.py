@@ -1,5 +1,5 @@
-"""Generic (numpy) methods of the continuous Acrobot: the batched reference, vectorised over N with
-gymnasium's formulas in float64 (same constants and evaluation order)."""
+"""Generic (numpy) methods of the Acrobots (continuous and discrete): the batched reference,
+vectorised over N with gymnasium's formulas in float64 (same constants and evaluation order)."""
 
 import numpy as np
 
@@ -9,7 +9,7 @@ from ...staging import launch
 from .. import api
 from ..shared import PI, state_args, step_args
 from ..shared.generic import clear_reset, reset_mask
-from .env import AcrobotContinuous
+from .env import Acrobot, AcrobotContinuous
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
@@ -63,6 +63,13 @@ def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncat
     truncated[:] = steps >= max_steps
 
 
+def acrobot_discrete_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps) -> None:
+    # the index clamped into [0, 2] (NaN reads as 0), torque = index - 1: exact in float32, and
+    # within the continuous kernel's clip, so the step is the continuous one at that torque
+    torque = np.where(action >= 2.0, 1.0, np.where(action >= 1.0, 0.0, -1.0)).astype(np.float32)
+    acrobot_step_kernel(physics, steps, torque, obs, reward, terminated, truncated, max_steps)
+
+
 def _acrobot_obs(s, obs, mask=None) -> None:
     values = np.stack([np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]), s[:, 2], s[:, 3]], axis=1)
     if mask is None:
@@ -94,4 +101,19 @@ def env_reset(device: Generic, env: AcrobotContinuous, state, rng):
 
 @api.env_reset_done.dispatch
 def env_reset_done(device: Generic, env: AcrobotContinuous, state, rng):
+    launch(device, acrobot_reset_kernel, rng, *state_args(state), True)
+
+
+@api.env_step.dispatch
+def env_step(device: Generic, env: Acrobot, state, action):
+    launch(device, acrobot_discrete_step_kernel, *step_args(state, action), env.max_episode_steps)
+
+
+@api.env_reset.dispatch
+def env_reset(device: Generic, env: Acrobot, state, rng):
+    launch(device, acrobot_reset_kernel, rng, *state_args(state), False)
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: Generic, env: Acrobot, state, rng):
     launch(device, acrobot_reset_kernel, rng, *state_args(state), True)

@@ -1,5 +1,5 @@
-"""The continuous Acrobot as gymnasium ids: ``dispatchrl/AcrobotContinuous-v1``'s Env, its vector
-entry point and spec."""
+"""The Acrobots as gymnasium ids: ``dispatchrl/AcrobotContinuous-v1``'s and ``dispatchrl/Acrobot-v1``'s
+Envs, their vector entry points and specs."""
 
 from typing import Any
 
@@ -7,10 +7,17 @@ import numpy as np
 
 from ..batch import BatchVectorEnv, NativeBatch
 from ..gym import NO_LIMIT, NativeGymEnvBase
-from .env import AcrobotContinuous
+from .env import Acrobot, AcrobotContinuous
 from .render import acrobot_frame
 
-__all__ = ["GYMNASIUM_SPEC", "AcrobotContinuousEnv", "make_acrobot_vector"]
+__all__ = [
+    "DISCRETE_GYMNASIUM_SPEC",
+    "GYMNASIUM_SPEC",
+    "AcrobotContinuousEnv",
+    "AcrobotEnv",
+    "make_acrobot_discrete_vector",
+    "make_acrobot_vector",
+]
 
 
 class AcrobotContinuousEnv(NativeGymEnvBase):
@@ -46,5 +53,28 @@ GYMNASIUM_SPEC: dict[str, Any] = dict(
     id="dispatchrl/AcrobotContinuous-v1",
     entry_point=AcrobotContinuousEnv,
     vector_entry_point=make_acrobot_vector,
+    max_episode_steps=500,
+)
+
+
+class AcrobotEnv(AcrobotContinuousEnv):
+    """gymnasium Acrobot-v1 (actions 0, 1, 2) stepped by dispatchrl's CPU kernels, reset from
+    ``self.np_random`` as gymnasium's is: with the same seed and actions, the same episodes."""
+
+    def __init__(self, render_mode=None):
+        NativeGymEnvBase.__init__(self, Acrobot(1, max_episode_steps=NO_LIMIT), render_mode)
+
+
+def make_acrobot_discrete_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None) -> BatchVectorEnv:
+    """``gymnasium.make_vec("dispatchrl/Acrobot-v1", num_envs)`` entry point."""
+    env = Acrobot(num_envs, max_episode_steps=max_episode_steps)
+    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
+
+
+#: ``gymnasium.register`` arguments of the discrete Acrobot
+DISCRETE_GYMNASIUM_SPEC: dict[str, Any] = dict(
+    id="dispatchrl/Acrobot-v1",
+    entry_point=AcrobotEnv,
+    vector_entry_point=make_acrobot_discrete_vector,
     max_episode_steps=500,
 )

@@ -1,0 +1,98 @@
+"""C methods of CartPole: one C loop over the N envs per call (see :mod:`dispatchrl.backends.c`).
+
+The physics is :mod:`.cpu`'s, expression by expression (same constants, same evaluation order,
+float64, no contraction into fused multiply-adds), so trajectories match the CPU kernels and
+gymnasium. Resets draw the same counter-stream positions.
+"""
+
+from ...devices import C
+from ...staging import launch
+from .. import api
+from ..shared import state_args, step_args
+from ..shared.c import reset_kernel, step_kernel
+from .env import (
+    FORCE_MAG,
+    GRAVITY,
+    LENGTH,
+    MASSPOLE,
+    POLEMASS_LENGTH,
+    TAU,
+    THETA_THRESHOLD,
+    TOTAL_MASS,
+    X_THRESHOLD,
+    CartPole,
+)
+
+__all__ = ["PHYSICS", "RESET", "STEP"]
+
+#: the file-level helper of the step
+PHYSICS = f"""\
+/* gymnasium CartPoleEnv.step's Euler update, term by term with its constants (envs/cartpole/cpu.py) */
+static inline void dispatchrl_cartpole_physics(double s[4], double force)
+{{
+    const double x = s[0], x_dot = s[1], theta = s[2], theta_dot = s[3];
+    const double costheta = cos(theta);
+    const double sintheta = sin(theta);
+    const double temp = (force + {POLEMASS_LENGTH!r} * (theta_dot * theta_dot) * sintheta) / {TOTAL_MASS!r};
+    const double thetaacc = ({GRAVITY!r} * sintheta - costheta * temp)
+                            / ({LENGTH!r} * (4.0 / 3.0 - {MASSPOLE!r} * (costheta * costheta) / {TOTAL_MASS!r}));
+    const double xacc = temp - {POLEMASS_LENGTH!r} * thetaacc * costheta / {TOTAL_MASS!r};
+    s[0] = x + {TAU!r} * x_dot;
+    s[1] = x_dot + {TAU!r} * xacc;
+    s[2] = theta + {TAU!r} * theta_dot;
+    s[3] = theta_dot + {TAU!r} * thetaacc;
+}}
+"""
+
+STEP = f"""
+for (int i = 0; i < N; i++) {{
+    /* the index clamped into [0, 1] (NaN reads as 0): 1 pushes right */
+    const double force = action[i] >= 1.0f ? {FORCE_MAG!r} : -{FORCE_MAG!r};
+    double s[4];
+    for (int j = 0; j < 4; j++) s[j] = physics[4 * i + j];
+    dispatchrl_cartpole_physics(s, force);
+    for (int j = 0; j < 4; j++) {{
+        physics[4 * i + j] = s[j];
+        obs[4 * i + j] = (float)s[j];
+    }}
+    terminated[i] = s[0] < -{X_THRESHOLD!r} || s[0] > {X_THRESHOLD!r} || s[2] < -{THETA_THRESHOLD!r} || s[2] > {THETA_THRESHOLD!r};
+    reward[i] = 1.0f; /* gymnasium rewards the terminal step too */
+    steps[i] += 1;
+    truncated[i] = steps[i] >= MAX_STEPS;
+}}
+"""
+
+RESET = """
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < N; i++) {
+    if (ONLY_DONE && !(terminated[i] || truncated[i])) continue;
+    /* gymnasium's U(-0.05, 0.05), kept in float64 as gymnasium keeps it */
+    for (int j = 0; j < 4; j++) {
+        physics[4 * i + j] = -0.05 + 0.1 * dispatchrl_uniform01(key, base + (uint64_t)(4 * i + j));
+        obs[4 * i + j] = (float)physics[4 * i + j];
+    }
+    steps[i] = 0;
+    if (!ONLY_DONE) {
+        reward[i] = 0.0f;
+        terminated[i] = false;
+        truncated[i] = false;
+    }
+}
+rng[1] = base + 4 * (uint64_t)N;
+"""
+
+
+@api.env_step.dispatch
+def env_step(device: C, env: CartPole, state, action):
+    kernel = step_kernel("cartpole_step", STEP, env, (), PHYSICS)
+    launch(device, kernel, *step_args(state, action))
+
+
+@api.env_reset.dispatch
+def env_reset(device: C, env: CartPole, state, rng):
+    launch(device, reset_kernel("cartpole_reset", RESET, env, False), rng, *state_args(state))
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: C, env: CartPole, state, rng):
+    launch(device, reset_kernel("cartpole_reset_done", RESET, env, True), rng, *state_args(state))

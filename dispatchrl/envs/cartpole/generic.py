@@ -1,0 +1,74 @@
+"""Generic (numpy) methods of CartPole: the batched reference, vectorised over N with gymnasium's
+formulas in float64 (same constants and evaluation order)."""
+
+import numpy as np
+
+from ...devices import Generic
+from ...kernels.random.generic import uniform01
+from ...staging import launch
+from .. import api
+from ..shared import state_args, step_args
+from ..shared.generic import clear_reset, reset_mask
+from .env import (
+    FORCE_MAG,
+    GRAVITY,
+    LENGTH,
+    MASSPOLE,
+    POLEMASS_LENGTH,
+    TAU,
+    THETA_THRESHOLD,
+    TOTAL_MASS,
+    X_THRESHOLD,
+    CartPole,
+)
+
+__all__: list[str] = []  # methods only: importing the module registers them
+
+
+def cartpole_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps) -> None:
+    x, x_dot, theta, theta_dot = physics.T
+    # the index clamped into [0, 1] (NaN reads as 0): 1 pushes right
+    force = np.where(action[:, 0] >= 1.0, FORCE_MAG, -FORCE_MAG)
+    costheta, sintheta = np.cos(theta), np.sin(theta)
+    temp = (force + POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / TOTAL_MASS
+    thetaacc = (GRAVITY * sintheta - costheta * temp) / (
+        LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS)
+    )
+    xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS
+    ns = np.stack([x + TAU * x_dot, x_dot + TAU * xacc, theta + TAU * theta_dot, theta_dot + TAU * thetaacc], axis=1)
+    physics[...] = ns
+    obs[...] = ns
+    done = (
+        (ns[:, 0] < -X_THRESHOLD)
+        | (ns[:, 0] > X_THRESHOLD)
+        | (ns[:, 2] < -THETA_THRESHOLD)
+        | (ns[:, 2] > THETA_THRESHOLD)
+    )
+    terminated[:] = done
+    reward[:] = 1.0  # gymnasium rewards the terminal step too
+    steps += 1
+    truncated[:] = steps >= max_steps
+
+
+def cartpole_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
+    n = physics.shape[0]
+    fresh = -0.05 + 0.1 * uniform01(rng, 4 * n).reshape(n, 4)  # gymnasium keeps the draw in float64
+    mask = reset_mask(terminated, truncated, only_done)
+    physics[mask] = fresh[mask]
+    obs[mask] = fresh[mask]
+    clear_reset(mask, steps, reward, terminated, truncated, only_done)
+
+
+@api.env_step.dispatch
+def env_step(device: Generic, env: CartPole, state, action):
+    launch(device, cartpole_step_kernel, *step_args(state, action), env.max_episode_steps)
+
+
+@api.env_reset.dispatch
+def env_reset(device: Generic, env: CartPole, state, rng):
+    launch(device, cartpole_reset_kernel, rng, *state_args(state), False)
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: Generic, env: CartPole, state, rng):
+    launch(device, cartpole_reset_kernel, rng, *state_args(state), True)

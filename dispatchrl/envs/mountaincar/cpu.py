@@ -1,0 +1,101 @@
+"""CPU methods of MountainCar: one Numba loop over the N envs per call.
+
+The per-env physics mirror gymnasium's expressions term by term (same constants, same evaluation
+order, float64, no fastmath) so trajectories match gymnasium's. The self-contained scalar helpers
+are also compiled as CUDA device functions by :mod:`.cuda` from this very source. Helpers live in
+this file so Numba's per-file cache check covers them.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ...backends.cpu import JIT_EXACT
+from ...devices import CPU
+from ...kernels.random.cpu import uniform01
+from ...staging import launch
+from .. import api
+from ..shared import state_args, step_args
+from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
+
+#: what .cuda compiles as device functions (the methods register themselves)
+__all__ = ["mountaincar_physics", "mountaincar_push"]
+
+
+# --- scalar physics, compiled here with njit and by .cuda as CUDA device functions from the
+# same Python source (``device_twin``), so the backends cannot drift -----------------------------
+
+
+@njit(**JIT_EXACT)
+def mountaincar_push(a):
+    """gymnasium's ``action - 1`` for action index ``a`` (a float) clamped into [0, 2]: anything
+    below 1 (a negative index, NaN) reads as 0, so no index is out of range."""
+    if a >= 2.0:
+        return 1.0
+    if a >= 1.0:
+        return 0.0
+    return -1.0
+
+
+@njit(**JIT_EXACT)
+def mountaincar_physics(position, velocity, push):
+    """gymnasium MountainCarEnv.step, term by term with its constants: (position, velocity,
+    terminated)."""
+    velocity = velocity + (push * FORCE + math.cos(3 * position) * (-GRAVITY))
+    velocity = min(max(velocity, -MAX_SPEED), MAX_SPEED)
+    position = position + velocity
+    position = min(max(position, MIN_POSITION), MAX_POSITION)
+    if position == MIN_POSITION and velocity < 0:
+        velocity = 0.0
+    return position, velocity, position >= GOAL_POSITION and velocity >= GOAL_VELOCITY
+
+
+# --- CPU kernels -------------------------------------------------------------------------------
+
+
+@njit(**JIT_EXACT)
+def mountaincar_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    for i in range(physics.shape[0]):
+        position, velocity, done = mountaincar_physics(physics[i, 0], physics[i, 1], mountaincar_push(action[i, 0]))
+        physics[i, 0] = position
+        physics[i, 1] = velocity
+        obs[i, 0] = position
+        obs[i, 1] = velocity
+        terminated[i] = done
+        reward[i] = -1.0
+        steps[i] += 1
+        truncated[i] = steps[i] >= max_steps
+
+
+@njit(**JIT_EXACT)
+def mountaincar_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
+    key, base = rng[0], rng[1]
+    for i in range(physics.shape[0]):
+        if only_done and not (terminated[i] or truncated[i]):
+            continue
+        physics[i, 0] = -0.6 + 0.2 * uniform01(key, base + np.uint64(i))  # gymnasium's U(-0.6, -0.4)
+        physics[i, 1] = 0.0  # at rest
+        obs[i, 0] = physics[i, 0]
+        obs[i, 1] = 0.0
+        steps[i] = 0
+        if not only_done:
+            reward[i] = 0.0
+            terminated[i] = False
+            truncated[i] = False
+    rng[1] = base + np.uint64(physics.shape[0])
+
+
+@api.env_step.dispatch
+def env_step(device: CPU, env: MountainCar, state, action):
+    launch(device, mountaincar_step_kernel, *step_args(state, action), env.max_episode_steps)
+
+
+@api.env_reset.dispatch
+def env_reset(device: CPU, env: MountainCar, state, rng):
+    launch(device, mountaincar_reset_kernel, rng, *state_args(state), False)
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: CPU, env: MountainCar, state, rng):
+    launch(device, mountaincar_reset_kernel, rng, *state_args(state), True)

@@ -22,7 +22,12 @@ __all__ = ["VIDEO_IDS", "RecordEpisodes", "record_episodes"]
 
 #: evaluation ids whose gymnasium renderer needs pygame → the dispatchrl twin (the same episodes
 #: for the same seeds and actions) drawing with numpy
-VIDEO_IDS = {"Pendulum-v1": "dispatchrl/Pendulum-v1"}
+VIDEO_IDS = {
+    "Pendulum-v1": "dispatchrl/Pendulum-v1",
+    "CartPole-v1": "dispatchrl/CartPole-v1",
+    "Acrobot-v1": "dispatchrl/Acrobot-v1",
+    "MountainCar-v0": "dispatchrl/MountainCar-v0",
+}
 
 
 def _imageio() -> Any:

@@ -138,11 +138,11 @@ TINY = ppo.Config(
 
 
 def test_same_categorical_ppo_on_every_device_agrees():
-    """Two iterations on gymnasium CartPole-v1, fused per device: the same actions were sampled
-    (the same episode returns) and the parameters agree across devices."""
+    """Two iterations on the native CartPole, fused per device: the same actions were sampled and
+    the parameters agree across devices."""
     results = {}
     for device in (drl.Generic(), drl.CPU(), drl.C(), drl.CUDA()):
-        results[type(device).__name__] = ppo.train(device, "CartPole-v1", TINY, seed=3, progress=False)
+        results[type(device).__name__] = ppo.train(device, "cartpole", TINY, seed=3, progress=False)
     reference = results.pop("Generic")
     assert reference.state.log_std is None and reference.policy.squash == "argmax"
     for name, result in results.items():
@@ -158,16 +158,19 @@ def test_same_categorical_ppo_on_every_device_agrees():
 
 def test_discrete_checkpoint_resume_and_facade(tmp_path):
     config = dataclasses.replace(TINY, total_steps=16)
-    result = ppo.train(drl.CPU(), "CartPole-v1", config, seed=1, progress=False)
+    result = ppo.train(drl.CPU(), "CartPole-v1", config, seed=1, progress=False)  # the native CartPole
+    assert result.spec.native is not None and result.spec.eval_id == "CartPole-v1"
     path = result.save(tmp_path / "run")[0]
     algo, name, spec, loaded_config, state = load_run(path, ALGORITHMS)
     assert name == "ppo" and spec.action_space == drl.spaces.Discrete(2) and loaded_config == config
     obs = np.ones((3, 4), np.float32)
     np.testing.assert_array_equal(spec.deployed_policy(algo, state)(obs), result.policy(obs))
-    # a resumed run continues from the checkpoint (a gymnasium env restarts its episodes)
+    # resume continues bit for bit: 16 + 16 steps equal 32 in one run
     longer = dataclasses.replace(config, total_steps=32)
     resumed = ppo.train(drl.CPU(), "CartPole-v1", longer, seed=1, progress=False, resume=path)
-    assert host(resumed.state.step)[0] == longer.total_steps // config.num_envs
+    whole = ppo.train(drl.CPU(), "CartPole-v1", longer, seed=1, progress=False)
+    for ours, ref in zip(resumed.policy.weights, whole.policy.weights):
+        np.testing.assert_array_equal(ours, ref)
     model = drl.PPO("CartPole-v1", seed=2, num_envs=2, steps_per_env=4, batch_size=4, hidden=(4,))
     model.learn(16)
     action, _ = model.predict(np.zeros(4, np.float32))
@@ -176,6 +179,16 @@ def test_discrete_checkpoint_resume_and_facade(tmp_path):
     assert sampled.shape == (6,) and set(sampled.tolist()) <= {0, 1}
     loaded = drl.PPO.load(model.save(tmp_path / "facade"))
     np.testing.assert_array_equal(loaded.predict(obs)[0], model.predict(obs)[0])
+
+
+def test_python_stepped_discrete_env_trains():
+    """A gymnasium env instance (stepped from Python) acts with int indices the driver maps from
+    the fused step's float rows."""
+    import gymnasium
+
+    result = ppo.train(drl.CPU(), gymnasium.make("CartPole-v1"), dataclasses.replace(TINY, num_envs=1, batch_size=2))
+    assert result.spec.native is None and result.steps == 16
+    assert set(host(result.state.rollout.action)[:, 0].tolist()) <= {0.0, 1.0}
 
 
 def test_discrete_env_refused_by_box_algorithms():
@@ -191,5 +204,5 @@ def test_cli_trains_ppo_on_cartpole(capsys):
     )
     assert code == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert summary["algo"] == "ppo" and summary["env"] == "CartPole-v1" and summary["steps"] == 16
+    assert summary["algo"] == "ppo" and summary["env"] == "cartpole" and summary["steps"] == 16
     assert 8 <= summary["eval_return"] <= 500  # CartPole's returns: every step until the pole falls

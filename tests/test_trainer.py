@@ -299,3 +299,24 @@ def test_cli_export_trainer(tmp_path, capsys):
     assert main(["export-trainer", "td3", "--out", str(tmp_path), "--steps", "500", "--set", "hidden=[16, 16]"]) == 0
     assert (tmp_path / "trainer.h").exists() and "16" in (tmp_path / "trainer.c").read_text()[:2000]
     assert main(["export-trainer", "td3", "--out", str(tmp_path), "--set", "nope=1"]) == 2
+
+
+def test_ppo_cartpole_parity_across_targets(tmp_path):
+    """A Discrete space (issue 36): categorical PPO on the native CartPole exports; the host build
+    gives ``train --device c``'s weights, and wasm32-wasi and the Cortex-M7 (where their tools are
+    installed) the host's checksum and evaluation."""
+    config = dict(num_envs=4, steps_per_env=16, batch_size=32, epochs=2, hidden=(8,), normalize_observations=False)
+    steps = 2 * 4 * 16
+    write_trainer(tmp_path, trainer_source("ppo", "cartpole", steps, 0, config))
+    assert "#define TRAINER_ACTION_COUNT 2" in (tmp_path / "trainer.h").read_text()
+    host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=steps, seed=1)
+    result = ppo.train(drl.C(), "cartpole", replace(ppo.config_for("cartpole"), total_steps=steps, **config), seed=1)
+    assert host["checksum"] == weights_checksum(state_weights(result.state))
+    assert 8 <= host["eval_return"] <= 500  # CartPole: one reward per step until the pole falls
+    if shutil.which("node"):
+        wasm = run_trainer(build_trainer(tmp_path, "wasm32-wasi"), "wasm32-wasi", steps=steps, seed=1)
+        assert wasm["checksum"] == host["checksum"] and wasm["eval_return"] == host["eval_return"]
+    if shutil.which("qemu-system-arm"):
+        elf = build_trainer(tmp_path, "cortex-m7", steps=steps, seed=1, eval_episodes=10)
+        run = run_trainer(elf, "cortex-m7")
+        assert run["checksum"] == host["checksum"] and run["eval_return"] == host["eval_return"]

@@ -578,7 +578,7 @@ def add_web_command(commands: Any) -> None:
 
     p = commands.add_parser("web", help="serve a page that trains in the browser (the trainer compiled to wasm)")
     p.add_argument("--algo", default="td3", choices=sorted(ALGORITHMS))
-    p.add_argument("--env", default="pendulum", help="pendulum or acrobot (a native env)")
+    p.add_argument("--env", default="pendulum", help="pendulum, acrobot or cartpole (a native env)")
     p.add_argument("--steps", type=int, default=10_000, help="the page's default steps (and the replay capacity)")
     p.add_argument("--seed", type=int, default=0, help="the page's default seed")
     p.add_argument("--port", type=int, default=8000, help="0: any free port")
@@ -595,7 +595,7 @@ TRUST_CODE_HELP = (
 def _train_flags(p: argparse.ArgumentParser) -> None:
     """The flags of ``train ALGO`` besides the config fields."""
     p.add_argument(
-        "--env", default=None, help="pendulum (default), acrobot, ant, any gymnasium id, or module:NativeEnvClass"
+        "--env", default=None, help="pendulum (default), acrobot, cartpole, mountaincar, ant, any gymnasium id, or module:NativeEnvClass"
     )
     p.add_argument(
         "--steps",
@@ -728,7 +728,7 @@ def build_parser() -> argparse.ArgumentParser:
         "export-trainer", help="write a whole training run as dependency-free C99 (trainer.h, trainer.c, main.c)"
     )
     p.add_argument("algo", choices=sorted(ALGORITHMS))
-    p.add_argument("--env", default="pendulum", help="pendulum, acrobot (a native env)")
+    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, cartpole, mountaincar (a native env)")
     p.add_argument(
         "--out",
         required=True,

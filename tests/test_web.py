@@ -141,3 +141,23 @@ def test_page_for_another_algorithm_disables_start_and_says_what_to_run(page_fol
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_browser_trains_ppo_on_cartpole_and_animates_it(tmp_path):
+    """A Discrete space (issue 36): the page trains categorical PPO on CartPole with the host
+    trainer's bits and draws the cart and pole."""
+    pytest.importorskip("playwright", reason="pip install playwright")
+    pytest.importorskip("ziglang", reason="the wasm build needs zig cc: pip install ziglang")
+    from dispatchrl.cli import main
+    from dispatchrl.export.trainer_targets import build_trainer, run_trainer
+    from dispatchrl.export.web import browser_run
+
+    folder, steps = tmp_path / "ppo", 8192
+    argv = ["export-trainer", "ppo", "--env", "cartpole", "--target", "web", "--out", str(folder)]
+    assert main([*argv, "--steps", str(steps), "--seed", str(SEED)]) == 0
+    result = browser_run(folder, steps, SEED, timeout=600)
+    host = run_trainer(build_trainer(folder, "host"), "host", steps=steps, seed=SEED)
+    assert result["console_errors"] == [] and result["steps"] == steps
+    assert result["checksum"] == host["checksum"]
+    assert round(result["eval_return"], 3) == host["eval_return"]
+    assert result["curve_pixels"] > 2000 and result["env_pixels"] > 1500  # the track, the cart, the pole

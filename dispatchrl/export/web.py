@@ -112,7 +112,7 @@ def build_web(
         "seed": int(seed),
         "config_name": type(trainer.config).__name__,
         "num_envs": int(trainer.config.num_envs),
-        "capacity": int(trainer.config.capacity),
+        "capacity": int(trainer.config.capacity) if hasattr(trainer.config, "capacity") else None,  # PPO: none
         "config": config,
         "eval_episodes": 10,
         "state_bytes": trainer.state_bytes,
@@ -172,8 +172,8 @@ def browser_run(
 ) -> dict:
     """Run the page in ``folder`` in headless Chromium (playwright driving ``executable``, default
     the system's ``chromium``) with ``?steps=&seed=&autostart=1``; returns ``window.trainerResult``
-    plus ``console_errors`` (console errors and uncaught page errors) and ``curve_pixels`` (the
-    learning-curve canvas's pixels that are not white)."""
+    plus ``console_errors`` (console errors and uncaught page errors), ``curve_pixels`` and
+    ``env_pixels`` (the learning-curve and animation canvases' pixels that are not white)."""
     from playwright.sync_api import sync_playwright
 
     executable = executable or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -193,15 +193,17 @@ def browser_run(
                 page.wait_for_function("window.trainerResult !== undefined", timeout=timeout * 1000)
                 result = dict(page.evaluate("window.trainerResult"))
                 page.wait_for_timeout(3000 if screenshot is not None else 300)  # the final policy swinging up
-                result["curve_pixels"] = page.evaluate(
-                    """() => {
-                        const c = document.getElementById('curve');
-                        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-                        let n = 0;
-                        for (let i = 0; i < d.length; i += 4) if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) n++;
-                        return n;
-                    }"""
-                )
+                for canvas in ("curve", "env"):
+                    result[f"{canvas}_pixels"] = page.evaluate(
+                        """(id) => {
+                            const c = document.getElementById(id);
+                            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                            let n = 0;
+                            for (let i = 0; i < d.length; i += 4) if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) n++;
+                            return n;
+                        }""",
+                        canvas,
+                    )
                 if screenshot is not None:
                     page.screenshot(path=str(screenshot), full_page=True)
             finally:

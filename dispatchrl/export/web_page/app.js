@@ -4,7 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-const NAMES = { td3: 'TD3', sac: 'SAC', ppo: 'PPO', pendulum: 'Pendulum', acrobot: 'Acrobot' };
+const NAMES = { td3: 'TD3', sac: 'SAC', ppo: 'PPO', dqn: 'DQN', pendulum: 'Pendulum', acrobot: 'Acrobot', cartpole: 'CartPole' };
 
 let meta = null;  // trainer.json: this folder's algo, env and config
 let worker = null;
@@ -77,7 +77,7 @@ function drawCurve() {
   g.fillStyle = '#fff';
   g.fillRect(0, 0, W, H);
   const xMax = Math.max(totalSteps, 1);
-  let yMin = meta.env === 'acrobot' ? -500 : -1600, yMax = 0;
+  let yMin = { acrobot: -500, cartpole: 0 }[meta.env] ?? -1600, yMax = 0;
   for (const [, r] of points) { yMin = Math.min(yMin, r); yMax = Math.max(yMax, r); }
   yMin -= 0.02 * (yMax - yMin);  // a curve on the floor stays visible above the x axis
   const yStep = niceStep(yMax - yMin || 1, 5);
@@ -132,7 +132,18 @@ function drawEnv(obs) {
   g.fillStyle = '#fff';
   g.fillRect(0, 0, W, H);
   g.lineCap = 'round';
-  if (meta.env === 'acrobot') {
+  if (meta.env === 'cartpole') {
+    // obs: x, x', θ, θ'; the track is ±2.4 (where the episode ends), the pole 1 long (gymnasium's 2 · 0.5)
+    const scale = W / 6, cy = H * 0.7, pole = scale;
+    g.strokeStyle = '#aaa'; g.lineWidth = 2;
+    g.beginPath(); g.moveTo(cx - 2.4 * scale, cy); g.lineTo(cx + 2.4 * scale, cy); g.stroke();
+    if (obs) {
+      const x = cx + obs[0] * scale, t = obs[2];
+      g.fillStyle = '#333'; g.fillRect(x - 24, cy - 14, 48, 28);
+      g.strokeStyle = '#d1501f'; g.lineWidth = 8;
+      g.beginPath(); g.moveTo(x, cy - 14); g.lineTo(x + pole * Math.sin(t), cy - 14 - pole * Math.cos(t)); g.stroke();
+    }
+  } else if (meta.env === 'acrobot') {
     // obs: cos θ1, sin θ1, cos θ2, sin θ2, θ1', θ2'; θ1 = 0 hangs down; goal: the tip a link above the pivot
     const L = W * 0.22, cy = H / 2;
     g.strokeStyle = '#aaa'; g.setLineDash([6, 5]); g.lineWidth = 1;
@@ -195,7 +206,9 @@ function start() {
   $('status').textContent = 'training…';
   $('start').disabled = true;
   $('stop').disabled = false;
-  worker.postMessage({ type: 'start', steps: values.steps, seed: values.seed, evalEpisodes: meta.eval_episodes });
+  worker.postMessage({
+    type: 'start', steps: values.steps, seed: values.seed, evalEpisodes: meta.eval_episodes, numEnvs: meta.num_envs,
+  });
   return true;
 }
 
@@ -258,8 +271,11 @@ async function main() {
   $('steps').value = params.get('steps') ?? String(meta.steps);
   $('seed').value = params.get('seed') ?? String(meta.seed);
   const c = meta.config;
-  $('config').textContent = `config: replay capacity ${meta.capacity}, batch ${c.batch_size}, hidden ${c.hidden.join('×')}, ` +
-    `warm-up ${c.warmup_steps} steps, γ ${c.gamma}; eval: ${meta.eval_episodes} deterministic episodes. ` +
+  const memory = meta.capacity === null  // PPO: a rollout per iteration, no replay
+    ? `rollout ${c.num_envs} envs × ${c.steps_per_env} steps, ${c.epochs} epochs`
+    : `replay capacity ${meta.capacity}, warm-up ${c.warmup_steps} steps`;
+  $('config').textContent = `config: ${memory}, batch ${c.batch_size}, hidden ${c.hidden.join('×')}, ` +
+    `γ ${c.gamma}; eval: ${meta.eval_episodes} deterministic episodes. ` +
     `Same bits as the native trainer with the same seed: dispatchrl export-trainer ${meta.algo} --env ${meta.env} --steps ${meta.steps} --seed SEED --target host --run`;
   totalSteps = Number(checkSteps($('steps').value)[0] || meta.steps);
   drawCurve();

@@ -1,5 +1,5 @@
 // worker.js: runs the exported trainer (trainer.wasm) off the page's thread.
-// Messages in:  {type: 'load'}, {type: 'start', steps, seed, evalEpisodes}, {type: 'stop'}
+// Messages in:  {type: 'load'}, {type: 'start', steps, seed, evalEpisodes, numEnvs}, {type: 'stop'}
 // Messages out: {type: 'ready', build}, {type: 'progress', steps, recent, seconds, frames},
 //               {type: 'frames', frames}, {type: 'done', steps, eval_return, checksum, seconds, stopped},
 //               {type: 'error', message}
@@ -69,7 +69,7 @@ function idle() {
   }
 }
 
-async function run(steps, seed, evalEpisodes) {
+async function run(steps, seed, evalEpisodes, numEnvs) {
   clearInterval(idleTimer);
   idleTimer = null;
   running = true;
@@ -81,7 +81,8 @@ async function run(steps, seed, evalEpisodes) {
   const start = performance.now();
   lastFrame = start;
   while (done < steps && !stopRequested) {
-    const n = Math.min(chunk, steps - done);
+    // whole vectorised steps: trainer_run(n) runs floor(n / numEnvs) of them
+    const n = Math.min(Math.max(numEnvs, chunk - (chunk % numEnvs)), steps - done);
     const before = performance.now();
     trainer.trainer_run(BigInt(n));
     const took = performance.now() - before;
@@ -124,7 +125,7 @@ onmessage = async (event) => {
       postMessage({ type: 'ready', build, obs: observation() });
       idle();
     } else if (message.type === 'start' && !running) {
-      await run(message.steps, message.seed, message.evalEpisodes);
+      await run(message.steps, message.seed, message.evalEpisodes, message.numEnvs || 1);
     } else if (message.type === 'stop') {
       stopRequested = true;
     }

@@ -595,7 +595,9 @@ TRUST_CODE_HELP = (
 def _train_flags(p: argparse.ArgumentParser) -> None:
     """The flags of ``train ALGO`` besides the config fields."""
     p.add_argument(
-        "--env", default=None, help="pendulum (default), acrobot, cartpole, mountaincar, ant, any gymnasium id, or module:NativeEnvClass"
+        "--env",
+        default=None,
+        help="pendulum (default), acrobot, cartpole, mountaincar, ant, any gymnasium id, or module:NativeEnvClass",
     )
     p.add_argument(
         "--steps",

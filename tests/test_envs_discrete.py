@@ -194,7 +194,7 @@ def test_bad_indices_are_refused_before_any_kernel(ref_id):
     batch.reset(seed=0)
     physics = drl.to_numpy(batch.state.physics)
     for bad, match in (
-        ([[0], [n], [0], [0]], rf"action indices must be in \[0, {n}\)"),
+        ([[0], [n], [0], [0]], rf"actions for env '{batch.env.name}': action indices must be in \[0, {n}\)"),
         ([[0], [-1], [0], [0]], "action indices must be in"),
         ([[0.5], [0], [0], [0]], "expected action indices"),
         ([[np.nan], [0], [0], [0]], "finite"),

@@ -57,12 +57,19 @@ def check_actions(actions, num_envs, action_dim, name="actions"):
     return a
 
 
-def _checked(space, actions, num_envs) -> np.ndarray:
+def _checked(space, actions, num_envs, env_name) -> np.ndarray:
     """A batch's actions checked for its action space: float32 (num_envs, dim) in a Box, int64
-    indices (num_envs, 1) in a Discrete."""
+    indices (num_envs, 1) in a Discrete; errors name the env."""
+    name = f"actions for env {env_name!r}"
     if isinstance(space, Discrete):
-        return space.check(check_actions(actions, num_envs, 1))
-    return check_actions(actions, num_envs, space.dim)
+        return space.check(check_actions(actions, num_envs, 1, name), name)
+    return check_actions(actions, num_envs, space.dim, name)
+
+
+def _env_name(env) -> str:
+    """A gymnasium env's (or VectorEnv's) id, else its class name, for error messages."""
+    spec = getattr(env, "spec", None)
+    return spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
 
 
 def _seed_from(seed):
@@ -115,7 +122,10 @@ class NativeBatch:
         if self.final_obs is None:
             raise ConfigError("step: call reset() before the first step")
         # a Discrete env's indices are checked as indices, then stepped as float32 (the kernels' form)
-        assign(self.action, _checked(self.action_space, actions, self.num_envs).astype(np.float32, copy=False))
+        assign(
+            self.action,
+            _checked(self.action_space, actions, self.num_envs, self.env.name).astype(np.float32, copy=False),
+        )
         self._step()
         s = self.state
         self.final_obs = to_numpy(self.final)
@@ -158,7 +168,7 @@ class GymnasiumBatch:
     def step(self, actions):
         if self.final_obs is None:
             raise ConfigError("step: call reset() before the first step")
-        actions = _checked(self.action_space, actions, self.num_envs)
+        actions = _checked(self.action_space, actions, self.num_envs, _env_name(self.envs[0]))
         n = self.num_envs
         obs, final = np.empty((n, self.observation_dim), np.float32), np.empty((n, self.observation_dim), np.float32)
         reward = np.empty(n, np.float32)
@@ -247,7 +257,7 @@ class VectorBatch:
     def step(self, actions):
         if self.final_obs is None:
             raise ConfigError("step: call reset() before the first step")
-        actions = _checked(self.action_space, actions, self.num_envs)
+        actions = _checked(self.action_space, actions, self.num_envs, _env_name(self.envs))
         shaped = actions.reshape(self.num_envs, *self._action_shape).astype(self._act_dtype)
         obs, reward, terminated, truncated, info = self.envs.step(shaped)
         obs = self._rows(obs)

@@ -171,3 +171,170 @@ def test_kernels_refuse_bad_arguments_by_name():
         )
     with pytest.raises(ShapeError, match="'d_q'"):
         rl.q_huber_gradient(dev, q, drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)))
+
+
+# ---------------------------------------------------------------- the algorithm
+
+from dispatchrl import checkpoint  # noqa: E402
+from dispatchrl.algorithms import dqn  # noqa: E402
+
+#: a few hundred steps of a tiny Q network: 3 training phases of 8 gradient steps
+MODEL = dict(hidden=(8,), batch_size=16, learning_starts=100, train_freq=100, gradient_steps=8, buffer_size=500)
+TINY = dict(MODEL, total_steps=400)
+
+
+def arrays(result):
+    return {name.rstrip("."): drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)}
+
+
+def test_trains_on_cartpole_alike_on_generic_and_cpu():
+    """Gymnasium's CartPole-v1 (Python-stepped): Generic and CPU take the same actions (so see the
+    same transitions) and reach the same weights (up to their matrix products' rounding)."""
+    results = [
+        dqn.train(device, "CartPole-v1", dqn.Config(**TINY), seed=3, progress=False)
+        for device in (drl.Generic(), drl.CPU())
+    ]
+    generic, cpu = (arrays(r) for r in results)
+    assert generic.keys() == cpu.keys()
+    for name in ("replay.action", "replay.obs", "replay.reward", "replay.terminated", "step", "updates", "rng"):
+        np.testing.assert_array_equal(cpu[name], generic[name], err_msg=name)
+    for name in (n for n in generic if ".weights." in n or ".biases." in n):
+        np.testing.assert_allclose(cpu[name], generic[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    result = results[1]
+    assert result.steps == 400 and int(cpu["step"][0]) == 400
+    assert int(cpu["updates"][0]) == 3 * 8  # phases ending at steps 200, 300, 400 (> learning_starts)
+    assert set(np.unique(cpu["replay.action"])) == {0.0, 1.0}
+    assert int(cpu["critic_stats"][0]) == 24 and np.isfinite(cpu["critic_stats"]).all()
+    action = result.policy(np.zeros((3, 4), np.float32))
+    assert action.dtype == np.int64 and action.shape == (3,) and set(action) <= {0, 1}
+
+
+def test_target_network_is_the_online_one_of_the_last_sync():
+    """tau = 1, SB3's schedule: the target is copied from the online net every 10 env steps while
+    collecting, so after a 400-step run it is the online net as the phase ending at step 300 left
+    it (a 300-step run's, ε's schedule made independent of the budget); with an interval longer
+    than the run it is still the initial net."""
+    config = dict(TINY, exploration_fraction=0.0)
+    longer = dqn.train(drl.CPU(), "CartPole-v1", dqn.Config(**config), seed=0, progress=False)
+    shorter = dqn.train(drl.CPU(), "CartPole-v1", dqn.Config(**{**config, "total_steps": 300}), seed=0, progress=False)
+    never = dqn.train(
+        drl.CPU(), "CartPole-v1", dqn.Config(**config, target_update_interval=10**6), seed=0, progress=False
+    )
+    initial = {
+        name.rstrip("."): drl.to_numpy(a)
+        for name, a in checkpoint.named_arrays(dqn.build(drl.CPU(), dqn.Config(**config), 4, 2, seed=0).q_net)
+    }
+    longer_state, shorter_state, never_state = arrays(longer), arrays(shorter), arrays(never)
+    names = [n for n in initial if n.endswith(".value")]
+    assert len(names) == 4
+    for name in names:
+        target = "q_target_net." + name
+        np.testing.assert_array_equal(longer_state[target], shorter_state["q_net." + name])
+        assert not np.array_equal(longer_state[target], longer_state["q_net." + name])  # 8 steps since
+        np.testing.assert_array_equal(never_state[target], initial[name])
+
+
+class Alternate:
+    """A tiny Discrete gymnasium env whose resets ignore the seed: episodes of 10 steps (then
+    truncated), reward 1 for the action matching the step's parity. A run saved at an episode
+    boundary resumes exactly where an uninterrupted one would be."""
+
+    def __new__(cls):
+        import gymnasium
+
+        class _Alternate(gymnasium.Env):
+            observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+            action_space = gymnasium.spaces.Discrete(2)
+
+            def reset(self, *, seed=None, options=None):
+                self.t = 0
+                return self._obs(), {}
+
+            def _obs(self):
+                return np.array([self.t / 10, (-1.0) ** self.t], np.float32)
+
+            def step(self, action):
+                reward = float(int(action) == self.t % 2)
+                self.t += 1
+                return self._obs(), reward, False, self.t == 10, {}
+
+        return _Alternate()
+
+
+def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
+    import gymnasium
+
+    if "DqnAlternate-v0" not in gymnasium.registry:
+        gymnasium.register("DqnAlternate-v0", entry_point=Alternate)
+    # ε's decay spans a fraction of the budget, which the resume raises: ε at its final value from
+    # the start keeps the two runs' schedules the same
+    config = dict(TINY, learning_starts=50, exploration_fraction=0.0)
+    half = dqn.train(drl.CPU(), "DqnAlternate-v0", dqn.Config(**{**config, "total_steps": 200}), seed=4, progress=False)
+    half.save(tmp_path / "half")
+    resumed = dqn.train(
+        drl.CPU(), "DqnAlternate-v0", dqn.Config(**config), seed=4, progress=False, resume=tmp_path / "half"
+    )
+    straight = dqn.train(drl.CPU(), "DqnAlternate-v0", dqn.Config(**config), seed=4, progress=False)
+    a, b = arrays(resumed), arrays(straight)
+    assert a.keys() == b.keys() and int(a["updates"][0]) == 4 * 8
+    assert [n for n in a if not np.array_equal(a[n], b[n])] == []
+
+
+def test_checkpoint_refuses_more_gradient_steps_than_the_schedule_allows(tmp_path):
+    """A crafted checkpoint (digest recomputed) claiming more gradient steps than train_freq and
+    gradient_steps allow, or Adam steps that are not its gradient steps, is refused naming the field."""
+    from dispatchrl.training import load_run
+
+    result = dqn.train(drl.CPU(), "CartPole-v1", dqn.Config(**TINY), seed=0, progress=False)
+    result.save(tmp_path / "run")
+    meta, saved = checkpoint.load(tmp_path / "run")
+    assert int(saved["updates"][0]) == 24
+    load_run(tmp_path / "run", {"dqn": dqn})  # the untouched one loads
+    for name, field, value in (("more", "updates", 25), ("adam", "q_net.weights.0.t", 23)):
+        checkpoint.write(tmp_path / name, {**saved, field: np.array([value], np.int64)}, meta)
+        with pytest.raises(drl.CheckpointError, match=f"'{field}'"):
+            load_run(tmp_path / name, {"dqn": dqn})
+
+
+def test_a_box_env_is_refused_naming_the_algorithms_taking_box():
+    with pytest.raises(ConfigError, match=r"dqn takes Discrete.*algorithms taking Box: ppo, sac, td3"):
+        drl.DQN("pendulum", device="cpu", **MODEL)
+    with pytest.raises(ConfigError, match=r"'pendulum' has a Box\(1\) action space; dqn takes Discrete"):
+        dqn.train(drl.CPU(), "pendulum", dqn.Config(**TINY), seed=0, progress=False)
+
+
+def test_config_is_validated_by_field():
+    with pytest.raises(ConfigError, match="exploration_final_eps"):
+        dqn.Config(exploration_final_eps=1.5).validate()
+    with pytest.raises(ConfigError, match="train_freq"):
+        dqn.Config(total_steps=100, train_freq=256).validate()
+    dqn.Config().validate()
+
+
+def test_facade_and_stochastic_policy():
+    model = drl.DQN("CartPole-v1", device="cpu", seed=0, **MODEL)
+    model.learn(400)
+    obs = np.zeros((64, 4), np.float32)
+    greedy, _ = model.predict(obs)
+    assert greedy.shape == (64,) and len(set(greedy)) == 1  # the same obs: the same argmax
+    explored, _ = model.predict(obs, deterministic=False)  # ε = exploration_final_eps = 0.04
+    assert explored.shape == (64,) and set(explored) <= {0, 1}
+
+
+def test_cli_trains_dqn_on_cartpole(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "dispatchrl", "train", "dqn", "--env", "CartPole-v1", "--total-steps", "2000", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["algo"] == "dqn" and summary["steps"] == 1792  # 7 whole phases of 256 steps

@@ -78,7 +78,9 @@ class Algorithm(Protocol):
 
     def build(self, device: Device, config: Any, obs_dim: int, action_dim: int, seed: int) -> Any:
         """A fresh State (networks initialised from ``seed``), without the parts the driver
-        attaches (``episodes``, ``env_state``: None)."""
+        attaches (``episodes``, ``env_state``: None). ``action_dim`` is the policy network's
+        outputs per action: a Box's components, a Discrete space's n (its actions are one
+        column, an index)."""
 
     def schedule(self, config: Any) -> Schedule:
         """How many env steps and fused updates make one driver iteration."""

@@ -273,7 +273,7 @@ def build_state(algo: Algorithm, device: Device, spec: EnvSpec, config: Any, see
     for a chunk of the driver's) and, for native envs, the env state (reset from the run's
     stream)."""
     check_action_space(algo, spec)
-    state = algo.build(device, config, spec.obs_dim, spec.action_dim, seed)
+    state = algo.build(device, config, spec.obs_dim, spec.action_outputs, seed)
     capacity = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
     state.episodes = episode_log(device, config.num_envs, capacity)
     if spec.native is not None:

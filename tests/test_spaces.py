@@ -100,7 +100,7 @@ def test_a_discrete_env_is_refused_by_the_algorithms_that_take_box():
     assert drl.td3.ACTION_SPACES == drl.sac.ACTION_SPACES == drl.ppo.ACTION_SPACES == (Box,)
     with pytest.raises(
         ConfigError,
-        match=r"ppo: env 'CartPole-v1' has a Discrete\(2\) action space; ppo takes Box action spaces; algorithms taking Discrete: none yet",
+        match=r"ppo: env 'CartPole-v1' has a Discrete\(2\) action space; ppo takes Box action spaces; algorithms taking Discrete: dqn",
     ):
         drl.PPO("CartPole-v1")
     with pytest.raises(ConfigError, match=r"td3: env 'CartPole-v1' has a Discrete\(2\) action space; td3 takes Box"):

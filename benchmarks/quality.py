@@ -4,6 +4,7 @@
     python benchmarks/quality.py --algos td3 --acrobot-seeds 0 --pendulum-seeds 5 --set prioritized=true
     python benchmarks/quality.py --algos ppo [--ppo-pendulum-seeds 5] [--ppo-ant-seeds 2] [--ppo-ant-steps 1000000]
     python benchmarks/quality.py --device c --acrobot-seeds 0   # the same seeds on the generated-C device
+    python benchmarks/quality.py --algos dqn [--dqn-cartpole-seeds 5]
 
 Prints one JSON line per run and one summary line per (algorithm, env). Targets (issue 5): TD3 and
 SAC on Pendulum-v1, 10k steps, 10 seeds: median evaluation return >= -170 and worst >= -400 (the
@@ -12,6 +13,8 @@ continuous Acrobot (50k steps, 5 seeds) reports how many seeds swing up (evaluat
 i.e. the tip reaches the line within the 500-step limit on average).
 PPO (issue 6): Pendulum with its zoo config, 5 seeds, median evaluation return >= -250; Ant-v5 for
 1M steps on 2 seeds, the learning curve to CSV and the env-steps/s of the whole training loop.
+DQN (issue 36): gymnasium's CartPole-v1 with rl-zoo's config (50k steps), the deterministic
+policy's mean return over 10 episodes per seed (500 is the most an episode gives).
 """
 
 import argparse
@@ -180,7 +183,40 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
         )
 
 
-FAMILIES = {"td3": off_policy, "sac": off_policy, "ppo": on_policy}
+def discrete(seeds, device):
+    """DQN on CartPole-v1 with its defaults (rl-zoo's config), one line per seed and a summary."""
+    evals, seconds = [], []
+    for seed in range(seeds):
+        result = drl.dqn.train(device, "CartPole-v1", drl.dqn.config_for("CartPole-v1"), seed=seed, progress=False)
+        mean, _ = evaluate(result.policy, result.spec.eval_id)
+        evals.append(mean)
+        seconds.append(result.train_seconds)
+        emit(
+            benchmark="quality",
+            algo="dqn",
+            env="CartPole-v1",
+            device=repr(device),
+            seed=seed,
+            steps=result.steps,
+            eval_return=round(mean, 2),
+            train_seconds=round(result.train_seconds, 3),
+            compile_seconds=round(result.compile_seconds, 3),
+        )
+    if evals:
+        emit(
+            benchmark="quality",
+            algo="dqn",
+            env="CartPole-v1",
+            device=repr(device),
+            seeds=seeds,
+            median_eval_return=round(statistics.median(evals), 2),
+            worst_eval_return=round(min(evals), 2),
+            eval_returns=[round(e, 1) for e in evals],
+            median_train_seconds=round(statistics.median(seconds), 1),
+        )
+
+
+FAMILIES = {"td3": off_policy, "sac": off_policy, "ppo": on_policy, "dqn": discrete}
 
 
 def main():
@@ -192,6 +228,7 @@ def main():
     parser.add_argument("--ppo-ant-seeds", type=int, default=2)
     parser.add_argument("--ppo-ant-steps", type=int, default=1_000_000)
     parser.add_argument("--device", default="cpu", help="cpu, c or generic: the device Pendulum/Acrobot train on")
+    parser.add_argument("--dqn-cartpole-seeds", type=int, default=5)
     parser.add_argument("--ppo-ant-csv", default="ppo_ant_curve.csv", help="Ant learning curve (every episode)")
     parser.add_argument(
         "--set",
@@ -213,6 +250,8 @@ def main():
         off_policy(off, args.pendulum_seeds, args.acrobot_seeds, args.set, device)
     if "ppo" in algos:
         on_policy(["ppo"], args.ppo_pendulum_seeds, args.ppo_ant_seeds, args.ppo_ant_steps, args.ppo_ant_csv, device)
+    if "dqn" in algos:
+        discrete(args.dqn_cartpole_seeds, device)
 
 
 if __name__ == "__main__":

@@ -97,8 +97,8 @@ class Config:
     train_freq: int = 256  # env steps per env between training phases
     gradient_steps: int = 128  # gradient steps per training phase
     exploration_fraction: float = 0.16  # of total_steps, over which ε decays linearly
-    exploration_initial_eps: float = 1.0
-    exploration_final_eps: float = 0.04
+    exploration_initial_eps: float = 1.0  # ε when the decay starts (step 0)
+    exploration_final_eps: float = 0.04  # ε after the decay, to the end of the run
     double_q: bool = True  # Double-DQN targets (the online net picks a'); False: max of the target net
     hidden: tuple[int, ...] = (256, 256)  # hidden layer widths of the Q network
     activation: str = "relu"  # hidden activation: relu, tanh or gelu

@@ -296,6 +296,45 @@ def test_checkpoint_refuses_more_gradient_steps_than_the_schedule_allows(tmp_pat
             load_run(tmp_path / name, {"dqn": dqn})
 
 
+def state_bytes(tree, seen):
+    """Bytes of every distinct numpy buffer reachable from ``tree`` (tests/test_bad_input.py's)."""
+    if isinstance(tree, np.ndarray):
+        while isinstance(tree.base, np.ndarray):
+            tree = tree.base
+        if id(tree) in seen:
+            return 0
+        seen.add(id(tree))
+        return tree.nbytes
+    if isinstance(tree, drl.Array):
+        return state_bytes(tree.data, seen)
+    if hasattr(tree, "__dataclass_fields__") and not isinstance(tree, type):
+        return sum(state_bytes(getattr(tree, f), seen) for f in tree.__dataclass_fields__)
+    if isinstance(tree, (list, tuple)):
+        return sum(state_bytes(v, seen) for v in tree)
+    if isinstance(tree, dict):
+        return sum(state_bytes(v, seen) for v in tree.values())
+    if hasattr(tree, "__dict__"):
+        return sum(state_bytes(v, seen) for v in vars(tree).values())
+    return 0
+
+
+def test_memory_estimate_matches_what_the_state_allocates():
+    """The driver's memory check knows DQN's state: a Q network of n outputs and its target, one
+    action column in the replay ring (the sizes of tests/test_bad_input.py's check for TD3)."""
+    from dispatchrl.algorithms import memory
+    from dispatchrl.training import driver
+    from dispatchrl.training.envspec import resolve_env
+    from dispatchrl.training.runs import build_state
+
+    config = dqn.Config(hidden=(96, 80), batch_size=128, buffer_size=20_000, num_envs=2, n_step=3)
+    spec = resolve_env("CartPole-v1", config.num_envs)
+    state = build_state(dqn, drl.CPU(), spec, config, 0)
+    built = state_bytes(state, set())
+    episodes = driver.episode_ring_capacity(config.num_envs, dqn.schedule(config).env_steps)
+    estimated = memory.total_bytes(memory.estimate("dqn", config, spec.obs_dim, spec.action_outputs, episodes))
+    assert spec.action_outputs == 2 and abs(estimated - built) <= 0.02 * built, (estimated, built)
+
+
 def test_a_box_env_is_refused_naming_the_algorithms_taking_box():
     with pytest.raises(ConfigError, match=r"dqn takes Discrete.*algorithms taking Box: ppo, sac, td3"):
         drl.DQN("pendulum", device="cpu", **MODEL)

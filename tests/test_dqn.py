@@ -280,6 +280,18 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
     assert [n for n in a if not np.array_equal(a[n], b[n])] == []
 
 
+def test_n_step_and_plain_dqn_targets_train():
+    """n-step windows (offpolicy's, as TD3's) and plain max-of-target targets run through the
+    same step: the gradient steps happen, the logged loss stays finite, and the targets (so the
+    losses) differ from the default 1-step Double-DQN run's."""
+    default = arrays(dqn.train(drl.Generic(), "CartPole-v1", dqn.Config(**TINY), seed=1, progress=False))
+    for extra in (dict(n_step=3), dict(double_q=False)):
+        result = dqn.train(drl.Generic(), "CartPole-v1", dqn.Config(**TINY, **extra), seed=1, progress=False)
+        stats = arrays(result)["critic_stats"]
+        assert stats[0] == 24 and np.isfinite(stats).all() and stats[1] > 0, extra
+        assert stats[1] != default["critic_stats"][1], extra
+
+
 def test_checkpoint_refuses_more_gradient_steps_than_the_schedule_allows(tmp_path):
     """A crafted checkpoint (digest recomputed) claiming more gradient steps than train_freq and
     gradient_steps allow, or Adam steps that are not its gradient steps, is refused naming the field."""

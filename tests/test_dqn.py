@@ -187,19 +187,20 @@ def arrays(result):
     return {name.rstrip("."): drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)}
 
 
-def test_trains_on_cartpole_alike_on_generic_and_cpu():
-    """Gymnasium's CartPole-v1 (Python-stepped): Generic and CPU take the same actions (so see the
-    same transitions) and reach the same weights (up to their matrix products' rounding)."""
+def test_trains_on_cartpole_alike_on_generic_cpu_and_c():
+    """Gymnasium's CartPole-v1 (Python-stepped): Generic, CPU and C take the same actions (so see
+    the same transitions) and reach the same weights (up to their matrix products' rounding)."""
     results = [
         dqn.train(device, "CartPole-v1", dqn.Config(**TINY), seed=3, progress=False)
-        for device in (drl.Generic(), drl.CPU())
+        for device in (drl.Generic(), drl.CPU(), drl.C())
     ]
-    generic, cpu = (arrays(r) for r in results)
-    assert generic.keys() == cpu.keys()
-    for name in ("replay.action", "replay.obs", "replay.reward", "replay.terminated", "step", "updates", "rng"):
-        np.testing.assert_array_equal(cpu[name], generic[name], err_msg=name)
-    for name in (n for n in generic if ".weights." in n or ".biases." in n):
-        np.testing.assert_allclose(cpu[name], generic[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    generic, cpu, c = (arrays(r) for r in results)
+    for other in (cpu, c):
+        assert generic.keys() == other.keys()
+        for name in ("replay.action", "replay.obs", "replay.reward", "replay.terminated", "step", "updates", "rng"):
+            np.testing.assert_array_equal(other[name], generic[name], err_msg=name)
+        for name in (n for n in generic if ".weights." in n or ".biases." in n):
+            np.testing.assert_allclose(other[name], generic[name], rtol=1e-4, atol=1e-4, err_msg=name)
     result = results[1]
     assert result.steps == 400 and int(cpu["step"][0]) == 400
     assert int(cpu["updates"][0]) == 3 * 8  # phases ending at steps 200, 300, 400 (> learning_starts)

@@ -19,13 +19,13 @@ from . import (
     training,
 )
 from .activation import ACTIVATIONS, Activation
-from .algorithms import ppo, sac, td3
+from .algorithms import dqn, ppo, sac, td3
 from .arrays import Array, asarray, assign, to_numpy, zeros
 from .devices import CPU, CUDA, C, Device, Generic
 from .dispatch import GENERIC_FUNCTIONS, GenericFunction, generic, invoke
 from .envs import AcrobotContinuous, Pendulum, env_reset, env_reset_done, env_state, env_step, from_gymnasium
 from .errors import CheckpointError, ConfigError, DeviceError, DispatchRLError, DTypeError, ShapeError, TrainingDiverged
-from .facade import PPO, SAC, TD3, EvalCallback, StopOnReward
+from .facade import DQN, PPO, SAC, TD3, EvalCallback, StopOnReward
 from .kernels.core.api import (
     adam_step,
     copy,
@@ -53,6 +53,7 @@ __all__ = [
     "ACTIVATIONS",
     "CPU",
     "CUDA",
+    "DQN",
     "GENERIC_FUNCTIONS",
     "PPO",
     "SAC",
@@ -89,6 +90,7 @@ __all__ = [
     "dense_backward",
     "dense_forward",
     "dense_input_gradient",
+    "dqn",
     "env_reset",
     "env_reset_done",
     "env_state",

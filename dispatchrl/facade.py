@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import checkpoint
-from .algorithms import ppo, sac, td3
+from .algorithms import dqn, ppo, sac, td3
 from .algorithms.protocol import Algorithm
 from .algorithms.registry import ALGORITHMS
 from .arrays import to_numpy
@@ -43,7 +43,7 @@ from .training.runs import (
 )
 from .training.trust import check_checkpoint_code, check_run_metadata, in_memory
 
-__all__ = ["PPO", "SAC", "TD3", "EvalCallback", "Model", "StopOnReward"]
+__all__ = ["DQN", "PPO", "SAC", "TD3", "EvalCallback", "Model", "StopOnReward"]
 
 
 class _LiveBatch:
@@ -295,3 +295,9 @@ class PPO(Model):
     """PPO (:mod:`dispatchrl.algorithms.ppo`) with the SB3 methods."""
 
     algo: ClassVar[Algorithm] = ppo
+
+
+class DQN(Model):
+    """DQN (:mod:`dispatchrl.algorithms.dqn`) with the SB3 methods."""
+
+    algo: ClassVar[Algorithm] = dqn

@@ -253,7 +253,7 @@ CONFIG_PAGE = ROOT / "docs" / "api" / "config.md"
 
 
 def config_reference() -> str:
-    """docs/api/config.md: every Config field of TD3, SAC and PPO, from the classes (as `train --help` shows them)."""
+    """docs/api/config.md: every Config field of TD3, SAC, PPO and DQN, from the classes (as `train --help` shows them)."""
     import dataclasses
     import typing
 
@@ -261,12 +261,12 @@ def config_reference() -> str:
 
     parts = [
         "# Config fields\n",
-        "Every field is a keyword of `drl.td3.Config(...)` (SAC, PPO alike), of the facade (`drl.TD3(env, **fields)`)",
+        "Every field is a keyword of `drl.td3.Config(...)` (SAC, PPO, DQN alike), of the facade (`drl.TD3(env, **fields)`)",
         "and a flag of `dispatchrl train` (`--actor-lr 3e-4`, or `--set actor_lr=3e-4`). This page is generated from",
         "the classes; `DISPATCHRL_UPDATE_DOCS=1 python -m pytest tests/test_docs.py -k config` rewrites it.",
         "PPO's defaults are per env: `drl.ppo.config_for(env)` gives the budget each env's PPO runs use.",
     ]
-    for algo in (drl.td3, drl.sac, drl.ppo):
+    for algo in (drl.td3, drl.sac, drl.ppo, drl.dqn):
         docs, hints = field_docs(algo.Config), typing.get_type_hints(algo.Config)
         parts += [f"\n## `drl.{algo.NAME}.Config`\n", "| field | type | default | meaning |", "|---|---|---|---|"]
         for field in dataclasses.fields(algo.Config):

@@ -8,7 +8,7 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
-from dispatchrl.algorithms import ALGORITHMS, ppo, sac, td3
+from dispatchrl.algorithms import ALGORITHMS, dqn, ppo, sac, td3
 from dispatchrl.algorithms.protocol import Schedule
 from dispatchrl.training import TrainingRun
 from dispatchrl.training.driver import chunk_iterations
@@ -20,7 +20,7 @@ def arrays_of(state):
 
 
 def test_registry_holds_every_algorithm_module():
-    assert dict(ALGORITHMS) == {"td3": td3, "sac": sac, "ppo": ppo}
+    assert dict(ALGORITHMS) == {"td3": td3, "sac": sac, "ppo": ppo, "dqn": dqn}
     for name, algo in ALGORITHMS.items():
         assert algo.NAME == name
         for member in (
@@ -41,6 +41,7 @@ def test_registry_holds_every_algorithm_module():
     assert td3.schedule(td3.Config()) == Schedule(env_steps=1, updates=0)
     config = ppo.Config()
     assert ppo.schedule(config) == Schedule(env_steps=config.steps_per_env, updates=config.epochs * config.minibatches)
+    assert dqn.schedule(dqn.Config()) == Schedule(env_steps=256, updates=128)  # SB3's train_freq, gradient_steps
 
 
 @pytest.mark.parametrize("algo, other", [(td3, sac), (sac, td3), (ppo, td3), (td3, ppo)])

@@ -101,7 +101,7 @@ def test_a_discrete_env_is_refused_by_the_algorithms_that_take_box():
     assert drl.ppo.ACTION_SPACES == (Box, Discrete)
     with pytest.raises(
         ConfigError,
-        match=r"sac: env 'cartpole' has a Discrete\(2\) action space; sac takes Box action spaces; algorithms taking Discrete: ppo",
+        match=r"sac: env 'cartpole' has a Discrete\(2\) action space; sac takes Box action spaces; algorithms taking Discrete: dqn, ppo",
     ):
         drl.SAC("CartPole-v1")
     with pytest.raises(ConfigError, match=r"td3: env 'cartpole' has a Discrete\(2\) action space; td3 takes Box"):

@@ -1,18 +1,18 @@
 """Algorithms written once over generic functions: no device code in here, and nothing of the
 training loop (:mod:`dispatchrl.training`, a layer above, runs them).
 
-``td3``, ``sac`` and ``ppo`` each satisfy :class:`.protocol.Algorithm`; their ``train`` is the
+``td3``, ``sac``, ``ppo`` and ``dqn`` each satisfy :class:`.protocol.Algorithm`; their ``train`` is the
 driver's, bound to them by :mod:`dispatchrl.training.entries`.
 """
 
 import warnings
 from typing import Any
 
-from . import ppo, sac, td3
+from . import dqn, ppo, sac, td3
 from .protocol import Algorithm
 from .registry import ALGORITHMS
 
-__all__ = ["ALGORITHMS", "Algorithm", "ppo", "sac", "td3"]
+__all__ = ["ALGORITHMS", "Algorithm", "dqn", "ppo", "sac", "td3"]
 
 #: names that moved to dispatchrl.training (issue 32): still found here, with a
 #: DeprecationWarning, for one release

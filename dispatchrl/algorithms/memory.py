@@ -101,6 +101,28 @@ def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int, episodes:
     ]
 
 
+def _dqn(config: Any, obs_dim: int, actions: int, episodes: int) -> list[Allocation]:
+    """DQN: ``actions`` is the Discrete space's n (the Q network's outputs); a stored action is
+    one column, its index."""
+    envs, rows, act = config.num_envs, config.batch_size, config.activation
+    q = (obs_dim, *config.hidden, actions)
+    copies = mlp_parameters(q) * (TRAINABLE_COPIES + 1)  # the Q network trained, its target plain
+    batch = F32 * (2 * mlp_buffer_floats(q, rows, act) + rows) + transition_bytes(rows, obs_dim, 1)
+    if config.n_step > 1:
+        batch += rows * (I64 + F64 + F32)
+    acting = F32 * (mlp_buffer_floats(q, envs, act) + envs) + transition_bytes(envs, obs_dim, 1)
+    replay = transition_bytes(config.capacity, obs_dim, 1)
+    return [
+        Allocation("networks (weights, gradients, Adam moments, target)", F32 * copies, "hidden"),
+        Allocation("batch buffers and scratch", batch, "batch_size, hidden"),
+        Allocation("acting buffers", acting, "num_envs"),
+        Allocation(
+            f"replay buffer of {config.capacity} rows", replay if config.memmap_path is None else 0, "buffer_size"
+        ),
+        Allocation("episode ring", _episode_ring(episodes), "num_envs"),
+    ]
+
+
 def _ppo(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allocation]:
     envs, rows, steps, act = config.num_envs, config.batch_size, config.steps_per_env, config.activation
     actor, critic = (obs_dim, *config.hidden, action_dim), (obs_dim, *config.hidden, 1)
@@ -122,13 +144,15 @@ def _ppo(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allo
 
 def estimate(name: str, config: Any, obs_dim: int, action_dim: int, episodes: int = 0) -> list[Allocation]:
     """The large buffers algorithm ``name``'s state allocates for ``config`` on an env with
-    ``obs_dim`` / ``action_dim``, with an episode ring of ``episodes`` rows (the driver's
-    ``episode_ring_capacity``). An algorithm this module does not know (a user's) gets the
+    ``obs_dim`` / ``action_dim`` (the policy network's outputs per action: a Discrete space's n
+    for DQN), with an episode ring of ``episodes`` rows (the driver's ``episode_ring_capacity``). An algorithm this module does not know (a user's) gets the
     old estimate of its replay buffer or rollout alone."""
     if name in ("td3", "sac"):
         return _off_policy(name, config, obs_dim, action_dim, episodes)
     if name == "ppo":
         return _ppo(config, obs_dim, action_dim, episodes)
+    if name == "dqn":
+        return _dqn(config, obs_dim, action_dim, episodes)
     capacity = getattr(config, "capacity", None)
     if capacity is not None:
         if getattr(config, "memmap_path", None) is not None:

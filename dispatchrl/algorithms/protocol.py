@@ -79,8 +79,9 @@ class Algorithm(Protocol):
     def build(self, device: Device, config: Any, obs_dim: int, action_space: Any, seed: int) -> Any:
         """A fresh State (networks initialised from ``seed``), without the parts the driver
         attaches (``episodes``, ``env_state``: None). ``action_space``: the env's
-        :class:`~dispatchrl.spaces.Box` or :class:`~dispatchrl.spaces.Discrete`, or an int
-        (a Box of that many components; see :func:`~dispatchrl.spaces.as_action_space`)."""
+        :class:`~dispatchrl.spaces.Box` or :class:`~dispatchrl.spaces.Discrete`, or an int: a Box
+        of that many components for TD3, SAC and PPO (:func:`~dispatchrl.spaces.as_action_space`),
+        the number of actions for DQN."""
 
     def schedule(self, config: Any) -> Schedule:
         """How many env steps and fused updates make one driver iteration."""

@@ -3,9 +3,9 @@ The annotation makes a type checker hold each module to :class:`.protocol.Algori
 
 from collections.abc import Mapping
 
-from . import ppo, sac, td3
+from . import dqn, ppo, sac, td3
 from .protocol import Algorithm
 
 __all__ = ["ALGORITHMS"]
 
-ALGORITHMS: Mapping[str, Algorithm] = {td3.NAME: td3, sac.NAME: sac, ppo.NAME: ppo}
+ALGORITHMS: Mapping[str, Algorithm] = {td3.NAME: td3, sac.NAME: sac, ppo.NAME: ppo, dqn.NAME: dqn}

@@ -241,7 +241,7 @@ def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
     :func:`.memory.estimate`) needs more memory than the machine has available; a memmapped
     replay ring is checked against its disk instead."""
     episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
-    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_dim, episodes)
+    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_outputs, episodes)
     who = f"{type(config).__module__.rsplit('.', 1)[-1]} Config"
     folder = getattr(config, "memmap_path", None)
     if folder is not None:  # a memmapped ring needs disk, not memory

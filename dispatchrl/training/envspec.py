@@ -18,7 +18,7 @@ from ..envs.batch import GymnasiumBatch, VectorBatch
 from ..envs.registry import NAMED_ENVS  # the built-in native envs by name (one table, beside the envs)
 from ..errors import ConfigError
 from ..nn import head_policy
-from ..spaces import Box, Space, space_names
+from ..spaces import Box, Discrete, Space, space_names
 
 __all__ = ["NAMED_ENVS", "EnvSpec", "check_action_space", "resolve_env"]
 
@@ -41,6 +41,12 @@ class EnvSpec:
     def action_dim(self) -> int:
         """The columns of an action (a Box's components; 1 for a Discrete index)."""
         return self.action_space.columns
+
+    @property
+    def action_outputs(self) -> int:
+        """The outputs a policy network has per action: a Box's components, a Discrete's n (one
+        Q-value or logit per action index); an algorithm's ``build`` gets it as ``action_dim``."""
+        return self.action_space.n if isinstance(self.action_space, Discrete) else self.action_space.columns
 
     @property
     def box(self) -> Box:

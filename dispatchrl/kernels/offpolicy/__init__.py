@@ -1,17 +1,21 @@
 """Off-policy generic functions (replay, column plumbing, exploration noise, TD targets, episode
-log, SAC's squashed Gaussian head): declarations in api, methods per backend. CUDA methods
+log, SAC's squashed Gaussian head, DQN's ε-greedy action, targets and Huber gradient): declarations in api, methods per backend. CUDA methods
 register when a CUDA device is first made."""
 
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
 from .api import (
     accumulate_actor_stats,
     accumulate_critic_stats,
+    accumulate_q_stats,
     accumulate_sac_actor_stats,
     add_clipped_noise,
     concat_columns,
+    dqn_targets,
     entropy_temperature_gradient,
+    epsilon_greedy,
     gaussian_tanh_backward,
     gaussian_tanh_sample,
+    q_huber_gradient,
     replay_add,
     replay_sample,
     select_min_rows,
@@ -24,12 +28,16 @@ from .api import (
 __all__ = [
     "accumulate_actor_stats",
     "accumulate_critic_stats",
+    "accumulate_q_stats",
     "accumulate_sac_actor_stats",
     "add_clipped_noise",
     "concat_columns",
+    "dqn_targets",
     "entropy_temperature_gradient",
+    "epsilon_greedy",
     "gaussian_tanh_backward",
     "gaussian_tanh_sample",
+    "q_huber_gradient",
     "replay_add",
     "replay_sample",
     "select_min_rows",

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
-from ...errors import ShapeError
+from ...errors import ConfigError, ShapeError
 
 __all__ = [
     "LOG_STD_MAX",
@@ -17,13 +17,17 @@ __all__ = [
     "TRANSITION_FIELDS",
     "accumulate_actor_stats",
     "accumulate_critic_stats",
+    "accumulate_q_stats",
     "accumulate_sac_actor_stats",
     "add_clipped_noise",
     "check_transitions",
     "concat_columns",
+    "dqn_targets",
     "entropy_temperature_gradient",
+    "epsilon_greedy",
     "gaussian_tanh_backward",
     "gaussian_tanh_sample",
+    "q_huber_gradient",
     "replay_add",
     "replay_sample",
     "select_min_rows",
@@ -285,3 +289,81 @@ def accumulate_sac_actor_stats(device, q1, q2, log_prob, log_alpha, stats):
     check_array(fn, "log_alpha", log_alpha, device, shape=(1,), dtype=q1.dtype)
     _check_stats(fn, device, stats, 3)
     return device, q1, q2, log_prob, log_alpha, stats
+
+
+# ---------------------------------------------------------------- DQN (discrete actions)
+# A discrete action is held as its index in a float column (N, 1), as the replay ring stores
+# every action, and Q networks output one column per action.
+
+
+@generic(inplace=("rng",), outputs=("action",))
+def epsilon_greedy(device, rng, q, step, initial_eps, final_eps, decay_steps, action):
+    """Per row of ``q`` (N, K): ε = ``initial_eps + (final_eps - initial_eps) · min(1, step[0] /
+    decay_steps)``; with probability ε a uniform index in [0, K), else the row's argmax (the first
+    maximum on ties), written as a float into ``action`` (N, 1). Row i draws stream positions
+    2i (explore?) and 2i + 1 (which index); the stream advances by 2N whatever is chosen."""
+    fn = "epsilon_greedy"
+    check_device(fn, device)
+    check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
+    check_array(fn, "q", q, device, shape=(None, None))
+    check_array(fn, "step", step, device, shape=(1,), dtype=np.int64, dtypes=None)
+    check_array(fn, "action", action, device, shape=(q.shape[0], 1), dtype=q.dtype)
+    return (
+        device,
+        rng,
+        q,
+        step,
+        check_number(fn, "initial_eps", initial_eps, 0, 1),
+        check_number(fn, "final_eps", final_eps, 0, 1),
+        check_number(fn, "decay_steps", decay_steps, 0, low_open=True),
+        action,
+    )
+
+
+def _check_discrete_batch(fn, device, q, action, target):
+    check_array(fn, "q", q, device, shape=(None, None))
+    check_array(fn, "action", action, device, shape=(q.shape[0], 1), dtype=q.dtype)
+    check_array(fn, "target", target, device, shape=(q.shape[0], 1), dtype=q.dtype)
+
+
+@generic(outputs=("target",))
+def dqn_targets(device, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
+    """``target = reward + γ (1 - terminated) q_next_target[a*]`` per row, with a* the argmax of
+    ``q_next_online``'s row (Double DQN, first maximum on ties), or (``double=False``) the max of
+    ``q_next_target``'s row (DQN). Truncated rows bootstrap, as td_target's."""
+    fn = "dqn_targets"
+    check_device(fn, device)
+    check_array(fn, "q_next_target", q_next_target, device, shape=(None, None))
+    rows = q_next_target.shape[0]
+    dtype = q_next_target.dtype
+    check_array(fn, "q_next_online", q_next_online, device, shape=q_next_target.shape, dtype=dtype)
+    check_array(fn, "reward", reward, device, shape=(rows,), dtype=dtype)
+    check_array(fn, "terminated", terminated, device, shape=(rows,), dtype=np.bool_)
+    check_array(fn, "target", target, device, shape=(rows, 1), dtype=dtype)
+    if not isinstance(double, (bool, np.bool_)):
+        raise ConfigError(f"{fn}: argument 'double' must be True or False, got {double!r}")
+    gamma = check_number(fn, "gamma", gamma, 0, 1)
+    return device, q_next_online, q_next_target, reward, terminated, gamma, target, bool(double)
+
+
+@generic(outputs=("d_q",))
+def q_huber_gradient(device, q, action, target, d_q):
+    """Gradient of ``mean_i huber(q[i, a_i] - target[i])`` (δ = 1, smooth L1) w.r.t. ``q`` (B, K):
+    ``clip(q[i, a_i] - target[i], -1, 1) / B`` in the taken action's column ``a_i = action[i, 0]``,
+    0 in the others."""
+    fn = "q_huber_gradient"
+    check_device(fn, device)
+    _check_discrete_batch(fn, device, q, action, target)
+    check_array(fn, "d_q", d_q, device, shape=q.shape, dtype=q.dtype)
+    return device, q, action, target, d_q
+
+
+@generic(inplace=("stats",))
+def accumulate_q_stats(device, q, action, target, stats):
+    """``stats += [1, mean huber(q[i, a_i] - target[i]), mean q[i, a_i]]``: a Q network's loss
+    (δ = 1) and its mean Q of the taken actions on the batch, in float64."""
+    fn = "accumulate_q_stats"
+    check_device(fn, device)
+    _check_discrete_batch(fn, device, q, action, target)
+    _check_stats(fn, device, stats, 3)
+    return device, q, action, target, stats

@@ -435,3 +435,127 @@ def accumulate_sac_actor_stats(device: C, q1, q2, log_prob, log_alpha, stats):
         q1.dtype,
     )
     launch(device, kernel, q1, q2, log_prob, log_alpha, stats)
+
+
+# ---------------------------------------------------------------- DQN (the CPU row bodies)
+
+_TAKEN_COLUMN = """
+static inline int64_t dispatchrl_taken_column(double a, int64_t k)
+{
+    int64_t c = (int64_t)a;
+    return c < 0 ? 0 : (c > k - 1 ? k - 1 : c);
+}
+"""
+
+EPSILON_GREEDY = """
+const uint64_t key = rng[0], base = rng[1];
+const double ratio = (double)step[0] / decay_steps;
+const double eps = initial_eps + (final_eps - initial_eps) * (ratio < 1.0 ? ratio : 1.0);
+for (int i = 0; i < N; i++) {
+    int64_t chosen;
+    if (dispatchrl_uniform01(key, base + 2 * (uint64_t)i) < eps) {
+        chosen = (int64_t)(dispatchrl_uniform01(key, base + 2 * (uint64_t)i + 1) * (double)K);
+        if (chosen > K - 1) chosen = K - 1;
+    } else {  /* the first maximum */
+        chosen = 0;
+        for (int j = 1; j < K; j++)
+            if (q[i * K + j] > q[i * K + chosen]) chosen = j;
+    }
+    action[i] = (T)chosen;
+}
+rng[1] = base + 2 * (uint64_t)N;
+"""
+
+
+@api.epsilon_greedy.dispatch
+def epsilon_greedy(device: C, rng, q, step, initial_eps, final_eps, decay_steps, action):
+    kernel = CKernel(
+        "epsilon_greedy",
+        EPSILON_GREEDY,
+        ("rng", "q", "step", "initial_eps", "final_eps", "decay_steps", "action"),
+        ("rng", "action"),
+        dict(N=q.shape[0], K=q.shape[1]),
+        q.dtype,
+        UNIFORM_HELPERS,
+        overwrites=("action",),
+    )
+    launch(device, kernel, rng, q, step, initial_eps, final_eps, decay_steps, action)
+
+
+DQN_TARGETS = """
+for (int i = 0; i < N; i++) {
+    const T *by = (DOUBLE ? q_next_online : q_next_target) + i * K;  /* the row choosing the action */
+    int chosen = 0;  /* its first maximum */
+    for (int j = 1; j < K; j++)
+        if (by[j] > by[chosen]) chosen = j;
+    const double bootstrap = terminated[i] ? 0.0 : gamma * (double)q_next_target[i * K + chosen];
+    target[i] = (T)((double)reward[i] + bootstrap);
+}
+"""
+
+
+@api.dqn_targets.dispatch
+def dqn_targets(device: C, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
+    kernel = CKernel(
+        "dqn_targets",
+        DQN_TARGETS,
+        ("q_next_online", "q_next_target", "reward", "terminated", "gamma", "target"),
+        ("target",),
+        dict(N=reward.shape[0], K=q_next_target.shape[1], DOUBLE=int(double)),
+        reward.dtype,
+        overwrites=("target",),
+    )
+    launch(device, kernel, q_next_online, q_next_target, reward, terminated, gamma, target)
+
+
+Q_HUBER_GRADIENT = """
+for (int i = 0; i < B; i++) {
+    const int64_t taken = dispatchrl_taken_column((double)action[i], K);
+    for (int j = 0; j < K; j++) d_q[i * K + j] = (T)0;
+    const double error = (double)q[i * K + taken] - (double)target[i];
+    d_q[i * K + taken] = (T)((error < -1.0 ? -1.0 : (error > 1.0 ? 1.0 : error)) / B);
+}
+"""
+
+
+@api.q_huber_gradient.dispatch
+def q_huber_gradient(device: C, q, action, target, d_q):
+    kernel = CKernel(
+        "q_huber_gradient",
+        Q_HUBER_GRADIENT,
+        ("q", "action", "target", "d_q"),
+        ("d_q",),
+        dict(B=q.shape[0], K=q.shape[1]),
+        q.dtype,
+        (_TAKEN_COLUMN,),
+        overwrites=("d_q",),
+    )
+    launch(device, kernel, q, action, target, d_q)
+
+
+ACCUMULATE_Q_STATS = """
+double loss = 0.0, total = 0.0;
+for (int i = 0; i < B; i++) {
+    const double taken = (double)q[i * K + dispatchrl_taken_column((double)action[i], K)];
+    const double error = fabs(taken - (double)target[i]);
+    loss += error <= 1.0 ? 0.5 * error * error : error - 0.5;
+    total += taken;
+}
+stats[0] += 1.0;
+stats[1] += loss / B;
+stats[2] += total / B;
+"""
+
+
+@api.accumulate_q_stats.dispatch
+def accumulate_q_stats(device: C, q, action, target, stats):
+    kernel = CKernel(
+        "accumulate_q_stats",
+        ACCUMULATE_Q_STATS,
+        ("q", "action", "target", "stats"),
+        ("stats",),
+        dict(B=q.shape[0], K=q.shape[1]),
+        q.dtype,
+        (_TAKEN_COLUMN,),
+    )
+    launch(device, kernel, q, action, target, stats)

@@ -9,12 +9,20 @@ from ...arrays import zeros
 from ...backends.cpu import JIT_EXACT, JIT_FAST
 from ...devices import CPU
 from ...staging import launch
-from ..random.cpu import standard_normal
+from ..random.cpu import standard_normal, uniform01
 from ..replay.cpu import replay_gather_kernel, uniform_index_kernel
 from . import api
 from .api import transition_arrays
 
-__all__ = ["add_clipped_noise_at", "gaussian_tanh_grad", "gaussian_tanh_sample_at"]
+__all__ = [
+    "add_clipped_noise_at",
+    "dqn_target_at",
+    "epsilon_greedy_at",
+    "gaussian_tanh_grad",
+    "gaussian_tanh_sample_at",
+    "q_huber_gradient_at",
+    "row_argmax",
+]
 
 
 @njit(**JIT_EXACT)
@@ -354,3 +362,107 @@ def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
 @api.accumulate_sac_actor_stats.dispatch
 def accumulate_sac_actor_stats(device: CPU, q1, q2, log_prob, log_alpha, stats):
     launch(device, accumulate_sac_actor_stats_kernel, q1, q2, log_prob, log_alpha, stats)
+
+
+# ---------------------------------------------------------------- DQN
+# Element bodies (one row each) that the CUDA kernels are generated from too.
+
+
+@njit(**JIT_EXACT)
+def row_argmax(q, i):
+    """The column of row ``i``'s first maximum."""
+    best = 0
+    for j in range(1, q.shape[1]):
+        if q[i, j] > q[i, best]:
+            best = j
+    return best
+
+
+@njit(**JIT_EXACT)
+def taken_column(action, i, k):
+    """Row ``i``'s taken action as a column index (a stored index is in range; the clamp keeps a
+    corrupt one inside the row)."""
+    return min(max(np.int64(action[i, 0]), 0), k - 1)
+
+
+@njit(**JIT_EXACT)
+def epsilon_greedy_at(i, rng, q, step, initial_eps, final_eps, decay_steps, action):
+    """Row ``i`` of epsilon_greedy: stream positions 2i (explore?) and 2i + 1 (which index)."""
+    k = q.shape[1]
+    eps = initial_eps + (final_eps - initial_eps) * min(1.0, np.float64(step[0]) / decay_steps)
+    if uniform01(rng[0], rng[1] + np.uint64(2 * i)) < eps:
+        chosen = min(np.int64(uniform01(rng[0], rng[1] + np.uint64(2 * i + 1)) * k), k - 1)
+    else:
+        chosen = row_argmax(q, i)
+    action[i, 0] = chosen
+
+
+@njit(**JIT_EXACT)
+def epsilon_greedy_kernel(rng, q, step, initial_eps, final_eps, decay_steps, action):
+    for i in range(q.shape[0]):
+        epsilon_greedy_at(i, rng, q, step, initial_eps, final_eps, decay_steps, action)
+    rng[1] = rng[1] + np.uint64(2 * q.shape[0])
+
+
+@api.epsilon_greedy.dispatch
+def epsilon_greedy(device: CPU, rng, q, step, initial_eps, final_eps, decay_steps, action):
+    launch(device, epsilon_greedy_kernel, rng, q, step, initial_eps, final_eps, decay_steps, action)
+
+
+@njit(**JIT_EXACT)
+def dqn_target_at(i, q_next_online, q_next_target, reward, terminated, gamma, target, double):
+    """Row ``i`` of dqn_targets."""
+    chosen = row_argmax(q_next_online if double else q_next_target, i)
+    bootstrap = 0.0 if terminated[i] else gamma * np.float64(q_next_target[i, chosen])
+    target[i, 0] = reward[i] + bootstrap
+
+
+@njit(**JIT_EXACT)
+def dqn_targets_kernel(q_next_online, q_next_target, reward, terminated, gamma, target, double):
+    for i in range(reward.shape[0]):
+        dqn_target_at(i, q_next_online, q_next_target, reward, terminated, gamma, target, double)
+
+
+@api.dqn_targets.dispatch
+def dqn_targets(device: CPU, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
+    launch(device, dqn_targets_kernel, q_next_online, q_next_target, reward, terminated, gamma, target, double)
+
+
+@njit(**JIT_EXACT)
+def q_huber_gradient_at(i, q, action, target, d_q):
+    """Row ``i`` of q_huber_gradient."""
+    k = q.shape[1]
+    taken = taken_column(action, i, k)
+    for j in range(k):
+        d_q[i, j] = 0.0
+    error = np.float64(q[i, taken]) - target[i, 0]
+    d_q[i, taken] = min(max(error, -1.0), 1.0) / q.shape[0]
+
+
+@njit(**JIT_EXACT)
+def q_huber_gradient_kernel(q, action, target, d_q):
+    for i in range(q.shape[0]):
+        q_huber_gradient_at(i, q, action, target, d_q)
+
+
+@api.q_huber_gradient.dispatch
+def q_huber_gradient(device: CPU, q, action, target, d_q):
+    launch(device, q_huber_gradient_kernel, q, action, target, d_q)
+
+
+@njit(**JIT_EXACT)
+def accumulate_q_stats_kernel(q, action, target, stats):
+    loss, total = 0.0, 0.0
+    for i in range(q.shape[0]):
+        taken = np.float64(q[i, taken_column(action, i, q.shape[1])])
+        error = abs(taken - target[i, 0])
+        loss += 0.5 * error * error if error <= 1.0 else error - 0.5
+        total += taken
+    stats[0] += 1.0
+    stats[1] += loss / q.shape[0]
+    stats[2] += total / q.shape[0]
+
+
+@api.accumulate_q_stats.dispatch
+def accumulate_q_stats(device: CPU, q, action, target, stats):
+    launch(device, accumulate_q_stats_kernel, q, action, target, stats)

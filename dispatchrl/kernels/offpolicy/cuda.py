@@ -267,3 +267,54 @@ accumulate_sac_actor_stats_kernel = once(cpu.accumulate_sac_actor_stats_kernel)
 @api.accumulate_sac_actor_stats.dispatch
 def accumulate_sac_actor_stats(device: CUDA, q1, q2, log_prob, log_alpha, stats):
     launch_once(device, accumulate_sac_actor_stats_kernel, q1, q2, log_prob, log_alpha, stats)
+
+
+# ---------------------------------------------------------------- DQN: the CPU's row bodies
+
+row_argmax = device_twin(cpu.row_argmax)
+taken_column = device_twin(cpu.taken_column)
+
+epsilon_greedy_kernel = per_index(cpu.epsilon_greedy_at, "q.shape[0]", uniform01=uniform01, row_argmax=row_argmax)
+
+
+@api.epsilon_greedy.dispatch
+def epsilon_greedy(device: CUDA, rng, q, step, initial_eps, final_eps, decay_steps, action):
+    rows = q.shape[0]
+    launch_1d(device, epsilon_greedy_kernel, rows, rng, q, step, initial_eps, final_eps, decay_steps, action)
+    launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(2 * rows))
+
+
+dqn_targets_kernel = per_index(cpu.dqn_target_at, "reward.shape[0]", row_argmax=row_argmax)
+
+
+@api.dqn_targets.dispatch
+def dqn_targets(device: CUDA, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
+    launch_1d(
+        device,
+        dqn_targets_kernel,
+        reward.shape[0],
+        q_next_online,
+        q_next_target,
+        reward,
+        terminated,
+        gamma,
+        target,
+        double,
+    )
+
+
+q_huber_gradient_kernel = per_index(cpu.q_huber_gradient_at, "q.shape[0]", taken_column=taken_column)
+
+
+@api.q_huber_gradient.dispatch
+def q_huber_gradient(device: CUDA, q, action, target, d_q):
+    launch_1d(device, q_huber_gradient_kernel, q.shape[0], q, action, target, d_q)
+
+
+# batch-sized float64 sums, one thread (the CPU kernel's order of sums)
+accumulate_q_stats_kernel = once(cpu.accumulate_q_stats_kernel, taken_column=taken_column)
+
+
+@api.accumulate_q_stats.dispatch
+def accumulate_q_stats(device: CUDA, q, action, target, stats):
+    launch_once(device, accumulate_q_stats_kernel, q, action, target, stats)

@@ -262,3 +262,65 @@ def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
 @api.accumulate_sac_actor_stats.dispatch
 def accumulate_sac_actor_stats(device: Generic, q1, q2, log_prob, log_alpha, stats):
     launch(device, accumulate_sac_actor_stats_kernel, q1, q2, log_prob, log_alpha, stats)
+
+
+# ---------------------------------------------------------------- DQN
+
+
+def _taken(action, k):
+    """The taken actions' column indices (a stored index is in range; the clip keeps a corrupt one
+    inside the row, as the compiled kernels do)."""
+    return np.clip(action[:, 0].astype(np.int64), 0, k - 1)
+
+
+def epsilon_greedy_kernel(rng, q, step, initial_eps, final_eps, decay_steps, action) -> None:
+    n, k = q.shape
+    eps = initial_eps + (final_eps - initial_eps) * min(1.0, np.float64(step[0]) / decay_steps)
+    u = uniform01(rng, 2 * n)
+    explore = u[0::2] < eps
+    uniform = np.minimum((u[1::2] * k).astype(np.int64), k - 1)
+    action[:, 0] = np.where(explore, uniform, np.argmax(q, axis=1))
+
+
+@api.epsilon_greedy.dispatch
+def epsilon_greedy(device: Generic, rng, q, step, initial_eps, final_eps, decay_steps, action):
+    launch(device, epsilon_greedy_kernel, rng, q, step, initial_eps, final_eps, decay_steps, action)
+
+
+def dqn_targets_kernel(q_next_online, q_next_target, reward, terminated, gamma, target, double) -> None:
+    rows = np.arange(q_next_target.shape[0])
+    chosen = np.argmax(q_next_online if double else q_next_target, axis=1)
+    q = q_next_target[rows, chosen].astype(np.float64)
+    target[:, 0] = reward + np.where(terminated, 0.0, gamma * q)
+
+
+@api.dqn_targets.dispatch
+def dqn_targets(device: Generic, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
+    launch(device, dqn_targets_kernel, q_next_online, q_next_target, reward, terminated, gamma, target, double)
+
+
+def q_huber_gradient_kernel(q, action, target, d_q) -> None:
+    rows = np.arange(q.shape[0])
+    taken = _taken(action, q.shape[1])
+    error = q[rows, taken].astype(np.float64) - target[:, 0]
+    d_q[...] = 0.0
+    d_q[rows, taken] = np.clip(error, -1.0, 1.0) / q.shape[0]
+
+
+@api.q_huber_gradient.dispatch
+def q_huber_gradient(device: Generic, q, action, target, d_q):
+    launch(device, q_huber_gradient_kernel, q, action, target, d_q)
+
+
+def accumulate_q_stats_kernel(q, action, target, stats):
+    rows = np.arange(q.shape[0])
+    taken = q[rows, _taken(action, q.shape[1])].astype(np.float64)
+    error = np.abs(taken - target[:, 0])
+    stats[0] += 1.0
+    stats[1] += np.mean(np.where(error <= 1.0, 0.5 * error * error, error - 0.5))
+    stats[2] += np.mean(taken)
+
+
+@api.accumulate_q_stats.dispatch
+def accumulate_q_stats(device: Generic, q, action, target, stats):
+    launch(device, accumulate_q_stats_kernel, q, action, target, stats)

@@ -1,0 +1,381 @@
+"""DQN (Mnih et al. 2015) with Double-DQN targets (van Hasselt et al. 2016) and the Huber loss,
+written once over generic functions; the device decides the rest. Stable-Baselines3's names and
+behaviour, rl-zoo's CartPole-v1 defaults.
+
+Per environment step: act ε-greedily on the Q network (uniform random before ``learning_starts``,
+then ε decaying linearly over ``exploration_fraction`` of the run), store the transition in the
+replay ring, and every ``target_update_interval`` env steps move the target network towards the
+online one (``tau`` = 1: a copy). Every ``train_freq`` env steps the driver runs
+``gradient_steps`` fused gradient steps (:func:`update`), once past ``learning_starts``.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import checkpoint
+from ..arrays import Array, zeros
+from ..checkpoint import SCRATCH
+from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
+from ..devices import Device
+from ..envs import EnvState
+from ..errors import ConfigError
+from ..kernels.core.api import increment
+from ..kernels.offpolicy.api import accumulate_q_stats, dqn_targets, epsilon_greedy, q_huber_gradient
+from ..kernels.random.api import rng
+from ..nn import (
+    Policy,
+    PolicyHead,
+    adam_update,
+    backward,
+    check_device_methods,
+    forward,
+    head_policy,
+    make_buffers,
+    network_constructor,
+    polyak_average,
+)
+from ..spaces import Discrete
+from ..staging import Below, Every, when
+from . import offpolicy
+from .config import (
+    NETWORK_RULES,
+    activation_name,
+    hidden_sizes,
+    non_negative_int,
+    positive,
+    positive_int,
+    unit_interval,
+    validate_fields,
+)
+from .divergence import trained_quantities
+from .protocol import Schedule
+
+__all__ = [
+    "ACTION_SPACES",
+    "NAME",
+    "Config",
+    "State",
+    "act",
+    "build",
+    "check_iteration",
+    "config_for",
+    "native_step",
+    "policy",
+    "policy_head",
+    "schedule",
+    "stochastic_policy",
+    "store",
+    "update",
+    "update_target",
+    "watched",
+]
+
+NAME = "dqn"
+#: the action spaces it takes (others are refused before anything is built)
+ACTION_SPACES: tuple[type, ...] = (Discrete,)
+
+
+# ---------------------------------------------------------------- hyperparameters
+
+
+@dataclass
+class Config:
+    """Stable-Baselines3's DQN names; defaults are rl-zoo's CartPole-v1 ones. SB3's
+    ``max_grad_norm`` (10) has no counterpart: the core kernels have no gradient-norm clip."""
+
+    total_steps: int = 50_000  # environment steps, summed over all envs
+    learning_rate: float = 2.3e-3  # Adam's
+    batch_size: int = 64  # transitions sampled per gradient step
+    buffer_size: int = 100_000  # replay buffer rows
+    learning_starts: int = 1000  # env steps (summed over envs) of uniform random actions before learning
+    gamma: float = 0.99  # discount factor
+    tau: float = 1.0  # target ← tau·online + (1 − tau)·target; 1: a copy (SB3's hard update)
+    target_update_interval: int = 10  # env steps (summed over envs, as SB3) between target updates
+    train_freq: int = 256  # env steps per env between training phases
+    gradient_steps: int = 128  # gradient steps per training phase
+    exploration_fraction: float = 0.16  # of total_steps, over which ε decays linearly
+    exploration_initial_eps: float = 1.0  # ε when the decay starts (step 0)
+    exploration_final_eps: float = 0.04  # ε after the decay, to the end of the run
+    double_q: bool = True  # Double-DQN targets (the online net picks a'); False: max of the target net
+    hidden: tuple[int, ...] = (256, 256)  # hidden layer widths of the Q network
+    activation: str = "relu"  # hidden activation: relu, tanh or gelu
+    network: str = "mlp"  # the Q network's constructor (nn.NETWORKS name or "module:function")
+    num_envs: int = 1  # parallel environments
+    check_every: int = 1000  # divergence check (NaN/inf) every this many steps; 0: off
+    n_step: int = 1  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
+    memmap_path: str | None = None  # the replay ring in numpy memmaps under this folder (None: in memory)
+
+    #: uniform replay only (offpolicy.priorities reads it; prioritized replay is TD3/SAC's)
+    prioritized = False
+
+    def validate(self) -> None:
+        validate_fields(
+            self,
+            {
+                "total_steps": (positive_int, "a positive int"),
+                "learning_rate": (positive, "a positive number"),
+                "batch_size": (positive_int, "a positive int"),
+                "buffer_size": (positive_int, "a positive int"),
+                "learning_starts": (non_negative_int, "an int >= 0"),
+                "gamma": (unit_interval, "in [0, 1]"),
+                "tau": (unit_interval, "in [0, 1]"),
+                "target_update_interval": (positive_int, "a positive int"),
+                "train_freq": (positive_int, "a positive int"),
+                "gradient_steps": (positive_int, "a positive int"),
+                "exploration_fraction": (unit_interval, "in [0, 1]"),
+                "exploration_initial_eps": (unit_interval, "in [0, 1]"),
+                "exploration_final_eps": (unit_interval, "in [0, 1]"),
+                "double_q": (lambda v: isinstance(v, bool), "true or false"),
+                "hidden": (hidden_sizes, "a tuple of positive ints"),
+                "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
+                "network": NETWORK_RULES["network"],
+                "num_envs": (positive_int, "a positive int"),
+                "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
+                "n_step": (positive_int, "a positive int"),
+                "memmap_path": (lambda v: v is None or isinstance(v, str), "None or a folder path"),
+            },
+        )
+        if self.total_steps < self.num_envs * self.train_freq:
+            raise ConfigError(
+                f"Config.total_steps ({self.total_steps}) must be >= num_envs × train_freq "
+                f"({self.num_envs} × {self.train_freq}): a run is whole training phases"
+            )
+
+    @property
+    def capacity(self) -> int:
+        return self.buffer_size
+
+    @property
+    def warmup_steps(self) -> int:
+        """Env steps per env of uniform random actions: SB3 acts randomly while
+        ``num_timesteps < learning_starts``."""
+        return -(-self.learning_starts // self.num_envs)
+
+    @property
+    def decay_steps(self) -> float:
+        """Env steps per env over which ε goes from initial to final (at least one)."""
+        return max(self.exploration_fraction * self.total_steps / self.num_envs, 1.0)
+
+
+def config_for(env: object) -> Config:
+    """The default configuration (rl-zoo's CartPole-v1 hyperparameters) for any env."""
+    return Config()
+
+
+# ---------------------------------------------------------------- state
+
+
+@dataclass
+class State:
+    # the Q network and its target are made by config.network (nn.MLP by default) and used
+    # through dispatchrl.nn's network functions, with buffers from nn.make_buffers
+    q_net: Any
+    q_target_net: Any
+    q_act: Any = field(metadata=SCRATCH)  # Q network buffers, N rows (acting)
+    q_batch: Any = field(metadata=SCRATCH)  # Q network buffers, B rows (next obs, then obs)
+    target_batch: Any = field(metadata=SCRATCH)  # target network buffers, B rows
+    q_target: Array = field(metadata=SCRATCH)  # (B, 1) the TD targets
+    replay: ReplayRing
+    batch: TensorDict = field(metadata=SCRATCH)  # B rows sampled from the replay buffer (Transitions' keys)
+    transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows
+    action: Array = field(metadata=SCRATCH)  # (N, 1) the chosen action indices, as floats
+    episodes: EpisodeLog | None  # attached by the driver (its ring sized for the driver's chunks)
+    rng: Array
+    step: Array  # int64 (1,): environment steps taken (per env)
+    updates: Array  # int64 (1,): gradient steps taken
+    # running float64 sums for logging (never reset, never read by training): the Q network is
+    # DQN's critic, so the logger reads them as TD3's critic_loss and q_mean
+    critic_stats: Array  # (3,) [gradient steps, Σ Huber loss, Σ mean Q of the taken actions]
+    env_state: EnvState | None = None
+    priorities: None = None  # uniform replay (offpolicy.sample_batch reads it)
+    n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
+
+    prepare_resume = offpolicy.prepare_resume
+
+    def validate_checkpoint(self, values: checkpoint.FieldValues, context: dict[str, Any]) -> None:
+        """TD3's replay and episode invariants, then: at most ``gradient_steps`` gradient steps
+        per ``train_freq`` env steps past ``learning_starts``, and the Q network's Adam steps are
+        the gradient steps."""
+        offpolicy.validate_checkpoint(self, values, context)
+        config = context.get("config")
+        if config is None:
+            return
+        # the training phases so far that ran: those ending past learning_starts
+        started = (config.learning_starts // config.num_envs) // config.train_freq
+        phases = max(int(values.scalar("step")) // config.train_freq - started, 0)
+        updates = values.require(
+            "updates",
+            0,
+            phases * config.gradient_steps,
+            "gradient steps, gradient_steps per train_freq env steps past learning_starts",
+        )
+        for name, _ in checkpoint.named_arrays(self.q_net, "q_net."):
+            if name.endswith(".t."):
+                values.require(name[:-1], updates, updates, "Adam steps, one per gradient step")
+
+
+def build(device: Device, config: Config, obs_dim: int, action_space: Discrete | int, seed: int) -> State:
+    """The whole DQN training state on ``device`` for ``obs_dim`` observations and a Discrete
+    ``action_space`` (or its number of actions n: one Q-value each): the Q network and its target,
+    optimiser moments, replay ring (actions stored as their index, one column), batch and acting
+    buffers, RNG stream and counters."""
+    actions = action_space.n if isinstance(action_space, Discrete) else Discrete(action_space).n
+    envs, rows = config.num_envs, config.batch_size
+    sizes = (obs_dim, *config.hidden, actions)
+    make = network_constructor(config.network, "Config.network")
+
+    def q_network(trainable: bool = True) -> Any:
+        net = make(device, sizes, config.activation, "identity", seed=seed * 8, trainable=trainable)
+        check_device_methods(device, net, f"Config.network={config.network!r} (Q network)")
+        return net
+
+    q_net = q_network()
+    return State(
+        q_net=q_net,
+        q_target_net=q_network(trainable=False),  # the same seed: starts as a copy
+        q_act=make_buffers(device, q_net, envs),
+        q_batch=make_buffers(device, q_net, rows),
+        target_batch=make_buffers(device, q_net, rows),
+        q_target=zeros(device, (rows, 1)),
+        replay=offpolicy.replay_ring(device, config, obs_dim, 1),
+        batch=transitions(device, rows, obs_dim, 1),
+        transition=transitions(device, envs, obs_dim, 1),
+        action=zeros(device, (envs, 1)),
+        episodes=None,
+        rng=rng(device, seed),
+        step=zeros(device, 1, np.int64),
+        updates=zeros(device, 1, np.int64),
+        critic_stats=zeros(device, 3, np.float64),
+        n_step=offpolicy.n_step_batch(device, config, rows),
+    )
+
+
+# ---------------------------------------------------------------- acting
+
+
+def act(device: Device, config: Config, state: State, obs: Array) -> None:
+    """Write the ε-greedy action index for ``obs`` into ``state.action``: uniform before
+    ``learning_starts`` (ε = 1), then ε from the linear schedule. Both draw the same stream
+    positions, so the stream does not depend on which branch ran."""
+
+    def uniform(device: Device) -> None:
+        epsilon_greedy(device, state.rng, state.q_act.output, state.step, 1.0, 1.0, 1.0, state.action)
+
+    def explore(device: Device) -> None:
+        forward(device, state.q_net, state.q_act, obs)
+        epsilon_greedy(
+            device,
+            state.rng,
+            state.q_act.output,
+            state.step,
+            config.exploration_initial_eps,
+            config.exploration_final_eps,
+            config.decay_steps,
+            state.action,
+        )
+
+    when(device, Below(state.step, config.warmup_steps), uniform, explore)
+
+
+def update_target(device: Device, config: Config, state: State) -> None:
+    """After every ``target_update_interval`` env steps (SB3's count: per env, the interval
+    divided by num_envs): target ← tau·online + (1 − tau)·target."""
+    period = max(config.target_update_interval // config.num_envs, 1)
+
+    def move(device: Device) -> None:
+        polyak_average(device, state.q_target_net, state.q_net, 1.0 - config.tau)
+
+    when(device, Every(state.step, period, period - 1), move)  # step counts the steps before this one
+
+
+# ---------------------------------------------------------------- learning
+
+
+def train_q(device: Device, config: Config, state: State) -> None:
+    """One gradient step of the Q network towards the (Double-)DQN target on a sampled batch."""
+    batch, q, target = state.batch, state.q_batch, state.target_batch
+    offpolicy.sample_batch(device, config, state)
+    # target: r + γ(1 − terminated) Q'(s', argmax_a Q(s', a)) (Double DQN), or max_a Q'(s', a)
+    forward(device, state.q_target_net, target, batch.next_obs)
+    if config.double_q:
+        forward(device, state.q_net, q, batch.next_obs)
+    chooser = q.output if config.double_q else target.output
+    reward, gamma = offpolicy.target_reward_and_gamma(config, state)
+    dqn_targets(device, chooser, target.output, reward, batch.terminated, gamma, state.q_target, config.double_q)
+    offpolicy.bootstrap(device, state, state.q_target)
+    # Huber loss of the taken actions' Q
+    forward(device, state.q_net, q, batch.obs)
+    accumulate_q_stats(device, q.output, batch.action, state.q_target, state.critic_stats)
+    q_huber_gradient(device, q.output, batch.action, state.q_target, q.d_output)
+    backward(device, state.q_net, q, batch.obs, q.d_output)
+    adam_update(device, state.q_net, config.learning_rate)
+
+
+def update(device: Device, config: Config, state: State) -> None:
+    """One gradient step, once more than ``learning_starts`` env steps were taken (SB3's test)."""
+
+    def learn(device: Device) -> None:
+        train_q(device, config, state)
+        increment(device, state.updates)
+
+    when(device, Below(state.step, config.learning_starts // config.num_envs + 1), None, learn)
+
+
+# ---------------------------------------------------------------- the driver's entry points
+
+
+def schedule(config: Config) -> Schedule:
+    """The driver's schedule: ``train_freq`` env steps, then ``gradient_steps`` updates."""
+    return Schedule(env_steps=config.train_freq, updates=config.gradient_steps)
+
+
+def native_step(device: Device, config: Config, env: Any, state: State) -> None:
+    """One fused step on a native env: act, step the env, store the transition, update the target."""
+    offpolicy.native_step(device, act, update_target, config, env, state)
+
+
+def store(device: Device, config: Config, state: State) -> None:
+    """Record ``state.transition`` (written by the driver from a Python-stepped env), then update
+    the target network when its interval comes round."""
+    offpolicy.store(device, update_target, config, state)
+
+
+def check_iteration(state: State) -> None:
+    """Nothing to check between iterations (the divergence check runs inside the steps)."""
+    pass
+
+
+def policy_head(state: State) -> PolicyHead:
+    """The greedy action: the argmax of the Q network's outputs."""
+    return PolicyHead(state.q_net, "argmax")
+
+
+def watched(state: State) -> list[tuple[str, Array]]:
+    """What the divergence check reads of ``state``, most likely cause first: the loss's target,
+    then the networks' parameters (the driver adds the observation and reward)."""
+    return [("TD target (Q loss)", state.q_target), *trained_quantities(state)]
+
+
+def policy(
+    state: State, action_low: Any = None, action_high: Any = None
+) -> Policy | Callable[[np.ndarray], np.ndarray]:
+    """The greedy host policy: int64 action indices (the bounds are unused: a Discrete space)."""
+    return head_policy(policy_head(state), Discrete(state.q_act.output.shape[1]))
+
+
+def stochastic_policy(
+    state: State, config: Config, space: Discrete
+) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
+    """``policy(obs, rng)``: ε-greedy at ``exploration_final_eps`` (the end of training's
+    schedule): a uniform index with probability ε, else the greedy one (draws from ``rng``)."""
+    greedy = head_policy(policy_head(state), space)
+
+    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        action = np.asarray(greedy(obs))
+        explore = rng.random(action.shape) < config.exploration_final_eps
+        return np.where(explore, rng.integers(0, space.n, action.shape), action)
+
+    return act

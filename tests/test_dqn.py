@@ -394,3 +394,17 @@ def test_cli_trains_dqn_on_cartpole(tmp_path):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["algo"] == "dqn" and summary["steps"] == 1792  # 7 whole phases of 256 steps
+
+
+def test_per_env_configs_are_the_rl_zoo_ones():
+    cartpole, acrobot, mountaincar = (dqn.config_for(e) for e in ("CartPole-v1", "Acrobot-v1", "MountainCar-v0"))
+    assert cartpole == dqn.Config() and (cartpole.train_freq, cartpole.gradient_steps) == (256, 128)
+    assert (acrobot.total_steps, acrobot.train_freq, acrobot.gradient_steps, acrobot.target_update_interval) == (
+        100_000,
+        4,
+        4,
+        250,
+    )
+    assert (mountaincar.total_steps, mountaincar.gamma, mountaincar.buffer_size) == (120_000, 0.98, 10_000)
+    for config in (cartpole, acrobot, mountaincar):
+        config.validate()

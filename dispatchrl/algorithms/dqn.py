@@ -161,7 +161,37 @@ class Config:
 
 
 def config_for(env: object) -> Config:
-    """The default configuration (rl-zoo's CartPole-v1 hyperparameters) for any env."""
+    """The per-env default configuration: rl-zoo's hyperparameters for Acrobot-v1 and
+    MountainCar-v0 (SB3's ``gradient_steps=-1``, one gradient step per env step, written out),
+    its CartPole-v1 ones for any other env."""
+    name = env.lower() if isinstance(env, str) else ""
+    if name in ("acrobot-v1", "dispatchrl/acrobot-v1"):
+        return Config(
+            total_steps=100_000,
+            learning_rate=6.3e-4,
+            batch_size=128,
+            buffer_size=50_000,
+            learning_starts=0,
+            target_update_interval=250,
+            train_freq=4,
+            gradient_steps=4,
+            exploration_fraction=0.12,
+            exploration_final_eps=0.1,
+        )
+    if name in ("mountaincar", "mountaincar-v0", "dispatchrl/mountaincar-v0"):
+        return Config(
+            total_steps=120_000,
+            learning_rate=4e-3,
+            batch_size=128,
+            buffer_size=10_000,
+            learning_starts=1000,
+            gamma=0.98,
+            target_update_interval=600,
+            train_freq=16,
+            gradient_steps=8,
+            exploration_fraction=0.2,
+            exploration_final_eps=0.07,
+        )
     return Config()
 
 

@@ -320,3 +320,24 @@ def test_ppo_cartpole_parity_across_targets(tmp_path):
         elf = build_trainer(tmp_path, "cortex-m7", steps=steps, seed=1, eval_episodes=10)
         run = run_trainer(elf, "cortex-m7")
         assert run["checksum"] == host["checksum"] and run["eval_return"] == host["eval_return"]
+
+
+def test_dqn_cartpole_parity_across_targets(tmp_path):
+    """DQN (issue 36) exports too: the host build gives ``train --device c``'s weights, and
+    wasm32-wasi and the Cortex-M7 (where their tools are installed) the host's checksum."""
+    config = dict(hidden=(16,), batch_size=16, buffer_size=1000, learning_starts=100, train_freq=64, gradient_steps=8)
+    steps = 512
+    write_trainer(tmp_path, trainer_source("dqn", "cartpole", steps, 0, config))
+    host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=steps, seed=1)
+    result = drl.dqn.train(
+        drl.C(), "cartpole", replace(drl.dqn.config_for("cartpole"), total_steps=steps, **config), seed=1
+    )
+    assert host["checksum"] == weights_checksum(state_weights(result.state))
+    assert 8 <= host["eval_return"] <= 500
+    if shutil.which("node"):
+        wasm = run_trainer(build_trainer(tmp_path, "wasm32-wasi"), "wasm32-wasi", steps=steps, seed=1)
+        assert wasm["checksum"] == host["checksum"] and wasm["eval_return"] == host["eval_return"]
+    if shutil.which("qemu-system-arm"):
+        elf = build_trainer(tmp_path, "cortex-m7", steps=steps, seed=1, eval_episodes=10)
+        run = run_trainer(elf, "cortex-m7")
+        assert run["checksum"] == host["checksum"] and run["eval_return"] == host["eval_return"]

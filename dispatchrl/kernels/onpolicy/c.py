@@ -238,6 +238,22 @@ def gaussian_log_prob(device: C, mean, log_std, action, log_prob):
     launch(device, kernel, mean, log_std, action, log_prob)
 
 
+#: Â = (advantage - shift) * scale, standardised over the minibatch with normalize (both policy gradients)
+ADVANTAGE_STANDARDISATION = """
+double shift = 0.0, scale = 1.0;
+if (normalize) {
+    double s = 0.0;
+    for (int i = 0; i < B; i++) s += (double)advantage[i];
+    shift = s / B;
+    double s2 = 0.0;
+    for (int i = 0; i < B; i++) {
+        const double d = (double)advantage[i] - shift;
+        s2 += d * d;
+    }
+    scale = 1.0 / (sqrt(s2 / B) + 1e-8);
+}
+"""
+
 CATEGORICAL_SAMPLE = """
 const uint64_t key = rng[0], base = rng[1];
 for (int i = 0; i < B; i++) {
@@ -278,19 +294,9 @@ def categorical_sample(device: C, rng, logits, action, log_prob):
     launch(device, kernel, rng, logits, action, log_prob)
 
 
-PPO_CATEGORICAL_GRADIENT = """
-double shift = 0.0, scale = 1.0;
-if (normalize) {
-    double s = 0.0;
-    for (int i = 0; i < B; i++) s += (double)advantage[i];
-    shift = s / B;
-    double s2 = 0.0;
-    for (int i = 0; i < B; i++) {
-        const double d = (double)advantage[i] - shift;
-        s2 += d * d;
-    }
-    scale = 1.0 / (sqrt(s2 / B) + 1e-8);
-}
+PPO_CATEGORICAL_GRADIENT = (
+    ADVANTAGE_STANDARDISATION
+    + """
 double kl_total = 0.0, surrogate_total = 0.0, entropy_total = 0.0;
 int64_t clipped_count = 0;
 for (int i = 0; i < B; i++) {
@@ -342,6 +348,7 @@ info[1] = surrogate_total / B;
 info[2] = entropy_total / B;
 info[3] = (double)clipped_count / B;
 """
+)
 
 
 @api.ppo_categorical_gradient.dispatch
@@ -385,19 +392,9 @@ def ppo_categorical_gradient(
     )
 
 
-PPO_POLICY_GRADIENT = f"""
-double shift = 0.0, scale = 1.0;
-if (normalize) {{
-    double s = 0.0;
-    for (int i = 0; i < B; i++) s += (double)advantage[i];
-    shift = s / B;
-    double s2 = 0.0;
-    for (int i = 0; i < B; i++) {{
-        const double d = (double)advantage[i] - shift;
-        s2 += d * d;
-    }}
-    scale = 1.0 / (sqrt(s2 / B) + 1e-8);
-}}
+PPO_POLICY_GRADIENT = (
+    ADVANTAGE_STANDARDISATION
+    + f"""
 double grad_log_std[A], inv_std[A], old_var[A], inv_var[A];
 for (int j = 0; j < A; j++) {{
     /* the per-column exps once, not once per row (the same values: the same calls on the same inputs) */
@@ -450,6 +447,7 @@ info[1] = surrogate_total / B;
 info[2] = entropy;
 info[3] = (double)clipped_count / B;
 """
+)
 
 
 @api.ppo_policy_gradient.dispatch

@@ -177,6 +177,25 @@ def gaussian_log_prob(device: CPU, mean, log_std, action, log_prob):
 
 
 @njit(**JIT_FAST)
+def advantage_standardisation(advantage, normalize):
+    """``(shift, scale)`` with ``(advantage - shift) * scale`` standardised over the minibatch
+    (mean 0, std 1), or (0, 1) without ``normalize``: both policy gradients' Â."""
+    batch = advantage.shape[0]
+    shift, scale = 0.0, 1.0
+    if normalize:
+        s = 0.0
+        for i in range(batch):
+            s += advantage[i]
+        shift = s / batch
+        s2 = 0.0
+        for i in range(batch):
+            d = advantage[i] - shift
+            s2 += d * d
+        scale = 1.0 / (math.sqrt(s2 / batch) + 1e-8)
+    return shift, scale
+
+
+@njit(**JIT_FAST)
 def ppo_policy_gradient_kernel(
     mean,
     log_std,
@@ -193,17 +212,7 @@ def ppo_policy_gradient_kernel(
     info,
 ):
     batch, a_dim = mean.shape
-    shift, scale = 0.0, 1.0
-    if normalize:
-        s = 0.0
-        for i in range(batch):
-            s += advantage[i]
-        shift = s / batch
-        s2 = 0.0
-        for i in range(batch):
-            d = advantage[i] - shift
-            s2 += d * d
-        scale = 1.0 / (math.sqrt(s2 / batch) + 1e-8)
+    shift, scale = advantage_standardisation(advantage, normalize)
     grad_log_std = np.zeros(a_dim)
     kl_total, surrogate_total, clipped_count = 0.0, 0.0, 0
     for i in range(batch):
@@ -324,17 +333,7 @@ def ppo_categorical_gradient_kernel(
 ):
     """One thread's whole minibatch (CUDA runs it once, as bookkeeping-sized work: B × K is small)."""
     batch, k_n = logits.shape
-    shift, scale = 0.0, 1.0
-    if normalize:
-        s = 0.0
-        for i in range(batch):
-            s += advantage[i]
-        shift = s / batch
-        s2 = 0.0
-        for i in range(batch):
-            d = advantage[i] - shift
-            s2 += d * d
-        scale = 1.0 / (math.sqrt(s2 / batch) + 1e-8)
+    shift, scale = advantage_standardisation(advantage, normalize)
     kl_total, surrogate_total, entropy_total, clipped_count = 0.0, 0.0, 0.0, 0
     for i in range(batch):
         m, old_m = np.float64(logits[i, 0]), np.float64(old_logits[i, 0])

@@ -166,7 +166,9 @@ def categorical_sample(device: CUDA, rng, logits, action, log_prob):
 
 
 #: one thread: a minibatch's B × K logits are bookkeeping-sized (CartPole: 256 × 2)
-ppo_categorical_gradient_kernel = once(cpu.ppo_categorical_gradient_kernel)
+ppo_categorical_gradient_kernel = once(
+    cpu.ppo_categorical_gradient_kernel, advantage_standardisation=device_twin(cpu.advantage_standardisation)
+)
 
 
 @api.ppo_categorical_gradient.dispatch

@@ -2,8 +2,10 @@
 :mod:`dispatchrl.backends.c`).
 
 The physics is :mod:`.cpu`'s, expression by expression (same constants, same evaluation order,
-float64, no contraction into fused multiply-adds), so trajectories match the CPU kernels and
-gymnasium bit for bit. Resets draw the same counter-stream positions.
+float64, no contraction into fused multiply-adds), but sin and cos are the C device's own
+(``backends/c/mathlib.py``, not libm): they differ in the last bits, and the chaotic Acrobot then
+drifts from the CPU's and gymnasium's trajectories (past 1e-6 within ~200 steps). Resets draw the
+same counter-stream positions.
 """
 
 from ...devices import C

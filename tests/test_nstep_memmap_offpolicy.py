@@ -166,7 +166,7 @@ def test_memmap_ring_is_checked_against_disk_not_memory(tmp_path, monkeypatch):
 
     from dispatchrl.training import driver
 
-    spec = SimpleNamespace(obs_dim=3, action_dim=1)
+    spec = SimpleNamespace(obs_dim=3, action_dim=1, action_outputs=1)
     config = td3.Config(total_steps=100_000, memmap_path=str(tmp_path / "new" / "ring"))
     # 2 MiB: the networks and batch buffers (~0.8 MiB) fit, the 3.4 MB ring would not
     monkeypatch.setattr(driver, "available_memory", lambda: 2**21)

@@ -202,12 +202,15 @@ class _Built(Exception):
         self.loop = loop
 
 
-def _train_steps(algo_name: str) -> list[tuple[str, Any, int]]:
-    """(name, fused Step, steps per launch) of ``train(algo, CUDA(), "pendulum")`` with the
-    default config, built by train() itself and stopped before its first chunk runs."""
+def _train_steps(program: str) -> list[tuple[str, Any, int]]:
+    """(name, fused Step, steps per launch) of ``train(algo, CUDA(), env)`` with the env's default
+    config, built by train() itself and stopped before its first chunk runs; ``program`` is
+    ``algo`` (Pendulum) or ``algo:env`` (e.g. ``ppo:cartpole``, ``dqn:cartpole``)."""
     import dispatchrl as drl
     from dispatchrl.training import chunks, driver
 
+    algo_name, _, env = program.partition(":")
+    env = env or "pendulum"
     algo = getattr(drl, algo_name)
     original = driver._NativeLoop.run
 
@@ -216,21 +219,21 @@ def _train_steps(algo_name: str) -> list[tuple[str, Any, int]]:
 
     driver._NativeLoop.run = stop
     try:
-        driver.train(algo, drl.CUDA(), "pendulum", progress=False)
+        driver.train(algo, drl.CUDA(), env, progress=False)
     except _Built as built:
         loop = built.loop
     finally:
         driver._NativeLoop.run = original
-    config = algo.config_for("pendulum")
+    config = algo.config_for(env)
     schedule = algo.schedule(config)
-    spec = drl.training.envspec.resolve_env("pendulum", config.num_envs)
+    spec = drl.training.envspec.resolve_env(env, config.num_envs)
     iterations = config.total_steps // (config.num_envs * schedule.env_steps)
     chunk = chunks.chunk_iterations(spec, schedule, iterations)
     if loop.update is None:  # the driver's whole chunk in one call
-        return [(algo_name, loop.env_step, chunk * schedule.env_steps)]
+        return [(program, loop.env_step, chunk * schedule.env_steps)]
     return [
-        (f"{algo_name}.rollout", loop.env_step, schedule.env_steps),
-        (f"{algo_name}.update", loop.update, schedule.updates),
+        (f"{program}.rollout", loop.env_step, schedule.env_steps),
+        (f"{program}.update", loop.update, schedule.updates),
     ]
 
 
@@ -887,7 +890,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="one JSON line per kernel and compute capability")
     parser.add_argument(
-        "--programs", default=",".join(PROGRAMS), help="comma-separated: td3, sac, ppo, demo (and layer64)"
+        "--programs",
+        default=",".join(PROGRAMS),
+        help="comma-separated: td3, sac, ppo, demo (and layer64, or algo:env such as ppo:cartpole, dqn:cartpole)",
     )
     parser.add_argument("--cc", default="90,80", help="compute capabilities, e.g. 90,80")
     parser.add_argument("--python", default=os.environ.get("DISPATCHRL_CUDA_PYTHON", sys.executable))

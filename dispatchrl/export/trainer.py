@@ -475,28 +475,18 @@ def _render(algo_name, spec, config, schedule, programs, weights, named, storage
     if isinstance(spec.action_space, Box):  # the policy's [-1, 1] maps onto the bounds
         low = ", ".join(float(np.float32(v)).hex() + "f" for v in spec.action_low)
         high = ", ".join(float(np.float32(v)).hex() + "f" for v in spec.action_high)
-        act_output = [
+        bounds = [
             "static const float drl_action_low[TRAINER_ACTION_DIM] = {" + low + "};",
             "static const float drl_action_high[TRAINER_ACTION_DIM] = {" + high + "};",
             "",
-            "void trainer_act(const float *obs, float *action)",
-            "{",
-            f"    for (int32_t i = 0; i < {spec.obs_dim}; i++) @ACT_OBS[i] = obs[i];",
-            "    program_act();",
+        ]
+        to_action = [
             f"    for (int32_t j = 0; j < {spec.action_dim}; j++)",
             "        action[j] = drl_action_low[j] + (@ACT_ACTION[j] + 1.0f) * 0.5f"
             " * (drl_action_high[j] - drl_action_low[j]);",
-            "}",
         ]
     else:  # a Discrete space: the index itself
-        act_output = [
-            "void trainer_act(const float *obs, float *action)",
-            "{",
-            f"    for (int32_t i = 0; i < {spec.obs_dim}; i++) @ACT_OBS[i] = obs[i];",
-            "    program_act();",
-            "    action[0] = @ACT_ACTION[0];",
-            "}",
-        ]
+        bounds, to_action = [], ["    action[0] = @ACT_ACTION[0];"]
     eval_key = _splitmix_key(EVAL_SEED)
     n = lambda key: storage.name(staging.raw(named[key]))  # noqa: E731
     obs_dim = spec.obs_dim
@@ -559,7 +549,13 @@ def _render(algo_name, spec, config, schedule, programs, weights, named, storage
             "    return total / used;",
             "}",
             "",
-            *(line.replace("@ACT_OBS", n("act_obs")).replace("@ACT_ACTION", n("act_action")) for line in act_output),
+            *bounds,
+            "void trainer_act(const float *obs, float *action)",
+            "{",
+            f"    for (int32_t i = 0; i < {obs_dim}; i++) {n('act_obs')}[i] = obs[i];",
+            "    program_act();",
+            *(line.replace("@ACT_ACTION", n("act_action")) for line in to_action),
+            "}",
             "",
             "double trainer_evaluate(int32_t episodes)",
             "{",

@@ -4,6 +4,7 @@
     python benchmarks/quality.py --algos td3 --acrobot-seeds 0 --pendulum-seeds 5 --set prioritized=true
     python benchmarks/quality.py --algos ppo [--ppo-pendulum-seeds 5] [--ppo-ant-seeds 2] [--ppo-ant-steps 1000000]
     python benchmarks/quality.py --device c --acrobot-seeds 0   # the same seeds on the generated-C device
+    python benchmarks/quality.py --pendulum-seeds 100 --acrobot-seeds 0 --keep-best 1000   # as the CLI deploys
     python benchmarks/quality.py --algos "" --discrete ppo,dqn [--discrete-seeds 5] [--discrete-envs CartPole-v1]
 
 Prints one JSON line per run and one summary line per (algorithm, env). Targets (issue 5): TD3 and
@@ -26,7 +27,8 @@ from dataclasses import replace
 import numpy as np
 
 import dispatchrl as drl
-from dispatchrl.training import evaluate
+from dispatchrl.cli import KEEP_BEST_EPISODES
+from dispatchrl.training import EvalCallback, evaluate
 
 SWING_UP_RETURN = -400.0
 
@@ -35,9 +37,11 @@ def emit(**record):
     print(json.dumps(record), flush=True)
 
 
-def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None):
+def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None, keep_best=0):
     """TD3 and SAC (issue 5) on Pendulum 10k and continuous Acrobot 50k; ``overrides`` are
-    ``--set key=value`` pairs on the config (e.g. prioritized=true, issue 17)."""
+    ``--set key=value`` pairs on the config (e.g. prioritized=true, issue 17). ``keep_best`` N > 0:
+    deploy the best of evaluations every N steps as the CLI does (issue 34); the final policy's
+    evaluation is reported beside it (``final_eval_return``), from the same run."""
     from dispatchrl.cli import _parse_overrides
 
     device = device or drl.CPU()
@@ -46,12 +50,22 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None):
         algo = {"td3": drl.td3, "sac": drl.sac}[name]
         settings = dict(pair.partition("=")[::2] for pair in overrides)
         for env, steps, seeds in (("pendulum", 10_000, pendulum_seeds), ("acrobot", 50_000, acrobot_seeds)):
-            evals = []
+            evals, finals = [], []
             for seed in range(seeds):
                 config = _parse_overrides(replace(algo.config_for(env), total_steps=steps), list(overrides))
-                result = algo.train(device, env, config, seed=seed, progress=False)
+                hooks = (EvalCallback(keep_best, KEEP_BEST_EPISODES, deploy_best=True),) if keep_best else ()
+                result = algo.train(device, env, config, seed=seed, progress=False, hooks=hooks)
                 mean, _ = evaluate(result.policy, result.spec.eval_id)
                 evals.append(mean)
+                extra = {}
+                if keep_best:
+                    final, _ = evaluate(result.spec.deployed_policy(algo, result.state), result.spec.eval_id)
+                    finals.append(final)
+                    extra = {
+                        "keep_best": keep_best,
+                        "policy_steps": result.policy_steps,
+                        "final_eval_return": round(final, 2),
+                    }
                 emit(
                     benchmark="quality",
                     algo=name,
@@ -62,6 +76,7 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None):
                     eval_return=round(mean, 2),
                     train_seconds=round(result.train_seconds, 3),
                     settings=settings,
+                    **extra,
                 )
             if not evals:
                 continue
@@ -77,6 +92,12 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None):
                 "worst_eval_return": round(min(evals), 2),
                 "eval_returns": [round(e, 1) for e in evals],
             }
+            if finals:  # the same runs' final policies (what keep_best 0 deploys)
+                summary.update(
+                    keep_best=keep_best,
+                    final_median_eval_return=round(statistics.median(finals), 2),
+                    final_seeds_below_minus_400=int(sum(e < -400 for e in finals)),
+                )
             if env == "pendulum":
                 # the rate says more than the worst seed: a policy snapshot at exactly 10k steps
                 # sometimes sits in a short collapse (NOTES.md), so run more seeds to estimate it
@@ -253,6 +274,13 @@ def main():
     parser.add_argument("--discrete", default="", help="algorithms to measure on Discrete envs: ppo, dqn")
     parser.add_argument("--discrete-seeds", type=int, default=5)
     parser.add_argument("--discrete-envs", default=",".join(DISCRETE_TARGETS))
+    parser.add_argument(
+        "--keep-best",
+        type=int,
+        default=0,
+        metavar="N",
+        help="TD3/SAC: deploy the best of evaluations every N steps as the CLI's --keep-best (0: the final policy)",
+    )
     parser.add_argument("--device", default="cpu", help="cpu, c or generic: the device Pendulum/Acrobot train on")
     parser.add_argument("--ppo-ant-csv", default="ppo_ant_curve.csv", help="Ant learning curve (every episode)")
     parser.add_argument(
@@ -272,7 +300,7 @@ def main():
     device = device_from_name(args.device)
     off = [a for a in algos if FAMILIES[a] is off_policy]
     if off:
-        off_policy(off, args.pendulum_seeds, args.acrobot_seeds, args.set, device)
+        off_policy(off, args.pendulum_seeds, args.acrobot_seeds, args.set, device, args.keep_best)
     if "ppo" in algos:
         on_policy(["ppo"], args.ppo_pendulum_seeds, args.ppo_ant_seeds, args.ppo_ant_steps, args.ppo_ant_csv, device)
     if args.discrete:

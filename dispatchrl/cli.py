@@ -214,6 +214,8 @@ def train(args: argparse.Namespace) -> dict:
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise _config_error(f"--{flag.replace('_', '-')} must be a positive int, got {value}")
+    if args.keep_best is not None and args.keep_best < 0:
+        raise _config_error(f"--keep-best must be an int >= 0 (0: deploy the final policy), got {args.keep_best}")
     if args.logger is not None and args.log_dir is None:
         raise _config_error(f"--logger {args.logger} needs --log-dir DIR (where the logs go)")
     algo, env, config, seed = _run_config(args)
@@ -242,6 +244,7 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
     from dispatchrl.training import evaluate
     from dispatchrl.training.callbacks import EvalCallback
     from dispatchrl.training.driver import DiskSpaceCheck, PeriodicCheckpoint, Progress, StopOnRequest, train
+    from dispatchrl.training.envspec import resolve_env
     from dispatchrl.training.runs import check_finite_state
 
     logger = None
@@ -259,17 +262,24 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
     space = DiskSpaceCheck(args.save) if args.save and not periodic else None
     stop = StopOnRequest(periodic, save=(lambda run: run.save(args.save)[0]) if args.save and not periodic else None)
     evaluation = EvalCallback(args.eval_every, args.eval_episodes) if args.eval_every is not None else None
+    spec = resolve_env(env, config.num_envs)
+    keep_best = None
+    every = config.total_steps // 10 if args.keep_best is None else args.keep_best
+    if every > 0 and not args.no_eval and spec.eval_id is not None:
+        # with --save, the best policy's run is saved beside the final one (SB3's best_model)
+        best_path = f"{Path(args.save).with_suffix('')}-best" if args.save else None
+        keep_best = EvalCallback(every, KEEP_BEST_EPISODES, best_path, deploy_best=True)
     previous = signal.signal(signal.SIGINT, _second_interrupt_raises(stop))
     try:
         result = train(
             algo,
             device,
-            env,
+            spec,
             config,
             seed=seed,
             progress=Progress(interval=args.progress_interval) if not args.json else False,
             resume=args.resume,
-            hooks=tuple(h for h in (space, evaluation, periodic, stop) if h is not None),
+            hooks=tuple(h for h in (space, evaluation, keep_best, periodic, stop) if h is not None),
             logger=logger,
         )
     finally:
@@ -295,6 +305,7 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
         "eval_return": None if eval_return is None else round(eval_return, 3),
         "eval_returns": [round(r, 3) for r in eval_returns],
         "saved": saved,
+        "saved_best": None if keep_best is None or keep_best.best_path is None else f"{keep_best.best_path}.npz",
     }
     if save_error is not None:
         summary.update(
@@ -313,8 +324,14 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
                 ""
                 if eval_return is None
                 else f", evaluation return {eval_return:.1f} over {len(eval_returns)} episodes"
+                + (
+                    ""
+                    if summary["policy_steps"] == summary["steps"]
+                    else f" of the policy at step {summary['policy_steps']} (--keep-best)"
+                )
             )
             + (f"; saved {saved}" if saved else "")
+            + (f" (best policy's run: {summary['saved_best']})" if saved and summary["saved_best"] else "")
         )
     return summary
 
@@ -586,6 +603,9 @@ def add_web_command(commands: Any) -> None:
 
 
 #: the help of --trust-code (train --resume, eval, export)
+#: episodes of each --keep-best evaluation (SB3's EvalCallback default)
+KEEP_BEST_EPISODES = 5
+
 TRUST_CODE_HELP = (
     "import the user network/env modules ('module:function') the checkpoint names: it runs their code, "
     "so only for checkpoints you trust (without it they are refused unless named again)"
@@ -646,6 +666,16 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--eval-episodes", type=int, default=5, metavar="K", help="with --eval-every: episodes each (default 5)"
+    )
+    p.add_argument(
+        "--keep-best",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"every N steps and at the end, evaluate the deterministic policy on {KEEP_BEST_EPISODES} episodes "
+        "held out from the final evaluation's and deploy the best one (what is evaluated and printed; "
+        "with --save, PATH-best holds the run at that step, PATH the final state); default: a tenth of the "
+        "run; 0: deploy the final policy",
     )
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
     p.add_argument(

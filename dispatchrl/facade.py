@@ -155,6 +155,7 @@ class Model:
             self.algo, self.device, self.spec, config, self.seed, self.progress, resume, hooks, self.logger
         )
         self.config, self.state, self.result, self.history = config, result.state, result, result.history
+        self._policy_of = (result.state, result.policy)  # the best one with EvalCallback(deploy_best=True)
         self.num_timesteps = result.steps
         del resume  # the old state's copy: with the old state, freed now
         from .backends.cpu import trim_heap
@@ -174,7 +175,9 @@ class Model:
 
     @property
     def policy(self) -> Any:
-        """The deterministic, deployable policy (numpy observations → physical actions)."""
+        """The deterministic, deployable policy (numpy observations → physical actions): the
+        final weights', or after ``learn(callback=EvalCallback(..., deploy_best=True))`` the best
+        evaluated ones (:meth:`save` keeps the final state; ``best_path`` saves the best run)."""
         state = self._state()
         cached = getattr(self, "_policy_of", None)
         if cached is None or cached[0] is not state:  # a new state (learn, load): copy its weights

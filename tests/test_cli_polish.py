@@ -2,6 +2,7 @@
 that name what the user typed and what exists, flags that say what they do, and runs that say why
 they end or that they train nothing. None of these compiles a kernel."""
 
+import json
 import os
 import subprocess
 import sys
@@ -94,3 +95,22 @@ def test_all_warmup_run_is_warned_about_and_special_files_are_refused(capsys, tm
     (folder / "thesis.tex").write_text("")
     assert main(["train", "td3", "--steps", "500", "--save", str(folder), "--save-every", "100"]) == 2
     assert "thesis.tex" in capsys.readouterr().err
+
+
+def test_keep_best_deploys_saves_and_reports_the_best_policy(capsys, tmp_path):
+    assert main(["train", "td3", "--keep-best", "-1"]) == 2
+    assert "--keep-best must be an int >= 0" in capsys.readouterr().err
+    small = ["--steps", "400", "--warmup-steps", "50", "--batch-size", "16", "--hidden", "16,16", "--json"]
+    path = tmp_path / "run"
+    assert main(["train", "td3", *small, "--keep-best", "100", "--save", str(path)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["steps"] == 400 and summary["policy_steps"] in (100, 200, 300, 400)
+    assert summary["saved"] == str(path) and summary["saved_best"] == f"{path}-best.npz"
+    # the best policy's run evaluates as the training command reported; the final state resumes
+    assert main(["eval", "--checkpoint", f"{path}-best", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert best["eval_return"] == summary["eval_return"]
+    assert json.loads((tmp_path / "run-best.json").read_text())["steps"] == summary["policy_steps"]
+    assert main(["train", "td3", *small, "--keep-best", "0"]) == 0
+    final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert final["policy_steps"] == 400 and final["saved_best"] is None

@@ -138,6 +138,34 @@ def test_eval_callback_rows_best_checkpoint_and_stop(tmp_path):
     assert stop.stopped_at == 100 and result.steps == 100 and len(evaluation.rows) == 1
 
 
+def test_deploy_best_keeps_the_best_evaluated_policy_on_held_out_seeds(tmp_path):
+    evaluation = drl.EvalCallback(every=100, episodes=2, deploy_best=True)
+    config = drl.td3.Config(total_steps=400, **SMALL)
+    result = drl.td3.train(drl.CPU(), "pendulum", config, hooks=(evaluation,))
+    returns = [row["eval_return"] for row in evaluation.rows]
+    assert [row["steps"] for row in evaluation.rows] == [100, 200, 300, 400]
+    best = int(np.argmax(returns))  # the first of equal ones
+    assert result.policy_steps == evaluation.best_steps == 100 * (best + 1)
+    assert result.summary()["policy_steps"] == result.policy_steps
+    # the deployed policy is the one evaluated then, on the selection seeds (not the reported ones)
+    seeds = drl.training.SELECTION_SEEDS[:2]
+    assert drl.training.evaluate(result.policy, "Pendulum-v1", seeds)[0] == returns[best]
+    final = result.spec.deployed_policy(drl.td3, result.state)
+    assert drl.training.evaluate(final, "Pendulum-v1", seeds)[0] == returns[-1]
+    obs = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32)
+    assert (best == 3) == np.array_equal(result.policy(obs), final(obs))
+    # without it the final policy is deployed
+    plain = drl.td3.train(drl.CPU(), "pendulum", config)
+    assert plain.policy_steps == 400 and np.array_equal(plain.policy(obs), final(obs))
+    with pytest.raises(drl.ConfigError, match="deploy_best"):
+        drl.EvalCallback(every=100, deploy_best="yes")
+    # the facade predicts with it too
+    evaluation = drl.EvalCallback(every=100, episodes=2, deploy_best=True)
+    model = drl.TD3("pendulum", seed=0, **SMALL).learn(300, callback=evaluation)
+    assert model.policy is model.result.policy and model.result.policy_steps == evaluation.best_steps
+    np.testing.assert_array_equal(model.predict(obs)[0], evaluation.best_policy(obs))
+
+
 def test_training_through_async_vector_env_equals_sequential_stepping():
     config = drl.td3.Config(total_steps=440, num_envs=2, **SMALL)  # past the 200-step truncation
     spec = resolve_env("Pendulum-v1", 2)

@@ -8,11 +8,12 @@ from .callbacks import EvalCallback, StopOnReward
 from .driver import Hook, TrainingRun, train
 from .entries import bind_train
 from .envspec import EnvSpec, resolve_env
-from .evaluation import EVAL_SEEDS, evaluate
+from .evaluation import EVAL_SEEDS, SELECTION_SEEDS, evaluate
 from .runs import TrainResult, load_run
 
 __all__ = [
     "EVAL_SEEDS",
+    "SELECTION_SEEDS",
     "EnvSpec",
     "EvalCallback",
     "Hook",

@@ -3,15 +3,18 @@ boundaries. Pass them as ``train(..., hooks=[...])`` or ``model.learn(n, callbac
 
 from __future__ import annotations
 
+import copy
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..nn import Policy
 from .driver import TrainingRun
-from .evaluation import EVAL_SEEDS, evaluate
+from .evaluation import EVAL_SEEDS, SELECTION_SEEDS, evaluate
 
 __all__ = ["EvalCallback", "StopOnReward"]
 
@@ -26,18 +29,41 @@ class EvalCallback:
     """Every ``every`` env steps (all envs) and at the end, evaluate the deterministic policy for
     ``episodes`` episodes (reset seeds from the fixed evaluation seeds on) and append a row to
     :attr:`rows`: ``{"steps", "eval_return", "eval_return_std", "eval_returns"}``, and the first two
-    into the run's logger when it has one. With
+    into the run's logger when it has one (``selection_return`` and ``selection_return_std`` with
+    ``deploy_best``). With
     ``best_path``, the run is checkpointed there whenever the mean return is the best so far.
-    ``env`` evaluates (a gymnasium id, env or callable); default: the training env's twin."""
+    ``env`` evaluates (a gymnasium id, env or callable); default: the training env's twin.
 
-    def __init__(self, every: int, episodes: int = 5, best_path: str | Path | None = None, env: Any = None) -> None:
+    ``deploy_best=True``: the run's result deploys the best-evaluated policy instead of the final
+    one (:attr:`best_policy`, a host copy; ``TrainResult.policy_steps`` says when it was taken),
+    and the episodes' reset seeds come from :data:`~.evaluation.SELECTION_SEEDS`, so the 10
+    evaluation episodes reported afterwards are held out from the choice. A snapshot of the
+    policy at 10k steps can sit in a short collapse (NOTES.md, "The first result"); SB3 users get
+    the same from ``EvalCallback(best_model_save_path=...)``."""
+
+    def __init__(
+        self,
+        every: int,
+        episodes: int = 5,
+        best_path: str | Path | None = None,
+        env: Any = None,
+        deploy_best: bool = False,
+    ) -> None:
         self.every = _positive_int("EvalCallback: 'every'", every)
         self.episodes = _positive_int("EvalCallback: 'episodes'", episodes)
+        if not isinstance(deploy_best, bool):
+            raise ConfigError(f"EvalCallback: 'deploy_best' must be True or False, got {deploy_best!r}")
+        seeds = SELECTION_SEEDS if deploy_best else EVAL_SEEDS
+        if deploy_best and self.episodes > len(seeds):
+            raise ConfigError(f"EvalCallback: 'episodes' must be at most {len(seeds)} with deploy_best, got {episodes}")
+        self.seeds = range(seeds[0], seeds[0] + self.episodes)
         self.best_path = None if best_path is None else Path(best_path)
         self.env = env
+        self.deploy_best = deploy_best
         self.rows: list[dict[str, Any]] = []
         self.best_return = -np.inf
         self.best_steps: int | None = None
+        self.best_policy: Callable[[np.ndarray], np.ndarray] | None = None
 
     def period(self, run: TrainingRun) -> int:
         """Iterations between evaluations (the driver ends a chunk at each multiple)."""
@@ -52,8 +78,7 @@ class EvalCallback:
         if env is None:
             env = run.spec.eval_id if run.spec.eval_id is not None else run.spec.make_eval_env
         policy = run.spec.deployed_policy(run.algo, run.state)
-        seeds = range(EVAL_SEEDS[0], EVAL_SEEDS[0] + self.episodes)
-        mean, returns = evaluate(policy, env, seeds)
+        mean, returns = evaluate(policy, env, self.seeds)
         self.rows.append(
             {
                 "steps": run.steps,
@@ -63,11 +88,32 @@ class EvalCallback:
             }
         )
         if run.logger is not None:  # beside the training rows (``dispatchrl plot --metric eval_return``)
-            run.logger.write(run.steps, {"eval_return": mean, "eval_return_std": float(np.std(returns))})
+            # a deploy_best evaluation is on other episodes than the reported one: another column
+            key = "selection_return" if self.deploy_best else "eval_return"
+            run.logger.write(run.steps, {key: mean, f"{key}_std": float(np.std(returns))})
         if mean > self.best_return:
             self.best_return, self.best_steps = mean, run.steps
+            if self.deploy_best:
+                self.best_policy = _host_copy(policy)
             if self.best_path is not None:
                 run.save(self.best_path)
+        if self.deploy_best and self.best_policy is not None and self.best_steps is not None:
+            run.deployed = (self.best_policy, self.best_steps)
+
+
+def _host_copy(policy: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """A copy of a deployed policy that later training cannot change: an MLP's
+    :class:`~dispatchrl.nn.Policy` holds host copies already; another network's policy may read
+    its live weights, so it is deep-copied (refused where it cannot be)."""
+    if isinstance(policy, Policy):
+        return policy
+    try:
+        return copy.deepcopy(policy)
+    except Exception as e:  # a user network holding what cannot be copied (locks, device handles)
+        raise ConfigError(
+            f"EvalCallback(deploy_best=True): cannot keep a copy of the {type(policy).__name__} policy "
+            f"({type(e).__name__}: {e}); use an MLP network or deploy_best=False"
+        ) from None
 
 
 class StopOnReward:

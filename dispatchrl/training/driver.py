@@ -83,6 +83,9 @@ class TrainingRun:
     logger: Logger | None = None  # the run's metrics backends: hooks may write rows (EvalCallback does)
     #: finished training episodes (a resumed run's earlier ones included), read before the hooks
     history: EpisodeHistory = dataclasses.field(default_factory=EpisodeHistory)
+    #: (host policy, the steps it was taken at): set by a hook to deploy another policy than the
+    #: final one (EvalCallback's ``deploy_best``); the result's ``policy`` then
+    deployed: tuple[Callable[[np.ndarray], np.ndarray], int] | None = None
 
     def steps_per_second(self) -> float:
         """Training-only rate of this train call: compilation (before train_start) excluded."""
@@ -486,6 +489,7 @@ def train(
         loop.close()
         if logger is not None:  # a run stopped by a hook (or an error) keeps the rows it wrote
             logger.flush()
+    policy, policy_steps = run.deployed or (spec.deployed_policy(algo, state), run.total_steps)
     return TrainResult(
         algo=algo.NAME,
         env=spec.name,
@@ -493,7 +497,8 @@ def train(
         seed=seed,
         steps=run.total_steps,
         config=config,
-        policy=spec.deployed_policy(algo, state),
+        policy=policy,
+        policy_steps=policy_steps,
         history=run.history.arrays(),
         train_seconds=train_seconds,
         compile_seconds=compile_seconds,

@@ -7,10 +7,13 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["EVAL_SEEDS", "evaluate"]
+__all__ = ["EVAL_SEEDS", "SELECTION_SEEDS", "evaluate"]
 
 #: evaluation episodes and their fixed reset seeds (disjoint from training seeds' streams)
 EVAL_SEEDS = tuple(range(10_000, 10_010))
+#: the reset seeds of evaluations that choose which policy to deploy (EvalCallback's
+#: ``deploy_best``): disjoint from EVAL_SEEDS, so the reported evaluation is on held-out episodes
+SELECTION_SEEDS = tuple(range(20_000, 20_100))
 
 
 def evaluate(

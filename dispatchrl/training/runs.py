@@ -61,6 +61,9 @@ class TrainResult:
     compile_seconds: float  # building the state, tracing and compiling (or loading) the steps
     state: Any  # every Array of the run (for checkpoints)
     spec: EnvSpec
+    #: the steps ``policy`` was taken at: ``steps`` (the final weights) unless a hook deployed an
+    #: earlier policy (EvalCallback's ``deploy_best``)
+    policy_steps: int | None = None
 
     def summary(self) -> dict[str, Any]:
         returns = self.history["returns"]
@@ -74,6 +77,7 @@ class TrainResult:
             "compile_seconds": round(self.compile_seconds, 4),
             "episodes": len(returns),
             "recent_return": None if len(returns) == 0 else round(float(np.mean(returns[-10:])), 3),
+            "policy_steps": self.steps if self.policy_steps is None else self.policy_steps,
         }
 
     def save(self, path: str | Path, keep: int | None = None) -> tuple[Path, Path]:

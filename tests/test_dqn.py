@@ -134,6 +134,19 @@ def test_q_huber_gradient_and_stats_against_reference(device, rows, k, seed, sca
     np.testing.assert_allclose(host(stats), [1.0, loss(error), q_taken.mean()], rtol=1e-9, atol=1e-12)
 
 
+@fixture_ok
+@given(rows=st.integers(1, 6), k=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
+def test_taken_q_against_reference(device, rows, k, seed):
+    """taken_q: each row's Q of its taken action, as a (B, 1) column (prioritized replay's TD error)."""
+    g = np.random.default_rng(seed)
+    q = g.normal(size=(rows, k)).astype(np.float32)
+    action = g.integers(0, k, size=(rows, 1)).astype(np.float32)
+    out = put(device, np.full((rows, 1), 7.0))
+    rl.taken_q(device, put(device, q), put(device, action), out)
+    expected = q.astype(np.float64)[np.arange(rows), action[:, 0].astype(np.int64)]
+    np.testing.assert_array_equal(host(out)[:, 0].astype(np.float64), expected)
+
+
 def test_kernels_give_the_same_bits_as_generic(device):
     """Actions, targets and gradients are bit for bit Generic's (same draws, same float64 math)."""
     g = np.random.default_rng(5)
@@ -173,6 +186,8 @@ def test_kernels_refuse_bad_arguments_by_name():
         )
     with pytest.raises(ShapeError, match="'d_q'"):
         rl.q_huber_gradient(dev, q, drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)))
+    with pytest.raises(ShapeError, match="'out'"):
+        rl.taken_q(dev, q, drl.zeros(dev, (4, 1)), drl.zeros(dev, 4))
 
 
 # ---------------------------------------------------------------- the algorithm
@@ -189,27 +204,50 @@ def arrays(result):
     return {name.rstrip("."): drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)}
 
 
-def test_trains_on_cartpole_alike_on_generic_cpu_and_c():
-    """Gymnasium's CartPole-v1 (Python-stepped): Generic, CPU and C take the same actions (so see
-    the same transitions) and reach the same weights (up to their matrix products' rounding)."""
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_trains_on_cartpole_alike_on_generic_cpu_and_c(prioritized):
+    """CartPole-v1: Generic, CPU and C take the same actions (so see the same transitions) and
+    reach the same weights (up to their matrix products' rounding); prioritized, they sample the
+    same rows and hold the same priorities."""
     results = [
-        dqn.train(device, "CartPole-v1", dqn.Config(**TINY), seed=3, progress=False)
+        dqn.train(device, "CartPole-v1", dqn.Config(**TINY, prioritized=prioritized), seed=3, progress=False)
         for device in (drl.Generic(), drl.CPU(), drl.C())
     ]
     generic, cpu, c = (arrays(r) for r in results)
+    exact = ("replay.action", "replay.obs", "replay.reward", "replay.terminated", "step", "updates", "rng")
     for other in (cpu, c):
         assert generic.keys() == other.keys()
-        for name in ("replay.action", "replay.obs", "replay.reward", "replay.terminated", "step", "updates", "rng"):
+        for name in exact + (("priorities.index", "priorities.beta") if prioritized else ()):
             np.testing.assert_array_equal(other[name], generic[name], err_msg=name)
-        for name in (n for n in generic if ".weights." in n or ".biases." in n):
+        trained = (n for n in generic if ".weights." in n or ".biases." in n or n.startswith("priorities."))
+        for name in trained:
             np.testing.assert_allclose(other[name], generic[name], rtol=1e-4, atol=1e-4, err_msg=name)
     result = results[1]
     assert result.steps == 400 and int(cpu["step"][0]) == 400
     assert int(cpu["updates"][0]) == 3 * 8  # phases ending at steps 200, 300, 400 (> learning_starts)
     assert set(np.unique(cpu["replay.action"])) == {0.0, 1.0}
     assert int(cpu["critic_stats"][0]) == 24 and np.isfinite(cpu["critic_stats"]).all()
+    assert any(n.startswith("priorities.") for n in cpu) == prioritized
     action = result.policy(np.zeros((3, 4), np.float32))
     assert action.dtype == np.int64 and action.shape == (3,) and set(action) <= {0, 1}
+
+
+def test_prioritized_fused_step_agrees_on_cuda(cuda_device):
+    """The fused prioritized step on CUDA (the simulator unless a GPU is configured): Generic's
+    sampled rows and β bit for bit, its priorities and weights up to rounding (a short run: the
+    simulator runs every thread in Python)."""
+    config = dqn.Config(
+        hidden=(4,), batch_size=4, learning_starts=5, train_freq=5, gradient_steps=2, buffer_size=10, total_steps=10
+    )
+    config = replace(config, prioritized=True)
+    generic, cuda = (
+        arrays(dqn.train(device, "cartpole", config, seed=3, progress=False)) for device in (drl.Generic(), cuda_device)
+    )
+    assert generic.keys() == cuda.keys() and int(cuda["updates"][0]) == 2
+    for name in ("replay.action", "rng", "priorities.index", "priorities.beta"):
+        np.testing.assert_array_equal(cuda[name], generic[name], err_msg=name)
+    for name in (n for n in generic if n.startswith("priorities.") or ".weights." in n):
+        np.testing.assert_allclose(cuda[name], generic[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def test_target_network_is_the_online_one_of_the_last_sync():
@@ -264,14 +302,16 @@ class Alternate:
         return _Alternate()
 
 
-def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
+# prioritized: β's schedule fixed, not the run's length (which the resume raises)
+@pytest.mark.parametrize("extra", [{}, dict(prioritized=True, priority_beta_steps=400)])
+def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, extra):
     import gymnasium
 
     if "DqnAlternate-v0" not in gymnasium.registry:
         gymnasium.register("DqnAlternate-v0", entry_point=Alternate)
     # ε's decay spans a fraction of the budget, which the resume raises: ε at its final value from
     # the start keeps the two runs' schedules the same
-    config = dict(TINY, learning_starts=50, exploration_fraction=0.0)
+    config = dict(TINY, learning_starts=50, exploration_fraction=0.0, **extra)
     half = dqn.train(drl.CPU(), "DqnAlternate-v0", dqn.Config(**{**config, "total_steps": 200}), seed=4, progress=False)
     half.save(tmp_path / "half")
     resumed = dqn.train(
@@ -280,6 +320,7 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
     straight = dqn.train(drl.CPU(), "DqnAlternate-v0", dqn.Config(**config), seed=4, progress=False)
     a, b = arrays(resumed), arrays(straight)
     assert a.keys() == b.keys() and int(a["updates"][0]) == 4 * 8
+    assert ("priorities.sum_tree" in a) == bool(extra)
     assert [n for n in a if not np.array_equal(a[n], b[n])] == []
 
 
@@ -295,6 +336,29 @@ def test_n_step_and_plain_dqn_targets_train():
         stats = arrays(result)["critic_stats"]
         assert stats[0] == 24 and np.isfinite(stats).all() and stats[1] > 0, extra
         assert stats[1] != default["critic_stats"][1], extra
+
+
+def test_prioritized_priorities_are_the_taken_actions_td_errors():
+    """Prioritized replay: the last sampled rows' priorities are |Q(s, a) − target| of the taken
+    action a (Q before that gradient step), stored in the sum tree as (priority + eps) ** alpha;
+    the sum and min trees hold their leaves' sum and minimum."""
+    from dispatchrl.kernels.replay.api import tree_leaves
+
+    config = dqn.Config(**TINY, prioritized=True, priority_alpha=0.7)
+    state = dqn.train(drl.Generic(), "CartPole-v1", config, seed=2, progress=False).state
+    p = state.priorities
+    q, action = host(state.q_batch.output), host(state.batch.action)[:, 0].astype(np.int64)
+    expected = np.abs(q[np.arange(16), action] - host(state.q_target)[:, 0])
+    np.testing.assert_array_equal(host(p.priority), expected)
+    leaves = tree_leaves(config.buffer_size)
+    sum_tree, min_tree = host(p.sum_tree), host(p.min_tree)
+    stored = sum_tree[leaves : leaves + config.buffer_size][:400]  # 400 rows written
+    latest = dict(zip(host(p.index).tolist(), host(p.priority).tolist()))  # a row drawn twice: its last
+    for row, priority in latest.items():
+        assert stored[row] == pytest.approx((priority + config.priority_eps) ** 0.7, rel=1e-12)
+    assert sum_tree[1] == pytest.approx(stored.sum(), rel=1e-9) and min_tree[1] == stored.min()
+    # β annealed from 0.4 to 1 over the 400-step run, weights normalised to at most 1
+    assert host(p.beta)[0] == pytest.approx(1.0) and np.all(host(p.weight) <= 1.0 + 1e-6)
 
 
 def test_checkpoint_refuses_more_gradient_steps_than_the_schedule_allows(tmp_path):
@@ -350,6 +414,11 @@ def test_memory_estimate_matches_what_the_state_allocates():
     episodes = driver.episode_ring_capacity(config.num_envs, dqn.schedule(config).env_steps)
     estimated = memory.total_bytes(memory.estimate("dqn", config, spec.obs_dim, spec.action_outputs, episodes))
     assert spec.action_outputs == 2 and abs(estimated - built) <= 0.02 * built, (estimated, built)
+    # prioritized: the sum and min trees (2 × 2 × 32768 float64 for 20000 rows) and the batch's arrays
+    prioritized = replace(config, prioritized=True)
+    grown = state_bytes(build_state(dqn, drl.CPU(), spec, prioritized, 0), set()) - built
+    more = memory.total_bytes(memory.estimate("dqn", prioritized, spec.obs_dim, 2, episodes)) - estimated
+    assert grown > 4 * 32768 * 8 and abs(more - grown) <= 0.02 * grown, (more, grown)
 
 
 def test_a_box_env_is_refused_naming_the_algorithms_taking_box():
@@ -362,6 +431,10 @@ def test_a_box_env_is_refused_naming_the_algorithms_taking_box():
 def test_config_is_validated_by_field():
     with pytest.raises(ConfigError, match="exploration_final_eps"):
         dqn.Config(exploration_final_eps=1.5).validate()
+    with pytest.raises(ConfigError, match=r"Config.priority_beta must be in \[0, 1\], got 1.5"):
+        dqn.Config(prioritized=True, priority_beta=1.5).validate()
+    with pytest.raises(ConfigError, match="Config.prioritized must be true or false"):
+        dqn.Config(prioritized=1).validate()
     with pytest.raises(ConfigError, match="train_freq"):
         dqn.Config(total_steps=100, train_freq=256).validate()
     dqn.Config().validate()
@@ -394,6 +467,26 @@ def test_cli_trains_dqn_on_cartpole(tmp_path):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["algo"] == "dqn" and summary["steps"] == 1792  # 7 whole phases of 256 steps
+
+
+def test_cli_trains_and_resumes_prioritized_dqn(tmp_path, capsys):
+    """``--set prioritized=true``: the checkpoint holds the trees and the resume carries them on."""
+    import json
+
+    from dispatchrl.cli import main
+
+    flags = ["--env", "cartpole", "--device", "generic", "--json", "--no-eval"]
+    model = [f"--set={k}={json.dumps(v)}" for k, v in MODEL.items()]
+    first = ["train", "dqn", *flags, "--steps", "300", "--set", "prioritized=true", *model]
+    assert main([*first, "--save", str(tmp_path / "half")]) == 0
+    _, saved = checkpoint.load(tmp_path / "half")
+    assert saved["priorities.sum_tree"].sum() > 0 and int(saved["updates"][0]) == 2 * 8
+    again = ["train", "dqn", *flags, "--steps", "400", "--resume", str(tmp_path / "half")]
+    assert main([*again, "--save", str(tmp_path / "resumed")]) == 0
+    _, resumed = checkpoint.load(tmp_path / "resumed")
+    assert int(resumed["updates"][0]) == 3 * 8
+    assert not np.array_equal(resumed["priorities.sum_tree"], saved["priorities.sum_tree"])
+    capsys.readouterr()
 
 
 def test_per_env_configs_are_the_rl_zoo_ones():

@@ -322,6 +322,21 @@ def test_ppo_cartpole_parity_across_targets(tmp_path):
         assert run["checksum"] == host["checksum"] and run["eval_return"] == host["eval_return"]
 
 
+def test_dqn_prioritized_exports_with_train_device_c_weights(tmp_path):
+    """Prioritized DQN's fused step (sum and min trees, importance weights) exports as TD3's does:
+    the host build gives ``train --device c``'s weights."""
+    config = dict(hidden=(16,), batch_size=16, buffer_size=1000, learning_starts=100, train_freq=64, gradient_steps=8)
+    config["prioritized"] = True
+    steps = 512
+    write_trainer(tmp_path, trainer_source("dqn", "cartpole", steps, 0, config))
+    host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=steps, seed=1)
+    result = drl.dqn.train(
+        drl.C(), "cartpole", replace(drl.dqn.config_for("cartpole"), total_steps=steps, **config), seed=1
+    )
+    assert result.state.priorities is not None
+    assert host["checksum"] == weights_checksum(state_weights(result.state))
+
+
 def test_dqn_cartpole_parity_across_targets(tmp_path):
     """DQN (issue 36) exports too: the host build gives ``train --device c``'s weights, and
     wasm32-wasi and the Cortex-M7 (where their tools are installed) the host's checksum."""

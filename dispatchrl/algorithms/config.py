@@ -16,6 +16,7 @@ from ..nn import NETWORKS, check_device_methods, network_constructor
 __all__ = [
     "HIDDEN_ACTIVATIONS",
     "NETWORK_RULES",
+    "PRIORITY_RULES",
     "OffPolicyConfig",
     "Rule",
     "activation_name",
@@ -97,6 +98,16 @@ NETWORK_RULES: dict[str, Rule] = {
 }
 
 
+#: the rules of the prioritized-replay fields (TD3, SAC and DQN name them alike)
+PRIORITY_RULES: dict[str, Rule] = {
+    "prioritized": (lambda v: isinstance(v, bool), "true or false"),
+    "priority_alpha": (non_negative, "a number >= 0"),
+    "priority_beta": (unit_interval, "in [0, 1]"),
+    "priority_eps": (non_negative, "a number >= 0"),
+    "priority_beta_steps": (lambda v: v is None or positive_int(v), "None or a positive int"),
+}
+
+
 def network_constructors(config: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The (actor, critic) constructors of ``config``: ``actor_network`` / ``critic_network``
     where set, else ``network`` for that role (a ConfigError names the field that failed). The
@@ -137,11 +148,7 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
             "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
             "num_envs": (positive_int, "a positive int"),
             "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
-            "prioritized": (lambda v: isinstance(v, bool), "true or false"),
-            "priority_alpha": (non_negative, "a number >= 0"),
-            "priority_beta": (unit_interval, "in [0, 1]"),
-            "priority_eps": (non_negative, "a number >= 0"),
-            "priority_beta_steps": (lambda v: v is None or positive_int(v), "None or a positive int"),
+            **PRIORITY_RULES,
             "n_step": (positive_int, "a positive int"),
             "memmap_path": (lambda v: v is None or isinstance(v, (str, os.PathLike)), "None or a folder path"),
             **extra_rules,

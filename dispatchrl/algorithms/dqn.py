@@ -23,7 +23,7 @@ from ..devices import Device
 from ..envs import EnvState
 from ..errors import ConfigError
 from ..kernels.core.api import increment
-from ..kernels.offpolicy.api import accumulate_q_stats, dqn_targets, epsilon_greedy, q_huber_gradient
+from ..kernels.offpolicy.api import accumulate_q_stats, dqn_targets, epsilon_greedy, q_huber_gradient, taken_q
 from ..kernels.random.api import rng
 from ..nn import (
     Policy,
@@ -42,6 +42,7 @@ from ..staging import Below, Every, when
 from . import offpolicy
 from .config import (
     NETWORK_RULES,
+    PRIORITY_RULES,
     activation_name,
     hidden_sizes,
     non_negative_int,
@@ -84,7 +85,9 @@ ACTION_SPACES: tuple[type, ...] = (Discrete,)
 @dataclass
 class Config:
     """Stable-Baselines3's DQN names; defaults are rl-zoo's CartPole-v1 ones. SB3's
-    ``max_grad_norm`` (10) has no counterpart: the core kernels have no gradient-norm clip."""
+    ``max_grad_norm`` (10) has no counterpart: the core kernels have no gradient-norm clip.
+    Prioritized replay (TD3's ``prioritized`` and ``priority_*`` fields) is off by default, as
+    SB3's DQN has none."""
 
     total_steps: int = 50_000  # environment steps, summed over all envs
     learning_rate: float = 2.3e-3  # Adam's
@@ -105,11 +108,13 @@ class Config:
     network: str = "mlp"  # the Q network's constructor (nn.NETWORKS name or "module:function")
     num_envs: int = 1  # parallel environments
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps; 0: off
+    prioritized: bool = False  # prioritized replay (sum tree), priorities = |TD error| of the taken action
+    priority_alpha: float = 0.6  # stored value (priority + eps) ** alpha
+    priority_beta: float = 0.4  # importance-weight exponent, annealed linearly to 1 over total_steps
+    priority_eps: float = 1e-6  # added to every priority, so none is 0
+    priority_beta_steps: int | None = None  # env steps (per env) over which β reaches 1; None: the run's
     n_step: int = 1  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
     memmap_path: str | None = None  # the replay ring in numpy memmaps under this folder (None: in memory)
-
-    #: uniform replay only (offpolicy.priorities reads it; prioritized replay is TD3/SAC's)
-    prioritized = False
 
     def validate(self) -> None:
         validate_fields(
@@ -134,6 +139,7 @@ class Config:
                 "network": NETWORK_RULES["network"],
                 "num_envs": (positive_int, "a positive int"),
                 "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
+                **PRIORITY_RULES,
                 "n_step": (positive_int, "a positive int"),
                 "memmap_path": (lambda v: v is None or isinstance(v, str), "None or a folder path"),
             },
@@ -220,8 +226,9 @@ class State:
     # DQN's critic, so the logger reads them as TD3's critic_loss and q_mean
     critic_stats: Array  # (3,) [gradient steps, Σ Huber loss, Σ mean Q of the taken actions]
     env_state: EnvState | None = None
-    priorities: None = None  # uniform replay (offpolicy.sample_batch reads it)
+    priorities: offpolicy.Priorities | None = None  # config.prioritized
     n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
+    q_taken: Array | None = field(default=None, metadata=SCRATCH)  # (B, 1) the taken actions' Q (prioritized)
 
     prepare_resume = offpolicy.prepare_resume
 
@@ -280,6 +287,8 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Discrete |
         updates=zeros(device, 1, np.int64),
         critic_stats=zeros(device, 3, np.float64),
         n_step=offpolicy.n_step_batch(device, config, rows),
+        priorities=offpolicy.priorities(device, config, rows),
+        q_taken=zeros(device, (rows, 1)) if config.prioritized else None,
     )
 
 
@@ -340,8 +349,12 @@ def train_q(device: Device, config: Config, state: State) -> None:
     forward(device, state.q_net, q, batch.obs)
     accumulate_q_stats(device, q.output, batch.action, state.q_target, state.critic_stats)
     q_huber_gradient(device, q.output, batch.action, state.q_target, q.d_output)
+    offpolicy.weight_gradient(device, state, q.d_output)  # only the taken column is nonzero
     backward(device, state.q_net, q, batch.obs, q.d_output)
     adam_update(device, state.q_net, config.learning_rate)
+    if state.q_taken is not None:  # priorities: |TD error| of the taken action, Q before this update
+        taken_q(device, q.output, batch.action, state.q_taken)
+        offpolicy.update_priorities(device, config, state, state.q_taken, state.q_taken, state.q_target)
 
 
 def update(device: Device, config: Config, state: State) -> None:

@@ -66,6 +66,16 @@ def _episode_ring(episodes: int) -> int:
     return episodes * (F64 + 2 * I64)  # return, length, end step
 
 
+def _priority_batch_bytes(config: Any) -> int:
+    """Prioritized replay's per-batch arrays: the sampled rows, their weights and priorities."""
+    return config.batch_size * (I64 + 2 * F64) if config.prioritized else 0
+
+
+def _priority_tree_bytes(config: Any) -> int:
+    """Prioritized replay's sum and min trees over the next power of two of the capacity."""
+    return 2 * 2 * (1 << max(0, config.capacity - 1).bit_length()) * F64 if config.prioritized else 0
+
+
 def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allocation]:
     sac = name == "sac"
     envs, rows, act = config.num_envs, config.batch_size, config.activation
@@ -82,15 +92,12 @@ def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int, episodes:
         batch = mlp_buffer_floats(actor, rows, act) + mlp_buffer_floats(critic, rows, act, input_gradient=True)
         batch += mlp_buffer_floats(critic, rows, act) + rows * (obs_dim + 2 * action_dim + 1)
     batch_bytes = F32 * batch + transition_bytes(rows, obs_dim, action_dim)
-    if config.prioritized:
-        batch_bytes += rows * (I64 + 2 * F64)
+    batch_bytes += _priority_batch_bytes(config)
     if config.n_step > 1:
         batch_bytes += rows * (I64 + F64 + F32)
     acting = F32 * (mlp_buffer_floats(actor, envs, act) + envs * 3 * action_dim)
     acting += transition_bytes(envs, obs_dim, action_dim)
-    replay = transition_bytes(config.capacity, obs_dim, action_dim)
-    if config.prioritized:  # sum and min trees over the next power of two of the capacity
-        replay += 2 * 2 * (1 << max(0, config.capacity - 1).bit_length()) * F64
+    replay = transition_bytes(config.capacity, obs_dim, action_dim) + _priority_tree_bytes(config)
     where = f"replay buffer of {config.capacity} rows"
     return [
         Allocation("networks (weights, gradients, Adam moments, targets)", F32 * copies, "hidden"),
@@ -110,8 +117,10 @@ def _dqn(config: Any, obs_dim: int, actions: int, episodes: int) -> list[Allocat
     batch = F32 * (2 * mlp_buffer_floats(q, rows, act) + rows) + transition_bytes(rows, obs_dim, 1)
     if config.n_step > 1:
         batch += rows * (I64 + F64 + F32)
+    if config.prioritized:  # and the taken actions' Q, one column
+        batch += _priority_batch_bytes(config) + rows * F32
     acting = F32 * (mlp_buffer_floats(q, envs, act) + envs) + transition_bytes(envs, obs_dim, 1)
-    replay = transition_bytes(config.capacity, obs_dim, 1)
+    replay = transition_bytes(config.capacity, obs_dim, 1) + _priority_tree_bytes(config)
     return [
         Allocation("networks (weights, gradients, Adam moments, target)", F32 * copies, "hidden"),
         Allocation("batch buffers and scratch", batch, "batch_size, hidden"),

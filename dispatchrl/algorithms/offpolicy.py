@@ -178,7 +178,8 @@ def weight_gradient(device: Device, state: Any, d_output: Any) -> None:
 
 
 def update_priorities(device: Device, config: Any, state: Any, q1: Array, q2: Array, target: Array) -> None:
-    """The sampled rows' priorities become the twin critics' mean |TD error| (prioritized only)."""
+    """The sampled rows' priorities become the twin critics' mean |TD error| (prioritized only;
+    DQN passes its taken actions' Q as both)."""
     p = state.priorities
     if p is not None:
         td_priority(device, q1, q2, target, p.priority)

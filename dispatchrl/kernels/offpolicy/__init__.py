@@ -1,5 +1,5 @@
 """Off-policy generic functions (replay, column plumbing, exploration noise, TD targets, episode
-log, SAC's squashed Gaussian head, DQN's ε-greedy action, targets and Huber gradient): declarations in api, methods per backend. CUDA methods
+log, SAC's squashed Gaussian head, DQN's ε-greedy action, targets, Huber gradient and taken-action Q): declarations in api, methods per backend. CUDA methods
 register when a CUDA device is first made."""
 
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
@@ -21,6 +21,7 @@ from .api import (
     select_min_rows,
     slice_columns,
     soft_td_target,
+    taken_q,
     td_target,
     track_episodes,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "select_min_rows",
     "slice_columns",
     "soft_td_target",
+    "taken_q",
     "td_target",
     "track_episodes",
 ]

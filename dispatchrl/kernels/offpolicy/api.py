@@ -33,6 +33,7 @@ __all__ = [
     "select_min_rows",
     "slice_columns",
     "soft_td_target",
+    "taken_q",
     "td_target",
     "track_episodes",
     "transition_arrays",
@@ -367,3 +368,15 @@ def accumulate_q_stats(device, q, action, target, stats):
     _check_discrete_batch(fn, device, q, action, target)
     _check_stats(fn, device, stats, 3)
     return device, q, action, target, stats
+
+
+@generic(outputs=("out",))
+def taken_q(device, q, action, out) -> tuple:
+    """``out[i, 0] = q[i, a_i]`` with ``a_i = action[i, 0]``: each row's Q of its taken action
+    (B, 1), as the TD-error priorities of prioritized replay read it."""
+    fn = "taken_q"
+    check_device(fn, device)
+    check_array(fn, "q", q, device, shape=(None, None))
+    check_array(fn, "action", action, device, shape=(q.shape[0], 1), dtype=q.dtype)
+    check_array(fn, "out", out, device, shape=(q.shape[0], 1), dtype=q.dtype)
+    return device, q, action, out

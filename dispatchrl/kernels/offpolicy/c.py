@@ -559,3 +559,23 @@ def accumulate_q_stats(device: C, q, action, target, stats):
         (_TAKEN_COLUMN,),
     )
     launch(device, kernel, q, action, target, stats)
+
+
+TAKEN_Q = """
+for (int i = 0; i < B; i++) out[i] = q[i * K + dispatchrl_taken_column((double)action[i], K)];
+"""
+
+
+@api.taken_q.dispatch
+def taken_q(device: C, q, action, out):
+    kernel = CKernel(
+        "taken_q",
+        TAKEN_Q,
+        ("q", "action", "out"),
+        ("out",),
+        dict(B=q.shape[0], K=q.shape[1]),
+        q.dtype,
+        (_TAKEN_COLUMN,),
+        overwrites=("out",),
+    )
+    launch(device, kernel, q, action, out)

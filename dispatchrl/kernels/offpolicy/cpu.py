@@ -22,6 +22,7 @@ __all__ = [
     "gaussian_tanh_sample_at",
     "q_huber_gradient_at",
     "row_argmax",
+    "taken_q_at",
 ]
 
 
@@ -466,3 +467,20 @@ def accumulate_q_stats_kernel(q, action, target, stats):
 @api.accumulate_q_stats.dispatch
 def accumulate_q_stats(device: CPU, q, action, target, stats):
     launch(device, accumulate_q_stats_kernel, q, action, target, stats)
+
+
+@njit(**JIT_EXACT)
+def taken_q_at(i, q, action, out):
+    """Row ``i`` of taken_q."""
+    out[i, 0] = q[i, taken_column(action, i, q.shape[1])]
+
+
+@njit(**JIT_EXACT)
+def taken_q_kernel(q, action, out):
+    for i in range(q.shape[0]):
+        taken_q_at(i, q, action, out)
+
+
+@api.taken_q.dispatch
+def taken_q(device: CPU, q, action, out):
+    launch(device, taken_q_kernel, q, action, out)

@@ -318,3 +318,11 @@ accumulate_q_stats_kernel = once(cpu.accumulate_q_stats_kernel, taken_column=tak
 @api.accumulate_q_stats.dispatch
 def accumulate_q_stats(device: CUDA, q, action, target, stats):
     launch_once(device, accumulate_q_stats_kernel, q, action, target, stats)
+
+
+taken_q_kernel = per_index(cpu.taken_q_at, "q.shape[0]", taken_column=taken_column)
+
+
+@api.taken_q.dispatch
+def taken_q(device: CUDA, q, action, out):
+    launch_1d(device, taken_q_kernel, q.shape[0], q, action, out)

@@ -324,3 +324,12 @@ def accumulate_q_stats_kernel(q, action, target, stats):
 @api.accumulate_q_stats.dispatch
 def accumulate_q_stats(device: Generic, q, action, target, stats):
     launch(device, accumulate_q_stats_kernel, q, action, target, stats)
+
+
+def taken_q_kernel(q, action, out) -> None:
+    out[:, 0] = q[np.arange(q.shape[0]), _taken(action, q.shape[1])]
+
+
+@api.taken_q.dispatch
+def taken_q(device: Generic, q, action, out):
+    launch(device, taken_q_kernel, q, action, out)

@@ -264,8 +264,8 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
     evaluation = EvalCallback(args.eval_every, args.eval_episodes) if args.eval_every is not None else None
     spec = resolve_env(env, config.num_envs)
     keep_best = None
-    every = config.total_steps // 10 if args.keep_best is None else args.keep_best
-    if every > 0 and not args.no_eval and spec.eval_id is not None:
+    every = max(config.total_steps // 10, KEEP_BEST_MIN_STEPS) if args.keep_best is None else args.keep_best
+    if 0 < every < config.total_steps and not args.no_eval and spec.eval_id is not None:
         # with --save, the best policy's run is saved beside the final one (SB3's best_model)
         best_path = f"{Path(args.save).with_suffix('')}-best" if args.save else None
         keep_best = EvalCallback(every, KEEP_BEST_EPISODES, best_path, deploy_best=True)
@@ -605,6 +605,8 @@ def add_web_command(commands: Any) -> None:
 #: the help of --trust-code (train --resume, eval, export)
 #: episodes of each --keep-best evaluation (SB3's EvalCallback default)
 KEEP_BEST_EPISODES = 5
+#: the default --keep-best period's floor: a run of at most this many steps deploys its final policy
+KEEP_BEST_MIN_STEPS = 1000
 
 TRUST_CODE_HELP = (
     "import the user network/env modules ('module:function') the checkpoint names: it runs their code, "
@@ -675,7 +677,7 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
         help=f"every N steps and at the end, evaluate the deterministic policy on {KEEP_BEST_EPISODES} episodes "
         "held out from the final evaluation's and deploy the best one (what is evaluated and printed; "
         "with --save, PATH-best holds the run at that step, PATH the final state); default: a tenth of the "
-        "run; 0: deploy the final policy",
+        f"run, at least {KEEP_BEST_MIN_STEPS}; 0 (or N >= the run): deploy the final policy",
     )
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
     p.add_argument(

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dispatchrl as drl
-from dispatchrl.errors import ConfigError, ShapeError
+from dispatchrl.errors import ConfigError, DTypeError, ShapeError
 from dispatchrl.kernels.offpolicy import api as rl
 from dispatchrl.kernels.random.generic import uniform01
 
@@ -134,6 +134,33 @@ def test_q_huber_gradient_and_stats_against_reference(device, rows, k, seed, sca
     np.testing.assert_allclose(host(stats), [1.0, loss(error), q_taken.mean()], rtol=1e-9, atol=1e-12)
 
 
+@fixture_ok
+@given(rows=st.integers(1, 6), n=st.integers(1, 5), seed=st.integers(0, 2**32 - 1), scale=st.floats(0.1, 100))
+def test_dueling_q_and_its_backward_against_reference(device, rows, n, seed, scale):
+    """Q = V + A - mean(A) from [V, A_1..A_n], and its vector-Jacobian product, as float64 numpy
+    computes them; the backward is the forward's gradient (a central difference agrees)."""
+    g = np.random.default_rng(seed)
+    raw = (scale * g.normal(size=(rows, n + 1))).astype(np.float32)
+    d_q = g.normal(size=(rows, n)).astype(np.float32)
+    q, d_raw = put(device, np.full((rows, n), 7.0)), put(device, np.full((rows, n + 1), 7.0))
+    rl.dueling_q(device, put(device, raw), q)
+    rl.dueling_q_backward(device, put(device, d_q), d_raw)
+    r = raw.astype(np.float64)
+    expected_q = r[:, :1] + r[:, 1:] - r[:, 1:].mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(host(q), expected_q, rtol=1e-6, atol=1e-6 * scale)
+    d = d_q.astype(np.float64)
+    expected_d_raw = np.concatenate([d.sum(axis=1, keepdims=True), d - d.mean(axis=1, keepdims=True)], axis=1)
+    np.testing.assert_allclose(host(d_raw), expected_d_raw, rtol=1e-6, atol=1e-6)
+    # the backward is the forward's: ∂(Σ d_q · Q)/∂raw by central differences of the float64 map
+    combine = lambda x: x[:, :1] + x[:, 1:] - x[:, 1:].mean(axis=1, keepdims=True)  # noqa: E731
+    numeric = np.zeros_like(r)
+    for index in np.ndindex(*r.shape):
+        bump = np.zeros_like(r)
+        bump[index] = 1e-3
+        numeric[index] = (np.sum(d * combine(r + bump)) - np.sum(d * combine(r - bump))) / 2e-3
+    np.testing.assert_allclose(expected_d_raw, numeric, rtol=1e-6, atol=1e-6)
+
+
 def test_kernels_give_the_same_bits_as_generic(device):
     """Actions, targets and gradients are bit for bit Generic's (same draws, same float64 math)."""
     g = np.random.default_rng(5)
@@ -147,7 +174,10 @@ def test_kernels_give_the_same_bits_as_generic(device):
             dev, put(dev, q_next), put(dev, q_target), put(dev, reward), put(dev, terminated, np.bool_), 0.99, target
         )
         rl.q_huber_gradient(dev, put(dev, q), action, target, d_q)
-        results.append([host(a) for a in (action, target, d_q)])
+        dueling, d_raw = drl.zeros(dev, (9, 2)), drl.zeros(dev, (9, 3))
+        rl.dueling_q(dev, put(dev, q), dueling)
+        rl.dueling_q_backward(dev, dueling, d_raw)
+        results.append([host(a) for a in (action, target, d_q, dueling, d_raw)])
     for expected, got in zip(*results):
         np.testing.assert_array_equal(got, expected)
 
@@ -173,6 +203,14 @@ def test_kernels_refuse_bad_arguments_by_name():
         )
     with pytest.raises(ShapeError, match="'d_q'"):
         rl.q_huber_gradient(dev, q, drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)))
+    with pytest.raises(ShapeError, match=r"'q' has shape \(4, 3\).*\(4, 2\)"):
+        rl.dueling_q(dev, q, drl.zeros(dev, (4, 3)))  # n + 1 = 3 raw columns: n = 2 Q-values
+    with pytest.raises(ShapeError, match=r"'raw' needs n \+ 1 >= 2 columns"):
+        rl.dueling_q(dev, drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)))
+    with pytest.raises(ShapeError, match="'d_q'"):
+        rl.dueling_q_backward(dev, drl.zeros(dev, (3, 2)), q)  # 3 rows, d_raw has 4
+    with pytest.raises(DTypeError, match="'d_q' has dtype float64, expected float32"):
+        rl.dueling_q_backward(dev, drl.zeros(dev, (4, 2), np.float64), q)  # the dtype differs
 
 
 # ---------------------------------------------------------------- the algorithm

@@ -318,3 +318,19 @@ accumulate_q_stats_kernel = once(cpu.accumulate_q_stats_kernel, taken_column=tak
 @api.accumulate_q_stats.dispatch
 def accumulate_q_stats(device: CUDA, q, action, target, stats):
     launch_once(device, accumulate_q_stats_kernel, q, action, target, stats)
+
+
+dueling_q_kernel = per_index(cpu.dueling_q_at, "raw.shape[0]")
+
+
+@api.dueling_q.dispatch
+def dueling_q(device: CUDA, raw, q):
+    launch_1d(device, dueling_q_kernel, raw.shape[0], raw, q)
+
+
+dueling_q_backward_kernel = per_index(cpu.dueling_q_backward_at, "d_q.shape[0]")
+
+
+@api.dueling_q_backward.dispatch
+def dueling_q_backward(device: CUDA, d_q, d_raw):
+    launch_1d(device, dueling_q_backward_kernel, d_q.shape[0], d_q, d_raw)

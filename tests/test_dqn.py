@@ -227,11 +227,13 @@ def arrays(result):
     return {name.rstrip("."): drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)}
 
 
-def test_trains_on_cartpole_alike_on_generic_cpu_and_c():
+@pytest.mark.parametrize("dueling", [False, True])
+def test_trains_on_cartpole_alike_on_generic_cpu_and_c(dueling):
     """Gymnasium's CartPole-v1 (Python-stepped): Generic, CPU and C take the same actions (so see
-    the same transitions) and reach the same weights (up to their matrix products' rounding)."""
+    the same transitions) and reach the same weights (up to their matrix products' rounding),
+    with the dueling head too (its network then has n + 1 = 3 outputs)."""
     results = [
-        dqn.train(device, "CartPole-v1", dqn.Config(**TINY), seed=3, progress=False)
+        dqn.train(device, "CartPole-v1", dqn.Config(**TINY, dueling=dueling), seed=3, progress=False)
         for device in (drl.Generic(), drl.CPU(), drl.C())
     ]
     generic, cpu, c = (arrays(r) for r in results)
@@ -242,6 +244,8 @@ def test_trains_on_cartpole_alike_on_generic_cpu_and_c():
         for name in (n for n in generic if ".weights." in n or ".biases." in n):
             np.testing.assert_allclose(other[name], generic[name], rtol=1e-4, atol=1e-4, err_msg=name)
     result = results[1]
+    last_bias = "q_net.body.biases.1.value" if dueling else "q_net.biases.1.value"
+    assert cpu[last_bias].shape == ((3,) if dueling else (2,))
     assert result.steps == 400 and int(cpu["step"][0]) == 400
     assert int(cpu["updates"][0]) == 3 * 8  # phases ending at steps 200, 300, 400 (> learning_starts)
     assert set(np.unique(cpu["replay.action"])) == {0.0, 1.0}
@@ -302,14 +306,15 @@ class Alternate:
         return _Alternate()
 
 
-def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("dueling", [False, True])
+def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, dueling):
     import gymnasium
 
     if "DqnAlternate-v0" not in gymnasium.registry:
         gymnasium.register("DqnAlternate-v0", entry_point=Alternate)
     # ε's decay spans a fraction of the budget, which the resume raises: ε at its final value from
     # the start keeps the two runs' schedules the same
-    config = dict(TINY, learning_starts=50, exploration_fraction=0.0)
+    config = dict(TINY, learning_starts=50, exploration_fraction=0.0, dueling=dueling)
     half = dqn.train(drl.CPU(), "DqnAlternate-v0", dqn.Config(**{**config, "total_steps": 200}), seed=4, progress=False)
     half.save(tmp_path / "half")
     resumed = dqn.train(

@@ -217,6 +217,7 @@ def test_kernels_refuse_bad_arguments_by_name():
 
 from dispatchrl import checkpoint  # noqa: E402
 from dispatchrl.algorithms import dqn  # noqa: E402
+from dispatchrl.algorithms.dueling import DuelingQNetwork  # noqa: E402
 
 #: a few hundred steps of a tiny Q network: 3 training phases of 8 gradient steps
 MODEL = dict(hidden=(8,), batch_size=16, learning_starts=100, train_freq=100, gradient_steps=8, buffer_size=500)
@@ -326,6 +327,43 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, dueling):
     assert [n for n in a if not np.array_equal(a[n], b[n])] == []
 
 
+def test_dueling_policy_is_the_combined_q_and_reloads_and_exports(tmp_path):
+    """A dueling DQN deploys as a plain n-output MLP policy: its outputs are the device's Q-values
+    (V + A - mean A: the combine folded into the last layer), its actions their argmax; a
+    checkpoint reloads it (load_run, as ``eval`` and ``export`` do), ``dispatchrl export``'s C
+    policy acts as it does, and a checkpoint whose config was edited to dueling=False is refused."""
+    from dispatchrl import export
+    from dispatchrl.nn import Policy, forward, make_buffers, raw_output
+    from dispatchrl.training import load_run
+
+    result = dqn.train(drl.CPU(), "CartPole-v1", dqn.Config(**TINY, dueling=True), seed=2, progress=False)
+    net = result.state.q_net
+    obs = (10 * np.random.default_rng(0).normal(size=(256, 4))).astype(np.float32)  # wide: both actions
+    buffers = make_buffers(drl.CPU(), net, len(obs))
+    forward(drl.CPU(), net, buffers, drl.asarray(drl.CPU(), obs))
+    q = host(buffers.output)
+    assert q.shape == (256, 2) and host(buffers.body.output).shape == (256, 3)
+    np.testing.assert_allclose(raw_output(net)(obs), q, rtol=1e-5, atol=1e-4)
+    policy = result.policy
+    assert isinstance(policy, Policy) and policy.action_dim == 2
+    actions = policy(obs)
+    clear = np.abs(q[:, 0] - q[:, 1]) > 1e-3  # rows whose argmax rounding cannot flip
+    np.testing.assert_array_equal(actions[clear], q[clear].argmax(axis=1))
+    assert len(set(actions.tolist())) == 2
+    result.save(tmp_path / "run")
+    algo, _, spec, _, state = load_run(tmp_path / "run", {"dqn": dqn})
+    assert isinstance(state.q_net, DuelingQNetwork)
+    deployed = spec.deployed_policy(algo, state)
+    np.testing.assert_array_equal(deployed(obs), actions)
+    paths = export.write_policy(deployed, tmp_path / "c", target="host")
+    assert "#define POLICY_ACTION_COUNT 2" in paths["header"].read_text()
+    np.testing.assert_array_equal(export.run_executable(paths["binary"], "host", obs)[:, 0], actions)
+    meta, saved = checkpoint.load(tmp_path / "run")
+    checkpoint.write(tmp_path / "edited", saved, {**meta, "config": {**meta["config"], "dueling": False}})
+    with pytest.raises(drl.CheckpointError, match="q_net"):
+        load_run(tmp_path / "edited", {"dqn": dqn})
+
+
 def test_n_step_and_plain_dqn_targets_train():
     """n-step windows (offpolicy's, as TD3's) and plain max-of-target targets run through the
     same step: the gradient steps happen, the logged loss stays finite, and the targets (so the
@@ -378,15 +416,16 @@ def state_bytes(tree, seen):
     return 0
 
 
-def test_memory_estimate_matches_what_the_state_allocates():
-    """The driver's memory check knows DQN's state: a Q network of n outputs and its target, one
-    action column in the replay ring (the sizes of tests/test_bad_input.py's check for TD3)."""
+@pytest.mark.parametrize("dueling", [False, True])
+def test_memory_estimate_matches_what_the_state_allocates(dueling):
+    """The driver's memory check knows DQN's state: a Q network of n outputs (n + 1, dueling) and
+    its target, one action column in the replay ring (tests/test_bad_input.py's sizes for TD3)."""
     from dispatchrl.algorithms import memory
     from dispatchrl.training import driver
     from dispatchrl.training.envspec import resolve_env
     from dispatchrl.training.runs import build_state
 
-    config = dqn.Config(hidden=(96, 80), batch_size=128, buffer_size=20_000, num_envs=2, n_step=3)
+    config = dqn.Config(hidden=(96, 80), batch_size=128, buffer_size=20_000, num_envs=2, n_step=3, dueling=dueling)
     spec = resolve_env("CartPole-v1", config.num_envs)
     state = build_state(dqn, drl.CPU(), spec, config, 0)
     built = state_bytes(state, set())

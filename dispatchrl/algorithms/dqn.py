@@ -113,8 +113,7 @@ class Config:
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps; 0: off
     n_step: int = 1  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
     memmap_path: str | None = None  # the replay ring in numpy memmaps under this folder (None: in memory)
-    # the dueling head (Wang et al. 2016): the network outputs [V, A_1..A_n], Q_j = V + A_j − mean A
-    dueling: bool = False
+    dueling: bool = False  # dueling head (Wang et al. 2016): the network outputs [V, A_1..A_n], Q_j = V + A_j − mean A
 
     #: uniform replay only (offpolicy.priorities reads it; prioritized replay is TD3/SAC's)
     prioritized = False

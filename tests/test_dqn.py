@@ -364,6 +364,27 @@ def test_dueling_policy_is_the_combined_q_and_reloads_and_exports(tmp_path):
         load_run(tmp_path / "edited", {"dqn": dqn})
 
 
+def test_dueling_body_may_be_a_user_network(monkeypatch):
+    """Any network with n + 1 outputs is a dueling body (here examples/custom_network.py's residual
+    MLP, on Generic): it trains, and its host policy, which cannot fold the combine into an MLP's
+    last layer, combines the body's outputs on the host: the argmax of the device's Q-values."""
+    from pathlib import Path
+
+    from dispatchrl.nn import forward, make_buffers
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
+    config = dqn.Config(**{**TINY, "hidden": (8, 8)}, network="custom_network:residual_mlp", dueling=True)
+    result = dqn.train(drl.Generic(), "CartPole-v1", config, seed=0, progress=False)
+    net = result.state.q_net
+    assert type(net.body).__name__ == "ResidualMLP" and int(arrays(result)["updates"][0]) == 24
+    obs = (10 * np.random.default_rng(1).normal(size=(64, 4))).astype(np.float32)
+    buffers = make_buffers(drl.Generic(), net, len(obs))
+    forward(drl.Generic(), net, buffers, drl.asarray(drl.Generic(), obs))
+    q = host(buffers.output)
+    clear = np.abs(q[:, 0] - q[:, 1]) > 1e-4
+    np.testing.assert_array_equal(result.policy(obs)[clear], q[clear].argmax(axis=1))
+
+
 def test_n_step_and_plain_dqn_targets_train():
     """n-step windows (offpolicy's, as TD3's) and plain max-of-target targets run through the
     same step: the gradient steps happen, the logged loss stays finite, and the targets (so the
@@ -446,6 +467,8 @@ def test_config_is_validated_by_field():
         dqn.Config(exploration_final_eps=1.5).validate()
     with pytest.raises(ConfigError, match="train_freq"):
         dqn.Config(total_steps=100, train_freq=256).validate()
+    with pytest.raises(ConfigError, match="dueling"):
+        dqn.Config(dueling=1).validate()
     dqn.Config().validate()
 
 

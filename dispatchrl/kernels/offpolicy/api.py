@@ -371,7 +371,7 @@ def accumulate_q_stats(device, q, action, target, stats):
     return device, q, action, target, stats
 
 
-def _check_dueling(fn, device, raw_name, raw, q_name, q):
+def _check_dueling(fn, device, raw_name, raw, q_name, q) -> None:
     """``raw`` (R, n + 1) holds [V, A_1..A_n] per row, ``q`` (R, n) the Q-values: n >= 1."""
     check_array(fn, raw_name, raw, device, shape=(None, None))
     if raw.shape[1] < 2:
@@ -383,7 +383,7 @@ def _check_dueling(fn, device, raw_name, raw, q_name, q):
 
 
 @generic(outputs=("q",))
-def dueling_q(device, raw, q):
+def dueling_q(device, raw, q) -> tuple:
     """The dueling head (Wang et al. 2016): ``q[i, j] = raw[i, 0] + raw[i, 1 + j] - mean_k raw[i, 1 + k]``
     for a network's output ``raw`` (R, n + 1) = [V, A_1..A_n], in float64 (the advantages summed
     in column order)."""
@@ -394,7 +394,7 @@ def dueling_q(device, raw, q):
 
 
 @generic(outputs=("d_raw",))
-def dueling_q_backward(device, d_q, d_raw):
+def dueling_q_backward(device, d_q, d_raw) -> tuple:
     """The gradient through :func:`dueling_q`: ``d_raw[i, 0] = Σ_j d_q[i, j]`` (V's) and
     ``d_raw[i, 1 + j] = d_q[i, j] - mean_k d_q[i, k]`` (the advantages'), in float64."""
     fn = "dueling_q_backward"

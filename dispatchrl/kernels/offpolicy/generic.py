@@ -326,7 +326,7 @@ def accumulate_q_stats(device: Generic, q, action, target, stats):
     launch(device, accumulate_q_stats_kernel, q, action, target, stats)
 
 
-def _row_sums(x, first):
+def _row_sums(x, first) -> np.ndarray:
     """float64 sums of the columns ``first:`` of each row, added in column order (the compiled
     kernels' order, so the results are the same bits)."""
     total = x[:, first].astype(np.float64)

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dispatchrl as drl
-from dispatchrl.errors import ConfigError, ShapeError
+from dispatchrl.errors import ConfigError, DTypeError, ShapeError
 from dispatchrl.kernels.offpolicy import api as rl
 from dispatchrl.kernels.random.generic import uniform01
 
@@ -147,6 +147,32 @@ def test_taken_q_against_reference(device, rows, k, seed):
     np.testing.assert_array_equal(host(out)[:, 0].astype(np.float64), expected)
 
 
+@given(rows=st.integers(1, 6), n=st.integers(1, 5), seed=st.integers(0, 2**32 - 1), scale=st.floats(0.1, 100))
+def test_dueling_q_and_its_backward_against_reference(device, rows, n, seed, scale):
+    """Q = V + A - mean(A) from [V, A_1..A_n], and its vector-Jacobian product, as float64 numpy
+    computes them; the backward is the forward's gradient (a central difference agrees)."""
+    g = np.random.default_rng(seed)
+    raw = (scale * g.normal(size=(rows, n + 1))).astype(np.float32)
+    d_q = g.normal(size=(rows, n)).astype(np.float32)
+    q, d_raw = put(device, np.full((rows, n), 7.0)), put(device, np.full((rows, n + 1), 7.0))
+    rl.dueling_q(device, put(device, raw), q)
+    rl.dueling_q_backward(device, put(device, d_q), d_raw)
+    r = raw.astype(np.float64)
+    expected_q = r[:, :1] + r[:, 1:] - r[:, 1:].mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(host(q), expected_q, rtol=1e-6, atol=1e-6 * scale)
+    d = d_q.astype(np.float64)
+    expected_d_raw = np.concatenate([d.sum(axis=1, keepdims=True), d - d.mean(axis=1, keepdims=True)], axis=1)
+    np.testing.assert_allclose(host(d_raw), expected_d_raw, rtol=1e-6, atol=1e-6)
+    # the backward is the forward's: ∂(Σ d_q · Q)/∂raw by central differences of the float64 map
+    combine = lambda x: x[:, :1] + x[:, 1:] - x[:, 1:].mean(axis=1, keepdims=True)  # noqa: E731
+    numeric = np.zeros_like(r)
+    for index in np.ndindex(*r.shape):
+        bump = np.zeros_like(r)
+        bump[index] = 1e-3
+        numeric[index] = (np.sum(d * combine(r + bump)) - np.sum(d * combine(r - bump))) / 2e-3
+    np.testing.assert_allclose(expected_d_raw, numeric, rtol=1e-6, atol=1e-6)
+
+
 def test_kernels_give_the_same_bits_as_generic(device):
     """Actions, targets and gradients are bit for bit Generic's (same draws, same float64 math)."""
     g = np.random.default_rng(5)
@@ -160,7 +186,10 @@ def test_kernels_give_the_same_bits_as_generic(device):
             dev, put(dev, q_next), put(dev, q_target), put(dev, reward), put(dev, terminated, np.bool_), 0.99, target
         )
         rl.q_huber_gradient(dev, put(dev, q), action, target, d_q)
-        results.append([host(a) for a in (action, target, d_q)])
+        dueling, d_raw = drl.zeros(dev, (9, 2)), drl.zeros(dev, (9, 3))
+        rl.dueling_q(dev, put(dev, q), dueling)
+        rl.dueling_q_backward(dev, dueling, d_raw)
+        results.append([host(a) for a in (action, target, d_q, dueling, d_raw)])
     for expected, got in zip(*results):
         np.testing.assert_array_equal(got, expected)
 
@@ -188,12 +217,21 @@ def test_kernels_refuse_bad_arguments_by_name():
         rl.q_huber_gradient(dev, q, drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)))
     with pytest.raises(ShapeError, match="'out'"):
         rl.taken_q(dev, q, drl.zeros(dev, (4, 1)), drl.zeros(dev, 4))
+    with pytest.raises(ShapeError, match=r"'q' has shape \(4, 3\).*\(4, 2\)"):
+        rl.dueling_q(dev, q, drl.zeros(dev, (4, 3)))  # n + 1 = 3 raw columns: n = 2 Q-values
+    with pytest.raises(ShapeError, match=r"'raw' needs n \+ 1 >= 2 columns"):
+        rl.dueling_q(dev, drl.zeros(dev, (4, 1)), drl.zeros(dev, (4, 1)))
+    with pytest.raises(ShapeError, match="'d_q'"):
+        rl.dueling_q_backward(dev, drl.zeros(dev, (3, 2)), q)  # 3 rows, d_raw has 4
+    with pytest.raises(DTypeError, match="'d_q' has dtype float64, expected float32"):
+        rl.dueling_q_backward(dev, drl.zeros(dev, (4, 2), np.float64), q)  # the dtype differs
 
 
 # ---------------------------------------------------------------- the algorithm
 
 from dispatchrl import checkpoint  # noqa: E402
 from dispatchrl.algorithms import dqn  # noqa: E402
+from dispatchrl.algorithms.dueling import DuelingQNetwork  # noqa: E402
 
 #: a few hundred steps of a tiny Q network: 3 training phases of 8 gradient steps
 MODEL = dict(hidden=(8,), batch_size=16, learning_starts=100, train_freq=100, gradient_steps=8, buffer_size=500)
@@ -204,13 +242,16 @@ def arrays(result):
     return {name.rstrip("."): drl.to_numpy(a) for name, a in checkpoint.named_arrays(result.state)}
 
 
-@pytest.mark.parametrize("prioritized", [False, True])
-def test_trains_on_cartpole_alike_on_generic_cpu_and_c(prioritized):
+@pytest.mark.parametrize(("prioritized", "dueling"), [(False, False), (True, False), (False, True)])
+def test_trains_on_cartpole_alike_on_generic_cpu_and_c(prioritized, dueling):
     """CartPole-v1: Generic, CPU and C take the same actions (so see the same transitions) and
     reach the same weights (up to their matrix products' rounding); prioritized, they sample the
-    same rows and hold the same priorities."""
+    same rows and hold the same priorities; with the dueling head too (its network then has
+    n + 1 = 3 outputs)."""
     results = [
-        dqn.train(device, "CartPole-v1", dqn.Config(**TINY, prioritized=prioritized), seed=3, progress=False)
+        dqn.train(
+            device, "CartPole-v1", dqn.Config(**TINY, prioritized=prioritized, dueling=dueling), seed=3, progress=False
+        )
         for device in (drl.Generic(), drl.CPU(), drl.C())
     ]
     generic, cpu, c = (arrays(r) for r in results)
@@ -223,6 +264,8 @@ def test_trains_on_cartpole_alike_on_generic_cpu_and_c(prioritized):
         for name in trained:
             np.testing.assert_allclose(other[name], generic[name], rtol=1e-4, atol=1e-4, err_msg=name)
     result = results[1]
+    last_bias = "q_net.body.biases.1.value" if dueling else "q_net.biases.1.value"
+    assert cpu[last_bias].shape == ((3,) if dueling else (2,))
     assert result.steps == 400 and int(cpu["step"][0]) == 400
     assert int(cpu["updates"][0]) == 3 * 8  # phases ending at steps 200, 300, 400 (> learning_starts)
     assert set(np.unique(cpu["replay.action"])) == {0.0, 1.0}
@@ -303,7 +346,7 @@ class Alternate:
 
 
 # prioritized: β's schedule fixed, not the run's length (which the resume raises)
-@pytest.mark.parametrize("extra", [{}, dict(prioritized=True, priority_beta_steps=400)])
+@pytest.mark.parametrize("extra", [{}, dict(prioritized=True, priority_beta_steps=400), dict(dueling=True)])
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, extra):
     import gymnasium
 
@@ -320,8 +363,66 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, extra):
     straight = dqn.train(drl.CPU(), "DqnAlternate-v0", dqn.Config(**config), seed=4, progress=False)
     a, b = arrays(resumed), arrays(straight)
     assert a.keys() == b.keys() and int(a["updates"][0]) == 4 * 8
-    assert ("priorities.sum_tree" in a) == bool(extra)
+    assert ("priorities.sum_tree" in a) == bool(extra.get("prioritized"))
     assert [n for n in a if not np.array_equal(a[n], b[n])] == []
+
+
+def test_dueling_policy_is_the_combined_q_and_reloads_and_exports(tmp_path):
+    """A dueling DQN deploys as a plain n-output MLP policy: its outputs are the device's Q-values
+    (V + A - mean A: the combine folded into the last layer), its actions their argmax; a
+    checkpoint reloads it (load_run, as ``eval`` and ``export`` do), ``dispatchrl export``'s C
+    policy acts as it does, and a checkpoint whose config was edited to dueling=False is refused."""
+    from dispatchrl import export
+    from dispatchrl.nn import Policy, forward, make_buffers, raw_output
+    from dispatchrl.training import load_run
+
+    result = dqn.train(drl.CPU(), "CartPole-v1", dqn.Config(**TINY, dueling=True), seed=2, progress=False)
+    net = result.state.q_net
+    obs = (10 * np.random.default_rng(0).normal(size=(256, 4))).astype(np.float32)  # wide: both actions
+    buffers = make_buffers(drl.CPU(), net, len(obs))
+    forward(drl.CPU(), net, buffers, drl.asarray(drl.CPU(), obs))
+    q = host(buffers.output)
+    assert q.shape == (256, 2) and host(buffers.body.output).shape == (256, 3)
+    np.testing.assert_allclose(raw_output(net)(obs), q, rtol=1e-5, atol=1e-4)
+    policy = result.policy
+    assert isinstance(policy, Policy) and policy.action_dim == 2
+    actions = policy(obs)
+    clear = np.abs(q[:, 0] - q[:, 1]) > 1e-3  # rows whose argmax rounding cannot flip
+    np.testing.assert_array_equal(actions[clear], q[clear].argmax(axis=1))
+    assert len(set(actions.tolist())) == 2
+    result.save(tmp_path / "run")
+    algo, _, spec, _, state = load_run(tmp_path / "run", {"dqn": dqn})
+    assert isinstance(state.q_net, DuelingQNetwork)
+    deployed = spec.deployed_policy(algo, state)
+    np.testing.assert_array_equal(deployed(obs), actions)
+    paths = export.write_policy(deployed, tmp_path / "c", target="host")
+    assert "#define POLICY_ACTION_COUNT 2" in paths["header"].read_text()
+    np.testing.assert_array_equal(export.run_executable(paths["binary"], "host", obs)[:, 0], actions)
+    meta, saved = checkpoint.load(tmp_path / "run")
+    checkpoint.write(tmp_path / "edited", saved, {**meta, "config": {**meta["config"], "dueling": False}})
+    with pytest.raises(drl.CheckpointError, match="q_net"):
+        load_run(tmp_path / "edited", {"dqn": dqn})
+
+
+def test_dueling_body_may_be_a_user_network(monkeypatch):
+    """Any network with n + 1 outputs is a dueling body (here examples/custom_network.py's residual
+    MLP, on Generic): it trains, and its host policy, which cannot fold the combine into an MLP's
+    last layer, combines the body's outputs on the host: the argmax of the device's Q-values."""
+    from pathlib import Path
+
+    from dispatchrl.nn import forward, make_buffers
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
+    config = dqn.Config(**{**TINY, "hidden": (8, 8)}, network="custom_network:residual_mlp", dueling=True)
+    result = dqn.train(drl.Generic(), "CartPole-v1", config, seed=0, progress=False)
+    net = result.state.q_net
+    assert type(net.body).__name__ == "ResidualMLP" and int(arrays(result)["updates"][0]) == 24
+    obs = (10 * np.random.default_rng(1).normal(size=(64, 4))).astype(np.float32)
+    buffers = make_buffers(drl.Generic(), net, len(obs))
+    forward(drl.Generic(), net, buffers, drl.asarray(drl.Generic(), obs))
+    q = host(buffers.output)
+    clear = np.abs(q[:, 0] - q[:, 1]) > 1e-4
+    np.testing.assert_array_equal(result.policy(obs)[clear], q[clear].argmax(axis=1))
 
 
 def test_n_step_and_plain_dqn_targets_train():
@@ -399,15 +500,16 @@ def state_bytes(tree, seen):
     return 0
 
 
-def test_memory_estimate_matches_what_the_state_allocates():
-    """The driver's memory check knows DQN's state: a Q network of n outputs and its target, one
-    action column in the replay ring (the sizes of tests/test_bad_input.py's check for TD3)."""
+@pytest.mark.parametrize("dueling", [False, True])
+def test_memory_estimate_matches_what_the_state_allocates(dueling):
+    """The driver's memory check knows DQN's state: a Q network of n outputs (n + 1, dueling) and
+    its target, one action column in the replay ring (tests/test_bad_input.py's sizes for TD3)."""
     from dispatchrl.algorithms import memory
     from dispatchrl.training import driver
     from dispatchrl.training.envspec import resolve_env
     from dispatchrl.training.runs import build_state
 
-    config = dqn.Config(hidden=(96, 80), batch_size=128, buffer_size=20_000, num_envs=2, n_step=3)
+    config = dqn.Config(hidden=(96, 80), batch_size=128, buffer_size=20_000, num_envs=2, n_step=3, dueling=dueling)
     spec = resolve_env("CartPole-v1", config.num_envs)
     state = build_state(dqn, drl.CPU(), spec, config, 0)
     built = state_bytes(state, set())
@@ -437,6 +539,8 @@ def test_config_is_validated_by_field():
         dqn.Config(prioritized=1).validate()
     with pytest.raises(ConfigError, match="train_freq"):
         dqn.Config(total_steps=100, train_freq=256).validate()
+    with pytest.raises(ConfigError, match="dueling"):
+        dqn.Config(dueling=1).validate()
     dqn.Config().validate()
 
 

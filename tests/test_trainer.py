@@ -337,10 +337,14 @@ def test_dqn_prioritized_exports_with_train_device_c_weights(tmp_path):
     assert host["checksum"] == weights_checksum(state_weights(result.state))
 
 
-def test_dqn_cartpole_parity_across_targets(tmp_path):
-    """DQN (issue 36) exports too: the host build gives ``train --device c``'s weights, and
-    wasm32-wasi and the Cortex-M7 (where their tools are installed) the host's checksum."""
-    config = dict(hidden=(16,), batch_size=16, buffer_size=1000, learning_starts=100, train_freq=64, gradient_steps=8)
+@pytest.mark.parametrize("dueling", [False, True])
+def test_dqn_cartpole_parity_across_targets(tmp_path, dueling):
+    """DQN (issue 36) exports too, with the dueling head as well (its combine a C kernel of the
+    act program): the host build gives ``train --device c``'s weights, and wasm32-wasi and the
+    Cortex-M7 (where their tools are installed) the host's checksum."""
+    config = dict(
+        hidden=(16,), batch_size=16, buffer_size=1000, learning_starts=100, train_freq=64, gradient_steps=8
+    ) | dict(dueling=dueling)
     steps = 512
     write_trainer(tmp_path, trainer_source("dqn", "cartpole", steps, 0, config))
     host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=steps, seed=1)
@@ -349,6 +353,27 @@ def test_dqn_cartpole_parity_across_targets(tmp_path):
     )
     assert host["checksum"] == weights_checksum(state_weights(result.state))
     assert 8 <= host["eval_return"] <= 500
+    # trainer_act after the same run is the host policy's greedy action (a dueling network's
+    # argmax of V + A - mean A, not of its raw [V, A] outputs)
+    subprocess.run(
+        [*host_compiler(), "-O2", "-std=c99", "-ffp-contract=off", "-shared", "-fPIC"]
+        + [str(tmp_path / "trainer.c"), "-o", str(tmp_path / "trainer.so"), "-lm"],
+        check=True,
+    )
+    lib = ctypes.CDLL(str(tmp_path / "trainer.so"))
+    lib.trainer_init(ctypes.c_uint64(1))
+    lib.trainer_run(ctypes.c_int64(steps))
+    obs = (10 * np.random.default_rng(0).normal(size=(256, 4))).astype(np.float32)  # wide: both actions
+    action = np.zeros(1, np.float32)
+    acted = []
+    for row in obs:
+        lib.trainer_act(row.ctypes.data_as(ctypes.c_void_p), action.ctypes.data_as(ctypes.c_void_p))
+        acted.append(int(action[0]))
+    expected = result.policy(obs)
+    assert len(set(expected.tolist())) > 1  # the test sees both actions
+    np.testing.assert_array_equal(acted, expected)
+    if dueling:  # its combine is one more portable C kernel: the targets' parity is the plain run's
+        return
     if shutil.which("node"):
         wasm = run_trainer(build_trainer(tmp_path, "wasm32-wasi"), "wasm32-wasi", steps=steps, seed=1)
         assert wasm["checksum"] == host["checksum"] and wasm["eval_return"] == host["eval_return"]

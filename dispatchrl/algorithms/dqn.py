@@ -52,6 +52,7 @@ from .config import (
     validate_fields,
 )
 from .divergence import trained_quantities
+from .dueling import DuelingQNetwork
 from .protocol import Schedule
 
 __all__ = [
@@ -87,7 +88,12 @@ class Config:
     """Stable-Baselines3's DQN names; defaults are rl-zoo's CartPole-v1 ones. SB3's
     ``max_grad_norm`` (10) has no counterpart: the core kernels have no gradient-norm clip.
     Prioritized replay (TD3's ``prioritized`` and ``priority_*`` fields) is off by default, as
-    SB3's DQN has none."""
+    SB3's DQN has none.
+
+    ``dueling=True`` (SB3 has none; Tianshou's and TorchRL's dueling DQN): the network built by
+    ``network`` has n + 1 outputs [V, A_1..A_n] and Q_j = V + A_j − mean_k A_k
+    (:class:`~dispatchrl.algorithms.dueling.DuelingQNetwork`); the deployed policy is still an
+    n-output network (the combine folded into its last layer)."""
 
     total_steps: int = 50_000  # environment steps, summed over all envs
     learning_rate: float = 2.3e-3  # Adam's
@@ -115,6 +121,7 @@ class Config:
     priority_beta_steps: int | None = None  # env steps (per env) over which β reaches 1; None: the run's
     n_step: int = 1  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
     memmap_path: str | None = None  # the replay ring in numpy memmaps under this folder (None: in memory)
+    dueling: bool = False  # dueling head (Wang et al. 2016): the network outputs [V, A_1..A_n], Q_j = V + A_j − mean A
 
     def validate(self) -> None:
         validate_fields(
@@ -142,6 +149,7 @@ class Config:
                 **PRIORITY_RULES,
                 "n_step": (positive_int, "a positive int"),
                 "memmap_path": (lambda v: v is None or isinstance(v, str), "None or a folder path"),
+                "dueling": (lambda v: isinstance(v, bool), "true or false"),
             },
         )
         if self.total_steps < self.num_envs * self.train_freq:
@@ -261,13 +269,13 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Discrete |
     buffers, RNG stream and counters."""
     actions = action_space.n if isinstance(action_space, Discrete) else Discrete(action_space).n
     envs, rows = config.num_envs, config.batch_size
-    sizes = (obs_dim, *config.hidden, actions)
+    sizes = (obs_dim, *config.hidden, actions + config.dueling)  # dueling: V, then A per action
     make = network_constructor(config.network, "Config.network")
 
     def q_network(trainable: bool = True) -> Any:
         net = make(device, sizes, config.activation, "identity", seed=seed * 8, trainable=trainable)
         check_device_methods(device, net, f"Config.network={config.network!r} (Q network)")
-        return net
+        return DuelingQNetwork(net) if config.dueling else net
 
     q_net = q_network()
     return State(

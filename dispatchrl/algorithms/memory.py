@@ -109,17 +109,20 @@ def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int, episodes:
 
 
 def _dqn(config: Any, obs_dim: int, actions: int, episodes: int) -> list[Allocation]:
-    """DQN: ``actions`` is the Discrete space's n (the Q network's outputs); a stored action is
+    """DQN: ``actions`` is the Discrete space's n (the Q network's outputs; a dueling network has
+    n + 1, and its buffers n Q-values and their gradient per row besides); a stored action is
     one column, its index."""
     envs, rows, act = config.num_envs, config.batch_size, config.activation
-    q = (obs_dim, *config.hidden, actions)
+    dueling = getattr(config, "dueling", False)
+    q = (obs_dim, *config.hidden, actions + dueling)
+    combined = 2 * actions if dueling else 0  # per buffer row: the Q-values and their gradient
     copies = mlp_parameters(q) * (TRAINABLE_COPIES + 1)  # the Q network trained, its target plain
-    batch = F32 * (2 * mlp_buffer_floats(q, rows, act) + rows) + transition_bytes(rows, obs_dim, 1)
+    batch = F32 * (2 * (mlp_buffer_floats(q, rows, act) + rows * combined) + rows) + transition_bytes(rows, obs_dim, 1)
     if config.n_step > 1:
         batch += rows * (I64 + F64 + F32)
     if config.prioritized:  # and the taken actions' Q, one column
         batch += _priority_batch_bytes(config) + rows * F32
-    acting = F32 * (mlp_buffer_floats(q, envs, act) + envs) + transition_bytes(envs, obs_dim, 1)
+    acting = F32 * (mlp_buffer_floats(q, envs, act) + envs * combined + envs) + transition_bytes(envs, obs_dim, 1)
     replay = transition_bytes(config.capacity, obs_dim, 1) + _priority_tree_bytes(config)
     return [
         Allocation("networks (weights, gradients, Adam moments, target)", F32 * copies, "hidden"),

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import staging
+from ..algorithms.dueling import DuelingQNetwork
 from ..arrays import Array
 from ..backends.c.render import (
     CTYPES,
@@ -37,7 +38,7 @@ from ..kernels.core.api import copy, tanh
 from ..kernels.offpolicy.api import slice_columns
 from ..kernels.onpolicy.api import normalize_observations
 from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, rng, stream_key
-from ..nn import MLP, mlp_buffers, mlp_forward
+from ..nn import MLP, forward, make_buffers
 from ..spaces import Box
 from ..staging import Branch, launch
 from .scratch import plan_scratch, scratch_intervals
@@ -133,15 +134,15 @@ def _trace(algo, config, env, seed):
     # acting and evaluation: one env, the deterministic policy the algorithm's head describes
     eval_spec = resolve_env(env, 1)
     head = algo.policy_head(state)
-    actor: MLP = head.actor
-    if not isinstance(actor, MLP):
+    actor = head.actor
+    if not isinstance(_mlp_of(actor), MLP):
         raise ConfigError(f"export-trainer: {algo.NAME}'s actor is a {type(actor).__name__}; the trainer exports MLPs")
     action_dim = spec.action_dim
     stats = getattr(state, "obs_stats", None) if getattr(config, "normalize_observations", False) else None
     act = dict(
         obs=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
         norm=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
-        buffers=mlp_buffers(device, actor, 1),
+        buffers=make_buffers(device, actor, 1),  # an MLP's, or a dueling Q network's (its MLP's and n Q-values)
         mean=Array(device, np.zeros((1, action_dim), np.float32)),
         action=Array(device, np.zeros((1, action_dim), np.float32)),
     )
@@ -151,7 +152,7 @@ def _trace(algo, config, env, seed):
     def act_program(device):
         if stats is not None:  # PPO acts on normalised observations (the running statistics, frozen)
             normalize_observations(device, stats, act["obs"], act["norm"])
-        mlp_forward(device, actor, act["buffers"], act["norm"] if stats is not None else act["obs"])
+        forward(device, actor, act["buffers"], act["norm"] if stats is not None else act["obs"])
         out = act["buffers"].output
         if head.squash == "tanh":
             copy(device, out, act["action"])
@@ -184,13 +185,7 @@ def _trace(algo, config, env, seed):
                 f"export-trainer: {algo.NAME}'s {name} program has kernels without a C method "
                 f"({', '.join(others[:5])}); only fully generated-C algorithms export"
             )
-    weights = [
-        p.value
-        for field in dataclasses.fields(state)
-        if isinstance(getattr(state, field.name), MLP)
-        for net in [getattr(state, field.name)]
-        for p in (*net.weights, *net.biases)
-    ]
+    weights = state_weights(state)
     named = dict(
         act_obs=act["obs"],
         act_action=act["action"],
@@ -217,14 +212,20 @@ def weights_checksum(weights: list) -> str:
 
 
 def state_weights(state: Any) -> list:
-    """The arrays :func:`weights_checksum` hashes for a training state (every MLP's parameters)."""
+    """The arrays :func:`weights_checksum` hashes for a training state (every MLP's parameters,
+    a dueling Q network's its MLP's)."""
     return [
         p.value
         for field in dataclasses.fields(state)
-        if isinstance(getattr(state, field.name), MLP)
-        for net in [getattr(state, field.name)]
+        if isinstance(_mlp_of(getattr(state, field.name)), MLP)
+        for net in [_mlp_of(getattr(state, field.name))]
         for p in (*net.weights, *net.biases)
     ]
+
+
+def _mlp_of(value: Any) -> Any:
+    """A dueling Q network's MLP (its body), else ``value`` itself."""
+    return value.body if isinstance(value, DuelingQNetwork) else value
 
 
 # ---------------------------------------------------------------- storage

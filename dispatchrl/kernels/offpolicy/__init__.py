@@ -1,6 +1,7 @@
 """Off-policy generic functions (replay, column plumbing, exploration noise, TD targets, episode
-log, SAC's squashed Gaussian head, DQN's ε-greedy action, targets, Huber gradient and taken-action Q): declarations in api, methods per backend. CUDA methods
-register when a CUDA device is first made."""
+log, SAC's squashed Gaussian head, DQN's ε-greedy action, targets, Huber gradient, taken-action Q
+and dueling head): declarations in api, methods per backend. CUDA methods register when a CUDA
+device is first made."""
 
 from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
 from .api import (
@@ -11,6 +12,8 @@ from .api import (
     add_clipped_noise,
     concat_columns,
     dqn_targets,
+    dueling_q,
+    dueling_q_backward,
     entropy_temperature_gradient,
     epsilon_greedy,
     gaussian_tanh_backward,
@@ -34,6 +37,8 @@ __all__ = [
     "add_clipped_noise",
     "concat_columns",
     "dqn_targets",
+    "dueling_q",
+    "dueling_q_backward",
     "entropy_temperature_gradient",
     "epsilon_greedy",
     "gaussian_tanh_backward",

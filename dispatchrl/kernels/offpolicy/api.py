@@ -23,6 +23,8 @@ __all__ = [
     "check_transitions",
     "concat_columns",
     "dqn_targets",
+    "dueling_q",
+    "dueling_q_backward",
     "entropy_temperature_gradient",
     "epsilon_greedy",
     "gaussian_tanh_backward",
@@ -380,3 +382,35 @@ def taken_q(device, q, action, out) -> tuple:
     check_array(fn, "action", action, device, shape=(q.shape[0], 1), dtype=q.dtype)
     check_array(fn, "out", out, device, shape=(q.shape[0], 1), dtype=q.dtype)
     return device, q, action, out
+
+
+def _check_dueling(fn, device, raw_name, raw, q_name, q) -> None:
+    """``raw`` (R, n + 1) holds [V, A_1..A_n] per row, ``q`` (R, n) the Q-values: n >= 1."""
+    check_array(fn, raw_name, raw, device, shape=(None, None))
+    if raw.shape[1] < 2:
+        raise ShapeError(
+            f"{fn}: argument {raw_name!r} needs n + 1 >= 2 columns (V, then one advantage per action), "
+            f"got shape {raw.shape}"
+        )
+    check_array(fn, q_name, q, device, shape=(raw.shape[0], raw.shape[1] - 1), dtype=raw.dtype)
+
+
+@generic(outputs=("q",))
+def dueling_q(device, raw, q) -> tuple:
+    """The dueling head (Wang et al. 2016): ``q[i, j] = raw[i, 0] + raw[i, 1 + j] - mean_k raw[i, 1 + k]``
+    for a network's output ``raw`` (R, n + 1) = [V, A_1..A_n], in float64 (the advantages summed
+    in column order)."""
+    fn = "dueling_q"
+    check_device(fn, device)
+    _check_dueling(fn, device, "raw", raw, "q", q)
+    return device, raw, q
+
+
+@generic(outputs=("d_raw",))
+def dueling_q_backward(device, d_q, d_raw) -> tuple:
+    """The gradient through :func:`dueling_q`: ``d_raw[i, 0] = Σ_j d_q[i, j]`` (V's) and
+    ``d_raw[i, 1 + j] = d_q[i, j] - mean_k d_q[i, k]`` (the advantages'), in float64."""
+    fn = "dueling_q_backward"
+    check_device(fn, device)
+    _check_dueling(fn, device, "d_raw", d_raw, "d_q", d_q)
+    return device, d_q, d_raw

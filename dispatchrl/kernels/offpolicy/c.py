@@ -579,3 +579,47 @@ def taken_q(device: C, q, action, out):
         overwrites=("out",),
     )
     launch(device, kernel, q, action, out)
+
+
+DUELING_Q = """
+for (int i = 0; i < R; i++) {
+    double total = 0.0;
+    for (int j = 0; j < N; j++) total += (double)raw[i * (N + 1) + 1 + j];
+    const double mean = total / N;
+    for (int j = 0; j < N; j++)
+        q[i * N + j] = (T)((double)raw[i * (N + 1)] + (double)raw[i * (N + 1) + 1 + j] - mean);
+}
+"""
+
+
+@api.dueling_q.dispatch
+def dueling_q(device: C, raw, q):
+    kernel = CKernel(
+        "dueling_q", DUELING_Q, ("raw", "q"), ("q",), dict(R=q.shape[0], N=q.shape[1]), q.dtype, overwrites=("q",)
+    )
+    launch(device, kernel, raw, q)
+
+
+DUELING_Q_BACKWARD = """
+for (int i = 0; i < R; i++) {
+    double total = 0.0;
+    for (int j = 0; j < N; j++) total += (double)d_q[i * N + j];
+    d_raw[i * (N + 1)] = (T)total;
+    const double mean = total / N;
+    for (int j = 0; j < N; j++) d_raw[i * (N + 1) + 1 + j] = (T)((double)d_q[i * N + j] - mean);
+}
+"""
+
+
+@api.dueling_q_backward.dispatch
+def dueling_q_backward(device: C, d_q, d_raw):
+    kernel = CKernel(
+        "dueling_q_backward",
+        DUELING_Q_BACKWARD,
+        ("d_q", "d_raw"),
+        ("d_raw",),
+        dict(R=d_q.shape[0], N=d_q.shape[1]),
+        d_q.dtype,
+        overwrites=("d_raw",),
+    )
+    launch(device, kernel, d_q, d_raw)

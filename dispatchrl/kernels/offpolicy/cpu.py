@@ -17,6 +17,8 @@ from .api import transition_arrays
 __all__ = [
     "add_clipped_noise_at",
     "dqn_target_at",
+    "dueling_q_at",
+    "dueling_q_backward_at",
     "epsilon_greedy_at",
     "gaussian_tanh_grad",
     "gaussian_tanh_sample_at",
@@ -484,3 +486,49 @@ def taken_q_kernel(q, action, out):
 @api.taken_q.dispatch
 def taken_q(device: CPU, q, action, out):
     launch(device, taken_q_kernel, q, action, out)
+
+
+def dueling_q_at(i, raw, q):
+    """Row ``i`` of dueling_q: V + A_j - mean(A), the advantages summed in column order."""
+    n = q.shape[1]
+    total = 0.0
+    for j in range(n):
+        total += np.float64(raw[i, 1 + j])
+    mean = total / n
+    for j in range(n):
+        q[i, j] = np.float64(raw[i, 0]) + np.float64(raw[i, 1 + j]) - mean
+
+
+@njit(**JIT_EXACT)
+def dueling_q_kernel(raw, q):
+    for i in range(q.shape[0]):
+        dueling_q_at(i, raw, q)
+
+
+@api.dueling_q.dispatch
+def dueling_q(device: CPU, raw, q):
+    launch(device, dueling_q_kernel, raw, q)
+
+
+@njit(**JIT_EXACT)
+def dueling_q_backward_at(i, d_q, d_raw):
+    """Row ``i`` of dueling_q_backward: V's gradient is the row's sum, A_j's its own less the mean."""
+    n = d_q.shape[1]
+    total = 0.0
+    for j in range(n):
+        total += np.float64(d_q[i, j])
+    d_raw[i, 0] = total
+    mean = total / n
+    for j in range(n):
+        d_raw[i, 1 + j] = np.float64(d_q[i, j]) - mean
+
+
+@njit(**JIT_EXACT)
+def dueling_q_backward_kernel(d_q, d_raw):
+    for i in range(d_q.shape[0]):
+        dueling_q_backward_at(i, d_q, d_raw)
+
+
+@api.dueling_q_backward.dispatch
+def dueling_q_backward(device: CPU, d_q, d_raw):
+    launch(device, dueling_q_backward_kernel, d_q, d_raw)

@@ -326,3 +326,19 @@ taken_q_kernel = per_index(cpu.taken_q_at, "q.shape[0]", taken_column=taken_colu
 @api.taken_q.dispatch
 def taken_q(device: CUDA, q, action, out):
     launch_1d(device, taken_q_kernel, q.shape[0], q, action, out)
+
+
+dueling_q_kernel = per_index(cpu.dueling_q_at, "raw.shape[0]")
+
+
+@api.dueling_q.dispatch
+def dueling_q(device: CUDA, raw, q):
+    launch_1d(device, dueling_q_kernel, raw.shape[0], raw, q)
+
+
+dueling_q_backward_kernel = per_index(cpu.dueling_q_backward_at, "d_q.shape[0]")
+
+
+@api.dueling_q_backward.dispatch
+def dueling_q_backward(device: CUDA, d_q, d_raw):
+    launch_1d(device, dueling_q_backward_kernel, d_q.shape[0], d_q, d_raw)

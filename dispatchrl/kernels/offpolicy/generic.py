@@ -333,3 +333,37 @@ def taken_q_kernel(q, action, out) -> None:
 @api.taken_q.dispatch
 def taken_q(device: Generic, q, action, out):
     launch(device, taken_q_kernel, q, action, out)
+
+
+def _row_sums(x, first) -> np.ndarray:
+    """float64 sums of the columns ``first:`` of each row, added in column order (the compiled
+    kernels' order, so the results are the same bits)."""
+    total = x[:, first].astype(np.float64)
+    for j in range(first + 1, x.shape[1]):
+        total = total + x[:, j]
+    return total
+
+
+def dueling_q_kernel(raw, q) -> None:
+    mean = _row_sums(raw, 1) / q.shape[1]
+    value = raw[:, 0].astype(np.float64)
+    for j in range(q.shape[1]):
+        q[:, j] = value + raw[:, 1 + j] - mean
+
+
+@api.dueling_q.dispatch
+def dueling_q(device: Generic, raw, q):
+    launch(device, dueling_q_kernel, raw, q)
+
+
+def dueling_q_backward_kernel(d_q, d_raw) -> None:
+    total = _row_sums(d_q, 0)
+    d_raw[:, 0] = total
+    mean = total / d_q.shape[1]
+    for j in range(d_q.shape[1]):
+        d_raw[:, 1 + j] = d_q[:, j] - mean
+
+
+@api.dueling_q_backward.dispatch
+def dueling_q_backward(device: Generic, d_q, d_raw):
+    launch(device, dueling_q_backward_kernel, d_q, d_raw)

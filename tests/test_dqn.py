@@ -147,6 +147,7 @@ def test_taken_q_against_reference(device, rows, k, seed):
     np.testing.assert_array_equal(host(out)[:, 0].astype(np.float64), expected)
 
 
+@fixture_ok
 @given(rows=st.integers(1, 6), n=st.integers(1, 5), seed=st.integers(0, 2**32 - 1), scale=st.floats(0.1, 100))
 def test_dueling_q_and_its_backward_against_reference(device, rows, n, seed, scale):
     """Q = V + A - mean(A) from [V, A_1..A_n], and its vector-Jacobian product, as float64 numpy

@@ -488,6 +488,7 @@ def taken_q(device: CPU, q, action, out):
     launch(device, taken_q_kernel, q, action, out)
 
 
+@njit(**JIT_EXACT)
 def dueling_q_at(i, raw, q):
     """Row ``i`` of dueling_q: V + A_j - mean(A), the advantages summed in column order."""
     n = q.shape[1]

@@ -149,9 +149,12 @@ def test_deploy_best_keeps_the_best_evaluated_policy_on_held_out_seeds(tmp_path)
     assert result.summary()["policy_steps"] == result.policy_steps
     # the deployed policy is the one evaluated then, on the selection seeds (not the reported ones)
     seeds = drl.training.SELECTION_SEEDS[:2]
-    assert drl.training.evaluate(result.policy, "Pendulum-v1", seeds)[0] == returns[best]
+    lockstep = drl.training.evaluate_lockstep  # its episodes stepped together
+    assert lockstep(result.policy, [gym.make("Pendulum-v1") for _ in seeds], seeds)[0] == returns[best]
     final = result.spec.deployed_policy(drl.td3, result.state)
-    assert drl.training.evaluate(final, "Pendulum-v1", seeds)[0] == returns[-1]
+    assert lockstep(final, [gym.make("Pendulum-v1") for _ in seeds], seeds)[0] == returns[-1]
+    # the same episodes as one at a time, up to the batched products' rounding
+    assert drl.training.evaluate(final, "Pendulum-v1", seeds)[0] == pytest.approx(returns[-1], rel=1e-4)
     obs = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32)
     assert (best == 3) == np.array_equal(result.policy(obs), final(obs))
     # without it the final policy is deployed

@@ -8,7 +8,7 @@ from .callbacks import EvalCallback, StopOnReward
 from .driver import Hook, TrainingRun, train
 from .entries import bind_train
 from .envspec import EnvSpec, resolve_env
-from .evaluation import EVAL_SEEDS, SELECTION_SEEDS, evaluate
+from .evaluation import EVAL_SEEDS, SELECTION_SEEDS, evaluate, evaluate_lockstep
 from .runs import TrainResult, load_run
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "TrainingRun",
     "bind_train",
     "evaluate",
+    "evaluate_lockstep",
     "load_run",
     "resolve_env",
     "train",

@@ -9,12 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 
 from ..errors import ConfigError
 from ..nn import Policy
 from .driver import TrainingRun
-from .evaluation import EVAL_SEEDS, SELECTION_SEEDS, evaluate
+from .evaluation import EVAL_SEEDS, SELECTION_SEEDS, evaluate, evaluate_lockstep
 
 __all__ = ["EvalCallback", "StopOnReward"]
 
@@ -64,6 +65,7 @@ class EvalCallback:
         self.best_return = -np.inf
         self.best_steps: int | None = None
         self.best_policy: Callable[[np.ndarray], np.ndarray] | None = None
+        self._envs: list[gymnasium.Env] | None = None  # deploy_best's evaluation envs, one per episode
 
     def period(self, run: TrainingRun) -> int:
         """Iterations between evaluations (the driver ends a chunk at each multiple)."""
@@ -78,7 +80,12 @@ class EvalCallback:
         if env is None:
             env = run.spec.eval_id if run.spec.eval_id is not None else run.spec.make_eval_env
         policy = run.spec.deployed_policy(run.algo, run.state)
-        mean, returns = evaluate(policy, env, self.seeds)
+        if self.deploy_best and not isinstance(env, gymnasium.Env):  # choosing: its episodes in lockstep
+            if self._envs is None:  # made once, reused by every evaluation
+                self._envs = [gymnasium.make(env) if isinstance(env, str) else env() for _ in self.seeds]
+            mean, returns = evaluate_lockstep(policy, self._envs, self.seeds)
+        else:
+            mean, returns = evaluate(policy, env, self.seeds)
         self.rows.append(
             {
                 "steps": run.steps,

@@ -602,12 +602,12 @@ def add_web_command(commands: Any) -> None:
     p.set_defaults(run=web)
 
 
-#: the help of --trust-code (train --resume, eval, export)
 #: episodes of each --keep-best evaluation (SB3's EvalCallback default)
 KEEP_BEST_EPISODES = 5
 #: the default --keep-best period's floor: a run of at most this many steps deploys its final policy
 KEEP_BEST_MIN_STEPS = 1000
 
+#: the help of --trust-code (train --resume, eval, export)
 TRUST_CODE_HELP = (
     "import the user network/env modules ('module:function') the checkpoint names: it runs their code, "
     "so only for checkpoints you trust (without it they are refused unless named again)"

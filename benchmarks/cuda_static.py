@@ -205,13 +205,20 @@ class _Built(Exception):
 def _train_steps(program: str) -> list[tuple[str, Any, int]]:
     """(name, fused Step, steps per launch) of ``train(algo, CUDA(), env)`` with the env's default
     config, built by train() itself and stopped before its first chunk runs; ``program`` is
-    ``algo`` (Pendulum) or ``algo:env`` (e.g. ``ppo:cartpole``, ``dqn:cartpole``)."""
+    ``algo`` (Pendulum) or ``algo:env`` (e.g. ``ppo:cartpole``, ``dqn:cartpole``), optionally
+    with config fields set as ``+field=JSON`` (``dqn:cartpole+dueling=true+prioritized=true``)."""
+    import dataclasses
+    import json
+
     import dispatchrl as drl
     from dispatchrl.training import chunks, driver
 
-    algo_name, _, env = program.partition(":")
+    head, *settings = program.split("+")
+    algo_name, _, env = head.partition(":")
     env = env or "pendulum"
     algo = getattr(drl, algo_name)
+    fields = {key: json.loads(value) for key, _, value in (pair.partition("=") for pair in settings)}
+    config = dataclasses.replace(algo.config_for(env), **fields)
     original = driver._NativeLoop.run
 
     def stop(self: Any, iterations: int) -> None:
@@ -219,12 +226,11 @@ def _train_steps(program: str) -> list[tuple[str, Any, int]]:
 
     driver._NativeLoop.run = stop
     try:
-        driver.train(algo, drl.CUDA(), env, progress=False)
+        driver.train(algo, drl.CUDA(), env, config, progress=False)
     except _Built as built:
         loop = built.loop
     finally:
         driver._NativeLoop.run = original
-    config = algo.config_for(env)
     schedule = algo.schedule(config)
     spec = drl.training.envspec.resolve_env(env, config.num_envs)
     iterations = config.total_steps // (config.num_envs * schedule.env_steps)
@@ -892,7 +898,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--programs",
         default=",".join(PROGRAMS),
-        help="comma-separated: td3, sac, ppo, demo (and layer64, or algo:env such as ppo:cartpole, dqn:cartpole)",
+        help="comma-separated: td3, sac, ppo, demo (and layer64, or algo:env such as ppo:cartpole, dqn:cartpole, "
+        "with config fields as +field=JSON: dqn:cartpole+dueling=true)",
     )
     parser.add_argument("--cc", default="90,80", help="compute capabilities, e.g. 90,80")
     parser.add_argument("--python", default=os.environ.get("DISPATCHRL_CUDA_PYTHON", sys.executable))

@@ -6,21 +6,15 @@ import dataclasses
 
 import numpy as np
 import pytest
+from agreement import against_generic, run_arrays
 
 import dispatchrl as drl
-from dispatchrl import checkpoint
 from dispatchrl.algorithms import sac, td3
 from dispatchrl.cli import main
 from dispatchrl.data import MemmapStorage, ReplayBuffer, TensorDict
 
 ALGOS = {"td3": td3, "sac": sac}
 SMALL = dict(total_steps=40, warmup_steps=10, batch_size=16, hidden=(8, 8), num_envs=2)
-
-
-def arrays(result):
-    """Every array of the run's state, the scratch buffers (the last sampled batch) included."""
-    leaves = [*checkpoint.named_arrays(result.state), *checkpoint.scratch_arrays(result.state)]
-    return {name: drl.to_numpy(a) for name, a in leaves}
 
 
 def windows(ring, index, num_envs, n, gamma):
@@ -64,7 +58,7 @@ def test_n_step_batch_matches_float64_windows(name, prioritized):
         prioritized=prioritized,
     )
     result = algo.train(drl.CPU(), "pendulum", config, seed=2, progress=False)
-    got = arrays(result)
+    got = run_arrays(result)
     index = got["priorities.index." if prioritized else "n_step.index."]
     # the last update sampled after the last write: the final ring is the one it read
     ref = windows(got, index, 3, 4, 0.9)
@@ -84,35 +78,20 @@ def test_n_step_runs_agree_across_devices(name, cuda_device):
     # the simulator runs each CUDA thread in Python: CUDA trains 24 steps (~15 s, ~50 s for 40; every
     # network and target updated, windows of 1 to 3 steps) against a Generic run of those 24
     short = dataclasses.replace(config, total_steps=24)
-    runs = [
-        (drl.Generic(), config),
-        (drl.CPU(), config),
-        (drl.C(), config),
-        (drl.Generic(), short),
-        (cuda_device, short),
-    ]
-    results = [algo.train(device, "pendulum", c, seed=0, progress=False) for device, c in runs]
-    references = {r.config.total_steps: arrays(r) for r in results if isinstance(r.device, drl.Generic)}
-    for result in results:
-        if isinstance(result.device, drl.Generic):
-            continue
-        reference, got = references[result.config.total_steps], arrays(result)
-        assert got.keys() == reference.keys()
+    for device, got, reference in against_generic(algo, config, short, cuda_device):
         # rows and windows do not depend on the float results (rewards drift by ulps with the policy)
         for key in ("n_step.index.", "n_step.discount.", "batch.terminated.", "batch.truncated."):
-            np.testing.assert_array_equal(got[key], reference[key], err_msg=f"{result.device} {key}")
+            np.testing.assert_array_equal(got[key], reference[key], err_msg=f"{device} {key}")
         for key, value in got.items():
             if ".weights." in key or key.startswith(("batch.", "q_target", "replay.reward")):
-                np.testing.assert_allclose(
-                    value, reference[key], rtol=1e-4, atol=1e-5, err_msg=f"{result.device} {key}"
-                )
+                np.testing.assert_allclose(value, reference[key], rtol=1e-4, atol=1e-5, err_msg=f"{device} {key}")
 
 
 def test_n_step_one_is_the_default_path():
     base = td3.train(drl.CPU(), "pendulum", td3.Config(**SMALL), seed=1, progress=False)
     one = td3.train(drl.CPU(), "pendulum", td3.Config(**SMALL, n_step=1), seed=1, progress=False)
     assert base.state.n_step is None and one.state.n_step is None
-    assert not any(name.startswith("n_step") for name in arrays(base))
+    assert not any(name.startswith("n_step") for name in run_arrays(base))
 
 
 @pytest.mark.parametrize("name", ["td3", "sac"])
@@ -125,7 +104,7 @@ def test_memmap_ring_trains_bit_identically(name, tmp_path, device):
     mapped = algo.train(
         device, "pendulum", dataclasses.replace(config, memmap_path=str(tmp_path / "ring")), seed=3, progress=False
     )
-    a, b = arrays(memory), arrays(mapped)
+    a, b = run_arrays(memory), run_arrays(mapped)
     assert a.keys() == b.keys() and a["critic_stats."][0] > 0  # the critics were updated
     assert [k for k in a if not np.array_equal(a[k], b[k])] == []
     np.testing.assert_array_equal(
@@ -154,7 +133,7 @@ def test_memmap_n_step_resume_is_bit_identical(tmp_path):
         resume=tmp_path / "ckpt",
     )
     straight = td3.train(drl.CPU(), "pendulum", config, seed=1, progress=False)
-    a, b = arrays(resumed), arrays(straight)
+    a, b = run_arrays(resumed), run_arrays(straight)
     assert a.keys() == b.keys() and "n_step.discount." in a
     assert [n for n in a if not np.array_equal(a[n], b[n])] == []
     assert np.array_equal(np.load(tmp_path / "resumed" / "obs.npy"), b["replay.obs."])

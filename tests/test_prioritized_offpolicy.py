@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from agreement import against_generic, run_arrays
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
@@ -15,12 +16,6 @@ from dispatchrl.kernels.replay.api import tree_leaves
 ALGOS = {"td3": td3, "sac": sac}
 
 
-def arrays(result):
-    """Every array of the run's state, the scratch buffers (the last sampled batch) included."""
-    leaves = [*checkpoint.named_arrays(result.state), *checkpoint.scratch_arrays(result.state)]
-    return {name: drl.to_numpy(a) for name, a in leaves}
-
-
 @pytest.mark.parametrize("name", ["td3", "sac"])
 def test_prioritized_first_updates_agree_across_devices(name, cuda_device):
     algo = ALGOS[name]
@@ -29,27 +24,12 @@ def test_prioritized_first_updates_agree_across_devices(name, cuda_device):
     # actor, the second sampling by the priorities the first wrote; ~15 s, ~30 s for 8) against a
     # Generic run of those 6
     short = dataclasses.replace(config, total_steps=6)
-    runs = [
-        (drl.Generic(), config),
-        (drl.CPU(), config),
-        (drl.C(), config),
-        (drl.Generic(), short),
-        (cuda_device, short),
-    ]
-    results = [algo.train(device, "pendulum", c, seed=0, progress=False) for device, c in runs]
-    references = {r.config.total_steps: arrays(r) for r in results if isinstance(r.device, drl.Generic)}
-    for result in results:
-        if isinstance(result.device, drl.Generic):
-            continue
-        reference, got = references[result.config.total_steps], arrays(result)
-        assert got.keys() == reference.keys()
+    for device, got, reference in against_generic(algo, config, short, cuda_device):
         for key in ("priorities.index.", "priorities.beta."):
-            np.testing.assert_array_equal(got[key], reference[key], err_msg=f"{result.device} {key}")
+            np.testing.assert_array_equal(got[key], reference[key], err_msg=f"{device} {key}")
         for key, value in got.items():
             if ".weights." in key or key.startswith("priorities."):
-                np.testing.assert_allclose(
-                    value, reference[key], rtol=1e-4, atol=1e-5, err_msg=f"{result.device} {key}"
-                )
+                np.testing.assert_allclose(value, reference[key], rtol=1e-4, atol=1e-5, err_msg=f"{device} {key}")
 
 
 @pytest.mark.parametrize("name", ["td3", "sac"])
@@ -89,7 +69,7 @@ def test_prioritized_trees_hold_td_error_priorities(name):
 def test_default_is_uniform_without_priorities():
     result = td3.train(drl.CPU(), "pendulum", td3.Config(total_steps=150, warmup_steps=100), seed=0, progress=False)
     assert result.state.priorities is None
-    assert not any(name.startswith("priorities") for name in arrays(result))
+    assert not any(name.startswith("priorities") for name in run_arrays(result))
 
 
 def test_prioritized_resume_is_bit_identical(tmp_path):

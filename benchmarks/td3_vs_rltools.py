@@ -54,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -292,7 +293,7 @@ def summary_line(error):
     return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
 
 
-def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO, algo="td3"):
+def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO, algo="td3", training_only=True):
     command = [
         args.python,
         "-m",
@@ -309,6 +310,8 @@ def run_dispatchrl(seed, args, extra_env=None, label="dispatchrl", repo=REPO, al
         "gamma=0.99",  # RLtools' γ (dispatchrl's TD3 default on Pendulum is rl-zoo's 0.98)
         "--json",
     ]
+    if training_only and "--keep-best" in Path(repo, "dispatchrl", "cli.py").read_text():
+        command += ["--keep-best", "0"]  # training only, as RLtools times it (no evaluations between chunks)
     if getattr(args, "log_dir", None):  # metrics logging on (its cost: compare with a run without)
         command += ["--log-dir", os.path.join(args.log_dir, f"{label}-{algo}-seed{seed}"), "--logger", args.logger]
     env = thread_env(args.blas_threads, extra_env)
@@ -388,7 +391,8 @@ def startup_runs(args, label, repo):
             for cache in STARTUP_CACHES:
                 if cache == "kernels":
                     forget_fused_steps(caches)
-                record = run_dispatchrl(0, args, caches, label=label, repo=repo, algo=algo)
+                # the command as a new user runs it, its --keep-best evaluations included
+                record = run_dispatchrl(0, args, caches, label=label, repo=repo, algo=algo, training_only=False)
                 yield dict(record, run="startup", label=label, algo=algo, cache=cache)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -145,6 +145,7 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
             "actor_lr": (positive, "a positive number"),
             "critic_lr": (positive, "a positive number"),
             "policy_delay": (positive_int, "a positive int"),
+            "train_freq": (positive_int, "a positive int"),
             "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
             "num_envs": (positive_int, "a positive int"),
             "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
@@ -176,7 +177,8 @@ class OffPolicyConfig:
     polyak: float = 0.995  # target ← polyak·target + (1 − polyak)·online
     actor_lr: float = 1e-3  # the actor's Adam learning rate
     critic_lr: float = 1e-3  # the critics' Adam learning rate
-    policy_delay: int = 1  # actor (and target or temperature) updates every policy_delay steps
+    policy_delay: int = 1  # actor (and target or temperature) updates every policy_delay updates
+    train_freq: int = 1  # one update every train_freq env steps (SB3's train_freq)
     replay_capacity: int | None = None  # replay buffer rows; None: total_steps
     num_envs: int = 1  # parallel environments
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps; 0: off

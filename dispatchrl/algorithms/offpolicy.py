@@ -30,11 +30,14 @@ from ..kernels.replay.api import (
     tree_leaves,
     uniform_index,
 )
+from ..staging import Below, Every, when
 
 __all__ = [
     "NStepBatch",
     "Priorities",
+    "after_warmup",
     "bootstrap",
+    "delayed",
     "n_step_batch",
     "native_step",
     "prepare_resume",
@@ -193,6 +196,25 @@ def update_priorities(device: Device, config: Any, state: Any, q1: Array, q2: Ar
             config.priority_alpha,
             config.priority_eps,
         )
+
+
+def after_warmup(device: Device, config: Any, state: Any, learn: Callable[[Device], None]) -> None:
+    """``learn(device)`` once warm-up is over, every ``config.train_freq`` env steps."""
+
+    def every_train_freq(device: Device) -> None:
+        f = config.train_freq
+        if f == 1:  # decided while tracing: the default step has no test for it
+            learn(device)
+        else:
+            when(device, Every(state.step, f, (config.warmup_steps + f - 1) % f), learn)
+
+    when(device, Below(state.step, config.warmup_steps), None, every_train_freq)
+
+
+def delayed(config: Any, state: Any) -> Every:
+    """The condition of every ``config.policy_delay``-th update (actor, targets, temperature)."""
+    period = config.policy_delay * config.train_freq
+    return Every(state.step, period, (config.warmup_steps + period - 1) % period)
 
 
 def native_step(device: Device, act: Act, update: Update, config: Any, env: Any, state: Any) -> None:

@@ -49,7 +49,7 @@ from ..nn import (
     polyak_average,
 )
 from ..spaces import Box, as_action_space
-from ..staging import Below, Every, when
+from ..staging import Below, when
 from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, positive
 from .divergence import trained_quantities
@@ -335,7 +335,8 @@ def update_targets(device: Device, config: Config, state: State) -> None:
 
 
 def update(device: Device, config: Config, state: State) -> None:
-    """One gradient step after warm-up (temperature and actor every policy_delay steps)."""
+    """One gradient step after warm-up, every train_freq steps (temperature and actor every
+    policy_delay-th)."""
 
     def learn(device: Device) -> None:
         offpolicy.sample_batch(device, config, state)
@@ -343,15 +344,13 @@ def update(device: Device, config: Config, state: State) -> None:
         gaussian_tanh_sample(
             device, state.rng, state.actor_train.output, state.pi_noise, state.pi_action, state.pi_log_prob
         )
-        delayed = Every(
-            state.step, config.policy_delay, (config.warmup_steps + config.policy_delay - 1) % config.policy_delay
-        )
+        delayed = offpolicy.delayed(config, state)
         when(device, delayed, lambda device: update_temperature(device, config, state))
         update_critics(device, config, state)
         when(device, delayed, lambda device: update_actor(device, config, state))
         update_targets(device, config, state)
 
-    when(device, Below(state.step, config.warmup_steps), None, learn)
+    offpolicy.after_warmup(device, config, state, learn)
 
 
 # ---------------------------------------------------------------- the driver's entry points

@@ -6,6 +6,7 @@ actor and the target networks every ``policy_delay`` steps. :func:`native_step` 
 env included, into one compiled kernel per device for native envs.
 """
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from ..checkpoint import SCRATCH
 from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
 from ..devices import Device
 from ..envs import EnvState, Pendulum
+from ..envs.multirotor import Multirotor
 from ..envs.registry import NAMED_ENVS
 from ..kernels.core.api import copy, fill, mse_gradient
 from ..kernels.offpolicy.api import (
@@ -30,7 +32,7 @@ from ..kernels.offpolicy.api import (
 from ..kernels.random.api import random_uniform, rng
 from ..nn import Policy, PolicyHead, adam_update, backward, forward, head_policy, make_buffers, polyak_average
 from ..spaces import Box, as_action_space
-from ..staging import Below, Every, when
+from ..staging import Below, when
 from . import offpolicy
 from .config import OffPolicyConfig, Rule, network_constructors, non_negative
 from .divergence import trained_quantities
@@ -38,6 +40,7 @@ from .protocol import Schedule
 
 __all__ = [
     "ACTION_SPACES",
+    "MULTIROTOR",
     "NAME",
     "Config",
     "State",
@@ -87,9 +90,28 @@ def config_for(env: object) -> Config:
     """The default configuration for ``env``; on Pendulum γ = 0.98, rl-zoo's TD3 value. With 0.99
     the critics' targets span a 100-step horizon and at 10k steps 8 of seeds 0–99 evaluated below
     −400 on Zen 3 (slow learners and short collapses at the last step, seed 0 among them), with
-    0.98 4 of 100 (NOTES.md, "The first result")."""
-    pendulum = NAMED_ENVS.get(env.lower()) if isinstance(env, str) else type(env)
-    return Config(gamma=0.98) if pendulum is Pendulum else Config()
+    0.98 4 of 100 (NOTES.md, "The first result"). On the multirotor: the recipe of "Learning to
+    Fly in Seconds" (:data:`MULTIROTOR`)."""
+    cls = NAMED_ENVS.get(env.lower()) if isinstance(env, str) else type(env)
+    if cls is Multirotor:
+        return dataclasses.replace(MULTIROTOR)
+    return Config(gamma=0.98) if cls is Pendulum else Config()
+
+
+#: "Learning to Fly in Seconds" (RLtools learning-to-fly, src/config): 300k steps of one env,
+#: tanh 64×64 actor and critics, batch 256, a critic update every 10 steps and an actor update every
+#: 20, γ 0.99, 15k warm-up steps. Not carried over: its separate actor warm-up (30k steps), Adam
+#: weight decay (1e-4) and the replay rewards recomputed at each curriculum stage.
+MULTIROTOR = Config(
+    total_steps=300_000,
+    warmup_steps=15_000,
+    batch_size=256,
+    hidden=(64, 64),
+    activation="tanh",
+    gamma=0.99,
+    train_freq=10,
+    policy_delay=2,
+)
 
 
 # ---------------------------------------------------------------- state
@@ -261,7 +283,8 @@ def update_targets(device: Device, config: Config, state: State) -> None:
 
 
 def update(device: Device, config: Config, state: State) -> None:
-    """One gradient step after warm-up: the critics always, the actor and targets every policy_delay."""
+    """After warm-up, every train_freq steps: a gradient step of the critics, and of the actor and
+    targets every policy_delay-th time."""
 
     def delayed_updates(device: Device) -> None:
         update_actor(device, config, state)
@@ -269,12 +292,9 @@ def update(device: Device, config: Config, state: State) -> None:
 
     def learn(device: Device) -> None:
         update_critics(device, config, state)
-        delayed = Every(
-            state.step, config.policy_delay, (config.warmup_steps + config.policy_delay - 1) % config.policy_delay
-        )
-        when(device, delayed, delayed_updates)
+        when(device, offpolicy.delayed(config, state), delayed_updates)
 
-    when(device, Below(state.step, config.warmup_steps), None, learn)
+    offpolicy.after_warmup(device, config, state, learn)
 
 
 # ---------------------------------------------------------------- the driver's entry points

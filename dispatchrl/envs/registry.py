@@ -1,16 +1,17 @@
 """The built-in envs, one package each (``envs/pendulum/``, ``envs/acrobot/``, ``envs/cartpole/``,
-``envs/mountaincar/``, ``envs/ant/``).
+``envs/mountaincar/``, ``envs/multirotor/``, ``envs/ant/``).
 Adding one: its folder, and its lines in the tables here."""
 
 from collections.abc import Callable
 
 import gymnasium
 
-from . import acrobot, ant, cartpole, mountaincar, pendulum
+from . import acrobot, ant, cartpole, mountaincar, multirotor, pendulum
 from .acrobot import Acrobot, AcrobotContinuous
 from .api import NativeEnv
 from .cartpole import CartPole
 from .mountaincar import MountainCar
+from .multirotor import Multirotor
 from .pendulum import Pendulum
 
 __all__ = ["ENV_IDS", "GYMNASIUM_SPECS", "NAMED_ENVS", "register_cuda_methods", "register_envs"]
@@ -26,6 +27,7 @@ NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
     "cartpole-v1": CartPole,
     "mountaincar": MountainCar,
     "mountaincar-v0": MountainCar,
+    "multirotor": Multirotor,
 }
 
 #: ``gymnasium.register`` arguments of the dispatchrl ids. Entry points are the classes and
@@ -38,6 +40,7 @@ GYMNASIUM_SPECS = (
     cartpole.GYMNASIUM_SPEC,
     acrobot.DISCRETE_GYMNASIUM_SPEC,
     mountaincar.GYMNASIUM_SPEC,
+    multirotor.GYMNASIUM_SPEC,
 )
 ENV_IDS = tuple(spec["id"] for spec in GYMNASIUM_SPECS)
 

@@ -1,0 +1,351 @@
+"""CPU methods of the multirotor: one Numba loop over the N envs per call.
+
+The per-env bodies (``multirotor_step_at``, ``multirotor_reset_at``) and their scalar helpers are
+written in the Numba subset with tuples, no arrays allocated, so :mod:`.cuda` compiles the very
+same source as device code. The layouts (physics columns, parameter entries) are :mod:`.env`'s.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ...backends.cpu import JIT_EXACT
+from ...devices import CPU
+from ...kernels.random.cpu import standard_normal, uniform01
+from ...staging import launch
+from .. import api
+from ..shared import TWO_PI, state_args, step_args
+from .env import (
+    AGE,
+    FORCE,
+    HISTORY,
+    KEY,
+    NOISE_DRAWS,
+    OMEGA,
+    ORIENTATION_TRIES,
+    P_CURRICULUM,
+    P_DISTURBANCE,
+    P_DT,
+    P_GRAVITY,
+    P_INIT,
+    P_J,
+    P_MASS,
+    P_NOISE,
+    P_REWARD,
+    P_ROTOR,
+    P_RPM_MAX,
+    P_RPM_MIN,
+    P_TAU,
+    P_TERMINATION,
+    P_THRUST,
+    P_TORQUE_CONSTANT,
+    P_YAW,
+    POS,
+    QUAT,
+    RESET_DRAWS,
+    RPM,
+    TORQUE,
+    VEL,
+    Multirotor,
+    parameter_array,
+)
+
+#: what .cuda compiles as device functions (the methods register themselves)
+__all__ = [
+    "curriculum_weight",
+    "multirotor_derivative",
+    "multirotor_observe_at",
+    "multirotor_reset_at",
+    "multirotor_step_at",
+    "rk4_combine",
+    "state_plus",
+]
+
+
+# --- scalar physics: 17-tuples (position, quaternion, velocity, angular velocity, RPM) -----------
+
+
+@njit(**JIT_EXACT)
+def multirotor_derivative(s, cmd, disturbance, p):
+    """d/dt of the integrated state ``s`` under commanded RPMs ``cmd`` (4-tuple) and the
+    episode's ``disturbance`` (force in the world frame, torque in the body frame; 6-tuple)."""
+    qw, qx, qy, qz = s[3], s[4], s[5], s[6]
+    wx, wy, wz = s[10], s[11], s[12]
+    # rotor forces along body z, torques: r × (0, 0, T) plus the yaw reaction
+    thrust = 0.0
+    tx, ty, tz = 0.0, 0.0, 0.0
+    for j in range(4):
+        rpm = s[13 + j]
+        t = p[P_THRUST] + p[P_THRUST + 1] * rpm + p[P_THRUST + 2] * rpm * rpm
+        thrust += t
+        tx += p[P_ROTOR + 3 * j + 1] * t
+        ty -= p[P_ROTOR + 3 * j] * t
+        tz += p[P_YAW + j] * p[P_TORQUE_CONSTANT] * t
+    # body thrust rotated into the world frame: v + 2 q_w (q_v × v) + 2 q_v × (q_v × v), v = (0, 0, thrust)
+    cx, cy = 2.0 * (qy * thrust), 2.0 * (-qx * thrust)  # 2 (q_v × v); its z is 0
+    fx = -qz * cy + qw * cx
+    fy = qz * cx + qw * cy
+    fz = qx * cy - qy * cx + thrust
+    inv_mass = 1.0 / p[P_MASS]
+    # Euler's equations with a diagonal inertia: J ω̇ = τ − ω × J ω
+    jx, jy, jz = p[P_J], p[P_J + 1], p[P_J + 2]
+    tx += disturbance[3] - (wy * (jz * wz) - wz * (jy * wy))
+    ty += disturbance[4] - (wz * (jx * wx) - wx * (jz * wz))
+    tz += disturbance[5] - (wx * (jy * wy) - wy * (jx * wx))
+    tau = p[P_TAU]
+    return (
+        s[7],
+        s[8],
+        s[9],
+        0.5 * (-qx * wx - qy * wy - qz * wz),
+        0.5 * (qw * wx + qy * wz - qz * wy),
+        0.5 * (qw * wy + qz * wx - qx * wz),
+        0.5 * (qw * wz + qx * wy - qy * wx),
+        (fx + disturbance[0]) * inv_mass,
+        (fy + disturbance[1]) * inv_mass,
+        (fz + disturbance[2]) * inv_mass - p[P_GRAVITY],
+        tx / jx,
+        ty / jy,
+        tz / jz,
+        (cmd[0] - s[13]) / tau,
+        (cmd[1] - s[14]) / tau,
+        (cmd[2] - s[15]) / tau,
+        (cmd[3] - s[16]) / tau,
+    )
+
+
+@njit(**JIT_EXACT)
+def state_plus(s, k, h):
+    """``s + h k`` for 17-tuples."""
+    return (
+        s[0] + h * k[0], s[1] + h * k[1], s[2] + h * k[2], s[3] + h * k[3], s[4] + h * k[4],
+        s[5] + h * k[5], s[6] + h * k[6], s[7] + h * k[7], s[8] + h * k[8], s[9] + h * k[9],
+        s[10] + h * k[10], s[11] + h * k[11], s[12] + h * k[12], s[13] + h * k[13],
+        s[14] + h * k[14], s[15] + h * k[15], s[16] + h * k[16],
+    )  # fmt: skip
+
+
+@njit(**JIT_EXACT)
+def rk4_combine(s, k1, k2, k3, k4, h):
+    """``s + h/6 (k1 + 2 k2 + 2 k3 + k4)`` for 17-tuples, written out so no array is made."""
+    w = h / 6.0
+    return (
+        s[0] + w * (k1[0] + 2.0 * k2[0] + 2.0 * k3[0] + k4[0]),
+        s[1] + w * (k1[1] + 2.0 * k2[1] + 2.0 * k3[1] + k4[1]),
+        s[2] + w * (k1[2] + 2.0 * k2[2] + 2.0 * k3[2] + k4[2]),
+        s[3] + w * (k1[3] + 2.0 * k2[3] + 2.0 * k3[3] + k4[3]),
+        s[4] + w * (k1[4] + 2.0 * k2[4] + 2.0 * k3[4] + k4[4]),
+        s[5] + w * (k1[5] + 2.0 * k2[5] + 2.0 * k3[5] + k4[5]),
+        s[6] + w * (k1[6] + 2.0 * k2[6] + 2.0 * k3[6] + k4[6]),
+        s[7] + w * (k1[7] + 2.0 * k2[7] + 2.0 * k3[7] + k4[7]),
+        s[8] + w * (k1[8] + 2.0 * k2[8] + 2.0 * k3[8] + k4[8]),
+        s[9] + w * (k1[9] + 2.0 * k2[9] + 2.0 * k3[9] + k4[9]),
+        s[10] + w * (k1[10] + 2.0 * k2[10] + 2.0 * k3[10] + k4[10]),
+        s[11] + w * (k1[11] + 2.0 * k2[11] + 2.0 * k3[11] + k4[11]),
+        s[12] + w * (k1[12] + 2.0 * k2[12] + 2.0 * k3[12] + k4[12]),
+        s[13] + w * (k1[13] + 2.0 * k2[13] + 2.0 * k3[13] + k4[13]),
+        s[14] + w * (k1[14] + 2.0 * k2[14] + 2.0 * k3[14] + k4[14]),
+        s[15] + w * (k1[15] + 2.0 * k2[15] + 2.0 * k3[15] + k4[15]),
+        s[16] + w * (k1[16] + 2.0 * k2[16] + 2.0 * k3[16] + k4[16]),
+    )
+
+
+@njit(**JIT_EXACT)
+def curriculum_weight(p, k, stage):
+    """Reward weight k after ``stage`` curriculum raises: times its factor each, up to its limit."""
+    weight, factor, limit = p[P_REWARD + 4 + k], p[P_CURRICULUM + 1 + 2 * k], p[P_CURRICULUM + 2 + 2 * k]
+    return min(weight * factor**stage, limit) if factor > 1.0 else weight
+
+
+# --- per-env bodies ------------------------------------------------------------------------------
+
+
+@njit(**JIT_EXACT)
+def multirotor_observe_at(i, physics, steps, obs, p):
+    """Env i's observation: position, rotation matrix (row-major), linear and angular velocity,
+    each with Gaussian noise from the episode's key at stream positions of this step; then the
+    action history."""
+    key = np.uint64(physics[i, KEY])
+    base = np.uint64(steps[i] * NOISE_DRAWS)
+    qw, qx, qy, qz = physics[i, QUAT], physics[i, QUAT + 1], physics[i, QUAT + 2], physics[i, QUAT + 3]
+    rotation = (
+        1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
+        2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
+        2.0 * qx * qz - 2.0 * qw * qy, 2.0 * qy * qz + 2.0 * qw * qx, 1.0 - 2.0 * qx * qx - 2.0 * qy * qy,
+    )  # fmt: skip
+    for c in range(18):
+        if c < 3:
+            value, sigma = physics[i, POS + c], p[P_NOISE]
+        elif c < 12:
+            value, sigma = rotation[c - 3], p[P_NOISE + 1]
+        elif c < 15:
+            value, sigma = physics[i, VEL + c - 12], p[P_NOISE + 2]
+        else:
+            value, sigma = physics[i, OMEGA + c - 15], p[P_NOISE + 3]
+        if sigma > 0.0:
+            value += sigma * standard_normal(key, base + np.uint64(2 * c))
+        obs[i, c] = value
+    for k in range(obs.shape[1] - 18):
+        obs[i, 18 + k] = physics[i, HISTORY + k]
+
+
+@njit(**JIT_EXACT)
+def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, truncated, p, max_steps):
+    """One control step of env i: reward on the pre-step state, RK4 over dt with the commanded
+    RPMs held, then the post-integration fixes (unit quaternion, RPM in range, history)."""
+    low, high = p[P_RPM_MIN], p[P_RPM_MAX]
+    a0 = min(max(np.float64(action[i, 0]), -1.0), 1.0)
+    a1 = min(max(np.float64(action[i, 1]), -1.0), 1.0)
+    a2 = min(max(np.float64(action[i, 2]), -1.0), 1.0)
+    a3 = min(max(np.float64(action[i, 3]), -1.0), 1.0)
+    half = 0.5 * (high - low)
+    cmd = (a0 * half + low + half, a1 * half + low + half, a2 * half + low + half, a3 * half + low + half)
+    # the curriculum's weights for this env's age
+    stage = math.floor(physics[i, AGE] / p[P_CURRICULUM]) if p[P_CURRICULUM] > 0.0 else 0.0
+    weights = (
+        curriculum_weight(p, 0, stage),
+        curriculum_weight(p, 1, stage),
+        curriculum_weight(p, 2, stage),
+        curriculum_weight(p, 3, stage),
+    )
+    s = (
+        physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], physics[i, 4], physics[i, 5],
+        physics[i, 6], physics[i, 7], physics[i, 8], physics[i, 9], physics[i, 10], physics[i, 11],
+        physics[i, 12], physics[i, 13], physics[i, 14], physics[i, 15], physics[i, 16],
+    )  # fmt: skip
+    position_cost = s[0] * s[0] + s[1] * s[1] + s[2] * s[2]
+    orientation_cost = 1.0 - s[3] * s[3]
+    velocity_cost = s[7] * s[7] + s[8] * s[8] + s[9] * s[9]
+    baseline = p[P_REWARD + 3]
+    action_cost = (a0 - baseline) ** 2 + (a1 - baseline) ** 2 + (a2 - baseline) ** 2 + (a3 - baseline) ** 2
+    cost = (
+        weights[0] * position_cost
+        + weights[1] * orientation_cost
+        + weights[2] * velocity_cost
+        + weights[3] * action_cost
+    )
+    disturbance = (
+        physics[i, FORCE], physics[i, FORCE + 1], physics[i, FORCE + 2],
+        physics[i, TORQUE], physics[i, TORQUE + 1], physics[i, TORQUE + 2],
+    )  # fmt: skip
+    dt = p[P_DT]
+    k1 = multirotor_derivative(s, cmd, disturbance, p)
+    k2 = multirotor_derivative(state_plus(s, k1, 0.5 * dt), cmd, disturbance, p)
+    k3 = multirotor_derivative(state_plus(s, k2, 0.5 * dt), cmd, disturbance, p)
+    k4 = multirotor_derivative(state_plus(s, k3, dt), cmd, disturbance, p)
+    n = rk4_combine(s, k1, k2, k3, k4, dt)
+    norm = math.sqrt(n[3] * n[3] + n[4] * n[4] + n[5] * n[5] + n[6] * n[6])
+    done = False
+    for j in range(17):
+        value = n[j]
+        if 3 <= j < 7:
+            value = value / norm
+        elif j >= 13:
+            value = min(max(value, low), high)
+        physics[i, j] = value
+        if j < 3:
+            done = done or abs(value) > p[P_TERMINATION]
+        elif 7 <= j < 10:
+            done = done or abs(value) > p[P_TERMINATION + 1]
+        elif 10 <= j < 13:
+            done = done or abs(value) > p[P_TERMINATION + 2]
+    history = (physics.shape[1] - HISTORY) // 4
+    for k in range(4 * (history - 1)):
+        physics[i, HISTORY + k] = physics[i, HISTORY + 4 + k]
+    if history > 0:
+        last = HISTORY + 4 * (history - 1)
+        physics[i, last] = a0
+        physics[i, last + 1] = a1
+        physics[i, last + 2] = a2
+        physics[i, last + 3] = a3
+    physics[i, AGE] += 1.0
+    steps[i] += 1
+    reward[i] = p[P_REWARD + 2] if done else p[P_REWARD + 1] - p[P_REWARD] * cost
+    terminated[i] = done
+    truncated[i] = steps[i] >= max_steps
+    multirotor_observe_at(i, physics, steps, obs, p)
+
+
+@njit(**JIT_EXACT)
+def _draw(key, base, j):
+    return uniform01(key, base + np.uint64(j))
+
+
+@njit(**JIT_EXACT)
+def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, p, only_done):
+    """Env i's initial state from its block of RESET_DRAWS stream positions after ``base``."""
+    if only_done and not (terminated[i] or truncated[i]):
+        return
+    b = base + np.uint64(i * RESET_DRAWS)
+    guidance = _draw(key, b, 0) < p[P_INIT]
+    for k in range(3):
+        physics[i, POS + k] = 0.0 if guidance else p[P_INIT + 1] * (2.0 * _draw(key, b, 1 + k) - 1.0)
+        physics[i, VEL + k] = p[P_INIT + 3] * (2.0 * _draw(key, b, 4 + k) - 1.0)
+        physics[i, OMEGA + k] = p[P_INIT + 4] * (2.0 * _draw(key, b, 7 + k) - 1.0)
+        physics[i, FORCE + k] = p[P_DISTURBANCE] * standard_normal(key, b + np.uint64(10 + 2 * k))
+        physics[i, TORQUE + k] = p[P_DISTURBANCE + 1] * standard_normal(key, b + np.uint64(16 + 2 * k))
+    physics[i, KEY] = math.floor(_draw(key, b, 22) * 4503599627370496.0)  # 2**52: exact in float64
+    # a uniformly random attitude (Shoemake's method), redrawn until its angle is within the limit
+    qw, qx, qy, qz = 1.0, 0.0, 0.0, 0.0
+    if p[P_INIT + 2] > 0.0 and not guidance:
+        for t in range(ORIENTATION_TRIES):
+            u0, u1, u2 = _draw(key, b, 23 + 3 * t), _draw(key, b, 24 + 3 * t), _draw(key, b, 25 + 3 * t)
+            cw = math.sqrt(1.0 - u0) * math.sin(TWO_PI * u1)
+            if abs(2.0 * math.acos(cw)) <= p[P_INIT + 2]:
+                qw, qx = cw, math.sqrt(1.0 - u0) * math.cos(TWO_PI * u1)
+                qy, qz = math.sqrt(u0) * math.sin(TWO_PI * u2), math.sqrt(u0) * math.cos(TWO_PI * u2)
+                break
+    physics[i, QUAT] = qw
+    physics[i, QUAT + 1] = qx
+    physics[i, QUAT + 2] = qy
+    physics[i, QUAT + 3] = qz
+    middle = 0.5 * (p[P_RPM_MIN] + p[P_RPM_MAX])  # the paper's initial RPM, action 0
+    for j in range(4):
+        physics[i, RPM + j] = middle
+    for k in range(physics.shape[1] - HISTORY):
+        physics[i, HISTORY + k] = 0.0
+    steps[i] = 0
+    if not only_done:
+        reward[i] = 0.0
+        terminated[i] = False
+        truncated[i] = False
+    multirotor_observe_at(i, physics, steps, obs, p)
+
+
+# --- CPU kernels -------------------------------------------------------------------------------
+
+
+@njit(**JIT_EXACT)
+def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, truncated, p, max_steps):
+    for i in range(physics.shape[0]):
+        multirotor_step_at(i, physics, steps, action, obs, reward, terminated, truncated, p, max_steps)
+
+
+@njit(**JIT_EXACT)
+def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, p, only_done):
+    key, base = rng[0], rng[1]
+    for i in range(physics.shape[0]):
+        multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, p, only_done)
+    rng[1] = base + np.uint64(RESET_DRAWS * physics.shape[0])
+
+
+@api.env_step.dispatch
+def env_step(device: CPU, env: Multirotor, state, action):
+    launch(
+        device,
+        multirotor_step_kernel,
+        *step_args(state, action),
+        parameter_array(device, env),
+        env.max_episode_steps,
+    )
+
+
+@api.env_reset.dispatch
+def env_reset(device: CPU, env: Multirotor, state, rng):
+    launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), False)
+
+
+@api.env_reset_done.dispatch
+def env_reset_done(device: CPU, env: Multirotor, state, rng):
+    launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), True)

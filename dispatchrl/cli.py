@@ -299,11 +299,13 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
     saved = None if save_error is not None else str(periodic.path) if periodic is not None else args.save
     skip_eval = args.no_eval or result.spec.eval_id is None  # a native env with no gymnasium id
     eval_return, eval_returns = (None, []) if skip_eval else evaluate(result.policy, result.spec.eval_id)
+    task = {} if skip_eval or result.spec.native is None else _task_metrics(result.spec.native, result.policy)
     summary = {
         "status": "ok",
         **result.summary(),
         "eval_return": None if eval_return is None else round(eval_return, 3),
         "eval_returns": [round(r, 3) for r in eval_returns],
+        **task,
         "saved": saved,
         "saved_best": None if keep_best is None or keep_best.best_path is None else f"{keep_best.best_path}.npz",
     }
@@ -330,6 +332,7 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
                     else f" of the policy at step {summary['policy_steps']} (--keep-best)"
                 )
             )
+            + "".join(f", {name} {value}" for name, value in task.items())
             + (f"; saved {saved}" if saved else "")
             + (f" (best policy's run: {summary['saved_best']})" if saved and summary["saved_best"] else "")
         )
@@ -394,6 +397,11 @@ def _second_interrupt_raises(stop: Any) -> Any:
     return handler
 
 
+def _task_metrics(native: Any, policy: Any) -> dict[str, float]:
+    """The native env's task measures of ``policy`` (NativeEnv.task_metrics), rounded for the JSON."""
+    return {name: round(float(value), 4) for name, value in native.task_metrics(policy).items()}
+
+
 def evaluate(args: argparse.Namespace) -> dict:
     from dispatchrl import CheckpointError
     from dispatchrl.algorithms import ALGORITHMS
@@ -443,6 +451,7 @@ def evaluate(args: argparse.Namespace) -> dict:
         "episodes": len(returns),
         "eval_return": round(mean, 3),
         "eval_returns": [round(r, 3) for r in returns],
+        **({} if spec.native is None else _task_metrics(spec.native, policy)),
     }
     if args.video is not None:
         summary["videos"] = [str(path) for path in source.paths]

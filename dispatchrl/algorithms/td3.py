@@ -77,12 +77,14 @@ class Config(OffPolicyConfig):
     exploration_noise: float = 0.1  # std of the Gaussian noise on acting actions (in [-1, 1] units)
     target_noise: float = 0.2  # std of the target policy smoothing noise
     target_noise_clip: float = 0.5  # the smoothing noise is clipped to ±this
+    random_warmup: bool = True  # uniform random actions during warm-up (SB3); False: the actor plus noise (RLtools)
 
     def extra_rules(self) -> dict[str, Rule]:
         return {
             "exploration_noise": (non_negative, "a number >= 0"),
             "target_noise": (non_negative, "a number >= 0"),
             "target_noise_clip": (non_negative, "a number >= 0"),
+            "random_warmup": (lambda v: isinstance(v, bool), "true or false"),
         }
 
 
@@ -203,14 +205,17 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Box | int,
 
 
 def act(device: Device, config: Config, state: State, obs: Array) -> None:
-    """Write the exploring action for ``obs`` into ``state.action``: uniform in [-1, 1] during warm-up, then the
-    actor's output plus clipped Gaussian exploration noise."""
+    """Write the exploring action for ``obs`` into ``state.action``: uniform in [-1, 1] during warm-up (with
+    ``random_warmup``), then the actor's output plus clipped Gaussian exploration noise."""
 
     def explore(device: Device) -> None:
         forward(device, state.actor, state.actor_act, obs)
         copy(device, state.actor_act.output, state.action)
         add_clipped_noise(device, state.rng, state.action, config.exploration_noise, None, -1.0, 1.0)
 
+    if not config.random_warmup:
+        explore(device)
+        return
     when(
         device,
         Below(state.step, config.warmup_steps),

@@ -12,6 +12,7 @@ Physics state is float64 (gymnasium integrates in float64; float32 state drifts 
 trajectories within an episode); observations and rewards are float32.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,8 @@ class NativeEnv:
       :func:`dispatchrl.envs.register_native_env`), or None;
     - :meth:`training_env`: the description a run trains on (e.g. normalised actions);
     - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto
-      (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`).
+      (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`);
+    - :meth:`task_metrics`: what a trained policy achieves beyond its return (none by default).
     """
 
     observation_dim: int
@@ -97,6 +99,12 @@ class NativeEnv:
     def policy_action_space(self) -> Box:
         """The Box of :meth:`policy_action_bounds`, onto which a trained policy's [-1, 1] maps."""
         return Box(*self.policy_action_bounds())
+
+    def task_metrics(self, policy: Callable[[np.ndarray], np.ndarray]) -> dict[str, float]:
+        """What the deterministic ``policy`` (a batch of observations → a batch of actions)
+        achieves on the task beyond its return, by name (the multirotor's ``eval_success``);
+        the CLI's evaluations and EvalCallback report them. None by default."""
+        return {}
 
 
 @dataclass

@@ -86,18 +86,22 @@ class EvalCallback:
             mean, returns = evaluate_lockstep(policy, self._envs, self.seeds)
         else:
             mean, returns = evaluate(policy, env, self.seeds)
+        # the task's own measures (the multirotor's eval_success...), for a reported evaluation
+        native = run.spec.native
+        task = native.task_metrics(policy) if native is not None and not self.deploy_best else {}
         self.rows.append(
             {
                 "steps": run.steps,
                 "eval_return": mean,
                 "eval_return_std": float(np.std(returns)),
                 "eval_returns": returns,
+                **task,
             }
         )
         if run.logger is not None:  # beside the training rows (``dispatchrl plot --metric eval_return``)
             # a deploy_best evaluation is on other episodes than the reported one: another column
             key = "selection_return" if self.deploy_best else "eval_return"
-            run.logger.write(run.steps, {key: mean, f"{key}_std": float(np.std(returns))})
+            run.logger.write(run.steps, {key: mean, f"{key}_std": float(np.std(returns)), **task})
         if mean > self.best_return:
             self.best_return, self.best_steps = mean, run.steps
             if self.deploy_best:

@@ -16,7 +16,8 @@ from ...kernels.random.cpu import standard_normal, uniform01
 from ...staging import launch
 from .. import api
 from ..shared import TWO_PI, state_args, step_args
-from .env import (
+from .env import Multirotor, parameter_array
+from .layout import (
     AGE,
     FORCE,
     HISTORY,
@@ -47,8 +48,6 @@ from .env import (
     RPM,
     TORQUE,
     VEL,
-    Multirotor,
-    parameter_array,
 )
 
 #: what .cuda compiles as device functions (the methods register themselves)
@@ -67,7 +66,7 @@ __all__ = [
 
 
 @njit(**JIT_EXACT)
-def multirotor_derivative(s, cmd, disturbance, p):
+def multirotor_derivative(s, cmd, disturbance, p) -> tuple:
     """d/dt of the integrated state ``s`` under commanded RPMs ``cmd`` (4-tuple) and the
     episode's ``disturbance`` (force in the world frame, torque in the body frame; 6-tuple)."""
     qw, qx, qy, qz = s[3], s[4], s[5], s[6]
@@ -116,7 +115,7 @@ def multirotor_derivative(s, cmd, disturbance, p):
 
 
 @njit(**JIT_EXACT)
-def state_plus(s, k, h):
+def state_plus(s, k, h) -> tuple:
     """``s + h k`` for 17-tuples."""
     return (
         s[0] + h * k[0], s[1] + h * k[1], s[2] + h * k[2], s[3] + h * k[3], s[4] + h * k[4],
@@ -127,7 +126,7 @@ def state_plus(s, k, h):
 
 
 @njit(**JIT_EXACT)
-def rk4_combine(s, k1, k2, k3, k4, h):
+def rk4_combine(s, k1, k2, k3, k4, h) -> tuple:
     """``s + h/6 (k1 + 2 k2 + 2 k3 + k4)`` for 17-tuples, written out so no array is made."""
     w = h / 6.0
     return (
@@ -152,7 +151,7 @@ def rk4_combine(s, k1, k2, k3, k4, h):
 
 
 @njit(**JIT_EXACT)
-def curriculum_weight(p, k, stage):
+def curriculum_weight(p, k, stage) -> float:
     """Reward weight k after ``stage`` curriculum raises: times its factor each, up to its limit."""
     weight, factor, limit = p[P_REWARD + 4 + k], p[P_CURRICULUM + 1 + 2 * k], p[P_CURRICULUM + 2 + 2 * k]
     return min(weight * factor**stage, limit) if factor > 1.0 else weight
@@ -162,7 +161,7 @@ def curriculum_weight(p, k, stage):
 
 
 @njit(**JIT_EXACT)
-def multirotor_observe_at(i, physics, steps, obs, p):
+def multirotor_observe_at(i, physics, steps, obs, p) -> None:
     """Env i's observation: position, rotation matrix (row-major), linear and angular velocity,
     each with Gaussian noise from the episode's key at stream positions of this step; then the
     action history."""
@@ -191,7 +190,7 @@ def multirotor_observe_at(i, physics, steps, obs, p):
 
 
 @njit(**JIT_EXACT)
-def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, truncated, p, max_steps):
+def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, truncated, p, max_steps) -> None:
     """One control step of env i: reward on the pre-step state, RK4 over dt with the commanded
     RPMs held, then the post-integration fixes (unit quaternion, RPM in range, history)."""
     low, high = p[P_RPM_MIN], p[P_RPM_MAX]
@@ -268,12 +267,12 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
 
 
 @njit(**JIT_EXACT)
-def _draw(key, base, j):
+def _draw(key, base, j) -> float:
     return uniform01(key, base + np.uint64(j))
 
 
 @njit(**JIT_EXACT)
-def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, p, only_done):
+def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, p, only_done) -> None:
     """Env i's initial state from its block of RESET_DRAWS stream positions after ``base``."""
     if only_done and not (terminated[i] or truncated[i]):
         return
@@ -317,13 +316,13 @@ def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, t
 
 
 @njit(**JIT_EXACT)
-def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, truncated, p, max_steps):
+def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, truncated, p, max_steps) -> None:
     for i in range(physics.shape[0]):
         multirotor_step_at(i, physics, steps, action, obs, reward, terminated, truncated, p, max_steps)
 
 
 @njit(**JIT_EXACT)
-def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, p, only_done):
+def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, p, only_done) -> None:
     key, base = rng[0], rng[1]
     for i in range(physics.shape[0]):
         multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, p, only_done)
@@ -331,7 +330,7 @@ def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, trunca
 
 
 @api.env_step.dispatch
-def env_step(device: CPU, env: Multirotor, state, action):
+def env_step(device: CPU, env: Multirotor, state, action) -> None:
     launch(
         device,
         multirotor_step_kernel,
@@ -342,10 +341,10 @@ def env_step(device: CPU, env: Multirotor, state, action):
 
 
 @api.env_reset.dispatch
-def env_reset(device: CPU, env: Multirotor, state, rng):
+def env_reset(device: CPU, env: Multirotor, state, rng) -> None:
     launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), False)
 
 
 @api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: Multirotor, state, rng):
+def env_reset_done(device: CPU, env: Multirotor, state, rng) -> None:
     launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), True)

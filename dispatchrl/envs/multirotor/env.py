@@ -16,6 +16,7 @@ with its curriculum: the position, velocity and action weights grow every 100k s
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ import tomllib
 from ...arrays import Array, asarray
 from ...errors import ConfigError
 from ..api import NativeEnv, check_count
+from .evaluation import flight_metrics
+from .layout import HISTORY, PARAMETERS
 
 __all__ = [
     "CRAZYFLIE",
@@ -135,42 +138,6 @@ class MultirotorParameters:
 
 CRAZYFLIE = MultirotorParameters()
 
-# ---------------------------------------------------------------- layouts the kernels share
-
-#: columns of a physics row: position (3), quaternion w x y z (4), linear velocity (3), angular
-#: velocity in the body frame (3), rotor RPM (4), the episode's disturbance force (world frame) and
-#: torque (body frame), its observation-noise key, the env's steps since it was made (for the
-#: curriculum; resets keep it), then the action history, oldest first
-POS, QUAT, VEL, OMEGA, RPM, FORCE, TORQUE, KEY, AGE, HISTORY = 0, 3, 7, 10, 13, 17, 20, 23, 24, 25
-INTEGRATED = 17  # the RK4 state: position .. RPM
-#: the counter-stream positions one env's reset draws: guidance, position, velocities,
-#: disturbance (Box–Muller pairs), noise key, then 3 per orientation try
-RESET_DRAWS = 256
-ORIENTATION_TRIES = (RESET_DRAWS - 23) // 3
-NOISE_DRAWS = 36  # observation-noise stream positions per step (18 normals)
-
-#: entries of the kernels' float64 parameter array (:func:`parameter_array`)
-(
-    P_MASS,
-    P_J,  # 3
-    P_THRUST,  # 3
-    P_TORQUE_CONSTANT,
-    P_TAU,
-    P_RPM_MIN,
-    P_RPM_MAX,
-    P_GRAVITY,
-    P_DT,
-    P_ROTOR,  # 4 × (x, y, z)
-    P_YAW,  # 4
-    P_INIT,  # guidance, position, angle, linear velocity, angular velocity
-    P_NOISE,  # position, orientation, linear velocity, angular velocity
-    P_DISTURBANCE,  # force, torque
-    P_TERMINATION,  # position, linear velocity, angular velocity
-    P_REWARD,  # scale, constant, termination penalty, action baseline, then the 4 weights
-    P_CURRICULUM,  # steps per stage (per env; 0: off), then per weight: factor, limit (4 × 2)
-) = np.cumsum([0, 1, 3, 3, 1, 1, 1, 1, 1, 1, 12, 4, 5, 4, 2, 3, 8]).tolist()
-PARAMETERS = P_CURRICULUM + 9
-
 
 @dataclass(frozen=True)
 class Multirotor(NativeEnv):
@@ -260,9 +227,9 @@ class Multirotor(NativeEnv):
 
     @property
     def observation_high(self) -> np.ndarray:
-        """Unbounded position and velocities, the rotation matrix and actions in [-1, 1]."""
+        """Unbounded but for the action history in [-1, 1] (noise takes the rotation matrix's
+        entries past ±1)."""
         high = np.full(self.observation_dim, np.inf, np.float32)
-        high[3:12] = 1.0
         high[18:] = 1.0
         return high
 
@@ -311,6 +278,11 @@ class Multirotor(NativeEnv):
         assert array.shape == (PARAMETERS,)
         return array
 
+    def task_metrics(self, policy: Callable[[np.ndarray], np.ndarray]) -> dict[str, float]:
+        """The flight evaluation (:func:`~dispatchrl.envs.multirotor.evaluation.flight_metrics`):
+        ``eval_success``, ``eval_position_rmse``, ``eval_final_position_error``."""
+        return flight_metrics(policy, self)
+
     def without_curriculum(self) -> "Multirotor":
         """The task with the curriculum's final weights, fixed (for evaluation)."""
         stages = 64  # enough for any factor > 1 to reach its limit from any weight the paper uses
@@ -325,7 +297,7 @@ _PARAMETER_ARRAYS: dict[tuple[Any, Multirotor], Array] = {}
 def parameter_array(device: Any, env: Multirotor) -> Array:
     """``env``'s kernel parameters on ``device`` (made once per device and env, then reused: a
     fused step takes it as one more array)."""
-    key = (device, replace(env, num_envs=1) if not env.curriculum_steps else env)
+    key = (device, env)
     array = _PARAMETER_ARRAYS.get(key)
     if array is None:
         array = _PARAMETER_ARRAYS[key] = asarray(device, env.kernel_parameters())

@@ -11,7 +11,8 @@ from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
 from ..shared.generic import clear_reset, reset_mask
-from .env import (
+from .env import Multirotor, parameter_array
+from .layout import (
     AGE,
     FORCE,
     HISTORY,
@@ -43,14 +44,12 @@ from .env import (
     RPM,
     TORQUE,
     VEL,
-    Multirotor,
-    parameter_array,
 )
 
 __all__ = ["rotation_matrices"]
 
 
-def _uniform(key, counter):
+def _uniform(key, counter) -> np.ndarray:
     """The counter stream's uniforms at positions ``counter`` (uint64 arrays; kernels.random)."""
     z = key + (counter + np.uint64(1)) * SPLITMIX_GOLDEN
     z = (z ^ (z >> np.uint64(30))) * SPLITMIX_MIX1
@@ -59,12 +58,12 @@ def _uniform(key, counter):
     return (z >> np.uint64(11)).astype(np.float64) * UNIFORM01_SCALE
 
 
-def _normal(key, counter):
+def _normal(key, counter) -> np.ndarray:
     u1, u2 = _uniform(key, counter), _uniform(key, counter + np.uint64(1))
     return np.sqrt(-2.0 * np.log(1.0 - u1)) * np.cos(2.0 * math.pi * u2)
 
 
-def rotation_matrices(q):
+def rotation_matrices(q) -> np.ndarray:
     """(N, 9) row-major rotation matrices of (N, 4) unit quaternions w, x, y, z."""
     w, x, y, z = q.T
     return np.stack(
@@ -77,7 +76,7 @@ def rotation_matrices(q):
     )  # fmt: skip
 
 
-def _derivative(s, cmd, force, torque, p):
+def _derivative(s, cmd, force, torque, p) -> np.ndarray:
     """d/dt of the (N, 17) integrated states: Newton in the world frame, Euler in the body frame."""
     q, omega, rpm = s[:, 3:7], s[:, 10:13], s[:, 13:17]
     thrust = p[P_THRUST] + p[P_THRUST + 1] * rpm + p[P_THRUST + 2] * rpm**2  # (N, 4)
@@ -102,7 +101,7 @@ def _derivative(s, cmd, force, torque, p):
     )
 
 
-def _weights(p, stage):
+def _weights(p, stage) -> np.ndarray:
     w = np.empty((stage.shape[0], 4))
     for k in range(4):
         weight, factor, limit = p[P_REWARD + 4 + k], p[P_CURRICULUM + 1 + 2 * k], p[P_CURRICULUM + 2 + 2 * k]
@@ -110,7 +109,7 @@ def _weights(p, stage):
     return w
 
 
-def _observe(physics, steps, obs, p, mask):
+def _observe(physics, steps, obs, p, mask) -> None:
     key = physics[:, KEY].astype(np.uint64)[:, None]
     counter = (steps.astype(np.uint64) * np.uint64(NOISE_DRAWS))[:, None] + 2 * np.arange(18, dtype=np.uint64)
     clean = np.concatenate(
@@ -202,7 +201,7 @@ def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, trunca
 
 
 @api.env_step.dispatch
-def env_step(device: Generic, env: Multirotor, state, action):
+def env_step(device: Generic, env: Multirotor, state, action) -> None:
     launch(
         device,
         multirotor_step_kernel,
@@ -213,10 +212,10 @@ def env_step(device: Generic, env: Multirotor, state, action):
 
 
 @api.env_reset.dispatch
-def env_reset(device: Generic, env: Multirotor, state, rng):
+def env_reset(device: Generic, env: Multirotor, state, rng) -> None:
     launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), False)
 
 
 @api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: Multirotor, state, rng):
+def env_reset_done(device: Generic, env: Multirotor, state, rng) -> None:
     launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), True)

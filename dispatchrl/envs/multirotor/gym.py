@@ -14,12 +14,14 @@ class MultirotorEnv(NativeGymEnv):
     ``self.np_random``'s seed. Its reward has the curriculum's final weights (the paper's target
     reward, which it evaluates with); keyword arguments are :class:`Multirotor` fields."""
 
-    def __init__(self, render_mode=None, **fields: Any):
+    def __init__(self, render_mode=None, **fields: Any) -> None:
         env = Multirotor(1, **{"max_episode_steps": NO_LIMIT, **fields})
         super().__init__(env.without_curriculum(), render_mode)
 
 
-def make_multirotor_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None, **fields: Any):
+def make_multirotor_vector(
+    num_envs=1, max_episode_steps=500, device=None, render_mode=None, **fields: Any
+) -> BatchVectorEnv:
     """``gymnasium.make_vec("dispatchrl/Multirotor-v0", num_envs)`` entry point."""
     env = Multirotor(num_envs, max_episode_steps=max_episode_steps, **fields).without_curriculum()
     return BatchVectorEnv(NativeBatch(env, device), env.observation_high)

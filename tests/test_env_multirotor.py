@@ -1,0 +1,243 @@
+"""The multirotor env: the CPU kernels against the numpy reference on random states (hypothesis),
+the physics against closed forms (hover, free fall, torque signs), the initial-state distribution,
+the curriculum's reward, parameter checks, and the flight evaluation."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dispatchrl as drl
+from dispatchrl.arrays import asarray, to_numpy
+from dispatchrl.envs import env_reset, env_reset_done, env_state, env_step
+from dispatchrl.envs.multirotor import CRAZYFLIE, Multirotor, MultirotorParameters
+from dispatchrl.envs.multirotor.evaluation import flight_metrics
+from dispatchrl.envs.multirotor.layout import AGE, FORCE, HISTORY, OMEGA, POS, QUAT, RPM, TORQUE, VEL
+from dispatchrl.kernels.random.api import rng
+
+QUIET = dict(
+    noise_position=0.0,
+    noise_orientation=0.0,
+    noise_linear_velocity=0.0,
+    noise_angular_velocity=0.0,
+    disturbance_force=0.0,
+    disturbance_torque=0.0,
+)
+
+
+def _run(device, env, physics, actions):
+    """Step ``env`` on ``device`` from ``physics`` through ``actions`` (T, N, 4), no resets."""
+    state = env_state(device, env)
+    state.physics.data[...] = asarray(device, physics).data
+    out = []
+    for a in actions:
+        env_step(device, env, state, asarray(device, a.astype(np.float32)))
+        out.append(tuple(to_numpy(x).copy() for x in (state.physics, state.obs, state.reward, state.terminated)))
+    return out
+
+
+@st.composite
+def flight_states(draw, n=4, history=2):
+    """Physics rows anywhere in the flight envelope: any attitude, fast spins, RPM in range."""
+    env = Multirotor(n, action_history=history)
+    rows = np.zeros((n, env.physics_dim))
+    floats = lambda lo, hi, k: np.array(draw(st.lists(st.floats(lo, hi), min_size=k, max_size=k)))  # noqa: E731
+    rows[:, POS : POS + 3] = floats(-0.5, 0.5, 3 * n).reshape(n, 3)
+    q = floats(-1, 1, 4 * n).reshape(n, 4) + np.array([1e-3, 0, 0, 0])
+    rows[:, QUAT : QUAT + 4] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    rows[:, VEL : VEL + 3] = floats(-3, 3, 3 * n).reshape(n, 3)
+    rows[:, OMEGA : OMEGA + 3] = floats(-30, 30, 3 * n).reshape(n, 3)
+    rows[:, RPM : RPM + 4] = floats(0, CRAZYFLIE.rpm_max, 4 * n).reshape(n, 4)
+    rows[:, FORCE : FORCE + 6] = floats(-0.05, 0.05, 6 * n).reshape(n, 6)
+    rows[:, AGE] = draw(st.sampled_from([0.0, 99_999.0, 100_000.0, 250_000.0]))
+    rows[:, HISTORY:] = floats(-1, 1, 4 * history * n).reshape(n, 4 * history)
+    actions = floats(-1.5, 1.5, 3 * 4 * n).reshape(3, n, 4)  # beyond [-1, 1]: clipped
+    return env, rows, actions
+
+
+@settings(max_examples=25, deadline=None)
+@given(flight_states())
+def test_cpu_step_matches_the_numpy_reference(case):
+    env, rows, actions = case
+    cpu, reference = _run(drl.CPU(), env, rows, actions), _run(drl.Generic(), env, rows, actions)
+    for got, want in zip(cpu, reference):
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-9)  # physics (RPM ~ 1e4)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-6)  # float32 observations
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-6, atol=1e-5)
+        np.testing.assert_array_equal(got[3], want[3])
+
+
+def test_cpu_matches_the_reference_through_resets():
+    env = Multirotor(48, action_history=3)
+    runs = {}
+    for device in (drl.Generic(), drl.CPU()):
+        state, stream = env_state(device, env), rng(device, 5)
+        env_reset(device, env, state, stream)
+        draws = np.random.default_rng(1)
+        rows = []
+        for _ in range(150):
+            action = draws.uniform(-1, 1, (48, 4)).astype(np.float32) * 0.3 + 0.33
+            env_step(device, env, state, asarray(device, action))
+            rows.append([to_numpy(x).copy() for x in (state.physics, state.obs, state.reward, state.terminated)])
+            env_reset_done(device, env, state, stream)
+            rows[-1].append(to_numpy(state.obs).copy())
+        runs[type(device).__name__] = rows
+    assert sum(r[3].sum() for r in runs["CPU"]) > 10  # vehicles left the box and were reset
+    for got, want in zip(runs["CPU"], runs["Generic"]):
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-9)
+        for k in (1, 2, 3, 4):
+            np.testing.assert_array_equal(got[k], want[k])
+
+
+def _level(rpm):
+    row = np.zeros((1, Multirotor(1, action_history=0).physics_dim))
+    row[0, QUAT] = 1.0
+    row[0, RPM : RPM + 4] = rpm
+    return row
+
+
+@pytest.mark.parametrize("device", [drl.Generic(), drl.CPU()], ids=["generic", "cpu"])
+def test_physics_hover_free_fall_and_torque_signs(device):
+    env = Multirotor(1, action_history=0, **QUIET)
+    hover = CRAZYFLIE.hover_action
+    assert hover == pytest.approx(0.334, abs=1e-3)  # the paper's action baseline
+    (final, *_), *_ = _run(device, env, _level(CRAZYFLIE.hover_rpm), np.full((100, 1, 4), hover))[-1:]
+    # the action is float32: the commanded RPM is the hover RPM to ~1e-8
+    np.testing.assert_allclose(final[0, :13], [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], atol=1e-6)
+    # rotors off: free fall, exact for RK4 (constant acceleration)
+    (fall, *_), *_ = _run(device, env, _level(0.0), np.full((10, 1, 4), -1.0))[-1:]
+    assert fall[0, POS + 2] == pytest.approx(-0.5 * 9.81 * 0.1**2, rel=1e-12)
+    # faster rotors on +y roll about +x, on +x pitch about −y, with positive yaw sign yaw about +z
+    for faster, axis, sign in (((2, 3), 0, 1), ((0, 3), 1, -1), ((1, 3), 2, 1)):
+        action = np.full((5, 1, 4), hover)
+        action[:, :, faster] += 0.02
+        (row, *_), *_ = _run(device, env, _level(CRAZYFLIE.hover_rpm), action)[-1:]
+        rates = row[0, OMEGA : OMEGA + 3]
+        assert np.sign(rates[axis]) == sign and abs(rates[axis]) > 10 * np.abs(np.delete(rates, axis)).max()
+
+
+def test_reset_draws_the_papers_initial_states_and_keeps_the_age():
+    env = Multirotor(4000, action_history=2)
+    device = drl.CPU()
+    state, stream = env_state(device, env), rng(device, 0)
+    state.physics.data[:, AGE] = 7.0
+    env_reset(device, env, state, stream)
+    p = to_numpy(state.physics)
+    guided = np.all(p[:, POS : POS + 3] == 0, axis=1) & (p[:, QUAT] == 1.0)
+    assert 0.08 < guided.mean() < 0.12  # init_guidance 0.1
+    free = p[~guided]
+    assert np.abs(free[:, POS : POS + 3]).max() <= 0.2 and np.abs(free[:, POS : POS + 3]).max() > 0.19
+    angle = 2 * np.arccos(np.clip(free[:, QUAT], -1, 1))
+    assert angle.max() <= math.pi / 2 + 1e-12 and angle.max() > 1.5  # up to 90°
+    np.testing.assert_allclose(np.linalg.norm(p[:, QUAT : QUAT + 4], axis=1), 1.0, rtol=1e-12)
+    assert np.abs(p[:, VEL : VEL + 3]).max() <= 1.0 and np.abs(p[:, OMEGA : OMEGA + 3]).max() <= 1.0
+    assert np.all(p[:, RPM : RPM + 4] == CRAZYFLIE.rpm_max / 2) and np.all(p[:, HISTORY:] == 0)
+    assert np.std(p[:, FORCE : FORCE + 3]) == pytest.approx(env.disturbance_force, rel=0.05)
+    assert np.std(p[:, TORQUE : TORQUE + 3]) == pytest.approx(env.disturbance_torque, rel=0.05)
+    assert np.all(p[:, AGE] == 7.0)
+    assert to_numpy(stream)[1] == 4000 * 256  # the same stream positions whatever is reset
+
+
+CURRICULUM = [(0, (5, 0.01, 0.01)), (99_999, (5, 0.01, 0.01)), (100_000, (6, 0.014, 0.014))]
+CURRICULUM += [(200_000, (7.2, 0.0196, 0.0196)), (10**9, (40, 1, 1))]
+
+
+@pytest.mark.parametrize(("age", "weights"), CURRICULUM)
+def test_reward_is_the_papers_with_its_curriculum(age, weights):
+    env = Multirotor(1, action_history=1, **QUIET)
+    row = _level(CRAZYFLIE.hover_rpm)
+    row = np.concatenate([row, np.zeros((1, 4))], axis=1)
+    row[0, POS : POS + 3] = (0.1, -0.2, 0.05)
+    row[0, QUAT : QUAT + 4] = (math.cos(0.2), math.sin(0.2), 0, 0)
+    row[0, VEL : VEL + 3] = (0.3, 0, -0.1)
+    row[0, AGE] = age
+    action = np.array([[[0.5, 0.1, -0.2, 0.3]]])
+    (_, _, reward, terminated), *_ = _run(drl.CPU(), env, row, action)
+    w_p, w_v, w_a = weights
+    cost = w_p * 0.0525 + 5 * (1 - math.cos(0.2) ** 2) + w_v * 0.1 + w_a * ((action - 0.33405300460415477) ** 2).sum()
+    assert not terminated[0] and reward[0] == pytest.approx(2.0 - 0.5 * cost, rel=1e-5)
+
+
+def test_leaving_the_box_terminates_with_the_penalty():
+    env = Multirotor(1, action_history=0, termination_penalty=-100.0, **QUIET)
+    row = _level(CRAZYFLIE.hover_rpm)
+    row[0, POS] = 0.599
+    row[0, VEL] = 1.0
+    (_, obs, reward, terminated), *_ = _run(drl.CPU(), env, row, np.full((1, 1, 4), 0.334))
+    assert terminated[0] and reward[0] == -100.0 and obs[0, 0] > 0.6
+
+
+def test_nonsense_parameters_are_refused_naming_the_parameter(tmp_path):
+    for change, name in (
+        (dict(mass=-0.027), "'mass'"),
+        (dict(inertia=(3.85e-6, 0.0, 5.9e-6)), "'inertia'"),
+        (dict(thrust_curve=(0.0, 0.0, 1e-10)), "cannot lift the vehicle"),
+        (dict(motor_time_constant=0.0), "'motor_time_constant'"),
+        (dict(rpm_min=30000.0), "'rpm_min'"),
+        (dict(rotor_yaw_directions=(1.0, 1.0, -1.0, 0.0)), "'rotor_yaw_directions'"),
+        (dict(rotor_positions=((0.1, 0.1, 0.0),)), "'rotor_positions'"),
+    ):
+        with pytest.raises(drl.ConfigError, match=name):
+            MultirotorParameters(**change)
+    for change, name in (
+        (dict(init_guidance=2.0), "init_guidance"),
+        (dict(dt=0.0), "'dt'"),
+        (dict(num_envs=0), "num_envs"),
+    ):
+        with pytest.raises(drl.ConfigError, match=name):
+            Multirotor(**change)
+    path = tmp_path / "x500.json"
+    path.write_text(
+        json.dumps({"mass": 2.0, "thrust_curve": [0, 0, 1e-6], "rpm_max": 10000, "inertia": [0.02, 0.02, 0.04]})
+    )
+    loaded = MultirotorParameters.from_file(path)
+    assert (
+        loaded.mass == 2.0
+        and loaded.inertia == (0.02, 0.02, 0.04)
+        and loaded.hover_rpm == pytest.approx(math.sqrt(2.0 * 9.81 / 4 / 1e-6))
+    )
+    path.write_text(json.dumps({"masss": 2.0}))
+    with pytest.raises(drl.ConfigError, match="unknown field"):
+        MultirotorParameters.from_file(path)
+
+
+def _hover_controller(obs):
+    """A cascaded PD controller on the observation (no model of the motor lag): gentle gains."""
+    p, rotation, v, w = obs[:, 0:3], obs[:, 3:12].reshape(-1, 3, 3), obs[:, 12:15], obs[:, 15:18]
+    m, g = CRAZYFLIE.mass, CRAZYFLIE.gravity
+    wanted = -1.0 * p - 1.5 * v + np.array([0, 0, g])
+    body_z = rotation[:, :, 2]
+    thrust = m * np.einsum("ij,ij->i", wanted, body_z)
+    error = np.einsum("nji,nj->ni", rotation, np.cross(body_z, wanted / np.linalg.norm(wanted, axis=1, keepdims=True)))
+    torque = np.array(CRAZYFLIE.inertia) * (16.0 * error - 6.0 * w)
+    r, yaw = np.array(CRAZYFLIE.rotor_positions), np.array(CRAZYFLIE.rotor_yaw_directions)
+    mix = np.linalg.inv(np.stack([np.ones(4), r[:, 1], -r[:, 0], yaw * CRAZYFLIE.torque_constant]))
+    rotor = np.clip(np.einsum("ij,nj->ni", mix, np.concatenate([thrust[:, None], torque], 1)), 0, None)
+    return np.clip(2 * np.sqrt(rotor / CRAZYFLIE.thrust_curve[2]) / CRAZYFLIE.rpm_max - 1, -1, 1)
+
+
+def test_flight_metrics_tell_flying_from_falling():
+    gentle = Multirotor(init_max_angle=0.2, init_max_linear_velocity=0.2, init_max_angular_velocity=0.2, **QUIET)
+    flying = flight_metrics(_hover_controller, gentle, flights=20)
+    assert flying["eval_success"] == 1.0 and flying["eval_final_position_error"] < 0.02
+    falling = flight_metrics(lambda obs: np.full((len(obs), 4), -1.0), gentle, flights=20)
+    assert falling["eval_success"] == 0.0 and falling["eval_position_rmse"] > 0.3
+    with pytest.raises(drl.ConfigError, match="flights"):
+        flight_metrics(_hover_controller, gentle, flights=0)
+
+
+def test_gymnasium_env_is_the_task_with_the_final_weights():
+    import gymnasium
+
+    env = gymnasium.make("dispatchrl/Multirotor-v0")
+    obs, _ = env.reset(seed=3)
+    assert obs.shape == (146,) and env.spec.max_episode_steps == 500
+    native = env.unwrapped._env
+    assert native.reward_weights == (40.0, 5.0, 1.0, 1.0) and native.curriculum_steps == 0
+    obs, reward, *_ = env.step(np.full(4, 0.334, np.float32))
+    assert np.isfinite(reward) and obs.shape == (146,)
+    assert dataclasses.replace(native, num_envs=2).num_envs == 2

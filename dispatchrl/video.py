@@ -3,9 +3,9 @@
 :class:`RecordEpisodes` records as gymnasium's ``RecordVideo`` does (a frame after every reset
 and every step, one file per episode, ``rl-video-episode-<i>.mp4``) but writes with imageio and
 its bundled ffmpeg (``pip install dispatchrl[video]``) instead of moviepy. The evaluation env is
-made with ``render_mode="rgb_array"``: the native Pendulum and Acrobot draw their frames with
-numpy; ``dispatchrl/Ant-v5`` renders with MuJoCo's offscreen renderer (headless: ``MUJOCO_GL=egl``
-with libEGL, or ``osmesa``).
+made with ``render_mode="rgb_array"``: the native Pendulum, CartPole, Acrobot, MountainCar and
+``dispatchrl/Multirotor-v0`` draw their frames with numpy; ``dispatchrl/Ant-v5`` renders with
+MuJoCo's offscreen renderer (headless: ``MUJOCO_GL=egl`` with libEGL, or ``osmesa``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """A quadrotor learning to hover, after "Learning to Fly in Seconds" (RLtools' l2f simulator): its
 description and physical parameters (``env.py``), the numpy reference (``generic.py``), the CPU
-kernels (``cpu.py``) and gymnasium Env (``gym.py``). Importing the package registers the Generic
-and CPU methods."""
+kernels (``cpu.py``), frame (``render.py``) and gymnasium Env (``gym.py``). Importing the package
+registers the Generic and CPU methods."""
 
 from . import cpu, generic  # noqa: F401  (importing registers the methods)
 from .env import CRAZYFLIE, Multirotor, MultirotorParameters
 from .gym import GYMNASIUM_SPEC, MultirotorEnv, make_multirotor_vector
+from .render import multirotor_frame
 
 __all__ = [
     "CRAZYFLIE",
@@ -14,4 +15,5 @@ __all__ = [
     "MultirotorEnv",
     "MultirotorParameters",
     "make_multirotor_vector",
+    "multirotor_frame",
 ]

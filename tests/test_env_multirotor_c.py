@@ -41,6 +41,26 @@ def test_c_steps_and_resets_as_cpu(history):
                 np.testing.assert_array_equal(g, e, err_msg=f"step {t}")
 
 
+def test_c_step_is_bit_exact_from_the_same_state():
+    """From the CPU's state (reset draws aside, which use the C device's own sin/cos/log), steps
+    give the CPU's bits: physics, observations with their noise, rewards through the curriculum."""
+    n, env = 16, Multirotor(16, max_episode_steps=60, action_history=4, curriculum_steps=8 * 16)
+    cpu, c = drl.CPU(), drl.C()
+    expected, rng = E.env_state(cpu, env), drl.rng(cpu, 7)
+    E.env_reset(cpu, env, expected, rng)
+    got = E.env_state(c, env)
+    for name in ("physics", "steps"):
+        drl.assign(getattr(got, name), drl.to_numpy(getattr(expected, name)))
+    actions = np.random.default_rng(0).uniform(-1.5, 1.5, (100, n, 4)).astype(np.float32)  # some clipped
+    for t, action in enumerate(actions):
+        E.env_step(cpu, env, expected, drl.asarray(cpu, action))
+        E.env_step(c, env, got, drl.asarray(c, action))
+        for name in ("physics", "obs", "reward", "terminated", "truncated", "steps"):
+            np.testing.assert_array_equal(
+                drl.to_numpy(getattr(got, name)), drl.to_numpy(getattr(expected, name)), err_msg=f"{name} at {t}"
+            )
+
+
 @pytest.mark.parametrize("max_angle", [0.0, 1e-300, 0.3, math.pi / 2, 3.0, math.pi])
 def test_cos_limit_is_the_acos_test(max_angle):
     """cw >= cos_limit(a) is |2 acos(cw)| <= a, at the limit and the doubles beside it."""

@@ -2,6 +2,7 @@
 with resets of finished episodes between steps and the curriculum raising its weights."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -68,3 +69,20 @@ def test_cos_limit_is_the_acos_test(max_angle):
     for cw in (c, np.nextafter(c, -2.0), np.nextafter(c, 2.0), -1.0, 0.0, 1.0):
         if -1.0 <= cw <= 1.0:
             assert (cw >= c) == (abs(2.0 * math.acos(cw)) <= max_angle), cw
+
+
+def test_exported_td3_trainer_gives_train_device_c_weights(tmp_path):
+    """export-trainer on the multirotor (the C kernels, their parameter array and curriculum
+    table as constant arrays): the host build's weights are ``train --device c``'s, past the
+    warm-up into updates every train_freq steps."""
+    from dispatchrl.algorithms import td3
+    from dispatchrl.export.trainer import state_weights, trainer_source, weights_checksum, write_trainer
+    from dispatchrl.export.trainer_targets import build_trainer, run_trainer
+
+    steps, overrides = 400, dict(warmup_steps=200, batch_size=32, hidden=[16, 16])
+    write_trainer(tmp_path, trainer_source("td3", "multirotor", steps, 0, overrides=overrides))
+    host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=steps, seed=0)
+    config = replace(td3.config_for("multirotor"), total_steps=steps, **overrides)
+    result = td3.train(drl.C(), "multirotor", config, seed=0)
+    assert host["checksum"] == weights_checksum(state_weights(result.state))
+    assert host["steps"] == steps and np.isfinite(host["eval_return"])

@@ -383,7 +383,7 @@ def env_step(device: C, env: Multirotor, state, action):
     )
 
 
-def _reset(device, env, state, rng, only_done):
+def _reset(device: C, env: Multirotor, state, rng, only_done: bool) -> None:
     p = parameter_array(device, env)
     launch(device, reset_kernel(env, only_done), rng, *state_args(state), p, cos_limit(env.init_max_angle))
 

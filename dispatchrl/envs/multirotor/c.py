@@ -6,7 +6,7 @@ resets and observation noise draw the same counter-stream positions. The kernels
 float64 parameter array as the CPU ones (:func:`.env.parameter_array`, a ``const double *``), so
 one compiled step serves any vehicle, and ``export-trainer`` writes it as one more constant array.
 
-Two of the CPU's libm calls have no twin in the C device's own math (:mod:`..backends.c.mathlib`),
+Two of the CPU's libm calls have no twin in the C device's own math (:mod:`dispatchrl.backends.c.mathlib`),
 so their results come from Python's libm, which is the one Numba calls:
 
 - the curriculum's ``factor ** stage`` (``pow``; the C device's is ``exp(y log x)``, a few ulp
@@ -15,8 +15,9 @@ so their results come from Python's libm, which is the one Numba calls:
   it is ``cw >= c`` for the smallest double ``c`` that passes it, found here by bisection.
 
 The C device's sin, cos and log differ from libm's in the last bit at times, so the initial
-attitude, the disturbance and the noise can differ from the CPU's by an ulp: physics agrees to
-~1e-15, the float32 observations and rewards almost always exactly.
+attitude, the disturbance and the noise can differ from the CPU's by an ulp: physics then agrees
+to ~1e-14 (RPMs are ~1e4), the float32 observations and rewards almost always exactly; a step
+from the same state gives the CPU's bits.
 """
 
 import functools

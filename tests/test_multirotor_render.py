@@ -8,7 +8,7 @@ import pytest
 
 import dispatchrl as drl
 from dispatchrl.envs.multirotor import CRAZYFLIE, multirotor_frame
-from dispatchrl.envs.multirotor.env import HISTORY, POS, QUAT, RPM
+from dispatchrl.envs.multirotor.layout import HISTORY, POS, QUAT, RPM
 from dispatchrl.envs.render import FRAME_SIZE
 
 

@@ -4,8 +4,9 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..render import FRAME_SIZE, capsule, disc
-from .env import CRAZYFLIE, INTEGRATED, POS, QUAT, RPM, MultirotorParameters
+from .env import CRAZYFLIE, MultirotorParameters
 from .generic import rotation_matrices
+from .layout import INTEGRATED, POS, QUAT, RPM
 
 __all__ = ["ENLARGE", "multirotor_frame"]
 

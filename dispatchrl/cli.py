@@ -628,7 +628,7 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env",
         default=None,
-        help="pendulum (default), acrobot, cartpole, mountaincar, ant, any gymnasium id, or module:NativeEnvClass",
+        help="pendulum (default), acrobot, cartpole, mountaincar, multirotor, ant, any gymnasium id, or module:NativeEnvClass",
     )
     p.add_argument(
         "--steps",
@@ -771,7 +771,7 @@ def build_parser() -> argparse.ArgumentParser:
         "export-trainer", help="write a whole training run as dependency-free C99 (trainer.h, trainer.c, main.c)"
     )
     p.add_argument("algo", choices=sorted(ALGORITHMS))
-    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, cartpole, mountaincar (a native env)")
+    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, cartpole, mountaincar, multirotor (a native env)")
     p.add_argument(
         "--out",
         required=True,

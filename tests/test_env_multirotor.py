@@ -241,3 +241,19 @@ def test_gymnasium_env_is_the_task_with_the_final_weights():
     obs, reward, *_ = env.step(np.full(4, 0.334, np.float32))
     assert np.isfinite(reward) and obs.shape == (146,)
     assert dataclasses.replace(native, num_envs=2).num_envs == 2
+
+
+def test_cli_reports_the_flight_evaluation(tmp_path, capsys):
+    """``train td3 --env multirotor`` (its recipe: train_freq 10, tanh) prints the task's measures
+    beside the return, and ``eval`` of its checkpoint gives the same."""
+    from dispatchrl.cli import main
+
+    small = ["--set=warmup_steps=100", "--set=batch_size=16", "--set=hidden=[8,8]", "--keep-best", "0"]
+    common = ["--env", "multirotor", "--device", "generic", "--steps", "300", "--json", *small]
+    assert main(["train", "td3", *common, "--save", str(tmp_path / "run")]) == 0
+    trained = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0.0 <= trained["eval_success"] <= 1.0 and trained["eval_position_rmse"] > 0
+    assert main(["eval", "--checkpoint", str(tmp_path / "run"), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    keys = ("eval_success", "eval_position_rmse", "eval_final_position_error")
+    assert {k: evaluated[k] for k in keys} == {k: trained[k] for k in keys}

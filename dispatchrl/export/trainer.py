@@ -119,7 +119,7 @@ def _trace(algo, config, env, seed):
     spec = resolve_env(env, config.num_envs)
     if spec.native is None:
         raise ConfigError(
-            f"export-trainer: env {env!r} is stepped from Python; the trainer needs a native env (pendulum, acrobot)"
+            f"export-trainer: env {env!r} is stepped from Python; the trainer needs a native env (pendulum, acrobot, cartpole, mountaincar, multirotor)"
         )
     names = ("init", "step", "update", "act", "eval_reset", "eval_step")
     programs: dict[str, list] = {name: [] for name in names}

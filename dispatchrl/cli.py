@@ -771,7 +771,9 @@ def build_parser() -> argparse.ArgumentParser:
         "export-trainer", help="write a whole training run as dependency-free C99 (trainer.h, trainer.c, main.c)"
     )
     p.add_argument("algo", choices=sorted(ALGORITHMS))
-    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, cartpole, mountaincar, multirotor (a native env)")
+    p.add_argument(
+        "--env", default="pendulum", help="pendulum, acrobot, cartpole, mountaincar, multirotor (a native env)"
+    )
     p.add_argument(
         "--out",
         required=True,

@@ -19,7 +19,7 @@ __all__: list[str] = []  # methods only: importing the module registers them
 multirotor_observe_at = device_twin(cpu.multirotor_observe_at, standard_normal=standard_normal)
 multirotor_reset_at = device_twin(
     cpu.multirotor_reset_at,
-    _draw=device_twin(cpu._draw, uniform01=uniform01),
+    reset_draw=device_twin(cpu.reset_draw, uniform01=uniform01),
     standard_normal=standard_normal,
     multirotor_observe_at=multirotor_observe_at,
 )
@@ -35,8 +35,8 @@ multirotor_step_kernel = per_index(
 )
 
 
-def _reset_from_stream_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done, p):
-    # the CPU kernel reads the stream's key and position once on the host side of its loop; here
+def _reset_from_stream_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done, p) -> None:
+    # the CPU kernel reads the stream's key and position once, before its loop over the envs; here
     # each thread reads them (launch_reset advances rng[1] in a launch of its own, after all read)
     multirotor_reset_at(i, rng[0], rng[1], physics, steps, obs, reward, terminated, truncated, p, only_done)
 
@@ -45,7 +45,7 @@ multirotor_reset_kernel = per_index(_reset_from_stream_at, "physics.shape[0]", n
 
 
 @api.env_step.dispatch
-def env_step(device: CUDA, env: Multirotor, state, action):
+def env_step(device: CUDA, env: Multirotor, state, action) -> None:
     launch_per_env(
         device,
         multirotor_step_kernel,
@@ -57,10 +57,10 @@ def env_step(device: CUDA, env: Multirotor, state, action):
 
 
 @api.env_reset.dispatch
-def env_reset(device: CUDA, env: Multirotor, state, rng):
+def env_reset(device: CUDA, env: Multirotor, state, rng) -> None:
     launch_reset(device, multirotor_reset_kernel, env, state, rng, False, RESET_DRAWS, parameter_array(device, env))
 
 
 @api.env_reset_done.dispatch
-def env_reset_done(device: CUDA, env: Multirotor, state, rng):
+def env_reset_done(device: CUDA, env: Multirotor, state, rng) -> None:
     launch_reset(device, multirotor_reset_kernel, env, state, rng, True, RESET_DRAWS, parameter_array(device, env))

@@ -329,10 +329,11 @@ def test_env_functions_stay_cache_friendly():
 def test_every_registered_env_has_its_methods_on_every_device(cuda_device):
     """Importing dispatchrl registers each built-in env's Generic, CPU and C methods, making a CUDA
     device its CUDA ones: each env package is complete, and the registry lists them all."""
+    from dispatchrl.envs.multirotor import Multirotor
     from dispatchrl.envs.registry import GYMNASIUM_SPECS, NAMED_ENVS
 
     envs = set(NAMED_ENVS.values())
-    assert envs == {E.Pendulum, E.AcrobotContinuous, E.CartPole, E.Acrobot, E.MountainCar}
+    assert envs == {E.Pendulum, E.AcrobotContinuous, E.CartPole, E.Acrobot, E.MountainCar, Multirotor}
     for fn in (E.env_step, E.env_reset, E.env_reset_done):
         registered = {m.signature.types[:2] for m in fn.function.methods}
         missing = [(d, e) for d in (drl.Generic, drl.CPU, drl.C, drl.CUDA) for e in envs if (d, e) not in registered]

@@ -59,4 +59,5 @@ def register_cuda_methods() -> None:
     from .acrobot import cuda as acrobot_cuda  # noqa: F401
     from .cartpole import cuda as cartpole_cuda  # noqa: F401
     from .mountaincar import cuda as mountaincar_cuda  # noqa: F401
+    from .multirotor import cuda as multirotor_cuda  # noqa: F401
     from .pendulum import cuda as pendulum_cuda  # noqa: F401

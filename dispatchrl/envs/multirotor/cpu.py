@@ -57,6 +57,7 @@ __all__ = [
     "multirotor_observe_at",
     "multirotor_reset_at",
     "multirotor_step_at",
+    "reset_draw",
     "rk4_combine",
     "state_plus",
 ]
@@ -267,7 +268,8 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
 
 
 @njit(**JIT_EXACT)
-def _draw(key, base, j) -> float:
+def reset_draw(key, base, j) -> float:
+    """Draw ``j`` of a reset's block of stream positions starting at ``base``."""
     return uniform01(key, base + np.uint64(j))
 
 
@@ -277,19 +279,19 @@ def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, t
     if only_done and not (terminated[i] or truncated[i]):
         return
     b = base + np.uint64(i * RESET_DRAWS)
-    guidance = _draw(key, b, 0) < p[P_INIT]
+    guidance = reset_draw(key, b, 0) < p[P_INIT]
     for k in range(3):
-        physics[i, POS + k] = 0.0 if guidance else p[P_INIT + 1] * (2.0 * _draw(key, b, 1 + k) - 1.0)
-        physics[i, VEL + k] = p[P_INIT + 3] * (2.0 * _draw(key, b, 4 + k) - 1.0)
-        physics[i, OMEGA + k] = p[P_INIT + 4] * (2.0 * _draw(key, b, 7 + k) - 1.0)
+        physics[i, POS + k] = 0.0 if guidance else p[P_INIT + 1] * (2.0 * reset_draw(key, b, 1 + k) - 1.0)
+        physics[i, VEL + k] = p[P_INIT + 3] * (2.0 * reset_draw(key, b, 4 + k) - 1.0)
+        physics[i, OMEGA + k] = p[P_INIT + 4] * (2.0 * reset_draw(key, b, 7 + k) - 1.0)
         physics[i, FORCE + k] = p[P_DISTURBANCE] * standard_normal(key, b + np.uint64(10 + 2 * k))
         physics[i, TORQUE + k] = p[P_DISTURBANCE + 1] * standard_normal(key, b + np.uint64(16 + 2 * k))
-    physics[i, KEY] = math.floor(_draw(key, b, 22) * 4503599627370496.0)  # 2**52: exact in float64
+    physics[i, KEY] = math.floor(reset_draw(key, b, 22) * 4503599627370496.0)  # 2**52: exact in float64
     # a uniformly random attitude (Shoemake's method), redrawn until its angle is within the limit
     qw, qx, qy, qz = 1.0, 0.0, 0.0, 0.0
     if p[P_INIT + 2] > 0.0 and not guidance:
         for t in range(ORIENTATION_TRIES):
-            u0, u1, u2 = _draw(key, b, 23 + 3 * t), _draw(key, b, 24 + 3 * t), _draw(key, b, 25 + 3 * t)
+            u0, u1, u2 = reset_draw(key, b, 23 + 3 * t), reset_draw(key, b, 24 + 3 * t), reset_draw(key, b, 25 + 3 * t)
             cw = math.sqrt(1.0 - u0) * math.sin(TWO_PI * u1)
             if abs(2.0 * math.acos(cw)) <= p[P_INIT + 2]:
                 qw, qx = cw, math.sqrt(1.0 - u0) * math.cos(TWO_PI * u1)

@@ -16,8 +16,9 @@ def launch_per_env(device, kernel, n, *args) -> None:
     launch(device, Launch(kernel, *grid_1d(n)), *args)
 
 
-def launch_reset(device, kernel, env, state, rng, only_done, draws_per_env) -> None:
-    """A reset kernel over the envs, then ``rng[1]`` advanced by ``draws_per_env`` per env."""
-    launch_per_env(device, kernel, env.num_envs, rng, *state_args(state), only_done)
+def launch_reset(device, kernel, env, state, rng, only_done, draws_per_env, *parameters) -> None:
+    """A reset kernel over the envs (``rng``, the state's arrays, ``only_done``, then the env's
+    ``parameters``), then ``rng[1]`` advanced by ``draws_per_env`` per env."""
+    launch_per_env(device, kernel, env.num_envs, rng, *state_args(state), only_done, *parameters)
     # the counter advances after every thread has read it (a separate launch orders the two)
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(draws_per_env * env.num_envs))

@@ -4,9 +4,8 @@
 Exports CHECKPOINT (default: an untrained TD3 multirotor policy of the recipe's 146-64-64-4 tanh
 network; tanhf's branches depend on its inputs, so a trained policy's count differs by a few
 percent: 96.3k untrained, 98.5k after 300k steps) with ``--target cortex-m4``, then links that very
-object into a bare-metal
-program (the Cortex-M7 trainer's startup code and linker script, dispatchrl/export/trainer_targets.py)
-for QEMU's ``mps2-an386`` (Cortex-M4F) that runs ``policy_selftest`` and ``controller`` RUNS times.
+object into a bare-metal program (the Cortex-M7 trainer's startup code and linker script,
+dispatchrl/export/trainer_targets.py) for QEMU's ``mps2-an386`` (Cortex-M4F) that runs ``policy_selftest`` and ``controller`` RUNS times.
 
 How it counts: qemu-system-arm with one guest instruction per translation block (``-singlestep``)
 and ``-d exec,nochain`` logs one line per executed instruction; the program is built twice, with

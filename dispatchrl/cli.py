@@ -481,7 +481,7 @@ def export(args: argparse.Namespace) -> dict:
     policy = spec.deployed_policy(algo, state)
     kept = claim_folder(args.out)
     try:
-        written = c_export.write_policy(policy, args.out, target=args.target, name=args.name)
+        written = c_export.write_policy(policy, args.out, target=args.target, name=args.name, env=spec.native)
     finally:
         record_folder(args.out, kept)
     for kind, path in written.items():

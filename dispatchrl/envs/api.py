@@ -66,7 +66,8 @@ class NativeEnv:
     - :meth:`training_env`: the description a run trains on (e.g. normalised actions);
     - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto
       (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`);
-    - :meth:`task_metrics`: what a trained policy achieves beyond its return (none by default).
+    - :meth:`task_metrics`: what a trained policy achieves beyond its return (none by default);
+    - :meth:`exported_policy_c`: C an exported policy of this env adds (none by default).
     """
 
     observation_dim: int
@@ -99,6 +100,14 @@ class NativeEnv:
     def policy_action_space(self) -> Box:
         """The Box of :meth:`policy_action_bounds`, onto which a trained policy's [-1, 1] maps."""
         return Box(*self.policy_action_bounds())
+
+    def exported_policy_c(self, name: str) -> tuple[str, str]:
+        """C text that ``dispatchrl export`` adds to a policy of this env exported as ``name``
+        (``<name>.h``, ``<name>.c``; ``<name>_forward`` maps an observation to the policy's
+        [-1, 1] action): (declarations for the header, definitions for the source), e.g. a
+        firmware's entry point in physical units (the multirotor's ``controller``). None by
+        default."""
+        return "", ""
 
     def task_metrics(self, policy: Callable[[np.ndarray], np.ndarray]) -> dict[str, float]:
         """What the deterministic ``policy`` (a batch of observations → a batch of actions)

@@ -29,17 +29,23 @@ __all__ = [
 ]
 
 
-def write_policy(policy, out_dir, target=None, name="policy"):
+def write_policy(policy, out_dir, target=None, name="policy", env=None):
     """Write ``<name>.h`` and ``<name>.c`` for ``policy`` into ``out_dir`` and, if ``target`` is
     given (see :data:`TARGETS`), build them: Linux targets get ``<name>_main.c`` and an executable
     (``<name>`` on the host, ``<name>-<target>`` otherwise) that runs the self-test and prints
     actions; ``cortex-m4`` gets the object ``<name>-cortex-m4.o``.
 
+    ``env``: the native env the policy was trained on (a checkpoint's), which may add C of its
+    own (:meth:`~dispatchrl.envs.NativeEnv.exported_policy_c`: the multirotor's ``controller``).
+
     Returns ``{"header", "source"[, "main"], ["binary"]}`` → Path. Bad policies raise
     ShapeError/ConfigError, unknown targets ConfigError, a missing compiler DeviceError naming
     what to install, all before anything is written."""
     spec = get_target(target) if target is not None else None
-    header, source = c_source(policy, name)
+    extra = ("", "")
+    if env is not None and hasattr(env, "exported_policy_c"):
+        extra = env.exported_policy_c(name)
+    header, source = c_source(policy, name, extra)
     if spec is not None:
         target_compiler(spec)  # fail before writing when the toolchain is missing
     out = Path(out_dir)

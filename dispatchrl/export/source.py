@@ -115,8 +115,10 @@ def _nested(qualifiers, name, values):
     return f"{qualifiers}float {name}{dims} = {{\n    " + ",\n    ".join(rows) + "\n};\n"
 
 
-def c_source(policy, name="policy"):
-    """``(header_text, source_text)`` of ``policy`` as C99; ``name`` prefixes every symbol."""
+def c_source(policy, name="policy", extra=("", "")):
+    """``(header_text, source_text)`` of ``policy`` as C99; ``name`` prefixes every symbol.
+    ``extra`` is C text to add: (declarations for the header, definitions appended to the
+    source), e.g. an env's entry point (:meth:`~dispatchrl.envs.NativeEnv.exported_policy_c`)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
         raise ConfigError(f"export: name {name!r} is not a C identifier")
     ws, bs, low, high, mean, std = check_policy(policy)
@@ -159,7 +161,7 @@ int {name}_selftest(void);
 
 extern const float {name}_test_observations[{upper}_TEST_COUNT][{upper}_OBSERVATION_DIM];
 extern const float {name}_test_actions[{upper}_TEST_COUNT][{upper}_ACTION_DIM];
-
+{extra[0]}
 #ifdef __cplusplus
 }}
 #endif
@@ -263,6 +265,7 @@ extern const float {name}_test_actions[{upper}_TEST_COUNT][{upper}_ACTION_DIM];
             "    }",
             "    return failures;",
             "}",
+            *(["", extra[1].strip("\n")] if extra[1] else []),
             "",
         ]
     )

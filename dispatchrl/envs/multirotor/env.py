@@ -27,6 +27,7 @@ import tomllib
 from ...arrays import Array, asarray
 from ...errors import ConfigError
 from ..api import NativeEnv, check_count
+from .deploy import controller_c
 from .evaluation import flight_metrics
 from .layout import HISTORY, PARAMETERS
 
@@ -282,6 +283,10 @@ class Multirotor(NativeEnv):
         """The flight evaluation (:func:`~dispatchrl.envs.multirotor.evaluation.flight_metrics`):
         ``eval_success``, ``eval_position_rmse``, ``eval_final_position_error``."""
         return flight_metrics(policy, self)
+
+    def exported_policy_c(self, name: str) -> tuple[str, str]:
+        """``controller(observation, rpm)``: the policy's action as RPM setpoints (:mod:`.deploy`)."""
+        return controller_c(self, name)
 
     def without_curriculum(self) -> "Multirotor":
         """The task with the curriculum's final weights, fixed (for evaluation)."""

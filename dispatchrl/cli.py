@@ -297,8 +297,9 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
         except CheckpointWriteError as error:
             save_error = error
     saved = None if save_error is not None else str(periodic.path) if periodic is not None else args.save
-    skip_eval = args.no_eval or result.spec.eval_id is None  # a native env with no gymnasium id
-    eval_return, eval_returns = (None, []) if skip_eval else evaluate(result.policy, result.spec.eval_id)
+    evaluator = result.spec.eval_id if result.spec.eval_id is not None else result.spec.make_eval_env
+    skip_eval = args.no_eval or evaluator is None
+    eval_return, eval_returns = (None, []) if skip_eval else evaluate(result.policy, evaluator)
     task = {} if skip_eval or result.spec.native is None else _task_metrics(result.spec.native, result.policy)
     summary = {
         "status": "ok",
@@ -431,7 +432,7 @@ def evaluate(args: argparse.Namespace) -> dict:
         return action
 
     seeds = tuple(range(args.seed, args.seed + args.episodes)) if args.seed is not None else EVAL_SEEDS[: args.episodes]
-    source: Any = spec.eval_id
+    source: Any = spec.eval_id if spec.eval_id is not None else spec.make_eval_env
     if args.video is not None:
         from dispatchrl.video import record_episodes
 

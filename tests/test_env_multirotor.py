@@ -257,3 +257,24 @@ def test_cli_reports_the_flight_evaluation(tmp_path, capsys):
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     keys = ("eval_success", "eval_position_rmse", "eval_final_position_error")
     assert {k: evaluated[k] for k in keys} == {k: trained[k] for k in keys}
+
+
+def test_another_vehicle_is_evaluated_on_its_own_description(tmp_path):
+    """A variant (another parameter file, a shorter history) is not the registered id's task: a
+    run on it is evaluated on one env of its own description, final weights, 500-step limit."""
+    from dispatchrl.training.envspec import resolve_env
+
+    assert resolve_env("multirotor", 4).eval_id == "dispatchrl/Multirotor-v0"
+    heavy = MultirotorParameters(mass=0.05, rpm_max=30000.0)
+    spec = resolve_env(Multirotor(8, parameters=heavy, action_history=2))
+    assert spec.eval_id is None and spec.obs_dim == 26
+    env = spec.make_eval_env()
+    obs, _ = env.reset(seed=0)
+    native = env.unwrapped._env
+    assert obs.shape == (26,) and native.parameters == heavy and native.reward_weights == (40.0, 5.0, 1.0, 1.0)
+    steps = 0
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(np.full(4, heavy.hover_action, np.float32))
+        steps, done = steps + 1, terminated or truncated
+    assert steps <= 500 and (steps == 500) == (not terminated)

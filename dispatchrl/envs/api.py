@@ -62,7 +62,8 @@ class NativeEnv:
     - ``name``: the run's env name in results and checkpoints (default: ``module:Class``, which
       ``dispatchrl train --env`` and checkpoint loading resolve back to the class);
     - ``eval_id``: the gymnasium id evaluating trained policies (see
-      :func:`dispatchrl.envs.register_native_env`), or None;
+      :func:`dispatchrl.envs.register_native_env`), or None: then one env of
+      :meth:`evaluation_env` does;
     - :meth:`training_env`: the description a run trains on (e.g. normalised actions);
     - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto
       (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`);
@@ -100,6 +101,11 @@ class NativeEnv:
     def policy_action_space(self) -> Box:
         """The Box of :meth:`policy_action_bounds`, onto which a trained policy's [-1, 1] maps."""
         return Box(*self.policy_action_bounds())
+
+    def evaluation_env(self) -> "NativeEnv":
+        """The description a trained policy is evaluated on where ``eval_id`` is None (one env
+        is made of it, its time limit ``max_episode_steps``): this one by default."""
+        return self
 
     def exported_policy_c(self, name: str) -> tuple[str, str]:
         """C text that ``dispatchrl export`` adds to a policy of this env exported as ``name``

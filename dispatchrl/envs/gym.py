@@ -25,7 +25,7 @@ from ..spaces import Discrete, to_gymnasium_space
 from ..staging import fuse
 from .api import NativeEnv, env_reset, env_state, env_step
 
-__all__ = ["NO_LIMIT", "NativeGymEnv", "NativeGymEnvBase", "register_native_env"]
+__all__ = ["NO_LIMIT", "NativeGymEnv", "NativeGymEnvBase", "native_eval_env", "register_native_env"]
 
 NO_LIMIT = 2**62  # the kernels' own truncation is switched off: TimeLimit does it
 
@@ -104,6 +104,14 @@ class NativeGymEnv(NativeGymEnvBase):
         env_reset(self._device, self._env, self._state, self._rng)
         self._ready = True
         return self._state.obs.data[0].copy(), {}
+
+
+def native_eval_env(env: NativeEnv) -> gymnasium.Env:
+    """One gymnasium env of ``env.evaluation_env()`` with its time limit: what evaluates a native
+    env that has no gymnasium id (or a variant its id does not describe)."""
+    from gymnasium.wrappers import TimeLimit
+
+    return TimeLimit(NativeGymEnv(env.evaluation_env()), env.max_episode_steps)
 
 
 def register_native_env(env_id: str, env: NativeEnv, **kwargs) -> None:

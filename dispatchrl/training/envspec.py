@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import gymnasium
@@ -15,6 +16,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 
 from ..envs import NativeEnv, from_gymnasium
 from ..envs.batch import GymnasiumBatch, VectorBatch
+from ..envs.gym import native_eval_env
 from ..envs.registry import NAMED_ENVS  # the built-in native envs by name (one table, beside the envs)
 from ..errors import ConfigError
 from ..nn import head_policy
@@ -129,6 +131,7 @@ def resolve_env(env: object, num_envs: int = 1) -> EnvSpec:
             obs_dim=env.observation_dim,
             action_space=env.policy_action_space(),
             eval_id=env.eval_id,
+            make_eval_env=None if env.eval_id is not None else partial(native_eval_env, env),
         )
     if isinstance(env, str):
         env_id = env

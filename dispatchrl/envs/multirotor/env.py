@@ -235,7 +235,16 @@ class Multirotor(NativeEnv):
         return high
 
     name = "multirotor"
-    eval_id = "dispatchrl/Multirotor-v0"
+
+    @property
+    def eval_id(self) -> str | None:  # type: ignore[override]
+        """``dispatchrl/Multirotor-v0`` for the default task; another vehicle or task variant is
+        evaluated on one env of its own description (:meth:`evaluation_env`)."""
+        return "dispatchrl/Multirotor-v0" if replace(self, num_envs=1) == Multirotor() else None
+
+    def evaluation_env(self) -> "Multirotor":
+        """One vehicle, the curriculum's final weights (the paper's target reward)."""
+        return replace(self.without_curriculum(), num_envs=1)
 
     def kernel_parameters(self) -> np.ndarray:
         """The float64 array the kernels read (entries ``P_*``)."""

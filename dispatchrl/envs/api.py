@@ -62,8 +62,8 @@ class NativeEnv:
     - ``name``: the run's env name in results and checkpoints (default: ``module:Class``, which
       ``dispatchrl train --env`` and checkpoint loading resolve back to the class);
     - ``eval_id``: the gymnasium id evaluating trained policies (see
-      :func:`dispatchrl.envs.register_native_env`), or None: then one env of
-      :meth:`evaluation_env` does;
+      :func:`dispatchrl.envs.register_native_env`), or None: then, if the class defines
+      :meth:`evaluation_env`, one env of it does (stepped by its CPU methods), else none;
     - :meth:`training_env`: the description a run trains on (e.g. normalised actions);
     - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto
       (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`);
@@ -104,7 +104,7 @@ class NativeEnv:
 
     def evaluation_env(self) -> "NativeEnv":
         """The description a trained policy is evaluated on where ``eval_id`` is None (one env
-        is made of it, its time limit ``max_episode_steps``): this one by default."""
+        is made of it, its time limit ``max_episode_steps``), for a class that defines it."""
         return self
 
     def exported_policy_c(self, name: str) -> tuple[str, str]:

@@ -89,6 +89,10 @@ def check_action_space(algo: Any, spec: EnvSpec, algorithms: Mapping[str, Any] |
     raise ConfigError(message)
 
 
+def _evaluable(env: NativeEnv) -> bool:
+    return type(env).evaluation_env is not NativeEnv.evaluation_env
+
+
 def _import_env(path: str) -> object:
     """``"package.module:Name"`` → the object it names, or None where it names nothing
     importable (gymnasium ids use the same form, ``"module:Env-v0"``)."""
@@ -131,7 +135,9 @@ def resolve_env(env: object, num_envs: int = 1) -> EnvSpec:
             obs_dim=env.observation_dim,
             action_space=env.policy_action_space(),
             eval_id=env.eval_id,
-            make_eval_env=None if env.eval_id is not None else partial(native_eval_env, env),
+            # an env with no id that says what to evaluate on (the multirotor's variants); others
+            # are not evaluated, as before (they may have no CPU methods to step one env with)
+            make_eval_env=partial(native_eval_env, env) if env.eval_id is None and _evaluable(env) else None,
         )
     if isinstance(env, str):
         env_id = env

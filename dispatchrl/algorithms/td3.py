@@ -1,8 +1,9 @@
 """TD3 (Fujimoto et al. 2018) written once over generic functions; the device decides the rest.
 
 Per environment step: act (uniform random during warm-up, then actor + Gaussian noise), store
-the transition, and after warm-up train the twin critics on a replay batch every step and the
-actor and the target networks every ``policy_delay`` steps. :func:`native_step` fuses all of it,
+the transition, and after warm-up train the twin critics on a replay batch every ``train_freq``
+steps (1: every step) and the actor and the target networks every ``policy_delay``-th time.
+:func:`native_step` fuses all of it,
 env included, into one compiled kernel per device for native envs.
 """
 

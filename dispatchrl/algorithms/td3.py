@@ -3,8 +3,8 @@
 Per environment step: act (uniform random during warm-up, then actor + Gaussian noise), store
 the transition, and after warm-up train the twin critics on a replay batch every ``train_freq``
 steps (1: every step) and the actor and the target networks every ``policy_delay``-th time.
-:func:`native_step` fuses all of it,
-env included, into one compiled kernel per device for native envs.
+:func:`native_step` fuses all of it, env included, into one compiled kernel per device for
+native envs.
 """
 
 import dataclasses

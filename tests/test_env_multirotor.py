@@ -278,3 +278,26 @@ def test_another_vehicle_is_evaluated_on_its_own_description(tmp_path):
         _, _, terminated, truncated, _ = env.step(np.full(4, heavy.hover_action, np.float32))
         steps, done = steps + 1, terminated or truncated
     assert steps <= 500 and (steps == 500) == (not terminated)
+
+
+def test_critic_targets_follow_every_update_without_delay_critic_targets():
+    """``delay_critic_targets=False`` (the multirotor recipe, RLtools' schedule): the critics'
+    targets take a Polyak step after every critic update, the actor's only with the actor; the
+    default keeps TD3's (all targets every ``policy_delay``-th update)."""
+    from dispatchrl.algorithms import td3
+
+    def first_update(delay):  # warm-up 4 steps, one update at step 4: not a delayed one
+        config = td3.Config(total_steps=5, warmup_steps=4, batch_size=4, hidden=(8,), policy_delay=2)
+        config = dataclasses.replace(config, delay_critic_targets=delay)
+        return td3.train(drl.Generic(), "pendulum", config, seed=3, progress=False).state
+
+    delayed, every = first_update(True), first_update(False)
+    weights = lambda net: to_numpy(net.weights[0].value)  # noqa: E731
+    for name in ("critic1", "critic2"):
+        online, untouched = weights(getattr(every, name)), weights(getattr(delayed, f"{name}_target"))
+        assert np.array_equal(online, weights(getattr(delayed, name)))  # the same first update
+        stepped = weights(getattr(every, f"{name}_target"))
+        assert not np.array_equal(stepped, untouched)
+        np.testing.assert_allclose(stepped, 0.995 * untouched + 0.005 * online, rtol=1e-6, atol=1e-7)
+    assert np.array_equal(weights(every.actor_target), weights(delayed.actor_target))
+    assert td3.config_for("multirotor").delay_critic_targets is False

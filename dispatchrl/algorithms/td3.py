@@ -79,6 +79,7 @@ class Config(OffPolicyConfig):
     target_noise: float = 0.2  # std of the target policy smoothing noise
     target_noise_clip: float = 0.5  # the smoothing noise is clipped to ±this
     random_warmup: bool = True  # uniform random actions during warm-up (SB3); False: the actor plus noise (RLtools)
+    delay_critic_targets: bool = True  # critic targets move with the actor's (SB3); False: every update (RLtools)
 
     def extra_rules(self) -> dict[str, Rule]:
         return {
@@ -86,6 +87,7 @@ class Config(OffPolicyConfig):
             "target_noise": (non_negative, "a number >= 0"),
             "target_noise_clip": (non_negative, "a number >= 0"),
             "random_warmup": (lambda v: isinstance(v, bool), "true or false"),
+            "delay_critic_targets": (lambda v: isinstance(v, bool), "true or false"),
         }
 
 
@@ -103,8 +105,9 @@ def config_for(env: object) -> Config:
 
 #: "Learning to Fly in Seconds" (RLtools learning-to-fly, src/config): 300k steps of one env,
 #: tanh 64×64 actor and critics, batch 256, a critic update every 10 steps and an actor update every
-#: 20, γ 0.99, 15k warm-up steps. Not carried over: its separate actor warm-up (30k steps), Adam
-#: weight decay (1e-4) and the replay rewards recomputed at each curriculum stage.
+#: 20, the critics' targets after every critic update, γ 0.99, 15k warm-up steps. Not carried
+#: over: its separate actor warm-up (30k steps), Adam weight decay (1e-4), the replay rewards
+#: recomputed at each curriculum stage, the asymmetric critic.
 MULTIROTOR = Config(
     total_steps=300_000,
     warmup_steps=15_000,
@@ -114,6 +117,7 @@ MULTIROTOR = Config(
     gamma=0.99,
     train_freq=10,
     policy_delay=2,
+    delay_critic_targets=False,
 )
 
 
@@ -278,26 +282,29 @@ def update_actor(device: Device, config: Config, state: State) -> None:
     adam_update(device, state.actor, config.actor_lr)
 
 
-def update_targets(device: Device, config: Config, state: State) -> None:
-    """Polyak-average the target actor and critics towards the online networks."""
-    for online, target in (
-        (state.actor, state.actor_target),
-        (state.critic1, state.critic1_target),
-        (state.critic2, state.critic2_target),
-    ):
+def update_targets(device: Device, config: Config, state: State, networks: str = "all") -> None:
+    """Polyak-average target networks towards the online ones: ``"all"``, ``"actor"`` or ``"critics"``."""
+    pairs = {
+        "actor": ((state.actor, state.actor_target),),
+        "critics": ((state.critic1, state.critic1_target), (state.critic2, state.critic2_target)),
+    }
+    for online, target in pairs["actor"] + pairs["critics"] if networks == "all" else pairs[networks]:
         polyak_average(device, target, online, config.polyak)
 
 
 def update(device: Device, config: Config, state: State) -> None:
     """After warm-up, every train_freq steps: a gradient step of the critics, and of the actor and
-    targets every policy_delay-th time."""
+    targets every policy_delay-th time (the critics' targets every time without
+    ``delay_critic_targets``)."""
 
     def delayed_updates(device: Device) -> None:
         update_actor(device, config, state)
-        update_targets(device, config, state)
+        update_targets(device, config, state, "all" if config.delay_critic_targets else "actor")
 
     def learn(device: Device) -> None:
         update_critics(device, config, state)
+        if not config.delay_critic_targets:  # RLtools: critic targets after every critic update
+            update_targets(device, config, state, "critics")
         when(device, offpolicy.delayed(config, state), delayed_updates)
 
     offpolicy.after_warmup(device, config, state, learn)

@@ -1,6 +1,7 @@
 """The multirotor description: a quadrotor's physical parameters (a config: another vehicle is a
 parameter file), the task of "Learning to Fly in Seconds" (Eschmann, Albani, Loianno, RA-L 2024;
-RLtools' ``rl/environments/l2f``) as fields, and the layouts every backend's kernels read.
+RLtools' ``rl/environments/l2f``) as fields, and the parameter array the kernels read (its
+entries, and the physics row's columns, are ``layout.py``'s).
 
 The vehicle: a rigid body with four rotors whose RPM follow the commanded RPM with a first-order
 lag; thrust is a quadratic in RPM, yaw torque proportional to thrust. Integrated with RK4 at
@@ -247,7 +248,7 @@ class Multirotor(NativeEnv):
         return replace(self.without_curriculum(), num_envs=1)
 
     def kernel_parameters(self) -> np.ndarray:
-        """The float64 array the kernels read (entries ``P_*``)."""
+        """The float64 array the kernels read (entries ``layout.P_*``)."""
         p = self.parameters
         per_env_stage = self.curriculum_steps / self.num_envs if self.curriculum_steps else 0.0
         values = [

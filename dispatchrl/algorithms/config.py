@@ -152,6 +152,7 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
             **PRIORITY_RULES,
             "n_step": (positive_int, "a positive int"),
             "memmap_path": (lambda v: v is None or isinstance(v, (str, os.PathLike)), "None or a folder path"),
+            "asymmetric_critic": (lambda v: isinstance(v, bool), "true or false"),
             **extra_rules,
         },
     )
@@ -189,6 +190,7 @@ class OffPolicyConfig:
     priority_beta_steps: int | None = None  # env steps (per env) over which β reaches 1; None: the run's
     n_step: int = 1  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
     memmap_path: str | None = None  # the replay ring in numpy memmaps under this folder (None: in memory)
+    asymmetric_critic: bool = False  # the critics see the env's privileged observation, the actor its own (native envs)
 
     def validate(self) -> None:
         validate_off_policy(self, self.extra_rules())

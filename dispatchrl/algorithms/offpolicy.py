@@ -12,10 +12,10 @@ from .. import checkpoint
 from ..arrays import Array, asarray, zeros
 from ..data import ReplayRing, memmap_replay_buffer, replay_buffer
 from ..devices import Device
-from ..envs import env_reset_done, env_step
-from ..errors import CheckpointError
+from ..envs import env_critic_observation, env_reset_done, env_step
+from ..errors import CheckpointError, ConfigError
 from ..kernels.core.api import copy, increment
-from ..kernels.offpolicy.api import replay_add, replay_sample, track_episodes
+from ..kernels.offpolicy.api import concat_columns, replay_add, replay_sample, slice_columns, track_episodes
 from ..kernels.replay.api import (
     EMPTY,
     bootstrap_target,
@@ -33,16 +33,21 @@ from ..kernels.replay.api import (
 from ..staging import Below, Every, when
 
 __all__ = [
+    "CriticObservation",
     "NStepBatch",
     "Priorities",
+    "actor_rows",
     "after_warmup",
     "bootstrap",
+    "critic_observation",
+    "critic_rows",
     "delayed",
     "n_step_batch",
     "native_step",
     "prepare_resume",
     "priorities",
     "replay_ring",
+    "replay_row",
     "sample_batch",
     "store",
     "target_reward_and_gamma",
@@ -53,6 +58,68 @@ __all__ = [
 
 Act = Callable[[Device, Any, Any, Any], None]  # (device, config, state, obs)
 Update = Callable[[Device, Any, Any], None]  # (device, config, state)
+
+
+# ---------------------------------------------------------------- asymmetric critic (config.asymmetric_critic)
+
+
+@dataclass
+class CriticObservation:
+    """Asymmetric actor-critic (Pinto et al. 2018; "Learning to Fly in Seconds"): the critics see
+    the env's privileged observation (:func:`~dispatchrl.envs.env_critic_observation`), the
+    actor its own. Replay rows hold [actor observation | critic observation]; each network reads
+    its columns through these scratch arrays. The deployed policy is the actor alone."""
+
+    now: Array  # (N, C) the env's critic observation, written before it is stored
+    actor: Array  # (B, O) a batch's actor columns
+    critic: Array  # (B, C) a batch's critic columns
+
+
+def critic_observation(
+    device: Device, config: Any, obs_dim: int, critic_obs_dim: int | None
+) -> CriticObservation | None:
+    """The asymmetric critic's scratch arrays, or None when the critics see the actor's
+    observation (the default)."""
+    if not config.asymmetric_critic:
+        return None
+    if critic_obs_dim is None:
+        raise ConfigError("asymmetric_critic: the env has no critic observation (NativeEnv.critic_observation_dim)")
+    rows = config.batch_size
+    return CriticObservation(
+        zeros(device, (config.num_envs, critic_obs_dim)),
+        zeros(device, (rows, obs_dim)),
+        zeros(device, (rows, critic_obs_dim)),
+    )
+
+
+def actor_rows(device: Device, state: Any, rows: Array) -> Array:
+    """The actor's columns of replay rows (the rows themselves without an asymmetric critic)."""
+    c = state.critic_observation
+    if c is None:
+        return rows
+    slice_columns(device, rows, 0, c.actor)
+    return c.actor
+
+
+def critic_rows(device: Device, state: Any, rows: Array) -> Array:
+    """The critics' columns of replay rows (the rows themselves without an asymmetric critic)."""
+    c = state.critic_observation
+    if c is None:
+        return rows
+    slice_columns(device, rows, rows.shape[1] - c.critic.shape[1], c.critic)
+    return c.critic
+
+
+def replay_row(device: Device, env: Any, state: Any, out: Array) -> Array:
+    """``out`` = the native env's current observation as the replay stores it: the observation,
+    or [observation | critic observation]."""
+    env_now, c = state.env_state, state.critic_observation
+    if c is None:
+        copy(device, env_now.obs, out)
+    else:
+        env_critic_observation(device, env, env_now, c.now)
+        concat_columns(device, env_now.obs, c.now, out)
+    return out
 
 
 # ---------------------------------------------------------------- prioritized replay (config.prioritized)
@@ -221,8 +288,12 @@ def native_step(device: Device, act: Act, update: Update, config: Any, env: Any,
     """One step of a native env and one learning update, fused whole."""
     env_now = state.env_state
     act(device, config, state, env_now.obs)
-    copy(device, env_now.obs, state.transition.obs)
+    replay_row(device, env, state, state.transition.obs)
     env_step(device, env, env_now, state.action)
+    # the next observation as stored: the step's own (before resets replace it), critic's added
+    next_obs = (
+        env_now.obs if state.critic_observation is None else replay_row(device, env, state, state.transition.next_obs)
+    )
     _mark_new(device, config, state, state.action.shape[0])
     replay_add(
         device,
@@ -230,7 +301,7 @@ def native_step(device: Device, act: Act, update: Update, config: Any, env: Any,
         state.transition.obs,
         state.action,
         env_now.reward,
-        env_now.obs,
+        next_obs,
         env_now.terminated,
         env_now.truncated,
     )

@@ -154,18 +154,25 @@ class State:
     env_state: EnvState | None = None
     priorities: offpolicy.Priorities | None = None  # config.prioritized
     n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
+    critic_observation: offpolicy.CriticObservation | None = field(default=None, metadata=SCRATCH)
 
     validate_checkpoint = offpolicy.validate_checkpoint
     prepare_resume = offpolicy.prepare_resume
 
 
-def build(device: Device, config: Config, obs_dim: int, action_space: Box | int, seed: int) -> State:
+def build(
+    device: Device, config: Config, obs_dim: int, action_space: Box | int, seed: int, critic_obs_dim: int | None = None
+) -> State:
     """The whole SAC training state on ``device``: Gaussian actor, twin critics and their targets, the
-    temperature, optimiser moments, replay ring, buffers, RNG stream and counters."""
+    temperature, optimiser moments, replay ring, buffers, RNG stream and counters (with
+    ``asymmetric_critic``, the critics see the env's ``critic_obs_dim`` columns)."""
     action_dim = as_action_space(action_space).columns
     envs, rows = config.num_envs, config.batch_size
+    asymmetric = offpolicy.critic_observation(device, config, obs_dim, critic_obs_dim)
+    critic_obs = obs_dim if asymmetric is None else asymmetric.critic.shape[1]
+    stored_obs = obs_dim if asymmetric is None else obs_dim + critic_obs  # replay rows
     actor_sizes = (obs_dim, *config.hidden, 2 * action_dim)
-    critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
+    critic_sizes = (critic_obs + action_dim, *config.hidden, 1)
 
     make_actor, make_critic = network_constructors(config)
 
@@ -176,7 +183,7 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Box | int,
     critic1, critic2 = net(make_critic, critic_sizes, 1), net(make_critic, critic_sizes, 2)
     log_alpha = parameter(device, (1,))
     fill(device, log_alpha.value, float(np.log(config.initial_alpha)))
-    critic_width = obs_dim + action_dim
+    critic_width = critic_obs + action_dim
     return State(
         actor=actor,
         critic1=critic1,
@@ -207,9 +214,9 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Box | int,
         d_critic_input=zeros(device, (rows, critic_width)),
         d_action=zeros(device, (rows, action_dim)),
         q_target=zeros(device, (rows, 1)),
-        replay=offpolicy.replay_ring(device, config, obs_dim, action_dim),
-        batch=transitions(device, rows, obs_dim, action_dim),
-        transition=transitions(device, envs, obs_dim, action_dim),
+        replay=offpolicy.replay_ring(device, config, stored_obs, action_dim),
+        batch=transitions(device, rows, stored_obs, action_dim),
+        transition=transitions(device, envs, stored_obs, action_dim),
         action=zeros(device, (envs, action_dim)),
         episodes=None,
         rng=rng(device, seed),
@@ -218,6 +225,7 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Box | int,
         actor_stats=zeros(device, 3, np.float64),
         priorities=offpolicy.priorities(device, config, rows),
         n_step=offpolicy.n_step_batch(device, config, rows),
+        critic_observation=asymmetric,
     )
 
 
@@ -257,11 +265,12 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     """One gradient step of both critics towards the soft double-Q target on the sampled batch."""
     # soft target: r + γ(1 − terminated)(min_i Q'_i(s', a') − α log π(a'|s')), a' ~ π(·|s')
     batch = state.batch
-    forward(device, state.actor, state.actor_next, batch.next_obs)
+    forward(device, state.actor, state.actor_next, offpolicy.actor_rows(device, state, batch.next_obs))
     gaussian_tanh_sample(
         device, state.rng, state.actor_next.output, state.next_noise, state.next_action, state.next_log_prob
     )
-    concat_columns(device, batch.next_obs, state.next_action, state.critic_next_input)
+    next_critic_obs = offpolicy.critic_rows(device, state, batch.next_obs)
+    concat_columns(device, next_critic_obs, state.next_action, state.critic_next_input)
     forward(device, state.critic1_target, state.critic1_next, state.critic_next_input)
     forward(device, state.critic2_target, state.critic2_next, state.critic_next_input)
     reward, gamma = offpolicy.target_reward_and_gamma(config, state)
@@ -277,7 +286,7 @@ def update_critics(device: Device, config: Config, state: State) -> None:
         state.q_target,
     )
     offpolicy.bootstrap(device, state, state.q_target)
-    concat_columns(device, batch.obs, batch.action, state.critic_input)
+    concat_columns(device, offpolicy.critic_rows(device, state, batch.obs), batch.action, state.critic_input)
     for critic, buffers in ((state.critic1, state.critic1_train), (state.critic2, state.critic2_train)):
         forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
@@ -292,8 +301,8 @@ def update_critics(device: Device, config: Config, state: State) -> None:
 def update_actor(device: Device, config: Config, state: State) -> None:
     """One gradient step of the actor, minimising mean(α log π(a|s) − min(Q1, Q2)(s, a))."""
     # minimise mean(α log π(a|s) − min(Q1, Q2)(s, a)) through the reparameterised sample a
-    obs = state.batch.obs
-    concat_columns(device, obs, state.pi_action, state.actor_critic_input)
+    critic_obs = offpolicy.critic_rows(device, state, state.batch.obs)
+    concat_columns(device, critic_obs, state.pi_action, state.actor_critic_input)
     for critic, buffers in ((state.critic1, state.critic1_actor), (state.critic2, state.critic2_actor)):
         forward(device, critic, buffers, state.actor_critic_input)
         fill(device, buffers.d_output, -1.0 / config.batch_size)
@@ -314,7 +323,7 @@ def update_actor(device: Device, config: Config, state: State) -> None:
         state.critic2_actor.d_in[0],
         state.d_critic_input,
     )
-    slice_columns(device, state.d_critic_input, obs.shape[1], state.d_action)
+    slice_columns(device, state.d_critic_input, critic_obs.shape[1], state.d_action)
     gaussian_tanh_backward(
         device,
         state.actor_train.output,
@@ -324,6 +333,8 @@ def update_actor(device: Device, config: Config, state: State) -> None:
         state.log_alpha.value,
         state.actor_train.d_output,
     )
+    # the actor's columns again: the target's forward on next observations reused their scratch
+    obs = offpolicy.actor_rows(device, state, state.batch.obs)
     backward(device, state.actor, state.actor_train, obs, state.actor_train.d_output)
     adam_update(device, state.actor, config.actor_lr)
 
@@ -340,7 +351,7 @@ def update(device: Device, config: Config, state: State) -> None:
 
     def learn(device: Device) -> None:
         offpolicy.sample_batch(device, config, state)
-        forward(device, state.actor, state.actor_train, state.batch.obs)
+        forward(device, state.actor, state.actor_train, offpolicy.actor_rows(device, state, state.batch.obs))
         gaussian_tanh_sample(
             device, state.rng, state.actor_train.output, state.pi_noise, state.pi_action, state.pi_log_prob
         )

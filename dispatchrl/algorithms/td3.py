@@ -156,18 +156,25 @@ class State:
     env_state: EnvState | None = None
     priorities: offpolicy.Priorities | None = None  # config.prioritized
     n_step: offpolicy.NStepBatch | None = None  # config.n_step > 1
+    critic_observation: offpolicy.CriticObservation | None = field(default=None, metadata=SCRATCH)
 
     validate_checkpoint = offpolicy.validate_checkpoint
     prepare_resume = offpolicy.prepare_resume
 
 
-def build(device: Device, config: Config, obs_dim: int, action_space: Box | int, seed: int) -> State:
+def build(
+    device: Device, config: Config, obs_dim: int, action_space: Box | int, seed: int, critic_obs_dim: int | None = None
+) -> State:
     """The whole TD3 training state on ``device``: actor, twin critics and their targets, optimiser moments,
-    replay ring, batch and acting buffers, RNG stream and counters, for ``obs_dim`` → the Box's components."""
+    replay ring, batch and acting buffers, RNG stream and counters, for ``obs_dim`` → the Box's components
+    (with ``asymmetric_critic``, the critics see the env's ``critic_obs_dim`` columns instead)."""
     action_dim = as_action_space(action_space).columns
     envs, rows = config.num_envs, config.batch_size
+    asymmetric = offpolicy.critic_observation(device, config, obs_dim, critic_obs_dim)
+    critic_obs = obs_dim if asymmetric is None else asymmetric.critic.shape[1]
+    stored_obs = obs_dim if asymmetric is None else obs_dim + critic_obs  # replay rows
     actor_sizes = (obs_dim, *config.hidden, action_dim)
-    critic_sizes = (obs_dim + action_dim, *config.hidden, 1)
+    critic_sizes = (critic_obs + action_dim, *config.hidden, 1)
 
     make_actor, make_critic = network_constructors(config)
 
@@ -189,12 +196,12 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Box | int,
         actor_batch=make_buffers(device, actor, rows),
         critic1_batch=make_buffers(device, critic1, rows, input_gradient=True),
         critic2_batch=make_buffers(device, critic2, rows),
-        critic_input=zeros(device, (rows, obs_dim + action_dim)),
+        critic_input=zeros(device, (rows, critic_obs + action_dim)),
         q_target=zeros(device, (rows, 1)),
         d_action=zeros(device, (rows, action_dim)),
-        replay=offpolicy.replay_ring(device, config, obs_dim, action_dim),
-        batch=transitions(device, rows, obs_dim, action_dim),
-        transition=transitions(device, envs, obs_dim, action_dim),
+        replay=offpolicy.replay_ring(device, config, stored_obs, action_dim),
+        batch=transitions(device, rows, stored_obs, action_dim),
+        transition=transitions(device, envs, stored_obs, action_dim),
         action=zeros(device, (envs, action_dim)),
         episodes=None,
         rng=rng(device, seed),
@@ -203,6 +210,7 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Box | int,
         actor_stats=zeros(device, 2, np.float64),
         priorities=offpolicy.priorities(device, config, rows),
         n_step=offpolicy.n_step_batch(device, config, rows),
+        critic_observation=asymmetric,
     )
 
 
@@ -237,11 +245,12 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     batch = state.batch
     offpolicy.sample_batch(device, config, state)
     # target: r + γ(1 − terminated) min_i Q'_i(s', clip(π'(s') + clip(ε, ±c), −1, 1))
-    forward(device, state.actor_target, state.actor_batch, batch.next_obs)
+    forward(device, state.actor_target, state.actor_batch, offpolicy.actor_rows(device, state, batch.next_obs))
     add_clipped_noise(
         device, state.rng, state.actor_batch.output, config.target_noise, config.target_noise_clip, -1.0, 1.0
     )
-    concat_columns(device, batch.next_obs, state.actor_batch.output, state.critic_input)
+    next_critic_obs = offpolicy.critic_rows(device, state, batch.next_obs)
+    concat_columns(device, next_critic_obs, state.actor_batch.output, state.critic_input)
     forward(device, state.critic1_target, state.critic1_batch, state.critic_input)
     forward(device, state.critic2_target, state.critic2_batch, state.critic_input)
     reward, gamma = offpolicy.target_reward_and_gamma(config, state)
@@ -255,7 +264,7 @@ def update_critics(device: Device, config: Config, state: State) -> None:
         state.q_target,
     )
     offpolicy.bootstrap(device, state, state.q_target)
-    concat_columns(device, batch.obs, batch.action, state.critic_input)
+    concat_columns(device, offpolicy.critic_rows(device, state, batch.obs), batch.action, state.critic_input)
     for critic, buffers in ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)):
         forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
@@ -270,14 +279,15 @@ def update_critics(device: Device, config: Config, state: State) -> None:
 def update_actor(device: Device, config: Config, state: State) -> None:
     """One gradient step of the actor, maximising Q1(s, π(s)) on the sampled batch."""
     # maximise Q1(s, π(s)): backpropagate −1/B through critic 1 into the action, then the actor
-    obs, critic_buffers = state.batch.obs, state.critic1_batch
+    obs, critic_buffers = offpolicy.actor_rows(device, state, state.batch.obs), state.critic1_batch
+    critic_obs = offpolicy.critic_rows(device, state, state.batch.obs)
     forward(device, state.actor, state.actor_batch, obs)
-    concat_columns(device, obs, state.actor_batch.output, state.critic_input)
+    concat_columns(device, critic_obs, state.actor_batch.output, state.critic_input)
     forward(device, state.critic1, critic_buffers, state.critic_input)
     accumulate_actor_stats(device, critic_buffers.output, state.actor_stats)
     fill(device, critic_buffers.d_output, -1.0 / config.batch_size)
     backward(device, state.critic1, critic_buffers, state.critic_input, critic_buffers.d_output, parameters=False)
-    slice_columns(device, critic_buffers.d_in[0], obs.shape[1], state.d_action)
+    slice_columns(device, critic_buffers.d_in[0], critic_obs.shape[1], state.d_action)
     backward(device, state.actor, state.actor_batch, obs, state.d_action)
     adam_update(device, state.actor, config.actor_lr)
 

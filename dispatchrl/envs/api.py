@@ -28,6 +28,7 @@ __all__ = [
     "NativeEnv",
     "check_action",
     "check_count",
+    "env_critic_observation",
     "env_reset",
     "env_reset_done",
     "env_state",
@@ -68,7 +69,10 @@ class NativeEnv:
     - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto
       (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`);
     - :meth:`task_metrics`: what a trained policy achieves beyond its return (none by default);
-    - :meth:`exported_policy_c`: C an exported policy of this env adds (none by default).
+    - :meth:`exported_policy_c`: C an exported policy of this env adds (none by default);
+    - ``critic_observation_dim``: the width of the privileged observation an asymmetric critic
+      sees (``asymmetric_critic=True`` in TD3/SAC), written by its methods of
+      :func:`env_critic_observation`; None (the default): the env has none.
     """
 
     observation_dim: int
@@ -80,6 +84,8 @@ class NativeEnv:
     action_high: np.ndarray
     #: gymnasium id evaluating a trained policy (None: the run is not evaluated through gymnasium)
     eval_id: str | None = None
+    #: width of :func:`env_critic_observation`'s rows (None: no privileged observation)
+    critic_observation_dim: int | None = None
 
     @property
     def name(self) -> str:
@@ -230,3 +236,17 @@ def check_action(env, action, name="action"):
             f"{name}: must be finite, got {host[bad][0]} at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
         )
     return host
+
+
+@generic(outputs=("out",))
+def env_critic_observation(device, env, state, out) -> tuple:
+    """The privileged observation of each env's current state, for an asymmetric critic: ``out``
+    (N, ``env.critic_observation_dim``) float32, e.g. the multirotor's noise-free state with its
+    disturbance and rotor speeds. Reads ``state``, changes nothing in it."""
+    check_device("env_critic_observation", device)
+    _check_state("env_critic_observation", device, env, state)
+    if env.critic_observation_dim is None:
+        raise ConfigError(f"env_critic_observation: env {env.name} has no critic observation (critic_observation_dim)")
+    shape = (env.num_envs, env.critic_observation_dim)
+    check_array("env_critic_observation", "out", out, device, shape, np.float32)
+    return device, env, state, out

@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..nn import head_policy
 from ..spaces import Box, Discrete, Space, space_names
 
-__all__ = ["NAMED_ENVS", "EnvSpec", "check_action_space", "resolve_env"]
+__all__ = ["NAMED_ENVS", "EnvSpec", "check_action_space", "critic_observation_dim", "resolve_env"]
 
 
 @dataclass(kw_only=True)
@@ -87,6 +87,20 @@ def check_action_space(algo: Any, spec: EnvSpec, algorithms: Mapping[str, Any] |
         takers = sorted(name for name, other in algorithms.items() if kind in other.ACTION_SPACES)
         message += f"; algorithms taking {kind.__name__}: {', '.join(takers) if takers else 'none yet'}"
     raise ConfigError(message)
+
+
+def critic_observation_dim(spec: EnvSpec, config: Any) -> int | None:
+    """The width of the critics' privileged observation for ``config.asymmetric_critic``, or None
+    without it; refused (ConfigError) for an env that has none, before anything is built."""
+    if not getattr(config, "asymmetric_critic", False):
+        return None
+    dim = None if spec.native is None else spec.native.critic_observation_dim
+    if dim is None:
+        raise ConfigError(
+            f"asymmetric_critic: env {spec.name!r} has no critic observation; it needs a native env "
+            "with critic_observation_dim and env_critic_observation methods (e.g. multirotor)"
+        )
+    return int(dim)
 
 
 def _evaluable(env: NativeEnv) -> bool:

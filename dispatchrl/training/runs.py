@@ -20,7 +20,7 @@ from ..envs import env_reset, env_state
 from ..errors import DIVERGENCE_HINT, CheckpointError, ConfigError, TrainingDiverged
 from ..spaces import Box, Discrete, Space
 from .chunks import episode_ring_capacity
-from .envspec import EnvSpec, check_action_space, resolve_env
+from .envspec import EnvSpec, check_action_space, critic_observation_dim, resolve_env
 from .trust import check_checkpoint_code, check_run_metadata, in_memory
 
 __all__ = [
@@ -277,7 +277,9 @@ def build_state(algo: Algorithm, device: Device, spec: EnvSpec, config: Any, see
     for a chunk of the driver's) and, for native envs, the env state (reset from the run's
     stream)."""
     check_action_space(algo, spec)
-    state = algo.build(device, config, spec.obs_dim, spec.action_space, seed)
+    critic = critic_observation_dim(spec, config)
+    extra = {} if critic is None else {"critic_obs_dim": critic}  # asymmetric_critic only (TD3, SAC)
+    state = algo.build(device, config, spec.obs_dim, spec.action_space, seed, **extra)
     capacity = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
     state.episodes = episode_log(device, config.num_envs, capacity)
     if spec.native is not None:

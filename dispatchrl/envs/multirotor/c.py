@@ -37,6 +37,7 @@ from ..shared import STATE_FIELDS, TWO_PI, state_args, step_args
 from .env import Multirotor, parameter_array
 from .layout import (
     AGE,
+    CRITIC_COLUMNS,
     FORCE,
     HISTORY,
     KEY,
@@ -68,7 +69,7 @@ from .layout import (
     VEL,
 )
 
-__all__ = ["CURRICULUM_STAGES", "PHYSICS", "RESET", "STEP", "cos_limit", "curriculum_table"]
+__all__ = ["CRITIC", "CURRICULUM_STAGES", "PHYSICS", "RESET", "STEP", "cos_limit", "curriculum_table"]
 
 #: curriculum stages whose weights come from the table (the paper's reach their limits by stage 14)
 CURRICULUM_STAGES = 256
@@ -352,6 +353,29 @@ rng[1] = base + (uint64_t){RESET_DRAWS} * N;
 """
 
 
+#: multirotor_critic_observe_at over the N envs: CRITIC_COLUMNS floats per env
+CRITIC = f"""
+const double low = p[{P_RPM_MIN}], high = p[{P_RPM_MAX}];
+for (int i = 0; i < N; i++) {{
+    const double *const row = physics + (int64_t)i * PHYS;
+    float *const o = out + (int64_t)i * {CRITIC_COLUMNS};
+    const double qw = row[{QUAT}], qx = row[{QUAT + 1}], qy = row[{QUAT + 2}], qz = row[{QUAT + 3}];
+    const double rotation[9] = {{
+        1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
+        2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
+        2.0 * qx * qz - 2.0 * qw * qy, 2.0 * qy * qz + 2.0 * qw * qx, 1.0 - 2.0 * qx * qx - 2.0 * qy * qy,
+    }};
+    for (int c = 0; c < 3; c++) o[c] = (float)row[{POS} + c];
+    for (int c = 0; c < 9; c++) o[3 + c] = (float)rotation[c];
+    for (int c = 0; c < 3; c++) o[12 + c] = (float)row[{VEL} + c];
+    for (int c = 0; c < 3; c++) o[15 + c] = (float)row[{OMEGA} + c];
+    for (int c = 0; c < 4; c++) o[18 + c] = (float)(2.0 * (row[{RPM} + c] - low) / (high - low) - 1.0);
+    for (int c = 0; c < 3; c++) o[22 + c] = (float)(row[{FORCE} + c] / p[{P_MASS}]);
+    for (int c = 0; c < 3; c++) o[25 + c] = (float)(row[{TORQUE} + c] / p[{P_J} + c]);
+}}
+"""
+
+
 def _shapes(env: Multirotor) -> dict[str, int]:
     return dict(N=env.num_envs, PHYS=env.physics_dim, OBS_DIM=env.observation_dim, HISTORY_LEN=env.action_history)
 
@@ -370,6 +394,13 @@ def reset_kernel(env: Multirotor, only_done: bool) -> CKernel:
     helpers = (*NORMAL_HELPERS, PHYSICS)
     name = "multirotor_reset_done" if only_done else "multirotor_reset"
     return CKernel(name, RESET, params, outputs, consts, np.float32, helpers)
+
+
+def critic_kernel(env: Multirotor) -> CKernel:
+    consts = dict(N=env.num_envs, PHYS=env.physics_dim)
+    return CKernel(
+        "multirotor_critic_observation", CRITIC, ("physics", "out", "p"), {"out"}, consts, np.float32, (), {"out"}
+    )
 
 
 @api.env_step.dispatch
@@ -396,3 +427,8 @@ def env_reset(device: C, env: Multirotor, state, rng):
 @api.env_reset_done.dispatch
 def env_reset_done(device: C, env: Multirotor, state, rng):
     _reset(device, env, state, rng, True)
+
+
+@api.env_critic_observation.dispatch
+def env_critic_observation(device: C, env: Multirotor, state, out) -> None:
+    launch(device, critic_kernel(env), state.physics, out, parameter_array(device, env))

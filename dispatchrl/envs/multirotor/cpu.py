@@ -19,6 +19,7 @@ from ..shared import TWO_PI, state_args, step_args
 from .env import Multirotor, parameter_array
 from .layout import (
     AGE,
+    CRITIC_COLUMNS,
     FORCE,
     HISTORY,
     KEY,
@@ -53,6 +54,7 @@ from .layout import (
 #: what .cuda compiles as device functions (the methods register themselves)
 __all__ = [
     "curriculum_weight",
+    "multirotor_critic_observe_at",
     "multirotor_derivative",
     "multirotor_observe_at",
     "multirotor_reset_at",
@@ -188,6 +190,35 @@ def multirotor_observe_at(i, physics, steps, obs, p) -> None:
         obs[i, c] = value
     for k in range(obs.shape[1] - 18):
         obs[i, 18 + k] = physics[i, HISTORY + k]
+
+
+@njit(**JIT_EXACT)
+def multirotor_critic_observe_at(i, physics, out, p) -> None:
+    """Env i's privileged observation for an asymmetric critic (layout.CRITIC_COLUMNS): the state
+    without noise, RPMs in [-1, 1], the disturbance as accelerations."""
+    qw, qx, qy, qz = physics[i, QUAT], physics[i, QUAT + 1], physics[i, QUAT + 2], physics[i, QUAT + 3]
+    rotation = (
+        1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
+        2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
+        2.0 * qx * qz - 2.0 * qw * qy, 2.0 * qy * qz + 2.0 * qw * qx, 1.0 - 2.0 * qx * qx - 2.0 * qy * qy,
+    )  # fmt: skip
+    low, high = p[P_RPM_MIN], p[P_RPM_MAX]
+    for c in range(CRITIC_COLUMNS):
+        if c < 3:
+            value = physics[i, POS + c]
+        elif c < 12:
+            value = rotation[c - 3]
+        elif c < 15:
+            value = physics[i, VEL + c - 12]
+        elif c < 18:
+            value = physics[i, OMEGA + c - 15]
+        elif c < 22:
+            value = 2.0 * (physics[i, RPM + c - 18] - low) / (high - low) - 1.0
+        elif c < 25:
+            value = physics[i, FORCE + c - 22] / p[P_MASS]
+        else:
+            value = physics[i, TORQUE + c - 25] / p[P_J + c - 25]
+        out[i, c] = value
 
 
 @njit(**JIT_EXACT)
@@ -331,6 +362,12 @@ def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, trunca
     rng[1] = base + np.uint64(RESET_DRAWS * physics.shape[0])
 
 
+@njit(**JIT_EXACT)
+def multirotor_critic_observation_kernel(physics, out, p) -> None:
+    for i in range(physics.shape[0]):
+        multirotor_critic_observe_at(i, physics, out, p)
+
+
 @api.env_step.dispatch
 def env_step(device: CPU, env: Multirotor, state, action) -> None:
     launch(
@@ -350,3 +387,8 @@ def env_reset(device: CPU, env: Multirotor, state, rng) -> None:
 @api.env_reset_done.dispatch
 def env_reset_done(device: CPU, env: Multirotor, state, rng) -> None:
     launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), True)
+
+
+@api.env_critic_observation.dispatch
+def env_critic_observation(device: CPU, env: Multirotor, state, out) -> None:
+    launch(device, multirotor_critic_observation_kernel, state.physics, out, parameter_array(device, env))

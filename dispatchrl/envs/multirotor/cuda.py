@@ -36,6 +36,9 @@ multirotor_step_kernel = per_index(
 )
 
 
+multirotor_critic_observation_kernel = per_index(cpu.multirotor_critic_observe_at, "physics.shape[0]")
+
+
 def _reset_from_stream_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done, p) -> None:
     # the CPU kernel reads the stream's key and position once, before its loop over the envs; here
     # each thread reads them (launch_reset advances rng[1] in a launch of its own, after all read)
@@ -65,3 +68,10 @@ def env_reset(device: CUDA, env: Multirotor, state, rng) -> None:
 @api.env_reset_done.dispatch
 def env_reset_done(device: CUDA, env: Multirotor, state, rng) -> None:
     launch_reset(device, multirotor_reset_kernel, env, state, rng, True, RESET_DRAWS, parameter_array(device, env))
+
+
+@api.env_critic_observation.dispatch
+def env_critic_observation(device: CUDA, env: Multirotor, state, out) -> None:
+    launch_per_env(
+        device, multirotor_critic_observation_kernel, env.num_envs, state.physics, out, parameter_array(device, env)
+    )

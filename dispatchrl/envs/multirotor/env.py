@@ -30,7 +30,7 @@ from ...errors import ConfigError
 from ..api import NativeEnv, check_count
 from .deploy import controller_c
 from .evaluation import flight_metrics
-from .layout import HISTORY, PARAMETERS
+from .layout import CRITIC_COLUMNS, HISTORY, PARAMETERS
 
 __all__ = [
     "CRAZYFLIE",
@@ -223,6 +223,9 @@ class Multirotor(NativeEnv):
     @property
     def physics_dim(self) -> int:  # type: ignore[override]
         return HISTORY + 4 * self.action_history
+
+    #: what an asymmetric critic sees (see layout.CRITIC_COLUMNS), as in the paper
+    critic_observation_dim = CRITIC_COLUMNS
 
     action_low = property(lambda self: np.full(4, -1.0, np.float32))
     action_high = property(lambda self: np.full(4, 1.0, np.float32))

@@ -219,3 +219,22 @@ def env_reset(device: Generic, env: Multirotor, state, rng) -> None:
 @api.env_reset_done.dispatch
 def env_reset_done(device: Generic, env: Multirotor, state, rng) -> None:
     launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), True)
+
+
+def multirotor_critic_observation_kernel(physics, out, p) -> None:
+    low, high = p[P_RPM_MIN], p[P_RPM_MAX]
+    columns = [
+        physics[:, POS : POS + 3],
+        rotation_matrices(physics[:, QUAT : QUAT + 4]),
+        physics[:, VEL : VEL + 3],
+        physics[:, OMEGA : OMEGA + 3],
+        2.0 * (physics[:, RPM : RPM + 4] - low) / (high - low) - 1.0,
+        physics[:, FORCE : FORCE + 3] / p[P_MASS],
+        physics[:, TORQUE : TORQUE + 3] / p[P_J : P_J + 3],
+    ]
+    out[:] = np.concatenate(columns, axis=1)
+
+
+@api.env_critic_observation.dispatch
+def env_critic_observation(device: Generic, env: Multirotor, state, out) -> None:
+    launch(device, multirotor_critic_observation_kernel, state.physics, out, parameter_array(device, env))

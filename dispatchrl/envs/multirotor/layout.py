@@ -6,6 +6,7 @@ import numpy as np
 
 __all__ = [
     "AGE",
+    "CRITIC_COLUMNS",
     "FORCE",
     "HISTORY",
     "INTEGRATED",
@@ -50,6 +51,10 @@ INTEGRATED = 17  # the RK4 state: position .. RPM
 RESET_DRAWS = 256
 ORIENTATION_TRIES = (RESET_DRAWS - 23) // 3
 NOISE_DRAWS = 36  # observation-noise stream positions per step (18 normals)
+#: the critic's privileged observation: position, rotation matrix (row-major), linear and angular
+#: velocity without noise, rotor RPMs mapped to [-1, 1], the disturbance as the linear (world) and
+#: angular (body) accelerations it causes
+CRITIC_COLUMNS = 28
 
 #: entries of the kernels' float64 parameter array (:func:`parameter_array`)
 (

@@ -14,6 +14,8 @@ gymnasium's AntEnv computes them for one env:
 mujoco is imported only when a batch is made, so it stays an optional dependency.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..shared.mujoco import MujocoBatch, default_threads, load_mujoco, mujoco_model
@@ -31,7 +33,7 @@ RESET_NOISE = 0.1
 MAIN_BODY = 1  # the torso
 
 
-def ant_model():
+def ant_model() -> Any:
     """gymnasium's ant.xml, compiled."""
     return mujoco_model("ant.xml")
 
@@ -50,22 +52,22 @@ class AntBatch(MujocoBatch):
     cfrc_ext: np.ndarray  # (N, nbody, 6)
     xy: np.ndarray  # (N, 2) the torso's xpos
 
-    def _sources(self, data):
+    def _sources(self, data: Any) -> dict[str, Any]:
         return {"cfrc_ext": data.cfrc_ext, "xy": data.xpos[MAIN_BODY, :2]}
 
-    def _observations(self, rows=slice(None)):
+    def _observations(self, rows: Any = slice(None)) -> np.ndarray:
         forces = np.clip(self.cfrc_ext[rows, 1:], *CONTACT_FORCE_RANGE).reshape(len(self.qpos[rows]), -1)
         return np.concatenate([self.qpos[rows, 2:], self.qvel[rows], forces], axis=1).astype(self.obs_dtype)
 
-    def _forward_position(self):
+    def _forward_position(self) -> np.ndarray:
         return self.xy
 
-    def healthy(self):
+    def healthy(self) -> np.ndarray:
         z = self.qpos[:, 2]
         finite = np.isfinite(self.qpos).all(axis=1) & np.isfinite(self.qvel).all(axis=1)
         return finite & (HEALTHY_Z[0] <= z) & (z <= HEALTHY_Z[1])
 
-    def _outcome(self, actions, xy_velocity):
+    def _outcome(self, actions: np.ndarray, xy_velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         forward = xy_velocity[:, 0] * FORWARD_REWARD_WEIGHT
         healthy = self.healthy()
         healthy_reward = healthy * HEALTHY_REWARD

@@ -7,6 +7,8 @@ gymnasium's HalfCheetah-v5 with default arguments computes it for one env:
 - reset: mj_resetData, qpos0 + U(±0.1), qvel0 + 0.1 N(0, 1), mj_forward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..shared.mujoco import MujocoBatch
@@ -27,13 +29,13 @@ class HalfCheetahBatch(MujocoBatch):
     RESET_NOISE = 0.1
     QVEL_NOISE = "normal"
 
-    def _observations(self, rows=slice(None)):
+    def _observations(self, rows: Any = slice(None)) -> np.ndarray:
         return np.concatenate([self.qpos[rows, 1:], self.qvel[rows]], axis=1).astype(self.obs_dtype)
 
-    def _forward_position(self):
+    def _forward_position(self) -> np.ndarray:
         return self.qpos[:, 0]
 
-    def _outcome(self, actions, x_velocity):
+    def _outcome(self, actions: np.ndarray, x_velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         forward = FORWARD_REWARD_WEIGHT * x_velocity
         ctrl_cost = CTRL_COST_WEIGHT * np.sum(np.square(actions), axis=1)
         info = {
@@ -44,5 +46,5 @@ class HalfCheetahBatch(MujocoBatch):
         }
         return forward - ctrl_cost, np.zeros(self.num_envs, bool), info
 
-    def reset_info(self, i):
+    def reset_info(self, i: int) -> dict[str, Any]:
         return {"x_position": self.qpos[i, 0]}

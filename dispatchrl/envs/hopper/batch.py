@@ -8,6 +8,8 @@ gymnasium's Hopper-v5 with default arguments computes it for one env:
 - reset: mj_resetData, qpos0 + U(±5e-3), qvel0 + U(±5e-3), mj_forward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..shared.mujoco import MujocoBatch
@@ -32,14 +34,14 @@ class HopperBatch(MujocoBatch):
     FRAME_SKIP = 4
     RESET_NOISE = 5e-3
 
-    def _observations(self, rows=slice(None)):
+    def _observations(self, rows: Any = slice(None)) -> np.ndarray:
         velocity = np.clip(self.qvel[rows], -VELOCITY_CLIP, VELOCITY_CLIP)
         return np.concatenate([self.qpos[rows, 1:], velocity], axis=1).astype(self.obs_dtype)
 
-    def _forward_position(self):
+    def _forward_position(self) -> np.ndarray:
         return self.qpos[:, 0]
 
-    def healthy(self):
+    def healthy(self) -> np.ndarray:
         state = np.concatenate([self.qpos[:, 2:], self.qvel], axis=1)
         z, angle = self.qpos[:, 1], self.qpos[:, 2]
         return (
@@ -50,7 +52,7 @@ class HopperBatch(MujocoBatch):
             & (angle < HEALTHY_ANGLE[1])
         )
 
-    def _outcome(self, actions, x_velocity):
+    def _outcome(self, actions: np.ndarray, x_velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         forward = FORWARD_REWARD_WEIGHT * x_velocity
         healthy = self.healthy()
         healthy_reward = healthy * HEALTHY_REWARD
@@ -65,5 +67,5 @@ class HopperBatch(MujocoBatch):
         }
         return (forward + healthy_reward) - ctrl_cost, ~healthy, info
 
-    def reset_info(self, i):
+    def reset_info(self, i: int) -> dict[str, Any]:
         return {"x_position": self.qpos[i, 0], "z_distance_from_origin": self.qpos[i, 1] - self.init_qpos[1]}

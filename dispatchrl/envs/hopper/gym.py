@@ -19,7 +19,7 @@ class HopperEnv(MujocoEnv):
     CAMERA_DISTANCE = 3.0
 
 
-def make_hopper_vector(num_envs=1, max_episode_steps=1000, num_threads=None, render_mode=None):
+def make_hopper_vector(num_envs=1, max_episode_steps=1000, num_threads=None, render_mode=None) -> BatchVectorEnv:
     """``gymnasium.make_vec("dispatchrl/Hopper-v5", num_envs, num_threads=...)`` entry point."""
     return BatchVectorEnv(HopperBatch(num_envs, num_threads=num_threads, max_episode_steps=max_episode_steps))
 

@@ -10,6 +10,8 @@ gymnasium's Humanoid-v5 with default arguments computes it for one env:
 - reset: mj_resetData, qpos0 + U(±1e-2), qvel0 + U(±1e-2), mj_forward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..shared.mujoco import MujocoBatch
@@ -41,7 +43,7 @@ class HumanoidBatch(MujocoBatch):
     ten_length: np.ndarray  # (N, 2) the hip-to-knee tendons
     ten_velocity: np.ndarray  # (N, 2)
 
-    def _sources(self, data):
+    def _sources(self, data: Any) -> dict[str, Any]:
         return {
             "cinert": data.cinert,
             "cvel": data.cvel,
@@ -52,7 +54,7 @@ class HumanoidBatch(MujocoBatch):
             "ten_velocity": data.ten_velocity,
         }
 
-    def _observations(self, rows=slice(None)):
+    def _observations(self, rows: Any = slice(None)) -> np.ndarray:
         n = len(self.qpos[rows])
         parts = [
             self.qpos[rows, 2:],
@@ -64,15 +66,15 @@ class HumanoidBatch(MujocoBatch):
         ]
         return np.concatenate(parts, axis=1).astype(self.obs_dtype)
 
-    def _forward_position(self):
+    def _forward_position(self) -> np.ndarray:
         mass = self.model.body_mass
         return np.einsum("b,nbj->nj", mass, self.xipos)[:, :2] / mass.sum()
 
-    def healthy(self):
+    def healthy(self) -> np.ndarray:
         z = self.qpos[:, 2]
         return (HEALTHY_Z[0] < z) & (z < HEALTHY_Z[1])
 
-    def _position_info(self, rows=slice(None)):
+    def _position_info(self, rows: Any = slice(None)) -> dict[str, Any]:
         return {
             "x_position": self.qpos[rows, 0].copy(),
             "y_position": self.qpos[rows, 1].copy(),
@@ -81,7 +83,7 @@ class HumanoidBatch(MujocoBatch):
             "distance_from_origin": np.linalg.norm(self.qpos[rows, 0:2], ord=2, axis=-1),
         }
 
-    def _outcome(self, actions, xy_velocity):
+    def _outcome(self, actions: np.ndarray, xy_velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         forward = FORWARD_REWARD_WEIGHT * xy_velocity[:, 0]
         healthy = self.healthy()
         healthy_reward = healthy * HEALTHY_REWARD
@@ -101,5 +103,5 @@ class HumanoidBatch(MujocoBatch):
         }
         return (forward + healthy_reward) - (ctrl_cost + contact_cost), ~healthy, info
 
-    def reset_info(self, i):
+    def reset_info(self, i: int) -> dict[str, Any]:
         return self._position_info(i)

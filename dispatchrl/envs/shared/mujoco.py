@@ -24,7 +24,7 @@ from ..batch import check_actions
 __all__ = ["MujocoBatch", "MujocoEnv", "default_threads", "load_mujoco", "mujoco_model"]
 
 
-def load_mujoco(env: str = "Ant"):
+def load_mujoco(env: str = "Ant") -> Any:
     """The mujoco module, or a ConfigError saying how to install it."""
     try:
         import mujoco
@@ -33,14 +33,14 @@ def load_mujoco(env: str = "Ant"):
     return mujoco
 
 
-def mujoco_model(xml_file: str, env: str = "Ant"):
+def mujoco_model(xml_file: str, env: str = "Ant") -> Any:
     """gymnasium's ``assets/<xml_file>``, compiled (found on disk: importing gymnasium.envs.mujoco
     would pull in its renderer's dependencies)."""
     path = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", xml_file)
     return load_mujoco(env).MjModel.from_xml_path(path)
 
 
-def default_threads():
+def default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
@@ -128,11 +128,11 @@ class MujocoBatch:
 
     # --- per-env work, run by the pool threads ---
 
-    def _gather(self, i):
+    def _gather(self, i: int) -> None:
         for array, view in self._copies[i]:
             array[i] = view
 
-    def _step_chunk(self, chunk, actions):
+    def _step_chunk(self, chunk: Any, actions: np.ndarray) -> None:
         mj, m, datas = self._mj, self.model, self.datas
         for i in chunk:
             self._ctrls[i][:] = actions[i]
@@ -141,7 +141,7 @@ class MujocoBatch:
                 mj.mj_rnePostConstraint(m, datas[i])
             self._gather(i)
 
-    def _reset_env(self, i, np_random):
+    def _reset_env(self, i: int, np_random: np.random.Generator) -> None:
         """gymnasium's ``reset`` for env i with generator ``np_random``: mj_resetData, qpos0 +
         U(±noise), qvel0 + noise, mj_forward."""
         mj, m, d, s = self._mj, self.model, self.datas[i], self.RESET_NOISE
@@ -158,7 +158,7 @@ class MujocoBatch:
 
     # --- batch API ---
 
-    def reset(self, seed=None, np_randoms=None):
+    def reset(self, seed=None, np_randoms=None) -> np.ndarray:
         """Reset every env; returns obs (N, observation_dim). ``np_randoms`` (one generator per
         env) replaces the seeded ones, e.g. a gymnasium env's ``np_random``."""
         from gymnasium.utils import seeding
@@ -174,7 +174,7 @@ class MujocoBatch:
         self.final_obs = obs.copy()
         return obs
 
-    def step(self, actions):
+    def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """Step all envs (same-step autoreset, see :mod:`dispatchrl.envs.batch`, unless made with
         ``autoreset=False``); ``info`` holds gymnasium's step info terms, batched."""
         if self.final_obs is None:
@@ -194,12 +194,12 @@ class MujocoBatch:
         final = obs.copy()
         ended = np.flatnonzero(terminated | truncated) if self.autoreset else ()
         for i in ended:  # only envs that ended: rare
-            self._reset_env(i, self._rngs[i])
+            self._reset_env(int(i), self._rngs[i])
             obs[i] = self._observations(slice(i, i + 1))[0]
         self.final_obs = final
         return obs, reward, terminated, truncated, info
 
-    def close(self):
+    def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
@@ -232,19 +232,19 @@ class MujocoEnv(gymnasium.Env):
         """Seconds per step: the model's timestep × the frame skip, as gymnasium's ``dt``."""
         return self._batch.dt
 
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed=None, options=None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         obs = self._batch.reset(np_randoms=[self.np_random])[0]
         return obs, self._batch.reset_info(0)
 
-    def step(self, action):
+    def step(self, action) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         a = np.asarray(action, dtype=np.float32)
         if a.shape != self.action_space.shape:
             raise ShapeError(f"step: argument 'action' has shape {a.shape}, expected {self.action_space.shape}")
         obs, reward, terminated, _, info = self._batch.step(a[None])
         return obs[0], float(reward[0]), bool(terminated[0]), False, {k: v[0] for k, v in info.items()}
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         """With ``render_mode="rgb_array"``: the current frame. Headless machines need
         ``MUJOCO_GL=egl`` (or ``osmesa``) set before mujoco is imported."""
         if self.render_mode != "rgb_array":
@@ -266,7 +266,7 @@ class MujocoEnv(gymnasium.Env):
         self._renderer.update_scene(self._batch.datas[0], camera=self._camera)
         return self._renderer.render().copy()
 
-    def close(self):
+    def close(self) -> None:
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None

@@ -19,7 +19,7 @@ class Walker2dEnv(MujocoEnv):
     CAMERA_DISTANCE = 4.0
 
 
-def make_walker2d_vector(num_envs=1, max_episode_steps=1000, num_threads=None, render_mode=None):
+def make_walker2d_vector(num_envs=1, max_episode_steps=1000, num_threads=None, render_mode=None) -> BatchVectorEnv:
     """``gymnasium.make_vec("dispatchrl/Walker2d-v5", num_envs, num_threads=...)`` entry point."""
     return BatchVectorEnv(Walker2dBatch(num_envs, num_threads=num_threads, max_episode_steps=max_episode_steps))
 

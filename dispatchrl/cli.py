@@ -416,7 +416,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     if args.seed is not None and not 0 <= args.seed < 2**31 - limit:
         raise _config_error(f"--seed must be an int in [0, 2**31 - {limit}), got {args.seed}")
     if args.video is not None and "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-        os.environ["MUJOCO_GL"] = "egl"  # headless: MuJoCo's offscreen renderer (Ant) through EGL
+        os.environ["MUJOCO_GL"] = "egl"  # headless: MuJoCo's offscreen renderer (Ant, ...) through EGL
     algo, name, spec, _, state = load_run(args.checkpoint, ALGORITHMS, trust_code=args.trust_code)
     deterministic = spec.deployed_policy(algo, state)
 
@@ -629,7 +629,7 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env",
         default=None,
-        help="pendulum (default), acrobot, cartpole, mountaincar, multirotor, ant, any gymnasium id, or module:NativeEnvClass",
+        help="pendulum (default), acrobot, cartpole, mountaincar, multirotor, ant, halfcheetah, hopper, walker2d, humanoid, any gymnasium id, or module:NativeEnvClass",
     )
     p.add_argument(
         "--steps",

@@ -19,7 +19,10 @@ from dispatchrl.training.runs import EpisodeHistory
 def test_unknown_env_lists_the_native_names_and_suggests_the_closest(capsys):
     assert main(["train", "td3", "--env", "pendlum", "--steps", "200"]) == 2
     err = capsys.readouterr().err
-    assert "(pendulum, acrobot, cartpole, mountaincar, multirotor, ant)" in err and "did you mean 'pendulum'" in err
+    assert (
+        "(pendulum, acrobot, cartpole, mountaincar, multirotor, ant, halfcheetah, hopper, walker2d, humanoid)" in err
+        and "did you mean 'pendulum'" in err
+    )
     assert "from_gymnasium" not in err
 
 

@@ -7,6 +7,7 @@ a' ~ π(·|s'); update both critics; update the actor through min(Q1, Q2)(s, a);
 critics by Polyak averaging. :func:`native_step` fuses all of it, env included.
 """
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from ..checkpoint import SCRATCH
 from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
 from ..devices import Device
 from ..envs import EnvState
+from ..envs.registry import mujoco_env
 from ..kernels.core.api import adam_step, fill, mse_gradient
 from ..kernels.offpolicy.api import (
     LOG_STD_MAX,
@@ -57,6 +59,7 @@ from .protocol import Schedule
 
 __all__ = [
     "ACTION_SPACES",
+    "MUJOCO",
     "NAME",
     "Config",
     "State",
@@ -101,8 +104,30 @@ class Config(OffPolicyConfig):
 
 
 def config_for(env: object) -> Config:
-    """The default configuration for ``env`` (SAC uses one for every env)."""
+    """The default configuration for ``env``: :data:`MUJOCO` (Tianshou's MuJoCo SAC) on
+    HalfCheetah, Hopper, Walker2d and Humanoid v5, else :class:`Config`'s."""
+    if mujoco_env(env) in ("halfcheetah", "hopper", "walker2d", "humanoid"):
+        return dataclasses.replace(MUJOCO)
     return Config()
+
+
+# Tianshou's defaults, thu-ml/tianshou examples/mujoco/mujoco_sac.py (get_args):
+MUJOCO = Config(
+    total_steps=1_000_000,  # epoch 200 × step_per_epoch 5000
+    warmup_steps=10_000,  # start_timesteps, uniform random actions (random=True)
+    batch_size=256,
+    hidden=(256, 256),  # ReLU (Net's default)
+    replay_capacity=None,  # buffer_size 1M = total_steps; None keeps short runs from allocating 1M rows
+    actor_lr=1e-3,
+    critic_lr=1e-3,
+    gamma=0.99,
+    polyak=0.995,  # tau 0.005
+    initial_alpha=0.2,  # alpha (fixed there: auto_alpha is off by default; ours is always tuned)
+    alpha_lr=3e-4,  # alpha_lr (used there with --auto-alpha)
+    train_freq=1,  # step_per_collect 1, update_per_step 1
+    num_envs=1,  # training_num
+    n_step=1,
+)
 
 
 # ---------------------------------------------------------------- state

@@ -20,7 +20,7 @@ from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
 from ..devices import Device
 from ..envs import EnvState, Pendulum
 from ..envs.multirotor import Multirotor
-from ..envs.registry import NAMED_ENVS
+from ..envs.registry import NAMED_ENVS, mujoco_env
 from ..kernels.core.api import copy, fill, mse_gradient
 from ..kernels.offpolicy.api import (
     accumulate_actor_stats,
@@ -41,6 +41,7 @@ from .protocol import Schedule
 
 __all__ = [
     "ACTION_SPACES",
+    "MUJOCO",
     "MULTIROTOR",
     "NAME",
     "Config",
@@ -96,10 +97,13 @@ def config_for(env: object) -> Config:
     the critics' targets span a 100-step horizon and at 10k steps 8 of seeds 0–99 evaluated below
     −400 on Zen 3 (slow learners and short collapses at the last step, seed 0 among them), with
     0.98 4 of 100 (NOTES.md, "The first result"). On the multirotor: the recipe of "Learning to
-    Fly in Seconds" (:data:`MULTIROTOR`)."""
+    Fly in Seconds" (:data:`MULTIROTOR`); on HalfCheetah, Hopper, Walker2d and Humanoid v5:
+    Tianshou's MuJoCo TD3 (:data:`MUJOCO`)."""
     cls = NAMED_ENVS.get(env.lower()) if isinstance(env, str) else type(env)
     if cls is Multirotor:
         return dataclasses.replace(MULTIROTOR)
+    if mujoco_env(env) in ("halfcheetah", "hopper", "walker2d", "humanoid"):
+        return dataclasses.replace(MUJOCO)
     return Config(gamma=0.98) if cls is Pendulum else Config()
 
 
@@ -118,6 +122,27 @@ MULTIROTOR = Config(
     train_freq=10,
     policy_delay=2,
     delay_critic_targets=False,
+)
+
+
+# Tianshou's defaults, thu-ml/tianshou examples/mujoco/mujoco_td3.py (get_args):
+MUJOCO = Config(
+    total_steps=1_000_000,  # epoch 200 × epoch_num_steps 5000
+    warmup_steps=25_000,  # start_timesteps, uniform random actions (random=True)
+    batch_size=256,
+    hidden=(256, 256),  # ReLU (Net's default)
+    replay_capacity=None,  # buffer_size 1M = total_steps; None keeps short runs from allocating 1M rows
+    actor_lr=3e-4,
+    critic_lr=3e-4,
+    gamma=0.99,
+    polyak=0.995,  # tau 0.005
+    exploration_noise=0.1,  # × max_action there: the same in our [-1, 1] action units
+    target_noise=0.2,  # policy_noise
+    target_noise_clip=0.5,  # noise_clip
+    policy_delay=2,  # update_actor_freq (targets move with the actor, as delay_critic_targets=True)
+    train_freq=1,  # collection_step_num_env_steps 1, update_per_step 1
+    num_envs=1,  # num_train_envs
+    n_step=1,
 )
 
 

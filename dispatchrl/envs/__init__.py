@@ -11,11 +11,13 @@
   their kernels share is in ``shared/``.
 - Batches with a numpy API and same-step autoreset (see :mod:`dispatchrl.envs.batch`):
   :class:`NativeBatch`, :func:`from_gymnasium` for any gymnasium env with Box observations (Box or
-  Discrete actions), and the threaded MuJoCo
-  :class:`~dispatchrl.envs.ant.AntBatch` (``dispatchrl.envs.AntBatch``; imports mujoco lazily).
+  Discrete actions), and the threaded MuJoCo batches (``ant/``, ``halfcheetah/``, ``hopper/``,
+  ``walker2d/``, ``humanoid/`` on ``shared/mujoco.py``): :class:`~dispatchrl.envs.ant.AntBatch`
+  (``dispatchrl.envs.AntBatch``), ``HalfCheetahBatch``, ``HopperBatch``, ``Walker2dBatch``,
+  ``HumanoidBatch``; they import mujoco lazily.
 - gymnasium ids ``dispatchrl/Pendulum-v1``, ``dispatchrl/AcrobotContinuous-v1``,
   ``dispatchrl/CartPole-v1``, ``dispatchrl/Acrobot-v1``, ``dispatchrl/MountainCar-v0`` and
-  ``dispatchrl/Ant-v5``, registered when this package is imported
+  ``dispatchrl/Ant-v5`` (and ``HalfCheetah-v5``, ``Hopper-v5``, ``Walker2d-v5``, ``Humanoid-v5``), registered when this package is imported
   (``gymnasium.make`` and ``gymnasium.make_vec`` both work).
 """
 
@@ -77,4 +79,9 @@ def __getattr__(name):
         from .ant import AntBatch
 
         return AntBatch
+    from .registry import MUJOCO_ENVS
+
+    for batch_class, _ in MUJOCO_ENVS.values():
+        if name == batch_class.__name__:
+            return batch_class
     raise AttributeError(f"module 'dispatchrl.envs' has no attribute {name!r}")

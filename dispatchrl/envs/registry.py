@@ -1,12 +1,13 @@
 """The built-in envs, one package each (``envs/pendulum/``, ``envs/acrobot/``, ``envs/cartpole/``,
-``envs/mountaincar/``, ``envs/multirotor/``, ``envs/ant/``).
+``envs/mountaincar/``, ``envs/multirotor/``, and the threaded MuJoCo batches ``envs/ant/``,
+``envs/halfcheetah/``, ``envs/hopper/``, ``envs/walker2d/``, ``envs/humanoid/``).
 Adding one: its folder, and its lines in the tables here."""
 
 from collections.abc import Callable
 
 import gymnasium
 
-from . import acrobot, ant, cartpole, mountaincar, multirotor, pendulum
+from . import acrobot, ant, cartpole, halfcheetah, hopper, humanoid, mountaincar, multirotor, pendulum, walker2d
 from .acrobot import Acrobot, AcrobotContinuous
 from .api import NativeEnv
 from .cartpole import CartPole
@@ -14,7 +15,15 @@ from .mountaincar import MountainCar
 from .multirotor import Multirotor
 from .pendulum import Pendulum
 
-__all__ = ["ENV_IDS", "GYMNASIUM_SPECS", "NAMED_ENVS", "register_cuda_methods", "register_envs"]
+__all__ = [
+    "ENV_IDS",
+    "GYMNASIUM_SPECS",
+    "MUJOCO_ENVS",
+    "NAMED_ENVS",
+    "mujoco_env",
+    "register_cuda_methods",
+    "register_envs",
+]
 
 #: env names the command line and checkpoints use for the built-in native envs → their class
 NAMED_ENVS: dict[str, Callable[..., NativeEnv]] = {
@@ -41,8 +50,32 @@ GYMNASIUM_SPECS = (
     acrobot.DISCRETE_GYMNASIUM_SPEC,
     mountaincar.GYMNASIUM_SPEC,
     multirotor.GYMNASIUM_SPEC,
+    halfcheetah.GYMNASIUM_SPEC,
+    hopper.GYMNASIUM_SPEC,
+    walker2d.GYMNASIUM_SPEC,
+    humanoid.GYMNASIUM_SPEC,
 )
 ENV_IDS = tuple(spec["id"] for spec in GYMNASIUM_SPECS)
+
+
+#: the threaded MuJoCo batches by short name (the command line's) → (batch class, dispatchrl id).
+#: Their classes import mujoco only when a batch is made
+MUJOCO_ENVS: dict[str, tuple[type, str]] = {
+    "ant": (ant.AntBatch, "dispatchrl/Ant-v5"),
+    "halfcheetah": (halfcheetah.HalfCheetahBatch, "dispatchrl/HalfCheetah-v5"),
+    "hopper": (hopper.HopperBatch, "dispatchrl/Hopper-v5"),
+    "walker2d": (walker2d.Walker2dBatch, "dispatchrl/Walker2d-v5"),
+    "humanoid": (humanoid.HumanoidBatch, "dispatchrl/Humanoid-v5"),
+}
+
+
+def mujoco_env(env: object) -> str | None:
+    """The :data:`MUJOCO_ENVS` short name ``env`` names (``"hopper"``, ``"Hopper-v5"``,
+    ``"dispatchrl/Hopper-v5"``, any case), else None."""
+    if not isinstance(env, str):
+        return None
+    name = env.lower().removeprefix("dispatchrl/").removesuffix("-v5")
+    return name if name in MUJOCO_ENVS else None
 
 
 def register_envs() -> None:

@@ -1,6 +1,6 @@
 """Which env a run trains on: native envs (fused into the training step) or Python-stepped
 batches (gymnasium ids, env instances, VectorEnvs, callables making an env, the threaded MuJoCo
-Ant), with the facts the driver needs about each."""
+batches), with the facts the driver needs about each."""
 
 import importlib
 import os
@@ -17,7 +17,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from ..envs import NativeEnv, from_gymnasium
 from ..envs.batch import GymnasiumBatch, VectorBatch
 from ..envs.gym import native_eval_env
-from ..envs.registry import NAMED_ENVS  # the built-in native envs by name (one table, beside the envs)
+from ..envs.registry import MUJOCO_ENVS, NAMED_ENVS, mujoco_env  # the built-in envs by name
 from ..errors import ConfigError
 from ..nn import head_policy
 from ..spaces import Box, Discrete, Space, space_names
@@ -155,11 +155,11 @@ def resolve_env(env: object, num_envs: int = 1) -> EnvSpec:
         )
     if isinstance(env, str):
         env_id = env
-        if env_id.lower() in ("ant", "ant-v5", "dispatchrl/ant-v5"):
-            from ..envs import AntBatch  # lazily: keeps mujoco out of every other run
-
-            probe = AntBatch(1, num_threads=1)
-            make, eval_id = (lambda: AntBatch(num_envs)), "dispatchrl/Ant-v5"
+        mujoco = mujoco_env(env_id)
+        if mujoco is not None:  # a threaded MuJoCo batch: mujoco is imported when it is made
+            batch_class, eval_id = MUJOCO_ENVS[mujoco]
+            probe = batch_class(1, num_threads=1)
+            make: Callable[[], Any] = partial(batch_class, num_envs)
         else:
             probe = _gymnasium_probe(env_id)
             make, eval_id = _python_batch(lambda: _make(env_id), num_envs), env_id
@@ -191,7 +191,7 @@ def _gymnasium_probe(env_id: str) -> Any:
     nor a registered gymnasium id lists the native names and suggests the closest of both."""
     import difflib
 
-    native = [*(name for name in NAMED_ENVS if "-" not in name), "ant"]  # the short names, not the ids
+    native = [*(name for name in NAMED_ENVS if "-" not in name), *MUJOCO_ENVS]  # the short names, not the ids
     if ":" not in env_id and env_id not in gymnasium.registry:
         try:
             gymnasium.spec(env_id)  # an id without its version (Pendulum) is known too

@@ -1,0 +1,176 @@
+"""Threaded MuJoCo HalfCheetah, Hopper, Walker2d and Humanoid v5 against gymnasium's own envs
+(needs mujoco, and imageio for gymnasium's envs)."""
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import dispatchrl.envs as E
+from dispatchrl.algorithms import sac, td3
+from dispatchrl.errors import ConfigError, ShapeError
+
+pytest.importorskip("mujoco")
+pytest.importorskip("imageio")  # gymnasium's mujoco envs import it
+
+NAMES = ["HalfCheetah", "Hopper", "Walker2d", "Humanoid"]
+#: observation sizes of gymnasium v5 with default arguments
+OBS_DIMS = {"HalfCheetah": 17, "Hopper": 11, "Walker2d": 17, "Humanoid": 348}
+
+
+def batch_class(name):
+    return getattr(E, f"{name}Batch")
+
+
+def random_actions(rs, space, n=None):
+    shape = space.shape if n is None else (n, *space.shape)
+    return rs.uniform(space.low, space.high, size=shape).astype(np.float32)
+
+
+def assert_infos_close(info, ref, where):
+    assert info.keys() == ref.keys(), where
+    for k in ref:
+        np.testing.assert_allclose(info[k], ref[k], rtol=1e-6, atol=1e-6, err_msg=f"{where} info[{k!r}]")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_gymnasium_episodes(name):
+    """Same seeds, same random actions: obs, reward, terminated, truncated and info of gymnasium's
+    env, through resets; Hopper, Walker2d and Humanoid fall (terminate) within an episode."""
+    ref = gym.make(f"{name}-v5", max_episode_steps=150)
+    ours = gym.make(f"dispatchrl/{name}-v5", max_episode_steps=150)
+    assert ours.observation_space.shape == ref.observation_space.shape == (OBS_DIMS[name],)
+    assert ours.action_space == ref.action_space and ours.unwrapped.dt == pytest.approx(ref.unwrapped.dt)
+    endings = []
+    for seed in range(3):
+        o_ref, i_ref = ref.reset(seed=seed)
+        o, i = ours.reset(seed=seed)
+        np.testing.assert_array_equal(o, o_ref)
+        assert o.dtype == np.float64
+        assert_infos_close(i, i_ref, f"seed {seed} reset")
+        rs = np.random.default_rng(seed)
+        for t in range(150):
+            a = random_actions(rs, ref.action_space)
+            o_ref, r_ref, te_ref, tr_ref, i_ref = ref.step(a)
+            o, r, te, tr, i = ours.step(a)
+            np.testing.assert_allclose(o, o_ref, rtol=1e-6, atol=1e-6, err_msg=f"seed {seed} step {t}")
+            assert r == pytest.approx(r_ref, rel=1e-6, abs=1e-6) and (te, tr) == (te_ref, tr_ref)
+            assert_infos_close(i, i_ref, f"seed {seed} step {t}")
+            if te or tr:
+                break
+        endings.append((te, tr))
+    if name == "HalfCheetah":  # never terminates: the time limit ends it
+        assert endings == [(False, True)] * 3
+    else:
+        assert (True, False) in endings
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_matches_gymnasium_envs_with_autoreset(name):
+    """N envs on 2 threads = N gymnasium envs seeded seed+i, including same-step autoresets
+    (final_obs holds the last observation, obs the reset one)."""
+    n, seed, limit = 3, 5, 30
+    batch = batch_class(name)(n, num_threads=2, max_episode_steps=limit)
+    refs = [gym.make(f"{name}-v5", max_episode_steps=limit) for _ in range(n)]
+    obs = batch.reset(seed=seed)
+    assert obs.dtype == np.float32 and obs.shape == (n, OBS_DIMS[name])
+    np.testing.assert_allclose(obs, np.stack([g.reset(seed=seed + i)[0] for i, g in enumerate(refs)]), rtol=1e-6)
+    rs, ended = np.random.default_rng(0), 0
+    for t in range(2 * limit + 5):
+        a = random_actions(rs, refs[0].action_space, n)
+        obs, reward, terminated, truncated, info = batch.step(a)
+        for i, g in enumerate(refs):
+            o, r, te, tr, i_ref = g.step(a[i])
+            np.testing.assert_allclose(batch.final_obs[i], o, rtol=1e-5, atol=1e-5, err_msg=f"env {i} step {t}")
+            assert reward[i] == pytest.approx(r, rel=1e-5, abs=1e-5)
+            assert (terminated[i], truncated[i]) == (te, tr)
+            assert_infos_close({k: v[i] for k, v in info.items()}, i_ref, f"env {i} step {t}")
+            if te or tr:  # gymnasium's vector envs reset without a seed: the env's own generator
+                ended += 1
+                np.testing.assert_allclose(obs[i], g.reset()[0], rtol=1e-6, atol=1e-6)
+                assert not np.allclose(obs[i], batch.final_obs[i])
+    assert ended >= n  # every env ended at least once
+    batch.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_thread_count_does_not_change_results(name):
+    results = []
+    for threads in (1, 2):
+        batch = batch_class(name)(3, num_threads=threads)
+        out = [batch.reset(seed=0)]
+        for k in range(5):
+            out += list(batch.step(np.full((3, batch.action_dim), 0.3 * (-1) ** k, np.float32))[:4])
+        results.append(out)
+        batch.close()
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_vector_env_and_check_env(name):
+    from gymnasium.utils.env_checker import check_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(gym.make(f"dispatchrl/{name}-v5").unwrapped, skip_render_check=True)
+    env = gym.make_vec(f"dispatchrl/{name}-v5", num_envs=2, num_threads=2)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (2, OBS_DIMS[name]) and env.unwrapped.batch.num_threads == 2
+    obs, reward, *_ = env.step(env.action_space.sample())
+    assert reward.shape == (2,)
+    env.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_input(name):
+    cls = batch_class(name)
+    for kwargs, arg in (
+        (dict(num_envs=0), "num_envs"),
+        (dict(num_envs=True), "num_envs"),
+        (dict(num_envs=2, num_threads=0), "num_threads"),
+        (dict(num_envs=2, max_episode_steps=0), "max_episode_steps"),
+    ):
+        with pytest.raises(ConfigError, match=arg):
+            cls(**kwargs)
+    batch = cls(2, num_threads=1)
+    a = np.zeros((2, batch.action_dim), np.float32)
+    with pytest.raises(ConfigError, match="reset"):
+        batch.step(a)
+    with pytest.raises(ConfigError, match="seed"):
+        batch.reset(seed=-1)
+    batch.reset(seed=0)
+    with pytest.raises(ShapeError):
+        batch.step(a[:, 1:])
+    with pytest.raises(ConfigError, match="finite"):
+        batch.step(np.full_like(a, np.nan))
+    with pytest.raises(ConfigError, match="render_mode"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # gymnasium warns first: the mode is not in the metadata
+        gym.make(f"dispatchrl/{name}-v5", render_mode="human")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_short_names_train_on_the_native_batch(name):
+    from dispatchrl.training.envspec import resolve_env
+
+    for env in (name.lower(), f"{name}-v5", f"dispatchrl/{name}-v5"):
+        spec = resolve_env(env, num_envs=2)
+        batch = spec.make_batch()
+        assert type(batch) is batch_class(name) and batch.num_envs == 2
+        assert spec.obs_dim == OBS_DIMS[name] and spec.eval_id == f"dispatchrl/{name}-v5"
+        batch.close()
+
+
+def test_tianshou_hyperparameters_on_these_envs():
+    for name in ("halfcheetah", "Hopper-v5", "dispatchrl/Walker2d-v5", "humanoid"):
+        t, s = td3.config_for(name), sac.config_for(name)
+        assert (t.hidden, t.batch_size, t.total_steps, t.warmup_steps) == ((256, 256), 256, 1_000_000, 25_000)
+        assert (t.actor_lr, t.critic_lr, t.polyak, t.gamma, t.exploration_noise) == (3e-4, 3e-4, 0.995, 0.99, 0.1)
+        assert (t.target_noise, t.target_noise_clip, t.policy_delay) == (0.2, 0.5, 2)
+        assert (s.hidden, s.batch_size, s.total_steps, s.warmup_steps) == ((256, 256), 256, 1_000_000, 10_000)
+        assert (s.actor_lr, s.critic_lr, s.polyak, s.gamma, s.alpha_lr) == (1e-3, 1e-3, 0.995, 0.99, 3e-4)
+        t.validate()
+        s.validate()
+    # other envs keep theirs
+    assert td3.config_for("ant") == td3.Config() and sac.config_for("pendulum") == sac.Config()

@@ -308,6 +308,8 @@ def test_tracking_metrics_tell_tracking_from_falling():
         tracking_metrics(_tracker, quiet, (0.5, 1.0, 0.0))
     with pytest.raises(drl.ConfigError, match="'seconds'"):
         tracking_metrics(_tracker, quiet, seconds=0.0)
+    with pytest.raises(drl.ConfigError, match="'tolerance'"):
+        tracking_metrics(_tracker, quiet, tolerance=-0.1)
 
 
 def test_gymnasium_env_is_the_task_with_the_final_weights():

@@ -122,6 +122,8 @@ def tracking_metrics(
     seconds = trajectory.period if seconds is None else seconds
     if not seconds > 0:
         raise ConfigError(f"tracking_metrics: 'seconds' must be > 0, got {seconds!r}")
+    if not tolerance > 0:
+        raise ConfigError(f"tracking_metrics: 'tolerance' must be > 0 (m), got {tolerance!r}")
     # the kernels' box is the origin's: keep it out of the way, the target's is checked here
     task = dataclasses.replace(
         env.without_curriculum(),

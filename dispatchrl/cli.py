@@ -548,9 +548,11 @@ def web(args: argparse.Namespace) -> None:
 
     from dispatchrl import ConfigError, DeviceError
     from dispatchrl.algorithms import ALGORITHMS
-    from dispatchrl.export.web import serve, web_folder
+    from dispatchrl.export.web import page_steps, serve, web_folder
     from dispatchrl.training.driver import check_seed
 
+    if args.steps is None:
+        args.steps = page_steps(args.algo, args.env)
     config = dataclasses.replace(ALGORITHMS[args.algo].config_for(args.env), total_steps=args.steps)
     config.validate()  # the same ConfigError as train for --steps
     check_seed(args.seed)
@@ -605,8 +607,14 @@ def add_web_command(commands: Any) -> None:
 
     p = commands.add_parser("web", help="serve a page that trains in the browser (the trainer compiled to wasm)")
     p.add_argument("--algo", default="td3", choices=sorted(ALGORITHMS))
-    p.add_argument("--env", default="pendulum", help="pendulum, acrobot or cartpole (a native env)")
-    p.add_argument("--steps", type=int, default=10_000, help="the page's default steps (and the replay capacity)")
+    p.add_argument("--env", default="pendulum", help="pendulum, acrobot, cartpole or multirotor (a native env)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="the page's default steps (and the replay capacity); default 10k, or the env's recipe where its "
+        "warm-up is as long (multirotor: 300k)",
+    )
     p.add_argument("--seed", type=int, default=0, help="the page's default seed")
     p.add_argument("--port", type=int, default=8000, help="0: any free port")
     p.set_defaults(run=web)

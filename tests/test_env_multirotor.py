@@ -15,7 +15,7 @@ import dispatchrl as drl
 from dispatchrl.arrays import asarray, to_numpy
 from dispatchrl.envs import env_reset, env_reset_done, env_state, env_step
 from dispatchrl.envs.multirotor import CRAZYFLIE, Multirotor, MultirotorParameters
-from dispatchrl.envs.multirotor.evaluation import flight_metrics
+from dispatchrl.envs.multirotor.evaluation import FLIGHT_SEED, Lissajous, flight_metrics, tracking_metrics
 from dispatchrl.envs.multirotor.layout import AGE, FORCE, HISTORY, OMEGA, POS, QUAT, RPM, TORQUE, VEL
 from dispatchrl.kernels.random.api import rng
 
@@ -205,15 +205,17 @@ def test_nonsense_parameters_are_refused_naming_the_parameter(tmp_path):
         MultirotorParameters.from_file(path)
 
 
-def _hover_controller(obs):
-    """A cascaded PD controller on the observation (no model of the motor lag): gentle gains."""
+def _hover_controller(obs, gains=(1.0, 1.5, 16.0, 6.0)):
+    """A cascaded PD controller on the observation (no model of the motor lag): gentle gains
+    (position, velocity; attitude, angular velocity)."""
+    kp, kv, ka, kw = gains
     p, rotation, v, w = obs[:, 0:3], obs[:, 3:12].reshape(-1, 3, 3), obs[:, 12:15], obs[:, 15:18]
     m, g = CRAZYFLIE.mass, CRAZYFLIE.gravity
-    wanted = -1.0 * p - 1.5 * v + np.array([0, 0, g])
+    wanted = -kp * p - kv * v + np.array([0, 0, g])
     body_z = rotation[:, :, 2]
     thrust = m * np.einsum("ij,ij->i", wanted, body_z)
     error = np.einsum("nji,nj->ni", rotation, np.cross(body_z, wanted / np.linalg.norm(wanted, axis=1, keepdims=True)))
-    torque = np.array(CRAZYFLIE.inertia) * (16.0 * error - 6.0 * w)
+    torque = np.array(CRAZYFLIE.inertia) * (ka * error - kw * w)
     r, yaw = np.array(CRAZYFLIE.rotor_positions), np.array(CRAZYFLIE.rotor_yaw_directions)
     mix = np.linalg.inv(np.stack([np.ones(4), r[:, 1], -r[:, 0], yaw * CRAZYFLIE.torque_constant]))
     rotor = np.clip(np.einsum("ij,nj->ni", mix, np.concatenate([thrust[:, None], torque], 1)), 0, None)
@@ -228,6 +230,86 @@ def test_flight_metrics_tell_flying_from_falling():
     assert falling["eval_success"] == 0.0 and falling["eval_position_rmse"] > 0.3
     with pytest.raises(drl.ConfigError, match="flights"):
         flight_metrics(_hover_controller, gentle, flights=0)
+
+
+def _tracker(obs):
+    """The hover controller, stiffer: it follows a moving target (it sees the offsets)."""
+    return _hover_controller(obs, (3.0, 2.5, 100.0, 20.0))
+
+
+def _tracking_reference(policy, env, trajectory, flights, seed=FLIGHT_SEED):
+    """tracking_metrics written plainly: the dispatched env step, the target from the closed form
+    ``A sin(2π f t / T)``, the errors collected and reduced at the end."""
+    task = dataclasses.replace(
+        env.without_curriculum(),
+        num_envs=flights,
+        max_episode_steps=10**9,
+        init_guidance=1.0,
+        init_max_linear_velocity=0.0,
+        init_max_angular_velocity=0.0,
+        termination_position=1e6,
+    )
+    device = drl.CPU()
+    state = env_state(device, task)
+    env_reset(device, task, state, rng(device, seed))
+    physics = state.physics.data
+    physics[:, RPM : RPM + 4] = CRAZYFLIE.hover_rpm
+    physics[:, HISTORY:] = CRAZYFLIE.hover_action
+    state.obs.data[:, 18:] = CRAZYFLIE.hover_action
+    A, f, T = map(np.array, (trajectory.amplitudes, trajectory.frequencies, trajectory.period))
+    errors = []
+    for k in range(round(T / task.dt)):
+        t, t_next = k * task.dt, (k + 1) * task.dt
+        obs = to_numpy(state.obs).copy()
+        obs[:, 0:3] -= A * np.sin(2 * np.pi * f * t / T)
+        obs[:, 12:15] -= A * 2 * np.pi * f / T * np.cos(2 * np.pi * f * t / T)
+        env_step(device, task, state, asarray(device, policy(obs).astype(np.float32)))
+        errors.append(to_numpy(state.physics)[:, :3] - A * np.sin(2 * np.pi * f * t_next / T))
+    errors = np.array(errors)
+    distance = np.linalg.norm(errors, axis=2)
+    return {
+        "eval_tracking_rmse": float(np.sqrt(np.mean(distance**2))),
+        "eval_tracking_within": float(np.mean(distance < 0.1)),
+        "eval_tracking_lost": float(np.mean(np.any(np.abs(errors) > env.termination_position, axis=(0, 2)))),
+    }
+
+
+def test_lissajous_is_rltools_figure_eight():
+    """RLtools' l2f default: x = 0.5 sin(2 φ), y = sin(φ), φ = 2π t / 6.5 s, and its velocity."""
+    figure = Lissajous()
+    position, velocity = figure(np.array([0.0, 6.5 / 4, 6.5 / 8]))
+    np.testing.assert_allclose(position, [[0, 0, 0], [0, 1, 0], [0.5, np.sin(np.pi / 4), 0]], atol=1e-12)
+    w = 2 * np.pi / 6.5
+    np.testing.assert_allclose(velocity[0], [0.5 * 2 * w, w, 0], atol=1e-12)
+    t, h = 1.234, 1e-6  # velocity is the position's derivative
+    np.testing.assert_allclose(figure(t)[1], (figure(t + h)[0] - figure(t - h)[0]) / (2 * h), atol=1e-6)
+
+
+def test_tracking_metrics_tell_tracking_from_falling():
+    """A PD controller fed the offsets to the moving target follows RLtools' figure eight (no
+    disturbances, no noise: no integral action needed) within ~0.4 m RMS, a slower, smaller one
+    within ~0.1 m; falling is far off and lost. The numbers are the plain reference's."""
+    quiet = Multirotor(**QUIET)
+    tracked = tracking_metrics(_tracker, quiet, flights=3)
+    assert tracked == pytest.approx(_tracking_reference(_tracker, quiet, Lissajous(), 3), rel=1e-9, abs=1e-12)
+    assert tracked["eval_tracking_rmse"] < 0.5 and tracked["eval_tracking_lost"] == 0.0
+    gentle = Lissajous(amplitudes=(0.25, 0.5, 0.0), period=10.0)
+    slow = tracking_metrics(_tracker, quiet, gentle, flights=3)
+    assert slow["eval_tracking_rmse"] < 0.15 and slow["eval_tracking_within"] > 0.3
+    assert slow["eval_tracking_lost"] == 0.0
+    falling = tracking_metrics(lambda obs: np.full((len(obs), 4), -1.0), quiet, flights=3)
+    assert falling["eval_tracking_rmse"] > 10 and falling["eval_tracking_lost"] == 1.0
+    assert falling["eval_tracking_within"] < 0.05  # only the first few steps, before it drops away
+    hovering_still = tracking_metrics(_tracker, quiet, Lissajous(amplitudes=(0.0, 0.0, 0.0)), flights=2)
+    assert hovering_still["eval_tracking_rmse"] < 1e-5 and hovering_still["eval_tracking_within"] == 1.0
+    with pytest.raises(drl.ConfigError, match="'flights'"):
+        tracking_metrics(_tracker, quiet, flights=0)
+    with pytest.raises(drl.ConfigError, match="'trajectory'"):
+        tracking_metrics(_tracker, quiet, (0.5, 1.0, 0.0))
+    with pytest.raises(drl.ConfigError, match="'seconds'"):
+        tracking_metrics(_tracker, quiet, seconds=0.0)
+    with pytest.raises(drl.ConfigError, match="'tolerance'"):
+        tracking_metrics(_tracker, quiet, tolerance=-0.1)
 
 
 def test_gymnasium_env_is_the_task_with_the_final_weights():
@@ -253,9 +335,10 @@ def test_cli_reports_the_flight_evaluation(tmp_path, capsys):
     assert main(["train", "td3", *common, "--save", str(tmp_path / "run")]) == 0
     trained = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 0.0 <= trained["eval_success"] <= 1.0 and trained["eval_position_rmse"] > 0
+    assert trained["eval_tracking_rmse"] > 0 and 0.0 <= trained["eval_tracking_within"] <= 1.0
     assert main(["eval", "--checkpoint", str(tmp_path / "run"), "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    keys = ("eval_success", "eval_position_rmse", "eval_final_position_error")
+    keys = ("eval_success", "eval_position_rmse", "eval_final_position_error", "eval_tracking_rmse")
     assert {k: evaluated[k] for k in keys} == {k: trained[k] for k in keys}
 
 

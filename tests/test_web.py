@@ -161,3 +161,22 @@ def test_browser_trains_ppo_on_cartpole_and_animates_it(tmp_path):
     assert result["checksum"] == host["checksum"]
     assert round(result["eval_return"], 3) == host["eval_return"]
     assert result["curve_pixels"] > 2000 and result["env_pixels"] > 1500  # the track, the cart, the pole
+
+
+def test_browser_trains_td3_on_the_multirotor_and_animates_it(tmp_path):
+    """The multirotor page (a tiny config: the recipe's 300k steps take minutes) trains with the
+    host trainer's bits and draws the vehicle's top and side views (multirotor.js)."""
+    pytest.importorskip("playwright", reason="pip install playwright")
+    pytest.importorskip("ziglang", reason="the wasm build needs zig cc: pip install ziglang")
+    from dispatchrl.export.trainer_targets import build_trainer, run_trainer
+    from dispatchrl.export.web import browser_run, build_web
+
+    folder, steps = tmp_path / "multirotor", 3000
+    build_web(folder, "td3", "multirotor", steps, SEED, {"warmup_steps": 1000, "batch_size": 32, "hidden": (16, 16)})
+    result = browser_run(folder, steps, SEED, timeout=600)
+    host = run_trainer(build_trainer(folder, "host"), "host", steps=steps, seed=SEED)
+    assert result["console_errors"] == [] and result["steps"] == steps
+    assert result["checksum"] == host["checksum"]
+    assert round(result["eval_return"], 3) == host["eval_return"]
+    # measured in Chromium 3 s after the run: 9.2k pixels, 5.5k with no vehicle (boxes, targets, labels)
+    assert result["env_pixels"] > 7000

@@ -25,10 +25,27 @@ from ..errors import ConfigError, DeviceError
 from .trainer import trainer_source, write_trainer
 from .trainer_targets import FLAGS
 
-__all__ = ["ASSETS", "EXPORTS", "WASM_BUILDS", "browser_run", "build_web", "serve", "web_folder"]
+__all__ = [
+    "ASSETS",
+    "EXPORTS",
+    "FRAME_SECONDS",
+    "PAGE_STEPS",
+    "WASM_BUILDS",
+    "browser_run",
+    "build_web",
+    "page_env",
+    "page_steps",
+    "serve",
+    "web_folder",
+]
 
 #: the page's static files (copied next to the wasm)
-ASSETS = ("index.html", "app.js", "worker.js")
+ASSETS = ("index.html", "app.js", "worker.js", "multirotor.js")
+#: the page's animation: 20 frames a second (worker.js's FRAME_MS); an env with a shorter time step
+#: is stepped several times a frame, so the flight plays in real time
+FRAME_SECONDS = 0.05
+#: the page's default steps where the env's recipe does not need more
+PAGE_STEPS = 10_000
 #: what the wasm exports (the trainer's API, plus the glue's observation buffer)
 EXPORTS = (
     "trainer_init",
@@ -61,6 +78,45 @@ float *web_obs(void) { return web_obs_buffer; }
 
 def _asset(name: str) -> bytes:
     return resources.files("dispatchrl.export").joinpath("web_page").joinpath(name).read_bytes()
+
+
+def page_steps(algo: str, env: str) -> int:
+    """The page's default steps: PAGE_STEPS (10k), or the algorithm's recipe for ``env`` where its
+    warm-up alone takes that many (the multirotor's TD3: 15k warm-up steps, 300k in all): a page
+    whose default run is all warm-up would show nothing learnt."""
+    from ..algorithms import ALGORITHMS
+
+    config = ALGORITHMS[algo].config_for(env)
+    return int(config.total_steps) if getattr(config, "warmup_steps", 0) >= PAGE_STEPS else PAGE_STEPS
+
+
+def page_env(env: str) -> dict:
+    """What the page's animation needs of ``env`` beyond its name (trainer.json's ``env_page``):
+    ``obs_dim`` (the observation the worker hands over), ``frame_steps`` (env steps per frame,
+    so the animation runs in real time; 1 for envs without a ``dt``) and, for the multirotor,
+    ``vehicle``: its rotor positions (m, body frame), the box's half-width (m), the drawing's
+    enlargement and the action history's length (the last action colours the rotors)."""
+    from ..envs.multirotor import Multirotor
+    from ..training.envspec import resolve_env
+
+    native = resolve_env(env, 1).native
+    if native is None:
+        raise ConfigError(f"the page needs a native env (pendulum, acrobot, cartpole, multirotor), got {env!r}")
+    dt = getattr(native, "dt", None)
+    described: dict = {
+        "obs_dim": int(native.observation_dim),
+        "frame_steps": max(1, round(FRAME_SECONDS / dt)) if isinstance(dt, float) and dt > 0 else 1,
+    }
+    if isinstance(native, Multirotor):
+        from ..envs.multirotor.render import ENLARGE
+
+        described["vehicle"] = {
+            "rotor_positions": [list(r) for r in native.parameters.rotor_positions],
+            "box": float(native.termination_position),
+            "enlarge": ENLARGE,
+            "action_history": int(native.action_history),
+        }
+    return described
 
 
 def build_web(
@@ -116,6 +172,7 @@ def build_web(
         "config": config,
         "eval_episodes": 10,
         "state_bytes": trainer.state_bytes,
+        "env_page": page_env(env),
     }
     (out / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
     return {

@@ -29,7 +29,7 @@ from ...arrays import Array, asarray
 from ...errors import ConfigError
 from ..api import NativeEnv, check_count
 from .deploy import controller_c
-from .evaluation import flight_metrics
+from .evaluation import flight_metrics, tracking_metrics
 from .layout import CRITIC_COLUMNS, HISTORY, PARAMETERS
 
 __all__ = [
@@ -294,8 +294,10 @@ class Multirotor(NativeEnv):
 
     def task_metrics(self, policy: Callable[[np.ndarray], np.ndarray]) -> dict[str, float]:
         """The flight evaluation (:func:`~dispatchrl.envs.multirotor.evaluation.flight_metrics`):
-        ``eval_success``, ``eval_position_rmse``, ``eval_final_position_error``."""
-        return flight_metrics(policy, self)
+        ``eval_success``, ``eval_position_rmse``, ``eval_final_position_error``; then the Lissajous
+        tracking (:func:`~dispatchrl.envs.multirotor.evaluation.tracking_metrics`):
+        ``eval_tracking_rmse``, ``eval_tracking_within``, ``eval_tracking_lost``."""
+        return {**flight_metrics(policy, self), **tracking_metrics(policy, self)}
 
     def exported_policy_c(self, name: str) -> tuple[str, str]:
         """``controller(observation, rpm)``: the policy's action as RPM setpoints (:mod:`.deploy`)."""

@@ -13,9 +13,9 @@ from ...errors import ConfigError
 from ...kernels.random.api import rng
 from ...staging import fuse
 from ..api import env_reset, env_state, env_step
-from .layout import POS, VEL
+from .layout import HISTORY, POS, RPM, VEL
 
-__all__ = ["FLIGHT_SEED", "flight_metrics"]
+__all__ = ["FLIGHT_SEED", "Lissajous", "flight_metrics", "tracking_metrics"]
 
 #: the reset stream of the flight evaluation (disjoint from training's seeds, which are small)
 FLIGHT_SEED = 10_000
@@ -70,4 +70,102 @@ def flight_metrics(
         "eval_success": float(success.mean()),
         "eval_position_rmse": float(np.sqrt(squared / (steps * flights))),
         "eval_final_position_error": float(np.median(distance)),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Lissajous:
+    """The moving target of the tracking evaluation: ``(A sin(a φ), B sin(b φ), C sin(c φ))`` with
+    the phase ``φ = 2π t / period``. The defaults are RLtools' l2f trajectory
+    (``parameters/trajectories/lissajous.h``: A 0.5, B 1, C 0, a 2, b 1, c 1, 6.5 s, no ramp): a
+    figure-eight 1 m × 2 m in the horizontal plane, flown at up to 0.97 m/s."""
+
+    amplitudes: tuple[float, float, float] = (0.5, 1.0, 0.0)  # m, per axis
+    frequencies: tuple[float, float, float] = (2.0, 1.0, 1.0)  # per period, per axis
+    period: float = 6.5  # s
+
+    def __call__(self, t: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """The target's position and velocity at the times ``t`` (s): two arrays (..., 3)."""
+        rate = 2 * np.pi / self.period
+        phase = np.multiply.outer(np.asarray(t, np.float64) * rate, np.asarray(self.frequencies))
+        amplitudes = np.asarray(self.amplitudes)
+        return amplitudes * np.sin(phase), amplitudes * np.asarray(self.frequencies) * rate * np.cos(phase)
+
+
+def tracking_metrics(
+    policy: Callable[[np.ndarray], np.ndarray],
+    env: Any,
+    trajectory: Lissajous = Lissajous(),
+    flights: int = 10,
+    seconds: float | None = None,
+    seed: int = FLIGHT_SEED,
+    tolerance: float = 0.1,
+) -> dict[str, float]:
+    """Fly ``flights`` vehicles of ``env`` (a Multirotor) from the hover state at the origin
+    (level, at rest, rotors at the hover RPM and the action history full of the hover action;
+    each with its episode's random disturbance and the observation noise) after the moving
+    ``trajectory`` for ``seconds`` (default: one period), as the paper's tracking does: the policy
+    observes its position and linear velocity relative to the target's (RLtools' trajectory-
+    tracking observations), the rest of its observation as in hover.
+
+    ``eval_tracking_rmse``: the root-mean-square distance to the target over every step of every
+    flight (m); ``eval_tracking_within``: the fraction of those steps within ``tolerance`` m;
+    ``eval_tracking_lost``: the fraction of flights that were ever farther from the target than
+    the env's termination distance (the box moves with the target: they fly on, and count in the
+    RMSE as they are)."""
+    if not hasattr(env, "without_curriculum"):  # the Multirotor (env.py imports this module)
+        raise ConfigError(f"tracking_metrics: 'env' must be a Multirotor, got {type(env).__name__}")
+    if flights < 1:
+        raise ConfigError(f"tracking_metrics: 'flights' must be >= 1, got {flights}")
+    if not isinstance(trajectory, Lissajous):
+        raise ConfigError(f"tracking_metrics: 'trajectory' must be a Lissajous, got {type(trajectory).__name__}")
+    seconds = trajectory.period if seconds is None else seconds
+    if not seconds > 0:
+        raise ConfigError(f"tracking_metrics: 'seconds' must be > 0, got {seconds!r}")
+    if not tolerance > 0:
+        raise ConfigError(f"tracking_metrics: 'tolerance' must be > 0 (m), got {tolerance!r}")
+    # the kernels' box is the origin's: keep it out of the way, the target's is checked here
+    task = dataclasses.replace(
+        env.without_curriculum(),
+        num_envs=flights,
+        max_episode_steps=2**62,
+        init_guidance=1.0,
+        init_max_linear_velocity=0.0,
+        init_max_angular_velocity=0.0,
+        termination_position=1e6,
+    )
+    device = CPU()
+    state, stream = env_state(device, task), rng(device, seed)
+    env_reset(device, task, state, stream)
+    hover = task.parameters.hover_action
+    state.physics.data[:, RPM : RPM + 4] = task.parameters.hover_rpm
+    state.physics.data[:, HISTORY:] = hover
+    state.obs.data[:, 18:] = hover
+    action = asarray(device, np.zeros((flights, 4), np.float32))
+    step = fuse(device, lambda device: env_step(device, task, state, action))
+    obs, position = state.obs.data, state.physics.data[:, POS : POS + 3]
+    steps = max(1, round(seconds / task.dt))
+    target, target_velocity = trajectory(np.arange(steps + 1) * task.dt)
+    lost = np.zeros(flights, bool)
+    squared, within = 0.0, 0
+    relative = np.empty_like(obs)
+    for k in range(steps):
+        relative[...] = obs
+        relative[:, 0:3] -= target[k]
+        relative[:, 12:15] -= target_velocity[k]
+        with np.errstate(all="ignore"):
+            chosen = np.asarray(policy(relative), np.float32).reshape(flights, 4)
+        if not np.all(np.isfinite(chosen)):
+            raise ConfigError("tracking_metrics: the policy outputs NaN or inf actions")
+        action.data[...] = chosen
+        step()
+        error = position - target[k + 1]
+        distance_squared = (error**2).sum(axis=1)
+        lost |= np.abs(error).max(axis=1) > env.termination_position
+        squared += float(distance_squared.sum())
+        within += int((distance_squared < tolerance**2).sum())
+    return {
+        "eval_tracking_rmse": float(np.sqrt(squared / (steps * flights))),
+        "eval_tracking_within": within / (steps * flights),
+        "eval_tracking_lost": float(lost.mean()),
     }

@@ -4,7 +4,10 @@
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-const NAMES = { td3: 'TD3', sac: 'SAC', ppo: 'PPO', dqn: 'DQN', pendulum: 'Pendulum', acrobot: 'Acrobot', cartpole: 'CartPole' };
+const NAMES = {
+  td3: 'TD3', sac: 'SAC', ppo: 'PPO', dqn: 'DQN', pendulum: 'Pendulum', acrobot: 'Acrobot', cartpole: 'CartPole',
+  multirotor: 'a quadrotor (Crazyflie 2.1)',
+};
 
 let meta = null;  // trainer.json: this folder's algo, env and config
 let worker = null;
@@ -77,7 +80,7 @@ function drawCurve() {
   g.fillStyle = '#fff';
   g.fillRect(0, 0, W, H);
   const xMax = Math.max(totalSteps, 1);
-  let yMin = { acrobot: -500, cartpole: 0 }[meta.env] ?? -1600, yMax = 0;
+  let yMin = { acrobot: -500, cartpole: 0, multirotor: 0 }[meta.env] ?? -1600, yMax = 0;
   for (const [, r] of points) { yMin = Math.min(yMin, r); yMax = Math.max(yMax, r); }
   yMin -= 0.02 * (yMax - yMin);  // a curve on the floor stays visible above the x axis
   const yStep = niceStep(yMax - yMin || 1, 5);
@@ -132,7 +135,9 @@ function drawEnv(obs) {
   g.fillStyle = '#fff';
   g.fillRect(0, 0, W, H);
   g.lineCap = 'round';
-  if (meta.env === 'cartpole') {
+  if (meta.env === 'multirotor') {
+    drawMultirotor(g, obs, meta.env_page.vehicle, H);  // multirotor.js: top and side views
+  } else if (meta.env === 'cartpole') {
     // obs: x, x', θ, θ'; the track is ±2.4 (where the episode ends), the pole 1 long (gymnasium's 2 · 0.5)
     const scale = W / 6, cy = H * 0.7, pole = scale;
     g.strokeStyle = '#aaa'; g.lineWidth = 2;
@@ -278,6 +283,7 @@ async function main() {
     `γ ${c.gamma}; eval: ${meta.eval_episodes} deterministic episodes. ` +
     `Same bits as the native trainer with the same seed: dispatchrl export-trainer ${meta.algo} --env ${meta.env} --steps ${meta.steps} --seed SEED --target host --run`;
   totalSteps = Number(checkSteps($('steps').value)[0] || meta.steps);
+  if (meta.env === 'multirotor') $('env').width = 2 * $('env').height;  // two square panels
   drawCurve();
   requestAnimationFrame(tick);
   $('steps').addEventListener('input', validate);
@@ -289,7 +295,8 @@ async function main() {
   worker = new Worker('worker.js');
   worker.onmessage = onMessage;
   worker.onerror = (event) => { $('error').textContent = event.message; console.error(event.message); };
-  worker.postMessage({ type: 'load' });
+  const envPage = meta.env_page || {};  // trainer.json: the observation's size, env steps per frame
+  worker.postMessage({ type: 'load', obsDim: envPage.obs_dim, frameSteps: envPage.frame_steps });
 }
 
 main().catch((error) => { $('error').textContent = String(error); console.error(error); });

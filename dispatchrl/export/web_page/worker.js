@@ -1,5 +1,6 @@
 // worker.js: runs the exported trainer (trainer.wasm) off the page's thread.
-// Messages in:  {type: 'load'}, {type: 'start', steps, seed, evalEpisodes, numEnvs}, {type: 'stop'}
+// Messages in:  {type: 'load', obsDim, frameSteps}, {type: 'start', steps, seed, evalEpisodes, numEnvs},
+//               {type: 'stop'}  (obsDim: the floats a frame carries; frameSteps: env steps per frame)
 // Messages out: {type: 'ready', build}, {type: 'progress', steps, recent, seconds, frames},
 //               {type: 'frames', frames}, {type: 'done', steps, eval_return, checksum, seconds, stopped},
 //               {type: 'error', message}
@@ -17,6 +18,8 @@ let running = false;
 let stopRequested = false;
 let lastFrame = 0;
 let idleTimer = null;
+let obsDim = 8;  // the floats of the observation a frame carries
+let frameSteps = 1;  // env steps per frame: an env with a shorter dt than FRAME_MS plays in real time
 
 async function load() {
   const simd = WebAssembly.validate(SIMD_PROBE);
@@ -40,7 +43,7 @@ function yieldToMessages() {
 function observation() {
   // the wasm memory may not grow (static trainer), but re-view it if it ever does
   if (obsView === null || obsView.buffer !== trainer.memory.buffer) {
-    obsView = new Float32Array(trainer.memory.buffer, trainer.web_obs(), 8);
+    obsView = new Float32Array(trainer.memory.buffer, trainer.web_obs(), obsDim);
   }
   return Array.from(obsView);
 }
@@ -53,7 +56,8 @@ function frames(limit) {
   lastFrame = now;
   const out = [];
   for (let i = 0; i < owed; i++) {
-    const ended = trainer.trainer_eval_step(trainer.web_obs());
+    let ended = false;
+    for (let k = 0; k < frameSteps && !ended; k++) ended = trainer.trainer_eval_step(trainer.web_obs());
     out.push(observation());
     if (ended) {
       trainer.trainer_eval_reset(trainer.web_obs());
@@ -119,6 +123,8 @@ onmessage = async (event) => {
   const message = event.data;
   try {
     if (message.type === 'load') {
+      obsDim = message.obsDim || obsDim;
+      frameSteps = message.frameSteps || frameSteps;
       const build = await load();
       trainer.trainer_init(0n);
       trainer.trainer_eval_reset(trainer.web_obs());

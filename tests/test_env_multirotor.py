@@ -228,6 +228,14 @@ def test_flight_metrics_tell_flying_from_falling():
     assert flying["eval_success"] == 1.0 and flying["eval_final_position_error"] < 0.02
     falling = flight_metrics(lambda obs: np.full((len(obs), 4), -1.0), gentle, flights=20)
     assert falling["eval_success"] == 0.0 and falling["eval_position_rmse"] > 0.3
+    # the hover score: 1 − distance / box for flights that stayed in the box, 0 for the others
+    assert flying["eval_hover_score"] > 0.95 and falling["eval_hover_score"] == 0.0
+    offset = flight_metrics(lambda obs: _hover_controller(obs - np.r_[0.3, 0, 0, np.zeros(143)]), gentle, flights=20)
+    assert offset["eval_success"] == 0.0 and 0.4 < offset["eval_hover_score"] < 0.6  # hovering 0.3 m off
+    # spinning up leaves the box and would integrate to inf and NaN: such flights stop counting
+    spin = flight_metrics(lambda obs: np.tile(np.float32([1, -1, 1, -1]), (len(obs), 1)), Multirotor(), flights=20)
+    assert spin["eval_success"] == 0.0 and spin["eval_hover_score"] == 0.0
+    assert spin["eval_position_rmse"] == pytest.approx(0.6, rel=0.2) and spin["eval_final_position_error"] == np.inf
     with pytest.raises(drl.ConfigError, match="flights"):
         flight_metrics(_hover_controller, gentle, flights=0)
 
@@ -266,11 +274,12 @@ def _tracking_reference(policy, env, trajectory, flights, seed=FLIGHT_SEED):
         env_step(device, task, state, asarray(device, policy(obs).astype(np.float32)))
         errors.append(to_numpy(state.physics)[:, :3] - A * np.sin(2 * np.pi * f * t_next / T))
     errors = np.array(errors)
-    distance = np.linalg.norm(errors, axis=2)
+    lost = np.logical_or.accumulate(np.any(np.abs(errors) > env.termination_position, axis=2), axis=0)
+    distance = np.where(lost, env.termination_position, np.linalg.norm(errors, axis=2))  # lost: the box's
     return {
         "eval_tracking_rmse": float(np.sqrt(np.mean(distance**2))),
         "eval_tracking_within": float(np.mean(distance < 0.1)),
-        "eval_tracking_lost": float(np.mean(np.any(np.abs(errors) > env.termination_position, axis=(0, 2)))),
+        "eval_tracking_lost": float(np.mean(lost[-1])),
     }
 
 
@@ -298,7 +307,7 @@ def test_tracking_metrics_tell_tracking_from_falling():
     assert slow["eval_tracking_rmse"] < 0.15 and slow["eval_tracking_within"] > 0.3
     assert slow["eval_tracking_lost"] == 0.0
     falling = tracking_metrics(lambda obs: np.full((len(obs), 4), -1.0), quiet, flights=3)
-    assert falling["eval_tracking_rmse"] > 10 and falling["eval_tracking_lost"] == 1.0
+    assert falling["eval_tracking_rmse"] > 0.5 and falling["eval_tracking_lost"] == 1.0  # the box distance, mostly
     assert falling["eval_tracking_within"] < 0.05  # only the first few steps, before it drops away
     hovering_still = tracking_metrics(_tracker, quiet, Lissajous(amplitudes=(0.0, 0.0, 0.0)), flights=2)
     assert hovering_still["eval_tracking_rmse"] < 1e-5 and hovering_still["eval_tracking_within"] == 1.0
@@ -384,3 +393,19 @@ def test_critic_targets_follow_every_update_without_delay_critic_targets():
         np.testing.assert_allclose(stepped, 0.995 * untouched + 0.005 * online, rtol=1e-6, atol=1e-7)
     assert np.array_equal(weights(every.actor_target), weights(delayed.actor_target))
     assert td3.config_for("multirotor").delay_critic_targets is False
+
+
+def test_keep_best_ranks_multirotor_policies_by_the_hover_score():
+    """The evaluation return (final weights, no termination penalty) rates a crash above a hover
+    0.4 m off; keep-best ranks by the env's selection score (held-out flights) instead."""
+    gentle = Multirotor(init_max_angle=0.2, init_max_linear_velocity=0.2, init_max_angular_velocity=0.2, **QUIET)
+    assert gentle.selection_score(lambda obs: np.full((len(obs), 4), -1.0, np.float32)) == 0.0
+    assert gentle.selection_score(_hover_controller) > 0.95
+    env = Multirotor()
+    evaluation = drl.EvalCallback(every=100, episodes=1, deploy_best=True)
+    config = drl.td3.Config(total_steps=300, warmup_steps=100, batch_size=8, hidden=(8,))
+    result = drl.td3.train(drl.Generic(), Multirotor(), config, hooks=(evaluation,))
+    scores = [row["selection_score"] for row in evaluation.rows]
+    assert len(scores) == 3 and evaluation.best_score == max(scores)
+    assert result.policy_steps == 100 * (1 + scores.index(max(scores)))
+    assert env.selection_score(result.policy) == evaluation.best_score

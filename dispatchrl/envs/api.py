@@ -68,7 +68,8 @@ class NativeEnv:
     - :meth:`training_env`: the description a run trains on (e.g. normalised actions);
     - :meth:`policy_action_bounds`: the bounds a deployed policy's [-1, 1] output maps onto
       (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`);
-    - :meth:`task_metrics`: what a trained policy achieves beyond its return (none by default);
+    - :meth:`task_metrics`: what a trained policy achieves beyond its return (none by default),
+      and :meth:`selection_score`: what keep-best selection maximises (default: the return);
     - :meth:`exported_policy_c`: C an exported policy of this env adds (none by default);
     - ``critic_observation_dim``: the width of the privileged observation an asymmetric critic
       sees (``asymmetric_critic=True`` in TD3/SAC), written by its methods of
@@ -120,6 +121,14 @@ class NativeEnv:
         firmware's entry point in physical units (the multirotor's ``controller``). None by
         default."""
         return "", ""
+
+    def selection_score(self, policy: Callable[[np.ndarray], np.ndarray]) -> float | None:
+        """What keep-best selection (``EvalCallback(deploy_best=True)``) maximises for the
+        deterministic ``policy``, on episodes held out from :meth:`task_metrics`'; None (the
+        default): the evaluation return. For a task whose evaluation return can favour failing
+        (the multirotor's: under the curriculum's final weights a crash ends a poor hover's
+        negative rewards early)."""
+        return None
 
     def task_metrics(self, policy: Callable[[np.ndarray], np.ndarray]) -> dict[str, float]:
         """What the deterministic ``policy`` (a batch of observations → a batch of actions)

@@ -38,7 +38,10 @@ class EvalCallback:
     ``deploy_best=True``: the run's result deploys the best-evaluated policy instead of the final
     one (:attr:`best_policy`, a host copy; ``TrainResult.policy_steps`` says when it was taken),
     and the episodes' reset seeds come from :data:`~.evaluation.SELECTION_SEEDS`, so the 10
-    evaluation episodes reported afterwards are held out from the choice. A snapshot of the
+    evaluation episodes reported afterwards are held out from the choice. A native env with a
+    :meth:`~dispatchrl.envs.NativeEnv.selection_score` (the multirotor's hover score) is ranked by
+    it instead of the return (rows and logger: ``selection_score``); :attr:`best_score` is the
+    best value so far. A snapshot of the
     policy at 10k steps can sit in a short collapse (NOTES.md, "The first result"); SB3 users get
     the same from ``EvalCallback(best_model_save_path=...)``."""
 
@@ -62,7 +65,7 @@ class EvalCallback:
         self.env = env
         self.deploy_best = deploy_best
         self.rows: list[dict[str, Any]] = []
-        self.best_return = -np.inf
+        self.best_score = -np.inf
         self.best_steps: int | None = None
         self.best_policy: Callable[[np.ndarray], np.ndarray] | None = None
         self._envs: list[gymnasium.Env] | None = None  # deploy_best's evaluation envs, one per episode
@@ -86,9 +89,13 @@ class EvalCallback:
             mean, returns = evaluate_lockstep(policy, self._envs, self.seeds)
         else:
             mean, returns = evaluate(policy, env, self.seeds)
-        # the task's own measures (the multirotor's eval_success...), for a reported evaluation
+        # the task's own measures (the multirotor's eval_success...), for a reported evaluation;
+        # choosing ranks by the env's selection score where it has one, else by the return
         native = run.spec.native
         task = native.task_metrics(policy) if native is not None and not self.deploy_best else {}
+        score = native.selection_score(policy) if native is not None and self.deploy_best else None
+        if score is not None:
+            task = {"selection_score": score}
         self.rows.append(
             {
                 "steps": run.steps,
@@ -102,8 +109,9 @@ class EvalCallback:
             # a deploy_best evaluation is on other episodes than the reported one: another column
             key = "selection_return" if self.deploy_best else "eval_return"
             run.logger.write(run.steps, {key: mean, f"{key}_std": float(np.std(returns)), **task})
-        if mean > self.best_return:
-            self.best_return, self.best_steps = mean, run.steps
+        chosen_by = mean if score is None else score
+        if chosen_by > self.best_score:
+            self.best_score, self.best_steps = chosen_by, run.steps
             if self.deploy_best:
                 self.best_policy = _host_copy(policy)
             if self.best_path is not None:

@@ -29,7 +29,7 @@ from ...arrays import Array, asarray
 from ...errors import ConfigError
 from ..api import NativeEnv, check_count
 from .deploy import controller_c
-from .evaluation import flight_metrics, tracking_metrics
+from .evaluation import SELECTION_FLIGHT_SEED, flight_metrics, tracking_metrics
 from .layout import CRITIC_COLUMNS, HISTORY, PARAMETERS
 
 __all__ = [
@@ -298,6 +298,12 @@ class Multirotor(NativeEnv):
         tracking (:func:`~dispatchrl.envs.multirotor.evaluation.tracking_metrics`):
         ``eval_tracking_rmse``, ``eval_tracking_within``, ``eval_tracking_lost``."""
         return {**flight_metrics(policy, self), **tracking_metrics(policy, self)}
+
+    def selection_score(self, policy: Callable[[np.ndarray], np.ndarray]) -> float:
+        """``eval_hover_score`` of 100 flights held out from the reported ones: the evaluation
+        return (final curriculum weights, no termination penalty, as the paper) rates a crash
+        above a hover 0.4 m off, and keep-best chose policies that crash every flight."""
+        return flight_metrics(policy, self, seed=SELECTION_FLIGHT_SEED)["eval_hover_score"]
 
     def exported_policy_c(self, name: str) -> tuple[str, str]:
         """``controller(observation, rpm)``: the policy's action as RPM setpoints (:mod:`.deploy`)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...arrays import asarray, to_numpy
+from ...arrays import asarray
 from ...devices import CPU
 from ...errors import ConfigError
 from ...kernels.random.api import rng
@@ -15,10 +15,12 @@ from ...staging import fuse
 from ..api import env_reset, env_state, env_step
 from .layout import HISTORY, POS, RPM, VEL
 
-__all__ = ["FLIGHT_SEED", "Lissajous", "flight_metrics", "tracking_metrics"]
+__all__ = ["FLIGHT_SEED", "SELECTION_FLIGHT_SEED", "Lissajous", "flight_metrics", "tracking_metrics"]
 
 #: the reset stream of the flight evaluation (disjoint from training's seeds, which are small)
 FLIGHT_SEED = 10_000
+#: the flights keep-best selection scores (held out from the reported ones)
+SELECTION_FLIGHT_SEED = 20_000
 
 
 def flight_metrics(
@@ -36,8 +38,12 @@ def flight_metrics(
 
     ``eval_success``: the fraction that end within ``position_tolerance`` m of the target, slower
     than ``speed_tolerance`` m/s, having never left the termination box. ``eval_position_rmse``:
-    the root-mean-square distance to the target over every step of every flight (m), ``eval_final_
-    position_error``: the median distance at the end."""
+    the root-mean-square distance to the target over every step of every flight (m; a flight that
+    left the box counts at the box's distance from then on), ``eval_final_position_error``: the
+    median distance at the end (infinite for flights that left). ``eval_hover_score``: the mean over flights
+    of ``1 − d / box`` for the final distance ``d`` of a flight that never left the box (0 for
+    one that did): 1 for a perfect hover; it tells a close hover from a far one while success is
+    still 0, and a crash from both (keep-best selection maximises it)."""
     if not hasattr(env, "without_curriculum"):  # the Multirotor (env.py imports this module)
         raise ConfigError(f"flight_metrics: 'env' must be a Multirotor, got {type(env).__name__}")
     if flights < 1:
@@ -49,28 +55,47 @@ def flight_metrics(
     action = asarray(device, np.zeros((flights, 4), np.float32))
     # staged once: each step is then one compiled call, no dispatch or argument checks
     step = fuse(device, lambda device: env_step(device, task, state, action))
-    obs, terminated, position = state.obs.data, state.terminated.data, state.physics.data[:, POS : POS + 3]
-    left = np.zeros(flights, bool)
+    obs, terminated, physics = state.obs.data, state.terminated.data, state.physics.data
+    box = task.termination_position
+    left, parked = np.zeros(flights, bool), physics.copy()
     squared = 0.0
     steps = max(1, round(seconds / task.dt))
     for _ in range(steps):
-        with np.errstate(all="ignore"):
-            chosen = np.asarray(policy(obs.copy()), np.float32).reshape(flights, 4)
-        if not np.all(np.isfinite(chosen)):
-            raise ConfigError("flight_metrics: the policy outputs NaN or inf actions")
+        chosen = _act(policy, obs, left, "flight_metrics")
         action.data[...] = chosen
         step()
         left |= terminated
-        squared += float((position**2).sum())
-    physics = to_numpy(state.physics)
-    distance = np.linalg.norm(physics[:, POS : POS + 3], axis=1)
+        _park(physics, parked, left)
+        in_box = np.where(left, box * box, (physics[:, POS : POS + 3] ** 2).sum(axis=1))
+        squared += float(in_box.sum())
+    distance = np.where(left, np.inf, np.linalg.norm(physics[:, POS : POS + 3], axis=1))
     speed = np.linalg.norm(physics[:, VEL : VEL + 3], axis=1)
     success = ~left & (distance < position_tolerance) & (speed < speed_tolerance)
     return {
+        "eval_hover_score": float(np.where(left, 0.0, np.maximum(0.0, 1.0 - distance / box)).mean()),
         "eval_success": float(success.mean()),
         "eval_position_rmse": float(np.sqrt(squared / (steps * flights))),
         "eval_final_position_error": float(np.median(distance)),
     }
+
+
+def _act(policy: Callable[[np.ndarray], np.ndarray], obs: np.ndarray, left: np.ndarray, fn: str) -> np.ndarray:
+    """The policy's actions for the flights still flying (refusing NaN or inf ones); flights that
+    left see zeros and get zeros: they no longer count."""
+    seen = obs.copy()
+    seen[left] = 0.0
+    with np.errstate(all="ignore"):
+        chosen = np.asarray(policy(seen), np.float32).reshape(len(obs), 4)
+    if not np.all(np.isfinite(chosen[~left])):
+        raise ConfigError(f"{fn}: the policy outputs NaN or inf actions")
+    chosen[left] = 0.0
+    return chosen
+
+
+def _park(physics: np.ndarray, parked: np.ndarray, left: np.ndarray) -> None:
+    """Flights that left go back to their initial state each step: a policy that spins a vehicle
+    up would otherwise integrate it into inf and NaN (their numbers are fixed at leaving)."""
+    physics[left] = parked[left]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +136,8 @@ def tracking_metrics(
     ``eval_tracking_rmse``: the root-mean-square distance to the target over every step of every
     flight (m); ``eval_tracking_within``: the fraction of those steps within ``tolerance`` m;
     ``eval_tracking_lost``: the fraction of flights that were ever farther from the target than
-    the env's termination distance (the box moves with the target: they fly on, and count in the
-    RMSE as they are)."""
+    the env's termination distance (the box moves with the target); from then on a flight counts
+    at that distance, as in :func:`flight_metrics`."""
     if not hasattr(env, "without_curriculum"):  # the Multirotor (env.py imports this module)
         raise ConfigError(f"tracking_metrics: 'env' must be a Multirotor, got {type(env).__name__}")
     if flights < 1:
@@ -146,22 +171,19 @@ def tracking_metrics(
     obs, position = state.obs.data, state.physics.data[:, POS : POS + 3]
     steps = max(1, round(seconds / task.dt))
     target, target_velocity = trajectory(np.arange(steps + 1) * task.dt)
-    lost = np.zeros(flights, bool)
+    lost, parked, box = np.zeros(flights, bool), state.physics.data.copy(), env.termination_position
     squared, within = 0.0, 0
     relative = np.empty_like(obs)
     for k in range(steps):
         relative[...] = obs
         relative[:, 0:3] -= target[k]
         relative[:, 12:15] -= target_velocity[k]
-        with np.errstate(all="ignore"):
-            chosen = np.asarray(policy(relative), np.float32).reshape(flights, 4)
-        if not np.all(np.isfinite(chosen)):
-            raise ConfigError("tracking_metrics: the policy outputs NaN or inf actions")
-        action.data[...] = chosen
+        action.data[...] = _act(policy, relative, lost, "tracking_metrics")
         step()
         error = position - target[k + 1]
-        distance_squared = (error**2).sum(axis=1)
-        lost |= np.abs(error).max(axis=1) > env.termination_position
+        lost |= np.abs(error).max(axis=1) > box
+        _park(state.physics.data, parked, lost)
+        distance_squared = np.where(lost, box * box, (error**2).sum(axis=1))
         squared += float(distance_squared.sum())
         within += int((distance_squared < tolerance**2).sum())
     return {

@@ -173,6 +173,40 @@ def test_devices_give_the_same_trajectories(env, cuda_device):
                 np.testing.assert_array_equal(got, ref, err_msg=repr(dev))
 
 
+CLASSIC_KERNELS = {
+    "pendulum": {"pendulum_step_kernel": "pendulum_step_at", "pendulum_reset_kernel": "pendulum_reset_at"},
+    "acrobot": {
+        "acrobot_step_kernel": "acrobot_step_at",
+        "acrobot_discrete_step_kernel": "acrobot_discrete_step_at",
+        "acrobot_reset_kernel": "acrobot_reset_at",
+    },
+    "cartpole": {"cartpole_step_kernel": "cartpole_step_at", "cartpole_reset_kernel": "cartpole_reset_at"},
+    "mountaincar": {
+        "mountaincar_step_kernel": "mountaincar_step_at",
+        "mountaincar_reset_kernel": "mountaincar_reset_at",
+    },
+}
+
+
+def test_classic_env_cuda_kernels_run_the_cpu_per_env_bodies(cuda_device):
+    """One body per kernel: each CUDA kernel's per-thread function is compiled from the Python
+    source of the body the CPU loop calls (for a reset, through the stream-reading wrapper), so
+    the two cannot drift apart. Reads the generated functions; compiles nothing."""
+    import importlib
+
+    def source(function):
+        return getattr(function, "py_func", function)
+
+    for package, kernels in CLASSIC_KERNELS.items():
+        cpu = importlib.import_module(f"dispatchrl.envs.{package}.cpu")
+        cuda = importlib.import_module(f"dispatchrl.envs.{package}.cuda")
+        for kernel_name, body_name in kernels.items():
+            body = source(source(getattr(cuda, kernel_name)).__globals__["_body"])
+            if "reset" in kernel_name:
+                body = source(body.__globals__["env_reset_at"])
+            assert body.__code__ is source(getattr(cpu, body_name)).__code__, kernel_name
+
+
 def test_reset_distribution_and_reset_done():
     dev, n = drl.CPU(), 4096
     env = E.Pendulum(n)

@@ -12,7 +12,7 @@ from ...devices import C
 from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
-from ..shared.c import PI_C, TWO_PI_C, reset_kernel, step_kernel
+from ..shared.c import PI_C, TWO_PI_C, reset_kernel, reset_source, step_kernel
 from .env import MAX_VEL_1, MAX_VEL_2, Acrobot, AcrobotContinuous
 
 __all__ = ["PHYSICS", "RESET", "STEP", "STEP_DISCRETE"]
@@ -100,10 +100,8 @@ STEP_DISCRETE = STEP.replace(
     _CONTINUOUS_TORQUE, "    const double torque = action[i] >= 2.0f ? 1.0 : (action[i] >= 1.0f ? 0.0 : -1.0);\n"
 )
 
-RESET = """
-const uint64_t key = rng[0], base = rng[1];
-for (int i = 0; i < N; i++) {
-    if (ONLY_DONE && !(terminated[i] || truncated[i])) continue;
+RESET = reset_source(
+    """\
     /* gymnasium draws the reset state in float64 and stores it as float32 */
     for (int j = 0; j < 4; j++)
         physics[4 * i + j] = dispatchrl_round_f32(-0.1 + 0.2 * dispatchrl_uniform01(key, base + (uint64_t)(4 * i + j)));
@@ -113,15 +111,9 @@ for (int i = 0; i < N; i++) {
     obs[6 * i + 3] = (float)sin(physics[4 * i + 1]);
     obs[6 * i + 4] = (float)physics[4 * i + 2];
     obs[6 * i + 5] = (float)physics[4 * i + 3];
-    steps[i] = 0;
-    if (!ONLY_DONE) {
-        reward[i] = 0.0f;
-        terminated[i] = false;
-        truncated[i] = false;
-    }
-}
-rng[1] = base + 4 * (uint64_t)N;
-"""
+""",
+    4,
+)
 
 
 @api.env_step.dispatch

@@ -1,9 +1,9 @@
 """CPU methods of the Acrobots (continuous and discrete): one Numba loop over the N envs per call.
 
 The per-env physics mirror gymnasium's expressions term by term (same constants, same evaluation
-order, float64, no fastmath) so trajectories match gymnasium's. The self-contained scalar helpers
-are also compiled as CUDA device functions by :mod:`.cuda` from this very source. Helpers live in
-this file so Numba's per-file cache check covers them.
+order, float64, no fastmath) so trajectories match gymnasium's. The per-env bodies
+(``acrobot_step_at``, ``acrobot_discrete_step_at``, ``acrobot_reset_at``) and their helpers are in the Numba subset: :mod:`.cuda` generates its kernels from this
+very source.
 """
 
 import math
@@ -17,10 +17,22 @@ from ...kernels.random.cpu import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import PI, TWO_PI, state_args, step_args
+from ..shared.cpu import clear_reset_at
 from .env import MAX_VEL_1, MAX_VEL_2, Acrobot, AcrobotContinuous
 
-#: what .cuda compiles as device functions (the methods register themselves)
-__all__ = ["acrobot_dsdt", "acrobot_index_torque", "acrobot_rk4", "acrobot_terminal", "wrap_angle"]
+#: what .cuda compiles for the GPU (the methods register themselves)
+__all__ = [
+    "acrobot_discrete_step_at",
+    "acrobot_dsdt",
+    "acrobot_index_torque",
+    "acrobot_observe_at",
+    "acrobot_reset_at",
+    "acrobot_rk4",
+    "acrobot_step_at",
+    "acrobot_terminal",
+    "acrobot_torque_step_at",
+    "wrap_angle",
+]
 
 
 # --- scalar physics, compiled here with njit and by .cuda as CUDA device functions from the
@@ -100,73 +112,80 @@ def acrobot_index_torque(a):
     return -1.0
 
 
+@njit(**JIT_EXACT)
+def acrobot_observe_at(i, physics, obs):
+    obs[i, 0] = math.cos(physics[i, 0])
+    obs[i, 1] = math.sin(physics[i, 0])
+    obs[i, 2] = math.cos(physics[i, 1])
+    obs[i, 3] = math.sin(physics[i, 1])
+    obs[i, 4] = physics[i, 2]
+    obs[i, 5] = physics[i, 3]
+
+
+# --- per-env bodies: the CPU loops below and .cuda's kernels (``per_index``) run these ----------
+
+
+# inlined into both step bodies at Numba IR level: called, it made the CPU step ~1.7x slower (NOTES.md)
+@njit(inline="always", **JIT_EXACT)
+def acrobot_torque_step_at(i, torque, physics, steps, obs, reward, terminated, truncated, max_steps):
+    """Env i's step under ``torque``, whichever action space gave it."""
+    s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
+    physics[i, 0] = s0
+    physics[i, 1] = s1
+    physics[i, 2] = s2
+    physics[i, 3] = s3
+    acrobot_observe_at(i, physics, obs)
+    done = acrobot_terminal(s0, s1)
+    reward[i] = 0.0 if done else -1.0
+    terminated[i] = done
+    steps[i] += 1
+    truncated[i] = steps[i] >= max_steps
+
+
+@njit(**JIT_EXACT)
+def acrobot_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
+    acrobot_torque_step_at(i, torque, physics, steps, obs, reward, terminated, truncated, max_steps)
+
+
+@njit(**JIT_EXACT)
+def acrobot_discrete_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    torque = acrobot_index_torque(action[i, 0])
+    acrobot_torque_step_at(i, torque, physics, steps, obs, reward, terminated, truncated, max_steps)
+
+
+@njit(**JIT_EXACT)
+def acrobot_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done):
+    """Env i's initial state from stream positions ``base`` + 4i ... 4i + 3."""
+    if only_done and not (terminated[i] or truncated[i]):
+        return
+    for j in range(4):
+        # gymnasium draws the reset state in float64 and stores it as float32
+        physics[i, j] = np.float32(-0.1 + 0.2 * uniform01(key, base + np.uint64(4 * i + j)))
+    acrobot_observe_at(i, physics, obs)
+    clear_reset_at(i, steps, reward, terminated, truncated, only_done)
+
+
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
 @njit(**JIT_EXACT)
 def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
     for i in range(physics.shape[0]):
-        torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
-        s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
-        physics[i, 0] = s0
-        physics[i, 1] = s1
-        physics[i, 2] = s2
-        physics[i, 3] = s3
-        obs[i, 0] = math.cos(s0)
-        obs[i, 1] = math.sin(s0)
-        obs[i, 2] = math.cos(s1)
-        obs[i, 3] = math.sin(s1)
-        obs[i, 4] = s2
-        obs[i, 5] = s3
-        done = acrobot_terminal(s0, s1)
-        reward[i] = 0.0 if done else -1.0
-        terminated[i] = done
-        steps[i] += 1
-        truncated[i] = steps[i] >= max_steps
+        acrobot_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
 
 
 @njit(**JIT_EXACT)
 def acrobot_discrete_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
     for i in range(physics.shape[0]):
-        torque = acrobot_index_torque(action[i, 0])
-        s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
-        physics[i, 0] = s0
-        physics[i, 1] = s1
-        physics[i, 2] = s2
-        physics[i, 3] = s3
-        obs[i, 0] = math.cos(s0)
-        obs[i, 1] = math.sin(s0)
-        obs[i, 2] = math.cos(s1)
-        obs[i, 3] = math.sin(s1)
-        obs[i, 4] = s2
-        obs[i, 5] = s3
-        done = acrobot_terminal(s0, s1)
-        reward[i] = 0.0 if done else -1.0
-        terminated[i] = done
-        steps[i] += 1
-        truncated[i] = steps[i] >= max_steps
+        acrobot_discrete_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
 
 
 @njit(**JIT_EXACT)
 def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
     key, base = rng[0], rng[1]
     for i in range(physics.shape[0]):
-        if only_done and not (terminated[i] or truncated[i]):
-            continue
-        for j in range(4):
-            # gymnasium draws the reset state in float64 and stores it as float32
-            physics[i, j] = np.float32(-0.1 + 0.2 * uniform01(key, base + np.uint64(4 * i + j)))
-        obs[i, 0] = math.cos(physics[i, 0])
-        obs[i, 1] = math.sin(physics[i, 0])
-        obs[i, 2] = math.cos(physics[i, 1])
-        obs[i, 3] = math.sin(physics[i, 1])
-        obs[i, 4] = physics[i, 2]
-        obs[i, 5] = physics[i, 3]
-        steps[i] = 0
-        if not only_done:
-            reward[i] = 0.0
-            terminated[i] = False
-            truncated[i] = False
+        acrobot_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done)
     rng[1] = base + np.uint64(4 * physics.shape[0])
 
 

@@ -8,7 +8,7 @@ from ...kernels.random.generic import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import PI, state_args, step_args
-from ..shared.generic import clear_reset, reset_mask
+from ..shared.generic import write_reset
 from .env import Acrobot, AcrobotContinuous
 
 __all__: list[str] = []  # methods only: importing the module registers them
@@ -55,7 +55,7 @@ def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncat
     ns[:, 2] = np.clip(ns[:, 2], -4 * PI, 4 * PI)
     ns[:, 3] = np.clip(ns[:, 3], -9 * PI, 9 * PI)
     physics[...] = ns
-    _acrobot_obs(ns, obs)
+    obs[...] = _acrobot_obs(ns)
     done = -np.cos(ns[:, 0]) - np.cos(ns[:, 1] + ns[:, 0]) > 1.0
     terminated[:] = done
     reward[:] = np.where(done, 0.0, -1.0)
@@ -70,12 +70,8 @@ def acrobot_discrete_step_kernel(physics, steps, action, obs, reward, terminated
     acrobot_step_kernel(physics, steps, torque, obs, reward, terminated, truncated, max_steps)
 
 
-def _acrobot_obs(s, obs, mask=None) -> None:
-    values = np.stack([np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]), s[:, 2], s[:, 3]], axis=1)
-    if mask is None:
-        obs[...] = values
-    else:
-        obs[mask] = values[mask]
+def _acrobot_obs(s) -> np.ndarray:
+    return np.stack([np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]), s[:, 2], s[:, 3]], axis=1)
 
 
 def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
@@ -83,10 +79,7 @@ def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated
     u = uniform01(rng, 4 * n).reshape(n, 4)
     # gymnasium draws the reset state in float64 and stores it as float32
     fresh = (-0.1 + 0.2 * u).astype(np.float32).astype(np.float64)
-    mask = reset_mask(terminated, truncated, only_done)
-    physics[mask] = fresh[mask]
-    _acrobot_obs(fresh, obs, mask)
-    clear_reset(mask, steps, reward, terminated, truncated, only_done)
+    write_reset(fresh, _acrobot_obs(fresh), physics, steps, obs, reward, terminated, truncated, only_done)
 
 
 @api.env_step.dispatch

@@ -9,7 +9,7 @@ from ...devices import C
 from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
-from ..shared.c import reset_kernel, step_kernel
+from ..shared.c import reset_kernel, reset_source, step_kernel
 from .env import (
     FORCE_MAG,
     GRAVITY,
@@ -62,24 +62,16 @@ for (int i = 0; i < N; i++) {{
 }}
 """
 
-RESET = """
-const uint64_t key = rng[0], base = rng[1];
-for (int i = 0; i < N; i++) {
-    if (ONLY_DONE && !(terminated[i] || truncated[i])) continue;
+RESET = reset_source(
+    """\
     /* gymnasium's U(-0.05, 0.05), kept in float64 as gymnasium keeps it */
     for (int j = 0; j < 4; j++) {
         physics[4 * i + j] = -0.05 + 0.1 * dispatchrl_uniform01(key, base + (uint64_t)(4 * i + j));
         obs[4 * i + j] = (float)physics[4 * i + j];
     }
-    steps[i] = 0;
-    if (!ONLY_DONE) {
-        reward[i] = 0.0f;
-        terminated[i] = false;
-        truncated[i] = false;
-    }
-}
-rng[1] = base + 4 * (uint64_t)N;
-"""
+""",
+    4,
+)
 
 
 @api.env_step.dispatch

@@ -1,9 +1,9 @@
 """CPU methods of CartPole: one Numba loop over the N envs per call.
 
 The per-env physics mirror gymnasium's expressions term by term (same constants, same evaluation
-order, float64, no fastmath) so trajectories match gymnasium's. The self-contained scalar helpers
-are also compiled as CUDA device functions by :mod:`.cuda` from this very source. Helpers live in
-this file so Numba's per-file cache check covers them.
+order, float64, no fastmath) so trajectories match gymnasium's. The per-env bodies
+(``cartpole_step_at``, ``cartpole_reset_at``) and their helpers are in the Numba subset: :mod:`.cuda` generates its kernels from this
+very source.
 """
 
 import math
@@ -17,6 +17,7 @@ from ...kernels.random.cpu import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
+from ..shared.cpu import clear_reset_at
 from .env import (
     FORCE_MAG,
     GRAVITY,
@@ -30,8 +31,8 @@ from .env import (
     CartPole,
 )
 
-#: what .cuda compiles as device functions (the methods register themselves)
-__all__ = ["cartpole_force", "cartpole_physics", "cartpole_terminal"]
+#: what .cuda compiles for the GPU (the methods register themselves)
+__all__ = ["cartpole_force", "cartpole_physics", "cartpole_reset_at", "cartpole_step_at", "cartpole_terminal"]
 
 
 # --- scalar physics, compiled here with njit and by .cuda as CUDA device functions from the
@@ -63,43 +64,53 @@ def cartpole_terminal(x, theta):
     return x < -X_THRESHOLD or x > X_THRESHOLD or theta < -THETA_THRESHOLD or theta > THETA_THRESHOLD
 
 
+# --- per-env bodies: the CPU loops below and .cuda's kernels (``per_index``) run these ----------
+
+
+@njit(**JIT_EXACT)
+def cartpole_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    force = cartpole_force(action[i, 0])
+    s0, s1, s2, s3 = cartpole_physics(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], force)
+    physics[i, 0] = s0
+    physics[i, 1] = s1
+    physics[i, 2] = s2
+    physics[i, 3] = s3
+    obs[i, 0] = s0
+    obs[i, 1] = s1
+    obs[i, 2] = s2
+    obs[i, 3] = s3
+    terminated[i] = cartpole_terminal(s0, s2)
+    reward[i] = 1.0  # gymnasium rewards the terminal step too
+    steps[i] += 1
+    truncated[i] = steps[i] >= max_steps
+
+
+@njit(**JIT_EXACT)
+def cartpole_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done):
+    """Env i's initial state from stream positions ``base`` + 4i ... 4i + 3."""
+    if only_done and not (terminated[i] or truncated[i]):
+        return
+    for j in range(4):
+        # gymnasium's U(-0.05, 0.05), kept in float64 as gymnasium keeps it
+        physics[i, j] = -0.05 + 0.1 * uniform01(key, base + np.uint64(4 * i + j))
+        obs[i, j] = physics[i, j]
+    clear_reset_at(i, steps, reward, terminated, truncated, only_done)
+
+
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
 @njit(**JIT_EXACT)
 def cartpole_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
     for i in range(physics.shape[0]):
-        force = cartpole_force(action[i, 0])
-        s0, s1, s2, s3 = cartpole_physics(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], force)
-        physics[i, 0] = s0
-        physics[i, 1] = s1
-        physics[i, 2] = s2
-        physics[i, 3] = s3
-        obs[i, 0] = s0
-        obs[i, 1] = s1
-        obs[i, 2] = s2
-        obs[i, 3] = s3
-        terminated[i] = cartpole_terminal(s0, s2)
-        reward[i] = 1.0  # gymnasium rewards the terminal step too
-        steps[i] += 1
-        truncated[i] = steps[i] >= max_steps
+        cartpole_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
 
 
 @njit(**JIT_EXACT)
 def cartpole_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
     key, base = rng[0], rng[1]
     for i in range(physics.shape[0]):
-        if only_done and not (terminated[i] or truncated[i]):
-            continue
-        for j in range(4):
-            # gymnasium's U(-0.05, 0.05), kept in float64 as gymnasium keeps it
-            physics[i, j] = -0.05 + 0.1 * uniform01(key, base + np.uint64(4 * i + j))
-            obs[i, j] = physics[i, j]
-        steps[i] = 0
-        if not only_done:
-            reward[i] = 0.0
-            terminated[i] = False
-            truncated[i] = False
+        cartpole_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done)
     rng[1] = base + np.uint64(4 * physics.shape[0])
 
 

@@ -8,7 +8,7 @@ from ...kernels.random.generic import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
-from ..shared.generic import clear_reset, reset_mask
+from ..shared.generic import write_reset
 from .env import (
     FORCE_MAG,
     GRAVITY,
@@ -53,10 +53,7 @@ def cartpole_step_kernel(physics, steps, action, obs, reward, terminated, trunca
 def cartpole_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
     n = physics.shape[0]
     fresh = -0.05 + 0.1 * uniform01(rng, 4 * n).reshape(n, 4)  # gymnasium keeps the draw in float64
-    mask = reset_mask(terminated, truncated, only_done)
-    physics[mask] = fresh[mask]
-    obs[mask] = fresh[mask]
-    clear_reset(mask, steps, reward, terminated, truncated, only_done)
+    write_reset(fresh, fresh, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
 @api.env_step.dispatch

@@ -8,7 +8,7 @@ from ...devices import C
 from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
-from ..shared.c import reset_kernel, step_kernel
+from ..shared.c import reset_kernel, reset_source, step_kernel
 from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 
 __all__ = ["PHYSICS", "RESET", "STEP"]
@@ -46,24 +46,16 @@ for (int i = 0; i < N; i++) {
 }
 """
 
-RESET = """
-const uint64_t key = rng[0], base = rng[1];
-for (int i = 0; i < N; i++) {
-    if (ONLY_DONE && !(terminated[i] || truncated[i])) continue;
+RESET = reset_source(
+    """\
     /* gymnasium's U(-0.6, -0.4), at rest */
     physics[2 * i] = -0.6 + 0.2 * dispatchrl_uniform01(key, base + (uint64_t)i);
     physics[2 * i + 1] = 0.0;
     obs[2 * i] = (float)physics[2 * i];
     obs[2 * i + 1] = 0.0f;
-    steps[i] = 0;
-    if (!ONLY_DONE) {
-        reward[i] = 0.0f;
-        terminated[i] = false;
-        truncated[i] = false;
-    }
-}
-rng[1] = base + (uint64_t)N;
-"""
+""",
+    1,
+)
 
 
 @api.env_step.dispatch

@@ -1,9 +1,9 @@
 """CPU methods of MountainCar: one Numba loop over the N envs per call.
 
 The per-env physics mirror gymnasium's expressions term by term (same constants, same evaluation
-order, float64, no fastmath) so trajectories match gymnasium's. The self-contained scalar helpers
-are also compiled as CUDA device functions by :mod:`.cuda` from this very source. Helpers live in
-this file so Numba's per-file cache check covers them.
+order, float64, no fastmath) so trajectories match gymnasium's. The per-env bodies
+(``mountaincar_step_at``, ``mountaincar_reset_at``) and their helpers are in the Numba subset: :mod:`.cuda` generates its kernels from this
+very source.
 """
 
 import math
@@ -17,10 +17,11 @@ from ...kernels.random.cpu import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
+from ..shared.cpu import clear_reset_at
 from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 
-#: what .cuda compiles as device functions (the methods register themselves)
-__all__ = ["mountaincar_physics", "mountaincar_push"]
+#: what .cuda compiles for the GPU (the methods register themselves)
+__all__ = ["mountaincar_physics", "mountaincar_push", "mountaincar_reset_at", "mountaincar_step_at"]
 
 
 # --- scalar physics, compiled here with njit and by .cuda as CUDA device functions from the
@@ -51,38 +52,48 @@ def mountaincar_physics(position, velocity, push):
     return position, velocity, position >= GOAL_POSITION and velocity >= GOAL_VELOCITY
 
 
+# --- per-env bodies: the CPU loops below and .cuda's kernels (``per_index``) run these ----------
+
+
+@njit(**JIT_EXACT)
+def mountaincar_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
+    position, velocity, done = mountaincar_physics(physics[i, 0], physics[i, 1], mountaincar_push(action[i, 0]))
+    physics[i, 0] = position
+    physics[i, 1] = velocity
+    obs[i, 0] = position
+    obs[i, 1] = velocity
+    terminated[i] = done
+    reward[i] = -1.0
+    steps[i] += 1
+    truncated[i] = steps[i] >= max_steps
+
+
+@njit(**JIT_EXACT)
+def mountaincar_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done):
+    """Env i's initial state from stream position ``base`` + i."""
+    if only_done and not (terminated[i] or truncated[i]):
+        return
+    physics[i, 0] = -0.6 + 0.2 * uniform01(key, base + np.uint64(i))  # gymnasium's U(-0.6, -0.4)
+    physics[i, 1] = 0.0  # at rest
+    obs[i, 0] = physics[i, 0]
+    obs[i, 1] = 0.0
+    clear_reset_at(i, steps, reward, terminated, truncated, only_done)
+
+
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
 @njit(**JIT_EXACT)
 def mountaincar_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
     for i in range(physics.shape[0]):
-        position, velocity, done = mountaincar_physics(physics[i, 0], physics[i, 1], mountaincar_push(action[i, 0]))
-        physics[i, 0] = position
-        physics[i, 1] = velocity
-        obs[i, 0] = position
-        obs[i, 1] = velocity
-        terminated[i] = done
-        reward[i] = -1.0
-        steps[i] += 1
-        truncated[i] = steps[i] >= max_steps
+        mountaincar_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
 
 
 @njit(**JIT_EXACT)
 def mountaincar_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
     key, base = rng[0], rng[1]
     for i in range(physics.shape[0]):
-        if only_done and not (terminated[i] or truncated[i]):
-            continue
-        physics[i, 0] = -0.6 + 0.2 * uniform01(key, base + np.uint64(i))  # gymnasium's U(-0.6, -0.4)
-        physics[i, 1] = 0.0  # at rest
-        obs[i, 0] = physics[i, 0]
-        obs[i, 1] = 0.0
-        steps[i] = 0
-        if not only_done:
-            reward[i] = 0.0
-            terminated[i] = False
-            truncated[i] = False
+        mountaincar_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done)
     rng[1] = base + np.uint64(physics.shape[0])
 
 

@@ -8,7 +8,7 @@ from ...kernels.random.generic import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
-from ..shared.generic import clear_reset, reset_mask
+from ..shared.generic import write_reset
 from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 
 __all__: list[str] = []  # methods only: importing the module registers them
@@ -35,10 +35,7 @@ def mountaincar_reset_kernel(rng, physics, steps, obs, reward, terminated, trunc
     n = physics.shape[0]
     fresh = np.zeros((n, 2))
     fresh[:, 0] = -0.6 + 0.2 * uniform01(rng, n)  # gymnasium's U(-0.6, -0.4), at rest
-    mask = reset_mask(terminated, truncated, only_done)
-    physics[mask] = fresh[mask]
-    obs[mask] = fresh[mask]
-    clear_reset(mask, steps, reward, terminated, truncated, only_done)
+    write_reset(fresh, fresh, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
 @api.env_step.dispatch

@@ -9,7 +9,7 @@ from ...devices import C
 from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
-from ..shared.c import PI_C, TWO_PI_C, reset_kernel, step_kernel
+from ..shared.c import PI_C, TWO_PI_C, reset_kernel, reset_source, step_kernel
 from .env import U_COST, Pendulum
 
 __all__ = ["PHYSICS", "RESET", "STEP"]
@@ -62,26 +62,18 @@ for (int i = 0; i < N; i++) {
 }
 """
 
-RESET = """
-const uint64_t key = rng[0], base = rng[1];
-for (int i = 0; i < N; i++) {
-    if (ONLY_DONE && !(terminated[i] || truncated[i])) continue;
-    const double th = -@PI + @TWO_PI * dispatchrl_uniform01(key, base + 2 * (uint64_t)i);
+RESET = reset_source(
+    f"""\
+    const double th = -{PI_C} + {TWO_PI_C} * dispatchrl_uniform01(key, base + 2 * (uint64_t)i);
     const double thdot = -1.0 + 2.0 * dispatchrl_uniform01(key, base + 2 * (uint64_t)i + 1);
     physics[2 * i] = th;
     physics[2 * i + 1] = thdot;
     obs[3 * i] = (float)cos(th);
     obs[3 * i + 1] = (float)sin(th);
     obs[3 * i + 2] = (float)thdot;
-    steps[i] = 0;
-    if (!ONLY_DONE) {
-        reward[i] = 0.0f;
-        terminated[i] = false;
-        truncated[i] = false;
-    }
-}
-rng[1] = base + 2 * (uint64_t)N;
-""".replace("@TWO_PI", TWO_PI_C).replace("@PI", PI_C)
+""",
+    2,
+)
 
 
 @api.env_step.dispatch

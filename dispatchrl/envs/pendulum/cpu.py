@@ -1,9 +1,9 @@
 """CPU methods of Pendulum: one Numba loop over the N envs per call.
 
 The per-env physics mirror gymnasium's expressions term by term (same constants, same evaluation
-order, float64, no fastmath) so trajectories match gymnasium's. The scalar helper is also
-compiled as a CUDA device function by :mod:`.cuda` from this very source. Helpers live in this
-file so Numba's per-file cache check covers them.
+order, float64, no fastmath) so trajectories match gymnasium's. The per-env bodies
+(``pendulum_step_at``, ``pendulum_reset_at``) and their helpers are in the Numba subset: :mod:`.cuda`
+generates its kernels from this very source.
 """
 
 import math
@@ -17,13 +17,14 @@ from ...kernels.random.cpu import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import PI, TWO_PI, state_args, step_args
+from ..shared.cpu import clear_reset_at
 from .env import U_COST, Pendulum
 
-#: what .cuda compiles as a device function (the methods register themselves)
-__all__ = ["pendulum_dynamics"]
+#: what .cuda compiles for the GPU (the methods register themselves)
+__all__ = ["pendulum_dynamics", "pendulum_observe_at", "pendulum_reset_at", "pendulum_step_at"]
 
 
-# --- scalar physics, compiled here with njit and by .cuda as a CUDA device function from the
+# --- scalar physics, compiled here with njit and by .cuda as CUDA device functions from the
 # same Python source (``device_twin``), so the backends cannot drift -----------------------------
 
 
@@ -41,43 +42,55 @@ def pendulum_dynamics(th, thdot, u, gterm):
     return newth, newthdot, cost
 
 
+@njit(**JIT_EXACT)
+def pendulum_observe_at(i, physics, obs):
+    th = physics[i, 0]
+    obs[i, 0] = math.cos(th)
+    obs[i, 1] = math.sin(th)
+    obs[i, 2] = physics[i, 1]
+
+
+# --- per-env bodies: the CPU loops below and .cuda's kernels (``per_index``) run these ----------
+
+
+@njit(**JIT_EXACT)
+def pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
+    u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
+    th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
+    physics[i, 0] = th
+    physics[i, 1] = thdot
+    pendulum_observe_at(i, physics, obs)
+    reward[i] = -cost
+    steps[i] += 1
+    terminated[i] = False
+    truncated[i] = steps[i] >= max_steps
+
+
+@njit(**JIT_EXACT)
+def pendulum_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done):
+    """Env i's initial state from stream positions ``base`` + 2i, 2i + 1."""
+    if only_done and not (terminated[i] or truncated[i]):
+        return
+    physics[i, 0] = -PI + TWO_PI * uniform01(key, base + np.uint64(2 * i))
+    physics[i, 1] = -1.0 + 2.0 * uniform01(key, base + np.uint64(2 * i + 1))
+    pendulum_observe_at(i, physics, obs)
+    clear_reset_at(i, steps, reward, terminated, truncated, only_done)
+
+
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
 @njit(**JIT_EXACT)
 def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
     for i in range(physics.shape[0]):
-        u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
-        th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
-        physics[i, 0] = th
-        physics[i, 1] = thdot
-        obs[i, 0] = math.cos(th)
-        obs[i, 1] = math.sin(th)
-        obs[i, 2] = thdot
-        reward[i] = -cost
-        steps[i] += 1
-        terminated[i] = False
-        truncated[i] = steps[i] >= max_steps
+        pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps)
 
 
 @njit(**JIT_EXACT)
 def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
     key, base = rng[0], rng[1]
     for i in range(physics.shape[0]):
-        if only_done and not (terminated[i] or truncated[i]):
-            continue
-        th = -PI + TWO_PI * uniform01(key, base + np.uint64(2 * i))
-        thdot = -1.0 + 2.0 * uniform01(key, base + np.uint64(2 * i + 1))
-        physics[i, 0] = th
-        physics[i, 1] = thdot
-        obs[i, 0] = math.cos(th)
-        obs[i, 1] = math.sin(th)
-        obs[i, 2] = thdot
-        steps[i] = 0
-        if not only_done:
-            reward[i] = 0.0
-            terminated[i] = False
-            truncated[i] = False
+        pendulum_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done)
     rng[1] = base + np.uint64(2 * physics.shape[0])
 
 

@@ -8,7 +8,7 @@ from ...kernels.random.generic import uniform01
 from ...staging import launch
 from .. import api
 from ..shared import PI, state_args, step_args
-from ..shared.generic import clear_reset, reset_mask
+from ..shared.generic import write_reset
 from .env import Pendulum
 
 __all__: list[str] = []  # methods only: importing the module registers them
@@ -34,10 +34,8 @@ def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
     n = physics.shape[0]
     u = uniform01(rng, 2 * n).reshape(n, 2)  # env i draws stream positions 2i, 2i+1
     fresh = np.stack([-PI + 2 * PI * u[:, 0], -1.0 + 2.0 * u[:, 1]], axis=1)
-    mask = reset_mask(terminated, truncated, only_done)
-    physics[mask] = fresh[mask]
-    obs[mask] = np.stack([np.cos(fresh[:, 0]), np.sin(fresh[:, 0]), fresh[:, 1]], axis=1)[mask]
-    clear_reset(mask, steps, reward, terminated, truncated, only_done)
+    fresh_obs = np.stack([np.cos(fresh[:, 0]), np.sin(fresh[:, 0]), fresh[:, 1]], axis=1)
+    write_reset(fresh, fresh_obs, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
 @api.env_step.dispatch

@@ -7,7 +7,7 @@ from ...backends.c import CKernel
 from ...kernels.random.c import UNIFORM01
 from . import PI, STATE_FIELDS, TWO_PI
 
-__all__ = ["PI_C", "ROUND_F32", "TWO_PI_C", "reset_kernel", "step_kernel"]
+__all__ = ["PI_C", "ROUND_F32", "TWO_PI_C", "reset_kernel", "reset_source", "step_kernel"]
 
 #: pi and 2 pi as C double literals
 PI_C, TWO_PI_C = repr(PI), repr(TWO_PI)
@@ -31,6 +31,27 @@ def step_kernel(name, body, env, numbers, physics) -> CKernel:
     consts = dict(N=env.num_envs, MAX_STEPS=env.max_episode_steps)
     params = ("physics", "steps", "action", "obs", "reward", "terminated", "truncated", *numbers)
     return CKernel(name, body, params, _STATE_OUT, consts, np.float32, (ROUND_F32, physics))
+
+
+def reset_source(per_env: str, draws_per_env: int) -> str:
+    """A reset kernel's body: ``per_env`` (C statements writing env i's fresh physics and
+    observation from stream positions after ``base``) for each env the reset writes, then its step
+    counter zeroed (a full reset clears rewards and flags too) and the stream advanced by
+    ``draws_per_env`` per env."""
+    advance = "(uint64_t)N" if draws_per_env == 1 else f"{draws_per_env} * (uint64_t)N"
+    return f"""
+const uint64_t key = rng[0], base = rng[1];
+for (int i = 0; i < N; i++) {{
+    if (ONLY_DONE && !(terminated[i] || truncated[i])) continue;
+{per_env}    steps[i] = 0;
+    if (!ONLY_DONE) {{
+        reward[i] = 0.0f;
+        terminated[i] = false;
+        truncated[i] = false;
+    }}
+}}
+rng[1] = base + {advance};
+"""
 
 
 def reset_kernel(name, body, env, only_done) -> CKernel:

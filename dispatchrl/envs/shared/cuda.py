@@ -1,19 +1,55 @@
-"""How the envs' CUDA methods launch: one thread per env; a reset advances the counter stream in
-a launch of its own. Imported with the envs' CUDA modules, when a CUDA device is first made."""
+"""How the envs' CUDA methods are made and launched: one thread per env, the kernels generated
+(:func:`~dispatchrl.backends.cuda.per_index`) from each env's CPU per-env bodies (``<env>_step_at``,
+``<env>_reset_at`` in its ``cpu.py``), their helpers compiled as device functions from the same
+Python source (:func:`~dispatchrl.backends.cuda.device_twin`), so CPU and CUDA evaluate identical
+expressions; a reset advances the counter stream in a launch of its own. Imported with the envs'
+CUDA modules, when a CUDA device is first made."""
+
+from typing import Any
 
 import numpy as np
 
-from ...backends.cuda import Launch, grid_1d
+from ...backends.cuda import Launch, device_twin, grid_1d, per_index
 from ...kernels.core.cuda import increment_kernel
+from ...kernels.random.cuda import uniform01
 from ...staging import launch
-from . import state_args
+from . import cpu, state_args, step_args
 
-__all__ = ["launch_per_env", "launch_reset"]
+__all__ = ["launch_per_env", "launch_reset", "launch_step", "per_env_reset"]
+
+clear_reset_at = device_twin(cpu.clear_reset_at)
+
+
+def env_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
+    """Stands in :func:`_reset_from_stream_at` for the env's reset body that
+    :func:`per_env_reset` binds in its place."""
+    raise NotImplementedError("bound by per_env_reset")
+
+
+def _reset_from_stream_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
+    # the CPU kernel reads the stream's key and position once, before its loop over the envs; here
+    # each thread reads them (launch_reset advances rng[1] in a launch of its own, after all read)
+    env_reset_at(i, rng[0], rng[1], physics, steps, obs, reward, terminated, truncated, only_done)
+
+
+def per_env_reset(reset_at, name: str, **callees) -> Any:
+    """The grid kernel ``<name>_kernel`` (with its block form) over ``rng`` and the state's arrays
+    running the CPU per-env reset body ``reset_at(i, key, base, physics, ..., only_done)`` once per
+    env; its ``uniform01`` and ``clear_reset_at`` are rebound to their device twins, ``callees``
+    the other helpers it calls."""
+    body = device_twin(reset_at, uniform01=uniform01, clear_reset_at=clear_reset_at, **callees)
+    return per_index(_reset_from_stream_at, "physics.shape[0]", name=name, env_reset_at=body)
 
 
 def launch_per_env(device, kernel, n, *args) -> None:
     """``kernel`` over ``n`` envs, one thread each."""
     launch(device, Launch(kernel, *grid_1d(n)), *args)
+
+
+def launch_step(device, kernel, env, state, action, *numbers) -> None:
+    """A step kernel over the envs: the state's arrays with ``action`` (:func:`step_args`), then
+    the env's scalar ``numbers``."""
+    launch_per_env(device, kernel, env.num_envs, *step_args(state, action), *numbers)
 
 
 def launch_reset(device, kernel, env, state, rng, only_done, draws_per_env, *parameters) -> None:

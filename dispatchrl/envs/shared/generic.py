@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["clear_reset", "reset_mask"]
+__all__ = ["clear_reset", "reset_mask", "write_reset"]
 
 
 def reset_mask(terminated, truncated, only_done):
@@ -17,3 +17,12 @@ def clear_reset(mask, steps, reward, terminated, truncated, only_done) -> None:
         reward[:] = 0.0
         terminated[:] = False
         truncated[:] = False
+
+
+def write_reset(fresh, fresh_obs, physics, steps, obs, reward, terminated, truncated, only_done) -> None:
+    """Write the fresh states ``fresh`` and their observations ``fresh_obs`` (one row per env) into
+    the envs a reset writes, and clear those envs' counters (:func:`clear_reset`)."""
+    mask = reset_mask(terminated, truncated, only_done)
+    physics[mask] = fresh[mask]
+    obs[mask] = fresh_obs[mask]
+    clear_reset(mask, steps, reward, terminated, truncated, only_done)

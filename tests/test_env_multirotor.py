@@ -395,6 +395,29 @@ def test_critic_targets_follow_every_update_without_delay_critic_targets():
     assert td3.config_for("multirotor").delay_critic_targets is False
 
 
+def test_actor_waits_for_actor_warmup_steps_the_critics_do_not():
+    """``actor_warmup_steps`` (the recipe's 30k, RLtools l2f): critics train from ``warmup_steps``,
+    the actor and its target only from ``actor_warmup_steps``; Adam's step counts say how often."""
+    from dispatchrl.algorithms import td3
+
+    def run(total, actor_warmup):
+        config = td3.Config(total_steps=total, warmup_steps=4, batch_size=4, hidden=(8,), policy_delay=2)
+        config = dataclasses.replace(config, actor_warmup_steps=actor_warmup)
+        return td3.train(drl.Generic(), "pendulum", config, seed=3, progress=False).state
+
+    initial = run(4, 0)
+    steps = lambda net: int(to_numpy(net.weights[0].t)[0])  # noqa: E731
+    waiting, started, plain = run(12, 12), run(16, 12), run(16, 0)
+    assert steps(waiting.critic1) == 8 and steps(waiting.actor) == 0
+    assert np.array_equal(to_numpy(waiting.actor.weights[0].value), to_numpy(initial.actor.weights[0].value))
+    assert np.array_equal(
+        to_numpy(waiting.actor_target.weights[0].value), to_numpy(initial.actor_target.weights[0].value)
+    )
+    assert steps(started.critic1) == 12 and steps(started.actor) == 2 and steps(plain.actor) == 6
+    with pytest.raises(drl.ConfigError, match="actor_warmup_steps"):
+        td3.train(drl.Generic(), "pendulum", td3.Config(actor_warmup_steps=-1), progress=False)
+
+
 def test_keep_best_ranks_multirotor_policies_by_the_hover_score():
     """The evaluation return (final weights, no termination penalty) rates a crash above a hover
     0.4 m off; keep-best ranks by the env's selection score (held-out flights) instead."""

@@ -35,7 +35,7 @@ from ..nn import Policy, PolicyHead, adam_update, backward, forward, head_policy
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import offpolicy
-from .config import OffPolicyConfig, Rule, network_constructors, non_negative
+from .config import OffPolicyConfig, Rule, network_constructors, non_negative, non_negative_int
 from .divergence import trained_quantities
 from .protocol import Schedule
 
@@ -81,6 +81,7 @@ class Config(OffPolicyConfig):
     target_noise_clip: float = 0.5  # the smoothing noise is clipped to ±this
     random_warmup: bool = True  # uniform random actions during warm-up (SB3); False: the actor plus noise (RLtools)
     delay_critic_targets: bool = True  # critic targets move with the actor's (SB3); False: every update (RLtools)
+    actor_warmup_steps: int = 0  # steps (counted as warmup_steps) before the first actor update (RLtools l2f: 30k)
 
     def extra_rules(self) -> dict[str, Rule]:
         return {
@@ -89,6 +90,7 @@ class Config(OffPolicyConfig):
             "target_noise_clip": (non_negative, "a number >= 0"),
             "random_warmup": (lambda v: isinstance(v, bool), "true or false"),
             "delay_critic_targets": (lambda v: isinstance(v, bool), "true or false"),
+            "actor_warmup_steps": (non_negative_int, "an int >= 0"),
         }
 
 
@@ -329,12 +331,20 @@ def update_targets(device: Device, config: Config, state: State, networks: str =
 
 def update(device: Device, config: Config, state: State) -> None:
     """After warm-up, every train_freq steps: a gradient step of the critics, and of the actor and
-    targets every policy_delay-th time (the critics' targets every time without
-    ``delay_critic_targets``)."""
+    targets every policy_delay-th time (the actor not before ``actor_warmup_steps``; the critics'
+    targets every time without ``delay_critic_targets``)."""
+
+    def actor_updates(device: Device) -> None:
+        update_actor(device, config, state)
+        update_targets(device, config, state, "actor")
 
     def delayed_updates(device: Device) -> None:
-        update_actor(device, config, state)
-        update_targets(device, config, state, "all" if config.delay_critic_targets else "actor")
+        if config.actor_warmup_steps > config.warmup_steps:  # decided while tracing, as the default step has no test
+            when(device, Below(state.step, config.actor_warmup_steps), None, actor_updates)
+        else:
+            actor_updates(device)
+        if config.delay_critic_targets:
+            update_targets(device, config, state, "critics")
 
     def learn(device: Device) -> None:
         update_critics(device, config, state)

@@ -94,7 +94,7 @@ def critic_observation(
 
 def actor_rows(device: Device, state: Any, rows: Array) -> Array:
     """The actor's columns of replay rows (the rows themselves without an asymmetric critic)."""
-    c = state.critic_observation
+    c = getattr(state, "critic_observation", None)
     if c is None:
         return rows
     slice_columns(device, rows, 0, c.actor)
@@ -103,7 +103,7 @@ def actor_rows(device: Device, state: Any, rows: Array) -> Array:
 
 def critic_rows(device: Device, state: Any, rows: Array) -> Array:
     """The critics' columns of replay rows (the rows themselves without an asymmetric critic)."""
-    c = state.critic_observation
+    c = getattr(state, "critic_observation", None)
     if c is None:
         return rows
     slice_columns(device, rows, rows.shape[1] - c.critic.shape[1], c.critic)
@@ -113,7 +113,7 @@ def critic_rows(device: Device, state: Any, rows: Array) -> Array:
 def replay_row(device: Device, env: Any, state: Any, out: Array) -> Array:
     """``out`` = the native env's current observation as the replay stores it: the observation,
     or [observation | critic observation]."""
-    env_now, c = state.env_state, state.critic_observation
+    env_now, c = state.env_state, getattr(state, "critic_observation", None)
     if c is None:
         copy(device, env_now.obs, out)
     else:
@@ -292,7 +292,9 @@ def native_step(device: Device, act: Act, update: Update, config: Any, env: Any,
     env_step(device, env, env_now, state.action)
     # the next observation as stored: the step's own (before resets replace it), critic's added
     next_obs = (
-        env_now.obs if state.critic_observation is None else replay_row(device, env, state, state.transition.next_obs)
+        env_now.obs
+        if getattr(state, "critic_observation", None) is None
+        else replay_row(device, env, state, state.transition.next_obs)
     )
     _mark_new(device, config, state, state.action.shape[0])
     replay_add(

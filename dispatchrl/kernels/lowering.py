@@ -10,23 +10,26 @@ from typing import Any
 from ..devices import CPU, Generic
 from ..staging import launch
 
-__all__ = ["kernels_for", "launch_as_declared"]
+__all__ = ["KernelModules"]
 
 
-def kernels_for(device: Generic, generic: ModuleType, cpu: ModuleType) -> ModuleType:
-    """The module holding ``device``'s kernels: ``cpu`` for a CPU device, else ``generic``."""
-    return cpu if isinstance(device, CPU) else generic
+class KernelModules:
+    """A family's ``generic`` (numpy) and ``cpu`` (Numba) kernel modules; called with a device,
+    the one holding its kernels."""
 
+    def __init__(self, generic: ModuleType, cpu: ModuleType) -> None:
+        self.generic, self.cpu = generic, cpu
 
-def launch_as_declared(generic: ModuleType, cpu: ModuleType, *functions: Any) -> None:
-    """Register, for each of the generic ``functions``, the Generic method that launches its
-    device's ``<name>_kernel`` (of ``cpu`` on a CPU, else of ``generic``) with the call's arguments
-    as its declaration passed them: the host method of every function whose kernels take exactly
-    its arguments, written once instead of once per function and backend."""
-    for function in functions:
-        function.dispatch(
-            _launcher(getattr(generic, f"{function.__name__}_kernel"), getattr(cpu, f"{function.__name__}_kernel"))
-        )
+    def __call__(self, device: Generic) -> ModuleType:
+        return self.cpu if isinstance(device, CPU) else self.generic
+
+    def launch_as_declared(self, *functions: Any) -> None:
+        """Register, for each of the generic ``functions``, the Generic method that launches its
+        device's ``<name>_kernel`` with the call's arguments as the declaration passed them: the
+        host method of every function whose kernels take exactly its arguments, written once."""
+        for function in functions:
+            name = f"{function.__name__}_kernel"
+            function.dispatch(_launcher(getattr(self.generic, name), getattr(self.cpu, name)))
 
 
 def _launcher(reference: Callable, compiled: Callable) -> Callable:

@@ -1,22 +1,15 @@
-"""The host methods of the off-policy generic functions that Generic and CPU share: each launches
-its device's kernel (:func:`~dispatchrl.kernels.lowering.kernels_for`: the Numba loop of ``cpu`` on
-a CPU, the numpy reference of ``generic`` elsewhere); the functions whose kernels take the call's
-arguments as declared get theirs from :func:`~dispatchrl.kernels.lowering.launch_as_declared`, at
-the end."""
-
-from types import ModuleType
+"""Off-policy host methods shared by Generic and CPU (see :mod:`dispatchrl.kernels.lowering`)."""
 
 from ...devices import Generic
 from ...staging import launch
-from ..lowering import kernels_for, launch_as_declared
+from ..lowering import KernelModules
 from . import api, cpu, generic
 from .api import transition_arrays
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
 
-def _kernels(device: Generic) -> ModuleType:
-    return kernels_for(device, generic, cpu)
+_kernels = KernelModules(generic, cpu)
 
 
 @api.replay_add.dispatch
@@ -69,9 +62,7 @@ def dqn_targets(device: Generic, q_next_online, q_next_target, reward, terminate
     )
 
 
-launch_as_declared(
-    generic,
-    cpu,
+_kernels.launch_as_declared(
     api.concat_columns,
     api.slice_columns,
     api.add_clipped_noise,

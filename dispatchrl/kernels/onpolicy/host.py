@@ -1,22 +1,15 @@
-"""The host methods of the PPO generic functions that Generic and CPU share: each launches its
-device's kernel (:func:`~dispatchrl.kernels.lowering.kernels_for`: the Numba loop of ``cpu`` on a
-CPU, the numpy reference of ``generic`` elsewhere); the functions whose kernels take the call's
-arguments as declared get theirs from :func:`~dispatchrl.kernels.lowering.launch_as_declared`, at
-the end."""
-
-from types import ModuleType
+"""PPO host methods shared by Generic and CPU (see :mod:`dispatchrl.kernels.lowering`)."""
 
 from ...devices import Generic
 from ...staging import launch
-from ..lowering import kernels_for, launch_as_declared
+from ..lowering import KernelModules
 from . import api, cpu, generic
 from .generic import gather_arguments, store_arguments
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
 
-def _kernels(device: Generic) -> ModuleType:
-    return kernels_for(device, generic, cpu)
+_kernels = KernelModules(generic, cpu)
 
 
 @api.running_stats_update.dispatch
@@ -30,24 +23,9 @@ def normalize_observations(device: Generic, stats, x, out):
 
 
 @api.rollout_store.dispatch
-def rollout_store(
-    device: Generic, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
-):
-    launch(
-        device,
-        _kernels(device).rollout_store_kernel,
-        step,
-        obs,
-        action,
-        mean,
-        log_prob,
-        value,
-        next_value,
-        reward,
-        terminated,
-        truncated,
-        *store_arguments(rollout),
-    )
+def rollout_store(device: Generic, rollout, step, *step_arrays):
+    # step_arrays: obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+    launch(device, _kernels(device).rollout_store_kernel, step, *step_arrays, *store_arguments(rollout))
 
 
 @api.gather_minibatch.dispatch
@@ -55,9 +33,7 @@ def gather_minibatch(device: Generic, rollout, perm, counter, batch):
     launch(device, _kernels(device).gather_minibatch_kernel, perm, counter, *gather_arguments(rollout, batch))
 
 
-launch_as_declared(
-    generic,
-    cpu,
+_kernels.launch_as_declared(
     api.gae,
     api.discounted_returns,
     api.gaussian_sample,

@@ -1,22 +1,15 @@
-"""The host methods of the replay generic functions that Generic and CPU share: each launches its
-device's kernel (:func:`~dispatchrl.kernels.lowering.kernels_for`: the Numba loop of ``cpu`` on a
-CPU, the numpy reference of ``generic`` elsewhere); the functions whose kernels take the call's
-arguments as declared get theirs from :func:`~dispatchrl.kernels.lowering.launch_as_declared`, at
-the end."""
-
-from types import ModuleType
+"""Replay host methods shared by Generic and CPU (see :mod:`dispatchrl.kernels.lowering`)."""
 
 from ...devices import Generic
 from ...staging import launch
-from ..lowering import kernels_for, launch_as_declared
+from ..lowering import KernelModules
 from ..offpolicy.api import transition_arrays
 from . import api, cpu, generic
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
 
-def _kernels(device: Generic) -> ModuleType:
-    return kernels_for(device, generic, cpu)
+_kernels = KernelModules(generic, cpu)
 
 
 @api.replay_gather.dispatch
@@ -40,9 +33,7 @@ def n_step_gather(device: Generic, buffer, index, num_envs, n, gamma, batch, dis
     )
 
 
-launch_as_declared(
-    generic,
-    cpu,
+_kernels.launch_as_declared(
     api.priority_mark_new,
     api.scale_rows,
     api.td_priority,

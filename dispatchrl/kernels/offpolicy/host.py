@@ -4,7 +4,7 @@ from ...devices import Generic
 from ...staging import launch
 from ..lowering import KernelModules
 from . import api, cpu, generic
-from .api import transition_arrays
+from .api import episode_log_arrays, transition_arrays
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
@@ -38,12 +38,7 @@ def track_episodes(device: Generic, log, reward, terminated, truncated, step):
         terminated,
         truncated,
         step,
-        log.running_return,
-        log.running_length,
-        log.returns,
-        log.lengths,
-        log.end_steps,
-        log.count,
+        *episode_log_arrays(log),
     )
 
 

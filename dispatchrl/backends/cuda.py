@@ -50,6 +50,7 @@ __all__ = [
     "per_index",
     "refused_argument",
     "unfused_kernels",
+    "whole_block",
 ]
 
 BLOCK_1D = 128
@@ -180,6 +181,20 @@ def once(body, name: str | None = None, **callees) -> Any:
     )
     kernel = cuda.jit(grid_py)
     BLOCK_FORMS[kernel] = (cuda.jit(device=True)(block_py), lambda *args: ())
+    return kernel
+
+
+def whole_block(block, name: str) -> Any:
+    """The grid kernel of ``block``, a ``@cuda.jit(device=True)`` function that every thread of one
+    block calls and that does a whole launch's work (a shared-memory reduction, say), launched on
+    one block; ``block`` is registered as its block form. Returns the grid kernel."""
+    py = getattr(block, "py_func", None) or block.fn  # (the simulator's device functions: .fn)
+    code = py.__code__
+    args = ", ".join(code.co_varnames[: code.co_argcount])
+    source = f"def {name}_kernel({args}):\n    _block({args})"
+    (grid_py,) = _generate(py, source, (f"{name}_kernel",), {"_block": block})
+    kernel = cuda.jit(grid_py)
+    BLOCK_FORMS[kernel] = (block, lambda *args: ())
     return kernel
 
 

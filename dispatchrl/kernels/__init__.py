@@ -1,5 +1,6 @@
 """Kernels: generic-function families, each a package of declarations (``api``) and one module
-of methods per backend (``generic``, ``cpu``, ``cuda``, ``c``):
+of methods per backend (``generic``, ``cpu``, ``cuda``, ``c``; where Generic's and CPU's methods
+differ only in the kernel they launch, one shared method in ``host``, see :mod:`.lowering`):
 
 - :mod:`.core`: dense layers, activations, matmul, losses, Adam, Polyak, fill/copy/increment;
 - :mod:`.random`: the counter-based random stream;

@@ -3,7 +3,7 @@ log, SAC's squashed Gaussian head, DQN's ε-greedy action, targets, Huber gradie
 and dueling head): declarations in api, methods per backend. CUDA methods register when a CUDA
 device is first made."""
 
-from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
+from . import api, c, cpu, generic, host  # noqa: F401  (importing registers the methods)
 from .api import (
     accumulate_actor_stats,
     accumulate_critic_stats,

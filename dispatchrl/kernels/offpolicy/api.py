@@ -12,6 +12,7 @@ from ...dispatch import generic
 from ...errors import ConfigError, ShapeError
 
 __all__ = [
+    "EPISODE_LOG_FIELDS",
     "LOG_STD_MAX",
     "LOG_STD_MIN",
     "TRANSITION_FIELDS",
@@ -26,6 +27,7 @@ __all__ = [
     "dueling_q",
     "dueling_q_backward",
     "entropy_temperature_gradient",
+    "episode_log_arrays",
     "epsilon_greedy",
     "gaussian_tanh_backward",
     "gaussian_tanh_sample",
@@ -45,6 +47,13 @@ __all__ = [
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 #: the arrays of a Transitions (dispatchrl.data.replay), in the order kernels take them
 TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+#: the arrays of an EpisodeLog (dispatchrl.data.replay), in the order kernels take them
+EPISODE_LOG_FIELDS = ("running_return", "running_length", "returns", "lengths", "end_steps", "count")
+
+
+def episode_log_arrays(log) -> tuple:
+    """The arrays of an EpisodeLog ``log`` in :data:`EPISODE_LOG_FIELDS` order."""
+    return tuple(getattr(log, field) for field in EPISODE_LOG_FIELDS)
 
 
 def transition_arrays(t) -> tuple:

@@ -13,7 +13,7 @@ from ...devices import C
 from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
 from . import api
-from .api import TRANSITION_FIELDS, transition_arrays
+from .api import TRANSITION_FIELDS, episode_log_arrays, transition_arrays
 
 __all__: list[str] = []
 
@@ -199,18 +199,7 @@ for (int i = 0; i < N; i++) {
 
 @api.track_episodes.dispatch
 def track_episodes(device: C, log, reward, terminated, truncated, step):
-    params = (
-        "reward",
-        "terminated",
-        "truncated",
-        "step",
-        "running_return",
-        "running_length",
-        "returns",
-        "lengths",
-        "end_steps",
-        "count",
-    )
+    params = ("reward", "terminated", "truncated", "step", *api.EPISODE_LOG_FIELDS)
     kernel = CKernel(
         "track_episodes",
         TRACK_EPISODES,
@@ -226,12 +215,7 @@ def track_episodes(device: C, log, reward, terminated, truncated, step):
         terminated,
         truncated,
         step,
-        log.running_return,
-        log.running_length,
-        log.returns,
-        log.lengths,
-        log.end_steps,
-        log.count,
+        *episode_log_arrays(log),
     )
 
 

@@ -103,23 +103,6 @@ def replay_add_kernel(
     advance_ring(position, size, obs.shape[0], b_obs.shape[0])
 
 
-@api.replay_add.dispatch
-def replay_add(device: CPU, buffer, obs, action, reward, next_obs, terminated, truncated):
-    launch(
-        device,
-        replay_add_kernel,
-        obs,
-        action,
-        reward,
-        next_obs,
-        terminated,
-        truncated,
-        *transition_arrays(buffer),
-        buffer.position,
-        buffer.size,
-    )
-
-
 @api.replay_sample.dispatch
 def replay_sample(device: CPU, rng, buffer, batch):
     # the rows uniform_index draws from the same stream, then gathered with every row prefetched
@@ -140,21 +123,11 @@ def concat_columns_kernel(a, b, out):
             out[i, na + j] = b[i, j]
 
 
-@api.concat_columns.dispatch
-def concat_columns(device: CPU, a, b, out):
-    launch(device, concat_columns_kernel, a, b, out)
-
-
 @njit(**JIT_FAST)
 def slice_columns_kernel(x, start, out):
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
             out[i, j] = x[i, start + j]
-
-
-@api.slice_columns.dispatch
-def slice_columns(device: CPU, x, start, out):
-    launch(device, slice_columns_kernel, x, start, out)
 
 
 @njit(**JIT_EXACT)
@@ -172,21 +145,11 @@ def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high):
     rng[1] = rng[1] + np.uint64(2 * flat.size)
 
 
-@api.add_clipped_noise.dispatch
-def add_clipped_noise(device: CPU, rng, x, std, noise_clip, low, high):
-    launch(device, add_clipped_noise_kernel, rng, x, std, noise_clip, low, high)
-
-
 @njit(**JIT_FAST)
 def td_target_kernel(reward, terminated, q1, q2, gamma, target):
     for i in range(reward.shape[0]):
         bootstrap = 0.0 if terminated[i] else gamma * min(q1[i, 0], q2[i, 0])
         target[i, 0] = reward[i] + bootstrap
-
-
-@api.td_target.dispatch
-def td_target(device: CPU, reward, terminated, q1, q2, gamma, target):
-    launch(device, td_target_kernel, reward, terminated, q1, q2, gamma, target)
 
 
 @njit(**JIT_EXACT)
@@ -205,24 +168,6 @@ def track_episodes_kernel(
             count[0] = slot + 1
             running_return[i] = 0.0
             running_length[i] = 0
-
-
-@api.track_episodes.dispatch
-def track_episodes(device: CPU, log, reward, terminated, truncated, step):
-    launch(
-        device,
-        track_episodes_kernel,
-        reward,
-        terminated,
-        truncated,
-        step,
-        log.running_return,
-        log.running_length,
-        log.returns,
-        log.lengths,
-        log.end_steps,
-        log.count,
-    )
 
 
 @njit(**JIT_EXACT)
@@ -247,11 +192,6 @@ def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
     rng[1] = rng[1] + np.uint64(2 * action.size)
 
 
-@api.gaussian_tanh_sample.dispatch
-def gaussian_tanh_sample(device: CPU, rng, actor_out, noise, action, log_prob):
-    launch(device, gaussian_tanh_sample_kernel, rng, actor_out, noise, action, log_prob)
-
-
 @njit(**JIT_FAST)
 def gaussian_tanh_grad(a, d_a, raw_log_std, eps, scale):
     """(∂L/∂mean, ∂L/∂log_std) of one action component; ``scale`` = α / batch. Also compiled as
@@ -274,22 +214,12 @@ def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha,
             )
 
 
-@api.gaussian_tanh_backward.dispatch
-def gaussian_tanh_backward(device: CPU, actor_out, noise, action, d_action, log_alpha, d_actor_out):
-    launch(device, gaussian_tanh_backward_kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
-
-
 @njit(**JIT_FAST)
 def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
     alpha = math.exp(log_alpha[0])
     for i in range(reward.shape[0]):
         soft_q = min(q1[i, 0], q2[i, 0]) - alpha * log_prob[i, 0]
         target[i, 0] = reward[i] + (0.0 if terminated[i] else gamma * soft_q)
-
-
-@api.soft_td_target.dispatch
-def soft_td_target(device: CPU, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
-    launch(device, soft_td_target_kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
 
 
 @njit(**JIT_FAST)
@@ -300,22 +230,12 @@ def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad):
     grad[0] = -total / log_prob.shape[0]
 
 
-@api.entropy_temperature_gradient.dispatch
-def entropy_temperature_gradient(device: CPU, log_prob, target_entropy, grad):
-    launch(device, entropy_temperature_gradient_kernel, log_prob, target_entropy, grad)
-
-
 @njit(**JIT_FAST)
 def select_min_rows_kernel(a, b, x, y, out):
     for i in range(x.shape[0]):
         source = x if a[i, 0] <= b[i, 0] else y
         for j in range(x.shape[1]):
             out[i, j] = source[i, j]
-
-
-@api.select_min_rows.dispatch
-def select_min_rows(device: CPU, a, b, x, y, out):
-    launch(device, select_min_rows_kernel, a, b, x, y, out)
 
 
 @njit(**JIT_EXACT)
@@ -330,11 +250,6 @@ def accumulate_critic_stats_kernel(q1, q2, target, stats):
     stats[2] += q / (2 * q1.shape[0])
 
 
-@api.accumulate_critic_stats.dispatch
-def accumulate_critic_stats(device: CPU, q1, q2, target, stats):
-    launch(device, accumulate_critic_stats_kernel, q1, q2, target, stats)
-
-
 @njit(**JIT_EXACT)
 def accumulate_actor_stats_kernel(q, stats):
     total = 0.0
@@ -342,11 +257,6 @@ def accumulate_actor_stats_kernel(q, stats):
         total += np.float64(q[i, 0])
     stats[0] += 1.0
     stats[1] -= total / q.shape[0]
-
-
-@api.accumulate_actor_stats.dispatch
-def accumulate_actor_stats(device: CPU, q, stats):
-    launch(device, accumulate_actor_stats_kernel, q, stats)
 
 
 @njit(**JIT_EXACT)
@@ -360,11 +270,6 @@ def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
     stats[0] += 1.0
     stats[1] += loss / q1.shape[0]
     stats[2] -= log_prob_sum / q1.shape[0]
-
-
-@api.accumulate_sac_actor_stats.dispatch
-def accumulate_sac_actor_stats(device: CPU, q1, q2, log_prob, log_alpha, stats):
-    launch(device, accumulate_sac_actor_stats_kernel, q1, q2, log_prob, log_alpha, stats)
 
 
 # ---------------------------------------------------------------- DQN
@@ -407,11 +312,6 @@ def epsilon_greedy_kernel(rng, q, step, initial_eps, final_eps, decay_steps, act
     rng[1] = rng[1] + np.uint64(2 * q.shape[0])
 
 
-@api.epsilon_greedy.dispatch
-def epsilon_greedy(device: CPU, rng, q, step, initial_eps, final_eps, decay_steps, action):
-    launch(device, epsilon_greedy_kernel, rng, q, step, initial_eps, final_eps, decay_steps, action)
-
-
 @njit(**JIT_EXACT)
 def dqn_target_at(i, q_next_online, q_next_target, reward, terminated, gamma, target, double):
     """Row ``i`` of dqn_targets."""
@@ -424,11 +324,6 @@ def dqn_target_at(i, q_next_online, q_next_target, reward, terminated, gamma, ta
 def dqn_targets_kernel(q_next_online, q_next_target, reward, terminated, gamma, target, double):
     for i in range(reward.shape[0]):
         dqn_target_at(i, q_next_online, q_next_target, reward, terminated, gamma, target, double)
-
-
-@api.dqn_targets.dispatch
-def dqn_targets(device: CPU, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
-    launch(device, dqn_targets_kernel, q_next_online, q_next_target, reward, terminated, gamma, target, double)
 
 
 @njit(**JIT_EXACT)
@@ -448,11 +343,6 @@ def q_huber_gradient_kernel(q, action, target, d_q):
         q_huber_gradient_at(i, q, action, target, d_q)
 
 
-@api.q_huber_gradient.dispatch
-def q_huber_gradient(device: CPU, q, action, target, d_q):
-    launch(device, q_huber_gradient_kernel, q, action, target, d_q)
-
-
 @njit(**JIT_EXACT)
 def accumulate_q_stats_kernel(q, action, target, stats):
     loss, total = 0.0, 0.0
@@ -466,11 +356,6 @@ def accumulate_q_stats_kernel(q, action, target, stats):
     stats[2] += total / q.shape[0]
 
 
-@api.accumulate_q_stats.dispatch
-def accumulate_q_stats(device: CPU, q, action, target, stats):
-    launch(device, accumulate_q_stats_kernel, q, action, target, stats)
-
-
 @njit(**JIT_EXACT)
 def taken_q_at(i, q, action, out):
     """Row ``i`` of taken_q."""
@@ -481,11 +366,6 @@ def taken_q_at(i, q, action, out):
 def taken_q_kernel(q, action, out):
     for i in range(q.shape[0]):
         taken_q_at(i, q, action, out)
-
-
-@api.taken_q.dispatch
-def taken_q(device: CPU, q, action, out):
-    launch(device, taken_q_kernel, q, action, out)
 
 
 @njit(**JIT_EXACT)
@@ -506,11 +386,6 @@ def dueling_q_kernel(raw, q):
         dueling_q_at(i, raw, q)
 
 
-@api.dueling_q.dispatch
-def dueling_q(device: CPU, raw, q):
-    launch(device, dueling_q_kernel, raw, q)
-
-
 @njit(**JIT_EXACT)
 def dueling_q_backward_at(i, d_q, d_raw):
     """Row ``i`` of dueling_q_backward: V's gradient is the row's sum, A_j's its own less the mean."""
@@ -528,8 +403,3 @@ def dueling_q_backward_at(i, d_q, d_raw):
 def dueling_q_backward_kernel(d_q, d_raw):
     for i in range(d_q.shape[0]):
         dueling_q_backward_at(i, d_q, d_raw)
-
-
-@api.dueling_q_backward.dispatch
-def dueling_q_backward(device: CPU, d_q, d_raw):
-    launch(device, dueling_q_backward_kernel, d_q, d_raw)

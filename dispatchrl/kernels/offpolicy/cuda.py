@@ -13,7 +13,7 @@ from ..core.cuda import increment_kernel
 from ..random.cuda import standard_normal, uniform01
 from ..replay.cuda import copy_transition
 from . import api, cpu
-from .api import transition_arrays
+from .api import episode_log_arrays, transition_arrays
 
 __all__ = ["gaussian_tanh_grad"]
 
@@ -165,12 +165,7 @@ def track_episodes(device: CUDA, log, reward, terminated, truncated, step):
         terminated,
         truncated,
         step,
-        log.running_return,
-        log.running_length,
-        log.returns,
-        log.lengths,
-        log.end_steps,
-        log.count,
+        *episode_log_arrays(log),
     )
 
 

@@ -44,23 +44,6 @@ def replay_add_kernel(
     size[0] = min(size[0] + obs.shape[0], capacity)
 
 
-@api.replay_add.dispatch
-def replay_add(device: Generic, buffer, obs, action, reward, next_obs, terminated, truncated):
-    launch(
-        device,
-        replay_add_kernel,
-        obs,
-        action,
-        reward,
-        next_obs,
-        terminated,
-        truncated,
-        *transition_arrays(buffer),
-        buffer.position,
-        buffer.size,
-    )
-
-
 def replay_sample_kernel(
     rng,
     b_obs,
@@ -99,18 +82,8 @@ def concat_columns_kernel(a, b, out) -> None:
     out[:, a.shape[1] :] = b
 
 
-@api.concat_columns.dispatch
-def concat_columns(device: Generic, a, b, out):
-    launch(device, concat_columns_kernel, a, b, out)
-
-
 def slice_columns_kernel(x, start, out) -> None:
     out[...] = x[:, start : start + out.shape[1]]
-
-
-@api.slice_columns.dispatch
-def slice_columns(device: Generic, x, start, out):
-    launch(device, slice_columns_kernel, x, start, out)
 
 
 def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high) -> None:
@@ -118,18 +91,8 @@ def add_clipped_noise_kernel(rng, x, std, noise_clip, low, high) -> None:
     x[...] = np.clip(x + noise, low, high)
 
 
-@api.add_clipped_noise.dispatch
-def add_clipped_noise(device: Generic, rng, x, std, noise_clip, low, high):
-    launch(device, add_clipped_noise_kernel, rng, x, std, noise_clip, low, high)
-
-
 def td_target_kernel(reward, terminated, q1, q2, gamma, target) -> None:
     target[:, 0] = reward + gamma * (1.0 - terminated) * np.minimum(q1[:, 0], q2[:, 0])
-
-
-@api.td_target.dispatch
-def td_target(device: Generic, reward, terminated, q1, q2, gamma, target):
-    launch(device, td_target_kernel, reward, terminated, q1, q2, gamma, target)
 
 
 def track_episodes_kernel(
@@ -142,24 +105,6 @@ def track_episodes_kernel(
         returns[at], lengths[at], end_steps[at] = running_return[i], running_length[i], step[0]
         count[0] += 1
         running_return[i], running_length[i] = 0.0, 0
-
-
-@api.track_episodes.dispatch
-def track_episodes(device: Generic, log, reward, terminated, truncated, step):
-    launch(
-        device,
-        track_episodes_kernel,
-        reward,
-        terminated,
-        truncated,
-        step,
-        log.running_return,
-        log.running_length,
-        log.returns,
-        log.lengths,
-        log.end_steps,
-        log.count,
-    )
 
 
 def _mean_log_std(actor_out):
@@ -178,11 +123,6 @@ def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob) -> None
     )
 
 
-@api.gaussian_tanh_sample.dispatch
-def gaussian_tanh_sample(device: Generic, rng, actor_out, noise, action, log_prob):
-    launch(device, gaussian_tanh_sample_kernel, rng, actor_out, noise, action, log_prob)
-
-
 def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha, d_actor_out) -> None:
     batch, a_dim = action.shape
     raw_log_std = actor_out[:, a_dim:].astype(np.float64)
@@ -196,37 +136,17 @@ def gaussian_tanh_backward_kernel(actor_out, noise, action, d_action, log_alpha,
     d_actor_out[:, a_dim:] = np.where(inside, d_u * std * noise - scale, 0.0)
 
 
-@api.gaussian_tanh_backward.dispatch
-def gaussian_tanh_backward(device: Generic, actor_out, noise, action, d_action, log_alpha, d_actor_out):
-    launch(device, gaussian_tanh_backward_kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
-
-
 def soft_td_target_kernel(reward, terminated, q1, q2, log_prob, log_alpha, gamma, target) -> None:
     soft_q = np.minimum(q1[:, 0], q2[:, 0]) - math.exp(float(log_alpha[0])) * log_prob[:, 0]
     target[:, 0] = reward + gamma * (1.0 - terminated) * soft_q
-
-
-@api.soft_td_target.dispatch
-def soft_td_target(device: Generic, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
-    launch(device, soft_td_target_kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
 
 
 def entropy_temperature_gradient_kernel(log_prob, target_entropy, grad) -> None:
     grad[0] = -np.mean(log_prob[:, 0].astype(np.float64) + target_entropy)
 
 
-@api.entropy_temperature_gradient.dispatch
-def entropy_temperature_gradient(device: Generic, log_prob, target_entropy, grad):
-    launch(device, entropy_temperature_gradient_kernel, log_prob, target_entropy, grad)
-
-
 def select_min_rows_kernel(a, b, x, y, out) -> None:
     out[...] = np.where(a <= b, x, y)
-
-
-@api.select_min_rows.dispatch
-def select_min_rows(device: Generic, a, b, x, y, out):
-    launch(device, select_min_rows_kernel, a, b, x, y, out)
 
 
 def accumulate_critic_stats_kernel(q1, q2, target, stats):
@@ -236,19 +156,9 @@ def accumulate_critic_stats_kernel(q1, q2, target, stats):
     stats[2] += np.mean(q1 + q2) / 2.0
 
 
-@api.accumulate_critic_stats.dispatch
-def accumulate_critic_stats(device: Generic, q1, q2, target, stats):
-    launch(device, accumulate_critic_stats_kernel, q1, q2, target, stats)
-
-
 def accumulate_actor_stats_kernel(q, stats):
     stats[0] += 1.0
     stats[1] -= np.mean(q[:, 0].astype(np.float64))
-
-
-@api.accumulate_actor_stats.dispatch
-def accumulate_actor_stats(device: Generic, q, stats):
-    launch(device, accumulate_actor_stats_kernel, q, stats)
 
 
 def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
@@ -257,11 +167,6 @@ def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
     stats[0] += 1.0
     stats[1] += np.mean(math.exp(float(log_alpha[0])) * log_prob - q)
     stats[2] -= np.mean(log_prob)
-
-
-@api.accumulate_sac_actor_stats.dispatch
-def accumulate_sac_actor_stats(device: Generic, q1, q2, log_prob, log_alpha, stats):
-    launch(device, accumulate_sac_actor_stats_kernel, q1, q2, log_prob, log_alpha, stats)
 
 
 # ---------------------------------------------------------------- DQN
@@ -282,21 +187,11 @@ def epsilon_greedy_kernel(rng, q, step, initial_eps, final_eps, decay_steps, act
     action[:, 0] = np.where(explore, uniform, np.argmax(q, axis=1))
 
 
-@api.epsilon_greedy.dispatch
-def epsilon_greedy(device: Generic, rng, q, step, initial_eps, final_eps, decay_steps, action):
-    launch(device, epsilon_greedy_kernel, rng, q, step, initial_eps, final_eps, decay_steps, action)
-
-
 def dqn_targets_kernel(q_next_online, q_next_target, reward, terminated, gamma, target, double) -> None:
     rows = np.arange(q_next_target.shape[0])
     chosen = np.argmax(q_next_online if double else q_next_target, axis=1)
     q = q_next_target[rows, chosen].astype(np.float64)
     target[:, 0] = reward + np.where(terminated, 0.0, gamma * q)
-
-
-@api.dqn_targets.dispatch
-def dqn_targets(device: Generic, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
-    launch(device, dqn_targets_kernel, q_next_online, q_next_target, reward, terminated, gamma, target, double)
 
 
 def q_huber_gradient_kernel(q, action, target, d_q) -> None:
@@ -305,11 +200,6 @@ def q_huber_gradient_kernel(q, action, target, d_q) -> None:
     error = q[rows, taken].astype(np.float64) - target[:, 0]
     d_q[...] = 0.0
     d_q[rows, taken] = np.clip(error, -1.0, 1.0) / q.shape[0]
-
-
-@api.q_huber_gradient.dispatch
-def q_huber_gradient(device: Generic, q, action, target, d_q):
-    launch(device, q_huber_gradient_kernel, q, action, target, d_q)
 
 
 def accumulate_q_stats_kernel(q, action, target, stats):
@@ -321,18 +211,8 @@ def accumulate_q_stats_kernel(q, action, target, stats):
     stats[2] += np.mean(taken)
 
 
-@api.accumulate_q_stats.dispatch
-def accumulate_q_stats(device: Generic, q, action, target, stats):
-    launch(device, accumulate_q_stats_kernel, q, action, target, stats)
-
-
 def taken_q_kernel(q, action, out) -> None:
     out[:, 0] = q[np.arange(q.shape[0]), _taken(action, q.shape[1])]
-
-
-@api.taken_q.dispatch
-def taken_q(device: Generic, q, action, out):
-    launch(device, taken_q_kernel, q, action, out)
 
 
 def _row_sums(x, first) -> np.ndarray:
@@ -351,19 +231,9 @@ def dueling_q_kernel(raw, q) -> None:
         q[:, j] = value + raw[:, 1 + j] - mean
 
 
-@api.dueling_q.dispatch
-def dueling_q(device: Generic, raw, q):
-    launch(device, dueling_q_kernel, raw, q)
-
-
 def dueling_q_backward_kernel(d_q, d_raw) -> None:
     total = _row_sums(d_q, 0)
     d_raw[:, 0] = total
     mean = total / d_q.shape[1]
     for j in range(d_q.shape[1]):
         d_raw[:, 1 + j] = d_q[:, j] - mean
-
-
-@api.dueling_q_backward.dispatch
-def dueling_q_backward(device: Generic, d_q, d_raw):
-    launch(device, dueling_q_backward_kernel, d_q, d_raw)

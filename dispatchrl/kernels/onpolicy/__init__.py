@@ -4,7 +4,7 @@ log-std and the categorical one (logits), rollout storing, shuffled minibatches 
 rate in an Array is core's ``adam_step``; the rollout structs are in dispatchrl.data.rollout).
 Declarations in api, methods per backend; CUDA methods register when a CUDA device is first made."""
 
-from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
+from . import api, c, cpu, generic, host  # noqa: F401  (importing registers the methods)
 from .api import (
     adaptive_learning_rate,
     categorical_sample,

@@ -451,22 +451,7 @@ info[3] = (double)clipped_count / B;
 
 
 @api.ppo_policy_gradient.dispatch
-def ppo_policy_gradient(
-    device: C,
-    mean,
-    log_std,
-    action,
-    old_log_prob,
-    advantage,
-    old_mean,
-    old_log_std,
-    clip,
-    entropy_coef,
-    normalize_advantage,
-    d_mean,
-    d_log_std,
-    info,
-):
+def ppo_policy_gradient(device: C, mean, *args):
     kernel = CKernel(
         "ppo_policy_gradient",
         PPO_POLICY_GRADIENT,
@@ -490,23 +475,7 @@ def ppo_policy_gradient(
         mean.dtype,
         overwrites=("d_mean", "d_log_std", "info"),
     )
-    launch(
-        device,
-        kernel,
-        mean,
-        log_std,
-        action,
-        old_log_prob,
-        advantage,
-        old_mean,
-        old_log_std,
-        clip,
-        entropy_coef,
-        normalize_advantage,
-        d_mean,
-        d_log_std,
-        info,
-    )
+    launch(device, kernel, mean, *args)
 
 
 ADAPTIVE_LEARNING_RATE = """
@@ -556,46 +525,19 @@ _STORE_OUTPUTS = tuple(
 
 
 @api.rollout_store.dispatch
-def rollout_store(
-    device: C, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
-):
+def rollout_store(device: C, rollout, step, *step_arrays):
+    # step_arrays: obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+    obs, action, mean = step_arrays[:3]
     steps, envs = rollout.reward.shape
-    params = (
-        "step",
-        "obs",
-        "action",
-        "mean",
-        "log_prob",
-        "value",
-        "next_value",
-        "reward",
-        "terminated",
-        "truncated",
-        *_STORE_OUTPUTS,
-    )
     kernel = CKernel(
         "rollout_store",
         ROLLOUT_STORE,
-        params,
+        ("step", *(name[2:] for name in _STORE_OUTPUTS), *_STORE_OUTPUTS),
         _STORE_OUTPUTS,
         dict(STEPS=steps, N=envs, O=obs.shape[1], A=action.shape[1], M=mean.shape[1]),
         rollout.reward.dtype,
     )
-    launch(
-        device,
-        kernel,
-        step,
-        obs,
-        action,
-        mean,
-        log_prob,
-        value,
-        next_value,
-        reward,
-        terminated,
-        truncated,
-        *store_arguments(rollout),
-    )
+    launch(device, kernel, step, *step_arrays, *store_arguments(rollout))
 
 
 RANDOM_PERMUTATION = """

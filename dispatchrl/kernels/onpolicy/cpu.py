@@ -9,11 +9,8 @@ import numpy as np
 from numba import njit
 
 from ...backends.cpu import JIT_EXACT, JIT_FAST
-from ...devices import CPU
-from ...staging import launch
 from ..random.cpu import standard_normal, uniform01
 from . import api
-from .generic import gather_arguments, store_arguments
 
 __all__ = ["categorical_sample_at", "n_step_return", "ppo_categorical_gradient_kernel", "store_env_step"]
 
@@ -43,11 +40,6 @@ def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, adv
             adv[j] = a
             if returns is not None:
                 returns[t, j] = a + v
-
-
-@api.gae.dispatch
-def gae(device: CPU, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
-    launch(device, gae_kernel, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns)
 
 
 @njit(**JIT_FAST)
@@ -88,11 +80,6 @@ def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, 
             returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
 
 
-@api.discounted_returns.dispatch
-def discounted_returns(device: CPU, reward, next_value, terminated, truncated, gamma, returns, n):
-    launch(device, discounted_returns_kernel, reward, next_value, terminated, truncated, gamma, returns, n)
-
-
 @njit(**JIT_EXACT)
 def running_stats_update_kernel(x, mean, var, count, nonfinite):
     rows, dim = x.shape
@@ -120,11 +107,6 @@ def running_stats_update_kernel(x, mean, var, count, nonfinite):
     count[0] = total
 
 
-@api.running_stats_update.dispatch
-def running_stats_update(device: CPU, stats, x):
-    launch(device, running_stats_update_kernel, x, stats.mean, stats.var, stats.count, stats.nonfinite)
-
-
 @njit(**JIT_FAST)
 def normalize_observations_kernel(x, mean, var, out):
     rows, dim = x.shape
@@ -132,11 +114,6 @@ def normalize_observations_kernel(x, mean, var, out):
     for i in range(rows):
         for d in range(dim):
             out[i, d] = real((x[i, d] - mean[d]) / math.sqrt(var[d] + _NORMALIZE_EPS))
-
-
-@api.normalize_observations.dispatch
-def normalize_observations(device: CPU, stats, x, out):
-    launch(device, normalize_observations_kernel, x, stats.mean, stats.var, out)
 
 
 @njit(**JIT_EXACT)
@@ -154,11 +131,6 @@ def gaussian_sample_kernel(rng, mean, log_std, action, log_prob):
     rng[1] = base + np.uint64(2 * batch * a_dim)
 
 
-@api.gaussian_sample.dispatch
-def gaussian_sample(device: CPU, rng, mean, log_std, action, log_prob):
-    launch(device, gaussian_sample_kernel, rng, mean, log_std, action, log_prob)
-
-
 @njit(**JIT_FAST)
 def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
     batch, a_dim = mean.shape
@@ -169,11 +141,6 @@ def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
             z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
             total += -0.5 * z * z - ls - 0.5 * _LOG_2PI
         log_prob[i] = total
-
-
-@api.gaussian_log_prob.dispatch
-def gaussian_log_prob(device: CPU, mean, log_std, action, log_prob):
-    launch(device, gaussian_log_prob_kernel, mean, log_std, action, log_prob)
 
 
 @njit(**JIT_FAST)
@@ -254,42 +221,6 @@ def ppo_policy_gradient_kernel(
     info[3] = clipped_count / batch
 
 
-@api.ppo_policy_gradient.dispatch
-def ppo_policy_gradient(
-    device: CPU,
-    mean,
-    log_std,
-    action,
-    old_log_prob,
-    advantage,
-    old_mean,
-    old_log_std,
-    clip,
-    entropy_coef,
-    normalize_advantage,
-    d_mean,
-    d_log_std,
-    info,
-):
-    launch(
-        device,
-        ppo_policy_gradient_kernel,
-        mean,
-        log_std,
-        action,
-        old_log_prob,
-        advantage,
-        old_mean,
-        old_log_std,
-        clip,
-        entropy_coef,
-        normalize_advantage,
-        d_mean,
-        d_log_std,
-        info,
-    )
-
-
 @njit(**JIT_EXACT)
 def categorical_sample_at(i, rng, logits, action, log_prob):
     """Row ``i`` of categorical_sample (the CUDA kernel's element body too): the first index whose
@@ -320,11 +251,6 @@ def categorical_sample_kernel(rng, logits, action, log_prob):
     for i in range(logits.shape[0]):
         categorical_sample_at(i, rng, logits, action, log_prob)
     rng[1] = rng[1] + np.uint64(logits.shape[0])
-
-
-@api.categorical_sample.dispatch
-def categorical_sample(device: CPU, rng, logits, action, log_prob):
-    launch(device, categorical_sample_kernel, rng, logits, action, log_prob)
 
 
 @njit(**JIT_FAST)
@@ -378,37 +304,12 @@ def ppo_categorical_gradient_kernel(
     info[3] = clipped_count / batch
 
 
-@api.ppo_categorical_gradient.dispatch
-def ppo_categorical_gradient(
-    device: CPU, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
-):
-    launch(
-        device,
-        ppo_categorical_gradient_kernel,
-        logits,
-        action,
-        old_log_prob,
-        advantage,
-        old_logits,
-        clip,
-        entropy_coef,
-        normalize,
-        d_logits,
-        info,
-    )
-
-
 @njit(**JIT_EXACT)
 def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
     if kl[0] < 0.5 * target:
         lr[0] = min(max(lr[0] * factor, low), high)
     elif kl[0] > 2.0 * target:
         lr[0] = min(max(lr[0] / factor, low), high)
-
-
-@api.adaptive_learning_rate.dispatch
-def adaptive_learning_rate(device: CPU, kl, lr, target, factor, low, high):
-    launch(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
 
 
 @njit(**JIT_EXACT)
@@ -454,71 +355,10 @@ def store_env_step(
 
 
 @njit(**JIT_EXACT)
-def rollout_store_kernel(
-    step,
-    obs,
-    action,
-    mean,
-    log_prob,
-    value,
-    next_value,
-    reward,
-    terminated,
-    truncated,
-    r_obs,
-    r_action,
-    r_mean,
-    r_log_prob,
-    r_value,
-    r_next_value,
-    r_reward,
-    r_terminated,
-    r_truncated,
-):
-    for n in range(r_reward.shape[1]):
-        store_env_step(
-            n,
-            step,
-            obs,
-            action,
-            mean,
-            log_prob,
-            value,
-            next_value,
-            reward,
-            terminated,
-            truncated,
-            r_obs,
-            r_action,
-            r_mean,
-            r_log_prob,
-            r_value,
-            r_next_value,
-            r_reward,
-            r_terminated,
-            r_truncated,
-        )
-
-
-@api.rollout_store.dispatch
-def rollout_store(
-    device: CPU, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
-):
-    launch(
-        device,
-        rollout_store_kernel,
-        step,
-        obs,
-        action,
-        mean,
-        log_prob,
-        value,
-        next_value,
-        reward,
-        terminated,
-        truncated,
-        *store_arguments(rollout),
-    )
+def rollout_store_kernel(step, *arrays):
+    """store_env_step for every env (``arrays``: the step's, then the rollout's, in its order)."""
+    for n in range(arrays[0].shape[0]):  # obs: a row per env
+        store_env_step(n, step, *arrays)
 
 
 @njit(**JIT_EXACT)
@@ -533,11 +373,6 @@ def random_permutation_kernel(rng, perm):
         perm[i] = perm[j]
         perm[j] = tmp
     rng[1] = base + np.uint64(n)
-
-
-@api.random_permutation.dispatch
-def random_permutation(device: CPU, rng, perm):
-    launch(device, random_permutation_kernel, rng, perm)
 
 
 @njit(**JIT_EXACT)
@@ -583,11 +418,6 @@ def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantag
         gather_minibatch_at(i, perm, counter, obs, action, mean, flat_log_prob, flat_advantage, flat_returns, *batch)
 
 
-@api.gather_minibatch.dispatch
-def gather_minibatch(device: CPU, rollout, perm, counter, batch):
-    launch(device, gather_minibatch_kernel, perm, counter, *gather_arguments(rollout, batch))
-
-
 @njit(**JIT_EXACT)
 def explained_variance_kernel(value, returns, out):
     rows, cols = value.shape
@@ -607,8 +437,3 @@ def explained_variance_kernel(value, returns, out):
             var_y += dy * dy
             var_r += dr * dr
     out[0] = 1.0 - var_r / var_y if var_y > 0.0 else 0.0
-
-
-@api.explained_variance.dispatch
-def explained_variance(device: CPU, value, returns, out):
-    launch(device, explained_variance_kernel, value, returns, out)

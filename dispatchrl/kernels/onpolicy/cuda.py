@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...backends.cuda import Launch, block_form, device_twin, flat, launch_1d, launch_2d, launch_once, once, per_index
+from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d, launch_once, once, per_index, whole_block
 from ...devices import CUDA
 from ...errors import ShapeError
 from ...staging import launch
@@ -321,78 +321,14 @@ def ppo_policy_gradient_block(
         info[3] = partial[(a_dim + 2) * _THREADS] / batch
 
 
-@cuda.jit
-def ppo_policy_gradient_kernel(
-    mean,
-    log_std,
-    action,
-    old_log_prob,
-    advantage,
-    old_mean,
-    old_log_std,
-    clip,
-    entropy_coef,
-    normalize,
-    d_mean,
-    d_log_std,
-    info,
-):
-    ppo_policy_gradient_block(
-        mean,
-        log_std,
-        action,
-        old_log_prob,
-        advantage,
-        old_mean,
-        old_log_std,
-        clip,
-        entropy_coef,
-        normalize,
-        d_mean,
-        d_log_std,
-        info,
-    )
-
-
-block_form(ppo_policy_gradient_kernel)(ppo_policy_gradient_block)
+ppo_policy_gradient_kernel = whole_block(ppo_policy_gradient_block, name="ppo_policy_gradient")
 
 
 @api.ppo_policy_gradient.dispatch
-def ppo_policy_gradient(
-    device: CUDA,
-    mean,
-    log_std,
-    action,
-    old_log_prob,
-    advantage,
-    old_mean,
-    old_log_std,
-    clip,
-    entropy_coef,
-    normalize_advantage,
-    d_mean,
-    d_log_std,
-    info,
-):
+def ppo_policy_gradient(device: CUDA, mean, *args):
     if mean.shape[1] > _MAX_A:
         raise ShapeError(f"ppo_policy_gradient: the CUDA method supports action_dim <= {_MAX_A}, got {mean.shape[1]}")
-    launch(
-        device,
-        Launch(ppo_policy_gradient_kernel, (1,), (_THREADS,)),
-        mean,
-        log_std,
-        action,
-        old_log_prob,
-        advantage,
-        old_mean,
-        old_log_std,
-        clip,
-        entropy_coef,
-        normalize_advantage,
-        d_mean,
-        d_log_std,
-        info,
-    )
+    launch(device, Launch(ppo_policy_gradient_kernel, (1,), (_THREADS,)), mean, *args)
 
 
 adaptive_learning_rate_kernel = once(cpu.adaptive_learning_rate_kernel)
@@ -407,25 +343,9 @@ rollout_store_kernel = per_index(cpu.store_env_step, "r_reward.shape[1]", name="
 
 
 @api.rollout_store.dispatch
-def rollout_store(
-    device: CUDA, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
-):
-    launch_1d(
-        device,
-        rollout_store_kernel,
-        reward.shape[0],
-        step,
-        obs,
-        action,
-        mean,
-        log_prob,
-        value,
-        next_value,
-        reward,
-        terminated,
-        truncated,
-        *store_arguments(rollout),
-    )
+def rollout_store(device: CUDA, rollout, step, *step_arrays):
+    # step_arrays: obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+    launch_1d(device, rollout_store_kernel, step_arrays[0].shape[0], step, *step_arrays, *store_arguments(rollout))
 
 
 # Fisher–Yates is sequential; n is a rollout's size

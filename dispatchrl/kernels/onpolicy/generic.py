@@ -2,8 +2,6 @@
 
 import numpy as np
 
-from ...devices import Generic
-from ...staging import launch
 from ..random.generic import standard_normal, uniform01
 from . import api
 
@@ -19,11 +17,6 @@ def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, adv
         advantage[t] = running
     if returns is not None:
         returns[...] = advantage + value
-
-
-@api.gae.dispatch
-def gae(device: Generic, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns):
-    launch(device, gae_kernel, reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns)
 
 
 def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, returns, n) -> None:
@@ -45,11 +38,6 @@ def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, 
     returns[...] = out
 
 
-@api.discounted_returns.dispatch
-def discounted_returns(device: Generic, reward, next_value, terminated, truncated, gamma, returns, n):
-    launch(device, discounted_returns_kernel, reward, next_value, terminated, truncated, gamma, returns, n)
-
-
 def running_stats_update_kernel(x, mean, var, count, nonfinite) -> None:
     x = x.astype(np.float64)
     finite = np.all(np.isfinite(x), axis=0)
@@ -66,18 +54,8 @@ def running_stats_update_kernel(x, mean, var, count, nonfinite) -> None:
     count[0] = total
 
 
-@api.running_stats_update.dispatch
-def running_stats_update(device: Generic, stats, x):
-    launch(device, running_stats_update_kernel, x, stats.mean, stats.var, stats.count, stats.nonfinite)
-
-
 def normalize_observations_kernel(x, mean, var, out) -> None:
     out[...] = (x - mean) / np.sqrt(var + api.NORMALIZE_EPS)
-
-
-@api.normalize_observations.dispatch
-def normalize_observations(device: Generic, stats, x, out):
-    launch(device, normalize_observations_kernel, x, stats.mean, stats.var, out)
 
 
 def gaussian_sample_kernel(rng, mean, log_std, action, log_prob) -> None:
@@ -85,11 +63,6 @@ def gaussian_sample_kernel(rng, mean, log_std, action, log_prob) -> None:
     ls = log_std.astype(np.float64)
     action[...] = mean + np.exp(ls) * eps
     log_prob[...] = np.sum(-0.5 * eps * eps - ls - 0.5 * api.LOG_2PI, axis=1)
-
-
-@api.gaussian_sample.dispatch
-def gaussian_sample(device: Generic, rng, mean, log_std, action, log_prob):
-    launch(device, gaussian_sample_kernel, rng, mean, log_std, action, log_prob)
 
 
 def _log_prob(mean, log_std, action):
@@ -102,11 +75,6 @@ def gaussian_log_prob_kernel(mean, log_std, action, log_prob) -> None:
     log_prob[...] = _log_prob(mean, log_std, action)[0]
 
 
-@api.gaussian_log_prob.dispatch
-def gaussian_log_prob(device: Generic, mean, log_std, action, log_prob):
-    launch(device, gaussian_log_prob_kernel, mean, log_std, action, log_prob)
-
-
 def categorical_sample_kernel(rng, logits, action, log_prob) -> None:
     u = uniform01(rng, logits.shape[0])
     log_p = _log_softmax(logits)
@@ -114,11 +82,6 @@ def categorical_sample_kernel(rng, logits, action, log_prob) -> None:
     chosen = np.minimum(np.sum(cdf <= u[:, None], axis=1), logits.shape[1] - 1)
     action[:, 0] = chosen
     log_prob[...] = log_p[np.arange(len(chosen)), chosen]
-
-
-@api.categorical_sample.dispatch
-def categorical_sample(device: Generic, rng, logits, action, log_prob):
-    launch(device, categorical_sample_kernel, rng, logits, action, log_prob)
 
 
 def _log_softmax(logits):
@@ -147,26 +110,6 @@ def ppo_categorical_gradient_kernel(
     info[1] = np.mean(np.minimum(unclipped, clipped))
     info[2] = np.mean(entropy)
     info[3] = np.mean(np.abs(ratio - 1) > clip)
-
-
-@api.ppo_categorical_gradient.dispatch
-def ppo_categorical_gradient(
-    device: Generic, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
-):
-    launch(
-        device,
-        ppo_categorical_gradient_kernel,
-        logits,
-        action,
-        old_log_prob,
-        advantage,
-        old_logits,
-        clip,
-        entropy_coef,
-        normalize,
-        d_logits,
-        info,
-    )
 
 
 def ppo_policy_gradient_kernel(
@@ -206,52 +149,11 @@ def ppo_policy_gradient_kernel(
     info[3] = np.mean(np.abs(ratio - 1) > clip)
 
 
-@api.ppo_policy_gradient.dispatch
-def ppo_policy_gradient(
-    device: Generic,
-    mean,
-    log_std,
-    action,
-    old_log_prob,
-    advantage,
-    old_mean,
-    old_log_std,
-    clip,
-    entropy_coef,
-    normalize_advantage,
-    d_mean,
-    d_log_std,
-    info,
-):
-    launch(
-        device,
-        ppo_policy_gradient_kernel,
-        mean,
-        log_std,
-        action,
-        old_log_prob,
-        advantage,
-        old_mean,
-        old_log_std,
-        clip,
-        entropy_coef,
-        normalize_advantage,
-        d_mean,
-        d_log_std,
-        info,
-    )
-
-
 def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high) -> None:
     if kl[0] < 0.5 * target:
         lr[0] = min(max(lr[0] * factor, low), high)
     elif kl[0] > 2.0 * target:
         lr[0] = min(max(lr[0] / factor, low), high)
-
-
-@api.adaptive_learning_rate.dispatch
-def adaptive_learning_rate(device: Generic, kl, lr, target, factor, low, high):
-    launch(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
 
 
 def rollout_store_kernel(
@@ -297,27 +199,6 @@ def store_arguments(rollout):
     )
 
 
-@api.rollout_store.dispatch
-def rollout_store(
-    device: Generic, rollout, step, obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
-):
-    launch(
-        device,
-        rollout_store_kernel,
-        step,
-        obs,
-        action,
-        mean,
-        log_prob,
-        value,
-        next_value,
-        reward,
-        terminated,
-        truncated,
-        *store_arguments(rollout),
-    )
-
-
 def random_permutation_kernel(rng, perm) -> None:
     n = perm.shape[0]
     u = uniform01(rng, n)
@@ -326,11 +207,6 @@ def random_permutation_kernel(rng, perm) -> None:
         j = min(int(u[i] * (i + 1)), i)
         p[i], p[j] = p[j], p[i]
     perm[...] = p
-
-
-@api.random_permutation.dispatch
-def random_permutation(device: Generic, rng, perm):
-    launch(device, random_permutation_kernel, rng, perm)
 
 
 def gather_minibatch_kernel(
@@ -375,19 +251,9 @@ def gather_arguments(rollout, batch):
     )
 
 
-@api.gather_minibatch.dispatch
-def gather_minibatch(device: Generic, rollout, perm, counter, batch):
-    launch(device, gather_minibatch_kernel, perm, counter, *gather_arguments(rollout, batch))
-
-
 def explained_variance_kernel(value, returns, out):
     y = returns.astype(np.float64).ravel()
     var_y = np.mean((y - np.mean(y)) ** 2)
     residual = y - value.astype(np.float64).ravel()
     var_residual = np.mean((residual - np.mean(residual)) ** 2)
     out[0] = 1.0 - var_residual / var_y if var_y > 0.0 else 0.0
-
-
-@api.explained_variance.dispatch
-def explained_variance(device: Generic, value, returns, out):
-    launch(device, explained_variance_kernel, value, returns, out)

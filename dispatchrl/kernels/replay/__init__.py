@@ -5,7 +5,7 @@ row gather, importance weights on loss gradients, the twin critics' TD-error pri
 bootstrap, the per-row discounted target). Declarations in api, methods per backend; CUDA methods register when a CUDA device is
 first made."""
 
-from . import api, c, cpu, generic  # noqa: F401  (importing registers the methods)
+from . import api, c, cpu, generic, host  # noqa: F401  (importing registers the methods)
 from .api import (
     bootstrap_target,
     linear_anneal,

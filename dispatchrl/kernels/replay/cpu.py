@@ -10,7 +10,6 @@ from ...arrays import zeros
 from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...staging import launch
-from ..offpolicy.api import transition_arrays
 from ..random.cpu import uniform01
 from . import api
 
@@ -91,11 +90,6 @@ def priority_mark_new_kernel(sum_tree, min_tree, max_priority, position, count, 
     value = (max_priority[0] + eps) ** alpha
     for i in range(count):
         set_leaf(sum_tree, min_tree, (position[0] + i) % capacity, value)
-
-
-@api.priority_mark_new.dispatch
-def priority_mark_new(device: CPU, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
-    launch(device, priority_mark_new_kernel, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps)
 
 
 @njit(**JIT_EXACT)
@@ -220,11 +214,6 @@ def replay_gather_kernel(index, *buffer_batch):
         replay_gather_at(k, index, *buffer_batch)
 
 
-@api.replay_gather.dispatch
-def replay_gather(device: CPU, buffer, index, batch):
-    launch(device, replay_gather_kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
-
-
 @njit(**JIT_EXACT)
 def scale_rows_at(i, j, weight, x):
     x[i, j] *= weight[i]
@@ -235,11 +224,6 @@ def scale_rows_kernel(weight, x):
     for i in range(x.shape[0]):
         for j in range(x.shape[1]):
             scale_rows_at(i, j, weight, x)
-
-
-@api.scale_rows.dispatch
-def scale_rows(device: CPU, weight, x):
-    launch(device, scale_rows_kernel, weight, x)
 
 
 @njit(**JIT_EXACT)
@@ -254,19 +238,9 @@ def td_priority_kernel(q1, q2, target, priority):
         td_priority_at(i, q1, q2, target, priority)
 
 
-@api.td_priority.dispatch
-def td_priority(device: CPU, q1, q2, target, priority):
-    launch(device, td_priority_kernel, q1, q2, target, priority)
-
-
 @njit(**JIT_EXACT)
 def linear_anneal_kernel(step, start, end, steps, out):
     out[0] = start + (end - start) * min(1.0, np.float64(step[0]) / steps)
-
-
-@api.linear_anneal.dispatch
-def linear_anneal(device: CPU, step, start, end, steps, out):
-    launch(device, linear_anneal_kernel, step, start, end, steps, out)
 
 
 @njit(**JIT_EXACT)
@@ -279,11 +253,6 @@ def uniform_index_kernel(rng, size, index):
     for k in range(index.shape[0]):
         uniform_index_at(k, rng, size, index)
     rng[1] = rng[1] + np.uint64(index.shape[0])
-
-
-@api.uniform_index.dispatch
-def uniform_index(device: CPU, rng, size, index):
-    launch(device, uniform_index_kernel, rng, size, index)
 
 
 @njit(**JIT_EXACT)
@@ -348,22 +317,6 @@ def n_step_gather_kernel(index, *arguments):
         n_step_gather_at(k, index, *arguments)
 
 
-@api.n_step_gather.dispatch
-def n_step_gather(device: CPU, buffer, index, num_envs, n, gamma, batch, discount):
-    launch(
-        device,
-        n_step_gather_kernel,
-        index,
-        *transition_arrays(buffer),
-        buffer.position,
-        num_envs,
-        n,
-        gamma,
-        *transition_arrays(batch),
-        discount,
-    )
-
-
 @njit(**JIT_EXACT)
 def bootstrap_target_at(i, reward, discount, target):
     target[i, 0] = np.float64(reward[i]) + discount[i] * np.float64(target[i, 0])
@@ -373,11 +326,6 @@ def bootstrap_target_at(i, reward, discount, target):
 def bootstrap_target_kernel(reward, discount, target):
     for i in range(reward.shape[0]):
         bootstrap_target_at(i, reward, discount, target)
-
-
-@api.bootstrap_target.dispatch
-def bootstrap_target(device: CPU, reward, discount, target):
-    launch(device, bootstrap_target_kernel, reward, discount, target)
 
 
 def _prefetch(builder: ir.IRBuilder, pointer: ir.Value) -> None:

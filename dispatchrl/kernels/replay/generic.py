@@ -4,7 +4,6 @@ import numpy as np
 
 from ...devices import Generic
 from ...staging import launch
-from ..offpolicy.api import transition_arrays
 from ..random.generic import uniform01
 from . import api
 
@@ -27,11 +26,6 @@ def priority_mark_new_kernel(sum_tree, min_tree, max_priority, position, count, 
     value = (max_priority[0] + eps) ** alpha
     for i in range(count):
         set_leaf(sum_tree, min_tree, (position[0] + i) % capacity, value)
-
-
-@api.priority_mark_new.dispatch
-def priority_mark_new(device: Generic, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps):
-    launch(device, priority_mark_new_kernel, sum_tree, min_tree, max_priority, position, count, capacity, alpha, eps)
 
 
 def priority_update_kernel(sum_tree, min_tree, max_priority, index, priority, alpha, eps) -> None:
@@ -98,45 +92,20 @@ def replay_gather_kernel(
         dst[...] = src[index]
 
 
-@api.replay_gather.dispatch
-def replay_gather(device: Generic, buffer, index, batch):
-    launch(device, replay_gather_kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
-
-
 def scale_rows_kernel(weight, x) -> None:
     x *= weight[:, None]
-
-
-@api.scale_rows.dispatch
-def scale_rows(device: Generic, weight, x):
-    launch(device, scale_rows_kernel, weight, x)
 
 
 def td_priority_kernel(q1, q2, target, priority) -> None:
     priority[:] = (np.abs(q1[:, 0] - target[:, 0]) + np.abs(q2[:, 0] - target[:, 0])) * priority.dtype.type(0.5)
 
 
-@api.td_priority.dispatch
-def td_priority(device: Generic, q1, q2, target, priority):
-    launch(device, td_priority_kernel, q1, q2, target, priority)
-
-
 def linear_anneal_kernel(step, start, end, steps, out) -> None:
     out[0] = start + (end - start) * min(1.0, float(step[0]) / steps)
 
 
-@api.linear_anneal.dispatch
-def linear_anneal(device: Generic, step, start, end, steps, out):
-    launch(device, linear_anneal_kernel, step, start, end, steps, out)
-
-
 def uniform_index_kernel(rng, size, index) -> None:
     index[:] = (uniform01(rng, index.shape[0]) * size[0]).astype(np.int64)
-
-
-@api.uniform_index.dispatch
-def uniform_index(device: Generic, rng, size, index):
-    launch(device, uniform_index_kernel, rng, size, index)
 
 
 def n_step_gather_kernel(
@@ -180,27 +149,6 @@ def n_step_gather_kernel(
         discount[k] = scale
 
 
-@api.n_step_gather.dispatch
-def n_step_gather(device: Generic, buffer, index, num_envs, n, gamma, batch, discount):
-    launch(
-        device,
-        n_step_gather_kernel,
-        index,
-        *transition_arrays(buffer),
-        buffer.position,
-        num_envs,
-        n,
-        gamma,
-        *transition_arrays(batch),
-        discount,
-    )
-
-
 def bootstrap_target_kernel(reward, discount, target) -> None:
     for i in range(reward.shape[0]):
         target[i, 0] = float(reward[i]) + discount[i] * float(target[i, 0])
-
-
-@api.bootstrap_target.dispatch
-def bootstrap_target(device: Generic, reward, discount, target):
-    launch(device, bootstrap_target_kernel, reward, discount, target)

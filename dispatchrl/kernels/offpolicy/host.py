@@ -1,0 +1,79 @@
+"""Off-policy host methods shared by Generic and CPU (see :mod:`dispatchrl.kernels.lowering`)."""
+
+from ...devices import Generic
+from ...staging import launch
+from ..lowering import KernelModules
+from . import api, cpu, generic
+from .api import episode_log_arrays, transition_arrays
+
+__all__: list[str] = []  # methods only: importing the module registers them
+
+
+_kernels = KernelModules(generic, cpu)
+
+
+@api.replay_add.dispatch
+def replay_add(device: Generic, buffer, obs, action, reward, next_obs, terminated, truncated):
+    launch(
+        device,
+        _kernels(device).replay_add_kernel,
+        obs,
+        action,
+        reward,
+        next_obs,
+        terminated,
+        truncated,
+        *transition_arrays(buffer),
+        buffer.position,
+        buffer.size,
+    )
+
+
+@api.track_episodes.dispatch
+def track_episodes(device: Generic, log, reward, terminated, truncated, step):
+    launch(
+        device,
+        _kernels(device).track_episodes_kernel,
+        reward,
+        terminated,
+        truncated,
+        step,
+        *episode_log_arrays(log),
+    )
+
+
+@api.dqn_targets.dispatch
+def dqn_targets(device: Generic, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
+    launch(
+        device,
+        _kernels(device).dqn_targets_kernel,
+        q_next_online,
+        q_next_target,
+        reward,
+        terminated,
+        gamma,
+        target,
+        double,
+    )
+
+
+_kernels.launch_as_declared(
+    api.concat_columns,
+    api.slice_columns,
+    api.add_clipped_noise,
+    api.td_target,
+    api.gaussian_tanh_sample,
+    api.gaussian_tanh_backward,
+    api.soft_td_target,
+    api.entropy_temperature_gradient,
+    api.select_min_rows,
+    api.accumulate_critic_stats,
+    api.accumulate_actor_stats,
+    api.accumulate_sac_actor_stats,
+    api.epsilon_greedy,
+    api.q_huber_gradient,
+    api.accumulate_q_stats,
+    api.taken_q,
+    api.dueling_q,
+    api.dueling_q_backward,
+)

@@ -74,12 +74,12 @@ def test_cos_limit_is_the_acos_test(max_angle):
 def test_exported_td3_trainer_gives_train_device_c_weights(tmp_path):
     """export-trainer on the multirotor (the C kernels, their parameter array and curriculum
     table as constant arrays): the host build's weights are ``train --device c``'s, past the
-    warm-up into updates every train_freq steps."""
+    warm-up into updates every train_freq steps, the critics on the privileged observation."""
     from dispatchrl.algorithms import td3
     from dispatchrl.export.trainer import state_weights, trainer_source, weights_checksum, write_trainer
     from dispatchrl.export.trainer_targets import build_trainer, run_trainer
 
-    steps, overrides = 400, dict(warmup_steps=200, batch_size=32, hidden=[16, 16])
+    steps, overrides = 400, dict(warmup_steps=200, actor_warmup_steps=300, batch_size=32, hidden=[16, 16])
     write_trainer(tmp_path, trainer_source("td3", "multirotor", steps, 0, overrides=overrides))
     host = run_trainer(build_trainer(tmp_path, "host"), "host", steps=steps, seed=0)
     config = replace(td3.config_for("multirotor"), total_steps=steps, **overrides)

@@ -111,9 +111,9 @@ def config_for(env: object) -> Config:
 
 #: "Learning to Fly in Seconds" (RLtools learning-to-fly, src/config): 300k steps of one env,
 #: tanh 64×64 actor and critics, batch 256, a critic update every 10 steps and an actor update every
-#: 20, the critics' targets after every critic update, γ 0.99, 15k warm-up steps. Not carried
-#: over: its separate actor warm-up (30k steps), Adam weight decay (1e-4), the replay rewards
-#: recomputed at each curriculum stage, the asymmetric critic.
+#: 20, the critics' targets after every critic update, γ 0.99, 15k warm-up steps, the actor from
+#: 30k, critics on the privileged observation (asymmetric). Not carried over: Adam weight decay
+#: (1e-4), the replay rewards recomputed at each curriculum stage.
 MULTIROTOR = Config(
     total_steps=300_000,
     warmup_steps=15_000,
@@ -124,6 +124,8 @@ MULTIROTOR = Config(
     train_freq=10,
     policy_delay=2,
     delay_critic_targets=False,
+    actor_warmup_steps=30_000,
+    asymmetric_critic=True,
 )
 
 

@@ -350,8 +350,10 @@ def report(results: Path) -> None:
             f"| {_mean_std([r['final_return'] for r in group])} | {theirs} "
             f"| {statistics.fmean(r['wall_seconds'] for r in group):.0f} |"
         )
-    if not runs:
-        print("| (no finished runs yet) | | | | | | | |")
+    for algo, env in sorted(set(TIANSHOU) - {(algo, env) for algo, env, _ in groups}):
+        mean, std = TIANSHOU[algo, env]
+        theirs = f"{mean:.1f}" + ("" if std is None else f" ± {std:.1f}") + f" ({TIANSHOU_STEPS[algo] // 1000}k)"
+        print(f"| {algo} | {env} | | 0 | | | {theirs} | |")
 
 
 def main() -> None:

@@ -3,8 +3,7 @@ frames), its vector entry point and spec."""
 
 from typing import Any
 
-from ..batch import BatchVectorEnv
-from ..shared.mujoco import MujocoEnv
+from ..shared.mujoco import MujocoEnv, gymnasium_spec, vector_entry_point
 from .batch import HalfCheetahBatch
 
 __all__ = ["GYMNASIUM_SPEC", "HalfCheetahEnv", "make_halfcheetah_vector"]
@@ -19,16 +18,7 @@ class HalfCheetahEnv(MujocoEnv):
     CAMERA_DISTANCE = 4.0
 
 
-def make_halfcheetah_vector(num_envs=1, max_episode_steps=1000, num_threads=None, render_mode=None) -> BatchVectorEnv:
-    """``gymnasium.make_vec("dispatchrl/HalfCheetah-v5", num_envs, num_threads=...)`` entry point."""
-    return BatchVectorEnv(HalfCheetahBatch(num_envs, num_threads=num_threads, max_episode_steps=max_episode_steps))
+make_halfcheetah_vector = vector_entry_point(HalfCheetahBatch)
 
-
-#: ``gymnasium.register`` arguments (HalfCheetahEnv imports mujoco only when an env is made)
-GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/HalfCheetah-v5",
-    entry_point=HalfCheetahEnv,
-    vector_entry_point=make_halfcheetah_vector,
-    max_episode_steps=1000,
-    reward_threshold=4800.0,
-)
+#: ``gymnasium.register`` arguments
+GYMNASIUM_SPEC: dict[str, Any] = gymnasium_spec(HalfCheetahEnv, 4800.0)

@@ -3,8 +3,7 @@ frames), its vector entry point and spec."""
 
 from typing import Any
 
-from ..batch import BatchVectorEnv
-from ..shared.mujoco import MujocoEnv
+from ..shared.mujoco import MujocoEnv, gymnasium_spec, vector_entry_point
 from .batch import HopperBatch
 
 __all__ = ["GYMNASIUM_SPEC", "HopperEnv", "make_hopper_vector"]
@@ -19,16 +18,7 @@ class HopperEnv(MujocoEnv):
     CAMERA_DISTANCE = 3.0
 
 
-def make_hopper_vector(num_envs=1, max_episode_steps=1000, num_threads=None, render_mode=None) -> BatchVectorEnv:
-    """``gymnasium.make_vec("dispatchrl/Hopper-v5", num_envs, num_threads=...)`` entry point."""
-    return BatchVectorEnv(HopperBatch(num_envs, num_threads=num_threads, max_episode_steps=max_episode_steps))
+make_hopper_vector = vector_entry_point(HopperBatch)
 
-
-#: ``gymnasium.register`` arguments (HopperEnv imports mujoco only when an env is made)
-GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/Hopper-v5",
-    entry_point=HopperEnv,
-    vector_entry_point=make_hopper_vector,
-    max_episode_steps=1000,
-    reward_threshold=3800.0,
-)
+#: ``gymnasium.register`` arguments
+GYMNASIUM_SPEC: dict[str, Any] = gymnasium_spec(HopperEnv, 3800.0)

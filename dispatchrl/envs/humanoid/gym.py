@@ -3,8 +3,7 @@ frames), its vector entry point and spec."""
 
 from typing import Any
 
-from ..batch import BatchVectorEnv
-from ..shared.mujoco import MujocoEnv
+from ..shared.mujoco import MujocoEnv, gymnasium_spec, vector_entry_point
 from .batch import HumanoidBatch
 
 __all__ = ["GYMNASIUM_SPEC", "HumanoidEnv", "make_humanoid_vector"]
@@ -19,15 +18,7 @@ class HumanoidEnv(MujocoEnv):
     CAMERA_DISTANCE = 4.0
 
 
-def make_humanoid_vector(num_envs=1, max_episode_steps=1000, num_threads=None, render_mode=None) -> BatchVectorEnv:
-    """``gymnasium.make_vec("dispatchrl/Humanoid-v5", num_envs, num_threads=...)`` entry point."""
-    return BatchVectorEnv(HumanoidBatch(num_envs, num_threads=num_threads, max_episode_steps=max_episode_steps))
+make_humanoid_vector = vector_entry_point(HumanoidBatch)
 
-
-#: ``gymnasium.register`` arguments (HumanoidEnv imports mujoco only when an env is made)
-GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/Humanoid-v5",
-    entry_point=HumanoidEnv,
-    vector_entry_point=make_humanoid_vector,
-    max_episode_steps=1000,
-)
+#: ``gymnasium.register`` arguments
+GYMNASIUM_SPEC: dict[str, Any] = gymnasium_spec(HumanoidEnv)

@@ -10,6 +10,7 @@ mujoco is imported only when a batch is made, so it stays an optional dependency
 """
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -19,9 +20,17 @@ from gymnasium import spaces
 
 from ...errors import ConfigError, ShapeError
 from ...spaces import Box
-from ..batch import check_actions
+from ..batch import BatchVectorEnv, check_actions
 
-__all__ = ["MujocoBatch", "MujocoEnv", "default_threads", "load_mujoco", "mujoco_model"]
+__all__ = [
+    "MujocoBatch",
+    "MujocoEnv",
+    "default_threads",
+    "gymnasium_spec",
+    "load_mujoco",
+    "mujoco_model",
+    "vector_entry_point",
+]
 
 
 def load_mujoco(env: str = "Ant") -> Any:
@@ -271,3 +280,29 @@ class MujocoEnv(gymnasium.Env):
             self._renderer.close()
             self._renderer = None
         self._batch.close()
+
+
+def vector_entry_point(batch: type[MujocoBatch]) -> Callable[..., BatchVectorEnv]:
+    """The ``gymnasium.make_vec`` entry point of ``batch``'s id: N envs of it stepped by threads."""
+
+    def make(
+        num_envs: int = 1, max_episode_steps: int = 1000, num_threads: int | None = None, render_mode: str | None = None
+    ) -> BatchVectorEnv:
+        return BatchVectorEnv(batch(num_envs, num_threads=num_threads, max_episode_steps=max_episode_steps))
+
+    make.__doc__ = f'``gymnasium.make_vec("dispatchrl/{batch.NAME}-v5", num_envs, num_threads=...)`` entry point.'
+    return make
+
+
+def gymnasium_spec(env: type[MujocoEnv], reward_threshold: float | None = None) -> dict[str, Any]:
+    """``gymnasium.register`` arguments of ``env`` (a :class:`MujocoEnv`; mujoco is imported only
+    when one is made): ``dispatchrl/<Name>-v5``, its vector entry point, 1000-step episodes."""
+    spec: dict[str, Any] = dict(
+        id=f"dispatchrl/{env.BATCH.NAME}-v5",
+        entry_point=env,
+        vector_entry_point=vector_entry_point(env.BATCH),
+        max_episode_steps=1000,
+    )
+    if reward_threshold is not None:
+        spec["reward_threshold"] = reward_threshold
+    return spec

@@ -3,8 +3,7 @@ frames), its vector entry point and spec."""
 
 from typing import Any
 
-from ..batch import BatchVectorEnv
-from ..shared.mujoco import MujocoEnv
+from ..shared.mujoco import MujocoEnv, gymnasium_spec, vector_entry_point
 from .batch import Walker2dBatch
 
 __all__ = ["GYMNASIUM_SPEC", "Walker2dEnv", "make_walker2d_vector"]
@@ -19,15 +18,7 @@ class Walker2dEnv(MujocoEnv):
     CAMERA_DISTANCE = 4.0
 
 
-def make_walker2d_vector(num_envs=1, max_episode_steps=1000, num_threads=None, render_mode=None) -> BatchVectorEnv:
-    """``gymnasium.make_vec("dispatchrl/Walker2d-v5", num_envs, num_threads=...)`` entry point."""
-    return BatchVectorEnv(Walker2dBatch(num_envs, num_threads=num_threads, max_episode_steps=max_episode_steps))
+make_walker2d_vector = vector_entry_point(Walker2dBatch)
 
-
-#: ``gymnasium.register`` arguments (Walker2dEnv imports mujoco only when an env is made)
-GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/Walker2d-v5",
-    entry_point=Walker2dEnv,
-    vector_entry_point=make_walker2d_vector,
-    max_episode_steps=1000,
-)
+#: ``gymnasium.register`` arguments
+GYMNASIUM_SPEC: dict[str, Any] = gymnasium_spec(Walker2dEnv)

@@ -61,6 +61,7 @@ __all__ = [
     "multirotor_step_at",
     "reset_draw",
     "rk4_combine",
+    "rotation_matrix",
     "state_plus",
 ]
 
@@ -164,18 +165,24 @@ def curriculum_weight(p, k, stage) -> float:
 
 
 @njit(**JIT_EXACT)
+def rotation_matrix(physics, i) -> tuple:
+    """Env i's attitude as a rotation matrix (body to world), row-major: a 9-tuple."""
+    qw, qx, qy, qz = physics[i, QUAT], physics[i, QUAT + 1], physics[i, QUAT + 2], physics[i, QUAT + 3]
+    return (
+        1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
+        2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
+        2.0 * qx * qz - 2.0 * qw * qy, 2.0 * qy * qz + 2.0 * qw * qx, 1.0 - 2.0 * qx * qx - 2.0 * qy * qy,
+    )  # fmt: skip
+
+
+@njit(**JIT_EXACT)
 def multirotor_observe_at(i, physics, steps, obs, p) -> None:
     """Env i's observation: position, rotation matrix (row-major), linear and angular velocity,
     each with Gaussian noise from the episode's key at stream positions of this step; then the
     action history."""
     key = np.uint64(physics[i, KEY])
     base = np.uint64(steps[i] * NOISE_DRAWS)
-    qw, qx, qy, qz = physics[i, QUAT], physics[i, QUAT + 1], physics[i, QUAT + 2], physics[i, QUAT + 3]
-    rotation = (
-        1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
-        2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
-        2.0 * qx * qz - 2.0 * qw * qy, 2.0 * qy * qz + 2.0 * qw * qx, 1.0 - 2.0 * qx * qx - 2.0 * qy * qy,
-    )  # fmt: skip
+    rotation = rotation_matrix(physics, i)
     for c in range(18):
         if c < 3:
             value, sigma = physics[i, POS + c], p[P_NOISE]
@@ -196,12 +203,7 @@ def multirotor_observe_at(i, physics, steps, obs, p) -> None:
 def multirotor_critic_observe_at(i, physics, out, p) -> None:
     """Env i's privileged observation for an asymmetric critic (layout.CRITIC_COLUMNS): the state
     without noise, RPMs in [-1, 1], the disturbance as accelerations."""
-    qw, qx, qy, qz = physics[i, QUAT], physics[i, QUAT + 1], physics[i, QUAT + 2], physics[i, QUAT + 3]
-    rotation = (
-        1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
-        2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
-        2.0 * qx * qz - 2.0 * qw * qy, 2.0 * qy * qz + 2.0 * qw * qx, 1.0 - 2.0 * qx * qx - 2.0 * qy * qy,
-    )  # fmt: skip
+    rotation = rotation_matrix(physics, i)
     low, high = p[P_RPM_MIN], p[P_RPM_MAX]
     for c in range(CRITIC_COLUMNS):
         if c < 3:

@@ -17,7 +17,10 @@ from .layout import RESET_DRAWS
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
-multirotor_observe_at = device_twin(cpu.multirotor_observe_at, standard_normal=standard_normal)
+rotation_matrix = device_twin(cpu.rotation_matrix)
+multirotor_observe_at = device_twin(
+    cpu.multirotor_observe_at, standard_normal=standard_normal, rotation_matrix=rotation_matrix
+)
 multirotor_reset_at = device_twin(
     cpu.multirotor_reset_at,
     reset_draw=device_twin(cpu.reset_draw, uniform01=uniform01),
@@ -36,7 +39,9 @@ multirotor_step_kernel = per_index(
 )
 
 
-multirotor_critic_observation_kernel = per_index(cpu.multirotor_critic_observe_at, "physics.shape[0]")
+multirotor_critic_observation_kernel = per_index(
+    cpu.multirotor_critic_observe_at, "physics.shape[0]", rotation_matrix=rotation_matrix
+)
 
 
 def _reset_from_stream_at(i, rng, physics, steps, obs, reward, terminated, truncated, only_done, p) -> None:

@@ -57,6 +57,25 @@ def test_matmul(device):
     check()
 
 
+def test_cuda_products_fit_the_shared_memory_a_launch_gets(cuda_device):
+    """A float64 product's staged tiles at GEMM_K = 32 (82 KiB) failed to launch on an H100 with
+    CUDA_ERROR_INVALID_VALUE, which the simulator does not enforce: Launch refuses it first."""
+    from dispatchrl.backends.cuda import MAX_DYNAMIC_SHARED, Launch
+    from dispatchrl.kernels.core.cuda import gemm_shared_bytes, matmul_kernel
+
+    for dtype in (np.float32, np.float64):
+        assert gemm_shared_bytes(np.zeros(1, dtype)) <= MAX_DYNAMIC_SHARED
+    with pytest.raises(drl.ConfigError, match="dynamic shared memory"):
+        Launch(matmul_kernel, (1,), (256,), MAX_DYNAMIC_SHARED + 8)
+    # a wide and a narrow float64 product through the grid kernels (tiles, one thread per output)
+    g = np.random.default_rng(0)
+    for m, k, n in [(70, 40, 66), (70, 40, 3)]:
+        a, b = g.normal(size=(m, k)), g.normal(size=(k, n))
+        out = drl.zeros(cuda_device, (m, n), np.float64)
+        drl.matmul(cuda_device, put(cuda_device, a, np.float64), put(cuda_device, b, np.float64), out)
+        close(out, a @ b, np.float64)
+
+
 @pytest.mark.parametrize("m,k,n", [(100, 64, 64), (37, 33, 17)])
 def test_cpu_blas_matmul(m, k, n):
     """Shapes large enough that the CPU method picks the BLAS kernel."""

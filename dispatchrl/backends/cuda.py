@@ -30,6 +30,7 @@ __all__ = [
     "DYNAMIC_SHARED",
     "FUSED_BLOCK",
     "HARDWARE_FUSED_BLOCK",
+    "MAX_DYNAMIC_SHARED",
     "MAX_FUSED_BLOCK",
     "MAX_PARAMETER_BYTES",
     "REDUCE_THREADS",
@@ -76,6 +77,9 @@ MAX_FUSED_BLOCK = 1024
 #: keep the launch loop, whose grids use the whole GPU. A placeholder, not yet measured: the demo's
 #: largest call (100 x 64 x 64) is 0.4M, dense 1024 x 4096 is 4G. See docs/DESIGN.md.
 SINGLE_BLOCK_MAX_WORK = 1 << 20
+#: dynamic shared memory a launch may ask for without opting in (cudaFuncAttributeMaxDynamicSharedMemorySize,
+#: which numba-cuda does not set): larger launches fail with CUDA_ERROR_INVALID_VALUE
+MAX_DYNAMIC_SHARED = 48 * 1024
 #: kernel parameter space from CUDA 12.1 on sm_70+ (4096 bytes before); numba passes an array as
 #: 5 + 2 * ndim 8-byte fields. A TD3 step takes ~11 KiB: it needs CUDA >= 12.1 (unchecked on hardware)
 MAX_PARAMETER_BYTES = 32764
@@ -215,6 +219,11 @@ class Launch:
     __slots__ = ("block", "grid", "kernel", "shared")
 
     def __init__(self, kernel, grid, block, shared: int = 0):
+        if shared > MAX_DYNAMIC_SHARED:  # the driver's CUDA_ERROR_INVALID_VALUE, said before the launch
+            raise ConfigError(
+                f"{getattr(kernel, '__name__', kernel)}: {shared} bytes of dynamic shared memory, "
+                f"more than the {MAX_DYNAMIC_SHARED} a launch gets without opting in"
+            )
         self.kernel, self.grid, self.block, self.shared = kernel, grid, block, shared
 
     def __call__(self, *args) -> None:

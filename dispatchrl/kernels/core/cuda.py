@@ -8,7 +8,7 @@ which a fused step calls inside its one single-block kernel."""
 import math
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float64
 
 from ...activation import Activation
 from ...arrays import Array
@@ -70,8 +70,10 @@ api.register_activation_methods(_activation_method)
 #: the tiled products (matmul, dense forward, weight and input gradients): a block computes a tile of
 #: (threads / 16 * 4) x 64 outputs per pass, each thread 4 x 4 of them in registers, strided by the
 #: block's thread rows and 16 columns so that shared-memory reads are conflict-free and stores
-#: coalesce; both operands are staged in shared memory GEMM_K inner indices at a time.
-GEMM_K = 8
+#: coalesce; both operands are staged in shared memory GEMM_K inner indices at a time. 16: a
+#: float64 product's staging (16 x (257 + 65) x 8 = 41,216 B) stays within the 48 KiB of dynamic
+#: shared memory a block gets without opting in (32 failed to launch float64 products on an H100)
+GEMM_K = 16
 GEMM_THREAD_COLS = 16
 GEMM_COLS = 4 * GEMM_THREAD_COLS
 GEMM_ROWS = MAX_FUSED_BLOCK // GEMM_THREAD_COLS * 4
@@ -106,6 +108,49 @@ def _multiply_add(acc, staged, kk, tx, ty, thread_rows):
         acc[3, s] += a3 * b
 
 
+#: a product with fewer output rows or columns than this (a network's 1-wide value head, a first
+#: layer's weight gradient with a 3-column observation) takes one thread per output instead of
+#: 64 x 64 tiles: a tile would compute 64 columns to keep one
+GEMM_NARROW = 8
+
+
+@cuda.jit(device=True)
+def _element(x, transposed, i, k) -> float:
+    """op(x)[i, k]."""
+    return x[U(k), U(i)] if transposed else x[U(i), U(k)]
+
+
+@cuda.jit(device=True)
+def _gemm_per_output(
+    a, a_transposed, b, b_transposed, c, rows, cols, inner, first, step, bias, pre, code, dense
+) -> None:
+    """gemm_tiles' product, one thread per output, the same sum in the same order (from zero along
+    the inner index): for shapes where tiles would be mostly padding."""
+    threads = cuda.blockDim.x
+    full = inner - inner % 4
+    for o in range(first * threads + cuda.threadIdx.x, rows * cols, step * threads):
+        i = o // cols
+        j = o % cols
+        acc = c.dtype.type(0)
+        for k in range(0, full, 4):  # four loads of each operand in flight, then the four adds in order
+            a0, a1 = _element(a, a_transposed, i, k), _element(a, a_transposed, i, k + 1)
+            a2, a3 = _element(a, a_transposed, i, k + 2), _element(a, a_transposed, i, k + 3)
+            b0, b1 = _element(b, not b_transposed, j, k), _element(b, not b_transposed, j, k + 1)
+            b2, b3 = _element(b, not b_transposed, j, k + 2), _element(b, not b_transposed, j, k + 3)
+            acc += a0 * b0
+            acc += a1 * b1
+            acc += a2 * b2
+            acc += a3 * b3
+        for k in range(full, inner):
+            acc += _element(a, a_transposed, i, k) * _element(b, not b_transposed, j, k)
+        if dense:
+            v = acc + bias[U(j)]
+            pre[U(i), U(j)] = v
+            c[U(i), U(j)] = _activate(v, code)
+        else:
+            c[U(i), U(j)] = acc
+
+
 def gemm_shared_bytes(*arrays) -> int:
     """Dynamic shared memory gemm_tiles needs for output arrays of these dtypes."""
     return GEMM_K * (GEMM_A_PITCH + GEMM_B_PITCH) * max(np.dtype(a.dtype).itemsize for a in arrays)
@@ -117,6 +162,9 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
     every thread of the calling block, which takes the output tiles ``first, first + step, ...``.
     With ``dense``: ``pre = op(a) @ op(b) + bias`` and ``c = activate(pre, code)``. The accumulators
     have the arrays' dtype (float32 for networks): no conversion inside the multiply-add loop."""
+    if rows < GEMM_NARROW or cols < GEMM_NARROW:  # sizes are literals in a fused step: decided while compiling
+        _gemm_per_output(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, step, bias, pre, code, dense)
+        return
     # dynamic: one region for every product of a fused kernel (gemm_shared_bytes of the largest dtype)
     staged = cuda.shared.array(0, c.dtype)
     acc = cuda.local.array((4, 4), c.dtype)
@@ -140,21 +188,22 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
             for s in range(4):
                 acc[r, s] = 0
         for k0 in range(0, inner, GEMM_K):
-            # stage op(a)[m0:, k0:] and op(b)[k0:, n0:], zero outside the matrices: each thread
-            # reads along the operand's contiguous axis from coordinates fixed per call (no
-            # division inside the loops)
+            # stage op(a)[m0:, k0:] and op(b)[k0:, n0:], zero outside the matrices: consecutive
+            # threads read along the operand's contiguous axis
             if a_transposed:
                 for kk in range(at_first, GEMM_K, at_step):
                     inside = m0 + at_row < rows and k0 + kk < inner
                     staged[U(kk * GEMM_A_PITCH + at_row)] = a[U(k0 + kk), U(m0 + at_row)] if inside else zero
             else:
-                for mm in range(tid // GEMM_K, tile_rows, threads // GEMM_K):
-                    kk = tid % GEMM_K
+                for e in range(tid, tile_rows * GEMM_K, threads):
+                    mm = e // GEMM_K
+                    kk = e % GEMM_K
                     inside = m0 + mm < rows and k0 + kk < inner
                     staged[U(kk * GEMM_A_PITCH + mm)] = a[U(m0 + mm), U(k0 + kk)] if inside else zero
             if b_transposed:
-                for nn in range(tid // GEMM_K, GEMM_COLS, threads // GEMM_K):
-                    kk = tid % GEMM_K
+                for e in range(tid, GEMM_COLS * GEMM_K, threads):
+                    nn = e // GEMM_K
+                    kk = e % GEMM_K
                     inside = n0 + nn < cols and k0 + kk < inner
                     staged[U(GEMM_B_OFFSET + kk * GEMM_B_PITCH + nn)] = b[U(n0 + nn), U(k0 + kk)] if inside else zero
             else:
@@ -165,15 +214,17 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
                             b[U(k0 + kk), U(n0 + nn)] if inside else zero
                         )
             cuda.syncthreads()
-            # by hand: numba's range loop would keep 64-bit counters and recompute every address
-            _multiply_add(acc, staged, 0, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 1, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 2, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 3, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 4, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 5, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 6, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 7, tx, ty, thread_rows)
+            # eight by hand: numba's range loop would keep 64-bit counters and recompute every
+            # address; stages past the operands' inner extent are skipped (all zeros)
+            for k8 in range(0, min(GEMM_K, inner - k0), 8):
+                _multiply_add(acc, staged, k8, tx, ty, thread_rows)
+                _multiply_add(acc, staged, k8 + 1, tx, ty, thread_rows)
+                _multiply_add(acc, staged, k8 + 2, tx, ty, thread_rows)
+                _multiply_add(acc, staged, k8 + 3, tx, ty, thread_rows)
+                _multiply_add(acc, staged, k8 + 4, tx, ty, thread_rows)
+                _multiply_add(acc, staged, k8 + 5, tx, ty, thread_rows)
+                _multiply_add(acc, staged, k8 + 6, tx, ty, thread_rows)
+                _multiply_add(acc, staged, k8 + 7, tx, ty, thread_rows)
             cuda.syncthreads()
         for r in range(4):
             i = m0 + ty + thread_rows * r
@@ -380,7 +431,7 @@ def dense_input_gradient(device: CUDA, W, pre, out, d_out, d_pre, d_x, activatio
 @cuda.jit(device=True)
 def mse_loss_block(pred, target, loss, size):
     """The mean squared error by one block of any power-of-two size up to MAX_FUSED_BLOCK."""
-    partial = cuda.shared.array(MAX_FUSED_BLOCK, dtype=np.float64)
+    partial = cuda.shared.array(0, dtype=float64)  # the dynamic region: see DYNAMIC_SHARED
     tid = cuda.threadIdx.x
     threads = cuda.blockDim.x
     acc = 0.0
@@ -405,11 +456,12 @@ def mse_loss_kernel(pred, target, loss):
 
 
 block_form(mse_loss_kernel, lambda pred, target, loss: (pred.size,))(mse_loss_block)
+DYNAMIC_SHARED[mse_loss_kernel] = lambda pred, target, loss: 8 * MAX_FUSED_BLOCK
 
 
 @api.mse_loss.dispatch
 def mse_loss(device: CUDA, pred, target, loss):
-    launch(device, Launch(mse_loss_kernel, (1,), (REDUCE_THREADS,)), flat(pred), flat(target), loss)
+    launch(device, Launch(mse_loss_kernel, (1,), (REDUCE_THREADS,), 8 * REDUCE_THREADS), flat(pred), flat(target), loss)
 
 
 @cuda.jit

@@ -5,9 +5,20 @@ for the minibatch reductions of the policy gradient."""
 import math
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float64
 
-from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d, launch_once, once, per_index, whole_block
+from ...backends.cuda import (
+    DYNAMIC_SHARED,
+    Launch,
+    device_twin,
+    flat,
+    launch_1d,
+    launch_2d,
+    launch_once,
+    once,
+    per_index,
+    whole_block,
+)
 from ...devices import CUDA
 from ...errors import ShapeError
 from ...staging import launch
@@ -241,7 +252,7 @@ def ppo_policy_gradient_block(
     """The whole minibatch by one block: its first min(blockDim, _THREADS) threads (a power of two)
     take rows in turn, every thread joins the barriers. The same sums in the same order for any
     block of at least _THREADS threads (the launch uses exactly _THREADS)."""
-    partial = cuda.shared.array(_SLOTS, dtype=np.float64)
+    partial = cuda.shared.array(0, dtype=float64)  # the dynamic region: _SLOTS of them
     grad = cuda.local.array(_MAX_A, dtype=np.float64)
     tid = cuda.threadIdx.x
     lanes = min(cuda.blockDim.x, _THREADS)
@@ -322,13 +333,14 @@ def ppo_policy_gradient_block(
 
 
 ppo_policy_gradient_kernel = whole_block(ppo_policy_gradient_block, name="ppo_policy_gradient")
+DYNAMIC_SHARED[ppo_policy_gradient_kernel] = lambda *args: 8 * _SLOTS
 
 
 @api.ppo_policy_gradient.dispatch
 def ppo_policy_gradient(device: CUDA, mean, *args):
     if mean.shape[1] > _MAX_A:
         raise ShapeError(f"ppo_policy_gradient: the CUDA method supports action_dim <= {_MAX_A}, got {mean.shape[1]}")
-    launch(device, Launch(ppo_policy_gradient_kernel, (1,), (_THREADS,)), mean, *args)
+    launch(device, Launch(ppo_policy_gradient_kernel, (1,), (_THREADS,), 8 * _SLOTS), mean, *args)
 
 
 adaptive_learning_rate_kernel = once(cpu.adaptive_learning_rate_kernel)

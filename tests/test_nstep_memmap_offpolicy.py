@@ -101,9 +101,15 @@ def test_memmap_ring_trains_bit_identically(name, tmp_path, device):
     # network (the first update comes past step 21), same check
     config = algo.Config(**{**SMALL, "total_steps": 24} if isinstance(device, drl.CUDA) else SMALL)
     memory = algo.train(device, "pendulum", config, seed=3, progress=False)
-    mapped = algo.train(
-        device, "pendulum", dataclasses.replace(config, memmap_path=str(tmp_path / "ring")), seed=3, progress=False
-    )
+    try:
+        mapped = algo.train(
+            device, "pendulum", dataclasses.replace(config, memmap_path=str(tmp_path / "ring")), seed=3, progress=False
+        )
+    except drl.DeviceError as error:
+        # some drivers (a Firecracker VM's, Nov 2026) refuse to pin file-backed pages: refused clearly
+        if isinstance(device, drl.CUDA) and "cannot map the memory-mapped replay files" in str(error):
+            pytest.skip(f"this CUDA driver cannot map file-backed memory: {error}")
+        raise
     a, b = run_arrays(memory), run_arrays(mapped)
     assert a.keys() == b.keys() and a["critic_stats."][0] > 0  # the critics were updated
     assert [k for k in a if not np.array_equal(a[k], b[k])] == []

@@ -150,3 +150,17 @@ def test_fused_cuda_step_agrees_with_generic(cuda_device):
         if key == "episodes.returns.":  # envs ending in the same step take ring slots in any order on CUDA
             value, reference[key] = np.sort(value), np.sort(reference[key])
         np.testing.assert_allclose(value, reference[key], rtol=1e-4, atol=1e-5, err_msg=key)
+
+
+def test_memory_estimate_counts_the_critic_columns():
+    """Replay rows hold [actor obs | critic obs]; the critics read C + A columns."""
+    from dispatchrl.algorithms.memory import estimate
+
+    config = td3.Config(total_steps=100_000, batch_size=256)
+    plain, asym = estimate("td3", config, 146, 4), estimate("td3", config, 146, 4, critic_obs_dim=28)
+    sizes = [{a.what: a.nbytes for a in allocations} for allocations in (plain, asym)]
+    replay = f"replay buffer of {config.capacity} rows"
+    assert sizes[1][replay] - sizes[0][replay] == config.capacity * 2 * 28 * 4  # obs and next obs, float32
+    # the critics' first layer reads 28 + 4 columns instead of 146 + 4: fewer weights
+    networks = "networks (weights, gradients, Adam moments, targets)"
+    assert sizes[1][networks] < sizes[0][networks]

@@ -76,11 +76,15 @@ def _priority_tree_bytes(config: Any) -> int:
     return 2 * 2 * (1 << max(0, config.capacity - 1).bit_length()) * F64 if config.prioritized else 0
 
 
-def _off_policy(name: str, config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allocation]:
+def _off_policy(
+    name: str, config: Any, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
+) -> list[Allocation]:
     sac = name == "sac"
     envs, rows, act = config.num_envs, config.batch_size, config.activation
     actor = (obs_dim, *config.hidden, (2 if sac else 1) * action_dim)
-    critic = (obs_dim + action_dim, *config.hidden, 1)
+    critic = ((critic_obs_dim or obs_dim) + action_dim, *config.hidden, 1)
+    # an asymmetric critic's rows are [actor observation | critic observation]
+    obs_dim += critic_obs_dim or 0
     # TD3: actor + 2 critics trained, their 3 targets plain; SAC: its targets are full networks too
     copies = mlp_parameters(actor) * (TRAINABLE_COPIES + (0 if sac else 1))
     copies += 2 * mlp_parameters(critic) * (2 * TRAINABLE_COPIES if sac else TRAINABLE_COPIES + 1)
@@ -154,13 +158,16 @@ def _ppo(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allo
     ]
 
 
-def estimate(name: str, config: Any, obs_dim: int, action_dim: int, episodes: int = 0) -> list[Allocation]:
+def estimate(
+    name: str, config: Any, obs_dim: int, action_dim: int, episodes: int = 0, critic_obs_dim: int | None = None
+) -> list[Allocation]:
     """The large buffers algorithm ``name``'s state allocates for ``config`` on an env with
     ``obs_dim`` / ``action_dim`` (the policy network's outputs per action: a Discrete space's n
-    for DQN), with an episode ring of ``episodes`` rows (the driver's ``episode_ring_capacity``). An algorithm this module does not know (a user's) gets the
-    old estimate of its replay buffer or rollout alone."""
+    for DQN), with an episode ring of ``episodes`` rows (the driver's ``episode_ring_capacity``)
+    and, for an asymmetric critic, its observation's width ``critic_obs_dim``. An algorithm this
+    module does not know (a user's) gets the old estimate of its replay buffer or rollout alone."""
     if name in ("td3", "sac"):
-        return _off_policy(name, config, obs_dim, action_dim, episodes)
+        return _off_policy(name, config, obs_dim, action_dim, episodes, critic_obs_dim)
     if name == "ppo":
         return _ppo(config, obs_dim, action_dim, episodes)
     if name == "dqn":

@@ -31,7 +31,7 @@ from ..kernels.core.api import nonfinite_flag
 from ..loggers import Logger, MetricsHook
 from ..staging import Every, Step, fuse, when
 from .chunks import CHUNK_STEPS, PYTHON_CHUNK_STEPS, chunk_iterations, episode_ring_capacity
-from .envspec import EnvSpec, check_action_space, resolve_env
+from .envspec import EnvSpec, check_action_space, critic_observation_dim, resolve_env
 from .progress import Progress
 from .runs import EpisodeHistory, Snapshot, TrainResult, build_state, restore_for_resume, save_run
 
@@ -244,12 +244,13 @@ def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
     :func:`.memory.estimate`) needs more memory than the machine has available; a memmapped
     replay ring is checked against its disk instead."""
     episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
-    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_outputs, episodes)
+    critic_dim = critic_observation_dim(spec, config)
+    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_outputs, episodes, critic_dim)
     who = f"{type(config).__module__.rsplit('.', 1)[-1]} Config"
     folder = getattr(config, "memmap_path", None)
     if folder is not None:  # a memmapped ring needs disk, not memory
-        capacity = config.capacity
-        needed, available = transition_bytes(capacity, spec.obs_dim, spec.action_dim), free_disk(folder)
+        capacity, row = config.capacity, spec.obs_dim + (critic_dim or 0)
+        needed, available = transition_bytes(capacity, row, spec.action_dim), free_disk(folder)
         if available is not None and needed > available:
             raise ConfigError(
                 f"{who}: the replay buffer of {capacity} rows needs {needed / 2**30:.1f} GiB, more than the "

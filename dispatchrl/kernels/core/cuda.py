@@ -73,7 +73,7 @@ api.register_activation_methods(_activation_method)
 #: coalesce; both operands are staged in shared memory GEMM_K inner indices at a time. 16: a
 #: float64 product's staging (16 x (257 + 65) x 8 = 41,216 B) stays within the 48 KiB of dynamic
 #: shared memory a block gets without opting in (32 failed to launch float64 products on an H100)
-GEMM_K = 16
+GEMM_K = 16  # gemm_tiles unrolls its two eights by hand
 GEMM_THREAD_COLS = 16
 GEMM_COLS = 4 * GEMM_THREAD_COLS
 GEMM_ROWS = MAX_FUSED_BLOCK // GEMM_THREAD_COLS * 4
@@ -214,17 +214,25 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
                             b[U(k0 + kk), U(n0 + nn)] if inside else zero
                         )
             cuda.syncthreads()
-            # eight by hand: numba's range loop would keep 64-bit counters and recompute every
-            # address; stages past the operands' inner extent are skipped (all zeros)
-            for k8 in range(0, min(GEMM_K, inner - k0), 8):
-                _multiply_add(acc, staged, k8, tx, ty, thread_rows)
-                _multiply_add(acc, staged, k8 + 1, tx, ty, thread_rows)
-                _multiply_add(acc, staged, k8 + 2, tx, ty, thread_rows)
-                _multiply_add(acc, staged, k8 + 3, tx, ty, thread_rows)
-                _multiply_add(acc, staged, k8 + 4, tx, ty, thread_rows)
-                _multiply_add(acc, staged, k8 + 5, tx, ty, thread_rows)
-                _multiply_add(acc, staged, k8 + 6, tx, ty, thread_rows)
-                _multiply_add(acc, staged, k8 + 7, tx, ty, thread_rows)
+            # by hand: numba's range loop would keep 64-bit counters and recompute every address;
+            # the second eight is skipped past the operands' inner extent (all zeros)
+            _multiply_add(acc, staged, 0, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 1, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 2, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 3, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 4, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 5, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 6, tx, ty, thread_rows)
+            _multiply_add(acc, staged, 7, tx, ty, thread_rows)
+            if k0 + 8 < inner:
+                _multiply_add(acc, staged, 8, tx, ty, thread_rows)
+                _multiply_add(acc, staged, 9, tx, ty, thread_rows)
+                _multiply_add(acc, staged, 10, tx, ty, thread_rows)
+                _multiply_add(acc, staged, 11, tx, ty, thread_rows)
+                _multiply_add(acc, staged, 12, tx, ty, thread_rows)
+                _multiply_add(acc, staged, 13, tx, ty, thread_rows)
+                _multiply_add(acc, staged, 14, tx, ty, thread_rows)
+                _multiply_add(acc, staged, 15, tx, ty, thread_rows)
             cuda.syncthreads()
         for r in range(4):
             i = m0 + ty + thread_rows * r

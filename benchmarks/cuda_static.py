@@ -130,6 +130,8 @@ class Call:
     parallel: int  # independent units the block strides over (outputs, elements; 1 for single-thread work)
     barriers: int | None  # barriers inside the form per run, by thread 0 (None: the run failed)
     lines: int | None  # Python lines thread 0 executes per run
+    thread_macs: int = 0  # multiply-adds the busiest thread executes per run, tile padding included
+    busy_threads: int = 0  # threads with multiply-adds to do
 
 
 @dataclasses.dataclass
@@ -392,14 +394,15 @@ def step_calls(nodes: list, block: int, dynamic_shared: int, replay_steps: int) 
         raws = [raw(a) for a in args]
         sizes = tuple(int(s) for s in sizes_of(*raws))
         stem = kernel_stem(kernel_of(operation))
+        thread_macs = busy = 0
         if stem in DENSE_KERNELS:
             macs, parallel = int(np.prod(sizes[:3])), sizes[0] * sizes[1]
+            thread_macs, busy = product_work(sizes, block)
         else:
             macs, parallel = 0, int(np.prod(sizes)) if sizes else 1
         barriers, lines = thread_zero_run(form, raws, sizes, block, dynamic_shared, copies)
-        calls.append(
-            Call(form_name(form), sizes, weights.get(id(node), 0) / replay_steps, macs, parallel, barriers, lines)
-        )
+        weight = weights.get(id(node), 0) / replay_steps
+        calls.append(Call(form_name(form), sizes, weight, macs, parallel, barriers, lines, thread_macs, busy))
     return calls, branch_tests / replay_steps
 
 
@@ -784,15 +787,31 @@ def launch_problems(kernel: FusedKernel, resources: dict) -> list[str]:
 # ---------------------------------------------------------------- the model
 
 
+def product_work(sizes: tuple, block: int) -> tuple[int, int]:
+    """(multiply-adds of the busiest thread, threads with work) for a product of literal sizes
+    (rows, cols, inner) in a block of ``block`` threads, as ``gemm_tiles`` lays it out: whole
+    tiles of (block / 16 × 4) × 64 outputs, 16 per thread, the inner extent rounded up to eights;
+    one thread per output below ``GEMM_NARROW`` rows or columns (a tree without it tiles all)."""
+    from dispatchrl.kernels.core import cuda as products
+
+    rows, cols, inner = sizes[:3]
+    if min(rows, cols) < getattr(products, "GEMM_NARROW", 0):
+        return -(-rows * cols // block) * inner, min(block, rows * cols)
+    tile_rows = block // products.GEMM_THREAD_COLS * 4
+    tiles = -(-rows // tile_rows) * -(-cols // products.GEMM_COLS)
+    return tiles * 16 * -(-inner // 8) * 8, block
+
+
 def predict(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: float = 0.0) -> dict:
     """Predicted µs per step of ``kernel`` on one H100 SM (the fused step runs in one block).
 
     Per call ``c`` of the step (run ``w_c`` times per step, by branch replay), with ``B`` threads
     in the block and ``A_c = ceil(min(B, parallel_c) / 32)`` warps with work:
 
-    - ``I_c``, the SASS instructions of the busiest warp: for a dense form (``macs_c`` multiply-
-      adds over ``parallel_c`` outputs) ``ceil(macs_c / min(B, parallel_c)) × sass_per_mac``; for
-      any other call ``lines_c × SASS_PER_LINE`` (the Python lines thread 0 ran).
+    - ``I_c``, the SASS instructions of the busiest warp: for a dense form the multiply-adds its
+      busiest thread executes (:func:`product_work`: whole tiles, padding included, or one
+      output's inner extent) × ``sass_per_mac``; for any other call ``lines_c × SASS_PER_LINE``
+      (the Python lines thread 0 ran).
     - issue and latency: ``I_c × max(ceil(A_c / 4), LATENCY_CPI)`` cycles: each of the 4
       schedulers issues one warp-instruction per clock to its ``ceil(A_c/4)`` warps, and a warp
       alone issues only every ``LATENCY_CPI`` cycles (the latency floor of a block of few warps;
@@ -813,10 +832,10 @@ def predict(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: 
     for c in kernel.calls:
         if c.weight == 0:
             continue
-        threads = max(1, min(block, c.parallel))
+        threads = max(1, min(block, c.busy_threads or c.parallel))
         warps = -(-threads // 32)
         if c.macs:
-            per_warp = math.ceil(c.macs / threads) * spm
+            per_warp = (c.thread_macs or math.ceil(c.macs / threads)) * spm
         else:
             per_warp = (c.lines or 0) * SASS_PER_LINE
         issue = per_warp * max(-(-warps // ISSUE_PER_CLOCK), LATENCY_CPI)

@@ -151,6 +151,19 @@ def _gemm_per_output(
             c[U(i), U(j)] = acc
 
 
+@cuda.jit(device=True)
+def _multiply_add8(acc, staged, first, tx, ty, thread_rows) -> None:
+    """_multiply_add at inner indices first, ..., first + 7 (a literal: the offsets fold into the loads)."""
+    _multiply_add(acc, staged, first, tx, ty, thread_rows)
+    _multiply_add(acc, staged, first + 1, tx, ty, thread_rows)
+    _multiply_add(acc, staged, first + 2, tx, ty, thread_rows)
+    _multiply_add(acc, staged, first + 3, tx, ty, thread_rows)
+    _multiply_add(acc, staged, first + 4, tx, ty, thread_rows)
+    _multiply_add(acc, staged, first + 5, tx, ty, thread_rows)
+    _multiply_add(acc, staged, first + 6, tx, ty, thread_rows)
+    _multiply_add(acc, staged, first + 7, tx, ty, thread_rows)
+
+
 def gemm_shared_bytes(*arrays) -> int:
     """Dynamic shared memory gemm_tiles needs for output arrays of these dtypes."""
     return GEMM_K * (GEMM_A_PITCH + GEMM_B_PITCH) * max(np.dtype(a.dtype).itemsize for a in arrays)
@@ -216,23 +229,9 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
             cuda.syncthreads()
             # by hand: numba's range loop would keep 64-bit counters and recompute every address;
             # the second eight is skipped past the operands' inner extent (all zeros)
-            _multiply_add(acc, staged, 0, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 1, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 2, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 3, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 4, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 5, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 6, tx, ty, thread_rows)
-            _multiply_add(acc, staged, 7, tx, ty, thread_rows)
+            _multiply_add8(acc, staged, 0, tx, ty, thread_rows)
             if k0 + 8 < inner:
-                _multiply_add(acc, staged, 8, tx, ty, thread_rows)
-                _multiply_add(acc, staged, 9, tx, ty, thread_rows)
-                _multiply_add(acc, staged, 10, tx, ty, thread_rows)
-                _multiply_add(acc, staged, 11, tx, ty, thread_rows)
-                _multiply_add(acc, staged, 12, tx, ty, thread_rows)
-                _multiply_add(acc, staged, 13, tx, ty, thread_rows)
-                _multiply_add(acc, staged, 14, tx, ty, thread_rows)
-                _multiply_add(acc, staged, 15, tx, ty, thread_rows)
+                _multiply_add8(acc, staged, 8, tx, ty, thread_rows)
             cuda.syncthreads()
         for r in range(4):
             i = m0 + ty + thread_rows * r

@@ -4,7 +4,7 @@
 # its output with the measurements:
 #     PYTHON=python3 [BASELINE=/path/to/other/checkout] bash benchmarks/gpu_check.sh 2>&1 | tee gpu_check.log
 # 1. versions and device;
-# 2. in parallel: the CUDA tests on hardware (one pytest per file) while the CPU rows' kernels are
+# 2. in parallel: the CUDA tests on hardware (one pytest per file or filter) while the CPU rows' kernels are
 #    compiled into Numba's disk cache (untimed, CUDA hidden), so the timed rows below load them;
 # 3. timed, one at a time: `dispatchrl demo --json`; benchmarks/cpu_vs_gpu.py (the demo step and the
 #    dense layer 1024 x 4096 for dispatchrl CPU and CUDA, JAX and PyTorch in the same run); TD3
@@ -94,19 +94,26 @@ if [ -n "$BASELINE" ]; then
 fi
 
 if [ "$TESTS" != 0 ]; then
-    echo "== CUDA tests on hardware, one pytest per file in parallel (fused step = CPU, arguments real CUDA takes, GAE)"
+    echo "== CUDA tests on hardware, one pytest per file (or filter) in parallel"
+    # every test file with CUDA cases: on an H100 (Nov 26) the kernels', fuzz and multirotor files
+    # found what the simulator cannot (launch limits, FMA contraction); ~2 min on 16 cores
     test_pids=()
-    files=(tests/test_cuda_fused.py tests/test_cuda_arguments.py tests/test_gae.py)
-    for file in "${files[@]}"; do
-        in_tree "$TREE" timeout -k 10 150 $PYTHON -m pytest "$file" -k cuda -q -p no:cacheprovider \
-            >"$LOGS/$(basename "$file").log" 2>&1 &
+    specs=("test_kernels:cuda" "test_cuda_fused:demo or td3-pendulum or matches_launch" "test_cuda_fused:sac"
+        "test_cuda_fused:ppo" "test_cuda_fused:td3-acrobot or dqn or cartpole"
+        "test_cuda_fused:not (demo or td3 or sac or ppo or dqn or cartpole or matches_launch)" "test_ppo:cuda" "test_rl_kernels:cuda"
+        "test_replay_kernels:cuda" "test_cuda_arguments:cuda" "test_aliasing:cuda" "test_fuse_tensordict:cuda"
+        "test_gae:cuda" "test_fuzz:cuda" "test_multirotor_cuda:cuda" "test_dqn:cuda" "test_nstep_memmap_offpolicy:cuda")
+    for i in "${!specs[@]}"; do
+        spec=${specs[$i]}
+        in_tree "$TREE" timeout -k 10 170 $PYTHON -m pytest "tests/${spec%%:*}.py" -k "${spec#*:}" -q \
+            -p no:cacheprovider -o addopts="" >"$LOGS/test$i.log" 2>&1 &
         test_pids+=($!)
     done
-    for i in "${!files[@]}"; do
+    for i in "${!specs[@]}"; do
         wait "${test_pids[$i]}"
         rc=$?
-        echo "-- ${files[$i]} -k cuda: exit $rc ($(($(date +%s) - started)) s into the run)"
-        tail -n 40 "$LOGS/$(basename "${files[$i]}").log"
+        echo "-- ${specs[$i]}: exit $rc ($(($(date +%s) - started)) s into the run): $(tail -n 1 "$LOGS/test$i.log")"
+        [ "$rc" -eq 0 ] || grep -E "^(FAILED|ERROR)|^E  " "$LOGS/test$i.log" | head -20
         [ "$rc" -eq 0 ] || status=1
     done
 fi

@@ -36,7 +36,7 @@ Counted quantities (exactly):
   ``HFMA2``, or ``FMUL`` with ``DADD``, a float32 product accumulated in float64; and no global
   store, ``STG``, which an elementwise loop does every pass), the sum of their instructions (target
   label to branch, inclusive, nested loops such as the tiles' staging counted once) divided by the
-  sum of their own multiply-adds per pass. For the tiled products that is one pass over ``GEMM_K``
+  sum of their own multiply-adds per pass. For the tiled products that is one pass over ``stage``
   inner indices: staging, barriers and the unrolled 4 x 4 outer products. Each loop counts once
   (not weighted by trip count); a dense call whose inner extent the compiler unrolled completely
   has no loop of its own and is not counted. ``None`` without SASS.
@@ -694,8 +694,12 @@ def sass_stats(listing: str) -> dict:
                 width = re.search(r"\.(32|64|128)\b", op)
                 lds_bytes += int(width.group(1)) // 8 if width else 4
     lds = sum(1 for op, _ in instructions if op.startswith("LDS"))
+    # where the compiler unrolled every product completely (no dense loop), the model falls back
+    # on the whole kernel's instructions per multiply-add: an upper bound (elementwise code counts)
+    all_macs = sum(op.startswith(("FFMA", "HFMA2")) for op, _ in instructions)
     return {
         "sass_per_mac": round(loop_instructions / macs, 2) if macs else None,
+        "kernel_sass_per_mac": round(len(instructions) / all_macs, 2) if all_macs else None,
         "lds": lds,
         "lds_bytes_per_mac": round(lds_bytes / macs, 3) if macs else 0.0,
         "mac_loops": mac_loops,
@@ -824,7 +828,8 @@ def predict(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: 
     ``cycles = Σ_c w_c × (max(issue_c, shared_c) + PHASE_CYCLES + inner_c × INNER_BARRIER_CYCLES)
     + branches_per_step × PHASE_CYCLES``; µs = cycles / CLOCK_GHZ / 1000 + LAUNCH_US /
     steps_per_launch. Without SASS (no nvdisasm) dense calls count 31 instructions per multiply-
-    add, the naive kernels' figure. The constants and their sources are at the top of this file;
+    add, the naive kernels' figure; with SASS but no dense loop (every product unrolled), the whole
+    kernel's instructions per multiply-add. The constants and their sources are at the top of this file;
     ``LATENCY_CPI`` is the one fitted to a measurement (docs/DESIGN.md compares)."""
     spm = 31.0 if sass_per_mac is None else float(sass_per_mac)
     block = kernel.block
@@ -882,7 +887,9 @@ def rows(kernels: list[FusedKernel], compiled: dict, ccs: tuple[int, ...]) -> li
                 "sass_per_mac": r.get("sass_per_mac"),
                 "lds": r.get("lds"),
                 "barriers_per_step": None if barriers is None else round(barriers, 2),
-                **predict(kernel, r.get("sass_per_mac"), r.get("lds_bytes_per_mac") or 0.0),
+                **predict(
+                    kernel, r.get("sass_per_mac") or r.get("kernel_sass_per_mac"), r.get("lds_bytes_per_mac") or 0.0
+                ),
                 "macs_per_step": round(kernel.macs_per_step()),
                 "max_block": max_block(r["registers"]),
                 "launchable": not problems,

@@ -58,13 +58,15 @@ def test_matmul(device):
 
 
 def test_cuda_products_fit_the_shared_memory_a_launch_gets(cuda_device):
-    """A float64 product's staged tiles at GEMM_K = 32 (82 KiB) failed to launch on an H100 with
+    """A float64 product's staged tiles 32 deep (82 KiB) failed to launch on an H100 with
     CUDA_ERROR_INVALID_VALUE, which the simulator does not enforce: Launch refuses it first."""
     from dispatchrl.backends.cuda import MAX_DYNAMIC_SHARED, Launch
-    from dispatchrl.kernels.core.cuda import gemm_shared_bytes, matmul_kernel
+    from dispatchrl.kernels.core.cuda import GRID_STAGE, gemm_shared_bytes, gemm_stage, matmul_kernel
 
     for dtype in (np.float32, np.float64):
-        assert gemm_shared_bytes(np.zeros(1, dtype)) <= MAX_DYNAMIC_SHARED
+        out = np.zeros(1, dtype)
+        assert gemm_stage(dtype) == 128 // out.itemsize
+        assert max(gemm_shared_bytes(out, gemm_stage(dtype)), gemm_shared_bytes(out, GRID_STAGE)) <= MAX_DYNAMIC_SHARED
     with pytest.raises(drl.ConfigError, match="dynamic shared memory"):
         Launch(matmul_kernel, (1,), (256,), MAX_DYNAMIC_SHARED + 8)
     # a wide and a narrow float64 product through the grid kernels (tiles, one thread per output)

@@ -27,6 +27,7 @@ __all__ = [
     "BLOCK_1D",
     "BLOCK_2D",
     "BLOCK_FORMS",
+    "BLOCK_WORK",
     "DYNAMIC_SHARED",
     "FUSED_BLOCK",
     "HARDWARE_FUSED_BLOCK",
@@ -291,6 +292,9 @@ BLOCK_FORMS: dict[Any, tuple[Any, Callable[..., tuple]]] = {}
 #: where a static array is allocated again for every inlined call: a fused step gives its block the
 #: largest need among its calls, which run one after another.
 DYNAMIC_SHARED: dict[Any, Callable[..., int]] = {}
+#: kernel -> a call's work from its raw arguments, where that is not the product of its block form's
+#: literal sizes (the products pass their staging depth as a literal too: their work is rows x cols x inner)
+BLOCK_WORK: dict[Any, Callable[..., int]] = {}
 
 
 def block_form(kernel, sizes: Callable[..., tuple] = lambda *args: ()) -> Callable:
@@ -350,11 +354,17 @@ def _memory_key(data) -> tuple:
 
 
 def block_work(calls: list) -> int:
-    """The largest product of literal sizes among ``calls`` (see SINGLE_BLOCK_MAX_WORK)."""
+    """The largest work among ``calls`` (see SINGLE_BLOCK_MAX_WORK): the product of a call's
+    literal sizes, or its kernel's :data:`BLOCK_WORK`."""
     work = 0
     for operation, args in kernel_calls(calls):
-        _, sizes = BLOCK_FORMS[_kernel_of(operation)]
-        work = max(work, int(np.prod([int(s) for s in sizes(*[raw(a) for a in args])], dtype=np.int64)))
+        kernel = _kernel_of(operation)
+        raws = [raw(a) for a in args]
+        if kernel in BLOCK_WORK:
+            work = max(work, int(BLOCK_WORK[kernel](*raws)))
+        else:
+            _, sizes = BLOCK_FORMS[kernel]
+            work = max(work, int(np.prod([int(s) for s in sizes(*raws)], dtype=np.int64)))
     return work
 
 

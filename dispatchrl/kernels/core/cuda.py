@@ -12,7 +12,16 @@ from numba import cuda, float64
 
 from ...activation import Activation
 from ...arrays import Array
-from ...backends.cuda import DYNAMIC_SHARED, MAX_FUSED_BLOCK, REDUCE_THREADS, Launch, block_form, flat, launch_1d
+from ...backends.cuda import (
+    BLOCK_WORK,
+    DYNAMIC_SHARED,
+    MAX_FUSED_BLOCK,
+    REDUCE_THREADS,
+    Launch,
+    block_form,
+    flat,
+    launch_1d,
+)
 from ...devices import CUDA
 from ...staging import launch
 from . import api
@@ -70,18 +79,18 @@ api.register_activation_methods(_activation_method)
 #: the tiled products (matmul, dense forward, weight and input gradients): a block computes a tile of
 #: (threads / 16 * 4) x 64 outputs per pass, each thread 4 x 4 of them in registers, strided by the
 #: block's thread rows and 16 columns so that shared-memory reads are conflict-free and stores
-#: coalesce; both operands are staged in shared memory GEMM_K inner indices at a time. 16: a
-#: float64 product's staging (16 x (257 + 65) x 8 = 41,216 B) stays within the 48 KiB of dynamic
-#: shared memory a block gets without opting in (32 failed to launch float64 products on an H100)
-GEMM_K = 16  # gemm_tiles unrolls its two eights by hand
+#: coalesce; both operands are staged in shared memory ``stage`` inner indices at a time: as many as
+#: fit GEMM_STAGE_BYTES per staged row, 32 for float32 and 16 for float64, so that either stays
+#: within the 48 KiB of dynamic shared memory a launch gets without opting in (32 x (257 + 65) x 4 =
+#: 41,216 B; float64 at 32 was 82 KiB and failed to launch on an H100). The grid kernels stage 16.
+GEMM_STAGE_BYTES = 128
+GRID_STAGE = 16
 GEMM_THREAD_COLS = 16
 GEMM_COLS = 4 * GEMM_THREAD_COLS
 GEMM_ROWS = MAX_FUSED_BLOCK // GEMM_THREAD_COLS * 4
 #: staged tiles' row lengths, one word longer: a transposed operand's staging stores would otherwise hit one bank
 GEMM_A_PITCH = GEMM_ROWS + 1
 GEMM_B_PITCH = GEMM_COLS + 1
-#: where op(b)'s tile starts in the dynamic shared memory, after op(a)'s
-GEMM_B_OFFSET = GEMM_K * GEMM_A_PITCH
 #: threads of a block of the grid (unfused) products: a 64 x 64 output tile each
 GEMM_BLOCK = 256
 
@@ -92,14 +101,14 @@ U = np.uint64
 
 
 @cuda.jit(device=True)
-def _multiply_add(acc, staged, kk, tx, ty, thread_rows):
+def _multiply_add(acc, staged, b_offset, kk, tx, ty, thread_rows):
     """acc += the outer product of this thread's 4 staged values of op(a) and of op(b) at inner index kk."""
     row = kk * GEMM_A_PITCH + ty
     a0 = staged[U(row)]
     a1 = staged[U(row + thread_rows)]
     a2 = staged[U(row + 2 * thread_rows)]
     a3 = staged[U(row + 3 * thread_rows)]
-    col = GEMM_B_OFFSET + kk * GEMM_B_PITCH + tx
+    col = b_offset + kk * GEMM_B_PITCH + tx
     for s in range(4):
         b = staged[U(col + GEMM_THREAD_COLS * s)]
         acc[0, s] += a0 * b
@@ -152,33 +161,40 @@ def _gemm_per_output(
 
 
 @cuda.jit(device=True)
-def _multiply_add8(acc, staged, first, tx, ty, thread_rows) -> None:
+def _multiply_add8(acc, staged, b_offset, first, tx, ty, thread_rows) -> None:
     """_multiply_add at inner indices first, ..., first + 7 (a literal: the offsets fold into the loads)."""
-    _multiply_add(acc, staged, first, tx, ty, thread_rows)
-    _multiply_add(acc, staged, first + 1, tx, ty, thread_rows)
-    _multiply_add(acc, staged, first + 2, tx, ty, thread_rows)
-    _multiply_add(acc, staged, first + 3, tx, ty, thread_rows)
-    _multiply_add(acc, staged, first + 4, tx, ty, thread_rows)
-    _multiply_add(acc, staged, first + 5, tx, ty, thread_rows)
-    _multiply_add(acc, staged, first + 6, tx, ty, thread_rows)
-    _multiply_add(acc, staged, first + 7, tx, ty, thread_rows)
+    _multiply_add(acc, staged, b_offset, first, tx, ty, thread_rows)
+    _multiply_add(acc, staged, b_offset, first + 1, tx, ty, thread_rows)
+    _multiply_add(acc, staged, b_offset, first + 2, tx, ty, thread_rows)
+    _multiply_add(acc, staged, b_offset, first + 3, tx, ty, thread_rows)
+    _multiply_add(acc, staged, b_offset, first + 4, tx, ty, thread_rows)
+    _multiply_add(acc, staged, b_offset, first + 5, tx, ty, thread_rows)
+    _multiply_add(acc, staged, b_offset, first + 6, tx, ty, thread_rows)
+    _multiply_add(acc, staged, b_offset, first + 7, tx, ty, thread_rows)
 
 
-def gemm_shared_bytes(*arrays) -> int:
-    """Dynamic shared memory gemm_tiles needs for output arrays of these dtypes."""
-    return GEMM_K * (GEMM_A_PITCH + GEMM_B_PITCH) * max(np.dtype(a.dtype).itemsize for a in arrays)
+def gemm_stage(dtype) -> int:
+    """Inner indices a fused product of output ``dtype`` stages per pass (a literal in the fused
+    kernel's source): 32 for float32, 16 for float64."""
+    return min(32, max(8, GEMM_STAGE_BYTES // np.dtype(dtype).itemsize))
+
+
+def gemm_shared_bytes(out, stage: int) -> int:
+    """Dynamic shared memory gemm_tiles needs for output ``out`` staged ``stage`` inner indices at a time."""
+    return stage * (GEMM_A_PITCH + GEMM_B_PITCH) * np.dtype(out.dtype).itemsize
 
 
 @cuda.jit(device=True)
-def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, step, bias, pre, code, dense):
+def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, step, bias, pre, code, dense, stage):
     """``c = op(a) @ op(b)`` (``rows x inner`` times ``inner x cols``; op transposes where asked) by
     every thread of the calling block, which takes the output tiles ``first, first + step, ...``.
     With ``dense``: ``pre = op(a) @ op(b) + bias`` and ``c = activate(pre, code)``. The accumulators
-    have the arrays' dtype (float32 for networks): no conversion inside the multiply-add loop."""
+    have the arrays' dtype (float32 for networks): no conversion inside the multiply-add loop.
+    ``stage``: inner indices staged per pass, a multiple of 8 up to 32 (a literal in a fused step)."""
     if rows < GEMM_NARROW or cols < GEMM_NARROW:  # sizes are literals in a fused step: decided while compiling
         _gemm_per_output(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, step, bias, pre, code, dense)
         return
-    # dynamic: one region for every product of a fused kernel (gemm_shared_bytes of the largest dtype)
+    # dynamic: one region for every product of a fused kernel (the largest gemm_shared_bytes)
     staged = cuda.shared.array(0, c.dtype)
     acc = cuda.local.array((4, 4), c.dtype)
     zero = c.dtype.type(0)
@@ -188,6 +204,7 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
     tx = tid % GEMM_THREAD_COLS
     ty = tid // GEMM_THREAD_COLS
     tile_rows = 4 * thread_rows
+    b_offset = stage * GEMM_A_PITCH  # op(b)'s staged tile follows op(a)'s
     # a transposed a is staged along its rows: each thread keeps one row and steps the inner index
     at_row = tid % tile_rows
     at_first = tid // tile_rows
@@ -200,38 +217,41 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
         for r in range(4):
             for s in range(4):
                 acc[r, s] = 0
-        for k0 in range(0, inner, GEMM_K):
+        for k0 in range(0, inner, stage):
             # stage op(a)[m0:, k0:] and op(b)[k0:, n0:], zero outside the matrices: consecutive
             # threads read along the operand's contiguous axis
             if a_transposed:
-                for kk in range(at_first, GEMM_K, at_step):
+                for kk in range(at_first, stage, at_step):
                     inside = m0 + at_row < rows and k0 + kk < inner
                     staged[U(kk * GEMM_A_PITCH + at_row)] = a[U(k0 + kk), U(m0 + at_row)] if inside else zero
             else:
-                for e in range(tid, tile_rows * GEMM_K, threads):
-                    mm = e // GEMM_K
-                    kk = e % GEMM_K
+                for e in range(tid, tile_rows * stage, threads):
+                    mm = e // stage
+                    kk = e % stage
                     inside = m0 + mm < rows and k0 + kk < inner
                     staged[U(kk * GEMM_A_PITCH + mm)] = a[U(m0 + mm), U(k0 + kk)] if inside else zero
             if b_transposed:
-                for e in range(tid, GEMM_COLS * GEMM_K, threads):
-                    nn = e // GEMM_K
-                    kk = e % GEMM_K
+                for e in range(tid, GEMM_COLS * stage, threads):
+                    nn = e // stage
+                    kk = e % stage
                     inside = n0 + nn < cols and k0 + kk < inner
-                    staged[U(GEMM_B_OFFSET + kk * GEMM_B_PITCH + nn)] = b[U(n0 + nn), U(k0 + kk)] if inside else zero
+                    staged[U(b_offset + kk * GEMM_B_PITCH + nn)] = b[U(n0 + nn), U(k0 + kk)] if inside else zero
             else:
-                for kk in range(tid // GEMM_COLS, GEMM_K, max(1, threads // GEMM_COLS)):
+                for kk in range(tid // GEMM_COLS, stage, max(1, threads // GEMM_COLS)):
                     for nn in range(tid % GEMM_COLS, GEMM_COLS, threads):
                         inside = n0 + nn < cols and k0 + kk < inner
-                        staged[U(GEMM_B_OFFSET + kk * GEMM_B_PITCH + nn)] = (
-                            b[U(k0 + kk), U(n0 + nn)] if inside else zero
-                        )
+                        staged[U(b_offset + kk * GEMM_B_PITCH + nn)] = b[U(k0 + kk), U(n0 + nn)] if inside else zero
             cuda.syncthreads()
             # by hand: numba's range loop would keep 64-bit counters and recompute every address;
-            # the second eight is skipped past the operands' inner extent (all zeros)
-            _multiply_add8(acc, staged, 0, tx, ty, thread_rows)
+            # eights past the operands' inner extent are skipped (all zeros)
+            _multiply_add8(acc, staged, b_offset, 0, tx, ty, thread_rows)
             if k0 + 8 < inner:
-                _multiply_add8(acc, staged, 8, tx, ty, thread_rows)
+                _multiply_add8(acc, staged, b_offset, 8, tx, ty, thread_rows)
+            if stage > 16:
+                if k0 + 16 < inner:
+                    _multiply_add8(acc, staged, b_offset, 16, tx, ty, thread_rows)
+                if k0 + 24 < inner:
+                    _multiply_add8(acc, staged, b_offset, 24, tx, ty, thread_rows)
             cuda.syncthreads()
         for r in range(4):
             i = m0 + ty + thread_rows * r
@@ -249,7 +269,7 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
 def _gemm_launch(kernel, out) -> Launch:
     rows, cols = out.shape
     tiles = -(-rows // (GEMM_BLOCK // GEMM_THREAD_COLS * 4)) * -(-cols // GEMM_COLS)
-    return Launch(kernel, (tiles,), (GEMM_BLOCK,), gemm_shared_bytes(out))
+    return Launch(kernel, (tiles,), (GEMM_BLOCK,), gemm_shared_bytes(out, GRID_STAGE))
 
 
 @cuda.jit
@@ -269,16 +289,18 @@ def matmul_kernel(a, b, out):
         out,
         0,
         False,
+        GRID_STAGE,
     )
 
 
-@block_form(matmul_kernel, lambda a, b, out: (out.shape[0], out.shape[1], a.shape[1]))
+@block_form(matmul_kernel, lambda a, b, out: (out.shape[0], out.shape[1], a.shape[1], gemm_stage(out.dtype)))
 @cuda.jit(device=True)
-def matmul_block(a, b, out, rows, cols, inner):
-    gemm_tiles(a, False, b, False, out, rows, cols, inner, 0, 1, out[0], out, 0, False)
+def matmul_block(a, b, out, rows, cols, inner, stage):
+    gemm_tiles(a, False, b, False, out, rows, cols, inner, 0, 1, out[0], out, 0, False, stage)
 
 
-DYNAMIC_SHARED[matmul_kernel] = lambda a, b, out: gemm_shared_bytes(out)
+DYNAMIC_SHARED[matmul_kernel] = lambda a, b, out: gemm_shared_bytes(out, gemm_stage(out.dtype))
+BLOCK_WORK[matmul_kernel] = lambda a, b, out: out.shape[0] * out.shape[1] * a.shape[1]
 
 
 @api.matmul.dispatch
@@ -303,16 +325,21 @@ def dense_forward_kernel(x, W, b, pre, out, code):
         pre,
         code,
         True,
+        GRID_STAGE,
     )
 
 
-@block_form(dense_forward_kernel, lambda x, W, b, pre, out, code: (pre.shape[0], pre.shape[1], x.shape[1]))
+@block_form(
+    dense_forward_kernel,
+    lambda x, W, b, pre, out, code: (pre.shape[0], pre.shape[1], x.shape[1], gemm_stage(out.dtype)),
+)
 @cuda.jit(device=True)
-def dense_forward_block(x, W, b, pre, out, code, rows, cols, inner):
-    gemm_tiles(x, False, W, False, out, rows, cols, inner, 0, 1, b, pre, code, True)
+def dense_forward_block(x, W, b, pre, out, code, rows, cols, inner, stage):
+    gemm_tiles(x, False, W, False, out, rows, cols, inner, 0, 1, b, pre, code, True, stage)
 
 
-DYNAMIC_SHARED[dense_forward_kernel] = lambda x, W, b, pre, out, code: gemm_shared_bytes(out)
+DYNAMIC_SHARED[dense_forward_kernel] = lambda x, W, b, pre, out, code: gemm_shared_bytes(out, gemm_stage(out.dtype))
+BLOCK_WORK[dense_forward_kernel] = lambda x, W, b, pre, out, code: pre.shape[0] * pre.shape[1] * x.shape[1]
 
 
 @api.dense_forward.dispatch
@@ -352,13 +379,14 @@ def weight_gradient_kernel(x, d_pre, dW):
         dW,
         0,
         False,
+        GRID_STAGE,
     )
 
 
-@block_form(weight_gradient_kernel, lambda x, d_pre, dW: (dW.shape[0], dW.shape[1], x.shape[0]))
+@block_form(weight_gradient_kernel, lambda x, d_pre, dW: (dW.shape[0], dW.shape[1], x.shape[0], gemm_stage(dW.dtype)))
 @cuda.jit(device=True)
-def weight_gradient_block(x, d_pre, dW, rows, cols, batch):
-    gemm_tiles(x, True, d_pre, False, dW, rows, cols, batch, 0, 1, dW[0], dW, 0, False)
+def weight_gradient_block(x, d_pre, dW, rows, cols, batch, stage):
+    gemm_tiles(x, True, d_pre, False, dW, rows, cols, batch, 0, 1, dW[0], dW, 0, False, stage)
 
 
 @cuda.jit(device=True)
@@ -383,7 +411,8 @@ def bias_gradient_block(d_pre, db, size, batch):
         _bias_gradient_at(j, d_pre, db, batch)
 
 
-DYNAMIC_SHARED[weight_gradient_kernel] = lambda x, d_pre, dW: gemm_shared_bytes(dW)
+DYNAMIC_SHARED[weight_gradient_kernel] = lambda x, d_pre, dW: gemm_shared_bytes(dW, gemm_stage(dW.dtype))
+BLOCK_WORK[weight_gradient_kernel] = lambda x, d_pre, dW: dW.shape[0] * dW.shape[1] * x.shape[0]
 
 
 @cuda.jit
@@ -404,16 +433,20 @@ def input_gradient_kernel(d_pre, W, d_x):
         d_x,
         0,
         False,
+        GRID_STAGE,
     )
 
 
-@block_form(input_gradient_kernel, lambda d_pre, W, d_x: (d_x.shape[0], d_x.shape[1], d_pre.shape[1]))
+@block_form(
+    input_gradient_kernel, lambda d_pre, W, d_x: (d_x.shape[0], d_x.shape[1], d_pre.shape[1], gemm_stage(d_x.dtype))
+)
 @cuda.jit(device=True)
-def input_gradient_block(d_pre, W, d_x, rows, cols, width):
-    gemm_tiles(d_pre, False, W, True, d_x, rows, cols, width, 0, 1, d_x[0], d_x, 0, False)
+def input_gradient_block(d_pre, W, d_x, rows, cols, width, stage):
+    gemm_tiles(d_pre, False, W, True, d_x, rows, cols, width, 0, 1, d_x[0], d_x, 0, False, stage)
 
 
-DYNAMIC_SHARED[input_gradient_kernel] = lambda d_pre, W, d_x: gemm_shared_bytes(d_x)
+DYNAMIC_SHARED[input_gradient_kernel] = lambda d_pre, W, d_x: gemm_shared_bytes(d_x, gemm_stage(d_x.dtype))
+BLOCK_WORK[input_gradient_kernel] = lambda d_pre, W, d_x: d_x.shape[0] * d_x.shape[1] * d_pre.shape[1]
 
 
 @api.dense_backward.dispatch

@@ -31,7 +31,7 @@ from ..kernels.offpolicy.api import (
     td_target,
 )
 from ..kernels.random.api import random_uniform, rng
-from ..nn import Policy, PolicyHead, adam_update, backward, forward, head_policy, make_buffers, polyak_average
+from ..nn import Policy, PolicyHead, backward, forward, head_policy, make_buffers, polyak_average
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import offpolicy
@@ -299,7 +299,7 @@ def update_critics(device: Device, config: Config, state: State) -> None:
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
         offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
-        adam_update(device, critic, config.critic_lr)
+        offpolicy.optimize(device, config, critic, config.critic_lr)
     q1, q2 = state.critic1_batch.output, state.critic2_batch.output  # the batch's Q before this update
     accumulate_critic_stats(device, q1, q2, state.q_target, state.critic_stats)
     offpolicy.update_priorities(device, config, state, q1, q2, state.q_target)
@@ -318,7 +318,7 @@ def update_actor(device: Device, config: Config, state: State) -> None:
     backward(device, state.critic1, critic_buffers, state.critic_input, critic_buffers.d_output, parameters=False)
     slice_columns(device, critic_buffers.d_in[0], critic_obs.shape[1], state.d_action)
     backward(device, state.actor, state.actor_batch, obs, state.d_action)
-    adam_update(device, state.actor, config.actor_lr)
+    offpolicy.optimize(device, config, state.actor, config.actor_lr)
 
 
 def update_targets(device: Device, config: Config, state: State, networks: str = "all") -> None:

@@ -43,6 +43,7 @@ from .kernels.core.api import (
     polyak_update,
     relu,
     tanh,
+    weight_decay_step,
 )
 from .kernels.random.api import random_normal, random_uniform, rng
 from .staging import Below, Every, Step, compile_step, fuse, launch, when
@@ -123,6 +124,7 @@ __all__ = [
     "td3",
     "to_numpy",
     "training",
+    "weight_decay_step",
     "when",
     "zeros",
 ]

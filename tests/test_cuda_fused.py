@@ -209,6 +209,14 @@ def test_every_cuda_kernel_has_a_block_level_form(cuda_device):
     assert not missing
 
 
+def test_weight_decay_step_runs_inside_the_fused_kernel(cuda_device):
+    x = drl.asarray(cuda_device, np.arange(1, 6, dtype=np.float32))
+    step = drl.fuse(cuda_device, lambda d: drl.weight_decay_step(d, x, 0.25))
+    assert step._run.kernels == 1 and not getattr(step._run, "unfused", None)
+    step(2)
+    np.testing.assert_allclose(drl.to_numpy(x), np.arange(1, 6) * 0.75**2, rtol=1e-6)
+
+
 def test_too_many_arrays_for_one_kernel_keep_the_launch_loop(cuda_device, monkeypatch):
     net, loss, args = regression(cuda_device, (3, 8, 8, 2), 10)
     step = drl.fuse(cuda_device, nn.mlp_train_step, *args)

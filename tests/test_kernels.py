@@ -508,6 +508,36 @@ def test_adam_step_with_an_array_learning_rate_matches_the_number(device):
     np.testing.assert_allclose(v_array, v_number, rtol=1e-6, atol=1e-9)
 
 
+def test_weight_decay_then_adam_is_rltools_decaying_adam(device):
+    """RLtools' Adam with weight decay λ (nn/optimizers/adam/instance/operations_generic.h):
+    w -= lr·m̂/(√v̂ + ε) + w·λ/2, the decay decoupled from the moments and not scaled by lr.
+    weight_decay_step(λ/2) then adam_step must follow that float64 reference."""
+    g = np.random.default_rng(11)
+    p, grads = g.normal(size=(3, 17)).astype(np.float32), g.normal(size=(4, 3, 17)).astype(np.float32)
+    lr, wd = 3e-2, 0.1
+    param, grad, m, v = (
+        put(device, p),
+        drl.zeros(device, (3, 17)),
+        drl.zeros(device, (3, 17)),
+        drl.zeros(device, (3, 17)),
+    )
+    t = drl.zeros(device, 1, np.int64)
+    ref_p, ref_m, ref_v = p.astype(float), np.zeros((3, 17)), np.zeros((3, 17))
+    for step, step_grad in enumerate(grads.astype(float), start=1):
+        drl.assign(grad, step_grad)
+        drl.weight_decay_step(device, param, wd / 2)
+        drl.adam_step(device, param, grad, m, v, t, lr, 0.9, 0.999, 1e-8)
+        ref_m = 0.9 * ref_m + 0.1 * step_grad
+        ref_v = 0.999 * ref_v + 0.001 * step_grad**2
+        adam = lr * (ref_m / (1 - 0.9**step)) / (np.sqrt(ref_v / (1 - 0.999**step)) + 1e-8)
+        ref_p = ref_p - (adam + ref_p * wd / 2)
+    close(param, ref_p)
+    close(m, ref_m)
+    assert drl.to_numpy(t)[0] == 4
+    with pytest.raises(drl.ConfigError, match="decay"):
+        drl.weight_decay_step(device, param, -0.1)
+
+
 def test_polyak_fill_copy(device):
     @examples(device)
     @given(dims, dims, seeds, st.floats(0, 1))

@@ -144,6 +144,7 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
             "polyak": (unit_interval, "in [0, 1]"),
             "actor_lr": (positive, "a positive number"),
             "critic_lr": (positive, "a positive number"),
+            "weight_decay": (lambda v: non_negative(v) and v <= 2, "a number in [0, 2]"),
             "policy_delay": (positive_int, "a positive int"),
             "train_freq": (positive_int, "a positive int"),
             "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
@@ -178,6 +179,7 @@ class OffPolicyConfig:
     polyak: float = 0.995  # target ← polyak·target + (1 − polyak)·online
     actor_lr: float = 1e-3  # the actor's Adam learning rate
     critic_lr: float = 1e-3  # the critics' Adam learning rate
+    weight_decay: float = 0.0  # RLtools' Adam weight decay: each step w -= weight_decay/2 · w, weights only
     policy_delay: int = 1  # actor (and target or temperature) updates every policy_delay updates
     train_freq: int = 1  # one update every train_freq env steps (SB3's train_freq)
     replay_capacity: int | None = None  # replay buffer rows; None: total_steps

@@ -30,6 +30,7 @@ from ..kernels.replay.api import (
     tree_leaves,
     uniform_index,
 )
+from ..nn import adam_update, decay_weights
 from ..staging import Below, Every, when
 
 __all__ = [
@@ -245,6 +246,14 @@ def weight_gradient(device: Device, state: Any, d_output: Any) -> None:
     """Importance weights on a critic's per-row loss gradient (prioritized replay only)."""
     if state.priorities is not None:
         scale_rows(device, state.priorities.weight, d_output)
+
+
+def optimize(device: Device, config: Any, net: Any, lr: float) -> None:
+    """One Adam step of ``net``, after RLtools' weight decay where ``config.weight_decay`` > 0
+    (decided here, at trace time, so without it a step holds exactly the Adam kernels)."""
+    if config.weight_decay > 0:
+        decay_weights(device, net, config.weight_decay / 2)
+    adam_update(device, net, lr)
 
 
 def update_priorities(device: Device, config: Any, state: Any, q1: Array, q2: Array, target: Array) -> None:

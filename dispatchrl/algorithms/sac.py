@@ -42,7 +42,6 @@ from ..nn import (
     Parameter,
     Policy,
     PolicyHead,
-    adam_update,
     backward,
     forward,
     head_policy,
@@ -317,7 +316,7 @@ def update_critics(device: Device, config: Config, state: State) -> None:
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
         offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output)
-        adam_update(device, critic, config.critic_lr)
+        offpolicy.optimize(device, config, critic, config.critic_lr)
     q1, q2 = state.critic1_train.output, state.critic2_train.output  # the batch's Q before this update
     accumulate_critic_stats(device, q1, q2, state.q_target, state.critic_stats)
     offpolicy.update_priorities(device, config, state, q1, q2, state.q_target)
@@ -361,7 +360,7 @@ def update_actor(device: Device, config: Config, state: State) -> None:
     # the actor's columns again: the target's forward on next observations reused their scratch
     obs = offpolicy.actor_rows(device, state, state.batch.obs)
     backward(device, state.actor, state.actor_train, obs, state.actor_train.d_output)
-    adam_update(device, state.actor, config.actor_lr)
+    offpolicy.optimize(device, config, state.actor, config.actor_lr)
 
 
 def update_targets(device: Device, config: Config, state: State) -> None:

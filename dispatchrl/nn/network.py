@@ -29,7 +29,7 @@ import plum
 from ..arrays import Array, assign, to_numpy
 from ..data.tensordict import TensorDict, flat_key, host_leaf
 from ..errors import ConfigError, DTypeError, MissingKeyError, ShapeError
-from ..kernels.core.api import adam_step, mse_gradient, mse_loss, polyak_update
+from ..kernels.core.api import adam_step, mse_gradient, mse_loss, polyak_update, weight_decay_step
 from ..spaces import Box, Discrete
 from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward
 from .policy import Policy
@@ -42,6 +42,7 @@ __all__ = [
     "adam_update",
     "backward",
     "check_device_methods",
+    "decay_weights",
     "deployable",
     "forward",
     "is_network",
@@ -120,6 +121,12 @@ def adam_update(device, net, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8) -> None:
 
 
 @_network_function
+def decay_weights(device, net, decay) -> None:
+    """``w -= decay * w`` on ``net``'s weights (not its biases): RLtools' Adam weight decay, run
+    before :func:`adam_update` (whose step does not read the value, so the order changes no math)."""
+
+
+@_network_function
 def polyak_average(device, target, online, polyak) -> None:
     """target ← polyak·target + (1 − polyak)·online, parameter by parameter."""
 
@@ -154,6 +161,12 @@ def _(device, net: MLP, buffers, x, d_output, parameters, input_gradient) -> Non
 @make_buffers.dispatch
 def _(device, net: MLP, batch, input_gradient) -> MLPBuffers:
     return mlp_buffers(device, net, batch, input_gradient)
+
+
+@decay_weights.dispatch
+def _(device, net: MLP, decay) -> None:
+    for w in net.weights:  # views into the flat group are fine: the step counters are not touched
+        weight_decay_step(device, w.value, decay)
 
 
 @parameter_groups.dispatch

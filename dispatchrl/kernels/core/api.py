@@ -37,6 +37,7 @@ __all__ = [
     "register_activation_methods",
     "relu",
     "tanh",
+    "weight_decay_step",
 ]
 
 #: GELU's constants: x Φ(x) = x (1 + erf(x SQRT_HALF)) / 2, Φ'(x) = INV_SQRT_2PI exp(-x²/2)
@@ -205,6 +206,16 @@ def polyak_update(device, target, source, polyak):
     check_array("polyak_update", "target", target, device)
     check_array("polyak_update", "source", source, device, shape=target.shape, dtype=target.dtype)
     return device, target, source, check_number("polyak_update", "polyak", polyak, 0, 1)
+
+
+@generic(inplace=("param",))
+def weight_decay_step(device, param, decay):
+    """``param -= decay * param``: RLtools' Adam weight decay, which it applies to weights only,
+    decoupled from the gradient moments and not scaled by the learning rate (its update adds
+    ``param * weight_decay / 2``, so ``decay`` is half its coefficient)."""
+    check_device("weight_decay_step", device)
+    check_array("weight_decay_step", "param", param, device)
+    return device, param, check_number("weight_decay_step", "decay", decay, 0, 1)
 
 
 @generic(outputs=("out",))

@@ -446,6 +446,21 @@ def polyak_update(device: C, target, source, polyak):
     )
 
 
+WEIGHT_DECAY_STEP = "for (int i = 0; i < SIZE; i++) param[i] -= (T)decay * param[i];"
+
+
+@api.weight_decay_step.dispatch
+def weight_decay_step(device: C, param, decay):
+    launch(
+        device,
+        CKernel(
+            "weight_decay_step", WEIGHT_DECAY_STEP, ("param", "decay"), ("param",), {"SIZE": param.size}, param.dtype
+        ),
+        param,
+        decay,
+    )
+
+
 FILL = "for (int i = 0; i < SIZE; i++) out[i] = (T)value;"
 
 

@@ -669,6 +669,19 @@ def polyak_update(device: CPU, target, source, polyak):
 
 
 @njit(**JIT_FAST)
+def weight_decay_step_kernel(param, decay):
+    d = param.dtype.type(decay)
+    p = param.reshape(param.size)
+    for i in range(p.size):
+        p[i] -= d * p[i]
+
+
+@api.weight_decay_step.dispatch
+def weight_decay_step(device: CPU, param, decay):
+    launch(device, weight_decay_step_kernel, param, decay)
+
+
+@njit(**JIT_FAST)
 def fill_kernel(out, value):
     o = out.reshape(out.size)
     for i in range(o.size):

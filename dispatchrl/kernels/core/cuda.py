@@ -626,6 +626,25 @@ def polyak_update(device: CUDA, target, source, polyak):
 
 
 @cuda.jit
+def weight_decay_step_kernel(param, decay):
+    i = cuda.grid(1)
+    if i < param.size:
+        param[i] -= decay * param[i]
+
+
+@block_form(weight_decay_step_kernel, lambda param, decay: (param.size,))
+@cuda.jit(device=True)
+def weight_decay_step_block(param, decay, size):
+    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+        param[i] -= decay * param[i]
+
+
+@api.weight_decay_step.dispatch
+def weight_decay_step(device: CUDA, param, decay):
+    launch_1d(device, weight_decay_step_kernel, param.size, flat(param), decay)
+
+
+@cuda.jit
 def fill_kernel(out, value):
     i = cuda.grid(1)
     if i < out.size:

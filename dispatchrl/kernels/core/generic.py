@@ -151,6 +151,15 @@ def polyak_update(device: Generic, target, source, polyak):
     launch(device, polyak_update_kernel, target, source, polyak)
 
 
+def weight_decay_step_kernel(param, decay) -> None:
+    param -= (decay * param).astype(param.dtype)
+
+
+@api.weight_decay_step.dispatch
+def weight_decay_step(device: Generic, param, decay):
+    launch(device, weight_decay_step_kernel, param, decay)
+
+
 def fill_kernel(out, value) -> None:
     out[...] = value
 

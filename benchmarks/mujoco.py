@@ -26,8 +26,8 @@ nothing from them). The peer venv: ``pip install stable-baselines3 tianshou mujo
 SB3 2.9.2, Tianshou 2.0.1, mujoco 4.0.0, torch 2.14, gymnasium 1.4; ``--peers sb3`` without Tianshou).
 
 ``--table`` (item 3): per algorithm, env and seed, train with the env's default configuration
-(``config_for``: Tianshou's MuJoCo SAC/TD3; PPO's default), or ``--steps`` env steps (the warm-up
-then capped at half of them), evaluating the deterministic policy every ``--eval-every`` env steps
+(``config_for``: Tianshou's MuJoCo SAC/TD3/PPO, 3M steps for PPO), or ``--steps`` env steps (the
+warm-up then capped at half of them; PPO needs at least one 2048-step rollout), evaluating the deterministic policy every ``--eval-every`` env steps
 (default: Tianshou's epoch, 5000 off-policy, 30000 PPO) and at the end over 10 episodes
 (``EvalCallback``, the fixed evaluation seeds). Each finished run appends a JSON line to
 ``--results``: the final and the max evaluation mean, every evaluation, the wall and compile

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 import dispatchrl.envs as E
-from dispatchrl.algorithms import sac, td3
+from dispatchrl.algorithms import ppo, sac, td3
+from dispatchrl.arrays import to_numpy
+from dispatchrl.checkpoint import named_arrays
+from dispatchrl.devices import CPU
 from dispatchrl.errors import ConfigError, ShapeError
 
 pytest.importorskip("mujoco")
@@ -174,3 +177,39 @@ def test_tianshou_hyperparameters_on_these_envs():
         s.validate()
     # other envs keep theirs
     assert td3.config_for("ant") == td3.Config() and sac.config_for("pendulum") == sac.Config()
+
+
+def test_tianshou_ppo_hyperparameters_on_these_envs():
+    for name in ("halfcheetah", "Hopper-v5", "dispatchrl/Walker2d-v5", "humanoid"):
+        p = ppo.config_for(name)
+        assert p == ppo.MUJOCO and p is not ppo.MUJOCO  # a copy: callers may edit theirs
+        assert (p.total_steps, p.num_envs, p.steps_per_env, p.batch_size, p.epochs) == (3_000_000, 8, 256, 64, 10)
+        assert (p.hidden, p.activation, p.lr, p.adam_eps, p.gamma, p.lam, p.clip) == (
+            (64, 64),
+            "tanh",
+            3e-4,
+            1e-8,
+            0.99,
+            0.95,
+            0.2,
+        )
+        assert p.entropy_coef == 0.0 and p.initial_std == pytest.approx(np.exp(-0.5))
+        assert p.normalize_observations and not p.normalize_advantage and not p.adaptive_lr
+        p.validate()
+    # Ant keeps RLtools' configuration, other envs the defaults
+    assert ppo.config_for("ant") == ppo.ant_config() and ppo.config_for("pendulum") == ppo.Config()
+
+
+def test_tianshou_ppo_config_trains_on_native_hopper():
+    """Two rollouts of ppo.MUJOCO shrunk (4 envs × 32 steps, 2 passes of 2 minibatches) on the
+    native Hopper: the run finishes with finite weights and returns."""
+    import dataclasses
+
+    config = dataclasses.replace(ppo.MUJOCO, total_steps=256, num_envs=4, steps_per_env=32, epochs=2)
+    result = ppo.train(CPU(), "hopper", config, seed=0, progress=False)
+    assert result.steps == 256 and result.spec.eval_id == "dispatchrl/Hopper-v5"
+    assert to_numpy(result.state.updates)[0] == 2 * 2 * 2  # rollouts × epochs × minibatches of 64 rows
+    trained = dict(named_arrays(result.state.actor, "actor."), **dict(named_arrays(result.state.critic, "critic.")))
+    assert trained and all(np.isfinite(to_numpy(value)).all() for value in trained.values())
+    assert len(result.history["returns"]) and np.isfinite(result.history["returns"]).all()
+    assert np.isfinite(result.policy(np.zeros((1, OBS_DIMS["Hopper"]), np.float32))).all()

@@ -12,6 +12,7 @@ policy and the current one). Native envs (Pendulum) run the whole rollout as one
 per device; other envs are stepped from Python between two fused halves of each step.
 """
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from ..data import (
 )
 from ..devices import Device
 from ..envs import EnvState, env_reset_done, env_step
+from ..envs.registry import mujoco_env
 from ..errors import DIVERGENCE_HINT, ConfigError, TrainingDiverged
 from ..kernels.core.api import adam_step, copy, fill, increment, mse_gradient
 from ..kernels.offpolicy.api import track_episodes
@@ -85,6 +87,7 @@ from .protocol import Schedule
 
 __all__ = [
     "ACTION_SPACES",
+    "MUJOCO",
     "NAME",
     "Config",
     "State",
@@ -238,13 +241,51 @@ def cartpole_config() -> Config:
 
 
 def config_for(env: object) -> Config:
-    """The per-env default configuration (its training budget included)."""
+    """The per-env default configuration (its training budget included): on HalfCheetah, Hopper,
+    Walker2d and Humanoid v5, Tianshou's MuJoCo PPO (:data:`MUJOCO`)."""
     name = env.lower() if isinstance(env, str) else ""
     if name in ("ant", "ant-v5", "dispatchrl/ant-v5"):
         return ant_config()
+    if mujoco_env(env) in ("halfcheetah", "hopper", "walker2d", "humanoid"):
+        return dataclasses.replace(MUJOCO)
     if name in ("cartpole", "cartpole-v1", "dispatchrl/cartpole-v1"):
         return cartpole_config()
     return Config()
+
+
+# Tianshou's defaults, thu-ml/tianshou examples/mujoco/mujoco_ppo.py (get_args, test_ppo). Not
+# carried over (dispatchrl's PPO has no such feature): rew_norm (returns scaled by their running
+# std), lr_decay (lr linearly to 0 over the run; here it stays 3e-4), max_grad_norm 0.5, vf_coef
+# 0.25 (one loss for actor and critic there; here the critic has its own MSE step, and with Adam
+# the weight matters only through the joint grad-norm clip and ε), recompute_adv (GAE again
+# before each of the 10 passes; here once per rollout), the orthogonal init (gain √2, the mean
+# layer × 0.01) and the obs_norm wrapper's clip of normalised observations to ±10. Matched:
+# value_clip 0 and dual_clip None (ours has neither), bound_action_method "clip" (ours clips to
+# [-1, 1] before rescaling to the bounds too), the state-independent log std (unbounded=True).
+# Against ant_config() (RLtools' Ant): a 64 × 64 tanh net rather than 256 × 256 ReLU; a 2048-row
+# rollout (8 envs × 256 steps) in 32 minibatches of 64, 10 passes, rather than 4096 rows (64 × 64)
+# in 2 of 2048, 4 passes; a constant lr rather than the KL-adapted one; initial std e^-0.5 rather
+# than 0.5; torch's Adam ε; 3M steps rather than 1M. γ, λ, clip, no entropy bonus, no advantage
+# normalisation and observation normalisation are the same.
+MUJOCO = Config(
+    total_steps=3_000_000,  # epoch 100 × step_per_epoch 30000 (whole rollouts: 1464 of 2048 steps here, 15 per epoch there)
+    num_envs=8,  # training_num
+    steps_per_env=256,  # step_per_collect 2048 / 8 envs
+    batch_size=64,
+    epochs=10,  # repeat_per_collect
+    hidden=(64, 64),  # hidden_sizes, nn.Tanh in actor and critic
+    activation="tanh",
+    gamma=0.99,
+    lam=0.95,  # gae_lambda
+    clip=0.2,  # eps_clip
+    entropy_coef=0.0,  # ent_coef
+    initial_std=float(np.exp(-0.5)),  # sigma_param initialised to log std -0.5
+    lr=3e-4,
+    adam_eps=1e-8,  # torch.optim.Adam's default
+    normalize_advantage=False,  # norm_adv 0
+    normalize_observations=True,  # make_mujoco_env(obs_norm=True): running mean and std
+    adaptive_lr=False,
+)
 
 
 # ---------------------------------------------------------------- state

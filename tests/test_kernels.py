@@ -484,6 +484,13 @@ def test_adam_step(device):
     check()
 
 
+def adam_arrays(device, p) -> tuple:
+    """adam_step's param (from ``p``), grad, m and v (zeros) and its step counter t."""
+    shape = np.shape(p)
+    zeros = [drl.zeros(device, shape) for _ in range(3)]
+    return put(device, p), *zeros, drl.zeros(device, 1, np.int64)
+
+
 def test_adam_step_with_an_array_learning_rate_matches_the_number(device):
     """adam_step's lr may be a (1,) float64 Array (PPO adapts it inside the fused step): plum
     picks that method on the argument's type; it must update exactly as the number would."""
@@ -491,13 +498,7 @@ def test_adam_step_with_an_array_learning_rate_matches_the_number(device):
     p, grads = g.normal(size=(3, 17)), g.normal(size=(4, 3, 17))
     results = []
     for lr in (3e-2, drl.asarray(device, np.array([3e-2]))):
-        param, grad, m, v = (
-            put(device, p),
-            drl.zeros(device, (3, 17)),
-            drl.zeros(device, (3, 17)),
-            drl.zeros(device, (3, 17)),
-        )
-        t = drl.zeros(device, 1, np.int64)
+        param, grad, m, v, t = adam_arrays(device, p)
         for step_grad in grads:
             drl.assign(grad, step_grad)
             drl.adam_step(device, param, grad, m, v, t, lr, 0.9, 0.999, 1e-8)
@@ -515,13 +516,7 @@ def test_weight_decay_then_adam_is_rltools_decaying_adam(device):
     g = np.random.default_rng(11)
     p, grads = g.normal(size=(3, 17)).astype(np.float32), g.normal(size=(4, 3, 17)).astype(np.float32)
     lr, wd = 3e-2, 0.1
-    param, grad, m, v = (
-        put(device, p),
-        drl.zeros(device, (3, 17)),
-        drl.zeros(device, (3, 17)),
-        drl.zeros(device, (3, 17)),
-    )
-    t = drl.zeros(device, 1, np.int64)
+    param, grad, m, v, t = adam_arrays(device, p)
     ref_p, ref_m, ref_v = p.astype(float), np.zeros((3, 17)), np.zeros((3, 17))
     for step, step_grad in enumerate(grads.astype(float), start=1):
         drl.assign(grad, step_grad)

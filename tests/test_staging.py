@@ -177,6 +177,7 @@ def sample_arguments(device):
             1e-8,
         ),
         "polyak_update": (device, v, drl.zeros(device, 2), 0.5),
+        "weight_decay_step": (device, drl.zeros(device, 2), 0.25),
         "fill": (device, v, 0.0),
         "copy": (device, v, drl.zeros(device, 2)),
         "random_uniform": (device, drl.rng(device, 0), v, 0.0, 1.0),

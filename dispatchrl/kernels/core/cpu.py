@@ -669,11 +669,17 @@ def polyak_update(device: CPU, target, source, polyak):
 
 
 @njit(**JIT_FAST)
+def weight_decay_at(i, param, decay) -> None:
+    """param[i] -= decay · param[i], the product in param's dtype: the one body of the CPU loop and
+    the CUDA kernels (per_index)."""
+    param[i] -= param.dtype.type(decay) * param[i]
+
+
+@njit(**JIT_FAST)
 def weight_decay_step_kernel(param, decay):
-    d = param.dtype.type(decay)
     p = param.reshape(param.size)
     for i in range(p.size):
-        p[i] -= d * p[i]
+        weight_decay_at(i, p, decay)
 
 
 @api.weight_decay_step.dispatch

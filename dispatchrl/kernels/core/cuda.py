@@ -6,6 +6,7 @@ Methods pick the launch configuration from the static shapes and hand a
 which a fused step calls inside its one single-block kernel."""
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import cuda, float64
@@ -21,10 +22,11 @@ from ...backends.cuda import (
     block_form,
     flat,
     launch_1d,
+    per_index,
 )
 from ...devices import CUDA
 from ...staging import launch
-from . import api
+from . import api, cpu
 from .api import INV_SQRT_2PI, SQRT_HALF
 
 __all__ = ["adam_update", "increment_kernel"]
@@ -184,6 +186,20 @@ def gemm_shared_bytes(out, stage: int) -> int:
     return stage * (GEMM_A_PITCH + GEMM_B_PITCH) * np.dtype(out.dtype).itemsize
 
 
+def product_form(kernel, shape) -> Any:
+    """``block_form`` for a product kernel whose raw arguments give ``shape(*args) = (rows, cols,
+    inner, out)``: its block form takes those sizes and its staging depth as literals, and the
+    kernel's dynamic shared memory and work (rows x cols x inner) are registered from the same shape."""
+
+    def sizes(*args) -> tuple:
+        rows, cols, inner, out = shape(*args)
+        return rows, cols, inner, gemm_stage(out.dtype)
+
+    DYNAMIC_SHARED[kernel] = lambda *args: gemm_shared_bytes(shape(*args)[3], sizes(*args)[3])
+    BLOCK_WORK[kernel] = lambda *args: math.prod(shape(*args)[:3])
+    return block_form(kernel, sizes)
+
+
 @cuda.jit(device=True)
 def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, step, bias, pre, code, dense, stage):
     """``c = op(a) @ op(b)`` (``rows x inner`` times ``inner x cols``; op transposes where asked) by
@@ -293,14 +309,10 @@ def matmul_kernel(a, b, out):
     )
 
 
-@block_form(matmul_kernel, lambda a, b, out: (out.shape[0], out.shape[1], a.shape[1], gemm_stage(out.dtype)))
+@product_form(matmul_kernel, lambda a, b, out: (out.shape[0], out.shape[1], a.shape[1], out))
 @cuda.jit(device=True)
 def matmul_block(a, b, out, rows, cols, inner, stage):
     gemm_tiles(a, False, b, False, out, rows, cols, inner, 0, 1, out[0], out, 0, False, stage)
-
-
-DYNAMIC_SHARED[matmul_kernel] = lambda a, b, out: gemm_shared_bytes(out, gemm_stage(out.dtype))
-BLOCK_WORK[matmul_kernel] = lambda a, b, out: out.shape[0] * out.shape[1] * a.shape[1]
 
 
 @api.matmul.dispatch
@@ -329,17 +341,10 @@ def dense_forward_kernel(x, W, b, pre, out, code):
     )
 
 
-@block_form(
-    dense_forward_kernel,
-    lambda x, W, b, pre, out, code: (pre.shape[0], pre.shape[1], x.shape[1], gemm_stage(out.dtype)),
-)
+@product_form(dense_forward_kernel, lambda x, W, b, pre, out, code: (pre.shape[0], pre.shape[1], x.shape[1], out))
 @cuda.jit(device=True)
 def dense_forward_block(x, W, b, pre, out, code, rows, cols, inner, stage):
     gemm_tiles(x, False, W, False, out, rows, cols, inner, 0, 1, b, pre, code, True, stage)
-
-
-DYNAMIC_SHARED[dense_forward_kernel] = lambda x, W, b, pre, out, code: gemm_shared_bytes(out, gemm_stage(out.dtype))
-BLOCK_WORK[dense_forward_kernel] = lambda x, W, b, pre, out, code: pre.shape[0] * pre.shape[1] * x.shape[1]
 
 
 @api.dense_forward.dispatch
@@ -383,7 +388,7 @@ def weight_gradient_kernel(x, d_pre, dW):
     )
 
 
-@block_form(weight_gradient_kernel, lambda x, d_pre, dW: (dW.shape[0], dW.shape[1], x.shape[0], gemm_stage(dW.dtype)))
+@product_form(weight_gradient_kernel, lambda x, d_pre, dW: (dW.shape[0], dW.shape[1], x.shape[0], dW))
 @cuda.jit(device=True)
 def weight_gradient_block(x, d_pre, dW, rows, cols, batch, stage):
     gemm_tiles(x, True, d_pre, False, dW, rows, cols, batch, 0, 1, dW[0], dW, 0, False, stage)
@@ -411,10 +416,6 @@ def bias_gradient_block(d_pre, db, size, batch):
         _bias_gradient_at(j, d_pre, db, batch)
 
 
-DYNAMIC_SHARED[weight_gradient_kernel] = lambda x, d_pre, dW: gemm_shared_bytes(dW, gemm_stage(dW.dtype))
-BLOCK_WORK[weight_gradient_kernel] = lambda x, d_pre, dW: dW.shape[0] * dW.shape[1] * x.shape[0]
-
-
 @cuda.jit
 def input_gradient_kernel(d_pre, W, d_x):
     # d_x = d_pre Wᵀ
@@ -437,16 +438,10 @@ def input_gradient_kernel(d_pre, W, d_x):
     )
 
 
-@block_form(
-    input_gradient_kernel, lambda d_pre, W, d_x: (d_x.shape[0], d_x.shape[1], d_pre.shape[1], gemm_stage(d_x.dtype))
-)
+@product_form(input_gradient_kernel, lambda d_pre, W, d_x: (d_x.shape[0], d_x.shape[1], d_pre.shape[1], d_x))
 @cuda.jit(device=True)
 def input_gradient_block(d_pre, W, d_x, rows, cols, width, stage):
     gemm_tiles(d_pre, False, W, True, d_x, rows, cols, width, 0, 1, d_x[0], d_x, 0, False, stage)
-
-
-DYNAMIC_SHARED[input_gradient_kernel] = lambda d_pre, W, d_x: gemm_shared_bytes(d_x, gemm_stage(d_x.dtype))
-BLOCK_WORK[input_gradient_kernel] = lambda d_pre, W, d_x: d_x.shape[0] * d_x.shape[1] * d_pre.shape[1]
 
 
 @api.dense_backward.dispatch
@@ -625,18 +620,7 @@ def polyak_update(device: CUDA, target, source, polyak):
     launch_1d(device, polyak_update_kernel, target.size, flat(target), flat(source), polyak)
 
 
-@cuda.jit
-def weight_decay_step_kernel(param, decay):
-    i = cuda.grid(1)
-    if i < param.size:
-        param[i] -= decay * param[i]
-
-
-@block_form(weight_decay_step_kernel, lambda param, decay: (param.size,))
-@cuda.jit(device=True)
-def weight_decay_step_block(param, decay, size):
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
-        param[i] -= decay * param[i]
+weight_decay_step_kernel = per_index(cpu.weight_decay_at, "param.size")
 
 
 @api.weight_decay_step.dispatch

@@ -273,8 +273,10 @@ def speed(args) -> None:
             )
 
 
-def table_config(algo_name: str, env: str, steps: int | None):
-    cfg = getattr(drl, algo_name).config_for(env)
+def table_config(algo_name: str, env: str, steps: int | None, overrides: list[str] = ()):
+    from dispatchrl.cli import _parse_overrides
+
+    cfg = _parse_overrides(getattr(drl, algo_name).config_for(env), list(overrides))
     if steps is None:
         return cfg
     changes: dict = {"total_steps": steps}
@@ -291,7 +293,7 @@ def table(args) -> None:
             if (algo, env) not in TIANSHOU:
                 raise SystemExit(f"--table: no Tianshou figure for {algo} on {env}; expected {sorted(TIANSHOU)}")
             for seed in [int(s) for s in args.seeds.split(",") if s]:
-                cfg = table_config(algo, env, args.steps)
+                cfg = table_config(algo, env, args.steps, args.set)
                 every = min(args.eval_every or EVAL_EVERY[algo], cfg.total_steps)
                 evaluations = EvalCallback(every, episodes=len(EVAL_SEEDS))
                 load = os.getloadavg()[0]
@@ -372,6 +374,13 @@ def main() -> None:
     parser.add_argument("--envs", default="halfcheetah,hopper,walker2d", help="--table: MuJoCo envs, short names")
     parser.add_argument("--seeds", default="0,1", help="--table: seeds, comma-separated")
     parser.add_argument("--steps", type=int, default=None, help="--table: env steps (default: the config's)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--table: a config field over the env's default (repeatable; the record keeps the whole config)",
+    )
     parser.add_argument("--eval-every", type=int, default=None, help="--table: env steps between evaluations")
     parser.add_argument("--results", default=str(RESULTS), help="--table/--report: the JSON-lines file")
     args = parser.parse_args()

@@ -533,6 +533,46 @@ def test_weight_decay_then_adam_is_rltools_decaying_adam(device):
         drl.weight_decay_step(device, param, -0.1)
 
 
+def test_gradient_norm_clipping_is_torch_clip_grad_norm(device):
+    """accumulate_squared_norm over several arrays, then clip_by_norm each, against torch's
+    clip_grad_norm_ in float64: the joint norm, each array scaled by max_norm / (norm + 1e-6)
+    where that is below 1, left alone otherwise."""
+
+    @examples(device)
+    @given(dims, dims, seeds, st.sampled_from([np.float32, np.float64]), st.floats(0.05, 20.0))
+    def check(m, n, seed, dtype, max_norm):
+        g = np.random.default_rng(seed)
+        xs = [g.normal(size=(m, n)).astype(dtype), g.normal(size=n).astype(dtype)]
+        arrays = [put(device, x, dtype) for x in xs]
+        total = drl.asarray(device, np.array([0.5]))  # accumulates onto what is there
+        for a in arrays:
+            drl.accumulate_squared_norm(device, a, total)
+        squared = 0.5 + sum(float(np.sum(x.astype(float) ** 2)) for x in xs)
+        np.testing.assert_allclose(drl.to_numpy(total), [squared], rtol=1e-12)
+        factor = min(max_norm / (math.sqrt(squared) + 1e-6), 1.0)
+        for a, x in zip(arrays, xs):
+            drl.clip_by_norm(device, a, total, max_norm)
+            close(a, x.astype(float) * factor, dtype)
+            if factor == 1.0:
+                np.testing.assert_array_equal(drl.to_numpy(a), x)
+
+    check()
+    with pytest.raises(drl.ConfigError, match="max_norm"):
+        drl.clip_by_norm(device, drl.zeros(device, 2), drl.zeros(device, 1, np.float64), 0.0)
+    with pytest.raises(drl.DTypeError, match="'total'"):
+        drl.accumulate_squared_norm(device, drl.zeros(device, 2), drl.zeros(device, 1))
+
+
+def test_linear_schedule_anneals_then_holds(device):
+    counter, out = drl.zeros(device, 1, np.int64), drl.zeros(device, 1, np.float64)
+    for count, expected in [(0, 1e-3), (3, 1e-3 + (2e-4 - 1e-3) * 3 / 8), (8, 2e-4), (20, 2e-4)]:
+        drl.assign(counter, np.array([count]))
+        drl.linear_schedule(device, counter, 8, 1e-3, 2e-4, out)
+        assert drl.to_numpy(out)[0] == pytest.approx(expected, rel=1e-15)
+    with pytest.raises(drl.ConfigError, match="total"):
+        drl.linear_schedule(device, counter, 0, 1e-3, 0.0, out)
+
+
 def test_polyak_fill_copy(device):
     @examples(device)
     @given(dims, dims, seeds, st.floats(0, 1))

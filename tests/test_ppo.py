@@ -275,6 +275,22 @@ def test_same_ppo_code_on_every_device_agrees():
     assert host(reference.state.updates)[0] == 2 * TINY.epochs * TINY.minibatches
 
 
+def test_linear_lr_and_gradient_clipping_agree_on_every_device_and_take_effect():
+    """Tianshou's lr_decay and max_grad_norm: iteration i of I trains at lr·(1 - i/I), the fused
+    PPO agrees across devices, and clipping the joint gradient norm changes the weights."""
+    config = dataclasses.replace(TINY, adaptive_lr=False, lr_schedule="linear", max_grad_norm=0.05)
+    devices = (drl.Generic(), drl.CPU(), drl.C(), drl.CUDA())
+    results = {type(d).__name__: ppo.train(d, "pendulum", config, seed=3, progress=False) for d in devices}
+    reference = results.pop("Generic")
+    assert host(reference.state.learning_rate)[0] == pytest.approx(config.lr / 2, rel=1e-15)  # i = 1 of 2
+    for name, result in results.items():
+        for ours, ref in zip(result.policy.weights, reference.policy.weights):
+            np.testing.assert_allclose(ours, ref, rtol=2e-4, atol=2e-5, err_msg=name)
+        np.testing.assert_allclose(host(result.state.learning_rate), host(reference.state.learning_rate), rtol=1e-15)
+    unclipped = ppo.train(drl.Generic(), "pendulum", dataclasses.replace(config, max_grad_norm=0.0), seed=3)
+    assert not np.allclose(unclipped.policy.weights[0], reference.policy.weights[0], rtol=1e-3, atol=1e-4)
+
+
 def test_python_stepped_env_checkpoint_and_resume(tmp_path):
     config = dataclasses.replace(TINY, total_steps=16)
     result = ppo.train(drl.CPU(), "Pendulum-v1", config, seed=1, progress=False)
@@ -376,6 +392,9 @@ def test_batch_not_dividing_the_rollout_is_refused():
         ("epochs", 0),
         ("normalize_observations", "yes"),
         ("hidden", ()),
+        ("lr_schedule", "cosine"),
+        ("max_grad_norm", -0.5),
+        ("lr_schedule", "linear"),  # TINY adapts its rate: one of the two
     ],
 )
 def test_bad_config_names_the_field(field, value):

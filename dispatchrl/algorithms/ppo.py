@@ -8,7 +8,8 @@ each true next observation (the final observation where an episode was truncated
 with partial-episode bootstrapping over the (T, N) rollout, and ``epochs`` passes of shuffled
 minibatches, each one clipped-surrogate + entropy step for the actor and one MSE step for the
 critic (Adam, one learning rate for both as in RLtools, adapted from the KL between the rollout
-policy and the current one). Native envs (Pendulum) run the whole rollout as one fused kernel
+policy and the current one, or annealed linearly over the run; optionally the joint gradient norm
+clipped as torch's ``clip_grad_norm_``). Native envs (Pendulum) run the whole rollout as one fused kernel
 per device; other envs are stepped from Python between two fused halves of each step.
 """
 
@@ -36,7 +37,7 @@ from ..devices import Device
 from ..envs import EnvState, env_reset_done, env_step
 from ..envs.registry import mujoco_env
 from ..errors import DIVERGENCE_HINT, ConfigError, TrainingDiverged
-from ..kernels.core.api import adam_step, copy, fill, increment, mse_gradient
+from ..kernels.core.api import adam_step, copy, fill, increment, linear_schedule, mse_gradient
 from ..kernels.offpolicy.api import track_episodes
 from ..kernels.onpolicy.api import (
     NORMALIZE_EPS,
@@ -62,6 +63,7 @@ from ..nn import (
     Policy,
     PolicyHead,
     backward,
+    clip_gradient_norm,
     forward,
     head_policy,
     make_buffers,
@@ -87,6 +89,7 @@ from .protocol import Schedule
 
 __all__ = [
     "ACTION_SPACES",
+    "LR_SCHEDULES",
     "MUJOCO",
     "NAME",
     "Config",
@@ -110,6 +113,8 @@ __all__ = [
 ]
 
 NAME = "ppo"
+#: Config.lr_schedule's values
+LR_SCHEDULES = ("constant", "linear")
 #: the action spaces it takes (others are refused before anything is built)
 ACTION_SPACES: tuple[type, ...] = (Box, Discrete)
 
@@ -145,6 +150,8 @@ class Config:
     lr_factor: float = 1.5  # adaptive_lr multiplies or divides lr by this
     lr_min: float = 1e-6  # adaptive_lr's lower bound
     lr_max: float = 1e-2  # adaptive_lr's upper bound
+    lr_schedule: str = "constant"  # or "linear": lr·(1 - i/I) in iteration i of I (Tianshou's lr_decay)
+    max_grad_norm: float = 0.0  # clip the joint gradient norm of actor and critic (clip_grad_norm_); 0: off
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
@@ -174,6 +181,11 @@ class Config:
                 "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
                 "lr_min": (positive, "a positive number"),
                 "lr_max": (positive, "a positive number"),
+                "lr_schedule": (lambda v: v in LR_SCHEDULES, " or ".join(repr(v) for v in LR_SCHEDULES)),
+                "max_grad_norm": (
+                    lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 0,
+                    "a number >= 0 (0 turns clipping off)",
+                ),
                 "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
             },
         )
@@ -186,6 +198,10 @@ class Config:
         if self.total_steps < rows:
             raise ConfigError(
                 f"Config.total_steps ({self.total_steps}) must be >= one rollout (num_envs × steps_per_env = {rows})"
+            )
+        if self.adaptive_lr and self.lr_schedule != "constant":
+            raise ConfigError(
+                f"Config.lr_schedule ({self.lr_schedule!r}) and adaptive_lr both set the learning rate: choose one"
             )
         if self.lr_min > self.lr_max:
             raise ConfigError(f"Config.lr_min ({self.lr_min}) must be <= lr_max ({self.lr_max})")
@@ -311,7 +327,8 @@ class State:
     permutation: Array  # (T·N,) int64 shuffled row order of the current epoch
     old_log_std: Array | None  # (A,) log-std the rollout was sampled with (for the KL)
     update_stats: Array  # (4,) float64: KL, surrogate, entropy, clip fraction of the last minibatch
-    learning_rate: Array  # (1,) float64: Adam's learning rate (adapted in the fused step)
+    learning_rate: Array  # (1,) float64: Adam's learning rate (adapted or annealed in the fused step)
+    grad_norm: Array = field(metadata=SCRATCH)  # (1,) float64: the squared joint gradient norm (max_grad_norm)
     explained_variance: Array  # (1,) float64: of the value function over the last rollout (logging)
     transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows (Python-stepped envs)
     episodes: EpisodeLog | None  # attached by the driver (its ring sized for the driver's chunks)
@@ -385,6 +402,7 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Space | in
         old_log_std=None if log_std is None else zeros(device, action_dim),
         update_stats=zeros(device, 4, np.float64),
         learning_rate=asarray(device, np.array([config.lr], np.float64)),
+        grad_norm=zeros(device, 1, np.float64),
         explained_variance=zeros(device, 1, np.float64),
         transition=transitions(device, envs, obs_dim, action_dim),
         episodes=None,
@@ -463,7 +481,11 @@ def store(device: Device, config: Config, state: State) -> None:
 
 
 def prepare_update(device: Device, config: Config, state: State) -> None:
-    """Compute the rollout's GAE advantages and returns before the iteration's updates."""
+    """Compute the rollout's GAE advantages and returns before the iteration's updates, and
+    the iteration's learning rate where it is annealed."""
+    if config.lr_schedule == "linear":  # updates = i·U at iteration i's first update, of I·U in all
+        total = config.iterations * config.epochs * config.minibatches
+        linear_schedule(device, state.updates, total, config.lr, 0.0, state.learning_rate)
     stored = state.rollout
     gae(
         device,
@@ -541,7 +563,10 @@ def update(device: Device, config: Config, state: State) -> None:
     mse_gradient(device, state.critic_train.output, batch.returns, state.critic_train.d_output)
     backward(device, state.critic, state.critic_train, batch.obs, state.critic_train.d_output)
     log_std = () if state.log_std is None else (state.log_std,)
-    for p in (*parameter_groups(state.actor), *log_std, *parameter_groups(state.critic)):
+    groups = (*parameter_groups(state.actor), *log_std, *parameter_groups(state.critic))
+    if config.max_grad_norm:
+        clip_gradient_norm(device, groups, state.grad_norm, config.max_grad_norm)
+    for p in groups:
         adam_step(device, p.value, p.grad, p.m, p.v, p.t, state.learning_rate, 0.9, 0.999, config.adam_eps)
     increment(device, state.updates)
 

@@ -20,7 +20,7 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,16 @@ import plum
 from ..arrays import Array, assign, to_numpy
 from ..data.tensordict import TensorDict, flat_key, host_leaf
 from ..errors import ConfigError, DTypeError, MissingKeyError, ShapeError
-from ..kernels.core.api import adam_step, mse_gradient, mse_loss, polyak_update, weight_decay_step
+from ..kernels.core.api import (
+    accumulate_squared_norm,
+    adam_step,
+    clip_by_norm,
+    fill,
+    mse_gradient,
+    mse_loss,
+    polyak_update,
+    weight_decay_step,
+)
 from ..spaces import Box, Discrete
 from .mlp import MLP, MLPBuffers, Parameter, mlp, mlp_backward, mlp_buffers, mlp_forward
 from .policy import Policy
@@ -124,6 +133,17 @@ def adam_update(device, net, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8) -> None:
 def decay_weights(device, net, decay) -> None:
     """``w -= decay * w`` on ``net``'s weights (not its biases): RLtools' Adam weight decay, run
     before :func:`adam_update` (whose step does not read the value, so the order changes no math)."""
+
+
+def clip_gradient_norm(device: Any, groups: Sequence[Parameter], total: Array, max_norm: float) -> None:
+    """torch's ``clip_grad_norm_`` over the gradients of ``groups`` (of any networks) together:
+    their joint L2 norm, summed in float64 into ``total`` (a (1,) scratch array), and every
+    gradient scaled by ``max_norm / (norm + 1e-6)`` where that is below 1. Before the optimizer."""
+    fill(device, total, 0.0)
+    for p in groups:
+        accumulate_squared_norm(device, p.grad, total)
+    for p in groups:
+        clip_by_norm(device, p.grad, total, max_norm)
 
 
 @_network_function

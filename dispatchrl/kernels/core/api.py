@@ -17,10 +17,13 @@ from ...errors import ConfigError
 __all__ = [
     "ACTIVATIONS",
     "ACTIVATION_FUNCTIONS",
+    "GRAD_NORM_EPS",
     "INV_SQRT_2PI",
     "SQRT_HALF",
     "Activation",
+    "accumulate_squared_norm",
     "adam_step",
+    "clip_by_norm",
     "copy",
     "dense_backward",
     "dense_forward",
@@ -29,6 +32,7 @@ __all__ = [
     "gelu",
     "identity",
     "increment",
+    "linear_schedule",
     "matmul",
     "mse_gradient",
     "mse_loss",
@@ -43,6 +47,8 @@ __all__ = [
 #: GELU's constants: x Φ(x) = x (1 + erf(x SQRT_HALF)) / 2, Φ'(x) = INV_SQRT_2PI exp(-x²/2)
 SQRT_HALF = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327
+#: torch's ``clip_grad_norm_`` divides by the norm plus this
+GRAD_NORM_EPS = 1e-6
 
 
 @generic(outputs=("out",))
@@ -216,6 +222,44 @@ def weight_decay_step(device, param, decay):
     check_device("weight_decay_step", device)
     check_array("weight_decay_step", "param", param, device)
     return device, param, check_number("weight_decay_step", "decay", decay, 0, 1)
+
+
+@generic(inplace=("total",))
+def accumulate_squared_norm(device, x, total):
+    """``total[0] += Σ x²``, summed in float64 in index order: the first half of gradient-norm
+    clipping over several arrays (zero ``total``, add each array's, then :func:`clip_by_norm`
+    each)."""
+    fn = "accumulate_squared_norm"
+    check_device(fn, device)
+    check_array(fn, "x", x, device)
+    check_array(fn, "total", total, device, shape=(1,), dtype=np.float64)
+    return device, x, total
+
+
+@generic(inplace=("x",))
+def clip_by_norm(device, x, total, max_norm):
+    """``x *= max_norm / (√total[0] + 1e-6)`` where that factor is below 1, with ``total`` the
+    squared norm :func:`accumulate_squared_norm` summed over every array clipped together:
+    torch's ``clip_grad_norm_`` (Stable-Baselines3's and Tianshou's ``max_grad_norm``)."""
+    fn = "clip_by_norm"
+    check_device(fn, device)
+    check_array(fn, "x", x, device)
+    check_array(fn, "total", total, device, shape=(1,), dtype=np.float64)
+    return device, x, total, check_number(fn, "max_norm", max_norm, 0, low_open=True)
+
+
+@generic(outputs=("out",))
+def linear_schedule(device, counter, total, start, end, out):
+    """``out[0] = start + (end - start) · min(counter[0] / total, 1)``: a rate annealed linearly
+    over ``total`` counts of ``counter`` (an int64 (1,) step count) and then held, read when the
+    step runs (e.g. ``adam_step``'s array ``lr``; Tianshou's ``lr_decay``, Stable-Baselines3's
+    linear schedules)."""
+    fn = "linear_schedule"
+    check_device(fn, device)
+    check_array(fn, "counter", counter, device, shape=(1,), dtype=np.int64)
+    check_array(fn, "out", out, device, shape=(1,), dtype=np.float64)
+    total = check_number(fn, "total", total, 0, low_open=True)
+    return device, counter, total, check_number(fn, "start", start), check_number(fn, "end", end), out
 
 
 @generic(outputs=("out",))

@@ -461,6 +461,59 @@ def weight_decay_step(device: C, param, decay):
     )
 
 
+ACCUMULATE_SQUARED_NORM = """
+double s = 0.0;
+for (int i = 0; i < SIZE; i++) {
+    const double xi = (double)x[i];
+    s += xi * xi;
+}
+total[0] += s;
+"""
+
+
+@api.accumulate_squared_norm.dispatch
+def accumulate_squared_norm(device: C, x, total):
+    kernel = CKernel(
+        "accumulate_squared_norm", ACCUMULATE_SQUARED_NORM, ("x", "total"), ("total",), {"SIZE": x.size}, x.dtype
+    )
+    launch(device, kernel, x, total)
+
+
+CLIP_BY_NORM = f"""
+const double factor = max_norm / (sqrt(total[0]) + {api.GRAD_NORM_EPS!r});
+if (factor < 1.0) {{
+    const T f = (T)factor;
+    for (int i = 0; i < SIZE; i++) x[i] *= f;
+}}
+"""
+
+
+@api.clip_by_norm.dispatch
+def clip_by_norm(device: C, x, total, max_norm):
+    kernel = CKernel("clip_by_norm", CLIP_BY_NORM, ("x", "total", "max_norm"), ("x",), {"SIZE": x.size}, x.dtype)
+    launch(device, kernel, x, total, max_norm)
+
+
+LINEAR_SCHEDULE = """
+const double fraction = (double)counter[0] / total;
+out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
+"""
+
+
+@api.linear_schedule.dispatch
+def linear_schedule(device: C, counter, total, start, end, out):
+    kernel = CKernel(
+        "linear_schedule",
+        LINEAR_SCHEDULE,
+        ("counter", "total", "start", "end", "out"),
+        ("out",),
+        {},
+        out.dtype,
+        overwrites=("out",),
+    )
+    launch(device, kernel, counter, total, start, end, out)
+
+
 FILL = "for (int i = 0; i < SIZE; i++) out[i] = (T)value;"
 
 

@@ -687,6 +687,59 @@ def weight_decay_step(device: CPU, param, decay):
     launch(device, weight_decay_step_kernel, param, decay)
 
 
+@njit(**JIT_EXACT)
+def accumulate_squared_norm_flat(x, total) -> None:
+    """total[0] += Σ x[i]² over a 1-D x, in float64 and index order: the one body of the CPU
+    kernel and the CUDA kernels (once)."""
+    s = 0.0
+    for i in range(x.size):
+        xi = np.float64(x[i])
+        s += xi * xi
+    total[0] += s
+
+
+@njit(**JIT_EXACT)
+def accumulate_squared_norm_kernel(x, total):
+    accumulate_squared_norm_flat(x.reshape(x.size), total)
+
+
+@api.accumulate_squared_norm.dispatch
+def accumulate_squared_norm(device: CPU, x, total):
+    launch(device, accumulate_squared_norm_kernel, x, total)
+
+
+@njit(**JIT_EXACT)
+def clip_by_norm_at(i, x, total, max_norm) -> None:
+    """x[i] scaled by max_norm / (norm + eps) where that is below 1, the factor rounded to x's
+    dtype: the one body of the CPU loop and the CUDA kernels (per_index)."""
+    factor = max_norm / (math.sqrt(total[0]) + api.GRAD_NORM_EPS)
+    if factor < 1.0:
+        x[i] *= x.dtype.type(factor)
+
+
+@njit(**JIT_EXACT)
+def clip_by_norm_kernel(x, total, max_norm):
+    v = x.reshape(x.size)
+    for i in range(v.size):
+        clip_by_norm_at(i, v, total, max_norm)
+
+
+@api.clip_by_norm.dispatch
+def clip_by_norm(device: CPU, x, total, max_norm):
+    launch(device, clip_by_norm_kernel, x, total, max_norm)
+
+
+@njit(**JIT_EXACT)
+def linear_schedule_kernel(counter, total, start, end, out):
+    fraction = counter[0] / total
+    out[0] = start + (end - start) * min(fraction, 1.0)
+
+
+@api.linear_schedule.dispatch
+def linear_schedule(device: CPU, counter, total, start, end, out):
+    launch(device, linear_schedule_kernel, counter, total, start, end, out)
+
+
 @njit(**JIT_FAST)
 def fill_kernel(out, value):
     o = out.reshape(out.size)

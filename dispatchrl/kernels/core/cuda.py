@@ -22,6 +22,8 @@ from ...backends.cuda import (
     block_form,
     flat,
     launch_1d,
+    launch_once,
+    once,
     per_index,
 )
 from ...devices import CUDA
@@ -626,6 +628,31 @@ weight_decay_step_kernel = per_index(cpu.weight_decay_at, "param.size")
 @api.weight_decay_step.dispatch
 def weight_decay_step(device: CUDA, param, decay):
     launch_1d(device, weight_decay_step_kernel, param.size, flat(param), decay)
+
+
+accumulate_squared_norm_kernel = once(cpu.accumulate_squared_norm_flat, name="accumulate_squared_norm")
+
+
+@api.accumulate_squared_norm.dispatch
+def accumulate_squared_norm(device: CUDA, x, total):
+    # one thread: the sum's order is the CPU's (gradient clipping reads it once per update)
+    launch_once(device, accumulate_squared_norm_kernel, flat(x), total)
+
+
+clip_by_norm_kernel = per_index(cpu.clip_by_norm_at, "x.size")
+
+
+@api.clip_by_norm.dispatch
+def clip_by_norm(device: CUDA, x, total, max_norm):
+    launch_1d(device, clip_by_norm_kernel, x.size, flat(x), total, max_norm)
+
+
+linear_schedule_kernel = once(cpu.linear_schedule_kernel)
+
+
+@api.linear_schedule.dispatch
+def linear_schedule(device: CUDA, counter, total, start, end, out):
+    launch_once(device, linear_schedule_kernel, counter, total, start, end, out)
 
 
 @cuda.jit

@@ -326,6 +326,18 @@ def table(args) -> None:
     report(results)
 
 
+def _settings(run: dict) -> str:
+    """How a run's config differs from its env's default today, budget apart ("default" if not):
+    rows of other settings, or of an older default, are not pooled with today's."""
+    default = json.loads(json.dumps(dataclasses.asdict(getattr(drl, run["algo"]).config_for(run["env"]))))
+    differs = [
+        f"{key}={run['config'].get(key)}"
+        for key, value in default.items()
+        if key not in ("total_steps", "warmup_steps") and run["config"].get(key, value) != value
+    ]
+    return ", ".join(differs) or "default"
+
+
 def _mean_std(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.1f}"
@@ -337,25 +349,27 @@ def report(results: Path) -> None:
     runs = []
     if results.exists():
         runs = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    groups: dict[tuple[str, str, int], list[dict]] = {}
+    groups: dict[tuple[str, str, int, str], list[dict]] = {}
     for run in runs:
-        groups.setdefault((run["algo"], run["env"], run["steps"]), []).append(run)
+        groups.setdefault((run["algo"], run["env"], run["steps"], _settings(run)), []).append(run)
     print(f"Finished runs from {results}: {len(runs)}\n")
-    print("| algo | env | steps | seeds | max eval (mean ± std) | final eval | Tianshou (max) | wall s / run |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (algo, env, steps), group in sorted(groups.items()):
+    print(
+        "| algo | env | steps | config | seeds | max eval (mean ± std) | final eval | Tianshou (max) | wall s / run |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (algo, env, steps, settings), group in sorted(groups.items()):
         mean, std = TIANSHOU.get((algo, env), (None, None))
         theirs = "" if mean is None else f"{mean:.1f}" + ("" if std is None else f" ± {std:.1f}")
         theirs += f" ({TIANSHOU_STEPS[algo] // 1000}k)" if mean is not None else ""
         print(
-            f"| {algo} | {env} | {steps} | {len(group)} | {_mean_std([r['max_return'] for r in group])} "
+            f"| {algo} | {env} | {steps} | {settings} | {len(group)} | {_mean_std([r['max_return'] for r in group])} "
             f"| {_mean_std([r['final_return'] for r in group])} | {theirs} "
             f"| {statistics.fmean(r['wall_seconds'] for r in group):.0f} |"
         )
-    for algo, env in sorted(set(TIANSHOU) - {(algo, env) for algo, env, _ in groups}):
+    for algo, env in sorted(set(TIANSHOU) - {(algo, env) for algo, env, _, _ in groups}):
         mean, std = TIANSHOU[algo, env]
         theirs = f"{mean:.1f}" + ("" if std is None else f" ± {std:.1f}") + f" ({TIANSHOU_STEPS[algo] // 1000}k)"
-        print(f"| {algo} | {env} | | 0 | | | {theirs} | |")
+        print(f"| {algo} | {env} | | | 0 | | | {theirs} | |")
 
 
 def main() -> None:

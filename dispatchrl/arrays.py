@@ -15,7 +15,7 @@ from .errors import DeviceError, DTypeError, ShapeError
 from .memory import space_of
 from .memory.host import ALIGNMENT  # (importing the host space registers its methods)
 
-__all__ = ["ALIGNMENT", "DTYPES", "Array", "asarray", "assign", "to_numpy", "view", "zeros"]
+__all__ = ["ALIGNMENT", "DTYPES", "Array", "asarray", "assign", "reshaped", "to_numpy", "view", "zeros"]
 
 #: dtypes arrays may hold
 DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint64, np.bool_)
@@ -157,6 +157,15 @@ def view(flat, offset, shape) -> Array:
     if flat.ndim != 1 or not 0 <= offset <= flat.size - size:
         raise ShapeError(f"view: elements [{offset}, {offset + size}) do not fit a flat array of {flat.shape}")
     return Array(flat.device, flat.data[offset : offset + size].reshape(shape))
+
+
+def reshaped(a: Array, shape) -> Array:
+    """An Array over ``a``'s memory with another ``shape`` of the same size (``a`` is contiguous,
+    as every Array dispatchrl makes): a write through either is seen by both."""
+    shape = _shape_tuple(shape)
+    if int(np.prod(shape)) != a.size:
+        raise ShapeError(f"reshaped: {a.shape} has {a.size} elements, {shape} would need {int(np.prod(shape))}")
+    return Array(a.device, a.data.reshape(shape))
 
 
 def asarray(device, x, dtype=None) -> Array:

@@ -19,6 +19,17 @@ def test_numpy_views_a_host_array_without_copying():
     np.testing.assert_array_equal(np.asarray(x, dtype=np.float64), x.data.astype(np.float64))
 
 
+@pytest.mark.parametrize("name", ["cpu", "cuda"])
+def test_reshaped_shares_memory_and_refuses_another_size(name):
+    device = drl.devices.device_from_name(name)
+    a = drl.asarray(device, np.arange(6, dtype=np.float32).reshape(2, 3))
+    rows = drl.arrays.reshaped(a, (6, 1))
+    drl.fill(device, rows, 2.0)  # written through the (6, 1) view, seen through the (2, 3) array
+    np.testing.assert_array_equal(drl.to_numpy(a), np.full((2, 3), 2.0))
+    with pytest.raises(drl.ShapeError, match="reshaped"):
+        drl.arrays.reshaped(a, (4, 1))
+
+
 def test_dlpack_shares_host_memory():
     x = drl.asarray(drl.Generic(), np.arange(4.0))
     y = np.from_dlpack(x)

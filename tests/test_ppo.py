@@ -23,6 +23,7 @@ from dispatchrl.kernels.onpolicy import (
     random_permutation,
     rollout_store,
     running_stats_update,
+    scale_by_running_std,
 )
 from dispatchrl.training import EVAL_SEEDS, evaluate, load_run
 
@@ -189,6 +190,20 @@ def test_adaptive_learning_rate_stays_in_bounds(device):
     assert host(lr)[0] == pytest.approx(1e-6)
 
 
+@pytest.mark.parametrize("divide", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scale_by_running_std_against_float64(device, divide, dtype):
+    g = np.random.default_rng(int(divide) + 2 * (dtype == np.float64))
+    x0, var = g.normal(size=(5, 3)).astype(dtype) * 40, float(g.uniform(0, 900))
+    x = drl.asarray(device, x0)
+    scale_by_running_std(device, drl.asarray(device, np.array([var])), x, divide)
+    std = math.sqrt(var + 1e-8)
+    expected = (x0.astype(np.float64) / std if divide else x0.astype(np.float64) * std).astype(dtype)
+    np.testing.assert_array_equal(host(x), expected)  # one float64 operation, rounded once
+    with pytest.raises(drl.ShapeError, match="'var'"):
+        scale_by_running_std(device, drl.asarray(device, np.ones(2)), x, divide)
+
+
 def test_adam_step_with_lr_array_equals_adam_step(device):
     g = np.random.default_rng(3)
     p0, grad = g.normal(size=(3, 4)).astype(np.float32), g.normal(size=(3, 4)).astype(np.float32)
@@ -275,10 +290,13 @@ def test_same_ppo_code_on_every_device_agrees():
     assert host(reference.state.updates)[0] == 2 * TINY.epochs * TINY.minibatches
 
 
-def test_linear_lr_and_gradient_clipping_agree_on_every_device_and_take_effect():
-    """Tianshou's lr_decay and max_grad_norm: iteration i of I trains at lr·(1 - i/I), the fused
-    PPO agrees across devices, and clipping the joint gradient norm changes the weights."""
-    config = dataclasses.replace(TINY, adaptive_lr=False, lr_schedule="linear", max_grad_norm=0.05)
+def test_tianshou_options_agree_on_every_device_take_effect_and_resume(tmp_path):
+    """Tianshou's lr_decay, max_grad_norm and rew_norm: iteration i of I trains at lr·(1 - i/I),
+    the fused PPO agrees across devices, clipping the joint gradient norm changes the weights,
+    the returns' statistics fold in every rollout's returns, and a resumed run is the same run."""
+    config = dataclasses.replace(
+        TINY, adaptive_lr=False, lr_schedule="linear", max_grad_norm=0.05, normalize_returns=True
+    )
     devices = (drl.Generic(), drl.CPU(), drl.C(), drl.CUDA())
     results = {type(d).__name__: ppo.train(d, "pendulum", config, seed=3, progress=False) for d in devices}
     reference = results.pop("Generic")
@@ -289,6 +307,19 @@ def test_linear_lr_and_gradient_clipping_agree_on_every_device_and_take_effect()
         np.testing.assert_allclose(host(result.state.learning_rate), host(reference.state.learning_rate), rtol=1e-15)
     unclipped = ppo.train(drl.Generic(), "pendulum", dataclasses.replace(config, max_grad_norm=0.0), seed=3)
     assert not np.allclose(unclipped.policy.weights[0], reference.policy.weights[0], rtol=1e-3, atol=1e-4)
+    # rew_norm: after one rollout (divided by the initial std, 1) the statistics hold its returns
+    half = dataclasses.replace(config, total_steps=config.total_steps // 2)
+    first = ppo.train(drl.CPU(), "pendulum", half, seed=3, progress=False)
+    returns, stats = host(first.state.rollout.returns).astype(np.float64), first.state.return_stats
+    total = 1e-4 + returns.size  # folded into (mean 0, variance 1, count 1e-4), gymnasium's start
+    assert host(stats.count)[0] == pytest.approx(total)
+    np.testing.assert_allclose(host(stats.mean), [returns.sum() / total], rtol=1e-6)
+    m2 = np.sum((returns - returns.mean()) ** 2) + returns.mean() ** 2 * 1e-4 * returns.size / total
+    np.testing.assert_allclose(host(stats.var), [(1e-4 + m2) / total], rtol=1e-5)
+    resumed = ppo.train(drl.CPU(), "pendulum", config, seed=3, progress=False, resume=first.save(tmp_path / "r")[0])
+    for ours, straight in zip(resumed.policy.weights, results["CPU"].policy.weights):
+        np.testing.assert_array_equal(ours, straight)
+    np.testing.assert_array_equal(host(resumed.state.return_stats.var), host(results["CPU"].state.return_stats.var))
 
 
 def test_python_stepped_env_checkpoint_and_resume(tmp_path):

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint
-from ..arrays import Array, asarray, assign, to_numpy, zeros
+from ..arrays import Array, asarray, assign, reshaped, to_numpy, zeros
 from ..checkpoint import SCRATCH
 from ..data import (
     EpisodeLog,
@@ -53,6 +53,7 @@ from ..kernels.onpolicy.api import (
     random_permutation,
     rollout_store,
     running_stats_update,
+    scale_by_running_std,
 )
 from ..kernels.random.api import rng
 from ..nn import (
@@ -152,6 +153,7 @@ class Config:
     lr_max: float = 1e-2  # adaptive_lr's upper bound
     lr_schedule: str = "constant"  # or "linear": lr·(1 - i/I) in iteration i of I (Tianshou's lr_decay)
     max_grad_norm: float = 0.0  # clip the joint gradient norm of actor and critic (clip_grad_norm_); 0: off
+    normalize_returns: bool = False  # the critic learns returns / their running std (Tianshou's rew_norm)
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
@@ -176,6 +178,7 @@ class Config:
                 "adam_eps": (positive, "a positive number"),
                 "normalize_advantage": flag,
                 "normalize_observations": flag,
+                "normalize_returns": flag,
                 "adaptive_lr": flag,
                 "kl_target": (positive, "a positive number"),
                 "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
@@ -329,6 +332,9 @@ class State:
     update_stats: Array  # (4,) float64: KL, surrogate, entropy, clip fraction of the last minibatch
     learning_rate: Array  # (1,) float64: Adam's learning rate (adapted or annealed in the fused step)
     grad_norm: Array = field(metadata=SCRATCH)  # (1,) float64: the squared joint gradient norm (max_grad_norm)
+    return_stats: ObsStats | None  # running mean and variance of the GAE returns (normalize_returns)
+    return_var: Array | None = field(metadata=SCRATCH)  # (1,) float64: their variance before this rollout
+    returns_rows: Array | None = field(metadata=SCRATCH)  # the rollout's returns as (T·N, 1) rows, same memory
     explained_variance: Array  # (1,) float64: of the value function over the last rollout (logging)
     transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows (Python-stepped envs)
     episodes: EpisodeLog | None  # attached by the driver (its ring sized for the driver's chunks)
@@ -382,6 +388,7 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Space | in
     if isinstance(space, Box):
         log_std = parameter(device, action_dim)
         fill(device, log_std.value, float(np.log(config.initial_std)))
+    stored = rollout(device, config.steps_per_env, envs, obs_dim, action_dim, mean_dim=outputs)
     return State(
         actor=actor,
         critic=critic,
@@ -396,13 +403,16 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Space | in
         next_obs_norm=zeros(device, (envs, obs_dim)),
         action=zeros(device, (envs, action_dim)),
         log_prob=zeros(device, envs),
-        rollout=rollout(device, config.steps_per_env, envs, obs_dim, action_dim, mean_dim=outputs),
+        rollout=stored,
         batch=minibatch(device, rows, obs_dim, action_dim, mean_dim=outputs),
         permutation=zeros(device, envs * config.steps_per_env, np.int64),
         old_log_std=None if log_std is None else zeros(device, action_dim),
         update_stats=zeros(device, 4, np.float64),
         learning_rate=asarray(device, np.array([config.lr], np.float64)),
         grad_norm=zeros(device, 1, np.float64),
+        return_stats=obs_stats(device, 1) if config.normalize_returns else None,
+        return_var=zeros(device, 1, np.float64) if config.normalize_returns else None,
+        returns_rows=reshaped(stored.returns, (stored.returns.size, 1)) if config.normalize_returns else None,
         explained_variance=zeros(device, 1, np.float64),
         transition=transitions(device, envs, obs_dim, action_dim),
         episodes=None,
@@ -487,6 +497,11 @@ def prepare_update(device: Device, config: Config, state: State) -> None:
         total = config.iterations * config.epochs * config.minibatches
         linear_schedule(device, state.updates, total, config.lr, 0.0, state.learning_rate)
     stored = state.rollout
+    returns_stats = state.return_stats
+    if returns_stats is not None:  # Tianshou's rew_norm: the critic's values are in units of the returns' std
+        copy(device, returns_stats.var, state.return_var)
+        scale_by_running_std(device, state.return_var, stored.value, divide=False)
+        scale_by_running_std(device, state.return_var, stored.next_value, divide=False)
     gae(
         device,
         stored.reward,
@@ -500,6 +515,9 @@ def prepare_update(device: Device, config: Config, state: State) -> None:
         stored.returns,
     )
     explained_variance(device, stored.value, stored.returns, state.explained_variance)
+    if returns_stats is not None:  # the statistics take the returns in env units, the critic learns them scaled
+        running_stats_update(device, returns_stats, state.returns_rows)
+        scale_by_running_std(device, state.return_var, stored.returns, divide=True)
     if state.log_std is not None and state.old_log_std is not None:
         copy(device, state.log_std.value, state.old_log_std)
 

@@ -20,6 +20,7 @@ from .api import (
     random_permutation,
     rollout_store,
     running_stats_update,
+    scale_by_running_std,
 )
 
 __all__ = [
@@ -37,4 +38,5 @@ __all__ = [
     "random_permutation",
     "rollout_store",
     "running_stats_update",
+    "scale_by_running_std",
 ]

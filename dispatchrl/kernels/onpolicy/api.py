@@ -45,6 +45,7 @@ __all__ = [
     "random_permutation",
     "rollout_store",
     "running_stats_update",
+    "scale_by_running_std",
 ]
 
 FLOAT64 = np.dtype(np.float64)
@@ -142,6 +143,18 @@ def normalize_observations(device, stats, x, out):
     _check_stats(fn, device, stats, x.shape[1])
     check_array(fn, "out", out, device, shape=x.shape, dtype=x.dtype)
     return device, stats, x, out
+
+
+@generic(inplace=("x",))
+def scale_by_running_std(device, var, x, divide):
+    """``x *= sqrt(var[0] + 1e-8)``, or ``x /=`` it with ``divide``, each element in float64 and
+    rounded to x's dtype: values and returns between a critic's units and the env's, by the
+    running variance of the returns (Tianshou's ``rew_norm``; ``var`` is a (1,) float64 array)."""
+    fn = "scale_by_running_std"
+    check_device(fn, device)
+    check_array(fn, "var", var, device, shape=(1,), dtype=FLOAT64)
+    check_array(fn, "x", x, device)
+    return device, var, x, bool(divide)
 
 
 def _check_gaussian(fn, device, mean, log_std, action):

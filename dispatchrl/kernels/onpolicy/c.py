@@ -178,6 +178,25 @@ def normalize_observations(device: C, stats, x, out):
     launch(device, kernel, x, stats.mean, stats.var, out)
 
 
+SCALE_BY_RUNNING_STD = f"""
+const double std = sqrt(var[0] + {_EPS});
+for (int i = 0; i < SIZE; i++) x[i] = (T)(DIVIDE ? (double)x[i] / std : (double)x[i] * std);
+"""
+
+
+@api.scale_by_running_std.dispatch
+def scale_by_running_std(device: C, var, x, divide):
+    kernel = CKernel(
+        "scale_by_running_std",
+        SCALE_BY_RUNNING_STD,
+        ("var", "x"),
+        ("x",),
+        dict(SIZE=x.size, DIVIDE=int(divide)),
+        x.dtype,
+    )
+    launch(device, kernel, var, x)
+
+
 GAUSSIAN_SAMPLE = f"""
 const uint64_t key = rng[0], base = rng[1];
 double std[A];

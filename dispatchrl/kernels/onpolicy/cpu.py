@@ -107,6 +107,22 @@ def running_stats_update_kernel(x, mean, var, count, nonfinite):
     count[0] = total
 
 
+@njit(**JIT_EXACT)
+def scale_by_running_std_at(i, var, x, divide) -> None:
+    """x[i] times (or over) the running std, in float64: the one body of the CPU loop and the
+    CUDA kernels (per_index)."""
+    std = math.sqrt(var[0] + api.NORMALIZE_EPS)
+    v = np.float64(x[i])
+    x[i] = x.dtype.type(v / std if divide else v * std)
+
+
+@njit(**JIT_EXACT)
+def scale_by_running_std_kernel(var, x, divide):
+    v = x.reshape(x.size)
+    for i in range(v.size):
+        scale_by_running_std_at(i, var, v, divide)
+
+
 @njit(**JIT_FAST)
 def normalize_observations_kernel(x, mean, var, out):
     rows, dim = x.shape

@@ -343,6 +343,14 @@ def ppo_policy_gradient(device: CUDA, mean, *args):
     launch(device, Launch(ppo_policy_gradient_kernel, (1,), (_THREADS,), 8 * _SLOTS), mean, *args)
 
 
+scale_by_running_std_kernel = per_index(cpu.scale_by_running_std_at, "x.size")
+
+
+@api.scale_by_running_std.dispatch
+def scale_by_running_std(device: CUDA, var, x, divide):
+    launch_1d(device, scale_by_running_std_kernel, x.size, var, flat(x), divide)
+
+
 adaptive_learning_rate_kernel = once(cpu.adaptive_learning_rate_kernel)
 
 

@@ -149,6 +149,12 @@ def ppo_policy_gradient_kernel(
     info[3] = np.mean(np.abs(ratio - 1) > clip)
 
 
+def scale_by_running_std_kernel(var, x, divide) -> None:
+    std = np.sqrt(var[0] + api.NORMALIZE_EPS)
+    v = x.astype(np.float64)
+    x[...] = (v / std if divide else v * std).astype(x.dtype)
+
+
 def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high) -> None:
     if kl[0] < 0.5 * target:
         lr[0] = min(max(lr[0] * factor, low), high)

@@ -42,6 +42,7 @@ _kernels.launch_as_declared(
     api.ppo_categorical_gradient,
     api.ppo_policy_gradient,
     api.adaptive_learning_rate,
+    api.scale_by_running_std,
     api.random_permutation,
     api.explained_variance,
 )

@@ -25,6 +25,7 @@ from dispatchrl.kernels.onpolicy import (
     running_stats_update,
     scale_by_running_std,
 )
+from dispatchrl.spaces import Box
 from dispatchrl.training import EVAL_SEEDS, evaluate, load_run
 
 LOG_2PI = math.log(2 * math.pi)
@@ -320,6 +321,22 @@ def test_tianshou_options_agree_on_every_device_take_effect_and_resume(tmp_path)
     for ours, straight in zip(resumed.policy.weights, results["CPU"].policy.weights):
         np.testing.assert_array_equal(ours, straight)
     np.testing.assert_array_equal(host(resumed.state.return_stats.var), host(results["CPU"].state.return_stats.var))
+
+
+@pytest.mark.parametrize("name", ["generic", "cpu"])
+def test_orthogonal_init_is_torch_orthogonal_with_tianshou_gains(name):
+    device = drl.devices.device_from_name(name)
+    config = dataclasses.replace(TINY, hidden=(64, 5), orthogonal_init=True)  # 3 → 64 → 5 → 1: both shapes
+    state = ppo.build(device, config, 3, Box(-np.ones(1), np.ones(1)), seed=4)
+    for net, last_gain in ((state.actor, 0.01 * math.sqrt(2)), (state.critic, math.sqrt(2))):
+        for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+            w = host(w.value).astype(np.float64)
+            gain = last_gain if i == len(net.weights) - 1 else math.sqrt(2)
+            small = w.T @ w if w.shape[0] >= w.shape[1] else w @ w.T  # orthonormal columns or rows
+            np.testing.assert_allclose(small, gain**2 * np.eye(min(w.shape)), atol=1e-5)
+            np.testing.assert_array_equal(host(b.value), 0)
+    again = ppo.build(device, config, 3, Box(-np.ones(1), np.ones(1)), seed=4)
+    np.testing.assert_array_equal(host(again.actor.weights[0].value), host(state.actor.weights[0].value))
 
 
 def test_python_stepped_env_checkpoint_and_resume(tmp_path):

@@ -8,9 +8,10 @@ each true next observation (the final observation where an episode was truncated
 with partial-episode bootstrapping over the (T, N) rollout, and ``epochs`` passes of shuffled
 minibatches, each one clipped-surrogate + entropy step for the actor and one MSE step for the
 critic (Adam, one learning rate for both as in RLtools, adapted from the KL between the rollout
-policy and the current one, or annealed linearly over the run; optionally the joint gradient norm
-clipped as torch's ``clip_grad_norm_``). Native envs (Pendulum) run the whole rollout as one fused kernel
-per device; other envs are stepped from Python between two fused halves of each step.
+policy and the current one, or annealed linearly over the run; optionally the joint gradient
+norm clipped, and the critic's targets scaled by the returns' running std, as Tianshou's PPO).
+Native envs (Pendulum) run the whole rollout as one fused kernel per device; other envs are
+stepped from Python between two fused halves of each step.
 """
 
 import dataclasses
@@ -68,6 +69,7 @@ from ..nn import (
     forward,
     head_policy,
     make_buffers,
+    orthogonal_init,
     parameter,
     parameter_groups,
 )
@@ -154,6 +156,7 @@ class Config:
     lr_schedule: str = "constant"  # or "linear": lr·(1 - i/I) in iteration i of I (Tianshou's lr_decay)
     max_grad_norm: float = 0.0  # clip the joint gradient norm of actor and critic (clip_grad_norm_); 0: off
     normalize_returns: bool = False  # the critic learns returns / their running std (Tianshou's rew_norm)
+    orthogonal_init: bool = False  # orthogonal weights (gain √2, the actor's output × 0.01), zero biases
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
@@ -179,6 +182,7 @@ class Config:
                 "normalize_advantage": flag,
                 "normalize_observations": flag,
                 "normalize_returns": flag,
+                "orthogonal_init": flag,
                 "adaptive_lr": flag,
                 "kl_target": (positive, "a positive number"),
                 "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
@@ -388,6 +392,9 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Space | in
     make_actor, make_critic = network_constructors(config)
     actor = make_actor(device, (obs_dim, *config.hidden, outputs), config.activation, "identity", seed=seed * 8)
     critic = make_critic(device, (obs_dim, *config.hidden, 1), config.activation, "identity", seed=seed * 8 + 1)
+    if config.orthogonal_init:  # Tianshou's and CleanRL's MuJoCo PPO: near-zero initial means
+        orthogonal_init(actor, np.sqrt(2), 0.01 * np.sqrt(2), seed * 8 + 2)
+        orthogonal_init(critic, np.sqrt(2), np.sqrt(2), seed * 8 + 3)
     log_std = None
     if isinstance(space, Box):
         log_std = parameter(device, action_dim)

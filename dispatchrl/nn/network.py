@@ -51,6 +51,7 @@ __all__ = [
     "adam_update",
     "backward",
     "check_device_methods",
+    "clip_gradient_norm",
     "decay_weights",
     "deployable",
     "forward",
@@ -59,6 +60,7 @@ __all__ = [
     "make_buffers",
     "mlp_train_step",
     "network_constructor",
+    "orthogonal_init",
     "parameter_groups",
     "parameters",
     "polyak_average",
@@ -147,6 +149,13 @@ def clip_gradient_norm(device: Any, groups: Sequence[Parameter], total: Array, m
 
 
 @_network_function
+def orthogonal_init(net, gain, last_gain, seed) -> None:
+    """Re-initialise ``net``'s weights as torch's ``orthogonal_`` does (a random orthogonal
+    matrix times ``gain``; the output layer's times ``last_gain``) and its biases to zero: the
+    initialisation of Tianshou's and CleanRL's MuJoCo PPO. Drawn on the host from ``seed``."""
+
+
+@_network_function
 def polyak_average(device, target, online, polyak) -> None:
     """target ← polyak·target + (1 − polyak)·online, parameter by parameter."""
 
@@ -187,6 +196,20 @@ def _(device, net: MLP, batch, input_gradient) -> MLPBuffers:
 def _(device, net: MLP, decay) -> None:
     for w in net.weights:  # views into the flat group are fine: the step counters are not touched
         weight_decay_step(device, w.value, decay)
+
+
+@orthogonal_init.dispatch
+def _(net: MLP, gain, last_gain, seed) -> None:
+    g = np.random.default_rng(seed)
+    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+        n_in, n_out = w.value.shape  # stored (in, out): torch's (out, in) weight transposed
+        a = g.standard_normal((max(n_in, n_out), min(n_in, n_out)))
+        q, r = np.linalg.qr(a)
+        q *= np.sign(np.diag(r))  # the Haar measure, as torch's orthogonal_
+        q = q if n_in >= n_out else q.T  # (in, out) with orthonormal columns or rows
+        scale = last_gain if i == len(net.weights) - 1 else gain
+        assign(w.value, (scale * q).astype(to_numpy(w.value).dtype))
+        assign(b.value, np.zeros(n_out, to_numpy(b.value).dtype))
 
 
 @parameter_groups.dispatch

@@ -329,11 +329,18 @@ def table(args) -> None:
 def _settings(run: dict) -> str:
     """How a run's config differs from its env's default today, budget apart ("default" if not):
     rows of other settings, or of an older default, are not pooled with today's."""
-    default = json.loads(json.dumps(dataclasses.asdict(getattr(drl, run["algo"]).config_for(run["env"]))))
+    config = getattr(drl, run["algo"]).config_for(run["env"])
+    default = json.loads(json.dumps(dataclasses.asdict(config)))
+    # a field a run's record lacks is newer than the run, which had the field's class default
+    then = {
+        f.name: json.loads(json.dumps(None if f.default is dataclasses.MISSING else f.default))
+        for f in dataclasses.fields(config)
+    }
+    recorded = {key: run["config"].get(key, then[key]) for key in default}
     differs = [
-        f"{key}={run['config'].get(key)}"
+        f"{key}={recorded[key]}"
         for key, value in default.items()
-        if key not in ("total_steps", "warmup_steps") and run["config"].get(key, value) != value
+        if key not in ("total_steps", "warmup_steps") and recorded[key] != value
     ]
     return ", ".join(differs) or "default"
 

@@ -195,6 +195,8 @@ def test_tianshou_ppo_hyperparameters_on_these_envs():
         )
         assert p.entropy_coef == 0.0 and p.initial_std == pytest.approx(np.exp(-0.5))
         assert p.normalize_observations and not p.normalize_advantage and not p.adaptive_lr
+        # lr_decay, max_grad_norm 0.5, rew_norm and the orthogonal init
+        assert p.lr_schedule == "linear" and p.max_grad_norm == 0.5 and p.normalize_returns and p.orthogonal_init
         p.validate()
     # Ant keeps RLtools' configuration, other envs the defaults
     assert ppo.config_for("ant") == ppo.ant_config() and ppo.config_for("pendulum") == ppo.Config()

@@ -280,20 +280,19 @@ def config_for(env: object) -> Config:
     return Config()
 
 
-# Tianshou's defaults, thu-ml/tianshou examples/mujoco/mujoco_ppo.py (get_args, test_ppo). Not
-# carried over (dispatchrl's PPO has no such feature): rew_norm (returns scaled by their running
-# std), lr_decay (lr linearly to 0 over the run; here it stays 3e-4), max_grad_norm 0.5, vf_coef
+# Tianshou's defaults, thu-ml/tianshou examples/mujoco/mujoco_ppo.py (get_args, test_ppo),
+# rew_norm, lr_decay, max_grad_norm and the orthogonal init included. Not carried over: vf_coef
 # 0.25 (one loss for actor and critic there; here the critic has its own MSE step, and with Adam
-# the weight matters only through the joint grad-norm clip and ε), recompute_adv (GAE again
-# before each of the 10 passes; here once per rollout), the orthogonal init (gain √2, the mean
-# layer × 0.01) and the obs_norm wrapper's clip of normalised observations to ±10. Matched:
+# the weight matters only through the joint grad-norm clip and ε: here the critic's gradient
+# counts 4× in the joint norm), recompute_adv (GAE again before each of the 10 passes; here once
+# per rollout) and the obs_norm wrapper's clip of normalised observations to ±10. Matched:
 # value_clip 0 and dual_clip None (ours has neither), bound_action_method "clip" (ours clips to
 # [-1, 1] before rescaling to the bounds too), the state-independent log std (unbounded=True).
 # Against ant_config() (RLtools' Ant): a 64 × 64 tanh net rather than 256 × 256 ReLU; a 2048-row
 # rollout (8 envs × 256 steps) in 32 minibatches of 64, 10 passes, rather than 4096 rows (64 × 64)
-# in 2 of 2048, 4 passes; a constant lr rather than the KL-adapted one; initial std e^-0.5 rather
-# than 0.5; torch's Adam ε; 3M steps rather than 1M. γ, λ, clip, no entropy bonus, no advantage
-# normalisation and observation normalisation are the same.
+# in 2 of 2048, 4 passes; a linearly decaying lr rather than the KL-adapted one; initial std
+# e^-0.5 rather than 0.5; torch's Adam ε; 3M steps rather than 1M. γ, λ, clip, no entropy bonus,
+# no advantage normalisation and observation normalisation are the same.
 MUJOCO = Config(
     total_steps=3_000_000,  # epoch 100 × step_per_epoch 30000 (whole rollouts: 1464 of 2048 steps here, 15 per epoch there)
     num_envs=8,  # training_num
@@ -312,6 +311,10 @@ MUJOCO = Config(
     normalize_advantage=False,  # norm_adv 0
     normalize_observations=True,  # make_mujoco_env(obs_norm=True): running mean and std
     adaptive_lr=False,
+    lr_schedule="linear",  # lr_decay
+    max_grad_norm=0.5,
+    normalize_returns=True,  # rew_norm
+    orthogonal_init=True,
 )
 
 

@@ -10,7 +10,7 @@ import pytest
 import dispatchrl as drl
 from dispatchrl import checkpoint
 from dispatchrl.algorithms import ppo, sac, td3
-from dispatchrl.training.runs import EPISODE_LOG_4, SCRATCH_FIELDS_5
+from dispatchrl.training.runs import EPISODE_LOG_4, SCRATCH_FIELDS_5, SCRATCH_SINCE_5
 
 ALGOS = {"td3": td3, "sac": sac, "ppo": ppo}
 OFF_POLICY = dict(total_steps=400, warmup_steps=100, batch_size=16, hidden=(8,))
@@ -19,10 +19,6 @@ ON_POLICY = dict(total_steps=512, num_envs=8, steps_per_env=16, batch_size=32, h
 
 def config(algo, **overrides):
     return ALGOS[algo].Config(**{**(ON_POLICY if algo == "ppo" else OFF_POLICY), **overrides})
-
-
-#: scratch fields added after checkpoint version 5 (no version-4 file holds them to drop)
-SCRATCH_SINCE_5 = {"ppo": {"grad_norm", "return_var", "returns_rows"}}
 
 
 def saved_arrays(state):
@@ -79,7 +75,7 @@ def test_checkpoints_leave_scratch_out(algo, tmp_path):
     # what the format-4 migration drops: the scratch fields, and the episode log's ring
     assert set(EPISODE_LOG_4) <= scratch
     fields = {name.partition(".")[0] for name in scratch - set(EPISODE_LOG_4)}
-    assert fields - SCRATCH_SINCE_5.get(algo, set()) == set(SCRATCH_FIELDS_5[algo])
+    assert fields - set(SCRATCH_SINCE_5.get(algo, ())) == set(SCRATCH_FIELDS_5[algo])
     # the finished episodes travel as the run's history instead
     assert len(result.history["returns"]) > 0
     for key in ("steps", "returns", "lengths"):
@@ -91,7 +87,7 @@ def as_version_4(result, path, target):
     scratch buffer (as the run left it), the finished episodes in a 65536-episode log instead of
     the history, version 4, digest of that content."""
     meta, arrays = checkpoint.load(path)
-    newer = SCRATCH_SINCE_5.get(meta["algo"], set())
+    newer = SCRATCH_SINCE_5.get(meta["algo"], ())
     for name, array in checkpoint.scratch_arrays(result.state):
         if name.partition(".")[0] not in newer:  # a field the previous release did not have
             arrays[name.rstrip(".")] = drl.to_numpy(array)

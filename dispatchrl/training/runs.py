@@ -29,6 +29,7 @@ __all__ = [
     "HISTORY_KEYS",
     "RENAMED_FIELDS",
     "SCRATCH_FIELDS_5",
+    "SCRATCH_SINCE_5",
     "EpisodeHistory",
     "Snapshot",
     "TrainResult",
@@ -392,6 +393,11 @@ SCRATCH_FIELDS_5 = {
         "transition",
     ),
 }
+
+
+#: scratch fields added since version 5, per algorithm: no older checkpoint holds them, so no
+#: migration drops them (a test that writes an old file from today's state leaves them out)
+SCRATCH_SINCE_5 = {"ppo": ("grad_norm", "return_var", "returns_rows")}
 
 
 #: the episode log's entries version 5 stopped saving (its ring of the latest episodes)

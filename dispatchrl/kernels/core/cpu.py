@@ -703,11 +703,6 @@ def accumulate_squared_norm_kernel(x, total):
     accumulate_squared_norm_flat(x.reshape(x.size), total)
 
 
-@api.accumulate_squared_norm.dispatch
-def accumulate_squared_norm(device: CPU, x, total):
-    launch(device, accumulate_squared_norm_kernel, x, total)
-
-
 @njit(**JIT_EXACT)
 def clip_by_norm_at(i, x, total, max_norm) -> None:
     """x[i] scaled by max_norm / (norm + eps) where that is below 1, the factor rounded to x's
@@ -724,20 +719,10 @@ def clip_by_norm_kernel(x, total, max_norm):
         clip_by_norm_at(i, v, total, max_norm)
 
 
-@api.clip_by_norm.dispatch
-def clip_by_norm(device: CPU, x, total, max_norm):
-    launch(device, clip_by_norm_kernel, x, total, max_norm)
-
-
 @njit(**JIT_EXACT)
 def linear_schedule_kernel(counter, total, start, end, out):
     fraction = counter[0] / total
     out[0] = start + (end - start) * min(fraction, 1.0)
-
-
-@api.linear_schedule.dispatch
-def linear_schedule(device: CPU, counter, total, start, end, out):
-    launch(device, linear_schedule_kernel, counter, total, start, end, out)
 
 
 @njit(**JIT_FAST)

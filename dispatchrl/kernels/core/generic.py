@@ -164,29 +164,14 @@ def accumulate_squared_norm_kernel(x, total) -> None:
     total[0] += float(np.sum(np.square(x, dtype=np.float64)))
 
 
-@api.accumulate_squared_norm.dispatch
-def accumulate_squared_norm(device: Generic, x, total):
-    launch(device, accumulate_squared_norm_kernel, x, total)
-
-
 def clip_by_norm_kernel(x, total, max_norm) -> None:
     factor = max_norm / (np.sqrt(total[0]) + api.GRAD_NORM_EPS)
     if factor < 1.0:
         x *= x.dtype.type(factor)
 
 
-@api.clip_by_norm.dispatch
-def clip_by_norm(device: Generic, x, total, max_norm):
-    launch(device, clip_by_norm_kernel, x, total, max_norm)
-
-
 def linear_schedule_kernel(counter, total, start, end, out) -> None:
     out[0] = start + (end - start) * min(counter[0] / total, 1.0)
-
-
-@api.linear_schedule.dispatch
-def linear_schedule(device: Generic, counter, total, start, end, out):
-    launch(device, linear_schedule_kernel, counter, total, start, end, out)
 
 
 def fill_kernel(out, value) -> None:

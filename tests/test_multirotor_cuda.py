@@ -68,4 +68,7 @@ def test_fused_cuda_step_matches_cpu(cuda_device):
                 staged(dev, state, drl.asarray(dev, action), rng)
         results.append([drl.to_numpy(x) for x in (state.physics, state.obs, state.steps, state.terminated, rng)])
     for got, ref in zip(results[1], results[0]):
-        np.testing.assert_array_equal(got, ref)
+        if ref.dtype == np.float64:  # physics: the GPU contracts to FMAs (1 ulp on an H100, Nov 27)
+            np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-12)
+        else:
+            np.testing.assert_array_equal(got, ref)

@@ -4,7 +4,6 @@ and block forms generated from one element body each, the CPU's where the CPU ha
 import math
 
 import numpy as np
-from numba import cuda
 
 from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d, launch_once, once, per_index
 from ...devices import CUDA
@@ -143,8 +142,14 @@ def _track_episodes_at(
     running_return[i] += reward[i]
     running_length[i] += 1
     if terminated[i] or truncated[i]:
-        slot = cuda.atomic.add(count, 0, 1)  # type: ignore[call-arg]
-        at = slot % returns.shape[0]  # a ring: the driver reads it at every chunk boundary
+        # the CPU's slot, not an atomic's arrival order: the episodes of lower env indices that
+        # end at this step come first (a ring smaller than a step's episodes keeps the same ones);
+        # count advances in _count_episodes, after every thread has read it
+        rank = 0
+        for j in range(i):
+            if terminated[j] or truncated[j]:
+                rank += 1
+        at = (count[0] + rank) % returns.shape[0]  # a ring: the driver reads it at every chunk boundary
         returns[at] = running_return[i]
         lengths[at] = running_length[i]
         end_steps[at] = step[0]
@@ -152,7 +157,14 @@ def _track_episodes_at(
         running_length[i] = 0
 
 
+def _count_episodes(terminated, truncated, count) -> None:
+    for j in range(terminated.shape[0]):
+        if terminated[j] or truncated[j]:
+            count[0] += 1
+
+
 track_episodes_kernel = per_index(_track_episodes_at, "reward.shape[0]")
+count_episodes_kernel = once(_count_episodes)
 
 
 @api.track_episodes.dispatch
@@ -167,6 +179,7 @@ def track_episodes(device: CUDA, log, reward, terminated, truncated, step):
         step,
         *episode_log_arrays(log),
     )
+    launch_once(device, count_episodes_kernel, terminated, truncated, log.count)
 
 
 gaussian_tanh_sample_kernel = per_index(cpu.gaussian_tanh_sample_at, "action.shape[0]", standard_normal=standard_normal)

@@ -94,6 +94,27 @@ def test_branches_run_on_the_device_in_one_launch(cuda_device):
     np.testing.assert_array_equal(drl.to_numpy(x), np.full(5, 8.0, np.float32))  # polyak of x with itself
 
 
+def test_profiled_step_counts_each_call_and_its_clock(cuda_device, monkeypatch):
+    """benchmarks/cuda_profile.py's hook: thread 0 counts every executed call (branches included)
+    and adds the clock between barriers; the step's results are unchanged."""
+    monkeypatch.setattr(cuda_backend, "PROFILE", True)
+    monkeypatch.setattr(cuda_backend, "PROFILED", [])
+    counter, evens, below = (drl.zeros(cuda_device, 1, np.int64) for _ in range(3))
+    x = drl.asarray(cuda_device, np.full(5, 8.0), np.float32)
+    step = drl.fuse(cuda_device, branching_step, counter, x, evens, below)
+    step(7)
+    assert cuda_backend.PROFILED == [step._run]
+    assert [int(drl.to_numpy(a)[0]) for a in (counter, evens, below)] == [7, 4, 3]
+    cycles, counts = step._run.read_profile()
+    labels = step._run.profile_labels
+    assert [label.split("[")[0] for label in labels] == ["increment_kernel"] * 2 + [
+        "polyak_update_kernel",
+        "increment_kernel",
+    ]
+    assert counts.tolist() == [4, 3, 4, 7]  # evens (Every 2), below (Below 3), else polyak, counter
+    assert (cycles > 0).all()
+
+
 def doubled(device, x):
     drl.staging.launch(device, lambda data: data.copy_to_device(data.copy_to_host() * 2), x)
     drl.increment(device, x)

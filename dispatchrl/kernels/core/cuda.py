@@ -31,7 +31,7 @@ from ...staging import launch
 from . import api, cpu
 from .api import INV_SQRT_2PI, SQRT_HALF
 
-__all__ = ["adam_update", "increment_kernel"]
+__all__ = ["adam_elements", "increment_kernel"]
 
 
 @cuda.jit(device=True)
@@ -521,27 +521,35 @@ def mse_gradient(device: CUDA, pred, target, d_pred):
 
 
 @cuda.jit(device=True)
-def adam_update(i, param, grad, m, v, step, lr, beta1, beta2, eps):
-    """Adam on element i at step ``step`` (the counter's value after this update)."""
-    g = grad[i]
-    m[i] = beta1 * m[i] + (1 - beta1) * g
-    v[i] = beta2 * v[i] + (1 - beta2) * g * g
-    param[i] -= lr * (m[i] / (1.0 - beta1**step)) / (math.sqrt(v[i] / (1.0 - beta2**step)) + eps)
+def adam_elements(first, stride, size, param, grad, m, v, step, lr, beta1, beta2, eps):
+    """Adam on elements ``first, first + stride, ... < size`` at step ``step`` (the counter's value
+    after this update): the CPU kernel's formula, its bias corrections computed once per thread and
+    the elements updated in the parameters' dtype. (Per element in float64, with two powers, it was
+    68k cycles of the demo's 281k per step on an H100.)"""
+    real = param.dtype.type
+    step_size = real(lr / (1.0 - beta1**step))
+    inv_sqrt_correction2 = real(1.0 / math.sqrt(1.0 - beta2**step))
+    b1, b2 = real(beta1), real(beta2)
+    one_minus_b1, one_minus_b2 = real(1 - beta1), real(1 - beta2)
+    epsilon = real(eps)
+    for i in range(first, size, stride):
+        g = grad[i]
+        mi = b1 * m[i] + one_minus_b1 * g
+        vi = b2 * v[i] + one_minus_b2 * g * g
+        m[i] = mi
+        v[i] = vi
+        param[i] -= step_size * mi / (math.sqrt(vi) * inv_sqrt_correction2 + epsilon)
 
 
+# the counter itself advances in increment_kernel, after every thread read it
 @cuda.jit
 def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
-    i = cuda.grid(1)
-    if i < param.size:
-        # the counter itself advances in increment_kernel, after every thread read it
-        adam_update(i, param, grad, m, v, t[0] + 1, lr, beta1, beta2, eps)
+    adam_elements(cuda.grid(1), cuda.gridsize(1), param.size, param, grad, m, v, t[0] + 1, lr, beta1, beta2, eps)
 
 
 @cuda.jit
 def adam_step_lr_array_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
-    i = cuda.grid(1)
-    if i < param.size:
-        adam_update(i, param, grad, m, v, t[0] + 1, lr[0], beta1, beta2, eps)
+    adam_elements(cuda.grid(1), cuda.gridsize(1), param.size, param, grad, m, v, t[0] + 1, lr[0], beta1, beta2, eps)
 
 
 def _adam_sizes(param, grad, m, v, t, lr, beta1, beta2, eps) -> tuple:
@@ -551,18 +559,13 @@ def _adam_sizes(param, grad, m, v, t, lr, beta1, beta2, eps) -> tuple:
 @block_form(adam_step_kernel, _adam_sizes)
 @cuda.jit(device=True)
 def adam_step_block(param, grad, m, v, t, lr, beta1, beta2, eps, size):
-    step = t[0] + 1  # the counter advances in the increment after this call's barrier
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
-        adam_update(i, param, grad, m, v, step, lr, beta1, beta2, eps)
+    adam_elements(cuda.threadIdx.x, cuda.blockDim.x, size, param, grad, m, v, t[0] + 1, lr, beta1, beta2, eps)
 
 
 @block_form(adam_step_lr_array_kernel, _adam_sizes)
 @cuda.jit(device=True)
 def adam_step_lr_array_block(param, grad, m, v, t, lr, beta1, beta2, eps, size):
-    step = t[0] + 1
-    rate = lr[0]
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
-        adam_update(i, param, grad, m, v, step, rate, beta1, beta2, eps)
+    adam_elements(cuda.threadIdx.x, cuda.blockDim.x, size, param, grad, m, v, t[0] + 1, lr[0], beta1, beta2, eps)
 
 
 @cuda.jit

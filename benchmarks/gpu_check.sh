@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The checks that need a real NVIDIA GPU (issues #13, #33), sized for about 4 minutes on one H100
-# with 16 cores. CI has none and runs CUDA in numba's simulator; run this on a GPU machine and keep
+# The checks that need a real NVIDIA GPU (issues #13, #33), about 9 minutes on one H100 with 16
+# cores (Nov 27: 3 of tests, then the rows; TD3's and PPO's fused CUDA steps compile for 131 and 86 s). CI has none and runs CUDA in numba's simulator; run this on a GPU machine and keep
 # its output with the measurements:
 #     PYTHON=python3 [BASELINE=/path/to/other/checkout] bash benchmarks/gpu_check.sh 2>&1 | tee gpu_check.log
 # 1. versions and device;
 # 2. in parallel: the CUDA tests on hardware (one pytest per file or filter) while the CPU rows' kernels are
 #    compiled into Numba's disk cache (untimed, CUDA hidden), so the timed rows below load them;
-# 3. timed, one at a time: `dispatchrl demo --json`; benchmarks/cpu_vs_gpu.py (the demo step and the
+# 3. timed, one at a time: `dispatchrl demo --json`; the demo step's cycles call by call
+#    (benchmarks/cuda_profile.py); benchmarks/cpu_vs_gpu.py (the demo step and the
 #    dense layer 1024 x 4096 for dispatchrl CPU and CUDA, JAX and PyTorch in the same run); TD3
 #    Pendulum 10k steps and PPO Pendulum (PPO_STEPS) on CPU and CUDA;
 # 4. with BASELINE: the demo and the TD3/PPO CUDA rows again for that tree (its own PYTHONPATH and
@@ -105,7 +106,7 @@ if [ "$TESTS" != 0 ]; then
         "test_gae:cuda" "test_fuzz:cuda" "test_multirotor_cuda:cuda" "test_dqn:cuda" "test_nstep_memmap_offpolicy:cuda")
     for i in "${!specs[@]}"; do
         spec=${specs[$i]}
-        in_tree "$TREE" timeout -k 10 170 $PYTHON -m pytest "tests/${spec%%:*}.py" -k "${spec#*:}" -q \
+        in_tree "$TREE" timeout -k 10 240 $PYTHON -m pytest "tests/${spec%%:*}.py" -k "${spec#*:}" -q \
             -p no:cacheprovider -o addopts="" >"$LOGS/test$i.log" 2>&1 &
         test_pids+=($!)
     done
@@ -122,13 +123,15 @@ for pid in "${warm_pids[@]}"; do
 done
 
 step new "$TREE" 90 $PYTHON -m dispatchrl.cli demo --json
+step new "$TREE" 90 $PYTHON benchmarks/cuda_profile.py --programs demo --top 12
 step new "$TREE" 150 $PYTHON benchmarks/cpu_vs_gpu.py --widths 1024 --batches 4096 --peer-shapes 1024x4096 \
     --peer-python "$PEER_PYTHON" --peer-timeout 75
 for algo in td3 ppo; do
     steps=$TD3_STEPS
     [ "$algo" = ppo ] && steps=$PPO_STEPS
     for device in cpu cuda; do
-        step new "$TREE" 120 $PYTHON -m dispatchrl.cli train $algo --env pendulum --device $device \
+        # compiling TD3's fused CUDA step took 131 s on the H100 host (Nov 27)
+        step new "$TREE" 240 $PYTHON -m dispatchrl.cli train $algo --env pendulum --device $device \
             --steps "$steps" --json
     done
 done
@@ -138,7 +141,7 @@ if [ -n "$BASELINE" ]; then
     for algo in td3 ppo; do
         steps=$BASELINE_TD3_STEPS
         [ "$algo" = ppo ] && steps=$BASELINE_PPO_STEPS
-        step baseline "$BASELINE" 120 $PYTHON -m dispatchrl.cli train $algo --env pendulum --device cuda \
+        step baseline "$BASELINE" 240 $PYTHON -m dispatchrl.cli train $algo --env pendulum --device cuda \
             --steps "$steps" --json
     done
 fi

@@ -616,6 +616,18 @@ def mse_gradient(device: CPU, pred, target, d_pred):
 
 
 @njit(**JIT_FAST)
+def adam_element(i, p, g, m, v, b1, b2, one_minus_b1, one_minus_b2, step_size, inv_sqrt_correction2, epsilon):
+    """Adam on element i (the CUDA kernels' body too), with the step's bias corrections folded
+    into ``step_size`` and ``inv_sqrt_correction2``."""
+    gi = g[i]
+    mi = b1 * m[i] + one_minus_b1 * gi
+    vi = b2 * v[i] + one_minus_b2 * gi * gi
+    m[i] = mi
+    v[i] = vi
+    p[i] -= step_size * mi / (math.sqrt(vi) * inv_sqrt_correction2 + epsilon)
+
+
+@njit(**JIT_FAST)
 def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
     t[0] += 1
     # Scalars in the array's dtype, so float32 parameters update in float32 SIMD lanes.
@@ -630,12 +642,7 @@ def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
     m_ = m.reshape(m.size)
     v_ = v.reshape(v.size)
     for i in range(p.size):
-        gi = g[i]
-        mi = b1 * m_[i] + one_minus_b1 * gi
-        vi = b2 * v_[i] + one_minus_b2 * gi * gi
-        m_[i] = mi
-        v_[i] = vi
-        p[i] -= step_size * mi / (math.sqrt(vi) * inv_sqrt_correction2 + epsilon)
+        adam_element(i, p, g, m_, v_, b1, b2, one_minus_b1, one_minus_b2, step_size, inv_sqrt_correction2, epsilon)
 
 
 @njit(**JIT_FAST)

@@ -20,6 +20,7 @@ from ...backends.cuda import (
     REDUCE_THREADS,
     Launch,
     block_form,
+    device_twin,
     flat,
     launch_1d,
     launch_once,
@@ -520,6 +521,9 @@ def mse_gradient(device: CUDA, pred, target, d_pred):
     launch_1d(device, mse_gradient_kernel, pred.size, flat(pred), flat(target), flat(d_pred))
 
 
+_adam_element = device_twin(cpu.adam_element)
+
+
 @cuda.jit(device=True)
 def adam_elements(first, stride, size, param, grad, m, v, step, lr, beta1, beta2, eps):
     """Adam on elements ``first, first + stride, ... < size`` at step ``step`` (the counter's value
@@ -533,12 +537,9 @@ def adam_elements(first, stride, size, param, grad, m, v, step, lr, beta1, beta2
     one_minus_b1, one_minus_b2 = real(1 - beta1), real(1 - beta2)
     epsilon = real(eps)
     for i in range(first, size, stride):
-        g = grad[i]
-        mi = b1 * m[i] + one_minus_b1 * g
-        vi = b2 * v[i] + one_minus_b2 * g * g
-        m[i] = mi
-        v[i] = vi
-        param[i] -= step_size * mi / (math.sqrt(vi) * inv_sqrt_correction2 + epsilon)
+        _adam_element(
+            i, param, grad, m, v, b1, b2, one_minus_b1, one_minus_b2, step_size, inv_sqrt_correction2, epsilon
+        )
 
 
 # the counter itself advances in increment_kernel, after every thread read it

@@ -323,6 +323,48 @@ def test_tianshou_options_agree_on_every_device_take_effect_and_resume(tmp_path)
     np.testing.assert_array_equal(host(resumed.state.return_stats.var), host(results["CPU"].state.return_stats.var))
 
 
+def _critic_values(state, x: np.ndarray) -> np.ndarray:
+    """The critic's output on rows ``x`` in float64 from its host weights (tanh hidden, identity out)."""
+    h = x.astype(np.float64)
+    layers = len(state.critic.weights)
+    for i, (w, b) in enumerate(zip(state.critic.weights, state.critic.biases)):
+        h = h @ host(w.value).astype(np.float64) + host(b.value).astype(np.float64)
+        h = np.tanh(h) if i < layers - 1 else h
+    return h[:, 0]
+
+
+def test_recompute_advantage_takes_the_current_critic_on_every_device():
+    """Tianshou's recompute_adv: the fused PPO agrees across devices and differs from the run
+    without it; recomputing sets V(s_t), V(s_t+1) and GAE from the critic as it is."""
+    config = dataclasses.replace(TINY, adaptive_lr=False, recompute_advantage=True)
+    devices = (drl.Generic(), drl.CPU(), drl.C(), drl.CUDA())
+    results = {type(d).__name__: ppo.train(d, "pendulum", config, seed=3, progress=False) for d in devices}
+    reference = results.pop("Generic")
+    for name, result in results.items():
+        for ours, ref in zip(result.policy.weights, reference.policy.weights):
+            np.testing.assert_allclose(ours, ref, rtol=2e-4, atol=2e-5, err_msg=name)
+    plain = ppo.train(drl.Generic(), "pendulum", dataclasses.replace(config, recompute_advantage=False), seed=3)
+    assert not np.array_equal(plain.policy.weights[0], reference.policy.weights[0])  # deterministic: it acted
+    state, cpu = results["CPU"].state, drl.CPU()
+    stored = state.rollout
+    t, n = stored.value.shape
+    ppo.recompute_advantages(cpu, config, state)
+    value = _critic_values(state, host(stored.obs)).reshape(t, n)
+    next_value = _critic_values(state, host(state.next_obs_rows)).reshape(t, n)
+    np.testing.assert_allclose(host(stored.value), value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(host(stored.next_value), next_value, rtol=1e-5, atol=1e-6)
+    reward, terminated, truncated = (host(getattr(stored, f)) for f in ("reward", "terminated", "truncated"))
+    advantage, running = np.zeros((t, n)), np.zeros(n)
+    for k in range(t - 1, -1, -1):  # GAE, float64, from the recomputed values
+        delta = reward[k] + config.gamma * np.where(terminated[k], 0.0, next_value[k]) - value[k]
+        running = (
+            delta + np.where(terminated[k] | truncated[k] | (k == t - 1), 0.0, config.gamma * config.lam) * running
+        )
+        advantage[k] = running
+    np.testing.assert_allclose(host(stored.advantage), advantage, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(host(stored.returns), advantage + value, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["generic", "cpu"])
 def test_orthogonal_init_is_torch_orthogonal_with_tianshou_gains(name):
     device = drl.devices.device_from_name(name)

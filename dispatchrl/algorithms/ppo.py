@@ -157,6 +157,7 @@ class Config:
     max_grad_norm: float = 0.0  # clip the joint gradient norm of actor and critic (clip_grad_norm_); 0: off
     normalize_returns: bool = False  # the critic learns returns / their running std (Tianshou's rew_norm)
     orthogonal_init: bool = False  # orthogonal weights (gain √2, the actor's output × 0.01), zero biases
+    recompute_advantage: bool = False  # each epoch after the first: V and GAE again with the current critic
     check_every: int = 1000  # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
@@ -183,6 +184,7 @@ class Config:
                 "normalize_observations": flag,
                 "normalize_returns": flag,
                 "orthogonal_init": flag,
+                "recompute_advantage": flag,
                 "adaptive_lr": flag,
                 "kl_target": (positive, "a positive number"),
                 "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
@@ -347,6 +349,8 @@ class State:
     return_var: Array | None = field(metadata=SCRATCH)  # (1,) float64: their variance before this rollout
     returns_rows: Array | None = field(metadata=SCRATCH)  # the rollout's returns as (T·N, 1) rows, same memory
     explained_variance: Array  # (1,) float64: of the value function over the last rollout (logging)
+    next_obs_rows: Array | None = field(metadata=SCRATCH)  # (T·N, O) normalised true next observations
+    critic_rollout: MLPBuffers | None = field(metadata=SCRATCH)  # critic buffers, T·N rows (recompute_advantage)
     transition: TensorDict = field(metadata=SCRATCH)  # the current transition, N rows (Python-stepped envs)
     episodes: EpisodeLog | None  # attached by the driver (its ring sized for the driver's chunks)
     rng: Array
@@ -428,6 +432,10 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Space | in
         return_var=zeros(device, 1, np.float64) if config.normalize_returns else None,
         returns_rows=reshaped(stored.returns, (stored.returns.size, 1)) if config.normalize_returns else None,
         explained_variance=zeros(device, 1, np.float64),
+        next_obs_rows=zeros(device, (envs * config.steps_per_env, obs_dim)) if config.recompute_advantage else None,
+        critic_rollout=make_buffers(device, critic, envs * config.steps_per_env)
+        if config.recompute_advantage
+        else None,
         transition=transitions(device, envs, obs_dim, action_dim),
         episodes=None,
         rng=rng(device, seed),
@@ -479,6 +487,22 @@ def record_step(
         terminated,
         truncated,
     )
+    if state.next_obs_rows is not None:  # the same row layout, by the same kernel, with the next observation as obs
+        shadow = dataclasses.replace(state.rollout, obs=state.next_obs_rows)
+        rollout_store(
+            device,
+            shadow,
+            state.step,
+            state.next_obs_norm,
+            state.action,
+            state.actor_act.output,
+            state.log_prob,
+            state.critic_act.output,
+            state.critic_next.output,
+            reward,
+            terminated,
+            truncated,
+        )
     track_episodes(device, state.episodes, reward, terminated, truncated, state.step)
     increment(device, state.step)
 
@@ -510,6 +534,27 @@ def prepare_update(device: Device, config: Config, state: State) -> None:
     if config.lr_schedule == "linear":  # updates = i·U at iteration i's first update, of I·U in all
         total = config.iterations * config.epochs * config.minibatches
         linear_schedule(device, state.updates, total, config.lr, 0.0, state.learning_rate)
+    advantages(device, config, state)
+    if state.log_std is not None and state.old_log_std is not None:
+        copy(device, state.log_std.value, state.old_log_std)
+
+
+def recompute_advantages(device: Device, config: Config, state: State) -> None:
+    """Tianshou's recompute_adv: before each epoch after the first, V(s_t) and V(s_{t+1}) of the
+    whole rollout from the critic as it is now, then GAE (and the return statistics) again."""
+    stored, buffers = state.rollout, state.critic_rollout
+    assert buffers is not None and state.next_obs_rows is not None, "built with recompute_advantage"
+    rows = (stored.value.size, 1)
+    forward(device, state.critic, buffers, stored.obs)
+    copy(device, buffers.output, reshaped(stored.value, rows))
+    forward(device, state.critic, buffers, state.next_obs_rows)
+    copy(device, buffers.output, reshaped(stored.next_value, rows))
+    advantages(device, config, state)
+
+
+def advantages(device: Device, config: Config, state: State) -> None:
+    """GAE advantages and returns of the rollout from its stored values (with normalize_returns:
+    values in return-std units scaled back, the statistics updated, the returns scaled)."""
     stored = state.rollout
     returns_stats = state.return_stats
     if returns_stats is not None:  # Tianshou's rew_norm: the critic's values are in units of the returns' std
@@ -532,15 +577,23 @@ def prepare_update(device: Device, config: Config, state: State) -> None:
     if returns_stats is not None:  # the statistics take the returns in env units, the critic learns them scaled
         running_stats_update(device, returns_stats, state.returns_rows)
         scale_by_running_std(device, state.return_var, stored.returns, divide=True)
-    if state.log_std is not None and state.old_log_std is not None:
-        copy(device, state.log_std.value, state.old_log_std)
 
 
 def update(device: Device, config: Config, state: State) -> None:
     """One minibatch step; ``epochs × minibatches`` of them make an iteration's update. The first
     computes GAE, the first of each epoch reshuffles."""
     per_epoch = config.minibatches
-    when(device, Every(state.updates, per_epoch * config.epochs), lambda device: prepare_update(device, config, state))
+    recompute = None
+    if config.recompute_advantage:  # the first update of every later epoch
+        recompute = lambda device: when(  # noqa: E731
+            device, Every(state.updates, per_epoch), lambda device: recompute_advantages(device, config, state)
+        )
+    when(
+        device,
+        Every(state.updates, per_epoch * config.epochs),
+        lambda device: prepare_update(device, config, state),
+        recompute,
+    )
     when(
         device, Every(state.updates, per_epoch), lambda device: random_permutation(device, state.rng, state.permutation)
     )

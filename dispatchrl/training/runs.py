@@ -397,7 +397,7 @@ SCRATCH_FIELDS_5 = {
 
 #: scratch fields added since version 5, per algorithm: no older checkpoint holds them, so no
 #: migration drops them (a test that writes an old file from today's state leaves them out)
-SCRATCH_SINCE_5 = {"ppo": ("grad_norm", "return_var", "returns_rows")}
+SCRATCH_SINCE_5 = {"ppo": ("grad_norm", "return_var", "returns_rows", "next_obs_rows", "critic_rollout")}
 
 
 #: the episode log's entries version 5 stopped saving (its ring of the latest episodes)

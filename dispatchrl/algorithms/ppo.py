@@ -473,27 +473,15 @@ def record_step(
     """V of the true next observation, then the step goes into the rollout and the episode log."""
     normalize(device, config, state, next_obs, state.next_obs_norm, update_stats=False)
     forward(device, state.critic, state.critic_next, state.next_obs_norm)
-    rollout_store(
-        device,
-        state.rollout,
-        state.step,
-        state.obs_norm,
-        state.action,
-        state.actor_act.output,
-        state.log_prob,
-        state.critic_act.output,
-        state.critic_next.output,
-        reward,
-        terminated,
-        truncated,
-    )
-    if state.next_obs_rows is not None:  # the same row layout, by the same kernel, with the next observation as obs
-        shadow = dataclasses.replace(state.rollout, obs=state.next_obs_rows)
+    targets = [(state.rollout, state.obs_norm)]
+    if state.next_obs_rows is not None:  # recompute_advantage: the next observations in the same rows, same kernel
+        targets.append((dataclasses.replace(state.rollout, obs=state.next_obs_rows), state.next_obs_norm))
+    for target, obs in targets:
         rollout_store(
             device,
-            shadow,
+            target,
             state.step,
-            state.next_obs_norm,
+            obs,
             state.action,
             state.actor_act.output,
             state.log_prob,

@@ -216,6 +216,7 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
     # dynamic: one region for every product of a fused kernel (the largest gemm_shared_bytes)
     staged = cuda.shared.array(0, c.dtype)
     acc = cuda.local.array((4, 4), c.dtype)
+    tile_bias = cuda.local.array(4, c.dtype)
     zero = c.dtype.type(0)
     tid = cuda.threadIdx.x
     threads = cuda.blockDim.x  # a multiple of GEMM_THREAD_COLS
@@ -272,13 +273,17 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
                 if k0 + 24 < inner:
                     _multiply_add8(acc, staged, b_offset, 24, tx, ty, thread_rows)
             cuda.syncthreads()
+        if dense:  # the tile's 4 bias values first: loaded between the stores, each waited out its latency
+            for s in range(4):
+                j = n0 + tx + GEMM_THREAD_COLS * s
+                tile_bias[s] = bias[U(j)] if j < cols else zero
         for r in range(4):
             i = m0 + ty + thread_rows * r
             for s in range(4):
                 j = n0 + tx + GEMM_THREAD_COLS * s
                 if i < rows and j < cols:
                     if dense:
-                        v = acc[r, s] + bias[U(j)]
+                        v = acc[r, s] + tile_bias[s]
                         pre[U(i), U(j)] = v
                         c[U(i), U(j)] = _activate(v, code)
                     else:

@@ -430,13 +430,12 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
                 device_function, sizes = BLOCK_FORMS[_kernel_of(operation)]
                 name = functions.setdefault(device_function, f"f{len(functions)}")
                 rendered = [array_name(a) if _is_device_array(a) else _literal(a) for a in args]
-                rendered += [repr(int(s)) for s in sizes(*[raw(a) for a in args])]
-                lines.append(f"{indent}{name}({', '.join(rendered)})")
+                literals = [str(int(s)) for s in sizes(*[raw(a) for a in args])]
+                lines.append(f"{indent}{name}({', '.join(rendered + literals)})")
                 lines.append(f"{indent}cuda.syncthreads()")
                 if profile:
                     k = len(labels)
-                    sizes_text = "x".join(str(int(s)) for s in sizes(*[raw(a) for a in args]))
-                    labels.append(f"{_kernel_name(operation)}[{sizes_text}]")
+                    labels.append(f"{_kernel_name(operation)}[{'x'.join(literals)}]")
                     lines += [
                         f"{indent}if cuda.threadIdx.x == 0:",
                         f"{indent}    now = clock64()",

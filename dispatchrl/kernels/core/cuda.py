@@ -273,7 +273,7 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
                 if k0 + 24 < inner:
                     _multiply_add8(acc, staged, b_offset, 24, tx, ty, thread_rows)
             cuda.syncthreads()
-        if dense:  # the tile's 4 bias values first: loaded between the stores, each waited out its latency
+        if dense:  # the tile's 4 bias values before any store (loaded between stores, each load was waited out)
             for s in range(4):
                 j = n0 + tx + GEMM_THREAD_COLS * s
                 tile_bias[s] = bias[U(j)] if j < cols else zero

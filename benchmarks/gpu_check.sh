@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The checks that need a real NVIDIA GPU (issues #13, #33), about 9 minutes on one H100 with 16
 # cores (Nov 27: 3 of tests, then the rows; TD3's and PPO's fused CUDA steps compile for 131 and 86 s),
-# just inside one 600 s device call: BASELINE rows need a call of their own (TESTS=0 skips the tests). CI has none and runs CUDA in numba's simulator; run this on a GPU machine and keep
+# just inside one 600 s device call: BASELINE rows need a call of their own (TESTS=0 skips the
+# tests). CI has none and runs CUDA in numba's simulator; run this on a GPU machine and keep
 # its output with the measurements:
 #     PYTHON=python3 [BASELINE=/path/to/other/checkout] bash benchmarks/gpu_check.sh 2>&1 | tee gpu_check.log
 # 1. versions and device;

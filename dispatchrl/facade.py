@@ -26,6 +26,7 @@ from .algorithms import dqn, ppo, sac, td3
 from .algorithms.protocol import Algorithm
 from .algorithms.registry import ALGORITHMS
 from .arrays import to_numpy
+from .data import ReplayBuffer, RingStorage, UniformSampler
 from .devices import Device, device_from_name
 from .errors import CheckpointError, ConfigError
 from .loggers import Logger
@@ -209,6 +210,27 @@ class Model:
                 raise ConfigError(f"predict: {self.algo.NAME} has no stochastic policy; use deterministic=True")
             self._stochastic_of = (state, make(state, self.config, self.spec.action_space))
         return self._stochastic_of[1]
+
+    @property
+    def replay_buffer(self) -> ReplayBuffer:
+        """The run's replay ring as a :class:`~dispatchrl.data.ReplayBuffer` over a
+        :class:`~dispatchrl.data.RingStorage` (SB3's ``model.replay_buffer``), in place and
+        read-only (the ring's size and position follow the run's steps): ``sample(batch_size)``
+        draws rows training stored, uniformly, from a stream seeded by the model's seed;
+        ``state_dict``/``save`` copy it. Off-policy algorithms on host-memory devices; ``learn``
+        and ``load`` make a new one."""
+        state = self._state()
+        cached = getattr(self, "_replay_of", None)
+        if cached is None or cached[0] is not state:
+            if getattr(state, "replay", None) is None:
+                raise ConfigError(
+                    f"replay_buffer: {type(self).__name__} keeps no replay buffer (it learns from rollouts)"
+                )
+            self._replay_of = (
+                state,
+                ReplayBuffer(RingStorage(state.replay, writable=False), UniformSampler(self.seed)),
+            )
+        return self._replay_of[1]
 
     def _noise(self) -> np.random.Generator:
         if getattr(self, "_rng", None) is None:

@@ -317,3 +317,70 @@ def test_prepared_sample_follows_a_loaded_state(tmp_path):
     rb.load_state_dict(state)  # an emptied buffer: refused, nothing drawn
     with pytest.raises(EmptyBufferError, match="empty"):
         prepared()
+
+
+RING_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+
+
+def test_ring_storage_is_the_fused_steps_ring_in_place():
+    import dispatchrl as drl
+
+    model = drl.TD3(
+        "pendulum", seed=0, progress=False, replay_capacity=300, warmup_steps=50, batch_size=16, hidden=(16, 16)
+    )
+    model.learn(200)
+    ring, rb = model.state.replay, model.replay_buffer
+    assert rb is model.replay_buffer  # one sampler stream per state
+    assert len(rb) == 200 and rb.storage.cursor == 200
+    stored = {key: drl.to_numpy(getattr(ring, key)) for key in RING_KEYS}
+    out = rb.sample(32)
+    assert out["index"].max() < 200
+    for key in RING_KEYS:
+        np.testing.assert_array_equal(out[key], stored[key][out["index"]])
+    with pytest.raises(ConfigError, match="this ring is read-only"):  # its counters follow the run's steps
+        rb.extend({key: stored[key][:2] for key in RING_KEYS})
+    assert len(rb) == 200
+    model.learn(110)  # the ring wraps; the model's buffer is the new state's
+    assert len(model.replay_buffer) == 300 and model.replay_buffer.storage.cursor == 10
+
+
+def test_ring_storage_writes_the_ring_the_kernels_read():
+    import dispatchrl as drl
+    from dispatchrl.data import RingStorage, replay_buffer
+    from dispatchrl.kernels.offpolicy.api import replay_sample
+
+    cpu = drl.CPU()
+    ring = replay_buffer(cpu, 6, 2, 1)
+    rb = ReplayBuffer(RingStorage(ring), UniformSampler(seed=4))
+    obs = np.arange(16, dtype=np.float32).reshape(8, 2)
+    batch = {"obs": obs, "action": obs[:, :1], "reward": obs[:, 0], "next_obs": obs + 1}
+    batch |= {"terminated": np.zeros(8, bool), "truncated": np.ones(8, bool)}
+    first, then = ({key: value[part] for key, value in batch.items()} for part in (slice(0, 4), slice(4, 8)))
+    np.testing.assert_array_equal(rb.extend(first), [0, 1, 2, 3])
+    np.testing.assert_array_equal(rb.extend(then), [4, 5, 0, 1])  # wraps as replay_add does
+    assert drl.to_numpy(ring.size)[0] == 6 and drl.to_numpy(ring.position)[0] == 2
+    np.testing.assert_array_equal(drl.to_numpy(ring.obs), np.concatenate([obs[6:], obs[2:6]]))
+    # the kernels' uniform draw from the same stream reads the same rows as the sampler's
+    out = drl.data.transitions(cpu, 5, 2, 1)
+    replay_sample(cpu, drl.asarray(cpu, drl.to_numpy(rb.sampler.rng)), ring, out)
+    np.testing.assert_array_equal(drl.to_numpy(out["obs"]), rb.sample(5)["obs"])
+
+
+def test_ring_storage_refuses_what_it_cannot_open():
+    import dataclasses
+
+    import dispatchrl as drl
+    from dispatchrl.data import RingStorage, replay_buffer
+
+    with pytest.raises(ConfigError, match="'ring' must be a dispatchrl.data.ReplayRing"):
+        RingStorage(rows(4))
+    ring = replay_buffer(drl.CPU(), 8, 3, 1)
+    apart = dataclasses.replace(ring, size=drl.zeros(drl.CPU(), 1, np.int64))
+    with pytest.raises(ConfigError, match="one \\[size, position\\] pair"):
+        RingStorage(apart)
+    rb = ReplayBuffer(RingStorage(ring))
+    with pytest.raises(MissingKeyError, match="the batch lacks key 'truncated'"):
+        rb.extend({key: np.zeros((2,) + getattr(ring, key).shape[1:]) for key in RING_KEYS[:-1]})
+    assert len(rb) == 0 and drl.to_numpy(ring.position)[0] == 0  # nothing written
+    with pytest.raises(ConfigError, match="PPO keeps no replay buffer"):
+        _ = drl.PPO("pendulum", progress=False).replay_buffer

@@ -6,8 +6,10 @@ transform=None)`` follows TorchRL's split (seed 003): the storage holds a Tensor
 goes to; the sampler picks the rows a sample reads. Checkpoints are npz arrays plus json, never
 pickle.
 
-This is the host-side (Python) buffer. The fused TD3/SAC steps keep using the preallocated
-device ring of :mod:`dispatchrl.data.replay`.
+One design for both sides: the fused TD3/SAC/DQN steps' preallocated ring
+(:mod:`dispatchrl.data.replay`) is this design's storage in device memory, its kernels' uniform
+and prioritized draws are the samplers' (the same counter stream and trees), and
+:class:`RingStorage` opens a ring as a storage of this buffer, in place.
 """
 
 import json
@@ -18,7 +20,7 @@ import numpy as np
 
 from ..arrays import to_numpy
 from ..devices import CPU
-from ..errors import ConfigError, EmptyBufferError, MissingKeyError, ShapeError
+from ..errors import ConfigError, DeviceError, EmptyBufferError, MissingKeyError, ShapeError
 from ..kernels.random.api import rng
 from ..kernels.replay.api import EMPTY, tree_leaves
 from ..kernels.replay.cpu import (
@@ -32,6 +34,8 @@ from ..kernels.replay.cpu import (
     uniform_index_kernel,
     uniform_rows_at,
 )
+from ..memory import host_view, space_of
+from .replay import COUNTERS_FILE, ReplayRing, memmap_rows
 from .tensordict import META_FILE, TensorDict, flat_key, host_leaf, stack
 
 __all__ = [
@@ -160,7 +164,7 @@ class MemmapStorage(_Storage):
     batch's keys, shapes and dtypes. The length and write cursor live in a memmapped file next
     to them, so reopening the same path (in any process) sees the same content, length and cursor."""
 
-    COUNTERS = "counters.npy"
+    COUNTERS = COUNTERS_FILE
 
     def __init__(self, max_size, path):
         super().__init__(max_size)
@@ -193,10 +197,7 @@ class MemmapStorage(_Storage):
         return counters
 
     def _allocate(self, td) -> None:
-        self.data = TensorDict.empty_memmap(self.path, [self.max_size], self._spec(td))
-        counters = np.lib.format.open_memmap(
-            os.path.join(self.path, self.COUNTERS), mode="w+", dtype=np.int64, shape=(2,)
-        )
+        self.data, counters = memmap_rows(self.path, self.max_size, self._spec(td))
         counters[:] = self._counters
         self._counters = counters
 
@@ -206,6 +207,48 @@ class MemmapStorage(_Storage):
                 leaf.flush()
         if isinstance(self._counters, np.memmap):
             self._counters.flush()
+
+
+class RingStorage(_Storage):
+    """The replay ring of a fused TD3/SAC/DQN step (:class:`~dispatchrl.data.ReplayRing`, e.g.
+    ``model.state.replay``) as a storage, in place: rows ``extend`` writes are rows the step
+    samples, and ``sample`` reads what the step stored; the ring's [size, position] are the
+    storage's [length, cursor]. Host memory only (Generic, CPU and C devices; memmapped rings).
+    ``writable=False`` refuses writes: a training run's ring, whose size and position follow the
+    run's step count (checkpoints check them)."""
+
+    def __init__(self, ring, writable=True):
+        if not isinstance(ring, ReplayRing):
+            raise ConfigError(f"RingStorage: 'ring' must be a dispatchrl.data.ReplayRing, got {type(ring).__name__}")
+        super().__init__(ring.capacity)
+        host = {}
+        for name, array in vars(ring).items():
+            host[name] = host_view(space_of(array.device), array.data)
+            if host[name] is None:
+                raise DeviceError(
+                    f"RingStorage: 'ring' is in {array.device!r}'s memory, which host code cannot address; "
+                    "copy the rows out with dispatchrl.to_numpy"
+                )
+        size, position = host.pop("size"), host.pop("position")
+        if _address(position) != _address(size) + size.itemsize:
+            raise ConfigError(
+                "RingStorage: the ring's size and position are not one [size, position] pair "
+                "(make rings with dispatchrl.data.replay_buffer or memmap_replay_buffer)"
+            )
+        self._counters = np.lib.stride_tricks.as_strided(size, (2,), size.strides)
+        self.data = TensorDict(host, [self.max_size])
+        self.writable = bool(writable)
+
+    def set(self, indices, td) -> None:
+        if not self.writable:
+            raise ConfigError(
+                "RingStorage: this ring is read-only (a training run's: its size and position follow the "
+                "run's steps); write to a ReplayBuffer of your own"
+            )
+        super().set(indices, td)
+
+    def _allocate(self, td) -> None:
+        raise AssertionError("a RingStorage's rows are the ring's")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,7 +549,9 @@ class ReplayBuffer:
 
     def __init__(self, storage, sampler=None, writer=None, batch_size=None, transform=None):
         if not isinstance(storage, _Storage):
-            raise ConfigError(f"ReplayBuffer: 'storage' must be a DeviceStorage or MemmapStorage, got {storage!r}")
+            raise ConfigError(
+                f"ReplayBuffer: 'storage' must be a DeviceStorage, MemmapStorage or RingStorage, got {storage!r}"
+            )
         self.storage = storage
         self.sampler = sampler if sampler is not None else UniformSampler()
         self.writer = writer if writer is not None else RoundRobinWriter()

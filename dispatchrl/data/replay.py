@@ -76,11 +76,26 @@ def replay_buffer(device, capacity, obs_dim, action_dim, dtype=np.float32):
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"replay_buffer: '{name}' must be a positive int, got {value!r}")
     rows = _transition_arrays(device, capacity, obs_dim, action_dim, dtype)
-    return ReplayRing(**rows, position=zeros(device, 1, np.int64), size=zeros(device, 1, np.int64))
+    return _ring(rows, zeros(device, 2, np.int64))
+
+
+def _ring(rows, counters) -> ReplayRing:
+    """A ring over transition ``rows`` and one int64 (2,) Array ``counters``, [size, position]
+    (a storage's [length, cursor]: :class:`~dispatchrl.data.RingStorage` reads the pair as one)."""
+    return ReplayRing(**rows, size=view(counters, 0, (1,)), position=view(counters, 1, (1,)))
 
 
 #: the file of a memmapped ring's [size, position], as MemmapStorage's [length, cursor]
 COUNTERS_FILE = "counters.npy"
+
+
+def memmap_rows(path, max_size, spec) -> tuple[TensorDict, np.ndarray]:
+    """Zero rows in numpy memmaps under folder ``path`` (created, or overwritten), ``spec``
+    {key tuple: (shape, dtype)} as :meth:`TensorDict.empty_memmap`'s, and the memmapped int64
+    (2,) [length, cursor] beside them: the one layout of MemmapStorage and memmapped rings."""
+    files = TensorDict.empty_memmap(path, [max_size], spec)
+    counters = np.lib.format.open_memmap(os.path.join(path, COUNTERS_FILE), mode="w+", dtype=np.int64, shape=(2,))
+    return files, counters
 
 
 def _on_device(device, host):
@@ -109,13 +124,9 @@ def memmap_replay_buffer(device, capacity, obs_dim, action_dim, path, dtype=np.f
         ("terminated",): ((capacity,), np.bool_),
         ("truncated",): ((capacity,), np.bool_),
     }
-    files = TensorDict.empty_memmap(path, [capacity], spec)
-    counters = np.asarray(  # [size, position], as MemmapStorage's [length, cursor]
-        np.lib.format.open_memmap(os.path.join(path, COUNTERS_FILE), mode="w+", dtype=np.int64, shape=(2,))
-    )
+    files, counters = memmap_rows(path, capacity, spec)
     rows = {name: _on_device(device, np.asarray(files[name])) for (name,) in spec}
-    both = _on_device(device, counters).data  # mapped once: CUDA pins whole pages, not the halves twice
-    return ReplayRing(**rows, size=Array(device, both[0:1]), position=Array(device, both[1:2]))
+    return _ring(rows, _on_device(device, np.asarray(counters)))  # mapped once: CUDA pins whole pages
 
 
 @dataclass

@@ -8,11 +8,7 @@ drifts from the CPU's and gymnasium's trajectories (past 1e-6 within ~200 steps)
 same counter-stream positions.
 """
 
-from ...devices import C
-from ...staging import launch
-from .. import api
-from ..shared import state_args, step_args
-from ..shared.c import PI_C, TWO_PI_C, reset_kernel, reset_source, step_kernel
+from ..shared.c import PI_C, TWO_PI_C, kernel_methods, reset_source
 from .env import MAX_VEL_1, MAX_VEL_2, Acrobot, AcrobotContinuous
 
 __all__ = ["PHYSICS", "RESET", "STEP", "STEP_DISCRETE"]
@@ -116,33 +112,5 @@ RESET = reset_source(
 )
 
 
-@api.env_step.dispatch
-def env_step(device: C, env: AcrobotContinuous, state, action):
-    kernel = step_kernel("acrobot_step", STEP, env, (), PHYSICS)
-    launch(device, kernel, *step_args(state, action))
-
-
-@api.env_reset.dispatch
-def env_reset(device: C, env: AcrobotContinuous, state, rng):
-    launch(device, reset_kernel("acrobot_reset", RESET, env, False), rng, *state_args(state))
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: C, env: AcrobotContinuous, state, rng):
-    launch(device, reset_kernel("acrobot_reset_done", RESET, env, True), rng, *state_args(state))
-
-
-@api.env_step.dispatch
-def env_step(device: C, env: Acrobot, state, action):
-    kernel = step_kernel("acrobot_discrete_step", STEP_DISCRETE, env, (), PHYSICS)
-    launch(device, kernel, *step_args(state, action))
-
-
-@api.env_reset.dispatch
-def env_reset(device: C, env: Acrobot, state, rng):
-    launch(device, reset_kernel("acrobot_reset", RESET, env, False), rng, *state_args(state))
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: C, env: Acrobot, state, rng):
-    launch(device, reset_kernel("acrobot_reset_done", RESET, env, True), rng, *state_args(state))
+kernel_methods(AcrobotContinuous, "acrobot", STEP, RESET, PHYSICS)
+kernel_methods(Acrobot, "acrobot", STEP_DISCRETE, RESET, PHYSICS, step_name="acrobot_discrete_step")

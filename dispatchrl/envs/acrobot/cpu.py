@@ -14,10 +14,9 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
-from ...staging import launch
-from .. import api
-from ..shared import PI, TWO_PI, state_args, step_args
+from ..shared import PI, TWO_PI
 from ..shared.cpu import clear_reset_at
+from ..shared.host import kernel_methods
 from .env import MAX_VEL_1, MAX_VEL_2, Acrobot, AcrobotContinuous
 
 #: what .cuda compiles for the GPU (the methods register themselves)
@@ -189,31 +188,5 @@ def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated
     rng[1] = base + np.uint64(4 * physics.shape[0])
 
 
-@api.env_step.dispatch
-def env_step(device: CPU, env: AcrobotContinuous, state, action):
-    launch(device, acrobot_step_kernel, *step_args(state, action), env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CPU, env: AcrobotContinuous, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: AcrobotContinuous, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *state_args(state), True)
-
-
-@api.env_step.dispatch
-def env_step(device: CPU, env: Acrobot, state, action):
-    launch(device, acrobot_discrete_step_kernel, *step_args(state, action), env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CPU, env: Acrobot, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: Acrobot, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *state_args(state), True)
+kernel_methods(CPU, AcrobotContinuous, acrobot_step_kernel, acrobot_reset_kernel)
+kernel_methods(CPU, Acrobot, acrobot_discrete_step_kernel, acrobot_reset_kernel)

@@ -3,9 +3,7 @@ per-env bodies (see :mod:`dispatchrl.envs.shared.cuda`). Imported when a CUDA de
 created (see :func:`dispatchrl.envs.registry.register_cuda_methods`)."""
 
 from ...backends.cuda import device_twin, per_index
-from ...devices import CUDA
-from .. import api
-from ..shared.cuda import launch_reset, launch_step, per_env_reset
+from ..shared.cuda import kernel_methods, per_env_reset
 from . import cpu
 from .env import Acrobot, AcrobotContinuous
 
@@ -34,31 +32,5 @@ acrobot_discrete_step_kernel = per_index(
 acrobot_reset_kernel = per_env_reset(cpu.acrobot_reset_at, "acrobot_reset", acrobot_observe_at=acrobot_observe_at)
 
 
-@api.env_step.dispatch
-def env_step(device: CUDA, env: AcrobotContinuous, state, action):
-    launch_step(device, acrobot_step_kernel, env, state, action, env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CUDA, env: AcrobotContinuous, state, rng):
-    launch_reset(device, acrobot_reset_kernel, env, state, rng, False, 4)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CUDA, env: AcrobotContinuous, state, rng):
-    launch_reset(device, acrobot_reset_kernel, env, state, rng, True, 4)
-
-
-@api.env_step.dispatch
-def env_step(device: CUDA, env: Acrobot, state, action):
-    launch_step(device, acrobot_discrete_step_kernel, env, state, action, env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CUDA, env: Acrobot, state, rng):
-    launch_reset(device, acrobot_reset_kernel, env, state, rng, False, 4)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CUDA, env: Acrobot, state, rng):
-    launch_reset(device, acrobot_reset_kernel, env, state, rng, True, 4)
+kernel_methods(AcrobotContinuous, acrobot_step_kernel, acrobot_reset_kernel, 4)
+kernel_methods(Acrobot, acrobot_discrete_step_kernel, acrobot_reset_kernel, 4)

@@ -5,10 +5,9 @@ import numpy as np
 
 from ...devices import Generic
 from ...kernels.random.generic import uniform01
-from ...staging import launch
-from .. import api
-from ..shared import PI, state_args, step_args
+from ..shared import PI
 from ..shared.generic import write_reset
+from ..shared.host import kernel_methods
 from .env import Acrobot, AcrobotContinuous
 
 __all__: list[str] = []  # methods only: importing the module registers them
@@ -82,31 +81,5 @@ def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated
     write_reset(fresh, _acrobot_obs(fresh), physics, steps, obs, reward, terminated, truncated, only_done)
 
 
-@api.env_step.dispatch
-def env_step(device: Generic, env: AcrobotContinuous, state, action):
-    launch(device, acrobot_step_kernel, *step_args(state, action), env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: Generic, env: AcrobotContinuous, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: AcrobotContinuous, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *state_args(state), True)
-
-
-@api.env_step.dispatch
-def env_step(device: Generic, env: Acrobot, state, action):
-    launch(device, acrobot_discrete_step_kernel, *step_args(state, action), env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: Generic, env: Acrobot, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: Acrobot, state, rng):
-    launch(device, acrobot_reset_kernel, rng, *state_args(state), True)
+kernel_methods(Generic, AcrobotContinuous, acrobot_step_kernel, acrobot_reset_kernel)
+kernel_methods(Generic, Acrobot, acrobot_discrete_step_kernel, acrobot_reset_kernel)

@@ -5,11 +5,7 @@ float64, no contraction into fused multiply-adds), so trajectories match the CPU
 gymnasium. Resets draw the same counter-stream positions.
 """
 
-from ...devices import C
-from ...staging import launch
-from .. import api
-from ..shared import state_args, step_args
-from ..shared.c import reset_kernel, reset_source, step_kernel
+from ..shared.c import kernel_methods, reset_source
 from .env import (
     FORCE_MAG,
     GRAVITY,
@@ -74,17 +70,4 @@ RESET = reset_source(
 )
 
 
-@api.env_step.dispatch
-def env_step(device: C, env: CartPole, state, action):
-    kernel = step_kernel("cartpole_step", STEP, env, (), PHYSICS)
-    launch(device, kernel, *step_args(state, action))
-
-
-@api.env_reset.dispatch
-def env_reset(device: C, env: CartPole, state, rng):
-    launch(device, reset_kernel("cartpole_reset", RESET, env, False), rng, *state_args(state))
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: C, env: CartPole, state, rng):
-    launch(device, reset_kernel("cartpole_reset_done", RESET, env, True), rng, *state_args(state))
+kernel_methods(CartPole, "cartpole", STEP, RESET, PHYSICS)

@@ -14,10 +14,8 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
-from ...staging import launch
-from .. import api
-from ..shared import state_args, step_args
 from ..shared.cpu import clear_reset_at
+from ..shared.host import kernel_methods
 from .env import (
     FORCE_MAG,
     GRAVITY,
@@ -114,16 +112,4 @@ def cartpole_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
     rng[1] = base + np.uint64(4 * physics.shape[0])
 
 
-@api.env_step.dispatch
-def env_step(device: CPU, env: CartPole, state, action):
-    launch(device, cartpole_step_kernel, *step_args(state, action), env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CPU, env: CartPole, state, rng):
-    launch(device, cartpole_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: CartPole, state, rng):
-    launch(device, cartpole_reset_kernel, rng, *state_args(state), True)
+kernel_methods(CPU, CartPole, cartpole_step_kernel, cartpole_reset_kernel)

@@ -3,9 +3,7 @@ per-env bodies (see :mod:`dispatchrl.envs.shared.cuda`). Imported when a CUDA de
 created (see :func:`dispatchrl.envs.registry.register_cuda_methods`)."""
 
 from ...backends.cuda import device_twin, per_index
-from ...devices import CUDA
-from .. import api
-from ..shared.cuda import launch_reset, launch_step, per_env_reset
+from ..shared.cuda import kernel_methods, per_env_reset
 from . import cpu
 from .env import CartPole
 
@@ -25,16 +23,4 @@ cartpole_step_kernel = per_index(
 cartpole_reset_kernel = per_env_reset(cpu.cartpole_reset_at, "cartpole_reset")
 
 
-@api.env_step.dispatch
-def env_step(device: CUDA, env: CartPole, state, action):
-    launch_step(device, cartpole_step_kernel, env, state, action, env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CUDA, env: CartPole, state, rng):
-    launch_reset(device, cartpole_reset_kernel, env, state, rng, False, 4)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CUDA, env: CartPole, state, rng):
-    launch_reset(device, cartpole_reset_kernel, env, state, rng, True, 4)
+kernel_methods(CartPole, cartpole_step_kernel, cartpole_reset_kernel, 4)

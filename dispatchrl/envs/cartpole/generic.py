@@ -5,10 +5,8 @@ import numpy as np
 
 from ...devices import Generic
 from ...kernels.random.generic import uniform01
-from ...staging import launch
-from .. import api
-from ..shared import state_args, step_args
 from ..shared.generic import write_reset
+from ..shared.host import kernel_methods
 from .env import (
     FORCE_MAG,
     GRAVITY,
@@ -56,16 +54,4 @@ def cartpole_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
     write_reset(fresh, fresh, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
-@api.env_step.dispatch
-def env_step(device: Generic, env: CartPole, state, action):
-    launch(device, cartpole_step_kernel, *step_args(state, action), env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: Generic, env: CartPole, state, rng):
-    launch(device, cartpole_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: CartPole, state, rng):
-    launch(device, cartpole_reset_kernel, rng, *state_args(state), True)
+kernel_methods(Generic, CartPole, cartpole_step_kernel, cartpole_reset_kernel)

@@ -4,11 +4,7 @@ The physics is :mod:`.cpu`'s, expression by expression (same constants, same eva
 float64, no contraction into fused multiply-adds). Resets draw the same counter-stream positions.
 """
 
-from ...devices import C
-from ...staging import launch
-from .. import api
-from ..shared import state_args, step_args
-from ..shared.c import reset_kernel, reset_source, step_kernel
+from ..shared.c import kernel_methods, reset_source
 from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 
 __all__ = ["PHYSICS", "RESET", "STEP"]
@@ -58,17 +54,4 @@ RESET = reset_source(
 )
 
 
-@api.env_step.dispatch
-def env_step(device: C, env: MountainCar, state, action):
-    kernel = step_kernel("mountaincar_step", STEP, env, (), PHYSICS)
-    launch(device, kernel, *step_args(state, action))
-
-
-@api.env_reset.dispatch
-def env_reset(device: C, env: MountainCar, state, rng):
-    launch(device, reset_kernel("mountaincar_reset", RESET, env, False), rng, *state_args(state))
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: C, env: MountainCar, state, rng):
-    launch(device, reset_kernel("mountaincar_reset_done", RESET, env, True), rng, *state_args(state))
+kernel_methods(MountainCar, "mountaincar", STEP, RESET, PHYSICS)

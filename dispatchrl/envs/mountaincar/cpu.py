@@ -14,10 +14,8 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
-from ...staging import launch
-from .. import api
-from ..shared import state_args, step_args
 from ..shared.cpu import clear_reset_at
+from ..shared.host import kernel_methods
 from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 
 #: what .cuda compiles for the GPU (the methods register themselves)
@@ -97,16 +95,4 @@ def mountaincar_reset_kernel(rng, physics, steps, obs, reward, terminated, trunc
     rng[1] = base + np.uint64(physics.shape[0])
 
 
-@api.env_step.dispatch
-def env_step(device: CPU, env: MountainCar, state, action):
-    launch(device, mountaincar_step_kernel, *step_args(state, action), env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CPU, env: MountainCar, state, rng):
-    launch(device, mountaincar_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: MountainCar, state, rng):
-    launch(device, mountaincar_reset_kernel, rng, *state_args(state), True)
+kernel_methods(CPU, MountainCar, mountaincar_step_kernel, mountaincar_reset_kernel)

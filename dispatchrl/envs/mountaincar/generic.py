@@ -5,10 +5,8 @@ import numpy as np
 
 from ...devices import Generic
 from ...kernels.random.generic import uniform01
-from ...staging import launch
-from .. import api
-from ..shared import state_args, step_args
 from ..shared.generic import write_reset
+from ..shared.host import kernel_methods
 from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 
 __all__: list[str] = []  # methods only: importing the module registers them
@@ -38,16 +36,4 @@ def mountaincar_reset_kernel(rng, physics, steps, obs, reward, terminated, trunc
     write_reset(fresh, fresh, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
-@api.env_step.dispatch
-def env_step(device: Generic, env: MountainCar, state, action):
-    launch(device, mountaincar_step_kernel, *step_args(state, action), env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: Generic, env: MountainCar, state, rng):
-    launch(device, mountaincar_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: MountainCar, state, rng):
-    launch(device, mountaincar_reset_kernel, rng, *state_args(state), True)
+kernel_methods(Generic, MountainCar, mountaincar_step_kernel, mountaincar_reset_kernel)

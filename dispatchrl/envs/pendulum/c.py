@@ -5,11 +5,7 @@ float64, no contraction into fused multiply-adds, Python's floored ``%``), so tr
 the CPU kernels and gymnasium bit for bit. Resets draw the same counter-stream positions.
 """
 
-from ...devices import C
-from ...staging import launch
-from .. import api
-from ..shared import state_args, step_args
-from ..shared.c import PI_C, TWO_PI_C, reset_kernel, reset_source, step_kernel
+from ..shared.c import PI_C, TWO_PI_C, kernel_methods, reset_source
 from .env import U_COST, Pendulum
 
 __all__ = ["PHYSICS", "RESET", "STEP"]
@@ -76,17 +72,4 @@ RESET = reset_source(
 )
 
 
-@api.env_step.dispatch
-def env_step(device: C, env: Pendulum, state, action):
-    kernel = step_kernel("pendulum_step", STEP, env, ("scale", "gterm"), PHYSICS)
-    launch(device, kernel, *step_args(state, action), env.action_scale, env.gterm)
-
-
-@api.env_reset.dispatch
-def env_reset(device: C, env: Pendulum, state, rng):
-    launch(device, reset_kernel("pendulum_reset", RESET, env, False), rng, *state_args(state))
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: C, env: Pendulum, state, rng):
-    launch(device, reset_kernel("pendulum_reset_done", RESET, env, True), rng, *state_args(state))
+kernel_methods(Pendulum, "pendulum", STEP, RESET, PHYSICS, numbers={"scale": "action_scale", "gterm": "gterm"})

@@ -14,10 +14,9 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
-from ...staging import launch
-from .. import api
-from ..shared import PI, TWO_PI, state_args, step_args
+from ..shared import PI, TWO_PI
 from ..shared.cpu import clear_reset_at
+from ..shared.host import kernel_methods
 from .env import U_COST, Pendulum
 
 #: what .cuda compiles for the GPU (the methods register themselves)
@@ -94,16 +93,6 @@ def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
     rng[1] = base + np.uint64(2 * physics.shape[0])
 
 
-@api.env_step.dispatch
-def env_step(device: CPU, env: Pendulum, state, action):
-    launch(device, pendulum_step_kernel, *step_args(state, action), env.action_scale, env.gterm, env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CPU, env: Pendulum, state, rng):
-    launch(device, pendulum_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: Pendulum, state, rng):
-    launch(device, pendulum_reset_kernel, rng, *state_args(state), True)
+kernel_methods(
+    CPU, Pendulum, pendulum_step_kernel, pendulum_reset_kernel, numbers=("action_scale", "gterm", "max_episode_steps")
+)

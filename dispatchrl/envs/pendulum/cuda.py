@@ -3,9 +3,7 @@ per-env bodies (see :mod:`dispatchrl.envs.shared.cuda`). Imported when a CUDA de
 created (see :func:`dispatchrl.envs.registry.register_cuda_methods`)."""
 
 from ...backends.cuda import device_twin, per_index
-from ...devices import CUDA
-from .. import api
-from ..shared.cuda import launch_reset, launch_step, per_env_reset
+from ..shared.cuda import kernel_methods, per_env_reset
 from . import cpu
 from .env import Pendulum
 
@@ -23,16 +21,6 @@ pendulum_step_kernel = per_index(
 pendulum_reset_kernel = per_env_reset(cpu.pendulum_reset_at, "pendulum_reset", pendulum_observe_at=pendulum_observe_at)
 
 
-@api.env_step.dispatch
-def env_step(device: CUDA, env: Pendulum, state, action):
-    launch_step(device, pendulum_step_kernel, env, state, action, env.action_scale, env.gterm, env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: CUDA, env: Pendulum, state, rng):
-    launch_reset(device, pendulum_reset_kernel, env, state, rng, False, 2)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CUDA, env: Pendulum, state, rng):
-    launch_reset(device, pendulum_reset_kernel, env, state, rng, True, 2)
+kernel_methods(
+    Pendulum, pendulum_step_kernel, pendulum_reset_kernel, 2, numbers=("action_scale", "gterm", "max_episode_steps")
+)

@@ -5,10 +5,9 @@ import numpy as np
 
 from ...devices import Generic
 from ...kernels.random.generic import uniform01
-from ...staging import launch
-from .. import api
-from ..shared import PI, state_args, step_args
+from ..shared import PI
 from ..shared.generic import write_reset
+from ..shared.host import kernel_methods
 from .env import Pendulum
 
 __all__: list[str] = []  # methods only: importing the module registers them
@@ -38,16 +37,10 @@ def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncate
     write_reset(fresh, fresh_obs, physics, steps, obs, reward, terminated, truncated, only_done)
 
 
-@api.env_step.dispatch
-def env_step(device: Generic, env: Pendulum, state, action):
-    launch(device, pendulum_step_kernel, *step_args(state, action), env.action_scale, env.gterm, env.max_episode_steps)
-
-
-@api.env_reset.dispatch
-def env_reset(device: Generic, env: Pendulum, state, rng):
-    launch(device, pendulum_reset_kernel, rng, *state_args(state), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: Pendulum, state, rng):
-    launch(device, pendulum_reset_kernel, rng, *state_args(state), True)
+kernel_methods(
+    Generic,
+    Pendulum,
+    pendulum_step_kernel,
+    pendulum_reset_kernel,
+    numbers=("action_scale", "gterm", "max_episode_steps"),
+)

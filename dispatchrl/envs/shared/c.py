@@ -4,10 +4,13 @@ per call, the per-env physics as file-level helper functions beside it."""
 import numpy as np
 
 from ...backends.c import CKernel
+from ...devices import C
 from ...kernels.random.c import UNIFORM01
-from . import PI, STATE_FIELDS, TWO_PI
+from ...staging import launch
+from .. import api
+from . import PI, STATE_FIELDS, TWO_PI, state_args, step_args
 
-__all__ = ["PI_C", "ROUND_F32", "TWO_PI_C", "reset_kernel", "reset_source", "step_kernel"]
+__all__ = ["PI_C", "ROUND_F32", "TWO_PI_C", "kernel_methods", "reset_kernel", "reset_source", "step_kernel"]
 
 #: pi and 2 pi as C double literals
 PI_C, TWO_PI_C = repr(PI), repr(TWO_PI)
@@ -60,3 +63,25 @@ def reset_kernel(name, body, env, only_done) -> CKernel:
     return CKernel(
         name, body, ("rng", *STATE_FIELDS), {"rng", *STATE_FIELDS}, consts, np.float32, (UNIFORM01, ROUND_F32)
     )
+
+
+def kernel_methods(env_type: type, name: str, step: str, reset: str, physics: str, numbers=None, step_name=None):
+    """Register ``env_step``, ``env_reset`` and ``env_reset_done`` of ``env_type`` on C, as the
+    host devices' (``shared/host.py``): the kernels ``<name>_step`` (or ``step_name``) of body
+    ``step`` with the ``physics`` helpers, ``<name>_reset`` and ``<name>_reset_done`` of body
+    ``reset``. ``numbers`` maps the step kernel's scalar parameters to the env's attributes."""
+    numbers = dict(numbers or {})
+    step_name = step_name or f"{name}_step"
+
+    @api.env_step.dispatch
+    def env_step(device: C, env: env_type, state, action):  # type: ignore[valid-type]
+        kernel = step_kernel(step_name, step, env, tuple(numbers), physics)
+        launch(device, kernel, *step_args(state, action), *[getattr(env, a) for a in numbers.values()])
+
+    @api.env_reset.dispatch
+    def env_reset(device: C, env: env_type, state, rng):  # type: ignore[valid-type]
+        launch(device, reset_kernel(f"{name}_reset", reset, env, False), rng, *state_args(state))
+
+    @api.env_reset_done.dispatch
+    def env_reset_done(device: C, env: env_type, state, rng):  # type: ignore[valid-type]
+        launch(device, reset_kernel(f"{name}_reset_done", reset, env, True), rng, *state_args(state))

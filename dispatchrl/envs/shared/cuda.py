@@ -10,12 +10,14 @@ from typing import Any
 import numpy as np
 
 from ...backends.cuda import Launch, device_twin, grid_1d, per_index
+from ...devices import CUDA
 from ...kernels.core.cuda import increment_kernel
 from ...kernels.random.cuda import uniform01
 from ...staging import launch
+from .. import api
 from . import cpu, state_args, step_args
 
-__all__ = ["launch_per_env", "launch_reset", "launch_step", "per_env_reset"]
+__all__ = ["kernel_methods", "launch_per_env", "launch_reset", "launch_step", "per_env_reset"]
 
 clear_reset_at = device_twin(cpu.clear_reset_at)
 
@@ -58,3 +60,23 @@ def launch_reset(device, kernel, env, state, rng, only_done, draws_per_env, *par
     launch_per_env(device, kernel, env.num_envs, rng, *state_args(state), only_done, *parameters)
     # the counter advances after every thread has read it (a separate launch orders the two)
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(draws_per_env * env.num_envs))
+
+
+def kernel_methods(
+    env_type: type, step_kernel: Any, reset_kernel: Any, draws_per_env: int, numbers=("max_episode_steps",)
+):
+    """Register ``env_step``, ``env_reset`` and ``env_reset_done`` of ``env_type`` on CUDA, as the
+    host devices' (``shared/host.py``): :func:`launch_step` with the env's attributes named in
+    ``numbers``, :func:`launch_reset` advancing the stream by ``draws_per_env`` per env."""
+
+    @api.env_step.dispatch
+    def env_step(device: CUDA, env: env_type, state, action):  # type: ignore[valid-type]
+        launch_step(device, step_kernel, env, state, action, *[getattr(env, name) for name in numbers])
+
+    @api.env_reset.dispatch
+    def env_reset(device: CUDA, env: env_type, state, rng):  # type: ignore[valid-type]
+        launch_reset(device, reset_kernel, env, state, rng, False, draws_per_env)
+
+    @api.env_reset_done.dispatch
+    def env_reset_done(device: CUDA, env: env_type, state, rng):  # type: ignore[valid-type]
+        launch_reset(device, reset_kernel, env, state, rng, True, draws_per_env)

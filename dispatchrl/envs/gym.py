@@ -12,6 +12,7 @@ Any other native env registers the same way with :func:`register_native_env`: it
 """
 
 import dataclasses
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -24,8 +25,9 @@ from ..kernels.random.api import rng
 from ..spaces import Discrete, to_gymnasium_space
 from ..staging import fuse
 from .api import NativeEnv, env_reset, env_state, env_step
+from .batch import BatchVectorEnv, NativeBatch
 
-__all__ = ["NO_LIMIT", "NativeGymEnv", "NativeGymEnvBase", "native_eval_env", "register_native_env"]
+__all__ = ["NO_LIMIT", "NativeGymEnv", "NativeGymEnvBase", "gymnasium_spec", "native_eval_env", "register_native_env"]
 
 NO_LIMIT = 2**62  # the kernels' own truncation is switched off: TimeLimit does it
 
@@ -124,3 +126,16 @@ def register_native_env(env_id: str, env: NativeEnv, **kwargs) -> None:
         return
     kwargs.setdefault("max_episode_steps", env.max_episode_steps)
     gymnasium.register(id=env_id, entry_point=lambda render_mode=None: NativeGymEnv(env, render_mode), **kwargs)  # type: ignore[arg-type]
+
+
+def gymnasium_spec(env_id: str, entry_point: type, native_type: type, max_episode_steps: int) -> dict[str, Any]:
+    """``gymnasium.register`` arguments of a built-in native env: its Env class ``entry_point`` and
+    a ``gymnasium.make_vec`` entry point that batches ``native_type(num_envs,
+    max_episode_steps=..., **fields)`` on ``device`` (the CPU by default)."""
+
+    def make_vector(num_envs=1, max_episode_steps=max_episode_steps, device=None, render_mode=None, **fields):
+        env = native_type(num_envs, max_episode_steps=max_episode_steps, **fields)
+        return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
+
+    make_vector.__doc__ = f"``gymnasium.make_vec({env_id!r}, num_envs)`` entry point."
+    return dict(id=env_id, entry_point=entry_point, vector_entry_point=make_vector, max_episode_steps=max_episode_steps)

@@ -1,12 +1,9 @@
 """The Acrobots as gymnasium ids: ``dispatchrl/AcrobotContinuous-v1``'s and ``dispatchrl/Acrobot-v1``'s
 Envs, their vector entry points and specs."""
 
-from typing import Any
-
 import numpy as np
 
-from ..batch import BatchVectorEnv, NativeBatch
-from ..gym import NO_LIMIT, NativeGymEnvBase
+from ..gym import NO_LIMIT, NativeGymEnvBase, gymnasium_spec
 from .env import Acrobot, AcrobotContinuous
 from .render import acrobot_frame
 
@@ -42,19 +39,9 @@ class AcrobotContinuousEnv(NativeGymEnvBase):
         return acrobot_frame(float(physics[0]), float(physics[1]))
 
 
-def make_acrobot_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None):
-    """``gymnasium.make_vec("dispatchrl/AcrobotContinuous-v1", num_envs)`` entry point."""
-    env = AcrobotContinuous(num_envs, max_episode_steps=max_episode_steps)
-    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
-
-
 #: ``gymnasium.register`` arguments
-GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/AcrobotContinuous-v1",
-    entry_point=AcrobotContinuousEnv,
-    vector_entry_point=make_acrobot_vector,
-    max_episode_steps=500,
-)
+GYMNASIUM_SPEC = gymnasium_spec("dispatchrl/AcrobotContinuous-v1", AcrobotContinuousEnv, AcrobotContinuous, 500)
+make_acrobot_vector = GYMNASIUM_SPEC["vector_entry_point"]
 
 
 class AcrobotEnv(AcrobotContinuousEnv):
@@ -65,16 +52,6 @@ class AcrobotEnv(AcrobotContinuousEnv):
         NativeGymEnvBase.__init__(self, Acrobot(1, max_episode_steps=NO_LIMIT), render_mode)
 
 
-def make_acrobot_discrete_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None) -> BatchVectorEnv:
-    """``gymnasium.make_vec("dispatchrl/Acrobot-v1", num_envs)`` entry point."""
-    env = Acrobot(num_envs, max_episode_steps=max_episode_steps)
-    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
-
-
 #: ``gymnasium.register`` arguments of the discrete Acrobot
-DISCRETE_GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/Acrobot-v1",
-    entry_point=AcrobotEnv,
-    vector_entry_point=make_acrobot_discrete_vector,
-    max_episode_steps=500,
-)
+DISCRETE_GYMNASIUM_SPEC = gymnasium_spec("dispatchrl/Acrobot-v1", AcrobotEnv, Acrobot, 500)
+make_acrobot_discrete_vector = DISCRETE_GYMNASIUM_SPEC["vector_entry_point"]

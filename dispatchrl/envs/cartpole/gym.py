@@ -1,11 +1,8 @@
 """CartPole as gymnasium ids: ``dispatchrl/CartPole-v1``'s Env, its vector entry point and spec."""
 
-from typing import Any
-
 import numpy as np
 
-from ..batch import BatchVectorEnv, NativeBatch
-from ..gym import NO_LIMIT, NativeGymEnvBase
+from ..gym import NO_LIMIT, NativeGymEnvBase, gymnasium_spec
 from .env import CartPole
 from .render import cartpole_frame
 
@@ -34,16 +31,6 @@ class CartPoleEnv(NativeGymEnvBase):
         return cartpole_frame(float(physics[0]), float(physics[2]))
 
 
-def make_cartpole_vector(num_envs=1, max_episode_steps=500, device=None, render_mode=None) -> BatchVectorEnv:
-    """``gymnasium.make_vec("dispatchrl/CartPole-v1", num_envs)`` entry point."""
-    env = CartPole(num_envs, max_episode_steps=max_episode_steps)
-    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
-
-
 #: ``gymnasium.register`` arguments
-GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/CartPole-v1",
-    entry_point=CartPoleEnv,
-    vector_entry_point=make_cartpole_vector,
-    max_episode_steps=500,
-)
+GYMNASIUM_SPEC = gymnasium_spec("dispatchrl/CartPole-v1", CartPoleEnv, CartPole, 500)
+make_cartpole_vector = GYMNASIUM_SPEC["vector_entry_point"]

@@ -1,13 +1,10 @@
 """MountainCar as gymnasium ids: ``dispatchrl/MountainCar-v0``'s Env, its vector entry point and
 spec."""
 
-from typing import Any
-
 import numpy as np
 from gymnasium import spaces
 
-from ..batch import BatchVectorEnv, NativeBatch
-from ..gym import NO_LIMIT, NativeGymEnvBase
+from ..gym import NO_LIMIT, NativeGymEnvBase, gymnasium_spec
 from .env import MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 from .render import mountaincar_frame
 
@@ -39,16 +36,6 @@ class MountainCarEnv(NativeGymEnvBase):
         return mountaincar_frame(float(physics[0]))
 
 
-def make_mountaincar_vector(num_envs=1, max_episode_steps=200, device=None, render_mode=None) -> BatchVectorEnv:
-    """``gymnasium.make_vec("dispatchrl/MountainCar-v0", num_envs)`` entry point."""
-    env = MountainCar(num_envs, max_episode_steps=max_episode_steps)
-    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
-
-
 #: ``gymnasium.register`` arguments
-GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/MountainCar-v0",
-    entry_point=MountainCarEnv,
-    vector_entry_point=make_mountaincar_vector,
-    max_episode_steps=200,
-)
+GYMNASIUM_SPEC = gymnasium_spec("dispatchrl/MountainCar-v0", MountainCarEnv, MountainCar, 200)
+make_mountaincar_vector = GYMNASIUM_SPEC["vector_entry_point"]

@@ -1,12 +1,10 @@
 """Pendulum as gymnasium ids: ``dispatchrl/Pendulum-v1``'s Env, its vector entry point and spec."""
 
 import math
-from typing import Any
 
 import numpy as np
 
-from ..batch import BatchVectorEnv, NativeBatch
-from ..gym import NO_LIMIT, NativeGymEnvBase
+from ..gym import NO_LIMIT, NativeGymEnvBase, gymnasium_spec
 from .env import Pendulum
 from .render import pendulum_frame
 
@@ -41,18 +39,6 @@ class PendulumEnv(NativeGymEnvBase):
         return pendulum_frame(float(physics[0]))
 
 
-def make_pendulum_vector(
-    num_envs=1, max_episode_steps=200, normalized_actions=False, g=10.0, device=None, render_mode=None
-):
-    """``gymnasium.make_vec("dispatchrl/Pendulum-v1", num_envs)`` entry point."""
-    env = Pendulum(num_envs, normalized_actions=normalized_actions, max_episode_steps=max_episode_steps, g=g)
-    return BatchVectorEnv(NativeBatch(env, device), env.observation_high)
-
-
 #: ``gymnasium.register`` arguments
-GYMNASIUM_SPEC: dict[str, Any] = dict(
-    id="dispatchrl/Pendulum-v1",
-    entry_point=PendulumEnv,
-    vector_entry_point=make_pendulum_vector,
-    max_episode_steps=200,
-)
+GYMNASIUM_SPEC = gymnasium_spec("dispatchrl/Pendulum-v1", PendulumEnv, Pendulum, 200)
+make_pendulum_vector = GYMNASIUM_SPEC["vector_entry_point"]

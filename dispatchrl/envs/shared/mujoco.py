@@ -25,6 +25,7 @@ from ..batch import BatchVectorEnv, check_actions
 __all__ = [
     "MujocoBatch",
     "MujocoEnv",
+    "PlanarWalkerBatch",
     "default_threads",
     "gymnasium_spec",
     "load_mujoco",
@@ -212,6 +213,50 @@ class MujocoBatch:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+class PlanarWalkerBatch(MujocoBatch):
+    """Hopper-v5 and Walker2d-v5: a body walking in the x–z plane (qpos = [x, z, angle, joints]);
+    obs = [qpos[1:], clip(qvel, ±VELOCITY_CLIP)], reward = forward velocity + HEALTHY_REWARD
+    while healthy − CTRL_COST_WEIGHT Σ a², terminated when not healthy: z in HEALTHY_Z and the
+    angle in HEALTHY_ANGLE (strict), and whatever a subclass's ``healthy`` adds."""
+
+    FORWARD_REWARD_WEIGHT = 1.0
+    CTRL_COST_WEIGHT = 1e-3
+    HEALTHY_REWARD = 1.0
+    VELOCITY_CLIP = 10.0
+    HEALTHY_Z: tuple[float, float] = (0.0, float("inf"))
+    HEALTHY_ANGLE: tuple[float, float] = (-float("inf"), float("inf"))
+
+    def _observations(self, rows: Any = slice(None)) -> np.ndarray:
+        velocity = np.clip(self.qvel[rows], -self.VELOCITY_CLIP, self.VELOCITY_CLIP)
+        return np.concatenate([self.qpos[rows, 1:], velocity], axis=1).astype(self.obs_dtype)
+
+    def _forward_position(self) -> np.ndarray:
+        return self.qpos[:, 0]
+
+    def healthy(self) -> np.ndarray:
+        (z_low, z_high), (low, high) = self.HEALTHY_Z, self.HEALTHY_ANGLE
+        z, angle = self.qpos[:, 1], self.qpos[:, 2]
+        return (z_low < z) & (z < z_high) & (low < angle) & (angle < high)
+
+    def _outcome(self, actions: np.ndarray, x_velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        forward = self.FORWARD_REWARD_WEIGHT * x_velocity
+        healthy = self.healthy()
+        healthy_reward = healthy * self.HEALTHY_REWARD
+        ctrl_cost = self.CTRL_COST_WEIGHT * np.sum(np.square(actions), axis=1)
+        info = {
+            "x_position": self.qpos[:, 0].copy(),
+            "z_distance_from_origin": self.qpos[:, 1] - self.init_qpos[1],
+            "x_velocity": x_velocity,
+            "reward_forward": forward,
+            "reward_ctrl": -ctrl_cost,
+            "reward_survive": healthy_reward,
+        }
+        return (forward + healthy_reward) - ctrl_cost, ~healthy, info
+
+    def reset_info(self, i: int) -> dict[str, Any]:
+        return {"x_position": self.qpos[i, 0], "z_distance_from_origin": self.qpos[i, 1] - self.init_qpos[1]}
 
 
 class MujocoEnv(gymnasium.Env):

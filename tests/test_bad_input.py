@@ -261,3 +261,20 @@ def test_repeated_learn_leaves_no_freed_state_behind():
     grown = rss[-1] - rss[1]  # two calls: the replay buffer grew by 2 x steps rows
     # today's tree: ~25 MB a call (3 replay buffers' worth), 50 MB here
     assert grown < 2 * steps * replay_row + 12 * 2**20, [r / 2**20 for r in rss]
+
+
+@pytest.mark.parametrize("name", ["td3", "sac", "ppo", "dqn"])
+def test_every_config_field_declares_its_rule_and_each_rule_refuses(name):
+    """Each field's rule stands beside it (``batch_size: int = POSITIVE_INT(100)``), and
+    validate() names the field whose value its rule refuses."""
+    import dataclasses
+
+    from dispatchrl.algorithms.registry import ALGORITHMS
+    from dispatchrl.errors import ConfigError
+
+    config_class = ALGORITHMS[name].Config
+    for field in dataclasses.fields(config_class):
+        assert "rule" in field.metadata, f"{config_class.__module__}.Config.{field.name} declares no rule"
+        refused = "not a valid value" if field.name != "memmap_path" else 3.5
+        with pytest.raises(ConfigError, match=rf"Config\.{field.name} must be "):
+            dataclasses.replace(config_class(), **{field.name: refused}).validate()

@@ -268,11 +268,15 @@ def config_reference() -> str:
     ]
     for algo in (drl.td3, drl.sac, drl.ppo, drl.dqn):
         docs, hints = field_docs(algo.Config), typing.get_type_hints(algo.Config)
-        parts += [f"\n## `drl.{algo.NAME}.Config`\n", "| field | type | default | meaning |", "|---|---|---|---|"]
+        parts += [
+            f"\n## `drl.{algo.NAME}.Config`\n",
+            "| field | type | default | must be | meaning |",
+            "|---|---|---|---|---|",
+        ]
         for field in dataclasses.fields(algo.Config):
             default = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
-            text = docs.get(field.name, "").replace("|", "\\|")
-            parts.append(f"| `{field.name}` | `{type_name(hints[field.name])}` | `{default!r}` | {text} |")
+            text, rule = (t.replace("|", "\\|") for t in (docs.get(field.name, ""), field.metadata["rule"].expected))
+            parts.append(f"| `{field.name}` | `{type_name(hints[field.name])}` | `{default!r}` | {rule} | {text} |")
     return "\n".join(parts) + "\n"
 
 

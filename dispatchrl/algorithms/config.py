@@ -1,11 +1,12 @@
-"""Config validation shared by every algorithm: field rules, the predicates they use, and the
-fields TD3 and SAC have in common."""
+"""Config validation shared by every algorithm: each field declares its rule beside it
+(``batch_size: int = POSITIVE_INT(100)``: a :class:`Rule` called with the default), from the
+predicates and named rules here; and the fields TD3 and SAC have in common."""
 
 import math
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -14,9 +15,22 @@ from ..errors import ConfigError
 from ..nn import NETWORKS, check_device_methods, network_constructor
 
 __all__ = [
+    "ACTIVATION",
+    "CHECK_EVERY",
+    "FINITE",
+    "FLAG",
+    "FOLDER",
+    "HIDDEN",
     "HIDDEN_ACTIVATIONS",
-    "NETWORK_RULES",
-    "PRIORITY_RULES",
+    "NETWORK",
+    "NON_NEGATIVE",
+    "NON_NEGATIVE_INT",
+    "OPTIONAL_POSITIVE_INT",
+    "POSITIVE",
+    "POSITIVE_INT",
+    "ROLE_NETWORK",
+    "UNIT_INTERVAL",
+    "WEIGHT_DECAY",
     "OffPolicyConfig",
     "Rule",
     "activation_name",
@@ -33,23 +47,37 @@ __all__ = [
     "validate_off_policy",
 ]
 
-#: a field's rule: (predicate on the value, what the value must be, for the error message)
-Rule = tuple[Callable[[Any], bool], str]
+
+class Rule(NamedTuple):
+    """What a Config field's value must be: a predicate, and the words for the error message.
+    Called with a default, it declares the field: ``batch_size: int = POSITIVE_INT(100)``."""
+
+    ok: Callable[[Any], bool]
+    expected: str
+
+    def __call__(self, default: Any) -> Any:
+        return field(default=default, metadata={"rule": self})
+
 
 #: the activations a Config's hidden layers may use: every Activation but the identity
 HIDDEN_ACTIVATIONS = tuple(member.label for member in Activation if member is not Activation.IDENTITY)
 
 
-def validate_fields(config: object, rules: Mapping[str, Rule]) -> None:
-    """``rules``: field → (predicate, expectation); raise ConfigError naming the first bad field."""
-    for name, (ok, expected) in rules.items():
-        value = getattr(config, name)
+def validate_fields(config: object) -> None:
+    """Check each field of dataclass ``config`` by the :class:`Rule` that declared it, in
+    declaration order (a field declared without one, e.g. a user subclass's, is not checked);
+    raise ConfigError naming the first bad field."""
+    for f in fields(config):  # type: ignore[arg-type]
+        if "rule" not in f.metadata:
+            continue
+        ok, expected = f.metadata["rule"]
+        value = getattr(config, f.name)
         try:
             good = ok(value)
         except TypeError:
             good = False
         if not good:
-            raise ConfigError(f"{type(config).__name__}.{name} must be {expected}, got {value!r}")
+            raise ConfigError(f"{type(config).__name__}.{f.name} must be {expected}, got {value!r}")
 
 
 def positive_int(v: object) -> bool:
@@ -90,22 +118,22 @@ def network_name(v: object) -> bool:
 
 _NETWORK = "a name in dispatchrl.nn.NETWORKS or 'module:function'"
 
-#: the rules of the network constructor fields every algorithm's Config has
-NETWORK_RULES: dict[str, Rule] = {
-    "network": (network_name, _NETWORK),
-    "actor_network": (lambda v: v is None or network_name(v), f"None (use network) or {_NETWORK}"),
-    "critic_network": (lambda v: v is None or network_name(v), f"None (use network) or {_NETWORK}"),
-}
-
-
-#: the rules of the prioritized-replay fields (TD3, SAC and DQN name them alike)
-PRIORITY_RULES: dict[str, Rule] = {
-    "prioritized": (lambda v: isinstance(v, bool), "true or false"),
-    "priority_alpha": (non_negative, "a number >= 0"),
-    "priority_beta": (unit_interval, "in [0, 1]"),
-    "priority_eps": (non_negative, "a number >= 0"),
-    "priority_beta_steps": (lambda v: v is None or positive_int(v), "None or a positive int"),
-}
+# the rules fields are declared with (Rule.__call__)
+POSITIVE_INT = Rule(positive_int, "a positive int")
+NON_NEGATIVE_INT = Rule(non_negative_int, "an int >= 0")
+OPTIONAL_POSITIVE_INT = Rule(lambda v: v is None or positive_int(v), "None or a positive int")
+POSITIVE = Rule(positive, "a positive number")
+NON_NEGATIVE = Rule(non_negative, "a number >= 0")
+FINITE = Rule(finite, "a finite number")
+UNIT_INTERVAL = Rule(unit_interval, "in [0, 1]")
+FLAG = Rule(lambda v: isinstance(v, bool), "true or false")
+HIDDEN = Rule(hidden_sizes, "a tuple of positive ints")
+ACTIVATION = Rule(activation_name, "'relu', 'tanh' or 'gelu'")
+NETWORK = Rule(network_name, _NETWORK)
+ROLE_NETWORK = Rule(lambda v: v is None or network_name(v), f"None (use network) or {_NETWORK}")
+CHECK_EVERY = Rule(non_negative_int, "an int >= 0 (0 turns the divergence check off)")
+FOLDER = Rule(lambda v: v is None or isinstance(v, (str, os.PathLike)), "None or a folder path")
+WEIGHT_DECAY = Rule(lambda v: non_negative(v) and v <= 2, "a number in [0, 2]")
 
 
 def network_constructors(config: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -129,34 +157,9 @@ def network_constructors(config: Any) -> tuple[Callable[..., Any], Callable[...,
     return constructor("actor"), constructor("critic")
 
 
-def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
-    """The fields TD3 and SAC share, then the algorithm's own."""
-    validate_fields(
-        config,
-        {
-            "total_steps": (positive_int, "a positive int"),
-            "warmup_steps": (non_negative_int, "an int >= 0"),
-            "batch_size": (positive_int, "a positive int"),
-            "hidden": (hidden_sizes, "a tuple of positive ints"),
-            "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
-            **NETWORK_RULES,
-            "gamma": (unit_interval, "in [0, 1]"),
-            "polyak": (unit_interval, "in [0, 1]"),
-            "actor_lr": (positive, "a positive number"),
-            "critic_lr": (positive, "a positive number"),
-            "weight_decay": (lambda v: non_negative(v) and v <= 2, "a number in [0, 2]"),
-            "policy_delay": (positive_int, "a positive int"),
-            "train_freq": (positive_int, "a positive int"),
-            "replay_capacity": (lambda v: v is None or positive_int(v), "None or a positive int"),
-            "num_envs": (positive_int, "a positive int"),
-            "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
-            **PRIORITY_RULES,
-            "n_step": (positive_int, "a positive int"),
-            "memmap_path": (lambda v: v is None or isinstance(v, (str, os.PathLike)), "None or a folder path"),
-            "asymmetric_critic": (lambda v: isinstance(v, bool), "true or false"),
-            **extra_rules,
-        },
-    )
+def validate_off_policy(config: Any) -> None:
+    """Every field by its rule, then what the fields of TD3 and SAC must satisfy together."""
+    validate_fields(config)
     if config.total_steps < config.num_envs:
         raise ConfigError(
             f"{type(config).__name__}.total_steps ({config.total_steps}) must be >= num_envs ({config.num_envs})"
@@ -167,39 +170,43 @@ def validate_off_policy(config: Any, extra_rules: Mapping[str, Rule]) -> None:
 class OffPolicyConfig:
     """The hyperparameters TD3 and SAC share; defaults are the RLtools paper's Pendulum benchmark."""
 
-    total_steps: int = 10_000  # environment steps, summed over all envs
-    warmup_steps: int = 100  # uniform random actions, no updates
-    batch_size: int = 100  # transitions sampled per gradient step
-    hidden: tuple[int, ...] = (64, 64)  # hidden layer widths of the actor and critics
-    activation: str = "relu"  # hidden activation: relu, tanh or gelu
-    network: str = "mlp"  # actor and critics' constructor (nn.NETWORKS name or "module:function")
-    actor_network: str | None = None  # the actor's constructor; wins over network (None: network's)
-    critic_network: str | None = None  # the critics' constructor; wins over network (None: network's)
-    gamma: float = 0.99  # discount factor
-    polyak: float = 0.995  # target ← polyak·target + (1 − polyak)·online
-    actor_lr: float = 1e-3  # the actor's Adam learning rate
-    critic_lr: float = 1e-3  # the critics' Adam learning rate
-    weight_decay: float = 0.0  # RLtools' Adam weight decay: each step w -= weight_decay/2 · w, weights only
-    policy_delay: int = 1  # actor (and target or temperature) updates every policy_delay updates
-    train_freq: int = 1  # one update every train_freq env steps (SB3's train_freq)
-    replay_capacity: int | None = None  # replay buffer rows; None: total_steps
-    num_envs: int = 1  # parallel environments
-    check_every: int = 1000  # divergence check (NaN/inf) every this many steps; 0: off
-    prioritized: bool = False  # prioritized replay (sum tree), priorities = twin critics' mean |TD error|
-    priority_alpha: float = 0.6  # stored value (priority + eps) ** alpha
-    priority_beta: float = 0.4  # importance-weight exponent, annealed linearly to 1 over total_steps
-    priority_eps: float = 1e-6  # added to every priority, so none is 0
-    priority_beta_steps: int | None = None  # env steps (per env) over which β reaches 1; None: the run's
-    n_step: int = 1  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
-    memmap_path: str | None = None  # the replay ring in numpy memmaps under this folder (None: in memory)
-    asymmetric_critic: bool = False  # the critics see the env's privileged observation, the actor its own (native envs)
+    total_steps: int = POSITIVE_INT(10_000)  # environment steps, summed over all envs
+    warmup_steps: int = NON_NEGATIVE_INT(100)  # uniform random actions, no updates
+    batch_size: int = POSITIVE_INT(100)  # transitions sampled per gradient step
+    hidden: tuple[int, ...] = HIDDEN((64, 64))  # hidden layer widths of the actor and critics
+    activation: str = ACTIVATION("relu")  # hidden activation: relu, tanh or gelu
+    network: str = NETWORK("mlp")  # actor and critics' constructor (nn.NETWORKS name or "module:function")
+    actor_network: str | None = ROLE_NETWORK(None)  # the actor's constructor; wins over network (None: network's)
+    critic_network: str | None = ROLE_NETWORK(None)  # the critics' constructor; wins over network (None: network's)
+    gamma: float = UNIT_INTERVAL(0.99)  # discount factor
+    polyak: float = UNIT_INTERVAL(0.995)  # target ← polyak·target + (1 − polyak)·online
+    actor_lr: float = POSITIVE(1e-3)  # the actor's Adam learning rate
+    critic_lr: float = POSITIVE(1e-3)  # the critics' Adam learning rate
+    weight_decay: float = WEIGHT_DECAY(
+        0.0
+    )  # RLtools' Adam weight decay: each step w -= weight_decay/2 · w, weights only
+    policy_delay: int = POSITIVE_INT(1)  # actor (and target or temperature) updates every policy_delay updates
+    train_freq: int = POSITIVE_INT(1)  # one update every train_freq env steps (SB3's train_freq)
+    replay_capacity: int | None = OPTIONAL_POSITIVE_INT(None)  # replay buffer rows; None: total_steps
+    num_envs: int = POSITIVE_INT(1)  # parallel environments
+    check_every: int = CHECK_EVERY(1000)  # divergence check (NaN/inf) every this many steps; 0: off
+    prioritized: bool = FLAG(False)  # prioritized replay (sum tree), priorities = twin critics' mean |TD error|
+    priority_alpha: float = NON_NEGATIVE(0.6)  # stored value (priority + eps) ** alpha
+    priority_beta: float = UNIT_INTERVAL(0.4)  # importance-weight exponent, annealed linearly to 1 over total_steps
+    priority_eps: float = NON_NEGATIVE(1e-6)  # added to every priority, so none is 0
+    priority_beta_steps: int | None = OPTIONAL_POSITIVE_INT(
+        None
+    )  # env steps (per env) over which β reaches 1; None: the run's
+    n_step: int = POSITIVE_INT(
+        1
+    )  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
+    memmap_path: str | None = FOLDER(None)  # the replay ring in numpy memmaps under this folder (None: in memory)
+    asymmetric_critic: bool = FLAG(
+        False
+    )  # the critics see the env's privileged observation, the actor its own (native envs)
 
     def validate(self) -> None:
-        validate_off_policy(self, self.extra_rules())
-
-    def extra_rules(self) -> dict[str, Rule]:
-        """The algorithm's own fields' rules (checked after the shared ones)."""
-        return {}
+        validate_off_policy(self)
 
     @property
     def capacity(self) -> int:

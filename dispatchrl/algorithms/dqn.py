@@ -41,14 +41,18 @@ from ..spaces import Discrete
 from ..staging import Below, Every, when
 from . import offpolicy
 from .config import (
-    NETWORK_RULES,
-    PRIORITY_RULES,
-    activation_name,
-    hidden_sizes,
-    non_negative_int,
-    positive,
-    positive_int,
-    unit_interval,
+    ACTIVATION,
+    CHECK_EVERY,
+    FLAG,
+    FOLDER,
+    HIDDEN,
+    NETWORK,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    OPTIONAL_POSITIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    UNIT_INTERVAL,
     validate_fields,
 )
 from .divergence import trained_quantities
@@ -95,63 +99,44 @@ class Config:
     (:class:`~dispatchrl.algorithms.dueling.DuelingQNetwork`); the deployed policy is still an
     n-output network (the combine folded into its last layer)."""
 
-    total_steps: int = 50_000  # environment steps, summed over all envs
-    learning_rate: float = 2.3e-3  # Adam's
-    batch_size: int = 64  # transitions sampled per gradient step
-    buffer_size: int = 100_000  # replay buffer rows
-    learning_starts: int = 1000  # env steps (summed over envs) of uniform random actions before learning
-    gamma: float = 0.99  # discount factor
-    tau: float = 1.0  # target ← tau·online + (1 − tau)·target; 1: a copy (SB3's hard update)
-    target_update_interval: int = 10  # env steps (summed over envs, as SB3) between target updates
-    train_freq: int = 256  # env steps per env between training phases
-    gradient_steps: int = 128  # gradient steps per training phase
-    exploration_fraction: float = 0.16  # of total_steps, over which ε decays linearly
-    exploration_initial_eps: float = 1.0  # ε when the decay starts (step 0)
-    exploration_final_eps: float = 0.04  # ε after the decay, to the end of the run
-    double_q: bool = True  # Double-DQN targets (the online net picks a'); False: max of the target net
-    hidden: tuple[int, ...] = (256, 256)  # hidden layer widths of the Q network
-    activation: str = "relu"  # hidden activation: relu, tanh or gelu
-    network: str = "mlp"  # the Q network's constructor (nn.NETWORKS name or "module:function")
-    num_envs: int = 1  # parallel environments
-    check_every: int = 1000  # divergence check (NaN/inf) every this many steps; 0: off
-    prioritized: bool = False  # prioritized replay (sum tree), priorities = |TD error| of the taken action
-    priority_alpha: float = 0.6  # stored value (priority + eps) ** alpha
-    priority_beta: float = 0.4  # importance-weight exponent, annealed linearly to 1 over total_steps
-    priority_eps: float = 1e-6  # added to every priority, so none is 0
-    priority_beta_steps: int | None = None  # env steps (per env) over which β reaches 1; None: the run's
-    n_step: int = 1  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
-    memmap_path: str | None = None  # the replay ring in numpy memmaps under this folder (None: in memory)
-    dueling: bool = False  # dueling head (Wang et al. 2016): the network outputs [V, A_1..A_n], Q_j = V + A_j − mean A
+    total_steps: int = POSITIVE_INT(50_000)  # environment steps, summed over all envs
+    learning_rate: float = POSITIVE(2.3e-3)  # Adam's
+    batch_size: int = POSITIVE_INT(64)  # transitions sampled per gradient step
+    buffer_size: int = POSITIVE_INT(100_000)  # replay buffer rows
+    learning_starts: int = NON_NEGATIVE_INT(
+        1000
+    )  # env steps (summed over envs) of uniform random actions before learning
+    gamma: float = UNIT_INTERVAL(0.99)  # discount factor
+    tau: float = UNIT_INTERVAL(1.0)  # target ← tau·online + (1 − tau)·target; 1: a copy (SB3's hard update)
+    target_update_interval: int = POSITIVE_INT(10)  # env steps (summed over envs, as SB3) between target updates
+    train_freq: int = POSITIVE_INT(256)  # env steps per env between training phases
+    gradient_steps: int = POSITIVE_INT(128)  # gradient steps per training phase
+    exploration_fraction: float = UNIT_INTERVAL(0.16)  # of total_steps, over which ε decays linearly
+    exploration_initial_eps: float = UNIT_INTERVAL(1.0)  # ε when the decay starts (step 0)
+    exploration_final_eps: float = UNIT_INTERVAL(0.04)  # ε after the decay, to the end of the run
+    double_q: bool = FLAG(True)  # Double-DQN targets (the online net picks a'); False: max of the target net
+    hidden: tuple[int, ...] = HIDDEN((256, 256))  # hidden layer widths of the Q network
+    activation: str = ACTIVATION("relu")  # hidden activation: relu, tanh or gelu
+    network: str = NETWORK("mlp")  # the Q network's constructor (nn.NETWORKS name or "module:function")
+    num_envs: int = POSITIVE_INT(1)  # parallel environments
+    check_every: int = CHECK_EVERY(1000)  # divergence check (NaN/inf) every this many steps; 0: off
+    prioritized: bool = FLAG(False)  # prioritized replay (sum tree), priorities = |TD error| of the taken action
+    priority_alpha: float = NON_NEGATIVE(0.6)  # stored value (priority + eps) ** alpha
+    priority_beta: float = UNIT_INTERVAL(0.4)  # importance-weight exponent, annealed linearly to 1 over total_steps
+    priority_eps: float = NON_NEGATIVE(1e-6)  # added to every priority, so none is 0
+    priority_beta_steps: int | None = OPTIONAL_POSITIVE_INT(
+        None
+    )  # env steps (per env) over which β reaches 1; None: the run's
+    n_step: int = POSITIVE_INT(
+        1
+    )  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
+    memmap_path: str | None = FOLDER(None)  # the replay ring in numpy memmaps under this folder (None: in memory)
+    dueling: bool = FLAG(
+        False
+    )  # dueling head (Wang et al. 2016): the network outputs [V, A_1..A_n], Q_j = V + A_j − mean A
 
     def validate(self) -> None:
-        validate_fields(
-            self,
-            {
-                "total_steps": (positive_int, "a positive int"),
-                "learning_rate": (positive, "a positive number"),
-                "batch_size": (positive_int, "a positive int"),
-                "buffer_size": (positive_int, "a positive int"),
-                "learning_starts": (non_negative_int, "an int >= 0"),
-                "gamma": (unit_interval, "in [0, 1]"),
-                "tau": (unit_interval, "in [0, 1]"),
-                "target_update_interval": (positive_int, "a positive int"),
-                "train_freq": (positive_int, "a positive int"),
-                "gradient_steps": (positive_int, "a positive int"),
-                "exploration_fraction": (unit_interval, "in [0, 1]"),
-                "exploration_initial_eps": (unit_interval, "in [0, 1]"),
-                "exploration_final_eps": (unit_interval, "in [0, 1]"),
-                "double_q": (lambda v: isinstance(v, bool), "true or false"),
-                "hidden": (hidden_sizes, "a tuple of positive ints"),
-                "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
-                "network": NETWORK_RULES["network"],
-                "num_envs": (positive_int, "a positive int"),
-                "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
-                **PRIORITY_RULES,
-                "n_step": (positive_int, "a positive int"),
-                "memmap_path": (lambda v: v is None or isinstance(v, str), "None or a folder path"),
-                "dueling": (lambda v: isinstance(v, bool), "true or false"),
-            },
-        )
+        validate_fields(self)
         if self.total_steps < self.num_envs * self.train_freq:
             raise ConfigError(
                 f"Config.total_steps ({self.total_steps}) must be >= num_envs × train_freq "

@@ -76,15 +76,18 @@ from ..nn import (
 from ..spaces import Box, Discrete, Space, as_action_space
 from ..staging import Every, when
 from .config import (
-    NETWORK_RULES,
-    activation_name,
-    finite,
-    hidden_sizes,
+    ACTIVATION,
+    CHECK_EVERY,
+    FINITE,
+    FLAG,
+    HIDDEN,
+    NETWORK,
+    POSITIVE,
+    POSITIVE_INT,
+    ROLE_NETWORK,
+    UNIT_INTERVAL,
+    Rule,
     network_constructors,
-    non_negative_int,
-    positive,
-    positive_int,
-    unit_interval,
     validate_fields,
 )
 from .divergence import trained_quantities
@@ -124,80 +127,54 @@ ACTION_SPACES: tuple[type, ...] = (Box, Discrete)
 
 # ---------------------------------------------------------------- hyperparameters
 
+LR_SCHEDULE = Rule(lambda v: v in LR_SCHEDULES, " or ".join(repr(v) for v in LR_SCHEDULES))
+MAX_GRAD_NORM = Rule(
+    lambda v: isinstance(v, (int, float)) and bool(np.isfinite(v)) and v >= 0, "a number >= 0 (0 turns clipping off)"
+)
+LR_FACTOR = Rule(lambda v: isinstance(v, (int, float)) and bool(np.isfinite(v)) and v >= 1, "a number >= 1")
+
 
 @dataclass
 class Config:
     """Defaults: Pendulum, as the RLtools zoo's PPO (with 64 envs × 128 steps)."""
 
-    total_steps: int = 5_242_880  # 640 iterations of 64 × 128 steps
-    num_envs: int = 64  # parallel environments
-    steps_per_env: int = 128  # T: rollout length per env and iteration
-    batch_size: int = 1024  # minibatch rows; must divide num_envs × steps_per_env
-    epochs: int = 1  # passes over the rollout per iteration
-    hidden: tuple[int, ...] = (32, 32)  # hidden layer widths of the actor and critic
-    activation: str = "tanh"  # hidden activation: relu, tanh or gelu
-    network: str = "mlp"  # actor and value network's constructor (nn.NETWORKS name or "module:function")
-    actor_network: str | None = None  # the actor's constructor; wins over network (None: network's)
-    critic_network: str | None = None  # the value network's (critic's) constructor; wins over network (None: network's)
-    gamma: float = 0.9  # discount factor
-    lam: float = 0.95  # GAE λ
-    clip: float = 0.2  # PPO ratio clip ε
-    entropy_coef: float = 0.1  # weight of the entropy bonus
-    initial_std: float = 2.0  # initial std of the Gaussian policy (its log is trained)
-    lr: float = 1e-3  # Adam learning rate (the initial one with adaptive_lr)
-    adam_eps: float = 1e-7  # TensorFlow's Adam default, as RLtools
-    normalize_advantage: bool = True  # per minibatch
-    normalize_observations: bool = True  # by running mean and std
-    adaptive_lr: bool = False  # adapt lr to keep the KL near kl_target
-    kl_target: float = 0.008  # the KL adaptive_lr aims at
-    lr_factor: float = 1.5  # adaptive_lr multiplies or divides lr by this
-    lr_min: float = 1e-6  # adaptive_lr's lower bound
-    lr_max: float = 1e-2  # adaptive_lr's upper bound
-    lr_schedule: str = "constant"  # or "linear": lr·(1 - i/I) in iteration i of I (Tianshou's lr_decay)
-    max_grad_norm: float = 0.0  # clip the joint gradient norm of actor and critic (clip_grad_norm_); 0: off
-    normalize_returns: bool = False  # the critic learns returns / their running std (Tianshou's rew_norm)
-    orthogonal_init: bool = False  # orthogonal weights (gain √2, the actor's output × 0.01), zero biases
-    recompute_advantage: bool = False  # each epoch after the first: V and GAE again with the current critic
-    check_every: int = 1000  # divergence check (NaN/inf) every this many steps/updates; 0: off
+    total_steps: int = POSITIVE_INT(5_242_880)  # 640 iterations of 64 × 128 steps
+    num_envs: int = POSITIVE_INT(64)  # parallel environments
+    steps_per_env: int = POSITIVE_INT(128)  # T: rollout length per env and iteration
+    batch_size: int = POSITIVE_INT(1024)  # minibatch rows; must divide num_envs × steps_per_env
+    epochs: int = POSITIVE_INT(1)  # passes over the rollout per iteration
+    hidden: tuple[int, ...] = HIDDEN((32, 32))  # hidden layer widths of the actor and critic
+    activation: str = ACTIVATION("tanh")  # hidden activation: relu, tanh or gelu
+    network: str = NETWORK("mlp")  # actor and value network's constructor (nn.NETWORKS name or "module:function")
+    actor_network: str | None = ROLE_NETWORK(None)  # the actor's constructor; wins over network (None: network's)
+    critic_network: str | None = ROLE_NETWORK(
+        None
+    )  # the value network's constructor; wins over network (None: network's)
+    gamma: float = UNIT_INTERVAL(0.9)  # discount factor
+    lam: float = UNIT_INTERVAL(0.95)  # GAE λ
+    clip: float = POSITIVE(0.2)  # PPO ratio clip ε
+    entropy_coef: float = FINITE(0.1)  # weight of the entropy bonus
+    initial_std: float = POSITIVE(2.0)  # initial std of the Gaussian policy (its log is trained)
+    lr: float = POSITIVE(1e-3)  # Adam learning rate (the initial one with adaptive_lr)
+    adam_eps: float = POSITIVE(1e-7)  # TensorFlow's Adam default, as RLtools
+    normalize_advantage: bool = FLAG(True)  # per minibatch
+    normalize_observations: bool = FLAG(True)  # by running mean and std
+    adaptive_lr: bool = FLAG(False)  # adapt lr to keep the KL near kl_target
+    kl_target: float = POSITIVE(0.008)  # the KL adaptive_lr aims at
+    lr_factor: float = LR_FACTOR(1.5)  # adaptive_lr multiplies or divides lr by this
+    lr_min: float = POSITIVE(1e-6)  # adaptive_lr's lower bound
+    lr_max: float = POSITIVE(1e-2)  # adaptive_lr's upper bound
+    lr_schedule: str = LR_SCHEDULE("constant")  # or "linear": lr·(1 - i/I) in iteration i of I (Tianshou's lr_decay)
+    max_grad_norm: float = MAX_GRAD_NORM(
+        0.0
+    )  # clip the joint gradient norm of actor and critic (clip_grad_norm_); 0: off
+    normalize_returns: bool = FLAG(False)  # the critic learns returns / their running std (Tianshou's rew_norm)
+    orthogonal_init: bool = FLAG(False)  # orthogonal weights (gain √2, the actor's output × 0.01), zero biases
+    recompute_advantage: bool = FLAG(False)  # each epoch after the first: V and GAE again with the current critic
+    check_every: int = CHECK_EVERY(1000)  # divergence check (NaN/inf) every this many steps/updates; 0: off
 
     def validate(self) -> None:
-        flag = (lambda v: isinstance(v, (bool, np.bool_)), "True or False")
-        validate_fields(
-            self,
-            {
-                "total_steps": (positive_int, "a positive int"),
-                "num_envs": (positive_int, "a positive int"),
-                "steps_per_env": (positive_int, "a positive int"),
-                "batch_size": (positive_int, "a positive int"),
-                "epochs": (positive_int, "a positive int"),
-                "hidden": (hidden_sizes, "a tuple of positive ints"),
-                "activation": (activation_name, "'relu', 'tanh' or 'gelu'"),
-                **NETWORK_RULES,
-                "gamma": (unit_interval, "in [0, 1]"),
-                "lam": (unit_interval, "in [0, 1]"),
-                "clip": (positive, "a positive number"),
-                "entropy_coef": (finite, "a finite number"),
-                "initial_std": (positive, "a positive number"),
-                "lr": (positive, "a positive number"),
-                "adam_eps": (positive, "a positive number"),
-                "normalize_advantage": flag,
-                "normalize_observations": flag,
-                "normalize_returns": flag,
-                "orthogonal_init": flag,
-                "recompute_advantage": flag,
-                "adaptive_lr": flag,
-                "kl_target": (positive, "a positive number"),
-                "lr_factor": (lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 1, "a number >= 1"),
-                "lr_min": (positive, "a positive number"),
-                "lr_max": (positive, "a positive number"),
-                "lr_schedule": (lambda v: v in LR_SCHEDULES, " or ".join(repr(v) for v in LR_SCHEDULES)),
-                "max_grad_norm": (
-                    lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v >= 0,
-                    "a number >= 0 (0 turns clipping off)",
-                ),
-                "check_every": (non_negative_int, "an int >= 0 (0 turns the divergence check off)"),
-            },
-        )
+        validate_fields(self)
         rows = self.num_envs * self.steps_per_env
         if rows % self.batch_size:
             raise ConfigError(
@@ -336,7 +313,7 @@ class State:
     actor_train: MLPBuffers = field(metadata=SCRATCH)  # actor buffers, B rows (d_output takes the policy gradient)
     critic_train: MLPBuffers = field(metadata=SCRATCH)
     obs_stats: ObsStats  # running observation mean/variance
-    obs_norm: Array = field(metadata=SCRATCH)  # (N, O) normalised observation the policy acts on
+    obs_norm: Array = field(metadata=SCRATCH)  # (N) normalised observation the policy acts on
     next_obs_norm: Array = field(metadata=SCRATCH)  # (N, O) normalised true next observation
     action: Array = field(metadata=SCRATCH)  # (N, A) sampled actions (unclipped)
     log_prob: Array = field(metadata=SCRATCH)  # (N,)

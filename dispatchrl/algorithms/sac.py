@@ -52,7 +52,7 @@ from ..nn import (
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import offpolicy
-from .config import OffPolicyConfig, Rule, network_constructors, positive
+from .config import POSITIVE, OffPolicyConfig, Rule, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
 
@@ -87,19 +87,14 @@ ACTION_SPACES: tuple[type, ...] = (Box,)
 
 # ---------------------------------------------------------------- hyperparameters
 
+TARGET_ENTROPY = Rule(lambda v: v is None or bool(np.isfinite(v)), "None or a finite number")
+
 
 @dataclass
 class Config(OffPolicyConfig):
-    alpha_lr: float = 1e-3  # Adam learning rate of log α (the temperature)
-    initial_alpha: float = 0.2  # the SAC paper's temperature; tuned automatically from there
-    target_entropy: float | None = None  # None: −action_dim
-
-    def extra_rules(self) -> dict[str, Rule]:
-        return {
-            "alpha_lr": (positive, "a positive number"),
-            "initial_alpha": (positive, "a positive number"),
-            "target_entropy": (lambda v: v is None or bool(np.isfinite(v)), "None or a finite number"),
-        }
+    alpha_lr: float = POSITIVE(1e-3)  # Adam learning rate of log α (the temperature)
+    initial_alpha: float = POSITIVE(0.2)  # the SAC paper's temperature; tuned automatically from there
+    target_entropy: float | None = TARGET_ENTROPY(None)  # None: −action_dim
 
 
 def config_for(env: object) -> Config:

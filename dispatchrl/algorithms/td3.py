@@ -35,7 +35,7 @@ from ..nn import Policy, PolicyHead, backward, forward, head_policy, make_buffer
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import offpolicy
-from .config import OffPolicyConfig, Rule, network_constructors, non_negative, non_negative_int
+from .config import FLAG, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, OffPolicyConfig, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
 
@@ -75,23 +75,17 @@ ACTION_SPACES: tuple[type, ...] = (Box,)
 class Config(OffPolicyConfig):
     """Defaults: the RLtools paper's Pendulum benchmark (and the TD3 paper)."""
 
-    policy_delay: int = 2  # actor and target updates every 2nd step
-    exploration_noise: float = 0.1  # std of the Gaussian noise on acting actions (in [-1, 1] units)
-    target_noise: float = 0.2  # std of the target policy smoothing noise
-    target_noise_clip: float = 0.5  # the smoothing noise is clipped to ±this
-    random_warmup: bool = True  # uniform random actions during warm-up (SB3); False: the actor plus noise (RLtools)
-    delay_critic_targets: bool = True  # critic targets move with the actor's (SB3); False: every update (RLtools)
-    actor_warmup_steps: int = 0  # steps (counted as warmup_steps) before the first actor update (RLtools l2f: 30k)
-
-    def extra_rules(self) -> dict[str, Rule]:
-        return {
-            "exploration_noise": (non_negative, "a number >= 0"),
-            "target_noise": (non_negative, "a number >= 0"),
-            "target_noise_clip": (non_negative, "a number >= 0"),
-            "random_warmup": (lambda v: isinstance(v, bool), "true or false"),
-            "delay_critic_targets": (lambda v: isinstance(v, bool), "true or false"),
-            "actor_warmup_steps": (non_negative_int, "an int >= 0"),
-        }
+    policy_delay: int = POSITIVE_INT(2)  # actor and target updates every 2nd step
+    exploration_noise: float = NON_NEGATIVE(0.1)  # std of the Gaussian noise on acting actions (in [-1, 1] units)
+    target_noise: float = NON_NEGATIVE(0.2)  # std of the target policy smoothing noise
+    target_noise_clip: float = NON_NEGATIVE(0.5)  # the smoothing noise is clipped to ±this
+    random_warmup: bool = FLAG(
+        True
+    )  # uniform random actions during warm-up (SB3); False: the actor plus noise (RLtools)
+    delay_critic_targets: bool = FLAG(True)  # critic targets move with the actor's (SB3); False: every update (RLtools)
+    actor_warmup_steps: int = NON_NEGATIVE_INT(
+        0
+    )  # steps (counted as warmup_steps) before the first actor update (RLtools l2f: 30k)
 
 
 def config_for(env: object) -> Config:

@@ -182,9 +182,8 @@ class OffPolicyConfig:
     polyak: float = UNIT_INTERVAL(0.995)  # target ← polyak·target + (1 − polyak)·online
     actor_lr: float = POSITIVE(1e-3)  # the actor's Adam learning rate
     critic_lr: float = POSITIVE(1e-3)  # the critics' Adam learning rate
-    weight_decay: float = WEIGHT_DECAY(
-        0.0
-    )  # RLtools' Adam weight decay: each step w -= weight_decay/2 · w, weights only
+    weight_decay: float = WEIGHT_DECAY(0.0)
+    """RLtools' Adam weight decay: each step w -= weight_decay/2 · w, weights only"""
     policy_delay: int = POSITIVE_INT(1)  # actor (and target or temperature) updates every policy_delay updates
     train_freq: int = POSITIVE_INT(1)  # one update every train_freq env steps (SB3's train_freq)
     replay_capacity: int | None = OPTIONAL_POSITIVE_INT(None)  # replay buffer rows; None: total_steps
@@ -194,16 +193,13 @@ class OffPolicyConfig:
     priority_alpha: float = NON_NEGATIVE(0.6)  # stored value (priority + eps) ** alpha
     priority_beta: float = UNIT_INTERVAL(0.4)  # importance-weight exponent, annealed linearly to 1 over total_steps
     priority_eps: float = NON_NEGATIVE(1e-6)  # added to every priority, so none is 0
-    priority_beta_steps: int | None = OPTIONAL_POSITIVE_INT(
-        None
-    )  # env steps (per env) over which β reaches 1; None: the run's
-    n_step: int = POSITIVE_INT(
-        1
-    )  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
+    priority_beta_steps: int | None = OPTIONAL_POSITIVE_INT(None)
+    """env steps (per env) over which β reaches 1; None: the run's"""
+    n_step: int = POSITIVE_INT(1)
+    """n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap"""
     memmap_path: str | None = FOLDER(None)  # the replay ring in numpy memmaps under this folder (None: in memory)
-    asymmetric_critic: bool = FLAG(
-        False
-    )  # the critics see the env's privileged observation, the actor its own (native envs)
+    asymmetric_critic: bool = FLAG(False)
+    """the critics see the env's privileged observation, the actor its own (native envs)"""
 
     def validate(self) -> None:
         validate_off_policy(self)

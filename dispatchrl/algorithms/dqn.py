@@ -103,9 +103,8 @@ class Config:
     learning_rate: float = POSITIVE(2.3e-3)  # Adam's
     batch_size: int = POSITIVE_INT(64)  # transitions sampled per gradient step
     buffer_size: int = POSITIVE_INT(100_000)  # replay buffer rows
-    learning_starts: int = NON_NEGATIVE_INT(
-        1000
-    )  # env steps (summed over envs) of uniform random actions before learning
+    learning_starts: int = NON_NEGATIVE_INT(1000)
+    """env steps (summed over envs) of uniform random actions before learning"""
     gamma: float = UNIT_INTERVAL(0.99)  # discount factor
     tau: float = UNIT_INTERVAL(1.0)  # target ← tau·online + (1 − tau)·target; 1: a copy (SB3's hard update)
     target_update_interval: int = POSITIVE_INT(10)  # env steps (summed over envs, as SB3) between target updates
@@ -124,16 +123,13 @@ class Config:
     priority_alpha: float = NON_NEGATIVE(0.6)  # stored value (priority + eps) ** alpha
     priority_beta: float = UNIT_INTERVAL(0.4)  # importance-weight exponent, annealed linearly to 1 over total_steps
     priority_eps: float = NON_NEGATIVE(1e-6)  # added to every priority, so none is 0
-    priority_beta_steps: int | None = OPTIONAL_POSITIVE_INT(
-        None
-    )  # env steps (per env) over which β reaches 1; None: the run's
-    n_step: int = POSITIVE_INT(
-        1
-    )  # n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap
+    priority_beta_steps: int | None = OPTIONAL_POSITIVE_INT(None)
+    """env steps (per env) over which β reaches 1; None: the run's"""
+    n_step: int = POSITIVE_INT(1)
+    """n-step returns: targets sum n discounted rewards, cut at episode ends, then bootstrap"""
     memmap_path: str | None = FOLDER(None)  # the replay ring in numpy memmaps under this folder (None: in memory)
-    dueling: bool = FLAG(
-        False
-    )  # dueling head (Wang et al. 2016): the network outputs [V, A_1..A_n], Q_j = V + A_j − mean A
+    dueling: bool = FLAG(False)
+    """dueling head (Wang et al. 2016): the network outputs [V, A_1..A_n], Q_j = V + A_j − mean A"""
 
     def validate(self) -> None:
         validate_fields(self)

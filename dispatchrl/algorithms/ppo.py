@@ -147,9 +147,8 @@ class Config:
     activation: str = ACTIVATION("tanh")  # hidden activation: relu, tanh or gelu
     network: str = NETWORK("mlp")  # actor and value network's constructor (nn.NETWORKS name or "module:function")
     actor_network: str | None = ROLE_NETWORK(None)  # the actor's constructor; wins over network (None: network's)
-    critic_network: str | None = ROLE_NETWORK(
-        None
-    )  # the value network's constructor; wins over network (None: network's)
+    critic_network: str | None = ROLE_NETWORK(None)
+    """the value network's constructor; wins over network (None: network's)"""
     gamma: float = UNIT_INTERVAL(0.9)  # discount factor
     lam: float = UNIT_INTERVAL(0.95)  # GAE λ
     clip: float = POSITIVE(0.2)  # PPO ratio clip ε
@@ -165,9 +164,8 @@ class Config:
     lr_min: float = POSITIVE(1e-6)  # adaptive_lr's lower bound
     lr_max: float = POSITIVE(1e-2)  # adaptive_lr's upper bound
     lr_schedule: str = LR_SCHEDULE("constant")  # or "linear": lr·(1 - i/I) in iteration i of I (Tianshou's lr_decay)
-    max_grad_norm: float = MAX_GRAD_NORM(
-        0.0
-    )  # clip the joint gradient norm of actor and critic (clip_grad_norm_); 0: off
+    max_grad_norm: float = MAX_GRAD_NORM(0.0)
+    """clip the joint gradient norm of actor and critic (clip_grad_norm_); 0: off"""
     normalize_returns: bool = FLAG(False)  # the critic learns returns / their running std (Tianshou's rew_norm)
     orthogonal_init: bool = FLAG(False)  # orthogonal weights (gain √2, the actor's output × 0.01), zero biases
     recompute_advantage: bool = FLAG(False)  # each epoch after the first: V and GAE again with the current critic

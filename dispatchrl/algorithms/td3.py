@@ -79,13 +79,11 @@ class Config(OffPolicyConfig):
     exploration_noise: float = NON_NEGATIVE(0.1)  # std of the Gaussian noise on acting actions (in [-1, 1] units)
     target_noise: float = NON_NEGATIVE(0.2)  # std of the target policy smoothing noise
     target_noise_clip: float = NON_NEGATIVE(0.5)  # the smoothing noise is clipped to ±this
-    random_warmup: bool = FLAG(
-        True
-    )  # uniform random actions during warm-up (SB3); False: the actor plus noise (RLtools)
+    random_warmup: bool = FLAG(True)
+    """uniform random actions during warm-up (SB3); False: the actor plus noise (RLtools)"""
     delay_critic_targets: bool = FLAG(True)  # critic targets move with the actor's (SB3); False: every update (RLtools)
-    actor_warmup_steps: int = NON_NEGATIVE_INT(
-        0
-    )  # steps (counted as warmup_steps) before the first actor update (RLtools l2f: 30k)
+    actor_warmup_steps: int = NON_NEGATIVE_INT(0)
+    """steps (counted as warmup_steps) before the first actor update (RLtools l2f: 30k)"""
 
 
 def config_for(env: object) -> Config:

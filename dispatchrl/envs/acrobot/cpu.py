@@ -15,7 +15,7 @@ from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ..shared import PI, TWO_PI
-from ..shared.cpu import clear_reset_at
+from ..shared.cpu import clear_reset_at, per_env, per_env_reset
 from ..shared.host import kernel_methods
 from .env import MAX_VEL_1, MAX_VEL_2, Acrobot, AcrobotContinuous
 
@@ -168,24 +168,13 @@ def acrobot_reset_at(i, key, base, physics, steps, obs, reward, terminated, trun
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
-@njit(**JIT_EXACT)
-def acrobot_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
-    for i in range(physics.shape[0]):
-        acrobot_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
+acrobot_step_kernel = per_env(acrobot_step_at, "acrobot_step_kernel")
 
 
-@njit(**JIT_EXACT)
-def acrobot_discrete_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
-    for i in range(physics.shape[0]):
-        acrobot_discrete_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
+acrobot_discrete_step_kernel = per_env(acrobot_discrete_step_at, "acrobot_discrete_step_kernel")
 
 
-@njit(**JIT_EXACT)
-def acrobot_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
-    key, base = rng[0], rng[1]
-    for i in range(physics.shape[0]):
-        acrobot_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done)
-    rng[1] = base + np.uint64(4 * physics.shape[0])
+acrobot_reset_kernel = per_env_reset(acrobot_reset_at, "acrobot_reset_kernel", 4)
 
 
 kernel_methods(CPU, AcrobotContinuous, acrobot_step_kernel, acrobot_reset_kernel)

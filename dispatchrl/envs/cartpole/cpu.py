@@ -14,7 +14,7 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
-from ..shared.cpu import clear_reset_at
+from ..shared.cpu import clear_reset_at, per_env, per_env_reset
 from ..shared.host import kernel_methods
 from .env import (
     FORCE_MAG,
@@ -98,18 +98,10 @@ def cartpole_reset_at(i, key, base, physics, steps, obs, reward, terminated, tru
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
-@njit(**JIT_EXACT)
-def cartpole_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
-    for i in range(physics.shape[0]):
-        cartpole_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
+cartpole_step_kernel = per_env(cartpole_step_at, "cartpole_step_kernel")
 
 
-@njit(**JIT_EXACT)
-def cartpole_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
-    key, base = rng[0], rng[1]
-    for i in range(physics.shape[0]):
-        cartpole_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done)
-    rng[1] = base + np.uint64(4 * physics.shape[0])
+cartpole_reset_kernel = per_env_reset(cartpole_reset_at, "cartpole_reset_kernel", 4)
 
 
 kernel_methods(CPU, CartPole, cartpole_step_kernel, cartpole_reset_kernel)

@@ -14,7 +14,7 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
-from ..shared.cpu import clear_reset_at
+from ..shared.cpu import clear_reset_at, per_env, per_env_reset
 from ..shared.host import kernel_methods
 from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 
@@ -81,18 +81,10 @@ def mountaincar_reset_at(i, key, base, physics, steps, obs, reward, terminated, 
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
-@njit(**JIT_EXACT)
-def mountaincar_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps):
-    for i in range(physics.shape[0]):
-        mountaincar_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps)
+mountaincar_step_kernel = per_env(mountaincar_step_at, "mountaincar_step_kernel")
 
 
-@njit(**JIT_EXACT)
-def mountaincar_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
-    key, base = rng[0], rng[1]
-    for i in range(physics.shape[0]):
-        mountaincar_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done)
-    rng[1] = base + np.uint64(physics.shape[0])
+mountaincar_reset_kernel = per_env_reset(mountaincar_reset_at, "mountaincar_reset_kernel", 1)
 
 
 kernel_methods(CPU, MountainCar, mountaincar_step_kernel, mountaincar_reset_kernel)

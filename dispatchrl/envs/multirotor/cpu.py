@@ -16,6 +16,7 @@ from ...kernels.random.cpu import standard_normal, uniform01
 from ...staging import launch
 from .. import api
 from ..shared import TWO_PI, state_args, step_args
+from ..shared.cpu import per_env, per_env_reset
 from .env import Multirotor, parameter_array
 from .layout import (
     AGE,
@@ -350,24 +351,13 @@ def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, t
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
-@njit(**JIT_EXACT)
-def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, truncated, p, max_steps) -> None:
-    for i in range(physics.shape[0]):
-        multirotor_step_at(i, physics, steps, action, obs, reward, terminated, truncated, p, max_steps)
+multirotor_step_kernel = per_env(multirotor_step_at, "multirotor_step_kernel")
 
 
-@njit(**JIT_EXACT)
-def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, p, only_done) -> None:
-    key, base = rng[0], rng[1]
-    for i in range(physics.shape[0]):
-        multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, p, only_done)
-    rng[1] = base + np.uint64(RESET_DRAWS * physics.shape[0])
+multirotor_reset_kernel = per_env_reset(multirotor_reset_at, "multirotor_reset_kernel", RESET_DRAWS)
 
 
-@njit(**JIT_EXACT)
-def multirotor_critic_observation_kernel(physics, out, p) -> None:
-    for i in range(physics.shape[0]):
-        multirotor_critic_observe_at(i, physics, out, p)
+multirotor_critic_observation_kernel = per_env(multirotor_critic_observe_at, "multirotor_critic_observation_kernel")
 
 
 @api.env_step.dispatch

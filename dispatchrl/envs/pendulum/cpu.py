@@ -15,7 +15,7 @@ from ...backends.cpu import JIT_EXACT
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ..shared import PI, TWO_PI
-from ..shared.cpu import clear_reset_at
+from ..shared.cpu import clear_reset_at, per_env, per_env_reset
 from ..shared.host import kernel_methods
 from .env import U_COST, Pendulum
 
@@ -79,18 +79,10 @@ def pendulum_reset_at(i, key, base, physics, steps, obs, reward, terminated, tru
 # --- CPU kernels -------------------------------------------------------------------------------
 
 
-@njit(**JIT_EXACT)
-def pendulum_step_kernel(physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
-    for i in range(physics.shape[0]):
-        pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps)
+pendulum_step_kernel = per_env(pendulum_step_at, "pendulum_step_kernel")
 
 
-@njit(**JIT_EXACT)
-def pendulum_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, only_done):
-    key, base = rng[0], rng[1]
-    for i in range(physics.shape[0]):
-        pendulum_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done)
-    rng[1] = base + np.uint64(2 * physics.shape[0])
+pendulum_reset_kernel = per_env_reset(pendulum_reset_at, "pendulum_reset_kernel", 2)
 
 
 kernel_methods(

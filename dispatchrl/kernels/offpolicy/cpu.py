@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ...arrays import zeros
-from ...backends.cpu import JIT_EXACT, JIT_FAST
+from ...backends.cpu import JIT_EXACT, JIT_FAST, per_index
 from ...devices import CPU
 from ...staging import launch
 from ..random.cpu import standard_normal, uniform01
@@ -66,41 +66,14 @@ def advance_ring(position, size, rows, capacity):
     size[0] = min(size[0] + rows, capacity)
 
 
-@njit(**JIT_EXACT)
-def replay_add_kernel(
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    position,
-    size,
-):
-    for i in range(obs.shape[0]):
-        replay_add_row(
-            i,
-            obs,
-            action,
-            reward,
-            next_obs,
-            terminated,
-            truncated,
-            b_obs,
-            b_action,
-            b_reward,
-            b_next_obs,
-            b_terminated,
-            b_truncated,
-            position,
-        )
-    advance_ring(position, size, obs.shape[0], b_obs.shape[0])
+replay_add_kernel = per_index(
+    replay_add_row,
+    "obs.shape[0]",
+    "replay_add_kernel",
+    more=("size",),
+    after=["advance_ring(position, size, obs.shape[0], b_obs.shape[0])"],
+    uses=(advance_ring,),
+)
 
 
 @api.replay_sample.dispatch

@@ -9,11 +9,14 @@ functions are the device's own (:mod:`.mathlib`), so a step gives the same bits 
 
 import itertools
 import math
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
+from ...devices import C
 from ...errors import ConfigError
-from ...staging import Below, Branch, Every, raw
+from ...staging import Below, Branch, Every, launch, raw
 from .compiler import array_pointers, step_function
 from .mathlib import MATH
 
@@ -22,6 +25,7 @@ __all__ = [
     "FLUSH_DENORMALS",
     "HEADER",
     "CKernel",
+    "c_method",
     "condition_expression",
     "render_function",
     "render_invocation",
@@ -73,6 +77,24 @@ class CKernel:
 
     def __repr__(self):
         return f"<CKernel {self.name} {self.consts}>"
+
+
+def c_method(function, body, outputs, shapes, dtype, helpers=(), overwrites=()) -> None:
+    """Register the C method of generic ``function`` (one with no other C method): one
+    :class:`CKernel` named after it, of ``body`` over the declaration's parameters, launched with the
+    call's arguments in their order. ``shapes(arg)`` gives its integer constants from the
+    arguments (``arg.q`` is argument ``q``); ``T`` is the element type of the argument named ``dtype``, or
+    ``dtype`` itself when it is not a name."""
+    params = function.parameters[1:]
+
+    def method(device: C, *args) -> Any:  # Any: plum keeps caching the call (see dispatch)
+        a = SimpleNamespace(**dict(zip(params, args)))
+        element = getattr(a, dtype).dtype if isinstance(dtype, str) else dtype
+        launch(
+            device, CKernel(function.__name__, body, params, outputs, shapes(a), element, helpers, overwrites), *args
+        )
+
+    function.dispatch(method)
 
 
 def _literal(value):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...activation import Activation
 from ...arrays import Array
-from ...backends.c import CKernel
+from ...backends.c import CKernel, c_method
 from ...devices import C
 from ...staging import launch
 from . import api
@@ -396,17 +396,7 @@ for (int i = 0; i < SIZE; i++) {
 """
 
 
-@api.adam_step.dispatch
-def adam_step(device: C, param, grad, m, v, t, lr, beta1, beta2, eps):
-    kernel = CKernel(
-        "adam_step",
-        ADAM_STEP,
-        ("param", "grad", "m", "v", "t", "lr", "beta1", "beta2", "eps"),
-        ("param", "m", "v", "t"),
-        {"SIZE": param.size},
-        param.dtype,
-    )
-    launch(device, kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
+c_method(api.adam_step, ADAM_STEP, ("param", "m", "v", "t"), lambda arg: {"SIZE": arg.param.size}, "param")
 
 
 @api.adam_step.dispatch
@@ -471,12 +461,7 @@ total[0] += s;
 """
 
 
-@api.accumulate_squared_norm.dispatch
-def accumulate_squared_norm(device: C, x, total):
-    kernel = CKernel(
-        "accumulate_squared_norm", ACCUMULATE_SQUARED_NORM, ("x", "total"), ("total",), {"SIZE": x.size}, x.dtype
-    )
-    launch(device, kernel, x, total)
+c_method(api.accumulate_squared_norm, ACCUMULATE_SQUARED_NORM, ("total",), lambda arg: {"SIZE": arg.x.size}, "x")
 
 
 CLIP_BY_NORM = f"""
@@ -488,10 +473,7 @@ if (factor < 1.0) {{
 """
 
 
-@api.clip_by_norm.dispatch
-def clip_by_norm(device: C, x, total, max_norm):
-    kernel = CKernel("clip_by_norm", CLIP_BY_NORM, ("x", "total", "max_norm"), ("x",), {"SIZE": x.size}, x.dtype)
-    launch(device, kernel, x, total, max_norm)
+c_method(api.clip_by_norm, CLIP_BY_NORM, ("x",), lambda arg: {"SIZE": arg.x.size}, "x")
 
 
 LINEAR_SCHEDULE = """
@@ -500,36 +482,19 @@ out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
 """
 
 
-@api.linear_schedule.dispatch
-def linear_schedule(device: C, counter, total, start, end, out):
-    kernel = CKernel(
-        "linear_schedule",
-        LINEAR_SCHEDULE,
-        ("counter", "total", "start", "end", "out"),
-        ("out",),
-        {},
-        out.dtype,
-        overwrites=("out",),
-    )
-    launch(device, kernel, counter, total, start, end, out)
+c_method(api.linear_schedule, LINEAR_SCHEDULE, ("out",), lambda arg: {}, "out", overwrites=("out",))
 
 
 FILL = "for (int i = 0; i < SIZE; i++) out[i] = (T)value;"
 
 
-@api.fill.dispatch
-def fill(device: C, out, value):
-    kernel = CKernel("fill", FILL, ("out", "value"), ("out",), {"SIZE": out.size}, out.dtype, overwrites=("out",))
-    launch(device, kernel, out, value)
+c_method(api.fill, FILL, ("out",), lambda arg: {"SIZE": arg.out.size}, "out", overwrites=("out",))
 
 
 COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
 
 
-@api.copy.dispatch
-def copy(device: C, src, dst):
-    kernel = CKernel("copy", COPY, ("src", "dst"), ("dst",), {"SIZE": src.size}, src.dtype, overwrites=("dst",))
-    launch(device, kernel, src, dst)
+c_method(api.copy, COPY, ("dst",), lambda arg: {"SIZE": arg.src.size}, "src", overwrites=("dst",))
 
 
 INCREMENT = "counter[0] += (int64_t)amount;"

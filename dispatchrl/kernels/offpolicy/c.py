@@ -8,7 +8,7 @@ noise are the same numbers on every device.
 
 import math
 
-from ...backends.c import CKernel
+from ...backends.c import CKernel, c_method
 from ...devices import C
 from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
@@ -96,18 +96,14 @@ for (int i = 0; i < M; i++) {
 """
 
 
-@api.concat_columns.dispatch
-def concat_columns(device: C, a, b, out):
-    kernel = CKernel(
-        "concat_columns",
-        CONCAT_COLUMNS,
-        ("a", "b", "out"),
-        ("out",),
-        dict(M=a.shape[0], NA=a.shape[1], NB=b.shape[1]),
-        a.dtype,
-        overwrites=("out",),
-    )
-    launch(device, kernel, a, b, out)
+c_method(
+    api.concat_columns,
+    CONCAT_COLUMNS,
+    ("out",),
+    lambda arg: dict(M=arg.a.shape[0], NA=arg.a.shape[1], NB=arg.b.shape[1]),
+    "a",
+    overwrites=("out",),
+)
 
 
 SLICE_COLUMNS = """
@@ -141,18 +137,14 @@ rng[1] = base + 2 * (uint64_t)SIZE;
 """
 
 
-@api.add_clipped_noise.dispatch
-def add_clipped_noise(device: C, rng, x, std, noise_clip, low, high):
-    kernel = CKernel(
-        "add_clipped_noise",
-        ADD_CLIPPED_NOISE,
-        ("rng", "x", "std", "noise_clip", "low", "high"),
-        ("rng", "x"),
-        {"SIZE": x.size},
-        x.dtype,
-        NORMAL_HELPERS,
-    )
-    launch(device, kernel, rng, x, std, noise_clip, low, high)
+c_method(
+    api.add_clipped_noise,
+    ADD_CLIPPED_NOISE,
+    ("rng", "x"),
+    lambda arg: {"SIZE": arg.x.size},
+    "x",
+    helpers=NORMAL_HELPERS,
+)
 
 
 TD_TARGET = """
@@ -163,18 +155,9 @@ for (int i = 0; i < N; i++) {
 """
 
 
-@api.td_target.dispatch
-def td_target(device: C, reward, terminated, q1, q2, gamma, target):
-    kernel = CKernel(
-        "td_target",
-        TD_TARGET,
-        ("reward", "terminated", "q1", "q2", "gamma", "target"),
-        ("target",),
-        {"N": reward.shape[0]},
-        reward.dtype,
-        overwrites=("target",),
-    )
-    launch(device, kernel, reward, terminated, q1, q2, gamma, target)
+c_method(
+    api.td_target, TD_TARGET, ("target",), lambda arg: {"N": arg.reward.shape[0]}, "reward", overwrites=("target",)
+)
 
 
 TRACK_EPISODES = """
@@ -240,19 +223,15 @@ rng[1] = base + 2 * (uint64_t)(B * A);
 """
 
 
-@api.gaussian_tanh_sample.dispatch
-def gaussian_tanh_sample(device: C, rng, actor_out, noise, action, log_prob):
-    kernel = CKernel(
-        "gaussian_tanh_sample",
-        GAUSSIAN_TANH_SAMPLE,
-        ("rng", "actor_out", "noise", "action", "log_prob"),
-        ("rng", "noise", "action", "log_prob"),
-        dict(B=action.shape[0], A=action.shape[1]),
-        action.dtype,
-        NORMAL_HELPERS,
-        overwrites=("noise", "action", "log_prob"),
-    )
-    launch(device, kernel, rng, actor_out, noise, action, log_prob)
+c_method(
+    api.gaussian_tanh_sample,
+    GAUSSIAN_TANH_SAMPLE,
+    ("rng", "noise", "action", "log_prob"),
+    lambda arg: dict(B=arg.action.shape[0], A=arg.action.shape[1]),
+    "action",
+    helpers=NORMAL_HELPERS,
+    overwrites=("noise", "action", "log_prob"),
+)
 
 
 GAUSSIAN_TANH_BACKWARD = f"""
@@ -271,18 +250,14 @@ for (int i = 0; i < B; i++) {{
 """
 
 
-@api.gaussian_tanh_backward.dispatch
-def gaussian_tanh_backward(device: C, actor_out, noise, action, d_action, log_alpha, d_actor_out):
-    kernel = CKernel(
-        "gaussian_tanh_backward",
-        GAUSSIAN_TANH_BACKWARD,
-        ("actor_out", "noise", "action", "d_action", "log_alpha", "d_actor_out"),
-        ("d_actor_out",),
-        dict(B=action.shape[0], A=action.shape[1]),
-        action.dtype,
-        overwrites=("d_actor_out",),
-    )
-    launch(device, kernel, actor_out, noise, action, d_action, log_alpha, d_actor_out)
+c_method(
+    api.gaussian_tanh_backward,
+    GAUSSIAN_TANH_BACKWARD,
+    ("d_actor_out",),
+    lambda arg: dict(B=arg.action.shape[0], A=arg.action.shape[1]),
+    "action",
+    overwrites=("d_actor_out",),
+)
 
 
 SOFT_TD_TARGET = """
@@ -295,18 +270,14 @@ for (int i = 0; i < N; i++) {
 """
 
 
-@api.soft_td_target.dispatch
-def soft_td_target(device: C, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target):
-    kernel = CKernel(
-        "soft_td_target",
-        SOFT_TD_TARGET,
-        ("reward", "terminated", "q1", "q2", "log_prob", "log_alpha", "gamma", "target"),
-        ("target",),
-        {"N": reward.shape[0]},
-        reward.dtype,
-        overwrites=("target",),
-    )
-    launch(device, kernel, reward, terminated, q1, q2, log_prob, log_alpha, gamma, target)
+c_method(
+    api.soft_td_target,
+    SOFT_TD_TARGET,
+    ("target",),
+    lambda arg: {"N": arg.reward.shape[0]},
+    "reward",
+    overwrites=("target",),
+)
 
 
 ENTROPY_TEMPERATURE_GRADIENT = """
@@ -316,18 +287,14 @@ grad[0] = (T)(-total / N);
 """
 
 
-@api.entropy_temperature_gradient.dispatch
-def entropy_temperature_gradient(device: C, log_prob, target_entropy, grad):
-    kernel = CKernel(
-        "entropy_temperature_gradient",
-        ENTROPY_TEMPERATURE_GRADIENT,
-        ("log_prob", "target_entropy", "grad"),
-        ("grad",),
-        {"N": log_prob.shape[0]},
-        log_prob.dtype,
-        overwrites=("grad",),
-    )
-    launch(device, kernel, log_prob, target_entropy, grad)
+c_method(
+    api.entropy_temperature_gradient,
+    ENTROPY_TEMPERATURE_GRADIENT,
+    ("grad",),
+    lambda arg: {"N": arg.log_prob.shape[0]},
+    "log_prob",
+    overwrites=("grad",),
+)
 
 
 SELECT_MIN_ROWS = """
@@ -338,18 +305,14 @@ for (int i = 0; i < M; i++) {
 """
 
 
-@api.select_min_rows.dispatch
-def select_min_rows(device: C, a, b, x, y, out):
-    kernel = CKernel(
-        "select_min_rows",
-        SELECT_MIN_ROWS,
-        ("a", "b", "x", "y", "out"),
-        ("out",),
-        dict(M=x.shape[0], N=x.shape[1]),
-        x.dtype,
-        overwrites=("out",),
-    )
-    launch(device, kernel, a, b, x, y, out)
+c_method(
+    api.select_min_rows,
+    SELECT_MIN_ROWS,
+    ("out",),
+    lambda arg: dict(M=arg.x.shape[0], N=arg.x.shape[1]),
+    "x",
+    overwrites=("out",),
+)
 
 
 ACCUMULATE_CRITIC_STATS = """
@@ -365,17 +328,7 @@ stats[2] += q / (2 * N);
 """
 
 
-@api.accumulate_critic_stats.dispatch
-def accumulate_critic_stats(device: C, q1, q2, target, stats):
-    kernel = CKernel(
-        "accumulate_critic_stats",
-        ACCUMULATE_CRITIC_STATS,
-        ("q1", "q2", "target", "stats"),
-        ("stats",),
-        {"N": q1.shape[0]},
-        q1.dtype,
-    )
-    launch(device, kernel, q1, q2, target, stats)
+c_method(api.accumulate_critic_stats, ACCUMULATE_CRITIC_STATS, ("stats",), lambda arg: {"N": arg.q1.shape[0]}, "q1")
 
 
 ACCUMULATE_ACTOR_STATS = """
@@ -386,12 +339,7 @@ stats[1] -= total / N;
 """
 
 
-@api.accumulate_actor_stats.dispatch
-def accumulate_actor_stats(device: C, q, stats):
-    kernel = CKernel(
-        "accumulate_actor_stats", ACCUMULATE_ACTOR_STATS, ("q", "stats"), ("stats",), {"N": q.shape[0]}, q.dtype
-    )
-    launch(device, kernel, q, stats)
+c_method(api.accumulate_actor_stats, ACCUMULATE_ACTOR_STATS, ("stats",), lambda arg: {"N": arg.q.shape[0]}, "q")
 
 
 ACCUMULATE_SAC_ACTOR_STATS = """
@@ -408,17 +356,9 @@ stats[2] -= log_prob_sum / N;
 """
 
 
-@api.accumulate_sac_actor_stats.dispatch
-def accumulate_sac_actor_stats(device: C, q1, q2, log_prob, log_alpha, stats):
-    kernel = CKernel(
-        "accumulate_sac_actor_stats",
-        ACCUMULATE_SAC_ACTOR_STATS,
-        ("q1", "q2", "log_prob", "log_alpha", "stats"),
-        ("stats",),
-        {"N": q1.shape[0]},
-        q1.dtype,
-    )
-    launch(device, kernel, q1, q2, log_prob, log_alpha, stats)
+c_method(
+    api.accumulate_sac_actor_stats, ACCUMULATE_SAC_ACTOR_STATS, ("stats",), lambda arg: {"N": arg.q1.shape[0]}, "q1"
+)
 
 
 # ---------------------------------------------------------------- DQN (the CPU row bodies)
@@ -451,19 +391,15 @@ rng[1] = base + 2 * (uint64_t)N;
 """
 
 
-@api.epsilon_greedy.dispatch
-def epsilon_greedy(device: C, rng, q, step, initial_eps, final_eps, decay_steps, action):
-    kernel = CKernel(
-        "epsilon_greedy",
-        EPSILON_GREEDY,
-        ("rng", "q", "step", "initial_eps", "final_eps", "decay_steps", "action"),
-        ("rng", "action"),
-        dict(N=q.shape[0], K=q.shape[1]),
-        q.dtype,
-        UNIFORM_HELPERS,
-        overwrites=("action",),
-    )
-    launch(device, kernel, rng, q, step, initial_eps, final_eps, decay_steps, action)
+c_method(
+    api.epsilon_greedy,
+    EPSILON_GREEDY,
+    ("rng", "action"),
+    lambda arg: dict(N=arg.q.shape[0], K=arg.q.shape[1]),
+    "q",
+    helpers=UNIFORM_HELPERS,
+    overwrites=("action",),
+)
 
 
 DQN_TARGETS = """
@@ -502,19 +438,15 @@ for (int i = 0; i < B; i++) {
 """
 
 
-@api.q_huber_gradient.dispatch
-def q_huber_gradient(device: C, q, action, target, d_q):
-    kernel = CKernel(
-        "q_huber_gradient",
-        Q_HUBER_GRADIENT,
-        ("q", "action", "target", "d_q"),
-        ("d_q",),
-        dict(B=q.shape[0], K=q.shape[1]),
-        q.dtype,
-        (_TAKEN_COLUMN,),
-        overwrites=("d_q",),
-    )
-    launch(device, kernel, q, action, target, d_q)
+c_method(
+    api.q_huber_gradient,
+    Q_HUBER_GRADIENT,
+    ("d_q",),
+    lambda arg: dict(B=arg.q.shape[0], K=arg.q.shape[1]),
+    "q",
+    helpers=(_TAKEN_COLUMN,),
+    overwrites=("d_q",),
+)
 
 
 ACCUMULATE_Q_STATS = """
@@ -531,18 +463,14 @@ stats[2] += total / B;
 """
 
 
-@api.accumulate_q_stats.dispatch
-def accumulate_q_stats(device: C, q, action, target, stats):
-    kernel = CKernel(
-        "accumulate_q_stats",
-        ACCUMULATE_Q_STATS,
-        ("q", "action", "target", "stats"),
-        ("stats",),
-        dict(B=q.shape[0], K=q.shape[1]),
-        q.dtype,
-        (_TAKEN_COLUMN,),
-    )
-    launch(device, kernel, q, action, target, stats)
+c_method(
+    api.accumulate_q_stats,
+    ACCUMULATE_Q_STATS,
+    ("stats",),
+    lambda arg: dict(B=arg.q.shape[0], K=arg.q.shape[1]),
+    "q",
+    helpers=(_TAKEN_COLUMN,),
+)
 
 
 TAKEN_Q = """
@@ -550,19 +478,15 @@ for (int i = 0; i < B; i++) out[i] = q[i * K + dispatchrl_taken_column((double)a
 """
 
 
-@api.taken_q.dispatch
-def taken_q(device: C, q, action, out):
-    kernel = CKernel(
-        "taken_q",
-        TAKEN_Q,
-        ("q", "action", "out"),
-        ("out",),
-        dict(B=q.shape[0], K=q.shape[1]),
-        q.dtype,
-        (_TAKEN_COLUMN,),
-        overwrites=("out",),
-    )
-    launch(device, kernel, q, action, out)
+c_method(
+    api.taken_q,
+    TAKEN_Q,
+    ("out",),
+    lambda arg: dict(B=arg.q.shape[0], K=arg.q.shape[1]),
+    "q",
+    helpers=(_TAKEN_COLUMN,),
+    overwrites=("out",),
+)
 
 
 DUELING_Q = """
@@ -576,12 +500,7 @@ for (int i = 0; i < R; i++) {
 """
 
 
-@api.dueling_q.dispatch
-def dueling_q(device: C, raw, q):
-    kernel = CKernel(
-        "dueling_q", DUELING_Q, ("raw", "q"), ("q",), dict(R=q.shape[0], N=q.shape[1]), q.dtype, overwrites=("q",)
-    )
-    launch(device, kernel, raw, q)
+c_method(api.dueling_q, DUELING_Q, ("q",), lambda arg: dict(R=arg.q.shape[0], N=arg.q.shape[1]), "q", overwrites=("q",))
 
 
 DUELING_Q_BACKWARD = """
@@ -595,15 +514,11 @@ for (int i = 0; i < R; i++) {
 """
 
 
-@api.dueling_q_backward.dispatch
-def dueling_q_backward(device: C, d_q, d_raw):
-    kernel = CKernel(
-        "dueling_q_backward",
-        DUELING_Q_BACKWARD,
-        ("d_q", "d_raw"),
-        ("d_raw",),
-        dict(R=d_q.shape[0], N=d_q.shape[1]),
-        d_q.dtype,
-        overwrites=("d_raw",),
-    )
-    launch(device, kernel, d_q, d_raw)
+c_method(
+    api.dueling_q_backward,
+    DUELING_Q_BACKWARD,
+    ("d_raw",),
+    lambda arg: dict(R=arg.d_q.shape[0], N=arg.d_q.shape[1]),
+    "d_q",
+    overwrites=("d_raw",),
+)

@@ -8,7 +8,7 @@ positions for sampling and shuffling, so noise and permutations are the same num
 device. Arrays are flat: (T, N) scalars are ``[t * N + n]``, (T·N, D) rows ``[row * D + d]``.
 """
 
-from ...backends.c import CKernel
+from ...backends.c import CKernel, c_method
 from ...devices import C
 from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
@@ -215,19 +215,15 @@ rng[1] = base + 2 * (uint64_t)(B * A);
 """
 
 
-@api.gaussian_sample.dispatch
-def gaussian_sample(device: C, rng, mean, log_std, action, log_prob):
-    kernel = CKernel(
-        "gaussian_sample",
-        GAUSSIAN_SAMPLE,
-        ("rng", "mean", "log_std", "action", "log_prob"),
-        ("rng", "action", "log_prob"),
-        dict(B=mean.shape[0], A=mean.shape[1]),
-        mean.dtype,
-        NORMAL_HELPERS,
-        overwrites=("action", "log_prob"),
-    )
-    launch(device, kernel, rng, mean, log_std, action, log_prob)
+c_method(
+    api.gaussian_sample,
+    GAUSSIAN_SAMPLE,
+    ("rng", "action", "log_prob"),
+    lambda arg: dict(B=arg.mean.shape[0], A=arg.mean.shape[1]),
+    "mean",
+    helpers=NORMAL_HELPERS,
+    overwrites=("action", "log_prob"),
+)
 
 
 GAUSSIAN_LOG_PROB = f"""
@@ -243,18 +239,14 @@ for (int i = 0; i < B; i++) {{
 """
 
 
-@api.gaussian_log_prob.dispatch
-def gaussian_log_prob(device: C, mean, log_std, action, log_prob):
-    kernel = CKernel(
-        "gaussian_log_prob",
-        GAUSSIAN_LOG_PROB,
-        ("mean", "log_std", "action", "log_prob"),
-        ("log_prob",),
-        dict(B=mean.shape[0], A=mean.shape[1]),
-        mean.dtype,
-        overwrites=("log_prob",),
-    )
-    launch(device, kernel, mean, log_std, action, log_prob)
+c_method(
+    api.gaussian_log_prob,
+    GAUSSIAN_LOG_PROB,
+    ("log_prob",),
+    lambda arg: dict(B=arg.mean.shape[0], A=arg.mean.shape[1]),
+    "mean",
+    overwrites=("log_prob",),
+)
 
 
 #: Â = (advantage - shift) * scale, standardised over the minibatch with normalize (both policy gradients)
@@ -298,19 +290,15 @@ rng[1] = base + (uint64_t)B;
 """
 
 
-@api.categorical_sample.dispatch
-def categorical_sample(device: C, rng, logits, action, log_prob):
-    kernel = CKernel(
-        "categorical_sample",
-        CATEGORICAL_SAMPLE,
-        ("rng", "logits", "action", "log_prob"),
-        ("rng", "action", "log_prob"),
-        dict(B=logits.shape[0], K=logits.shape[1]),
-        logits.dtype,
-        UNIFORM_HELPERS,
-        overwrites=("action", "log_prob"),
-    )
-    launch(device, kernel, rng, logits, action, log_prob)
+c_method(
+    api.categorical_sample,
+    CATEGORICAL_SAMPLE,
+    ("rng", "action", "log_prob"),
+    lambda arg: dict(B=arg.logits.shape[0], K=arg.logits.shape[1]),
+    "logits",
+    helpers=UNIFORM_HELPERS,
+    overwrites=("action", "log_prob"),
+)
 
 
 PPO_CATEGORICAL_GRADIENT = (
@@ -508,17 +496,7 @@ if (kl[0] < 0.5 * target) {
 """
 
 
-@api.adaptive_learning_rate.dispatch
-def adaptive_learning_rate(device: C, kl, lr, target, factor, low, high):
-    kernel = CKernel(
-        "adaptive_learning_rate",
-        ADAPTIVE_LEARNING_RATE,
-        ("kl", "lr", "target", "factor", "low", "high"),
-        ("lr",),
-        {},
-        lr.dtype,
-    )
-    launch(device, kernel, kl, lr, target, factor, low, high)
+c_method(api.adaptive_learning_rate, ADAPTIVE_LEARNING_RATE, ("lr",), lambda arg: {}, "lr")
 
 
 ROLLOUT_STORE = """
@@ -573,19 +551,15 @@ rng[1] = base + (uint64_t)SIZE;
 """
 
 
-@api.random_permutation.dispatch
-def random_permutation(device: C, rng, perm):
-    kernel = CKernel(
-        "random_permutation",
-        RANDOM_PERMUTATION,
-        ("rng", "perm"),
-        ("rng", "perm"),
-        {"SIZE": perm.shape[0]},
-        perm.dtype,
-        UNIFORM_HELPERS,
-        overwrites=("perm",),
-    )
-    launch(device, kernel, rng, perm)
+c_method(
+    api.random_permutation,
+    RANDOM_PERMUTATION,
+    ("rng", "perm"),
+    lambda arg: {"SIZE": arg.perm.shape[0]},
+    "perm",
+    helpers=UNIFORM_HELPERS,
+    overwrites=("perm",),
+)
 
 
 GATHER_MINIBATCH = """
@@ -642,15 +616,11 @@ out[0] = var_y > 0.0 ? 1.0 - var_r / var_y : 0.0;
 """
 
 
-@api.explained_variance.dispatch
-def explained_variance(device: C, value, returns, out):
-    kernel = CKernel(
-        "explained_variance",
-        EXPLAINED_VARIANCE,
-        ("value", "returns", "out"),
-        ("out",),
-        {"SIZE": value.size},
-        value.dtype,
-        overwrites=("out",),
-    )
-    launch(device, kernel, value, returns, out)
+c_method(
+    api.explained_variance,
+    EXPLAINED_VARIANCE,
+    ("out",),
+    lambda arg: {"SIZE": arg.value.size},
+    "value",
+    overwrites=("out",),
+)

@@ -3,7 +3,7 @@ statement (float64 trees, the same stream positions, rows in order)."""
 
 import numpy as np
 
-from ...backends.c import CKernel
+from ...backends.c import CKernel, c_method
 from ...devices import C
 from ...staging import launch
 from ..offpolicy.api import TRANSITION_FIELDS, transition_arrays
@@ -147,10 +147,7 @@ for (int i = 0; i < M; i++)
 """
 
 
-@api.scale_rows.dispatch
-def scale_rows(device: C, weight, x):
-    kernel = CKernel("scale_rows", SCALE_ROWS, ("weight", "x"), ("x",), dict(M=x.shape[0], K=x.shape[1]), x.dtype)
-    launch(device, kernel, weight, x)
+c_method(api.scale_rows, SCALE_ROWS, ("x",), lambda arg: dict(M=arg.x.shape[0], K=arg.x.shape[1]), "x")
 
 
 TD_PRIORITY = """
@@ -162,17 +159,7 @@ for (int i = 0; i < B; i++) {
 """
 
 
-@api.td_priority.dispatch
-def td_priority(device: C, q1, q2, target, priority):
-    kernel = CKernel(
-        "td_priority",
-        TD_PRIORITY,
-        ("q1", "q2", "target", "priority"),
-        ("priority",),
-        dict(B=priority.shape[0]),
-        priority.dtype,
-    )
-    launch(device, kernel, q1, q2, target, priority)
+c_method(api.td_priority, TD_PRIORITY, ("priority",), lambda arg: dict(B=arg.priority.shape[0]), "priority")
 
 
 LINEAR_ANNEAL = """
@@ -181,10 +168,7 @@ out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
 """
 
 
-@api.linear_anneal.dispatch
-def linear_anneal(device: C, step, start, end, steps, out):
-    kernel = CKernel("linear_anneal", LINEAR_ANNEAL, ("step", "start", "end", "steps", "out"), ("out",), {}, out.dtype)
-    launch(device, kernel, step, start, end, steps, out)
+c_method(api.linear_anneal, LINEAR_ANNEAL, ("out",), lambda arg: {}, "out")
 
 
 UNIFORM_INDEX = """
@@ -195,19 +179,15 @@ rng[1] = base + B;
 """
 
 
-@api.uniform_index.dispatch
-def uniform_index(device: C, rng, size, index):
-    kernel = CKernel(
-        "uniform_index",
-        UNIFORM_INDEX,
-        ("rng", "size", "index"),
-        ("rng", "index"),
-        dict(B=index.shape[0]),
-        np.float64,
-        UNIFORM_HELPERS,
-        overwrites=("index",),
-    )
-    launch(device, kernel, rng, size, index)
+c_method(
+    api.uniform_index,
+    UNIFORM_INDEX,
+    ("rng", "index"),
+    lambda arg: dict(B=arg.index.shape[0]),
+    np.float64,
+    helpers=UNIFORM_HELPERS,
+    overwrites=("index",),
+)
 
 
 N_STEP_GATHER = """
@@ -256,14 +236,4 @@ for (int i = 0; i < B; i++) target[i] = (T)((double)reward[i] + discount[i] * (d
 """
 
 
-@api.bootstrap_target.dispatch
-def bootstrap_target(device: C, reward, discount, target):
-    kernel = CKernel(
-        "bootstrap_target",
-        BOOTSTRAP_TARGET,
-        ("reward", "discount", "target"),
-        ("target",),
-        dict(B=reward.shape[0]),
-        target.dtype,
-    )
-    launch(device, kernel, reward, discount, target)
+c_method(api.bootstrap_target, BOOTSTRAP_TARGET, ("target",), lambda arg: dict(B=arg.reward.shape[0]), "target")

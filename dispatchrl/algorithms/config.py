@@ -118,7 +118,7 @@ def network_name(v: object) -> bool:
 
 _NETWORK = "a name in dispatchrl.nn.NETWORKS or 'module:function'"
 
-# the rules fields are declared with (Rule.__call__)
+# the named rules Config fields are declared with
 POSITIVE_INT = Rule(positive_int, "a positive int")
 NON_NEGATIVE_INT = Rule(non_negative_int, "an int >= 0")
 OPTIONAL_POSITIVE_INT = Rule(lambda v: v is None or positive_int(v), "None or a positive int")

@@ -471,12 +471,12 @@ def per_index(
 ) -> Dispatcher:
     """The CPU loop kernel ``name``, generated from the element body ``body(i, *args)`` as CUDA's
     :func:`dispatchrl.backends.cuda.per_index` generates its forms: ``for i in range(extent):
-    body(i, *args)`` with ``args`` the body's parameters after ``i``. ``params`` (default
-    ``args``) then ``more`` are the kernel's, ``before``/``after`` statements around the loop (e.g. reading and
-    advancing a counter stream) calling the jitted functions ``uses``, ``options`` the jit options'
-    name in this module. The source is
-    written to the cache folder and imported (Numba caches it as a hand-written kernel; the
-    folder's name changes with dispatchrl's sources), so fused steps import it by name."""
+    body(i, *args)``, ``args`` the body's parameters after ``i``. The kernel's parameters are
+    ``params`` (default ``args``) then ``more``; ``before``/``after`` are statements around the
+    loop (e.g. reading and advancing a counter stream), which may call the jitted functions
+    ``uses``; ``options`` names the jit options in this module. The source is written to the
+    cache folder and imported, so Numba caches it as a hand-written kernel (the folder's name
+    changes with dispatchrl's sources) and fused steps import it by name."""
     py = getattr(body, "py_func", body)
     args = py.__code__.co_varnames[1 : py.__code__.co_argcount]
     params = (*(args if params is None else params), *more)

@@ -81,18 +81,17 @@ class CKernel:
 
 def c_method(function, body, outputs, shapes, dtype, helpers=(), overwrites=()) -> None:
     """Register the C method of generic ``function`` (one with no other C method): one
-    :class:`CKernel` named after it, of ``body`` over the declaration's parameters, launched with the
-    call's arguments in their order. ``shapes(arg)`` gives its integer constants from the
-    arguments (``arg.q`` is argument ``q``); ``T`` is the element type of the argument named ``dtype``, or
-    ``dtype`` itself when it is not a name."""
+    :class:`CKernel` named after it, of ``body`` over the declaration's parameters, launched with
+    the call's arguments in their order. ``shapes(arg)`` gives its integer constants from the
+    arguments (``arg.q`` is argument ``q``); ``T`` is the element type of the argument named
+    ``dtype``, or ``dtype`` itself when it is not a name."""
     params = function.parameters[1:]
 
     def method(device: C, *args) -> Any:  # Any: plum keeps caching the call (see dispatch)
-        a = SimpleNamespace(**dict(zip(params, args)))
-        element = getattr(a, dtype).dtype if isinstance(dtype, str) else dtype
-        launch(
-            device, CKernel(function.__name__, body, params, outputs, shapes(a), element, helpers, overwrites), *args
-        )
+        arg = SimpleNamespace(**dict(zip(params, args)))
+        element = getattr(arg, dtype).dtype if isinstance(dtype, str) else dtype
+        kernel = CKernel(function.__name__, body, params, outputs, shapes(arg), element, helpers, overwrites)
+        launch(device, kernel, *args)
 
     function.dispatch(method)
 

@@ -157,7 +157,7 @@ def test_memory_estimate_counts_the_critic_columns():
     from dispatchrl.algorithms.memory import estimate
 
     config = td3.Config(total_steps=100_000, batch_size=256)
-    plain, asym = estimate("td3", config, 146, 4), estimate("td3", config, 146, 4, critic_obs_dim=28)
+    plain, asym = estimate(td3, config, 146, 4), estimate(td3, config, 146, 4, critic_obs_dim=28)
     sizes = [{a.what: a.nbytes for a in allocations} for allocations in (plain, asym)]
     replay = f"replay buffer of {config.capacity} rows"
     assert sizes[1][replay] - sizes[0][replay] == config.capacity * 2 * 28 * 4  # obs and next obs, float32

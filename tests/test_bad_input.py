@@ -61,7 +61,7 @@ def test_memory_estimate_matches_what_the_state_allocates(algo, config):
     state = build_state(algo, drl.CPU(), spec, config, 0)
     built = _state_bytes(state, set())
     episodes = driver.episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
-    estimated = memory.total_bytes(memory.estimate(algo.NAME, config, spec.obs_dim, spec.action_dim, episodes))
+    estimated = memory.total_bytes(memory.estimate(algo, config, spec.obs_dim, spec.action_dim, episodes))
     assert abs(estimated - built) <= 0.02 * built, (estimated, built)
 
 

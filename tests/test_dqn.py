@@ -515,12 +515,12 @@ def test_memory_estimate_matches_what_the_state_allocates(dueling):
     state = build_state(dqn, drl.CPU(), spec, config, 0)
     built = state_bytes(state, set())
     episodes = driver.episode_ring_capacity(config.num_envs, dqn.schedule(config).env_steps)
-    estimated = memory.total_bytes(memory.estimate("dqn", config, spec.obs_dim, spec.action_outputs, episodes))
+    estimated = memory.total_bytes(memory.estimate(dqn, config, spec.obs_dim, spec.action_outputs, episodes))
     assert spec.action_outputs == 2 and abs(estimated - built) <= 0.02 * built, (estimated, built)
     # prioritized: the sum and min trees (2 × 2 × 32768 float64 for 20000 rows) and the batch's arrays
     prioritized = replace(config, prioritized=True)
     grown = state_bytes(build_state(dqn, drl.CPU(), spec, prioritized, 0), set()) - built
-    more = memory.total_bytes(memory.estimate("dqn", prioritized, spec.obs_dim, 2, episodes)) - estimated
+    more = memory.total_bytes(memory.estimate(dqn, prioritized, spec.obs_dim, 2, episodes)) - estimated
     assert grown > 4 * 32768 * 8 and abs(more - grown) <= 0.02 * grown, (more, grown)
 
 

@@ -39,7 +39,7 @@ from ..nn import (
 )
 from ..spaces import Discrete
 from ..staging import Below, Every, when
-from . import offpolicy
+from . import memory, offpolicy
 from .config import (
     ACTIVATION,
     CHECK_EVERY,
@@ -68,6 +68,7 @@ __all__ = [
     "build",
     "check_iteration",
     "config_for",
+    "memory_estimate",
     "native_step",
     "policy",
     "policy_head",
@@ -383,6 +384,13 @@ def check_iteration(state: State) -> None:
 def policy_head(state: State) -> PolicyHead:
     """The greedy action: the argmax of the Q network's outputs."""
     return PolicyHead(state.q_net, "argmax")
+
+
+def memory_estimate(
+    config: Config, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
+) -> list[memory.Allocation]:
+    """The large buffers :func:`build` and the driver will allocate (checked before they are)."""
+    return memory.dqn_allocations(config, obs_dim, action_dim, episodes)
 
 
 def watched(state: State) -> list[tuple[str, Array]]:

@@ -17,12 +17,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigError
+
 __all__ = [
     "Allocation",
     "check_fits",
+    "dqn_allocations",
     "estimate",
     "mlp_buffer_floats",
     "mlp_parameters",
+    "off_policy_allocations",
+    "ppo_allocations",
     "total_bytes",
     "transition_bytes",
 ]
@@ -76,10 +81,11 @@ def _priority_tree_bytes(config: Any) -> int:
     return 2 * 2 * (1 << max(0, config.capacity - 1).bit_length()) * F64 if config.prioritized else 0
 
 
-def _off_policy(
-    name: str, config: Any, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
+def off_policy_allocations(
+    config: Any, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None, sac: bool
 ) -> list[Allocation]:
-    sac = name == "sac"
+    """TD3's (``sac`` False) or SAC's buffers: actor, twin critics and their targets, batch and
+    acting buffers, the replay ring (none in memory when memmapped), the episode ring."""
     envs, rows, act = config.num_envs, config.batch_size, config.activation
     actor = (obs_dim, *config.hidden, (2 if sac else 1) * action_dim)
     critic = ((critic_obs_dim or obs_dim) + action_dim, *config.hidden, 1)
@@ -112,7 +118,7 @@ def _off_policy(
     ]
 
 
-def _dqn(config: Any, obs_dim: int, actions: int, episodes: int) -> list[Allocation]:
+def dqn_allocations(config: Any, obs_dim: int, actions: int, episodes: int) -> list[Allocation]:
     """DQN: ``actions`` is the Discrete space's n (the Q network's outputs; a dueling network has
     n + 1, and its buffers n Q-values and their gradient per row besides); a stored action is
     one column, its index."""
@@ -139,7 +145,9 @@ def _dqn(config: Any, obs_dim: int, actions: int, episodes: int) -> list[Allocat
     ]
 
 
-def _ppo(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allocation]:
+def ppo_allocations(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allocation]:
+    """PPO's buffers: actor and critic with their Adam moments, minibatch and acting buffers, the
+    rollout, the episode ring."""
     envs, rows, steps, act = config.num_envs, config.batch_size, config.steps_per_env, config.activation
     actor, critic = (obs_dim, *config.hidden, action_dim), (obs_dim, *config.hidden, 1)
     copies = TRAINABLE_COPIES * (mlp_parameters(actor) + mlp_parameters(critic))
@@ -159,19 +167,19 @@ def _ppo(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allo
 
 
 def estimate(
-    name: str, config: Any, obs_dim: int, action_dim: int, episodes: int = 0, critic_obs_dim: int | None = None
+    algo: Any, config: Any, obs_dim: int, action_dim: int, episodes: int = 0, critic_obs_dim: int | None = None
 ) -> list[Allocation]:
-    """The large buffers algorithm ``name``'s state allocates for ``config`` on an env with
-    ``obs_dim`` / ``action_dim`` (the policy network's outputs per action: a Discrete space's n
-    for DQN), with an episode ring of ``episodes`` rows (the driver's ``episode_ring_capacity``)
-    and, for an asymmetric critic, its observation's width ``critic_obs_dim``. An algorithm this
-    module does not know (a user's) gets the old estimate of its replay buffer or rollout alone."""
-    if name in ("td3", "sac"):
-        return _off_policy(name, config, obs_dim, action_dim, episodes, critic_obs_dim)
-    if name == "ppo":
-        return _ppo(config, obs_dim, action_dim, episodes)
-    if name == "dqn":
-        return _dqn(config, obs_dim, action_dim, episodes)
+    """The large buffers algorithm ``algo``'s state allocates for ``config`` (``algo``: its
+    module, see :class:`~dispatchrl.algorithms.protocol.Algorithm`) on an env with ``obs_dim`` / ``action_dim`` (the policy network's outputs per
+    action: a Discrete space's n for DQN), with an episode ring of ``episodes`` rows (the driver's
+    ``episode_ring_capacity``) and, for an asymmetric critic, its observation's width
+    ``critic_obs_dim``: the algorithm's own ``memory_estimate`` (the protocol's optional entry).
+    An algorithm without one gets the estimate of its replay buffer or rollout alone."""
+    if isinstance(algo, str):
+        raise ConfigError(f"estimate: 'algo' must be an algorithm module (dispatchrl.td3, ...), got the name {algo!r}")
+    own = getattr(algo, "memory_estimate", None)
+    if own is not None:
+        return own(config, obs_dim, action_dim, episodes, critic_obs_dim)
     capacity = getattr(config, "capacity", None)
     if capacity is not None:
         if getattr(config, "memmap_path", None) is not None:
@@ -201,8 +209,6 @@ def check_fits(
 ) -> None:
     """Raise ConfigError when ``copies`` × the estimate exceeds ``available`` bytes, naming the
     largest buffers and the fields that size them (None: memory unknown, nothing checked)."""
-    from ..errors import ConfigError
-
     needed = copies * total_bytes(allocations)
     if available is None or needed <= available:
         return

@@ -75,6 +75,7 @@ from ..nn import (
 )
 from ..spaces import Box, Discrete, Space, as_action_space
 from ..staging import Every, when
+from . import memory
 from .config import (
     ACTIVATION,
     CHECK_EVERY,
@@ -106,6 +107,7 @@ __all__ = [
     "cartpole_config",
     "check_iteration",
     "config_for",
+    "memory_estimate",
     "native_step",
     "policy",
     "policy_head",
@@ -663,6 +665,13 @@ def policy_head(state: State) -> PolicyHead:
     mean = to_numpy(state.obs_stats.mean).astype(np.float32)
     std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
     return PolicyHead(state.actor, "clip" if state.log_std is not None else "argmax", obs_mean=mean, obs_std=std)
+
+
+def memory_estimate(
+    config: Config, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
+) -> list[memory.Allocation]:
+    """The large buffers :func:`build` and the driver will allocate (checked before they are)."""
+    return memory.ppo_allocations(config, obs_dim, action_dim, episodes)
 
 
 def watched(state: State) -> list[tuple[str, Array]]:

@@ -107,6 +107,13 @@ class Algorithm(Protocol):
         """How the deterministic action comes out of the actor (the host policy and the exported
         trainer's act program both derive from it)."""
 
+    def memory_estimate(
+        self, config: Any, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
+    ) -> list[Any]:
+        """The large buffers the state will hold, as :class:`~dispatchrl.algorithms.memory.Allocation`
+        rows (checked against the memory available before anything is allocated; an algorithm
+        without it gets :func:`~dispatchrl.algorithms.memory.estimate`'s replay-or-rollout guess)."""
+
     def watched(self, state: Any) -> list[tuple[str, Array]]:
         """The state's arrays a divergence shows in, labelled, most likely cause first (its losses'
         targets, then every network's parameters): the driver's divergence check reads them,

@@ -51,7 +51,7 @@ from ..nn import (
 )
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
-from . import offpolicy
+from . import memory, offpolicy
 from .config import POSITIVE, OffPolicyConfig, Rule, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
@@ -66,6 +66,7 @@ __all__ = [
     "build",
     "check_iteration",
     "config_for",
+    "memory_estimate",
     "native_step",
     "policy",
     "policy_head",
@@ -410,6 +411,13 @@ def policy_head(state: State) -> PolicyHead:
     """The deterministic action: tanh of the Gaussian's mean, the first half of the actor's
     [mean, log_std] output."""
     return PolicyHead(state.actor, "tanh_mean", columns=state.action.shape[1])
+
+
+def memory_estimate(
+    config: Config, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
+) -> list[memory.Allocation]:
+    """The large buffers :func:`build` and the driver will allocate (checked before they are)."""
+    return memory.off_policy_allocations(config, obs_dim, action_dim, episodes, critic_obs_dim, sac=True)
 
 
 def watched(state: State) -> list[tuple[str, Array]]:

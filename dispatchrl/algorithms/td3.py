@@ -34,7 +34,7 @@ from ..kernels.random.api import random_uniform, rng
 from ..nn import Policy, PolicyHead, backward, forward, head_policy, make_buffers, polyak_average
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
-from . import offpolicy
+from . import memory, offpolicy
 from .config import FLAG, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, OffPolicyConfig, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
@@ -50,6 +50,7 @@ __all__ = [
     "build",
     "check_iteration",
     "config_for",
+    "memory_estimate",
     "native_step",
     "policy",
     "policy_head",
@@ -378,6 +379,13 @@ def check_iteration(state: State) -> None:
 def policy_head(state: State) -> PolicyHead:
     """The deterministic action: the tanh actor's output itself."""
     return PolicyHead(state.actor, "tanh")
+
+
+def memory_estimate(
+    config: Config, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
+) -> list[memory.Allocation]:
+    """The large buffers :func:`build` and the driver will allocate (checked before they are)."""
+    return memory.off_policy_allocations(config, obs_dim, action_dim, episodes, critic_obs_dim, sac=False)
 
 
 def watched(state: State) -> list[tuple[str, Array]]:

@@ -403,7 +403,7 @@ def _check_memory(algo: Any, env: str, config: Any) -> None:
 
     spec = resolve_env(env, config.num_envs)
     episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)  # built, then replaced
-    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_dim, episodes)
+    allocations = estimate(algo, config, spec.obs_dim, spec.action_dim, episodes)
     check_fits(allocations, available_memory(), "export-trainer", copies=3, what="tracing the trainer's state")
 
 

@@ -245,7 +245,7 @@ def check_memory(algo: Algorithm, spec: EnvSpec, config: Any) -> None:
     replay ring is checked against its disk instead."""
     episodes = episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
     critic_dim = critic_observation_dim(spec, config)
-    allocations = estimate(algo.NAME, config, spec.obs_dim, spec.action_outputs, episodes, critic_dim)
+    allocations = estimate(algo, config, spec.obs_dim, spec.action_outputs, episodes, critic_dim)
     who = f"{type(config).__module__.rsplit('.', 1)[-1]} Config"
     folder = getattr(config, "memmap_path", None)
     if folder is not None:  # a memmapped ring needs disk, not memory

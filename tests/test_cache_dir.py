@@ -107,3 +107,41 @@ def test_read_only_cache_dir_in_a_fresh_process(tmp_path):
     out, err = run.communicate(timeout=600)
     assert run.returncode == 0, err[-3000:]
     assert "RESULT" in out and "is not writable" in err and "Traceback" not in err
+
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from numba import njit
+    import dispatchrl as drl
+
+    @njit(cache=True)
+    def halve(x, out):
+        for i in range(x.size):
+            out[i] = 0.5 * x[i]
+
+    @drl.generic
+    def halved(device, x, out):
+        return device, x, out
+
+    @halved.dispatch
+    def _(device: drl.CPU, x, out):
+        drl.launch(device, halve, x, out)
+
+    cpu = drl.CPU()
+    x, out = drl.asarray(cpu, np.arange(4.0)), drl.zeros(cpu, 4, np.float64)
+    step = drl.fuse(cpu, lambda d: halved(d, x, out))
+    step(1)
+    print("RESULT", drl.to_numpy(out).tolist(), step._run.program.stats.cache_hits != {})
+""")
+
+
+def test_a_scripts_fused_step_is_cached_across_runs(tmp_path):
+    """A script's kernels live in ``__main__``: the fused step imports them through an alias named
+    by the script's path, so the script run again loads its step from the disk cache."""
+    script = tmp_path / "user_script.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "DISPATCHRL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True) for _ in range(2)]
+    results = [next(line for line in r.stdout.splitlines() if line.startswith("RESULT")) for r in runs]
+    assert results == ["RESULT [0.0, 0.5, 1.0, 1.5] False", "RESULT [0.0, 0.5, 1.0, 1.5] True"], runs[1].stderr

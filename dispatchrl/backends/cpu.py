@@ -323,13 +323,22 @@ def _literal(value: object) -> str:
     raise ConfigError(f"cannot stage a kernel argument of type {type(value).__name__}: pass Arrays or plain numbers")
 
 
-def _importable(kernel: Dispatcher) -> bool:
+def _import_name(kernel: Dispatcher) -> str | None:
+    """The module a generated step imports ``kernel`` from, or None where it cannot (a kernel not
+    found by its name, or a session's with no file). A script's kernels live in ``__main__``,
+    which no other module can import by that name: an alias named by the script's path stands for
+    it, so the same script run again loads its fused step from the cache."""
     module = sys.modules.get(kernel.py_func.__module__)
-    return (
-        module is not None
-        and module.__name__ != "__main__"
-        and getattr(module, kernel.py_func.__name__, None) is kernel
-    )
+    if module is None or getattr(module, kernel.py_func.__name__, None) is not kernel:
+        return None
+    if module.__name__ != "__main__":
+        return module.__name__
+    path = getattr(module, "__file__", None)
+    if path is None:
+        return None
+    alias = f"dispatchrl_main_{hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]}"
+    sys.modules.setdefault(alias, module)
+    return alias if sys.modules[alias] is module else None
 
 
 _BEFORE_FIRST_RUN: dict[str, Callable[[], None]] = {}
@@ -388,11 +397,10 @@ def njit_program(calls: list) -> Program:
         raw.append(np.array(hyperparameters, np.float64))
     params = ", ".join(names)
     unpack = [f"    h{i} = hyperparameters[{i}]" for i in range(len(hyperparameters))]
-    cacheable = all(_importable(k) for k in kernels)
+    modules = {k: _import_name(k) for k in kernels}
+    cacheable = all(modules.values())
     imports = (
-        [f"from {k.py_func.__module__} import {k.py_func.__name__} as {name}" for k, name in kernels.items()]
-        if cacheable
-        else []
+        [f"from {modules[k]} import {k.py_func.__name__} as {name}" for k, name in kernels.items()] if cacheable else []
     )
     # The loop allocates nothing; without Numba's runtime each kernel call skips an incref/decref
     # call pair per array argument (100 calls: 6.3 -> 2.9 µs). Callees that do not set ``_nrt``
@@ -423,7 +431,7 @@ def njit_program(calls: list) -> Program:
         ]
     )
     if cacheable:
-        fused = _load_cached(source, {k.py_func.__module__ for k in kernels})
+        fused = _load_cached(source, set(modules.values()))
     else:
         namespace = {name: k for k, name in kernels.items()}
         namespace.update(flush_denormals_enter=flush_denormals_enter, flush_denormals_exit=flush_denormals_exit)

@@ -169,12 +169,13 @@ def ppo_allocations(config: Any, obs_dim: int, action_dim: int, episodes: int) -
 def estimate(
     algo: Any, config: Any, obs_dim: int, action_dim: int, episodes: int = 0, critic_obs_dim: int | None = None
 ) -> list[Allocation]:
-    """The large buffers algorithm ``algo``'s state allocates for ``config`` (``algo``: its
-    module, see :class:`~dispatchrl.algorithms.protocol.Algorithm`) on an env with ``obs_dim`` / ``action_dim`` (the policy network's outputs per
-    action: a Discrete space's n for DQN), with an episode ring of ``episodes`` rows (the driver's
-    ``episode_ring_capacity``) and, for an asymmetric critic, its observation's width
-    ``critic_obs_dim``: the algorithm's own ``memory_estimate`` (the protocol's optional entry).
-    An algorithm without one gets the estimate of its replay buffer or rollout alone."""
+    """The large buffers algorithm ``algo``'s state allocates for ``config`` on an env with
+    ``obs_dim`` / ``action_dim`` (the policy network's outputs per action: a Discrete space's n
+    for DQN), with an episode ring of ``episodes`` rows (the driver's ``episode_ring_capacity``)
+    and, for an asymmetric critic, its observation's width ``critic_obs_dim``: what the
+    algorithm's module (``algo``, see :class:`~dispatchrl.algorithms.protocol.Algorithm`) says in
+    its ``memory_estimate``. A module without one gets the estimate of its replay buffer or
+    rollout alone."""
     if isinstance(algo, str):
         raise ConfigError(f"estimate: 'algo' must be an algorithm module (dispatchrl.td3, ...), got the name {algo!r}")
     own = getattr(algo, "memory_estimate", None)

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import checkpoint
 from .algorithms import dqn, ppo, sac, td3
+from .algorithms.acting import ExploringPolicy
 from .algorithms.protocol import Algorithm
 from .algorithms.registry import ALGORITHMS
 from .arrays import to_numpy
@@ -190,25 +191,28 @@ class Model:
     ) -> tuple[np.ndarray, None]:
         """``(action, None)`` for one observation or a batch (SB3's signature; the second item
         is the recurrent state, which these policies do not have). ``deterministic=False`` acts
-        as training does: SAC and PPO sample from their policy, TD3 adds its exploration noise
-        (SB3's TD3 ignores the flag), with noise from a generator seeded by the model's seed."""
+        as training does after its warm-up, running the algorithm's act program: SAC and PPO
+        sample from their policy, TD3 adds its exploration noise (SB3's TD3 ignores the flag),
+        DQN is ε-greedy at the run's current ε; the noise comes from a stream seeded by the
+        model's seed, apart from training's."""
         obs = np.asarray(observation, np.float32)
         if obs.ndim > 1 and obs.shape[-1] != self.spec.obs_dim:
             obs = obs.reshape(obs.shape[0], -1)
         if deterministic:
             return self.policy(obs), None
-        return self.stochastic_policy(obs, self._noise()), None
+        return self.stochastic_policy(obs), None
 
     @property
-    def stochastic_policy(self) -> Any:
-        """The exploring policy ``(obs, rng) -> action`` (see :meth:`predict`)."""
+    def stochastic_policy(self) -> ExploringPolicy:
+        """The exploring policy ``policy(obs) -> action`` (see :meth:`predict`): the algorithm's
+        act program on the run's device, with its own random stream seeded by the model's seed."""
         state = self._state()
         cached = getattr(self, "_stochastic_of", None)
         if cached is None or cached[0] is not state:
-            make = getattr(self.algo, "stochastic_policy", None)  # td3, sac, ppo have one
-            if make is None:
-                raise ConfigError(f"predict: {self.algo.NAME} has no stochastic policy; use deterministic=True")
-            self._stochastic_of = (state, make(state, self.config, self.spec.action_space))
+            policy = ExploringPolicy(
+                self.algo, self.device, self.config, state, self.spec.action_space, self.spec.obs_dim, self.seed
+            )
+            self._stochastic_of = (state, policy)
         return self._stochastic_of[1]
 
     @property
@@ -231,11 +235,6 @@ class Model:
                 ReplayBuffer(RingStorage(state.replay, writable=False), UniformSampler(self.seed)),
             )
         return self._replay_of[1]
-
-    def _noise(self) -> np.random.Generator:
-        if getattr(self, "_rng", None) is None:
-            self._rng = np.random.default_rng(self.seed)
-        return self._rng
 
     def save(self, path: str | Path) -> Path:
         """Checkpoint the run (npz, never pickle); ``load`` and ``train(..., resume=path)`` read it."""

@@ -183,6 +183,8 @@ def sample_arguments(device):
         "linear_schedule": (device, drl.zeros(device, 1, np.int64), 10, 1e-3, 0.0, drl.zeros(device, 1, np.float64)),
         "fill": (device, v, 0.0),
         "copy": (device, v, drl.zeros(device, 2)),
+        "clip": (device, a, -1.0, 1.0, drl.zeros(device, (3, 4))),
+        "argmax": (device, a, drl.zeros(device, (3, 1))),
         "random_uniform": (device, drl.rng(device, 0), v, 0.0, 1.0),
         "random_normal": (device, drl.rng(device, 0), v, 0.0, 1.0),
         "increment": (device, t, 1),

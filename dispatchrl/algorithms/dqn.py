@@ -40,6 +40,7 @@ from ..nn import (
 from ..spaces import Discrete
 from ..staging import Below, Every, when
 from . import memory, offpolicy
+from .acting import head_action
 from .config import (
     ACTIVATION,
     CHECK_EVERY,
@@ -67,13 +68,13 @@ __all__ = [
     "act",
     "build",
     "check_iteration",
+    "collect",
     "config_for",
     "memory_estimate",
     "native_step",
     "policy",
     "policy_head",
     "schedule",
-    "stochastic_policy",
     "store",
     "update",
     "update_target",
@@ -285,13 +286,18 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Discrete |
 # ---------------------------------------------------------------- acting
 
 
-def act(device: Device, config: Config, state: State, obs: Array) -> None:
-    """Write the ε-greedy action index for ``obs`` into ``state.action``: uniform before
-    ``learning_starts`` (ε = 1), then ε from the linear schedule. Both draw the same stream
-    positions, so the stream does not depend on which branch ran."""
+def act(device: Device, config: Config, state: State, obs: Array, action: Array, deterministic: bool = False) -> None:
+    """Write the action index for ``obs`` into ``action``: the greedy one (``deterministic``), or
+    ε-greedy as training explores: uniform before ``learning_starts`` (ε = 1), then ε from the
+    linear schedule. Both draw the same stream positions, so the stream does not depend on which
+    branch ran."""
+    if deterministic:
+        forward(device, state.q_net, state.q_act, obs)
+        head_action(device, policy_head(state).squash, state.q_act.output, action)
+        return
 
     def uniform(device: Device) -> None:
-        epsilon_greedy(device, state.rng, state.q_act.output, state.step, 1.0, 1.0, 1.0, state.action)
+        epsilon_greedy(device, state.rng, state.q_act.output, state.step, 1.0, 1.0, 1.0, action)
 
     def explore(device: Device) -> None:
         forward(device, state.q_net, state.q_act, obs)
@@ -303,10 +309,15 @@ def act(device: Device, config: Config, state: State, obs: Array) -> None:
             config.exploration_initial_eps,
             config.exploration_final_eps,
             config.decay_steps,
-            state.action,
+            action,
         )
 
     when(device, Below(state.step, config.warmup_steps), uniform, explore)
+
+
+def collect(device: Device, config: Config, state: State, obs: Array) -> None:
+    """Training's acting: ``state.action`` for ``obs``, ε-greedy."""
+    act(device, config, state, obs, state.action)
 
 
 def update_target(device: Device, config: Config, state: State) -> None:
@@ -367,7 +378,7 @@ def schedule(config: Config) -> Schedule:
 
 def native_step(device: Device, config: Config, env: Any, state: State) -> None:
     """One fused step on a native env: act, step the env, store the transition, update the target."""
-    offpolicy.native_step(device, act, update_target, config, env, state)
+    offpolicy.native_step(device, collect, update_target, config, env, state)
 
 
 def store(device: Device, config: Config, state: State) -> None:
@@ -404,18 +415,3 @@ def policy(
 ) -> Policy | Callable[[np.ndarray], np.ndarray]:
     """The greedy host policy: int64 action indices (the bounds are unused: a Discrete space)."""
     return head_policy(policy_head(state), Discrete(state.q_act.output.shape[1]))
-
-
-def stochastic_policy(
-    state: State, config: Config, space: Discrete
-) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
-    """``policy(obs, rng)``: ε-greedy at ``exploration_final_eps`` (the end of training's
-    schedule): a uniform index with probability ε, else the greedy one (draws from ``rng``)."""
-    greedy = head_policy(policy_head(state), space)
-
-    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        action = np.asarray(greedy(obs))
-        explore = rng.random(action.shape) < config.exploration_final_eps
-        return np.where(explore, rng.integers(0, space.n, action.shape), action)
-
-    return act

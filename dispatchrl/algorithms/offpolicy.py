@@ -57,7 +57,7 @@ __all__ = [
     "weight_gradient",
 ]
 
-Act = Callable[[Device, Any, Any, Any], None]  # (device, config, state, obs)
+Collect = Callable[[Device, Any, Any, Any], None]  # (device, config, state, obs)
 Update = Callable[[Device, Any, Any], None]  # (device, config, state)
 
 
@@ -293,10 +293,10 @@ def delayed(config: Any, state: Any) -> Every:
     return Every(state.step, period, (config.warmup_steps + period - 1) % period)
 
 
-def native_step(device: Device, act: Act, update: Update, config: Any, env: Any, state: Any) -> None:
+def native_step(device: Device, collect: Collect, update: Update, config: Any, env: Any, state: Any) -> None:
     """One step of a native env and one learning update, fused whole."""
     env_now = state.env_state
-    act(device, config, state, env_now.obs)
+    collect(device, config, state, env_now.obs)
     replay_row(device, env, state, state.transition.obs)
     env_step(device, env, env_now, state.action)
     # the next observation as stored: the step's own (before resets replace it), critic's added

@@ -76,6 +76,7 @@ from ..nn import (
 from ..spaces import Box, Discrete, Space, as_action_space
 from ..staging import Every, when
 from . import memory
+from .acting import head_action
 from .config import (
     ACTIVATION,
     CHECK_EVERY,
@@ -106,6 +107,7 @@ __all__ = [
     "build",
     "cartpole_config",
     "check_iteration",
+    "collect",
     "config_for",
     "memory_estimate",
     "native_step",
@@ -114,7 +116,6 @@ __all__ = [
     "prepare_update",
     "record_step",
     "schedule",
-    "stochastic_policy",
     "store",
     "update",
     "watched",
@@ -426,23 +427,33 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Space | in
 # ---------------------------------------------------------------- rollout
 
 
-def normalize(device: Device, config: Config, state: State, obs: Array, out: Array, update_stats: bool) -> None:
+def normalize(device: Device, config: Config, state: State, obs: Array, out: Array) -> None:
+    """``out`` ← ``obs`` normalised by the running statistics (as they stand), or copied."""
     if not config.normalize_observations:
         copy(device, obs, out)
         return
-    if update_stats:
-        running_stats_update(device, state.obs_stats, obs)
     normalize_observations(device, state.obs_stats, obs, out)
 
 
-def act(device: Device, config: Config, state: State, obs: Array) -> None:
-    """Observe (update the running statistics, normalise), sample a ~ π(·|s) and V(s)."""
-    normalize(device, config, state, obs, state.obs_norm, update_stats=True)
+def act(device: Device, config: Config, state: State, obs: Array, action: Array, deterministic: bool = False) -> None:
+    """Write the action for ``obs`` (normalised by the running statistics) into ``action``: the
+    policy head's (``deterministic``: the Gaussian mean clipped to [-1, 1], or the most likely
+    index) or a ~ π(·|s) (its log-probability into ``state.log_prob``)."""
+    normalize(device, config, state, obs, state.obs_norm)
     forward(device, state.actor, state.actor_act, state.obs_norm)
-    if state.log_std is None:  # a Discrete action space: categorical over the logits
-        categorical_sample(device, state.rng, state.actor_act.output, state.action, state.log_prob)
+    if deterministic:
+        head_action(device, _squash(state), state.actor_act.output, action)
+    elif state.log_std is None:  # a Discrete action space: categorical over the logits
+        categorical_sample(device, state.rng, state.actor_act.output, action, state.log_prob)
     else:
-        gaussian_sample(device, state.rng, state.actor_act.output, state.log_std.value, state.action, state.log_prob)
+        gaussian_sample(device, state.rng, state.actor_act.output, state.log_std.value, action, state.log_prob)
+
+
+def collect(device: Device, config: Config, state: State, obs: Array) -> None:
+    """Training's acting: observe (update the running statistics), sample ``state.action`` and V(s)."""
+    if config.normalize_observations:
+        running_stats_update(device, state.obs_stats, obs)
+    act(device, config, state, obs, state.action)
     forward(device, state.critic, state.critic_act, state.obs_norm)
 
 
@@ -450,7 +461,7 @@ def record_step(
     device: Device, config: Config, state: State, next_obs: Array, reward: Array, terminated: Array, truncated: Array
 ) -> None:
     """V of the true next observation, then the step goes into the rollout and the episode log."""
-    normalize(device, config, state, next_obs, state.next_obs_norm, update_stats=False)
+    normalize(device, config, state, next_obs, state.next_obs_norm)
     forward(device, state.critic, state.critic_next, state.next_obs_norm)
     targets = [(state.rollout, state.obs_norm)]
     if state.next_obs_rows is not None:  # recompute_advantage: the next observations in the same rows, same kernel
@@ -478,7 +489,7 @@ def native_step(device: Device, config: Config, env: Any, state: State) -> None:
     """One step of a native env, fused whole: act, env step, record, reset the finished envs."""
     env_now = state.env_state
     assert env_now is not None, "the driver attaches the native env's state"
-    act(device, config, state, env_now.obs)
+    collect(device, config, state, env_now.obs)
     env_step(device, env, env_now, state.action)
     record_step(device, config, state, env_now.obs, env_now.reward, env_now.terminated, env_now.truncated)
     env_reset_done(device, env, env_now, state.rng)
@@ -664,7 +675,11 @@ def policy_head(state: State) -> PolicyHead:
     policy's most likely index."""
     mean = to_numpy(state.obs_stats.mean).astype(np.float32)
     std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
-    return PolicyHead(state.actor, "clip" if state.log_std is not None else "argmax", obs_mean=mean, obs_std=std)
+    return PolicyHead(state.actor, _squash(state), obs_mean=mean, obs_std=std)
+
+
+def _squash(state: State) -> str:
+    return "clip" if state.log_std is not None else "argmax"
 
 
 def memory_estimate(
@@ -685,36 +700,3 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPoli
     (folded into the last layer of an MLP; after the network's own deployable policy for any
     other network) and clipped, on normalised observations."""
     return head_policy(policy_head(state), Box(action_low, action_high))  # type: ignore[return-value]
-
-
-def stochastic_policy(
-    state: State, config: Config, space: Box | Discrete
-) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
-    """``policy(obs, rng)``: an action sampled as when acting in training, on normalised
-    observations (numpy observations, physical actions): from the Gaussian (mean +
-    exp(log_std)·ε, clipped to [-1, 1] as the env step does, then rescaled to the env's bounds),
-    or an index drawn from the softmax of the logits."""
-    unbounded = np.full(1, np.inf, np.float32)
-    mean = to_numpy(state.obs_stats.mean).astype(np.float32)
-    std = np.sqrt(to_numpy(state.obs_stats.var) + NORMALIZE_EPS).astype(np.float32)
-    raw = Policy.from_mlp(state.actor, -unbounded, unbounded, "clip", mean, std)
-    if state.log_std is None:
-
-        def categorical(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-            logits = np.asarray(raw(obs), np.float64)
-            p = np.exp(logits - logits.max(axis=-1, keepdims=True))
-            cdf = np.cumsum(p / p.sum(axis=-1, keepdims=True), axis=-1)
-            u = rng.random(cdf.shape[:-1] + (1,))
-            return np.minimum((cdf <= u).sum(axis=-1), cdf.shape[-1] - 1)
-
-        return categorical
-    action_std = np.exp(to_numpy(state.log_std.value).astype(np.float64))
-    if not isinstance(space, Box):
-        raise ConfigError(f"stochastic_policy: a Gaussian policy acts in a Box, got {space}")
-
-    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        centre = np.asarray(raw(obs), np.float64)
-        unit = np.clip(centre + action_std * rng.standard_normal(centre.shape), -1.0, 1.0)
-        return space.from_unit(unit).astype(np.float32)
-
-    return act

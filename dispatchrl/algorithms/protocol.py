@@ -89,8 +89,17 @@ class Algorithm(Protocol):
     def native_step(self, device: Device, config: Any, env: Any, state: Any) -> None:
         """One step of a native env (``state.env_state``), fused whole: act, step, store, reset."""
 
-    def act(self, device: Device, config: Any, state: Any, obs: Array) -> None:
-        """Choose ``state.action`` for ``obs`` (the first fused half for Python-stepped envs)."""
+    def act(
+        self, device: Device, config: Any, state: Any, obs: Array, action: Array, deterministic: bool = False
+    ) -> None:
+        """The algorithm's one act program (:mod:`~dispatchrl.algorithms.acting`): ``action`` for
+        ``obs`` as training explores at ``state.step``, or (``deterministic``) the action its
+        :meth:`policy_head` describes; changes nothing else of ``state`` but its random stream and
+        acting scratch."""
+
+    def collect(self, device: Device, config: Any, state: Any, obs: Array) -> None:
+        """Training's acting: ``act`` into ``state.action``, with what :meth:`store` will need (the
+        first fused half for Python-stepped envs)."""
 
     def store(self, device: Device, config: Any, state: Any) -> None:
         """Record ``state.transition`` (the second fused half for Python-stepped envs)."""

@@ -52,6 +52,7 @@ from ..nn import (
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import memory, offpolicy
+from .acting import head_action
 from .config import POSITIVE, OffPolicyConfig, Rule, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
@@ -65,13 +66,13 @@ __all__ = [
     "act",
     "build",
     "check_iteration",
+    "collect",
     "config_for",
     "memory_estimate",
     "native_step",
     "policy",
     "policy_head",
     "schedule",
-    "stochastic_policy",
     "store",
     "update",
     "update_actor",
@@ -252,22 +253,29 @@ def build(
 # ---------------------------------------------------------------- acting
 
 
-def act(device: Device, config: Config, state: State, obs: Array) -> None:
-    """Write the exploring action for ``obs`` into ``state.action``: uniform in [-1, 1] during warm-up, then a
-    tanh-squashed sample of the actor's Gaussian."""
+def act(device: Device, config: Config, state: State, obs: Array, action: Array, deterministic: bool = False) -> None:
+    """Write the action for ``obs`` into ``action``: tanh of the Gaussian's mean (``deterministic``), or as
+    training explores: uniform in [-1, 1] during warm-up, then a tanh-squashed sample of the actor's Gaussian."""
+    if deterministic:
+        forward(device, state.actor, state.actor_act, obs)
+        head_action(device, policy_head(state).squash, state.actor_act.output, action)
+        return
 
     def explore(device: Device) -> None:
         forward(device, state.actor, state.actor_act, obs)
-        gaussian_tanh_sample(
-            device, state.rng, state.actor_act.output, state.act_noise, state.action, state.act_log_prob
-        )
+        gaussian_tanh_sample(device, state.rng, state.actor_act.output, state.act_noise, action, state.act_log_prob)
 
     when(
         device,
         Below(state.step, config.warmup_steps),
-        lambda device: random_uniform(device, state.rng, state.action, -1.0, 1.0),
+        lambda device: random_uniform(device, state.rng, action, -1.0, 1.0),
         explore,
     )
+
+
+def collect(device: Device, config: Config, state: State, obs: Array) -> None:
+    """Training's acting: ``state.action`` for ``obs``, exploring."""
+    act(device, config, state, obs, state.action)
 
 
 # ---------------------------------------------------------------- learning
@@ -394,7 +402,7 @@ def schedule(config: Config) -> Schedule:
 
 def native_step(device: Device, config: Config, env: Any, state: State) -> None:
     """One fused step on a native env: act, step the env, store the transition, update."""
-    offpolicy.native_step(device, act, update, config, env, state)
+    offpolicy.native_step(device, collect, update, config, env, state)
 
 
 def store(device: Device, config: Config, state: State) -> None:
@@ -430,22 +438,3 @@ def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPoli
     """The deterministic policy tanh(mean): the actor's last layer cut to its mean columns (an
     MLP), or the mean columns of the network's own deployable policy (any other network)."""
     return head_policy(policy_head(state), Box(action_low, action_high))  # type: ignore[return-value]
-
-
-def stochastic_policy(
-    state: State, config: Config, space: Box
-) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
-    """``policy(obs, rng)``: an action sampled from the squashed Gaussian, as when acting in
-    training: tanh(mean + exp(log_std)·ε) with log_std clamped to [LOG_STD_MIN, LOG_STD_MAX],
-    rescaled to the env's bounds (numpy observations, physical actions; ε from ``rng``)."""
-    unbounded = np.full(1, np.inf, np.float32)
-    raw = Policy.from_mlp(state.actor, -unbounded, unbounded, squash="clip")  # [mean, log_std]
-
-    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        out = np.asarray(raw(obs), np.float64)
-        action_dim = out.shape[-1] // 2
-        mean, log_std = out[..., :action_dim], np.clip(out[..., action_dim:], LOG_STD_MIN, LOG_STD_MAX)
-        unit = np.tanh(mean + np.exp(log_std) * rng.standard_normal(mean.shape))
-        return space.from_unit(unit).astype(np.float32)
-
-    return act

@@ -35,6 +35,7 @@ from ..nn import Policy, PolicyHead, backward, forward, head_policy, make_buffer
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import memory, offpolicy
+from .acting import head_action
 from .config import FLAG, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, OffPolicyConfig, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
@@ -49,13 +50,13 @@ __all__ = [
     "act",
     "build",
     "check_iteration",
+    "collect",
     "config_for",
     "memory_estimate",
     "native_step",
     "policy",
     "policy_head",
     "schedule",
-    "stochastic_policy",
     "store",
     "update",
     "update_actor",
@@ -242,14 +243,19 @@ def build(
 # ---------------------------------------------------------------- acting
 
 
-def act(device: Device, config: Config, state: State, obs: Array) -> None:
-    """Write the exploring action for ``obs`` into ``state.action``: uniform in [-1, 1] during warm-up (with
-    ``random_warmup``), then the actor's output plus clipped Gaussian exploration noise."""
+def act(device: Device, config: Config, state: State, obs: Array, action: Array, deterministic: bool = False) -> None:
+    """Write the action for ``obs`` into ``action``: the actor's tanh output (``deterministic``), or as
+    training explores: uniform in [-1, 1] during warm-up (with ``random_warmup``), then the actor's
+    output plus clipped Gaussian exploration noise."""
+    if deterministic:
+        forward(device, state.actor, state.actor_act, obs)
+        head_action(device, policy_head(state).squash, state.actor_act.output, action)
+        return
 
     def explore(device: Device) -> None:
         forward(device, state.actor, state.actor_act, obs)
-        copy(device, state.actor_act.output, state.action)
-        add_clipped_noise(device, state.rng, state.action, config.exploration_noise, None, -1.0, 1.0)
+        copy(device, state.actor_act.output, action)
+        add_clipped_noise(device, state.rng, action, config.exploration_noise, None, -1.0, 1.0)
 
     if not config.random_warmup:
         explore(device)
@@ -257,9 +263,14 @@ def act(device: Device, config: Config, state: State, obs: Array) -> None:
     when(
         device,
         Below(state.step, config.warmup_steps),
-        lambda device: random_uniform(device, state.rng, state.action, -1.0, 1.0),
+        lambda device: random_uniform(device, state.rng, action, -1.0, 1.0),
         explore,
     )
+
+
+def collect(device: Device, config: Config, state: State, obs: Array) -> None:
+    """Training's acting: ``state.action`` for ``obs``, exploring."""
+    act(device, config, state, obs, state.action)
 
 
 # ---------------------------------------------------------------- learning
@@ -363,7 +374,7 @@ def schedule(config: Config) -> Schedule:
 
 def native_step(device: Device, config: Config, env: Any, state: State) -> None:
     """One fused step on a native env: act, step the env, store the transition, update."""
-    offpolicy.native_step(device, act, update, config, env, state)
+    offpolicy.native_step(device, collect, update, config, env, state)
 
 
 def store(device: Device, config: Config, state: State) -> None:
@@ -397,19 +408,3 @@ def watched(state: State) -> list[tuple[str, Array]]:
 def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable[[np.ndarray], np.ndarray]:
     """The deterministic host policy: the actor's tanh output rescaled to ``[action_low, action_high]``."""
     return head_policy(policy_head(state), Box(action_low, action_high))
-
-
-def stochastic_policy(
-    state: State, config: Config, space: Box
-) -> Callable[[np.ndarray, np.random.Generator], np.ndarray]:
-    """``policy(obs, rng)``: the actor's action plus TD3's exploration noise, as when acting in
-    training: clip(π(s) + N(0, exploration_noise²), −1, 1) in [-1, 1] units, then rescaled to the
-    env's bounds (numpy observations, physical actions; noise from ``rng``)."""
-    deterministic = policy(state, space.low, space.high)
-
-    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        unit = space.to_unit(np.asarray(deterministic(obs), np.float64))
-        noisy = np.clip(unit + config.exploration_noise * rng.standard_normal(unit.shape), -1.0, 1.0)
-        return space.from_unit(noisy).astype(np.float32)
-
-    return act

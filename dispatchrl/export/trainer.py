@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 
 from .. import staging
+from ..algorithms.acting import head_action
 from ..algorithms.dueling import DuelingQNetwork
 from ..arrays import Array
 from ..backends.c.render import (
     CTYPES,
     HEADER,
-    CKernel,
     condition_expression,
     render_function,
     render_invocation,
@@ -34,13 +34,12 @@ from ..data import episode_log
 from ..devices import C
 from ..envs import env_reset, env_state, env_step
 from ..errors import ConfigError
-from ..kernels.core.api import copy, tanh
-from ..kernels.offpolicy.api import slice_columns
+from ..kernels.core.api import copy
 from ..kernels.onpolicy.api import normalize_observations
 from ..kernels.random.api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, rng, stream_key
 from ..nn import MLP, forward, make_buffers
 from ..spaces import Box
-from ..staging import Branch, launch
+from ..staging import Branch
 from .scratch import plan_scratch, scratch_intervals
 from .trainer_targets import MAKEFILE
 
@@ -53,31 +52,6 @@ EPISODE_LOG = 64
 _MASK = (1 << 64) - 1
 #: the input-gradient blocks' per-function transposition buffer (kernels/core/c.py input_gradient_body)
 _TRANSPOSE = "static T WT[N * K];"
-
-
-def _clip_unit(size: int) -> CKernel:
-    """The deterministic action of an unsquashed Gaussian policy: its mean clipped to [-1, 1]."""
-    return CKernel(
-        "clip to [-1, 1]",
-        "for (int i = 0; i < SIZE; i++) out[i] = x[i] < (T)-1 ? (T)-1 : x[i] > (T)1 ? (T)1 : x[i];",
-        ("x", "out"),
-        ("out",),
-        {"SIZE": size},
-        np.float32,
-    )
-
-
-def _argmax_row(size: int) -> CKernel:
-    """The deterministic action of a Discrete space's policy: the first largest output's index
-    (as numpy's argmax), held as a float like every action of the fused steps."""
-    return CKernel(
-        "argmax",
-        "int best = 0;\nfor (int i = 1; i < SIZE; i++) if (x[i] > x[best]) best = i;\nout[0] = (T)best;",
-        ("x", "out"),
-        ("out",),
-        {"SIZE": size},
-        np.float32,
-    )
 
 
 @dataclass
@@ -143,7 +117,6 @@ def _trace(algo, config, env, seed):
         obs=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
         norm=Array(device, np.zeros((1, spec.obs_dim), np.float32)),
         buffers=make_buffers(device, actor, 1),  # an MLP's, or a dueling Q network's (its MLP's and n Q-values)
-        mean=Array(device, np.zeros((1, action_dim), np.float32)),
         action=Array(device, np.zeros((1, action_dim), np.float32)),
     )
     eval_env = env_state(device, eval_spec.native)
@@ -153,16 +126,7 @@ def _trace(algo, config, env, seed):
         if stats is not None:  # PPO acts on normalised observations (the running statistics, frozen)
             normalize_observations(device, stats, act["obs"], act["norm"])
         forward(device, actor, act["buffers"], act["norm"] if stats is not None else act["obs"])
-        out = act["buffers"].output
-        if head.squash == "tanh":
-            copy(device, out, act["action"])
-        elif head.squash == "clip":  # a Gaussian policy's mean, clipped to the action range (as ppo.policy)
-            launch(device, _clip_unit(action_dim), out, act["action"])
-        elif head.squash == "argmax":  # a Discrete space: the index of the largest logit / Q-value
-            launch(device, _argmax_row(out.shape[1]), out, act["action"])
-        else:  # "tanh_mean": tanh of the Gaussian's mean columns
-            slice_columns(device, out, 0, act["mean"])
-            tanh(device, act["mean"], act["action"])
+        head_action(device, head.squash, act["buffers"].output, act["action"])
 
     with staging.trace(programs["act"]):
         act_program(device)

@@ -548,7 +548,7 @@ class _NativeLoop:
 
 
 class _PythonLoop:
-    """Python-stepped envs: per env step, a fused ``act``, the env's numpy step, a fused ``store``
+    """Python-stepped envs: per env step, a fused ``collect``, the env's numpy step, a fused ``store``
     of the transition; then the iteration's fused updates."""
 
     def __init__(self, run: TrainingRun, divergence: DivergenceCheck | None = None) -> None:
@@ -558,7 +558,7 @@ class _PythonLoop:
         self.obs: np.ndarray | None = None
         self.batch = run.spec.make_batch()
         try:
-            self.act: Step = fuse(run.device, run.algo.act, run.config, run.state, run.state.transition.obs)
+            self.collect: Step = fuse(run.device, run.algo.collect, run.config, run.state, run.state.transition.obs)
             store, update = _with_checks(run, divergence, run.algo.store)
             self.store: Step = fuse(run.device, store, run.config, run.state)
             self.update = fuse(run.device, update, run.config, run.state) if run.schedule.updates else None
@@ -574,7 +574,7 @@ class _PythonLoop:
         for _ in range(iterations):
             for _ in range(self.schedule.env_steps):
                 assign(transition.obs, self.obs)
-                self.act()
+                self.collect()
                 action = to_numpy(state.action)
                 if not np.all(np.isfinite(action)):  # the env would refuse it: say why
                     step = int(to_numpy(state.step)[0]) * len(action)

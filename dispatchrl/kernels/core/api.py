@@ -23,6 +23,8 @@ __all__ = [
     "Activation",
     "accumulate_squared_norm",
     "adam_step",
+    "argmax",
+    "clip",
     "clip_by_norm",
     "copy",
     "dense_backward",
@@ -277,6 +279,27 @@ def copy(device, src, dst):
     check_array("copy", "src", src, device, dtypes=None)
     check_array("copy", "dst", dst, device, shape=src.shape, dtype=src.dtype)
     return device, src, dst
+
+
+@generic(outputs=("out",), may_alias={"out": ("x",)})
+def clip(device, x, low, high, out):
+    """``out = min(max(x, low), high)`` elementwise (a Gaussian policy's mean clipped to its
+    action range)."""
+    check_device("clip", device)
+    check_array("clip", "x", x, device)
+    check_array("clip", "out", out, device, shape=x.shape, dtype=x.dtype)
+    low = check_number("clip", "low", low)
+    return device, x, low, check_number("clip", "high", high, low), out
+
+
+@generic(outputs=("out",))
+def argmax(device, x, out):
+    """``out[i, 0]`` = the column of row ``i``'s first largest value (numpy's ``argmax(axis=1)``
+    on finite rows), held as a float like every action: a Discrete space's greedy action."""
+    check_device("argmax", device)
+    check_array("argmax", "x", x, device, shape=(None, None))
+    check_array("argmax", "out", out, device, shape=(x.shape[0], 1), dtype=x.dtype)
+    return device, x, out
 
 
 @generic(inplace=("counter",))

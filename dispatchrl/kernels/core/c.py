@@ -497,6 +497,25 @@ COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
 c_method(api.copy, COPY, ("dst",), lambda arg: {"SIZE": arg.src.size}, "src", overwrites=("dst",))
 
 
+CLIP = "for (int i = 0; i < SIZE; i++) out[i] = x[i] < (T)low ? (T)low : x[i] > (T)high ? (T)high : x[i];"
+
+
+c_method(api.clip, CLIP, ("out",), lambda arg: {"SIZE": arg.x.size}, "x", overwrites=("out",))
+
+
+ARGMAX = """
+for (int i = 0; i < M; i++) {  /* the first maximum */
+    int best = 0;
+    for (int j = 1; j < N; j++)
+        if (x[i * N + j] > x[i * N + best]) best = j;
+    out[i] = (T)best;
+}
+"""
+
+
+c_method(api.argmax, ARGMAX, ("out",), lambda arg: {"M": arg.x.shape[0], "N": arg.x.shape[1]}, "x", overwrites=("out",))
+
+
 INCREMENT = "counter[0] += (int64_t)amount;"
 
 

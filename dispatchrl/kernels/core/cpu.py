@@ -36,12 +36,17 @@ __all__ = [
     "activation_kernel",
     "adam_step_kernel",
     "adam_step_lr_array_kernel",
+    "argmax_at",
+    "argmax_kernel",
+    "clip_at",
+    "clip_kernel",
     "dense_backward_fused",
     "dense_input_gradient_fused",
     "matmul_blas",
     "matmul_loop",
     "matmul_tiled_kernel",
     "relu_fusable",
+    "row_argmax",
     "tanh",
     "tiled_gemm",
 ]
@@ -755,6 +760,41 @@ def copy_kernel(src, dst):
 @api.copy.dispatch
 def copy(device: CPU, src, dst):
     launch(device, copy_kernel, src, dst)
+
+
+@njit(**JIT_EXACT)
+def clip_at(i, x, low, high, out):
+    """Element ``i`` of clip (flat arrays)."""
+    out[i] = min(max(x[i], low), high)
+
+
+@njit(**JIT_EXACT)
+def clip_kernel(x, low, high, out):
+    flat_x, flat_out = x.reshape(x.size), out.reshape(out.size)
+    for i in range(flat_x.size):
+        clip_at(i, flat_x, low, high, flat_out)
+
+
+@njit(**JIT_EXACT)
+def row_argmax(q, i):
+    """The column of row ``i``'s first maximum."""
+    best = 0
+    for j in range(1, q.shape[1]):
+        if q[i, j] > q[i, best]:
+            best = j
+    return best
+
+
+@njit(**JIT_EXACT)
+def argmax_at(i, x, out):
+    """Row ``i`` of argmax."""
+    out[i, 0] = row_argmax(x, i)
+
+
+@njit(**JIT_EXACT)
+def argmax_kernel(x, out):
+    for i in range(x.shape[0]):
+        argmax_at(i, x, out)
 
 
 @njit(**JIT_EXACT)

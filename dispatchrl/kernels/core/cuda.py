@@ -32,7 +32,7 @@ from ...staging import launch
 from . import api, cpu
 from .api import INV_SQRT_2PI, SQRT_HALF
 
-__all__ = ["adam_elements", "increment_kernel"]
+__all__ = ["adam_elements", "increment_kernel", "row_argmax"]
 
 
 @cuda.jit(device=True)
@@ -700,6 +700,23 @@ def copy_block(src, dst, size):
 @api.copy.dispatch
 def copy(device: CUDA, src, dst):
     launch_1d(device, copy_kernel, src.size, flat(src), flat(dst))
+
+
+clip_kernel = per_index(cpu.clip_at, "x.size")
+
+
+@api.clip.dispatch
+def clip(device: CUDA, x, low, high, out):
+    launch_1d(device, clip_kernel, x.size, flat(x), low, high, flat(out))
+
+
+row_argmax = device_twin(cpu.row_argmax)
+argmax_kernel = per_index(cpu.argmax_at, "x.shape[0]", row_argmax=row_argmax)
+
+
+@api.argmax.dispatch
+def argmax(device: CUDA, x, out):
+    launch_1d(device, argmax_kernel, x.shape[0], x, out)
 
 
 @api.increment.dispatch

@@ -5,4 +5,6 @@ from . import api, cpu, generic
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
-KernelModules(generic, cpu).launch_as_declared(api.accumulate_squared_norm, api.clip_by_norm, api.linear_schedule)
+KernelModules(generic, cpu).launch_as_declared(
+    api.accumulate_squared_norm, api.argmax, api.clip, api.clip_by_norm, api.linear_schedule
+)

@@ -9,6 +9,7 @@ from ...arrays import zeros
 from ...backends.cpu import JIT_EXACT, JIT_FAST, per_index
 from ...devices import CPU
 from ...staging import launch
+from ..core.cpu import row_argmax
 from ..random.cpu import standard_normal, uniform01
 from ..replay.cpu import replay_gather_kernel, uniform_index_kernel
 from . import api
@@ -247,16 +248,6 @@ def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
 
 # ---------------------------------------------------------------- DQN
 # Element bodies (one row each) that the CUDA kernels are generated from too.
-
-
-@njit(**JIT_EXACT)
-def row_argmax(q, i):
-    """The column of row ``i``'s first maximum."""
-    best = 0
-    for j in range(1, q.shape[1]):
-        if q[i, j] > q[i, best]:
-            best = j
-    return best
 
 
 @njit(**JIT_EXACT)

@@ -8,7 +8,7 @@ import numpy as np
 from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d, launch_once, once, per_index
 from ...devices import CUDA
 from ...staging import launch
-from ..core.cuda import increment_kernel
+from ..core.cuda import increment_kernel, row_argmax
 from ..random.cuda import standard_normal, uniform01
 from ..replay.cuda import copy_transition
 from . import api, cpu
@@ -279,7 +279,6 @@ def accumulate_sac_actor_stats(device: CUDA, q1, q2, log_prob, log_alpha, stats)
 
 # ---------------------------------------------------------------- DQN: the CPU's row bodies
 
-row_argmax = device_twin(cpu.row_argmax)
 taken_column = device_twin(cpu.taken_column)
 
 epsilon_greedy_kernel = per_index(cpu.epsilon_greedy_at, "q.shape[0]", uniform01=uniform01, row_argmax=row_argmax)

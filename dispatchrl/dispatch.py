@@ -40,6 +40,7 @@ import plum
 from .arrays import Array
 from .devices import Device
 from .errors import ConfigError, DeviceError, ShapeError
+from .functions import DispatchedFunction
 from .memory import extent, space_of
 
 __all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", "invoke", "keyed_leaves"]
@@ -48,18 +49,14 @@ __all__ = ["GENERIC_FUNCTIONS", "GenericFunction", "check_aliasing", "generic", 
 GENERIC_FUNCTIONS: list = []
 
 
-class GenericFunction:
+class GenericFunction(DispatchedFunction):
     """A generic function made by ``@generic``: a plum function over (device, arguments...) with its declared
     outputs and in-place arguments, checked before any method (kernel) runs."""
 
+    kind = "generic function"
+
     def __init__(self, declaration, outputs=None, inplace=(), may_alias=None):
-        self.declaration = declaration
-        self.function = plum.Function(declaration)
-        self.__name__ = declaration.__name__
-        self.__qualname__ = declaration.__qualname__
-        self.__module__ = declaration.__module__
-        self.__doc__ = declaration.__doc__
-        self.__wrapped__ = declaration
+        super().__init__(declaration, self._no_device_method)
         self.parameters = tuple(inspect.signature(declaration).parameters)
         declared = outputs is not None or bool(inplace)
         #: written without being read / read and updated in place (None: undeclared, all written)
@@ -127,13 +124,7 @@ class GenericFunction:
         check and plum's method resolution, remembered under ``key`` when they all pass."""
         call_args = self.declaration(*args, **kwargs)
         check_aliasing(self, call_args)
-        try:
-            result = self.function(*call_args)
-        except plum.NotFoundLookupError:
-            raise DeviceError(
-                f"{self.__name__} has no method for device {call_args[0]!r}; register one with "
-                f"@dispatchrl.{self.__name__}.dispatch"
-            ) from None
+        result = super().__call__(*call_args)
         if key is not None:
             method, return_type = self.function.resolve_method(call_args)  # plum's cache has it now
             checked = _CheckedCall.of(args, call_args, method) if return_type is Any else None
@@ -142,8 +133,10 @@ class GenericFunction:
                 self._calls[key] = checked
         return result
 
-    def __repr__(self) -> str:
-        return f"<generic function {self.__name__} with {len(self.function.methods)} method(s)>"
+    def _no_device_method(self, args: tuple) -> DeviceError:
+        return DeviceError(
+            f"{self.__name__} has no method for device {args[0]!r}; register one with @dispatchrl.{self.__name__}.dispatch"
+        )
 
 
 def invoke(fn: "GenericFunction", device_type: type) -> "Callable[..., object]":

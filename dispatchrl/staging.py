@@ -3,7 +3,7 @@
 Device methods never compute directly; they call :func:`launch` with a kernel and its arguments.
 Called eagerly, ``launch`` runs the kernel at once. Inside :func:`fuse`, it records the call
 instead, so tracing a step function once yields the flat list of (kernel, arguments) with all
-plum dispatch and validation already done. :func:`compile_step` (a generic function itself)
+plum dispatch and validation already done. :func:`compile_step` (a dispatched function itself)
 turns that list into something runnable for the device. Its methods live with each backend's
 runtime (:mod:`dispatchrl.backends`): on CPU one generated ``@njit`` function looping ``n`` times
 over the kernel calls, on C one generated C function, on CUDA one generated single-block kernel; here
@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import plum
 
 from .arrays import Array
 from .devices import Generic
 from .dispatch import keyed_leaves
 from .errors import ConfigError, DeviceError
+from .functions import DispatchedFunction
 
 __all__ = [
     "Below",
@@ -55,7 +55,6 @@ __all__ = [
 Program = Callable[[int], None]
 
 _recording: contextvars.ContextVar[list | None] = contextvars.ContextVar("dispatchrl_recording", default=None)
-_dispatch = plum.Dispatcher()
 
 
 def raw(x: object) -> Any:
@@ -242,16 +241,7 @@ def fuse(device, fn, *args, **kwargs) -> Step:
     with trace(calls):
         fn(device, *args, **kwargs)
     start = time.perf_counter()
-    try:
-        method = compile_step.invoke(type(device), list)
-    except plum.NotFoundLookupError:
-        raise DeviceError(
-            f"fuse: {device!r} has no compile_step method, so its traced steps cannot run; add one, e.g. "
-            f"@dispatchrl.compile_step.dispatch def compile_step(device: {type(device).__name__}, calls: list) "
-            "-> Program: return dispatchrl.staging.python_program(calls)  (each kernel called from Python), "
-            "or derive the device from CPU/Generic to inherit theirs"
-        ) from None
-    run = method(device, calls)
+    run = compile_step(device, calls)
     return Step(device, run, calls, time.perf_counter() - start)
 
 
@@ -303,14 +293,27 @@ def check_tensordicts(device, arguments: dict) -> None:
         visit(value, name, 0)
 
 
-#: a plum function: backends add their methods with ``@compile_step.dispatch``
-compile_step: plum.Function
-
-
-@_dispatch
-def compile_step(device: Generic, calls: list) -> Program:
-    """The runnable program of a traced step (``calls``) for ``device``: a generic function whose
+def _compile_step(device, calls) -> Program:
+    """The runnable program of a traced step (``calls``) for ``device``: a dispatched function whose
     other methods live with the backends (dispatchrl.backends.cpu, .cuda, .c)."""
+
+
+def _no_compile_step(args: tuple) -> DeviceError:
+    device = args[0]
+    return DeviceError(
+        f"fuse: {device!r} has no compile_step method, so its traced steps cannot run; add one, e.g. "
+        f"@dispatchrl.compile_step.dispatch def compile_step(device: {type(device).__name__}, calls: list) "
+        "-> Program: return dispatchrl.staging.python_program(calls)  (each kernel called from Python), "
+        "or derive the device from CPU/Generic to inherit theirs"
+    )
+
+
+#: backends add their methods with ``@compile_step.dispatch``
+compile_step = DispatchedFunction(_compile_step, _no_compile_step, "compile_step")
+
+
+@compile_step.dispatch
+def _(device: Generic, calls: list) -> Program:
     return python_program(calls)
 
 

@@ -83,6 +83,7 @@ def test_no_import_cycles():
 #: ones before it ("" is the package's __init__, the public namespace)
 LAYERS = [
     "errors",
+    "functions",
     "files",
     "spaces",
     "devices",

@@ -15,7 +15,6 @@ stepped from Python between two fused halves of each step.
 """
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 

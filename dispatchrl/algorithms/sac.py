@@ -22,8 +22,6 @@ from ..envs import EnvState
 from ..envs.registry import mujoco_env
 from ..kernels.core.api import adam_step, fill, mse_gradient
 from ..kernels.offpolicy.api import (
-    LOG_STD_MAX,
-    LOG_STD_MIN,
     accumulate_critic_stats,
     accumulate_sac_actor_stats,
     concat_columns,

@@ -3,7 +3,7 @@
 A device names its memory space by tag (``Device.memory``: ``"host"`` or ``"cuda"``); devices of
 one space share arrays. Each space is a :class:`MemorySpace` subclass, and what differs between
 spaces (allocating, copying in and out, writing, the address range, host and CUDA views) are
-methods of the plum functions below, dispatched on the space: one module per space,
+methods of the dispatched functions below (:mod:`dispatchrl.functions`), dispatched on the space: one module per space,
 :mod:`.host` (numpy, imported by :mod:`dispatchrl.arrays`) and :mod:`.cuda` (numba.cuda,
 imported when a CUDA device is made). A new
 memory space is one more such module: a subclass with its ``tag`` and its methods.
@@ -12,9 +12,8 @@ memory space is one more such module: a subclass with its ``tag`` and its method
 from collections.abc import Callable
 from typing import Any
 
-import plum
-
 from ..errors import DeviceError
+from ..functions import DispatchedFunction
 
 __all__ = [
     "MemorySpace",
@@ -62,20 +61,18 @@ def space_of(device: Any) -> MemorySpace:
         ) from None
 
 
-def _per_space(declaration: Callable[..., Any]) -> Any:
-    """A plum function dispatched on its first argument, a MemorySpace; a space without a method
-    gets a DeviceError naming the function."""
-    function = plum.Function(declaration)
+def _per_space(declaration: Callable[..., Any]) -> DispatchedFunction:
+    """A function dispatched on its first argument, a MemorySpace; a space without a method gets
+    a DeviceError naming the function."""
     name = declaration.__name__.lstrip("_")
-
-    @function.dispatch
-    def _(space: object, *args: Any):
-        raise DeviceError(
-            f"memory space {space!r} has no method of dispatchrl.memory.{name}; "
+    return DispatchedFunction(
+        declaration,
+        lambda args: DeviceError(
+            f"memory space {args[0]!r} has no method of dispatchrl.memory.{name}; "
             f"register one with @dispatchrl.memory.{name}.dispatch"
-        )
-
-    return function
+        ),
+        name,
+    )
 
 
 def _check_data(space, device, data) -> None:

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import plum
 
 from ..activation import ACTIVATIONS
 from ..arrays import Array, view, zeros
 from ..errors import ConfigError, ShapeError
+from ..functions import DispatchedFunction
 from ..kernels.core.api import dense_backward, dense_forward, dense_input_gradient
 from ..kernels.random.api import random_uniform, rng
 
@@ -206,7 +206,7 @@ def _layers_backward(device, net, buffers, x, d_output, parameters, input_gradie
     stand for :func:`layer_calls`: the same bits, and the same calls' checks."""
 
 
-layers_backward = plum.Function(_layers_backward)
+layers_backward = DispatchedFunction(_layers_backward, name="layers_backward")
 
 
 @layers_backward.dispatch

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import plum
 
 from ..arrays import Array, assign, to_numpy
 from ..data.tensordict import TensorDict, flat_key, host_leaf
 from ..errors import ConfigError, DTypeError, MissingKeyError, ShapeError
+from ..functions import DispatchedFunction
 from ..kernels.core.api import (
     accumulate_squared_norm,
     adam_step,
@@ -69,36 +69,26 @@ __all__ = [
 ]
 
 
-class NetworkFunction:
+class NetworkFunction(DispatchedFunction):
     """A function dispatched (plum) on its arguments' types, called with the declaration's
     defaults filled in so methods receive every argument positionally."""
 
-    def __init__(self, declaration: Callable[..., Any]) -> None:
-        self.signature = inspect.signature(declaration)
-        self.function = plum.Function(declaration)
-        self.__name__ = declaration.__name__
-        self.__qualname__ = declaration.__qualname__
-        self.__module__ = declaration.__module__
-        self.__doc__ = declaration.__doc__
+    kind = "network function"
 
-    def dispatch(self, method: Callable[..., Any]) -> Any:
-        """Register a method: annotate the network argument with its type."""
-        return self.function.dispatch(method)
+    def __init__(self, declaration: Callable[..., Any]) -> None:
+        super().__init__(declaration, self._unknown_network)
+        self.signature = inspect.signature(declaration)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        try:
-            return self.function(*bound.args)
-        except plum.NotFoundLookupError:
-            types = ", ".join(type(a).__name__ for a in bound.args)
-            raise ConfigError(
-                f"{self.__name__} has no method for ({types}); register one with "
-                f"@dispatchrl.nn.{self.__name__}.dispatch"
-            ) from None
+        return super().__call__(*bound.args)
 
-    def __repr__(self) -> str:
-        return f"<network function {self.__name__} with {len(self.function.methods)} method(s)>"
+    def _unknown_network(self, args: tuple) -> ConfigError:
+        types = ", ".join(type(a).__name__ for a in args)
+        return ConfigError(
+            f"{self.__name__} has no method for ({types}); register one with @dispatchrl.nn.{self.__name__}.dispatch"
+        )
 
 
 def _network_function(declaration: Callable[..., Any]) -> NetworkFunction:

@@ -115,6 +115,10 @@ def _saved(field) -> bool:
     return field.metadata.get("checkpoint", True) and not field.metadata.get("scratch", False)
 
 
+def _not_a_view(field) -> bool:
+    return field.metadata.get("checkpoint", True)
+
+
 def _keyed_leaves(tree, prefix) -> list | None:
     """(``prefix`` + key path + ".", leaf) of a TensorDict (its keys are named as a dataclass's
     fields would be); None for anything else."""
@@ -122,21 +126,21 @@ def _keyed_leaves(tree, prefix) -> list | None:
     return None if leaves is None else [(path + ".", leaf) for path, leaf in leaves]
 
 
-def named_arrays(tree, prefix=""):
+def named_arrays(tree, prefix="", keep=_saved):
     """(path, Array) for every Array leaf of a tree of dataclasses, TensorDicts, lists and tuples,
     except under fields marked ``metadata={"checkpoint": False}`` (storage the other leaves are
-    views of) and :data:`SCRATCH` fields."""
+    views of) and :data:`SCRATCH` fields (``keep(field)`` says which fields to enter)."""
     if isinstance(tree, Array):
         yield prefix, tree
     elif (leaves := _keyed_leaves(tree, prefix)) is not None:
         yield from ((path, leaf) for path, leaf in leaves if isinstance(leaf, Array))
     elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
         for field in dataclasses.fields(tree):
-            if _saved(field):
-                yield from named_arrays(getattr(tree, field.name), f"{prefix}{field.name}.")
+            if keep(field):
+                yield from named_arrays(getattr(tree, field.name), f"{prefix}{field.name}.", keep)
     elif isinstance(tree, (list, tuple)):
         for i, item in enumerate(tree):
-            yield from named_arrays(item, f"{prefix}{i}.")
+            yield from named_arrays(item, f"{prefix}{i}.", keep)
 
 
 def scratch_arrays(tree, prefix=""):
@@ -146,26 +150,12 @@ def scratch_arrays(tree, prefix=""):
         for field in dataclasses.fields(tree):
             value, path = getattr(tree, field.name), f"{prefix}{field.name}."
             if field.metadata.get("scratch", False):
-                yield from _all_arrays(value, path)
+                yield from named_arrays(value, path, _not_a_view)
             elif field.metadata.get("checkpoint", True):
                 yield from scratch_arrays(value, path)
     elif isinstance(tree, (list, tuple)):
         for i, item in enumerate(tree):
             yield from scratch_arrays(item, f"{prefix}{i}.")
-
-
-def _all_arrays(tree, prefix):
-    if isinstance(tree, Array):
-        yield prefix, tree
-    elif (leaves := _keyed_leaves(tree, prefix)) is not None:
-        yield from ((path, leaf) for path, leaf in leaves if isinstance(leaf, Array))
-    elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        for field in dataclasses.fields(tree):
-            if field.metadata.get("checkpoint", True):
-                yield from _all_arrays(getattr(tree, field.name), f"{prefix}{field.name}.")
-    elif isinstance(tree, (list, tuple)):
-        for i, item in enumerate(tree):
-            yield from _all_arrays(item, f"{prefix}{i}.")
 
 
 def paths(path):

@@ -5,38 +5,6 @@ rate in an Array is core's ``adam_step``; the rollout structs are in dispatchrl.
 Declarations in api, methods per backend; CUDA methods register when a CUDA device is first made."""
 
 from . import api, c, cpu, generic, host  # noqa: F401  (importing registers the methods)
-from .api import (
-    adaptive_learning_rate,
-    categorical_sample,
-    discounted_returns,
-    explained_variance,
-    gae,
-    gather_minibatch,
-    gaussian_log_prob,
-    gaussian_sample,
-    normalize_observations,
-    ppo_categorical_gradient,
-    ppo_policy_gradient,
-    random_permutation,
-    rollout_store,
-    running_stats_update,
-    scale_by_running_std,
-)
+from .api import *  # noqa: F403
 
-__all__ = [
-    "adaptive_learning_rate",
-    "categorical_sample",
-    "discounted_returns",
-    "explained_variance",
-    "gae",
-    "gather_minibatch",
-    "gaussian_log_prob",
-    "gaussian_sample",
-    "normalize_observations",
-    "ppo_categorical_gradient",
-    "ppo_policy_gradient",
-    "random_permutation",
-    "rollout_store",
-    "running_stats_update",
-    "scale_by_running_std",
-]
+__all__ = list(api.__all__)

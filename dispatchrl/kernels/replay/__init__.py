@@ -6,28 +6,6 @@ bootstrap, the per-row discounted target). Declarations in api, methods per back
 first made."""
 
 from . import api, c, cpu, generic, host  # noqa: F401  (importing registers the methods)
-from .api import (
-    bootstrap_target,
-    linear_anneal,
-    n_step_gather,
-    priority_mark_new,
-    priority_sample,
-    priority_update,
-    replay_gather,
-    scale_rows,
-    td_priority,
-    uniform_index,
-)
+from .api import *  # noqa: F403
 
-__all__ = [
-    "bootstrap_target",
-    "linear_anneal",
-    "n_step_gather",
-    "priority_mark_new",
-    "priority_sample",
-    "priority_update",
-    "replay_gather",
-    "scale_rows",
-    "td_priority",
-    "uniform_index",
-]
+__all__ = list(api.__all__)

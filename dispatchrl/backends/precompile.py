@@ -134,6 +134,7 @@ def start_precompile(calls: list, prepares: Sequence[Callable[[], None]] = ()) -
     # the same dispatchrl (so the same source hash) and the same Numba cache parent
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["NUMBA_CACHE_DIR"] = os.path.dirname(config.CACHE_DIR)
+    env.setdefault("NUMBA_OPT", "1")  # as cpu.step_opt_level compiles them in this process
     try:
         helper = subprocess.Popen(
             [sys.executable, "-c", _HELPER],

@@ -120,3 +120,32 @@ def test_compile_workers_setting(monkeypatch):
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "two")
     with pytest.raises(ConfigError, match="DISPATCHRL_COMPILE_WORKERS"):
         precompile.compile_workers()
+
+
+@pytest.mark.parametrize("level", [1, None])
+def test_fused_steps_compile_at_the_step_opt_level_and_leave_numbas_own(monkeypatch, level):
+    """A fused step and the kernels it compiles see Numba's OPT at STEP_OPT_LEVEL (None: the
+    user's NUMBA_OPT stands); the process's setting is back afterwards."""
+    import numba
+    from numba.core import event
+
+    from dispatchrl.backends import cpu as cpu_backend
+
+    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
+    monkeypatch.setattr(cpu_backend, "STEP_OPT_LEVEL", level)
+    before = int(numba.config.OPT)
+    seen = {}
+
+    class Record(event.Listener):
+        def on_start(self, ev):
+            seen[ev.data["dispatcher"].py_func.__name__] = int(numba.config.OPT)
+
+        def on_end(self, ev):
+            pass
+
+    counter = drl.zeros(drl.CPU(), 1, np.int64)
+    with event.install_listener("numba:compile", Record()):
+        njit_program([(_fresh(core_cpu.increment_kernel), (counter, 1))])(3)
+    expected = before if level is None else level
+    assert seen["fused_step"] == expected and set(seen.values()) == {expected}
+    assert int(numba.config.OPT) == before and int(drl.to_numpy(counter)[0]) == 3

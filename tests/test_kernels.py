@@ -648,7 +648,7 @@ def test_cpu_mlp_backward_with_fused_relu_masks_gives_the_bits_of_the_generic_on
     from dispatchrl.nn.mlp import layers_backward
 
     drl.nn.backward(cpu, nets[0], buffers[0], x, d_output, parameters, input_gradient)  # the CPU method
-    generic = layers_backward.invoke(*(object,) * 7)  # layer by layer, as on every other device
+    generic = layers_backward.function.invoke(*(object,) * 7)  # layer by layer, as on every other device
     generic(cpu, nets[1], buffers[1], x, d_output, parameters, input_gradient)
 
     def bits(a):

@@ -102,7 +102,8 @@ configure_numba_cache()  # before any kernel module is decorated: Numba reads it
 
 #: LLVM's optimisation level for the code dispatchrl compiles into fused steps (Numba's NUMBA_OPT,
 #: whose default is 3): measured bit-identical to 3 in every fingerprint at the same training
-#: speed, with a quarter less time in LLVM (NOTES "Compiling at O1"). NUMBA_OPT, if set, wins.
+#: speed, a fused step's compile about a quarter shorter (NOTES "fused steps at O1"). NUMBA_OPT,
+#: if set, wins.
 STEP_OPT_LEVEL = None if "NUMBA_OPT" in os.environ else 1
 
 

@@ -3,10 +3,10 @@
 A device names its memory space by tag (``Device.memory``: ``"host"`` or ``"cuda"``); devices of
 one space share arrays. Each space is a :class:`MemorySpace` subclass, and what differs between
 spaces (allocating, copying in and out, writing, the address range, host and CUDA views) are
-methods of the dispatched functions below (:mod:`dispatchrl.functions`), dispatched on the space: one module per space,
-:mod:`.host` (numpy, imported by :mod:`dispatchrl.arrays`) and :mod:`.cuda` (numba.cuda,
-imported when a CUDA device is made). A new
-memory space is one more such module: a subclass with its ``tag`` and its methods.
+methods of the dispatched functions below (:mod:`dispatchrl.functions`), dispatched on the
+space: one module per space, :mod:`.host` (numpy, imported by :mod:`dispatchrl.arrays`) and
+:mod:`.cuda` (numba.cuda, imported when a CUDA device is made). A new memory space is one more
+such module: a subclass with its ``tag`` and its methods.
 """
 
 from collections.abc import Callable

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .arrays import Array
-from .devices import Generic
+from .devices import Device, Generic
 from .dispatch import keyed_leaves
 from .errors import ConfigError, DeviceError
 from .functions import DispatchedFunction
@@ -40,7 +40,9 @@ __all__ = [
     "check_tensordicts",
     "compile_activity",
     "compile_step",
+    "compiling_steps",
     "fuse",
+    "fuse_steps",
     "kernel_calls",
     "launch",
     "python_program",
@@ -245,6 +247,27 @@ def fuse(device, fn, *args, **kwargs) -> Step:
     return Step(device, run, calls, time.perf_counter() - start)
 
 
+def fuse_steps(device, *steps: tuple) -> list[Step]:
+    """:func:`fuse` for steps that run together (an env step and an update): ``steps`` are
+    ``(fn, *args)`` tuples, each traced first, then compiled in order inside
+    :func:`compiling_steps`, so a backend can start on all their kernels at once (the CPU's
+    precompile helper compiles the later steps' kernels while this process compiles the first)."""
+    traced = []
+    for fn, *args in steps:
+        check_tensordicts(device, _named_arguments(fn, device, tuple(args), {}))
+        calls: list = []
+        with trace(calls):
+            fn(device, *args)
+        traced.append(calls)
+    fused = []
+    with compiling_steps(device, traced):
+        for calls in traced:
+            start = time.perf_counter()
+            run = compile_step(device, calls)
+            fused.append(Step(device, run, calls, time.perf_counter() - start))
+    return fused
+
+
 def _named_arguments(fn, device, args: tuple, kwargs: dict) -> dict:
     """``fn``'s arguments after the device by parameter name (``#1``, ``#2``, ... where its
     signature cannot say)."""
@@ -315,6 +338,20 @@ compile_step = DispatchedFunction(_compile_step, _no_compile_step, "compile_step
 @compile_step.dispatch
 def _(device: Generic, calls: list) -> Program:
     return python_program(calls)
+
+
+def _compiling_steps(device, steps: list) -> contextlib.AbstractContextManager:
+    """A context inside which :func:`fuse_steps` compiles the traced ``steps`` (lists of calls) one
+    after another: where a backend prepares them together (dispatchrl.backends.cpu)."""
+
+
+#: the default prepares nothing; backends add methods with ``@compiling_steps.dispatch``
+compiling_steps = DispatchedFunction(_compiling_steps, name="compiling_steps")
+
+
+@compiling_steps.dispatch
+def _(device: Device, steps: list) -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
 
 
 def python_program(calls: list) -> Program:

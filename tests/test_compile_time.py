@@ -2,6 +2,7 @@
 value), and the helper process that compiles a step's kernels into the shared Numba cache."""
 
 import importlib
+import subprocess
 import sys
 
 import numpy as np
@@ -61,18 +62,28 @@ def test_before_first_run_hooks_run_once_the_step_is_compiled(monkeypatch):
 def test_predicted_signatures_are_the_ones_the_step_compiles(monkeypatch):
     # the helper is only useful if it compiles exactly what the fused step asks for
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
-    monkeypatch.setattr(precompile, "_disk_cached", lambda kernel: False)
+    monkeypatch.setattr(precompile, "_disk_cached", lambda kernel, signature: False)
     increment_kernel, nonfinite_flag_kernel = _fresh(core_cpu.increment_kernel), _fresh(core_cpu.nonfinite_flag_kernel)
+    add_rows = njit(**JIT_EXACT)(_add_rows)
     cpu = drl.CPU()
     counter = drl.zeros(cpu, 1, np.int64)
     x = drl.asarray(cpu, np.array([[1.0, 2.0]], np.float32))
     flag = drl.zeros(cpu, 1, np.int64)
-    calls = [(increment_kernel, (counter, 3)), (nonfinite_flag_kernel, (x, flag, 2))]
+    calls = [(increment_kernel, (counter, 3)), (nonfinite_flag_kernel, (x, flag, 2)), (add_rows, (x, x, x))]
     jobs = precompile.kernel_signatures(calls)
-    assert [name for _, name, _ in jobs] == ["increment_kernel", "nonfinite_flag_kernel"]
+    assert [name for _, name, _ in jobs] == ["increment_kernel", "nonfinite_flag_kernel", "_add_rows"]
     njit_program(calls)(1)
-    for (_, _, signature), kernel in zip(jobs, (increment_kernel, nonfinite_flag_kernel), strict=True):
+    for (_, _, signature), kernel in zip(jobs, (increment_kernel, nonfinite_flag_kernel, add_rows), strict=True):
         assert kernel.signatures == [signature]
+    # a *args kernel's tail is one tuple type, as Numba folds it when called
+    assert len(jobs[2][2]) == 2 and isinstance(jobs[2][2][1], types.BaseTuple) and len(jobs[2][2][1]) == 2
+    np.testing.assert_array_equal(drl.to_numpy(x), [[4.0, 8.0]])  # x += x, twice
+
+
+def _add_rows(out, *rows):
+    for row in rows[:2]:
+        out[0, 0] += row[0, 0]
+        out[0, 1] += row[0, 1]
 
 
 KERNEL_MODULE = """
@@ -90,19 +101,22 @@ def prepare():  # a before_first_run hook: the helper runs it first
 """
 
 
-def test_helper_runs_the_prepares_then_fills_the_disk_cache(tmp_path, monkeypatch):
+@pytest.mark.parametrize("fork", [True, False] if precompile.FORK else [False])
+def test_helper_runs_the_prepares_then_fills_the_disk_cache(tmp_path, monkeypatch, fork):
+    # forked (Linux) or a new Python process fed the job list (elsewhere)
     module_name = f"precompile_probe_{abs(hash(str(tmp_path)))}"
     (tmp_path / f"{module_name}.py").write_text(KERNEL_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "1")
     monkeypatch.setattr(precompile, "MIN_SIGNATURES", 1)
+    monkeypatch.setattr(precompile, "FORK", fork)
     module = importlib.import_module(module_name)
     kernel = module.add_one
     try:
         a = drl.zeros(drl.CPU(), 3)
         helper = precompile.start_precompile([(kernel, (a,))], [module.prepare])
-        assert helper is not None
+        assert isinstance(helper, precompile.ForkedHelper if fork else subprocess.Popen)
         assert helper.wait(timeout=300) == 0
         assert (tmp_path / f"{module_name}.py.prepared").exists()
         assert precompile.kernel_signatures([(kernel, (a,))]) == []  # in the disk cache now
@@ -149,3 +163,42 @@ def test_fused_steps_compile_at_the_step_opt_level_and_leave_numbas_own(monkeypa
     expected = before if level is None else level
     assert seen["fused_step"] == expected and set(seen.values()) == {expected}
     assert int(numba.config.OPT) == before and int(drl.to_numpy(counter)[0]) == 3
+
+
+def test_steps_fused_together_share_one_helper(monkeypatch):
+    """fuse_steps on CPU starts one precompile helper for all the steps' cold kernels (the later
+    steps' compiled while this process compiles the first), and no helper per step; the steps run
+    as fused one by one."""
+    from dispatchrl.backends import cpu as cpu_backend
+    from dispatchrl.staging import fuse_steps, kernel_calls
+
+    started = []
+
+    class Finished:  # a helper whose jobs are done
+        def poll(self):
+            return 0
+
+    def start(calls, prepares=(), compiling=None):
+        started.append([kernel for kernel, _ in kernel_calls(calls)])
+        return Finished()
+
+    monkeypatch.setattr(cpu_backend, "start_precompile", start)
+    cpu = drl.CPU()
+    counter, flag = drl.zeros(cpu, 1, np.int64), drl.zeros(cpu, 1, np.int64)
+    x = drl.asarray(cpu, np.array([[1.0, np.nan]], np.float32))
+
+    def count(device, counter):
+        drl.increment(device, counter, 2)
+
+    def check(device, x, flag):
+        drl.nonfinite_flag(device, x, flag, 5)
+
+    counting, checking = fuse_steps(cpu, (count, counter), (check, x, flag))
+    assert len(started) == 1 and {k.py_func.__name__ for k in started[0]} >= {
+        "increment_kernel",
+        "nonfinite_flag_kernel",
+    }
+    counting(3)
+    checking()
+    assert int(drl.to_numpy(counter)[0]) == 6 and int(drl.to_numpy(flag)[0]) == 5
+    assert checking.compile_seconds >= 0 and len(checking.kernel_calls) == 1

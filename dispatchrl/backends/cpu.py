@@ -9,6 +9,7 @@ every source it depends on (so it never goes stale).
 """
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import os
@@ -36,6 +37,7 @@ from ..staging import (
     Program,
     compile_activity,
     compile_step,
+    compiling_steps,
     kernel_calls,
     python_program,
     segmented_program,
@@ -464,7 +466,8 @@ def njit_program(calls: list) -> Program:
     # progress displays say which kernel of how many is compiling (a cold step takes minutes);
     # counted before the helper starts filling the disk cache
     progress = kernel_progress(cold_kernels(calls))
-    helper = start_precompile(calls, prepares) if cacheable else None  # cold kernels: a second core helps
+    # cold kernels: a second core helps (unless one helper serves all the steps compiled together)
+    helper = start_precompile(calls, prepares, step_opt_level) if cacheable and not _STEPS_HELPER.get() else None
     try:
         with compile_activity.kernels(progress), step_opt_level():
             fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
@@ -479,6 +482,30 @@ def njit_program(calls: list) -> Program:
     run.program = fused  # type: ignore[attr-defined]  # the compiled function: shared by steps of one structure
     run.hyperparameters = raw[-1] if hyperparameters else None  # type: ignore[attr-defined]
     return run
+
+
+#: whether a helper started by ``compiling_steps`` serves the steps compiled now
+_STEPS_HELPER: contextvars.ContextVar[bool] = contextvars.ContextVar("dispatchrl_steps_helper", default=False)
+
+
+@compiling_steps.dispatch
+def compiling_steps(device: CPU, steps: list) -> contextlib.AbstractContextManager:
+    """Steps compiled together (an env step and an update): one precompile helper for all their
+    cold kernels, which starts on the last step's while this process compiles the first (PPO
+    after TD3 and SAC: 5.7 -> 4.0 s of compilation, as the first step alone has too few kernels to
+    start one)."""
+    return _one_helper([call for calls in steps for call in calls])
+
+
+@contextlib.contextmanager
+def _one_helper(calls: list) -> Iterator[None]:
+    helper = start_precompile(calls, list(_BEFORE_FIRST_RUN.values()), step_opt_level)
+    token = _STEPS_HELPER.set(helper is not None)
+    try:
+        yield
+    finally:
+        _STEPS_HELPER.reset(token)
+        stop_precompile(helper)
 
 
 def is_runtime_scalar(value: object) -> bool:

@@ -7,13 +7,22 @@ finished, Numba loads it from the cache instead of compiling it. The machine cod
 either way (same source, options and CPU), so results do not change. The helper is stopped as
 soon as the step is compiled.
 
+On Linux the helper is a fork of this process: it starts at once, with everything imported and
+traced (a new Python process spends about 1.5 s importing dispatchrl before its first job). It
+touches nothing but Numba's compiler and cache and leaves by ``os._exit``. Elsewhere it is a new
+Python process fed the job list.
+
 DISPATCHRL_COMPILE_WORKERS=0 turns it off (default 1 where this process may use at least 2 CPUs).
 """
 
+import contextlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,7 +35,9 @@ from ..errors import ConfigError
 from ..staging import kernel_calls
 
 __all__ = [
+    "FORK",
     "MIN_SIGNATURES",
+    "ForkedHelper",
     "cold_kernels",
     "compile_workers",
     "kernel_progress",
@@ -35,8 +46,12 @@ __all__ = [
     "stop_precompile",
 ]
 
-#: fewer distinct kernel signatures than this compile faster than a helper process starts (~1.5 s)
-MIN_SIGNATURES = 8
+#: whether the helper is a fork of this process (Linux: a spawned one would import for ~1.5 s)
+FORK = sys.platform.startswith("linux") and hasattr(os, "fork")
+
+#: fewer distinct kernel signatures than this compile faster than a helper process starts (~1.5 s
+#: to spawn one; a fork pays from two on, as this process compiles the first itself)
+MIN_SIGNATURES = 2 if FORK else 8
 
 # The helper: read the job list, compile each signature (best effort: any failure is left to the
 # main process, which compiles what is missing itself).
@@ -79,21 +94,30 @@ def _argument_type(value: object) -> Any:
     return None
 
 
-def _disk_cached(kernel: Any) -> bool:
-    """Whether Numba's disk cache holds some specialization of ``kernel`` (its index exists)."""
-    cache = getattr(kernel, "_cache", None)
-    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
-    return index is None or os.path.exists(index)
+def _disk_cached(kernel: Any, signature: tuple) -> bool:
+    """Whether Numba's disk cache holds ``kernel`` at ``signature`` (True for a kernel without a
+    disk cache: no helper could share its compilation)."""
+    cache_file = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
+    if cache_file is None:
+        return True
+    try:
+        overloads = cache_file._load_index()  # {} when missing or stale; keys (signature, target, ...)
+    except Exception:
+        return False
+    return any(key[0] == signature for key in overloads)
 
 
 def cold_kernels(calls: list) -> list[tuple[Any, tuple]]:
-    """(kernel, argument types) of each distinct kernel call not in the disk cache yet, in call
-    order; calls whose types cannot be predicted are left out."""
+    """(kernel, argument types) of each distinct kernel call not compiled or in the disk cache yet,
+    in call order; calls whose types cannot be predicted are left out."""
     jobs: dict[tuple, None] = {}
     for kernel, args in kernel_calls(calls):
         signature = tuple(_argument_type(a) for a in args)
-        if any(t is None for t in signature) or _disk_cached(kernel) or signature in kernel.overloads:
-            continue  # (in memory already: a kernel without a disk cache this process compiled)
+        if any(t is None for t in signature):
+            continue
+        signature = tuple(kernel.fold_argument_types(signature, {})[1])  # a *args kernel's tail as one tuple
+        if signature in kernel.overloads or _disk_cached(kernel, signature):
+            continue
         jobs[(kernel, signature)] = None
     return list(jobs)
 
@@ -120,12 +144,83 @@ def kernel_progress(jobs: list[tuple[Any, tuple]]) -> Callable[[], tuple[int, in
     return probe
 
 
-def start_precompile(calls: list, prepares: Sequence[Callable[[], None]] = ()) -> subprocess.Popen | None:
+class ForkedHelper:
+    """A forked helper, with the part of ``subprocess.Popen``'s interface the callers use."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"precompile helper {self.pid}", timeout or 0.0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _fork_helper(
+    jobs: list[tuple[Any, tuple]],
+    prepares: Sequence[Callable[[], None]],
+    compiling: Callable[[], contextlib.AbstractContextManager],
+) -> ForkedHelper | None:
+    # Python 3.12+ warns that forking a threaded process may deadlock the child (a lock held by
+    # another thread stays held); this child uses no lock those threads take (not the progress
+    # display's streams: its own are /dev/null), and is killed with the step compiled anyway.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            pid = os.fork()
+        except OSError:
+            return None
+    if pid:
+        return ForkedHelper(pid)
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C stops the parent, which kills this
+        sys.stdin = sys.stdout = sys.stderr = open(os.devnull, "r+")
+        for prepare in prepares:
+            prepare()
+        with compiling():  # as the parent compiles them, so the cached code is the same
+            for kernel, signature in jobs:
+                try:
+                    kernel.compile(signature)
+                except Exception:
+                    pass  # left to the parent, which compiles what is missing itself
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def start_precompile(
+    calls: list,
+    prepares: Sequence[Callable[[], None]] = (),
+    compiling: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> subprocess.Popen | ForkedHelper | None:
     """Start the helper running ``prepares`` (module-level functions, see
-    ``cpu.before_first_run``), then compiling ``calls``' kernels (last first); None when it would
-    not pay."""
+    ``cpu.before_first_run``), then compiling ``calls``' kernels (last first) inside
+    ``compiling()`` (a forked helper: the Numba settings this process compiles them under; a new
+    process gets NUMBA_OPT=1); None when it would not pay."""
+    if compile_workers() == 0:
+        return None
+    if FORK:
+        cold = cold_kernels(calls)
+        return _fork_helper(cold[::-1], prepares, compiling) if len(cold) >= MIN_SIGNATURES else None
     jobs = kernel_signatures(calls)
-    if compile_workers() == 0 or len(jobs) < MIN_SIGNATURES:
+    if len(jobs) < MIN_SIGNATURES:
         return None
     first: list[tuple[str, str, tuple | None]] = [(p.__module__, p.__qualname__, None) for p in prepares]
     config: Any = numba.config
@@ -151,7 +246,7 @@ def start_precompile(calls: list, prepares: Sequence[Callable[[], None]] = ()) -
     return helper
 
 
-def stop_precompile(helper: subprocess.Popen | None) -> None:
+def stop_precompile(helper: subprocess.Popen | ForkedHelper | None) -> None:
     """Stop the helper (its remaining jobs are compiled or loaded already)."""
     if helper is not None and helper.poll() is None:
         helper.kill()

@@ -29,7 +29,7 @@ from ..devices import Device
 from ..errors import DIVERGENCE_HINT, CheckpointWriteError, ConfigError, TrainingDiverged
 from ..kernels.core.api import nonfinite_flag
 from ..loggers import Logger, MetricsHook
-from ..staging import Every, Step, fuse, when
+from ..staging import Every, fuse_steps, when
 from .chunks import CHUNK_STEPS, PYTHON_CHUNK_STEPS, chunk_iterations, episode_ring_capacity
 from .envspec import EnvSpec, check_action_space, critic_observation_dim, resolve_env
 from .progress import Progress
@@ -530,8 +530,11 @@ class _NativeLoop:
     def __init__(self, run: TrainingRun, divergence: DivergenceCheck | None = None) -> None:
         self.state, self.schedule, self.algo = run.state, run.schedule, run.algo
         native_step, update = _with_checks(run, divergence)
-        self.env_step = fuse(run.device, native_step, run.config, run.spec.native, run.state)
-        self.update = fuse(run.device, update, run.config, run.state) if run.schedule.updates else None
+        steps: list[tuple] = [(native_step, run.config, run.spec.native, run.state)]
+        if run.schedule.updates:
+            steps.append((update, run.config, run.state))
+        self.env_step, *updates = fuse_steps(run.device, *steps)
+        self.update = updates[0] if updates else None
 
     def run(self, iterations: int) -> None:
         if self.update is None:  # nothing between iterations: the whole chunk in one call
@@ -558,10 +561,15 @@ class _PythonLoop:
         self.obs: np.ndarray | None = None
         self.batch = run.spec.make_batch()
         try:
-            self.collect: Step = fuse(run.device, run.algo.collect, run.config, run.state, run.state.transition.obs)
             store, update = _with_checks(run, divergence, run.algo.store)
-            self.store: Step = fuse(run.device, store, run.config, run.state)
-            self.update = fuse(run.device, update, run.config, run.state) if run.schedule.updates else None
+            steps = [
+                (run.algo.collect, run.config, run.state, run.state.transition.obs),
+                (store, run.config, run.state),
+            ]
+            if run.schedule.updates:
+                steps.append((update, run.config, run.state))
+            self.collect, self.store, *updates = fuse_steps(run.device, *steps)
+            self.update = updates[0] if updates else None
         except BaseException:
             self.batch.close()
             raise

@@ -47,7 +47,9 @@ from .precompile import cold_kernels, kernel_progress, start_precompile, stop_pr
 __all__ = [
     "FLUSH_DENORMALS",
     "JIT_EXACT",
+    "JIT_EXACT_INNER",
     "JIT_FAST",
+    "JIT_FAST_INNER",
     "NO_CFUNC",
     "PIN_RUNTIME",
     "RUNTIME_SCALARS",
@@ -78,6 +80,11 @@ NO_CFUNC: dict[str, Any] = {"no_cfunc_wrapper": True} if hasattr(CPUTargetOption
 JIT_FAST: dict[str, Any] = dict(cache=True, nogil=True, fastmath=True, error_model="numpy", **PIN_RUNTIME, **NO_CFUNC)
 #: Random streams, environments, bookkeeping: no fastmath, so results match numpy bit for bit.
 JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **PIN_RUNTIME, **NO_CFUNC)
+#: The same for helpers only jitted code calls (element bodies, physics, GEMM pieces): no CPython
+#: wrapper, whose IR (every argument unboxed), optimisation and machine code are about a third of
+#: a 14-argument body's compile. Calling one from Python raises a TypeError.
+JIT_FAST_INNER: dict[str, Any] = dict(JIT_FAST, no_cpython_wrapper=True)
+JIT_EXACT_INNER: dict[str, Any] = dict(JIT_EXACT, no_cpython_wrapper=True)
 
 
 #: Float arguments of staged kernels (learning rates, γ, noise scales...) are run-time values of

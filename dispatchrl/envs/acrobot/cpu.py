@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT
+from ...backends.cpu import JIT_EXACT_INNER
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ..shared import PI, TWO_PI
@@ -38,7 +38,7 @@ __all__ = [
 # same Python source (``device_twin``), so the backends cannot drift -----------------------------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a):
     """gymnasium AcrobotEnv._dsdt, "book" dynamics, term by term with its constants."""
     m1 = 1.0
@@ -65,7 +65,7 @@ def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a):
     return dtheta1, dtheta2, ddtheta1, ddtheta2
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def wrap_angle(x):
     """gymnasium's wrap(x, -pi, pi)."""
     while x > PI:
@@ -75,12 +75,12 @@ def wrap_angle(x):
     return x
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def acrobot_terminal(theta1, theta2):
     return -math.cos(theta1) - math.cos(theta2 + theta1) > 1.0
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def acrobot_rk4(s0, s1, s2, s3, torque):
     """gymnasium's rk4 over [0, dt]: one step with dt = 0.2, then wrap and clip."""
     dt2 = 0.1
@@ -100,7 +100,7 @@ def acrobot_rk4(s0, s1, s2, s3, torque):
     return n0, n1, n2, n3
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def acrobot_index_torque(a):
     """gymnasium Acrobot-v1's torque of action index ``a`` (a float) clamped into [0, 2]:
     index - 1, anything below 1 (a negative index, NaN) reading as 0, so no index is out of range."""
@@ -111,7 +111,7 @@ def acrobot_index_torque(a):
     return -1.0
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def acrobot_observe_at(i, physics, obs):
     obs[i, 0] = math.cos(physics[i, 0])
     obs[i, 1] = math.sin(physics[i, 0])
@@ -125,7 +125,7 @@ def acrobot_observe_at(i, physics, obs):
 
 
 # inlined into both step bodies at Numba IR level: called, it made the CPU step ~1.7x slower (NOTES.md)
-@njit(inline="always", **JIT_EXACT)
+@njit(inline="always", **JIT_EXACT_INNER)
 def acrobot_torque_step_at(i, torque, physics, steps, obs, reward, terminated, truncated, max_steps):
     """Env i's step under ``torque``, whichever action space gave it."""
     s0, s1, s2, s3 = acrobot_rk4(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], torque)
@@ -141,19 +141,19 @@ def acrobot_torque_step_at(i, torque, physics, steps, obs, reward, terminated, t
     truncated[i] = steps[i] >= max_steps
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def acrobot_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
     torque = min(max(np.float64(action[i, 0]), -1.0), 1.0)
     acrobot_torque_step_at(i, torque, physics, steps, obs, reward, terminated, truncated, max_steps)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def acrobot_discrete_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
     torque = acrobot_index_torque(action[i, 0])
     acrobot_torque_step_at(i, torque, physics, steps, obs, reward, terminated, truncated, max_steps)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def acrobot_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done):
     """Env i's initial state from stream positions ``base`` + 4i ... 4i + 3."""
     if only_done and not (terminated[i] or truncated[i]):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT
+from ...backends.cpu import JIT_EXACT_INNER
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ..shared.cpu import clear_reset_at, per_env, per_env_reset
@@ -37,14 +37,14 @@ __all__ = ["cartpole_force", "cartpole_physics", "cartpole_reset_at", "cartpole_
 # same Python source (``device_twin``), so the backends cannot drift -----------------------------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def cartpole_force(a):
     """The force of action index ``a`` (a float) clamped into [0, 1]: 1 pushes right, anything
     below 1 (0, a negative index, NaN) left, so no index reads out of range."""
     return FORCE_MAG if a >= 1.0 else -FORCE_MAG
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def cartpole_physics(x, x_dot, theta, theta_dot, force):
     """gymnasium CartPoleEnv.step's Euler update, term by term with its constants."""
     costheta = math.cos(theta)
@@ -57,7 +57,7 @@ def cartpole_physics(x, x_dot, theta, theta_dot, force):
     return x + TAU * x_dot, x_dot + TAU * xacc, theta + TAU * theta_dot, theta_dot + TAU * thetaacc
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def cartpole_terminal(x, theta):
     return x < -X_THRESHOLD or x > X_THRESHOLD or theta < -THETA_THRESHOLD or theta > THETA_THRESHOLD
 
@@ -65,7 +65,7 @@ def cartpole_terminal(x, theta):
 # --- per-env bodies: the CPU loops below and .cuda's kernels (``per_index``) run these ----------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def cartpole_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
     force = cartpole_force(action[i, 0])
     s0, s1, s2, s3 = cartpole_physics(physics[i, 0], physics[i, 1], physics[i, 2], physics[i, 3], force)
@@ -83,7 +83,7 @@ def cartpole_step_at(i, physics, steps, action, obs, reward, terminated, truncat
     truncated[i] = steps[i] >= max_steps
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def cartpole_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done):
     """Env i's initial state from stream positions ``base`` + 4i ... 4i + 3."""
     if only_done and not (terminated[i] or truncated[i]):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT
+from ...backends.cpu import JIT_EXACT_INNER
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ..shared.cpu import clear_reset_at, per_env, per_env_reset
@@ -26,7 +26,7 @@ __all__ = ["mountaincar_physics", "mountaincar_push", "mountaincar_reset_at", "m
 # same Python source (``device_twin``), so the backends cannot drift -----------------------------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def mountaincar_push(a):
     """gymnasium's ``action - 1`` for action index ``a`` (a float) clamped into [0, 2]: anything
     below 1 (a negative index, NaN) reads as 0, so no index is out of range."""
@@ -37,7 +37,7 @@ def mountaincar_push(a):
     return -1.0
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def mountaincar_physics(position, velocity, push):
     """gymnasium MountainCarEnv.step, term by term with its constants: (position, velocity,
     terminated)."""
@@ -53,7 +53,7 @@ def mountaincar_physics(position, velocity, push):
 # --- per-env bodies: the CPU loops below and .cuda's kernels (``per_index``) run these ----------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def mountaincar_step_at(i, physics, steps, action, obs, reward, terminated, truncated, max_steps):
     position, velocity, done = mountaincar_physics(physics[i, 0], physics[i, 1], mountaincar_push(action[i, 0]))
     physics[i, 0] = position
@@ -66,7 +66,7 @@ def mountaincar_step_at(i, physics, steps, action, obs, reward, terminated, trun
     truncated[i] = steps[i] >= max_steps
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def mountaincar_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done):
     """Env i's initial state from stream position ``base`` + i."""
     if only_done and not (terminated[i] or truncated[i]):

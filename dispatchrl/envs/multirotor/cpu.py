@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT
+from ...backends.cpu import JIT_EXACT_INNER
 from ...devices import CPU
 from ...kernels.random.cpu import standard_normal, uniform01
 from ...staging import launch
@@ -70,7 +70,7 @@ __all__ = [
 # --- scalar physics: 17-tuples (position, quaternion, velocity, angular velocity, RPM) -----------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def multirotor_derivative(s, cmd, disturbance, p) -> tuple:
     """d/dt of the integrated state ``s`` under commanded RPMs ``cmd`` (4-tuple) and the
     episode's ``disturbance`` (force in the world frame, torque in the body frame; 6-tuple)."""
@@ -119,7 +119,7 @@ def multirotor_derivative(s, cmd, disturbance, p) -> tuple:
     )
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def state_plus(s, k, h) -> tuple:
     """``s + h k`` for 17-tuples."""
     return (
@@ -130,7 +130,7 @@ def state_plus(s, k, h) -> tuple:
     )  # fmt: skip
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def rk4_combine(s, k1, k2, k3, k4, h) -> tuple:
     """``s + h/6 (k1 + 2 k2 + 2 k3 + k4)`` for 17-tuples, written out so no array is made."""
     w = h / 6.0
@@ -155,7 +155,7 @@ def rk4_combine(s, k1, k2, k3, k4, h) -> tuple:
     )
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def curriculum_weight(p, k, stage) -> float:
     """Reward weight k after ``stage`` curriculum raises: times its factor each, up to its limit."""
     weight, factor, limit = p[P_REWARD + 4 + k], p[P_CURRICULUM + 1 + 2 * k], p[P_CURRICULUM + 2 + 2 * k]
@@ -165,7 +165,7 @@ def curriculum_weight(p, k, stage) -> float:
 # --- per-env bodies ------------------------------------------------------------------------------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def rotation_matrix(physics, i) -> tuple:
     """Env i's attitude as a rotation matrix (body to world), row-major: a 9-tuple."""
     qw, qx, qy, qz = physics[i, QUAT], physics[i, QUAT + 1], physics[i, QUAT + 2], physics[i, QUAT + 3]
@@ -176,7 +176,7 @@ def rotation_matrix(physics, i) -> tuple:
     )  # fmt: skip
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def multirotor_observe_at(i, physics, steps, obs, p) -> None:
     """Env i's observation: position, rotation matrix (row-major), linear and angular velocity,
     each with Gaussian noise from the episode's key at stream positions of this step; then the
@@ -200,7 +200,7 @@ def multirotor_observe_at(i, physics, steps, obs, p) -> None:
         obs[i, 18 + k] = physics[i, HISTORY + k]
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def multirotor_critic_observe_at(i, physics, out, p) -> None:
     """Env i's privileged observation for an asymmetric critic (layout.CRITIC_COLUMNS): the state
     without noise, RPMs in [-1, 1], the disturbance as accelerations."""
@@ -224,7 +224,7 @@ def multirotor_critic_observe_at(i, physics, out, p) -> None:
         out[i, c] = value
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, truncated, p, max_steps) -> None:
     """One control step of env i: reward on the pre-step state, RK4 over dt with the commanded
     RPMs held, then the post-integration fixes (unit quaternion, RPM in range, history)."""
@@ -301,13 +301,13 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
     multirotor_observe_at(i, physics, steps, obs, p)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def reset_draw(key, base, j) -> float:
     """Draw ``j`` of a reset's block of stream positions starting at ``base``."""
     return uniform01(key, base + np.uint64(j))
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, p, only_done) -> None:
     """Env i's initial state from its block of RESET_DRAWS stream positions after ``base``."""
     if only_done and not (terminated[i] or truncated[i]):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT
+from ...backends.cpu import JIT_EXACT_INNER
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ..shared import PI, TWO_PI
@@ -27,7 +27,7 @@ __all__ = ["pendulum_dynamics", "pendulum_observe_at", "pendulum_reset_at", "pen
 # same Python source (``device_twin``), so the backends cannot drift -----------------------------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def pendulum_dynamics(th, thdot, u, gterm):
     """gymnasium PendulumEnv.step: cost on the pre-step state, velocity first, then angle.
     gymnasium's torque ``u`` is a float32 scalar, so its two torque terms are float32 products
@@ -41,7 +41,7 @@ def pendulum_dynamics(th, thdot, u, gterm):
     return newth, newthdot, cost
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def pendulum_observe_at(i, physics, obs):
     th = physics[i, 0]
     obs[i, 0] = math.cos(th)
@@ -52,7 +52,7 @@ def pendulum_observe_at(i, physics, obs):
 # --- per-env bodies: the CPU loops below and .cuda's kernels (``per_index``) run these ----------
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncated, scale, gterm, max_steps):
     u = min(max(np.float64(action[i, 0]) * scale, -2.0), 2.0)
     th, thdot, cost = pendulum_dynamics(physics[i, 0], physics[i, 1], u, gterm)
@@ -65,7 +65,7 @@ def pendulum_step_at(i, physics, steps, action, obs, reward, terminated, truncat
     truncated[i] = steps[i] >= max_steps
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def pendulum_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, only_done):
     """Env i's initial state from stream positions ``base`` + 2i, 2i + 1."""
     if only_done and not (terminated[i] or truncated[i]):

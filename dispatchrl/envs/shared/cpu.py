@@ -3,12 +3,12 @@ device functions from the same source), and the envs' CPU kernels generated from
 
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT, per_index
+from ...backends.cpu import JIT_EXACT_INNER, per_index
 
 __all__ = ["clear_reset_at", "per_env", "per_env_reset"]
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def clear_reset_at(i, steps, reward, terminated, truncated, only_done):
     """Zero env i's step counter; a full reset also clears its reward and flags."""
     steps[i] = 0

@@ -16,7 +16,15 @@ from numba.extending import overload
 
 from ...activation import Activation
 from ...arrays import Array, zeros
-from ...backends.cpu import JIT_EXACT, JIT_FAST, before_first_run, blas_core_types, vector_fma_widths
+from ...backends.cpu import (
+    JIT_EXACT,
+    JIT_EXACT_INNER,
+    JIT_FAST,
+    JIT_FAST_INNER,
+    before_first_run,
+    blas_core_types,
+    vector_fma_widths,
+)
 from ...devices import CPU
 from ...errors import ConfigError
 from ...staging import launch
@@ -84,7 +92,7 @@ def _tanh_overload(x):
     return lambda x: math.tanh(x)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _activate(pre, out, code):
     flat_pre = pre.reshape(pre.size)
     flat_out = out.reshape(out.size)
@@ -184,7 +192,7 @@ def matmul(device: CPU, a, b, out):
 _MATMUL = {"loop": matmul_loop, "tiled": matmul_tiled_kernel, "blas": matmul_blas}
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _add_bias(pre, b):
     m, n = pre.shape
     for i in range(m):
@@ -282,7 +290,7 @@ def dense_forward(device: CPU, x, W, b, pre, out, activation):
         launch(device, _FORWARD[kind], x, W, b, pre, out, code)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _activation_backward(pre, out, d_out, d_pre, db, code):
     """d_pre = d_out * activation'(pre), then db = column sums of d_pre: two flat passes
     vectorise better than one pass with a column accumulator, except where ReLU's has explicit
@@ -333,7 +341,7 @@ def _input_gradient_loop(d_pre, W, d_x):
             d_x[i, p] = acc
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _transpose(W, WT):
     """WT = Wᵀ in 8×8 blocks (a plain loop strides through W one element per cache line)."""
     k, n = W.shape
@@ -359,7 +367,7 @@ def _input_gradient_blas(d_pre, W, WT, d_x):
     np.dot(d_pre, WT, d_x)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _input_gradient_tiled(d_pre, W, WT, d_x):
     """d_x = d_pre Wᵀ with the tiled kernels: an NN product on Wᵀ, copied into the scratch WT
     where it is one (see _transpose_scratch), else on the view W.T (one output: a row) or as
@@ -436,7 +444,7 @@ def dense_backward_input_loop(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
     _input_gradient_loop(d_pre, W, d_x)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _activation_backward_only(pre, out, d_out, d_pre, code):
     """d_pre = d_out * activation'(pre) over the flattened arrays (nothing to do for the identity
     on one buffer)."""
@@ -479,7 +487,7 @@ def dense_input_gradient_loop(W, pre, out, d_out, d_pre, d_x, code):
     _input_gradient_loop(d_pre, W, d_x)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _input_gradient_masked_tiled(d_pre, W, WT, d_x, mask):
     """_input_gradient_tiled, then 0 where mask is not > 0 (the ReLU backward of the layer below),
     in the tiles' stores where they fit, else as a pass of the same selects."""
@@ -620,7 +628,7 @@ def mse_gradient(device: CPU, pred, target, d_pred):
     launch(device, mse_gradient_kernel, pred, target, d_pred)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def adam_element(i, p, g, m, v, b1, b2, one_minus_b1, one_minus_b2, step_size, inv_sqrt_correction2, epsilon):
     """Adam on element i (the CUDA kernels' body too), with the step's bias corrections folded
     into ``step_size`` and ``inv_sqrt_correction2``."""
@@ -680,7 +688,7 @@ def polyak_update(device: CPU, target, source, polyak):
     launch(device, polyak_update_kernel, target, source, polyak)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def weight_decay_at(i, param, decay) -> None:
     """param[i] -= decay · param[i], the product in param's dtype: the one body of the CPU loop and
     the CUDA kernels (per_index)."""
@@ -699,7 +707,7 @@ def weight_decay_step(device: CPU, param, decay):
     launch(device, weight_decay_step_kernel, param, decay)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def accumulate_squared_norm_flat(x, total) -> None:
     """total[0] += Σ x[i]² over a 1-D x, in float64 and index order: the one body of the CPU
     kernel and the CUDA kernels (once)."""
@@ -715,7 +723,7 @@ def accumulate_squared_norm_kernel(x, total):
     accumulate_squared_norm_flat(x.reshape(x.size), total)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def clip_by_norm_at(i, x, total, max_norm) -> None:
     """x[i] scaled by max_norm / (norm + eps) where that is below 1, the factor rounded to x's
     dtype: the one body of the CPU loop and the CUDA kernels (per_index)."""
@@ -762,7 +770,7 @@ def copy(device: CPU, src, dst):
     launch(device, copy_kernel, src, dst)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def clip_at(i, x, low, high, out):
     """Element ``i`` of clip (flat arrays)."""
     out[i] = min(max(x[i], low), high)
@@ -785,7 +793,7 @@ def row_argmax(q, i):
     return best
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def argmax_at(i, x, out):
     """Row ``i`` of argmax."""
     out[i, 0] = row_argmax(x, i)

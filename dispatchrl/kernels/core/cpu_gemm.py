@@ -35,7 +35,7 @@ from numba import cfunc, njit, types
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
 
-from ...backends.cpu import JIT_FAST, vector_fma_widths
+from ...backends.cpu import JIT_FAST, JIT_FAST_INNER, vector_fma_widths
 
 __all__ = [
     "column_sums",
@@ -373,7 +373,7 @@ _W4x4, _W1x4, _W4x1, _W1x1 = _nn_tile(4, 4, 16), _nn_tile(1, 4, 16), _nn_tile(4,
 _DOT_2x4, _DOT_1x4, _DOT_8x1, _DOT_1x1 = _dot_tile(2, 4), _dot_tile(1, 4), _dot_tile(8, 1), _dot_tile(1, 1)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
     """c = a·b in 4×16 register tiles (edges 1–3 rows, 8 columns; 1×64 and 2×32 tiles for
     products of one or two rows), on addresses and byte strides: one compiled specialisation.
@@ -413,7 +413,7 @@ def _gemm_nn_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask,
             _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, m4, n16, k, bias, relu, mask, mask_row)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
     """_gemm_nn_raw in 4×64 tiles of <16 x float> (column edges 16 then 8 wide; edge rows one at a
     time): each element of c is the same FMA chain whatever its tile, so the same bits."""
@@ -436,7 +436,7 @@ def _gemm_nn_wide_raw(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, 
             _NN_1x1(a, a_row, a_col, b, b_row, c, c_row, i, n16, k, bias, relu, mask, mask_row)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _gemm_dot_raw(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
     """c = a·btᵀ as dot products of rows, on addresses and byte strides."""
     if n % 4 == 0:
@@ -457,7 +457,7 @@ def _gemm_dot_raw(a, a_row, bt, b_row, c, c_row, c_col, m, n, k):
                 _DOT_1x1(a, a_row, bt, b_row, c, c_row, c_col, i, j, k)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _transpose_raw(w, w_row, wt, t_row, k, n):
     for i in range(0, k - k % 8, 8):
         for j in range(0, n - n % 8, 8):
@@ -611,7 +611,7 @@ def _matmul_tiled_overload(a, b, c):
     return impl
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def _nn_with_epilogue(a, b, c, bias, relu, mask, mask_row):
     """c = a·b through the NN driver with its epilogue arguments (see _nn_tile), where the layout
     allows the NN tiles (b and c with unit column stride, 8 | columns of c); whether it did."""

@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ...arrays import zeros
-from ...backends.cpu import JIT_EXACT, JIT_FAST, per_index
+from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, per_index
 from ...devices import CPU
 from ...staging import launch
 from ..core.cpu import row_argmax
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def replay_add_row(
     i,
     obs,
@@ -61,7 +61,7 @@ def replay_add_row(
     b_truncated[row] = truncated[i]
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def advance_ring(position, size, rows, capacity):
     position[0] = (position[0] + rows) % capacity
     size[0] = min(size[0] + rows, capacity)
@@ -104,7 +104,7 @@ def slice_columns_kernel(x, start, out):
             out[i, j] = x[i, start + j]
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def add_clipped_noise_at(i, rng, x, std, noise_clip, low, high):
     """Element ``i`` of add_clipped_noise (``x`` flat)."""
     noise = min(max(std * standard_normal(rng[0], rng[1] + np.uint64(2 * i)), -noise_clip), noise_clip)
@@ -144,7 +144,7 @@ def track_episodes_kernel(
             running_length[i] = 0
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def gaussian_tanh_sample_at(i, rng, actor_out, noise, action, log_prob):
     """Row ``i`` of gaussian_tanh_sample: a squashed Gaussian action and its log-probability."""
     a_dim = action.shape[1]
@@ -166,7 +166,7 @@ def gaussian_tanh_sample_kernel(rng, actor_out, noise, action, log_prob):
     rng[1] = rng[1] + np.uint64(2 * action.size)
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def gaussian_tanh_grad(a, d_a, raw_log_std, eps, scale):
     """(∂L/∂mean, ∂L/∂log_std) of one action component; ``scale`` = α / batch. Also compiled as
     the CUDA device function, so both backends share this math."""
@@ -250,14 +250,14 @@ def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
 # Element bodies (one row each) that the CUDA kernels are generated from too.
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def taken_column(action, i, k):
     """Row ``i``'s taken action as a column index (a stored index is in range; the clamp keeps a
     corrupt one inside the row)."""
     return min(max(np.int64(action[i, 0]), 0), k - 1)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def epsilon_greedy_at(i, rng, q, step, initial_eps, final_eps, decay_steps, action):
     """Row ``i`` of epsilon_greedy: stream positions 2i (explore?) and 2i + 1 (which index)."""
     k = q.shape[1]
@@ -276,7 +276,7 @@ def epsilon_greedy_kernel(rng, q, step, initial_eps, final_eps, decay_steps, act
     rng[1] = rng[1] + np.uint64(2 * q.shape[0])
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def dqn_target_at(i, q_next_online, q_next_target, reward, terminated, gamma, target, double):
     """Row ``i`` of dqn_targets."""
     chosen = row_argmax(q_next_online if double else q_next_target, i)
@@ -290,7 +290,7 @@ def dqn_targets_kernel(q_next_online, q_next_target, reward, terminated, gamma, 
         dqn_target_at(i, q_next_online, q_next_target, reward, terminated, gamma, target, double)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def q_huber_gradient_at(i, q, action, target, d_q):
     """Row ``i`` of q_huber_gradient."""
     k = q.shape[1]
@@ -320,7 +320,7 @@ def accumulate_q_stats_kernel(q, action, target, stats):
     stats[2] += total / q.shape[0]
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def taken_q_at(i, q, action, out):
     """Row ``i`` of taken_q."""
     out[i, 0] = q[i, taken_column(action, i, q.shape[1])]
@@ -332,7 +332,7 @@ def taken_q_kernel(q, action, out):
         taken_q_at(i, q, action, out)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def dueling_q_at(i, raw, q):
     """Row ``i`` of dueling_q: V + A_j - mean(A), the advantages summed in column order."""
     n = q.shape[1]
@@ -350,7 +350,7 @@ def dueling_q_kernel(raw, q):
         dueling_q_at(i, raw, q)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def dueling_q_backward_at(i, d_q, d_raw):
     """Row ``i`` of dueling_q_backward: V's gradient is the row's sum, A_j's its own less the mean."""
     n = d_q.shape[1]

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT, JIT_FAST
+from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER
 from ..random.cpu import standard_normal, uniform01
 from . import api
 
@@ -42,7 +42,7 @@ def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, adv
                 returns[t, j] = a + v
 
 
-@njit(**JIT_FAST)
+@njit(**JIT_FAST_INNER)
 def n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n):
     """G_t of env j: up to n rewards, stopping at the episode's or the rollout's end; also
     compiled as the CUDA device function, so both backends share it."""
@@ -107,7 +107,7 @@ def running_stats_update_kernel(x, mean, var, count, nonfinite):
     count[0] = total
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def scale_by_running_std_at(i, var, x, divide) -> None:
     """x[i] times (or over) the running std, in float64: the one body of the CPU loop and the
     CUDA kernels (per_index)."""
@@ -237,7 +237,7 @@ def ppo_policy_gradient_kernel(
     info[3] = clipped_count / batch
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def categorical_sample_at(i, rng, logits, action, log_prob):
     """Row ``i`` of categorical_sample (the CUDA kernel's element body too): the first index whose
     cumulative softmax probability exceeds one uniform draw (the last where rounding leaves the
@@ -391,7 +391,7 @@ def random_permutation_kernel(rng, perm):
     rng[1] = base + np.uint64(n)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def gather_minibatch_at(
     i,
     perm,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT
+from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER
 from ...devices import CPU
 from ...staging import launch
 from . import api
@@ -41,7 +41,7 @@ def standard_normal(key, counter):
     return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def random_uniform_at(i, rng, out, low, high, top):
     """Element ``i`` of random_uniform (the CUDA kernels are generated from this body)."""
     out[i] = low + (high - low) * uniform01(rng[0], rng[1] + np.uint64(i))
@@ -62,7 +62,7 @@ def random_uniform(device: CPU, rng, out, low, high):
     launch(device, random_uniform_kernel, rng, out, low, high, api.uniform_top(out.dtype, low, high))
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def random_normal_at(i, rng, out, mean, std):
     """Element ``i`` of random_normal: Box–Muller over stream positions 2i, 2i + 1."""
     u1 = uniform01(rng[0], rng[1] + np.uint64(2 * i))

@@ -7,7 +7,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...arrays import zeros
-from ...backends.cpu import JIT_EXACT
+from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER
 from ...devices import CPU
 from ...staging import launch
 from ..random.cpu import uniform01
@@ -59,7 +59,7 @@ def select_float(typingctx, condition, if_true, if_false):
     return if_true(condition, if_true, if_false), codegen
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def set_leaf(sum_tree, min_tree, row, value):
     node = sum_tree.shape[0] // 2 + row
     sum_tree[node] = value
@@ -72,7 +72,7 @@ def set_leaf(sum_tree, min_tree, row, value):
         node //= 2
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def tree_descend(sum_tree, mass):
     """The leaf (row) whose cumulative interval holds ``mass``."""
     leaves = sum_tree.shape[0] // 2
@@ -110,7 +110,7 @@ def priority_update(device: CPU, sum_tree, min_tree, max_priority, index, priori
     launch(device, priority_update_lockstep, sum_tree, min_tree, max_priority, index, priority, alpha, eps, node)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def priority_sample_at(k, rng, sum_tree, min_tree, size, beta, index, weight):
     """Draw ``k`` of priority_sample: a descent of the sum tree, its row and importance weight."""
     leaves = sum_tree.shape[0] // 2
@@ -135,7 +135,7 @@ def priority_sample(device: CPU, rng, sum_tree, min_tree, size, beta, index, wei
     launch(device, priority_sample_lockstep, rng, sum_tree, min_tree, size, beta, index, weight, mass)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def copy_transition(
     k,
     row,
@@ -163,7 +163,7 @@ def copy_transition(
     truncated[k] = b_truncated[row]
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def replay_gather_at(
     k,
     index,
@@ -214,7 +214,7 @@ def replay_gather_kernel(index, *buffer_batch):
         replay_gather_at(k, index, *buffer_batch)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def scale_rows_at(i, j, weight, x):
     x[i, j] *= weight[i]
 
@@ -226,7 +226,7 @@ def scale_rows_kernel(weight, x):
             scale_rows_at(i, j, weight, x)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def td_priority_at(i, q1, q2, target, priority):
     # the sum in the arrays' precision; halving is exact in any precision
     priority[i] = (abs(q1[i, 0] - target[i, 0]) + abs(q2[i, 0] - target[i, 0])) * 0.5
@@ -243,7 +243,7 @@ def linear_anneal_kernel(step, start, end, steps, out):
     out[0] = start + (end - start) * min(1.0, np.float64(step[0]) / steps)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def uniform_index_at(k, rng, size, index):
     index[k] = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
 
@@ -255,7 +255,7 @@ def uniform_index_kernel(rng, size, index):
     rng[1] = rng[1] + np.uint64(index.shape[0])
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs, n, gamma, reward, discount):
     """Row k's window: writes reward[k] and discount[k], returns the window's last row."""
     capacity = b_reward.shape[0]
@@ -275,7 +275,7 @@ def n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs
     return row
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def n_step_gather_at(
     k,
     index,
@@ -317,7 +317,7 @@ def n_step_gather_kernel(index, *arguments):
         n_step_gather_at(k, index, *arguments)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def bootstrap_target_at(i, reward, discount, target):
     target[i, 0] = np.float64(reward[i]) + discount[i] * np.float64(target[i, 0])
 
@@ -429,7 +429,7 @@ def priority_sample_lockstep(rng, sum_tree, min_tree, size, beta, index, weight,
     rng[1] = base + np.uint64(count)
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def _leaves_at(at, index):
     """Rows ``index`` of every leaf described in ``at`` (from AT_HEADER on) into its output: the
     by-address form of :func:`gather_rows_kernel` (all rows prefetched first)."""
@@ -458,7 +458,7 @@ def _leaves_at(at, index):
                     output[k, j] = source[row, j]
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def uniform_rows_at(at):
     """:func:`uniform_rows_kernel` with every array given by address in the one int64 array
     ``at`` (header: rng, counters, index, batch size; then the leaves, see AT_HEADER): Python
@@ -477,7 +477,7 @@ def uniform_rows_at(at):
     return True
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def prioritized_rows_at(at):
     """:func:`priority_sample` (as :func:`priority_sample_lockstep`) then the rows gathered, by
     address (header: rng, counters, index, batch size, sum tree, min tree, tree length, beta,
@@ -553,7 +553,7 @@ def priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, 
         width //= 2
 
 
-@njit(**JIT_EXACT)
+@njit(**JIT_EXACT_INNER)
 def checked_priority_update_at(at, priority, alpha, eps):
     """:func:`priority_update_kernel` for the rows ``at`` last drew (its header, see
     :func:`prioritized_rows_at`), as :func:`priority_update_lockstep` (the draws' scratch is free

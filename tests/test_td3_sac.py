@@ -266,3 +266,15 @@ def test_td3_trains_pendulum_with_rl_zoo_gamma_and_other_envs_with_the_shared_de
     for flags, gamma in (([], 0.98), (["--set", "gamma=0.99"], 0.99), (["--env", "acrobot"], 0.99)):
         args = drl.cli.build_parser().parse_args(["train", "td3", "--env", "pendulum", *flags])
         assert drl.cli._run_config(args)[2].gamma == gamma
+
+
+def test_sac_with_a_fixed_alpha_keeps_its_temperature():
+    """auto_alpha=False (Tianshou's MuJoCo default) traces no temperature step: log α stays at
+    log(initial_alpha) while the rest trains; the default tunes it."""
+    config = dataclasses.replace(sac.Config(), total_steps=400, warmup_steps=200, auto_alpha=False, initial_alpha=0.3)
+    fixed = sac.train(drl.CPU(), "pendulum", config, seed=0, progress=False)
+    assert drl.to_numpy(fixed.state.log_alpha.value)[0] == np.float32(np.log(0.3))
+    assert np.isfinite(drl.to_numpy(fixed.state.actor.weights[0].value)).all()
+    tuned = sac.train(drl.CPU(), "pendulum", dataclasses.replace(config, auto_alpha=True), seed=0, progress=False)
+    assert drl.to_numpy(tuned.state.log_alpha.value)[0] != np.float32(np.log(0.3))
+    assert sac.config_for("halfcheetah").auto_alpha is False and sac.Config().auto_alpha is True

@@ -51,7 +51,7 @@ from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import memory, offpolicy
 from .acting import head_action
-from .config import POSITIVE, OffPolicyConfig, Rule, network_constructors
+from .config import FLAG, POSITIVE, OffPolicyConfig, Rule, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
 
@@ -93,8 +93,9 @@ TARGET_ENTROPY = Rule(lambda v: v is None or bool(np.isfinite(v)), "None or a fi
 @dataclass
 class Config(OffPolicyConfig):
     alpha_lr: float = POSITIVE(1e-3)  # Adam learning rate of log α (the temperature)
-    initial_alpha: float = POSITIVE(0.2)  # the SAC paper's temperature; tuned automatically from there
+    initial_alpha: float = POSITIVE(0.2)  # the SAC paper's temperature; tuned from there with auto_alpha
     target_entropy: float | None = TARGET_ENTROPY(None)  # None: −action_dim
+    auto_alpha: bool = FLAG(True)  # tune α towards target_entropy (SB3's ent_coef="auto"); False: α fixed
 
 
 def config_for(env: object) -> Config:
@@ -116,8 +117,9 @@ MUJOCO = Config(
     critic_lr=1e-3,
     gamma=0.99,
     polyak=0.995,  # tau 0.005
-    initial_alpha=0.2,  # alpha (fixed there: auto_alpha is off by default; ours is always tuned)
-    alpha_lr=3e-4,  # alpha_lr (used there with --auto-alpha)
+    initial_alpha=0.2,  # alpha
+    auto_alpha=False,  # auto_alpha (off there by default: the table's α is fixed)
+    alpha_lr=3e-4,  # alpha_lr (used with --auto-alpha)
     train_freq=1,  # step_per_collect 1, update_per_step 1
     num_envs=1,  # training_num
     n_step=1,
@@ -382,7 +384,8 @@ def update(device: Device, config: Config, state: State) -> None:
             device, state.rng, state.actor_train.output, state.pi_noise, state.pi_action, state.pi_log_prob
         )
         delayed = offpolicy.delayed(config, state)
-        when(device, delayed, lambda device: update_temperature(device, config, state))
+        if config.auto_alpha:  # decided while tracing: a fixed α traces no temperature step
+            when(device, delayed, lambda device: update_temperature(device, config, state))
         update_critics(device, config, state)
         when(device, delayed, lambda device: update_actor(device, config, state))
         update_targets(device, config, state)

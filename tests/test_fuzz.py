@@ -314,6 +314,19 @@ def d_pre_reference(device, dtype, activation, pre, out, d_out):
     return expected, bound
 
 
+def assert_d_pre(device, dtype, activation, pre, out, d_out, d_pre):
+    """The kernel's d_pre against d_pre_reference; returns the reference and its bound."""
+    expected, bound = d_pre_reference(device, dtype, activation, pre, out, d_out)
+    assert_within("d_pre", host(d_pre), expected, bound)
+    return expected, bound
+
+
+def assert_d_x(d_x, W, g, d_pre_bound, dtype, n_out):
+    """The kernel's input gradient d_x = g·Wᵀ, g the reference d_pre (bounded by d_pre_bound)."""
+    d_x_bound = product_bound(g, f64(W).T, dtype, n_out) + d_pre_bound @ np.abs(f64(W)).T
+    assert_within("d_x", host(d_x), g @ f64(W).T, d_x_bound)
+
+
 @devices
 @fuzz
 def test_dense_backward(name, data):
@@ -338,19 +351,16 @@ def test_dense_backward(name, data):
         d_x,
         activation,
     )
-    ref_d_pre, d_pre_bound = d_pre_reference(device, dtype, activation, pre, out, d_out)
-    assert_within("d_pre", host(d_pre), ref_d_pre, d_pre_bound)
     # the parameter and input gradients are sums over the kernel's d_pre (which may be
     # recomputed per thread: its error bound carries through the sums)
-    g = ref_d_pre
+    g, d_pre_bound = assert_d_pre(device, dtype, activation, pre, out, d_out, d_pre)
     dW_bound = product_bound(f64(x).T, g, dtype, batch) + np.abs(f64(x)).T @ d_pre_bound
     assert_within("dW", host(dW), f64(x).T @ g, dW_bound)
     ones = np.ones((1, batch))
     db_bound = product_bound(ones, g, dtype, batch)[0] + d_pre_bound.sum(0)
     assert_within("db", host(db), g.sum(0), db_bound)
     if with_d_x:
-        d_x_bound = product_bound(g, f64(W).T, dtype, n_out) + d_pre_bound @ np.abs(f64(W)).T
-        assert_within("d_x", host(d_x), g @ f64(W).T, d_x_bound)
+        assert_d_x(d_x, W, g, d_pre_bound, dtype, n_out)
 
 
 @devices
@@ -365,10 +375,8 @@ def test_dense_input_gradient(name, data):
     drl.dense_input_gradient(
         device, put(device, W), put(device, pre), put(device, out), put(device, d_out), d_pre, d_x, activation
     )
-    g, d_pre_bound = d_pre_reference(device, dtype, activation, pre, out, d_out)
-    assert_within("d_pre", host(d_pre), g, d_pre_bound)
-    d_x_bound = product_bound(g, f64(W).T, dtype, n_out) + d_pre_bound @ np.abs(f64(W)).T
-    assert_within("d_x", host(d_x), g @ f64(W).T, d_x_bound)
+    g, d_pre_bound = assert_d_pre(device, dtype, activation, pre, out, d_out, d_pre)
+    assert_d_x(d_x, W, g, d_pre_bound, dtype, n_out)
 
 
 # --- losses and optimisers ----------------------------------------------------------------------

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from testkit import state_bytes
 
 import dispatchrl as drl
 from dispatchrl.algorithms import ppo, sac, td3
@@ -19,28 +20,6 @@ from dispatchrl.training.envspec import resolve_env
 from dispatchrl.training.runs import build_state, restore_for_resume, save_run
 
 DEEP = "[" * 6000 + "]" * 6000  # json's C scanner raises RecursionError near 1000 levels
-
-
-def _state_bytes(tree, seen):
-    """Bytes of every distinct numpy buffer reachable from ``tree`` (a built state)."""
-    if isinstance(tree, np.ndarray):
-        while isinstance(tree.base, np.ndarray):
-            tree = tree.base
-        if id(tree) in seen:
-            return 0
-        seen.add(id(tree))
-        return tree.nbytes
-    if isinstance(tree, drl.Array):
-        return _state_bytes(tree.data, seen)
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        return sum(_state_bytes(getattr(tree, f.name), seen) for f in dataclasses.fields(tree))
-    if isinstance(tree, (list, tuple)):
-        return sum(_state_bytes(v, seen) for v in tree)
-    if isinstance(tree, dict):
-        return sum(_state_bytes(v, seen) for v in tree.values())
-    if hasattr(tree, "__dict__"):
-        return sum(_state_bytes(v, seen) for v in vars(tree).values())
-    return 0
 
 
 # ---------------------------------------------------------------- 13: memory before it is taken
@@ -59,7 +38,7 @@ def test_memory_estimate_matches_what_the_state_allocates(algo, config):
 
     spec = resolve_env("pendulum", config.num_envs)
     state = build_state(algo, drl.CPU(), spec, config, 0)
-    built = _state_bytes(state, set())
+    built = state_bytes(state, set())
     episodes = driver.episode_ring_capacity(config.num_envs, algo.schedule(config).env_steps)
     estimated = memory.total_bytes(memory.estimate(algo, config, spec.obs_dim, spec.action_dim, episodes))
     assert abs(estimated - built) <= 0.02 * built, (estimated, built)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testkit import numeric_gradient, state_bytes
 
 import dispatchrl as drl
 from dispatchrl.errors import ConfigError, DTypeError, ShapeError
@@ -121,13 +122,10 @@ def test_q_huber_gradient_and_stats_against_reference(device, rows, k, seed, sca
     np.testing.assert_allclose(host(d_q), expected, rtol=1e-6, atol=1e-7)
     # the gradient is the Huber loss's: a central difference of the float64 loss agrees
     loss = lambda e: np.mean(np.where(np.abs(e) <= 1.0, 0.5 * e * e, np.abs(e) - 0.5))  # noqa: E731
-    h = 1e-6
+    numeric = numeric_gradient(loss, error)
     for i in range(rows):
         if abs(abs(error[i]) - 1.0) > 1e-3:  # away from the kink
-            bump = np.zeros(rows)
-            bump[i] = h
-            numeric = (loss(error + bump) - loss(error - bump)) / (2 * h)
-            assert abs(numeric - expected[i, taken[i]]) < 1e-6
+            assert abs(numeric[i] - expected[i, taken[i]]) < 1e-6
     stats = put(device, np.zeros(3), np.float64)
     rl.accumulate_q_stats(device, put(device, q), put(device, action), put(device, target), stats)
     q_taken = q[np.arange(rows), taken].astype(np.float64)
@@ -477,28 +475,6 @@ def test_checkpoint_refuses_more_gradient_steps_than_the_schedule_allows(tmp_pat
         checkpoint.write(tmp_path / name, {**saved, field: np.array([value], np.int64)}, meta)
         with pytest.raises(drl.CheckpointError, match=f"'{field}'"):
             load_run(tmp_path / name, {"dqn": dqn})
-
-
-def state_bytes(tree, seen):
-    """Bytes of every distinct numpy buffer reachable from ``tree`` (tests/test_bad_input.py's)."""
-    if isinstance(tree, np.ndarray):
-        while isinstance(tree.base, np.ndarray):
-            tree = tree.base
-        if id(tree) in seen:
-            return 0
-        seen.add(id(tree))
-        return tree.nbytes
-    if isinstance(tree, drl.Array):
-        return state_bytes(tree.data, seen)
-    if hasattr(tree, "__dataclass_fields__") and not isinstance(tree, type):
-        return sum(state_bytes(getattr(tree, f), seen) for f in tree.__dataclass_fields__)
-    if isinstance(tree, (list, tuple)):
-        return sum(state_bytes(v, seen) for v in tree)
-    if isinstance(tree, dict):
-        return sum(state_bytes(v, seen) for v in tree.values())
-    if hasattr(tree, "__dict__"):
-        return sum(state_bytes(v, seen) for v in vars(tree).values())
-    return 0
 
 
 @pytest.mark.parametrize("dueling", [False, True])

@@ -8,6 +8,7 @@ import math
 import gymnasium
 import numpy as np
 import pytest
+from testkit import numeric_gradient
 
 import dispatchrl as drl
 from dispatchrl import cli
@@ -140,23 +141,8 @@ def test_policy_gradient_matches_finite_differences(device, normalize):
         info,
     )
     args = (action, old_log_prob, advantage, clip, entropy_coef, normalize)
-    h = 1e-6
-    num_mean = np.zeros((b, a))
-    for i in range(b):
-        for j in range(a):
-            up, down = mean.copy(), mean.copy()
-            up[i, j] += h
-            down[i, j] -= h
-            num_mean[i, j] = (reference_actor_loss(up, log_std, *args) - reference_actor_loss(down, log_std, *args)) / (
-                2 * h
-            )
-    num_log_std = np.array(
-        [
-            (reference_actor_loss(mean, log_std + h * e, *args) - reference_actor_loss(mean, log_std - h * e, *args))
-            / (2 * h)
-            for e in np.eye(a)
-        ]
-    )
+    num_mean = numeric_gradient(lambda m: reference_actor_loss(m, log_std, *args), mean)
+    num_log_std = numeric_gradient(lambda s: reference_actor_loss(mean, s, *args), log_std)
     np.testing.assert_allclose(host(d_mean), num_mean, rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(host(d_log_std), num_log_std, rtol=1e-3, atol=1e-5)
     kl = (

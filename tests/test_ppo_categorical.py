@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testkit import numeric_gradient
 
 import dispatchrl as drl
 from dispatchrl import cli
@@ -111,14 +112,7 @@ def test_categorical_gradient_matches_finite_differences(device, seed, k, normal
         info,
     )
     args = (action, old_log_prob.astype(np.float64), advantage.astype(np.float64), clip, entropy_coef, normalize)
-    h = 1e-6
-    numeric = np.zeros((b, k))
-    for i in range(b):
-        for j in range(k):
-            up, down = logits.copy(), logits.copy()
-            up[i, j] += h
-            down[i, j] -= h
-            numeric[i, j] = (reference_loss(up, *args) - reference_loss(down, *args)) / (2 * h)
+    numeric = numeric_gradient(lambda x: reference_loss(x, *args), logits)
     np.testing.assert_allclose(host(d_logits), numeric, rtol=1e-3, atol=1e-5)
     log_p, old = log_softmax(logits), log_softmax(old_logits)
     ratio = np.exp(log_p[np.arange(b), action] - old_log_prob)

@@ -8,6 +8,7 @@ import numpy as np
 import plum
 import pytest
 from gymnasium.utils.env_checker import check_env
+from testkit import assert_same_trajectories, env_trajectory
 
 import dispatchrl as drl
 import dispatchrl.envs as E
@@ -137,25 +138,6 @@ def test_pendulum_against_float64_reference(normalized):
         np.testing.assert_allclose(drl.to_numpy(state.obs), np.stack([np.cos(th), np.sin(th), thdot], 1), atol=1e-6)
 
 
-def _trajectory(dev, env, steps=6):
-    """Reset, steps with varied actions, a partial reset_done, a few more steps: every output."""
-    n = env.num_envs
-    state, rng = E.env_state(dev, env), drl.rng(dev, 7)
-    E.env_reset(dev, env, state, rng)
-    action = drl.asarray(dev, np.linspace(-1.5, 1.5, n, dtype=np.float32)[:, None])
-    out = [drl.to_numpy(state.obs)]
-    for t in range(steps):
-        E.env_step(dev, env, state, action)
-        if t == steps // 2:
-            drl.assign(state.truncated, np.arange(n) % 3 == 0)
-            E.env_reset_done(dev, env, state, rng)
-        out += [
-            drl.to_numpy(x)
-            for x in (state.obs, state.reward, state.terminated, state.truncated, state.steps, state.physics)
-        ]
-    return out + [drl.to_numpy(rng)]
-
-
 @pytest.mark.parametrize(
     "env",
     [E.Pendulum(8, max_episode_steps=4), E.AcrobotContinuous(8, max_episode_steps=4)],
@@ -164,13 +146,10 @@ def _trajectory(dev, env, steps=6):
 def test_devices_give_the_same_trajectories(env, cuda_device):
     # the same expressions everywhere; sin/cos may differ in the last bit between libm, numpy's
     # SIMD loops and CUDA's intrinsics, hence a tolerance on floats (flags and counters exact)
-    reference = _trajectory(drl.Generic(), env)
+    actions = np.linspace(-1.5, 1.5, env.num_envs, dtype=np.float32)
+    reference = env_trajectory(drl.Generic(), env, actions)
     for dev in (drl.CPU(), cuda_device):
-        for ref, got in zip(reference, _trajectory(dev, env)):
-            if ref.dtype.kind == "f":
-                np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6, err_msg=repr(dev))
-            else:
-                np.testing.assert_array_equal(got, ref, err_msg=repr(dev))
+        assert_same_trajectories(reference, env_trajectory(dev, env, actions), dev)
 
 
 CLASSIC_KERNELS = {

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from testkit import assert_same_trajectories, env_trajectory
 
 import dispatchrl as drl
 import dispatchrl.envs as E
@@ -108,26 +109,6 @@ def test_native_env_follows_gymnasium_from_its_own_resets(ref_id, device_name):
     assert not alive.any() and lengths.max() == env.max_episode_steps and lengths.min() < env.max_episode_steps
 
 
-def _trajectory(dev, env, actions, steps=6):
-    """Reset, steps with ``actions`` (indices, some out of range), a partial reset_done, a few more
-    steps: every output."""
-    n = env.num_envs
-    state, rng = E.env_state(dev, env), drl.rng(dev, 7)
-    E.env_reset(dev, env, state, rng)
-    action = drl.asarray(dev, actions[:, None])
-    out = [drl.to_numpy(state.obs)]
-    for t in range(steps):
-        E.env_step(dev, env, state, action)
-        if t == steps // 2:
-            drl.assign(state.truncated, np.arange(n) % 3 == 0)
-            E.env_reset_done(dev, env, state, rng)
-        out += [
-            drl.to_numpy(x)
-            for x in (state.obs, state.reward, state.terminated, state.truncated, state.steps, state.physics)
-        ]
-    return out + [drl.to_numpy(rng)]
-
-
 #: indices a fused policy should never produce, but a kernel must survive: clamped into [0, n-1]
 WILD = np.array([-3.0, 0.0, 0.5, 1.0, 1.9, 2.0, 7.0, np.inf, -np.inf, np.nan], np.float32)
 
@@ -136,13 +117,9 @@ WILD = np.array([-3.0, 0.0, 0.5, 1.0, 1.9, 2.0, 7.0, np.inf, -np.inf, np.nan], n
 def test_devices_give_the_same_trajectories(ref_id, cuda_device):
     cls, _, _ = CASES[ref_id]
     env = cls(len(WILD), max_episode_steps=4)
-    reference = _trajectory(drl.Generic(), env, WILD)
+    reference = env_trajectory(drl.Generic(), env, WILD)  # indices, some out of range
     for dev in (drl.CPU(), drl.C(), cuda_device):
-        for ref, got in zip(reference, _trajectory(dev, env, WILD)):
-            if ref.dtype.kind == "f":  # sin/cos may differ in the last bit between libm, numpy and CUDA
-                np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6, err_msg=repr(dev))
-            else:
-                np.testing.assert_array_equal(got, ref, err_msg=repr(dev))
+        assert_same_trajectories(reference, env_trajectory(dev, env, WILD), dev)
 
 
 @pytest.mark.parametrize("device_name", ["generic", "cpu", "c"])

@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 
 import dispatchrl as drl
+import dispatchrl.envs as E
 
 
 def state_bytes(tree, seen):
@@ -27,6 +28,36 @@ def state_bytes(tree, seen):
     if hasattr(tree, "__dict__"):
         return sum(state_bytes(v, seen) for v in vars(tree).values())
     return 0
+
+
+def env_trajectory(dev, env, actions, steps=6):
+    """Reset, steps with ``actions`` (one per env), a partial reset_done, a few more steps: every
+    output."""
+    n = env.num_envs
+    state, rng = E.env_state(dev, env), drl.rng(dev, 7)
+    E.env_reset(dev, env, state, rng)
+    action = drl.asarray(dev, actions[:, None])
+    out = [drl.to_numpy(state.obs)]
+    for t in range(steps):
+        E.env_step(dev, env, state, action)
+        if t == steps // 2:
+            drl.assign(state.truncated, np.arange(n) % 3 == 0)
+            E.env_reset_done(dev, env, state, rng)
+        out += [
+            drl.to_numpy(x)
+            for x in (state.obs, state.reward, state.terminated, state.truncated, state.steps, state.physics)
+        ]
+    return out + [drl.to_numpy(rng)]
+
+
+def assert_same_trajectories(reference, got, dev):
+    """Floats to 1e-6 (sin/cos may differ in the last bit between libm, numpy's SIMD loops and
+    CUDA's intrinsics), flags and counters exactly."""
+    for ref, g in zip(reference, got):
+        if ref.dtype.kind == "f":
+            np.testing.assert_allclose(g, ref, rtol=0, atol=1e-6, err_msg=repr(dev))
+        else:
+            np.testing.assert_array_equal(g, ref, err_msg=repr(dev))
 
 
 def numeric_gradient(f, x, h=1e-6):

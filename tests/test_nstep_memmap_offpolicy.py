@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 from agreement import against_generic, run_arrays
+from testkit import n_step_windows
 
 import dispatchrl as drl
 from dispatchrl.algorithms import sac, td3
@@ -21,24 +22,17 @@ def windows(ring, index, num_envs, n, gamma):
     """Float64 numpy: each sampled row's window of its env's next transitions in the ring."""
     obs, reward, next_obs = (ring[k] for k in ("replay.obs.", "replay.reward.", "replay.next_obs."))
     terminated, truncated = ring["replay.terminated."], ring["replay.truncated."]
-    capacity, newest = len(reward), (int(ring["replay.position."][0]) - 1) % len(reward)
-    out = {k: [] for k in ("obs", "reward", "next_obs", "terminated", "truncated", "discount", "steps")}
-    for row in index:
-        out["obs"].append(obs[row])
-        total, k = 0.0, 0
-        while True:
-            total += gamma**k * float(reward[row])
-            k += 1
-            if k == n or terminated[row] or truncated[row] or (newest - row) % capacity < num_envs:
-                break
-            row = (row + num_envs) % capacity
-        out["reward"].append(total)
-        out["discount"].append(gamma**k)
-        out["steps"].append(k)
-        out["next_obs"].append(next_obs[row])
-        out["terminated"].append(terminated[row])
-        out["truncated"].append(truncated[row])
-    return {k: np.array(v) for k, v in out.items()}
+    newest = (int(ring["replay.position."][0]) - 1) % len(reward)
+    total, discount, steps, last = n_step_windows(reward, terminated, truncated, newest, index, num_envs, n, gamma)
+    return {
+        "obs": obs[index],
+        "reward": total,
+        "next_obs": next_obs[last],
+        "terminated": terminated[last],
+        "truncated": truncated[last],
+        "discount": discount,
+        "steps": steps,
+    }
 
 
 @pytest.mark.parametrize("prioritized", [False, True])

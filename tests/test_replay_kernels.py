@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from testkit import n_step_windows
 
 import dispatchrl as drl
 from dispatchrl.data import replay_buffer, transitions
@@ -212,23 +213,16 @@ def test_declarations_refuse_bad_arguments():
 
 def n_step_reference(rows, position, size, index, num_envs, n, gamma):
     """Float64 numpy n-step windows over a ring written ``num_envs`` rows per step."""
-    obs, action, reward, next_obs, terminated, truncated = rows
-    capacity = len(reward)
-    newest = (position - 1) % capacity
-    out = {k: [] for k in ("reward", "next_obs", "terminated", "truncated", "discount")}
-    for r in index:
-        total, k = 0.0, 0
-        while True:
-            total += gamma**k * float(reward[r])
-            k += 1
-            if k == n or terminated[r] or truncated[r] or (newest - r) % capacity < num_envs:
-                break
-            r = (r + num_envs) % capacity
-        out["reward"].append(total)
-        out["discount"].append(gamma**k)
-        for key, x in (("next_obs", next_obs), ("terminated", terminated), ("truncated", truncated)):
-            out[key].append(x[r])
-    return {k: np.array(v) for k, v in out.items()}
+    _, _, reward, next_obs, terminated, truncated = rows
+    newest = (position - 1) % len(reward)
+    total, discount, _, last = n_step_windows(reward, terminated, truncated, newest, index, num_envs, n, gamma)
+    return {
+        "reward": total,
+        "next_obs": next_obs[last],
+        "terminated": terminated[last],
+        "truncated": truncated[last],
+        "discount": discount,
+    }
 
 
 @pytest.mark.parametrize("steps", [5, 9])  # partly filled; wrapped (position 2 of 7 rows)

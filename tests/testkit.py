@@ -60,6 +60,28 @@ def assert_same_trajectories(reference, got, dev):
             np.testing.assert_array_equal(g, ref, err_msg=repr(dev))
 
 
+def n_step_windows(reward, terminated, truncated, newest, index, num_envs, n, gamma):
+    """Float64 numpy n-step windows over a replay ring written ``num_envs`` rows per step, ``newest``
+    the last row written: for each row of ``index``, the discounted sum of up to ``n`` rewards of its
+    env (cut by a termination, a truncation or the newest write), gamma**k, k and the window's last
+    row, as arrays."""
+    capacity = len(reward)
+    totals, discounts, steps, last = [], [], [], []
+    for row in index:
+        total, k = 0.0, 0
+        while True:
+            total += gamma**k * float(reward[row])
+            k += 1
+            if k == n or terminated[row] or truncated[row] or (newest - row) % capacity < num_envs:
+                break
+            row = (row + num_envs) % capacity
+        totals.append(total)
+        discounts.append(gamma**k)
+        steps.append(k)
+        last.append(row)
+    return np.array(totals), np.array(discounts), np.array(steps), np.array(last, np.int64)
+
+
 def numeric_gradient(f, x, h=1e-6):
     """Central differences of the scalar function ``f`` at the float64 array ``x``, one element at a
     time."""

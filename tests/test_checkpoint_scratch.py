@@ -2,10 +2,9 @@
 by scribbling over them at every chunk boundary), no episode log (the run's history of finished
 episodes instead), and format-4 files, which held both, still load."""
 
-import json
-
 import numpy as np
 import pytest
+from testkit import write_as_version
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
@@ -100,14 +99,7 @@ def as_version_4(result, path, target):
         log = np.zeros(1 << 16, values.dtype)
         log[:held] = values
         arrays[name] = log
-    meta = {k: v for k, v in meta.items() if k not in ("digest", "format", "version")}
-    current = checkpoint.VERSION
-    try:
-        checkpoint.VERSION = 4
-        checkpoint.write(target, arrays, meta)
-    finally:
-        checkpoint.VERSION = current
-    assert json.loads(checkpoint.paths(target)[1].read_text())["version"] == 4
+    write_as_version(target, arrays, meta, 4)
 
 
 @pytest.mark.parametrize("algo", ["td3", "sac", "ppo"])

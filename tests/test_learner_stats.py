@@ -4,11 +4,11 @@ training step accumulates, against float64 numpy recomputations; the rows the lo
 format-3 checkpoint migration; and predict(deterministic=False)."""
 
 import itertools
-import json
 import math
 
 import numpy as np
 import pytest
+from testkit import write_as_version
 
 import dispatchrl as drl
 from dispatchrl import checkpoint
@@ -215,14 +215,7 @@ def as_version_3(path, target):
     meta, arrays = checkpoint.load(path)
     for name in ("critic_stats", "actor_stats", "explained_variance"):
         arrays.pop(name, None)
-    meta = {k: v for k, v in meta.items() if k not in ("digest", "format", "version")}
-    monkey = checkpoint.VERSION
-    try:
-        checkpoint.VERSION = 3
-        checkpoint.write(target, arrays, meta)
-    finally:
-        checkpoint.VERSION = monkey
-    assert json.loads(checkpoint.paths(target)[1].read_text())["version"] == 3
+    write_as_version(target, arrays, meta, 3)
 
 
 @pytest.mark.parametrize("algo", ["td3", "ppo"])

@@ -1,11 +1,13 @@
 """Small helpers that several test files share."""
 
 import dataclasses
+import json
 
 import numpy as np
 
 import dispatchrl as drl
 import dispatchrl.envs as E
+from dispatchrl import checkpoint
 
 
 def state_bytes(tree, seen):
@@ -80,6 +82,20 @@ def n_step_windows(reward, terminated, truncated, newest, index, num_envs, n, ga
         steps.append(k)
         last.append(row)
     return np.array(totals), np.array(discounts), np.array(steps), np.array(last, np.int64)
+
+
+def write_as_version(target, arrays, meta, version):
+    """``arrays`` and ``meta`` (as checkpoint.load returns them) written to ``target`` as the
+    checkpoint of format ``version`` that an earlier release wrote: that version, the digest of
+    this content."""
+    meta = {k: v for k, v in meta.items() if k not in ("digest", "format", "version")}
+    current = checkpoint.VERSION
+    try:
+        checkpoint.VERSION = version
+        checkpoint.write(target, arrays, meta)
+    finally:
+        checkpoint.VERSION = current
+    assert json.loads(checkpoint.paths(target)[1].read_text())["version"] == version
 
 
 def numeric_gradient(f, x, h=1e-6):

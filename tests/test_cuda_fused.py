@@ -4,6 +4,7 @@ stay small; the single-block program itself does not depend on the block size.""
 
 import numpy as np
 import pytest
+from testkit import branching_step
 
 import dispatchrl as drl
 from dispatchrl import nn
@@ -73,15 +74,6 @@ def test_fused_matches_launch_loop_and_cpu(cuda_device, block_size):
     # the same per-element bodies in both CUDA paths (the loss reduction may sum in another order)
     assert_close(runs["fused"], runs["launches"], rtol=1e-6)
     assert_close(runs["fused"], state(cpu_net, cpu_loss), rtol=2e-5)
-
-
-def branching_step(device, counter, x, evens, below):
-    """x is halved once counter >= 3; evens counts even counts; below counts steps while counter < 3."""
-    drl.when(device, drl.Every(counter, 2), lambda d: drl.increment(d, evens))
-    drl.when(
-        device, drl.Below(counter, 3), lambda d: drl.increment(d, below), lambda d: drl.polyak_update(d, x, x, 0.5)
-    )
-    drl.increment(device, counter)
 
 
 def test_branches_run_on_the_device_in_one_launch(cuda_device):

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import plum
 import pytest
+from testkit import branching_step
 
 import dispatchrl as drl
 from dispatchrl import cache, nn
@@ -250,15 +251,6 @@ def test_custom_backend_example_runs():
     assert result.returncode == 0, result.stderr
     assert "60 dense_forward calls" in result.stdout
     assert "same weights on both devices" in result.stdout
-
-
-def branching_step(device, counter, x, evens, below):
-    """x += 1 every step; evens += 1 on even counts; below counts steps while counter < 3."""
-    drl.when(device, drl.Every(counter, 2), lambda d: drl.increment(d, evens))
-    drl.when(
-        device, drl.Below(counter, 3), lambda d: drl.increment(d, below), lambda d: drl.polyak_update(d, x, x, 0.5)
-    )
-    drl.increment(device, counter)
 
 
 def test_staged_branches_match_eager(device):

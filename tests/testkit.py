@@ -108,3 +108,14 @@ def numeric_gradient(f, x, h=1e-6):
         down[i] -= h
         grad[i] = (f(up) - f(down)) / (2 * h)
     return grad
+
+
+def branching_step(device, counter, x, evens, below):
+    """A step with both kinds of branch: evens counts the steps at an even count, below the steps
+    while counter < 3, the others polyak-update x with itself (x unchanged); counter counts every
+    step."""
+    drl.when(device, drl.Every(counter, 2), lambda d: drl.increment(d, evens))
+    drl.when(
+        device, drl.Below(counter, 3), lambda d: drl.increment(d, below), lambda d: drl.polyak_update(d, x, x, 0.5)
+    )
+    drl.increment(device, counter)

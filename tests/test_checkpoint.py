@@ -246,21 +246,11 @@ def test_resume_from_a_rotated_directory(tmp_path):
     first = td3.train(drl.CPU(), "pendulum", td3.Config(**config), seed=0, progress=False)
     first.save(tmp_path / "single")
     checkpoint.save(tmp_path / "dir", first.state, checkpoint.load(tmp_path / "single")[0], keep=3)
-    a = td3.train(
-        drl.CPU(),
-        "pendulum",
-        td3.Config(**{**config, "total_steps": 400}),
-        seed=0,
-        progress=False,
-        resume=tmp_path / "single",
-    )
-    b = td3.train(
-        drl.CPU(),
-        "pendulum",
-        td3.Config(**{**config, "total_steps": 400}),
-        seed=0,
-        progress=False,
-        resume=tmp_path / "dir",
+    # the same 400-step run, resumed from the single checkpoint and from the rotated directory
+    longer = {**config, "total_steps": 400}
+    a, b = (
+        td3.train(drl.CPU(), "pendulum", td3.Config(**longer), seed=0, progress=False, resume=tmp_path / at)
+        for at in ("single", "dir")
     )
     assert worker.state_hash(a) == worker.state_hash(b)
 

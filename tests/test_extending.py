@@ -1,5 +1,6 @@
 """Extension points (issue 16): user devices, user envs and user networks plug in by adding methods."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -208,13 +209,13 @@ def test_example_custom_backend_runs():
 # ---------------------------------------------------------------- environments
 
 
-def _custom_env_module():
+def _example_module(name):
+    """examples/``name``.py, imported as the module ``name``."""
     sys.path.insert(0, str(EXAMPLES))
     try:
-        import custom_env
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(EXAMPLES))
-    return custom_env
 
 
 def test_custom_env_step_is_one_compiled_loop():
@@ -222,7 +223,7 @@ def test_custom_env_step_is_one_compiled_loop():
     from dispatchrl.training.envspec import resolve_env
     from dispatchrl.training.runs import build_state
 
-    custom_env = _custom_env_module()
+    custom_env = _example_module("custom_env")
     spec = resolve_env("custom_env:PointReacher", 2)
     assert isinstance(spec.native, custom_env.PointReacher) and spec.native.num_envs == 2
     assert (spec.name, spec.obs_dim, spec.action_dim, spec.eval_id) == (
@@ -241,7 +242,7 @@ def test_custom_env_step_is_one_compiled_loop():
 
 
 def test_custom_env_matches_a_numpy_reference():
-    custom_env = _custom_env_module()
+    custom_env = _example_module("custom_env")
     env, cpu = custom_env.PointReacher(num_envs=3), drl.CPU()
     state, stream = drl.env_state(cpu, env), drl.rng(cpu, 7)
     drl.env_reset(cpu, env, state, stream)
@@ -260,7 +261,7 @@ def test_custom_env_matches_a_numpy_reference():
 def test_custom_env_registered_with_gymnasium():
     import gymnasium
 
-    custom_env = _custom_env_module()
+    custom_env = _example_module("custom_env")
     env = gymnasium.make(custom_env.ENV_ID)
     obs, _ = env.reset(seed=3)
     again, _ = env.reset(seed=3)
@@ -362,15 +363,6 @@ def test_example_custom_network_reaches_the_mlp_quality_bar():
     assert mean >= -400, out
 
 
-def _custom_network_module():
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        import custom_network
-    finally:
-        sys.path.remove(str(EXAMPLES))
-    return custom_network
-
-
 def _residual_reference(net, x):
     """float64 numpy forward of the example's ResidualMLP: h <- h + f(h) on equal-width hidden layers."""
     acts = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh, "identity": lambda v: v}
@@ -396,7 +388,7 @@ def _deployed_policies(network):
 def test_sac_and_ppo_deploy_the_user_network_they_trained():
     # the deployed policy must run the user network's forward (residual skips included), not an
     # MLP rebuilt from its weights
-    custom_network = _custom_network_module()
+    custom_network = _example_module("custom_network")
     sac, ppo, low, high = _deployed_policies("custom_network:residual_mlp")
     assert isinstance(sac.actor, custom_network.ResidualMLP) and isinstance(ppo.actor, custom_network.ResidualMLP)
     obs = np.random.default_rng(5).normal(size=(6, 3)).astype(np.float32) * 2
@@ -467,7 +459,7 @@ def test_extending_page_runs(tmp_path):
 
 
 def test_every_algorithm_builds_its_networks_with_the_configured_constructor():
-    custom_network = _custom_network_module()
+    custom_network = _example_module("custom_network")
     for algo in (drl.td3, drl.sac, drl.ppo):
         config = algo.Config(network="custom_network:residual_mlp")
         config.validate()

@@ -85,19 +85,25 @@ def test_refused_without_a_critic_observation():
         td3.train(drl.Generic(), "pendulum", dataclasses.replace(config, asymmetric_critic=1), seed=0, progress=False)
 
 
-@pytest.mark.parametrize("algo", [td3, sac])
-def test_training_stores_both_observations_and_critics_see_the_privileged_one(algo):
-    """Generic device (numpy, no compilation): replay rows are [actor obs | critic obs]; the
-    critics' first layer takes critic columns + actions, the actor's the env's observation; a
-    row's next critic observation is the following row's (same env, no reset between)."""
-    config = algo.Config(
-        total_steps=60 * ENV.num_envs,
+def small_config(algo, steps_per_env):
+    """``algo``'s asymmetric-critic config on ENV for ``steps_per_env`` steps per env, small enough
+    for the Generic device."""
+    return algo.Config(
+        total_steps=steps_per_env * ENV.num_envs,
         warmup_steps=20,
         batch_size=8,
         hidden=(16,),
         num_envs=ENV.num_envs,
         asymmetric_critic=True,
     )
+
+
+@pytest.mark.parametrize("algo", [td3, sac])
+def test_training_stores_both_observations_and_critics_see_the_privileged_one(algo):
+    """Generic device (numpy, no compilation): replay rows are [actor obs | critic obs]; the
+    critics' first layer takes critic columns + actions, the actor's the env's observation; a
+    row's next critic observation is the following row's (same env, no reset between)."""
+    config = small_config(algo, 60)
     result = algo.train(drl.Generic(), ENV, config, seed=1, progress=False)
     s, obs_dim = result.state, ENV.observation_dim
     assert drl.to_numpy(s.critic1.weights[0].value).shape == (CRITIC_COLUMNS + 4, 16)
@@ -122,14 +128,7 @@ def test_training_stores_both_observations_and_critics_see_the_privileged_one(al
 @pytest.mark.parametrize("algo", [td3, sac])
 def test_fused_cpu_and_c_steps_agree_with_generic(algo):
     """The asymmetric step fused on CPU and C (six updates after warm-up) against Generic's."""
-    config = algo.Config(
-        total_steps=26 * ENV.num_envs,
-        warmup_steps=20,
-        batch_size=8,
-        hidden=(16,),
-        num_envs=ENV.num_envs,
-        asymmetric_critic=True,
-    )
+    config = small_config(algo, 26)
     reference = run_arrays(algo.train(drl.Generic(), ENV, config, seed=1, progress=False))
     assert reference["replay.obs."].shape[1] == ENV.observation_dim + CRITIC_COLUMNS
     for device in (drl.CPU(), drl.C()):

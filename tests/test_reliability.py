@@ -204,21 +204,8 @@ def test_cli_divergence_exits_3_with_strict_json_and_keeps_the_good_checkpoint(t
     assert main(["train", "td3", "--steps", "300", "--no-eval", "--json", "--save", str(good)]) == 0
     before = Path(f"{good}.npz").read_bytes(), Path(f"{good}.json").read_bytes()
     capsys.readouterr()
-    code = main(
-        [
-            "train",
-            "td3",
-            "--steps",
-            "3000",
-            "--set",
-            "critic_lr=1e9",
-            "--set",
-            "check_every=200",
-            "--json",
-            "--save",
-            str(good),
-        ]
-    )
+    diverging = ["train", "td3", "--steps", "3000", "--set", "critic_lr=1e9"]
+    code = main([*diverging, "--set", "check_every=200", "--json", "--save", str(good)])
     assert code == 3
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1], parse_constant=lambda c: pytest.fail(c))
@@ -227,25 +214,8 @@ def test_cli_divergence_exits_3_with_strict_json_and_keeps_the_good_checkpoint(t
     assert (Path(f"{good}.npz").read_bytes(), Path(f"{good}.json").read_bytes()) == before
     # periodic checkpoints written before the divergence stay loadable
     directory = tmp_path / "periodic"
-    assert main(
-        [
-            "train",
-            "td3",
-            "--steps",
-            "3000",
-            "--set",
-            "critic_lr=1e9",
-            "--set",
-            "check_every=1000",
-            "--save",
-            str(directory),
-            "--save-every",
-            "500",
-            "--keep",
-            "5",
-            "--no-eval",
-        ]
-    ) in (3,)
+    periodic = ["--save", str(directory), "--save-every", "500", "--keep", "5", "--no-eval"]
+    assert main([*diverging, "--set", "check_every=1000", *periodic]) in (3,)
     for path in directory.glob("step-*.npz"):
         _, arrays = checkpoint.load(path)
         assert all(np.all(np.isfinite(a)) for a in arrays.values() if a.dtype.kind == "f")

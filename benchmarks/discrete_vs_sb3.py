@@ -264,6 +264,13 @@ def run_ours(algo_name: str, seed: int, dqn_config: str = "rlzoo") -> dict:
     }
 
 
+def pairs(args):
+    """(seed, the sides in the order they run) per pair: seeds from --seed on, SB3 first in even
+    pairs and dispatchrl first in odd ones."""
+    for pair in range(args.pairs):
+        yield args.seed + pair, ("sb3", "dispatchrl") if pair % 2 == 0 else ("dispatchrl", "sb3")
+
+
 def time_to(args, algo: str) -> None:
     """The ``--time-to`` mode for ``algo``: "time_to" records per side and pair, then a summary."""
     dqn_config = args.dqn_config if algo == "dqn" else "rlzoo"
@@ -273,9 +280,7 @@ def time_to(args, algo: str) -> None:
     seconds: dict[str, list] = {"sb3": [], "dispatchrl": []}
     steps: dict[str, list] = {"sb3": [], "dispatchrl": []}
     ratios = []
-    for pair in range(args.pairs):
-        seed = args.seed + pair
-        order = ("sb3", "dispatchrl") if pair % 2 == 0 else ("dispatchrl", "sb3")
+    for seed, order in pairs(args):
         runs = {}
         for side in order:
             load = os.getloadavg()[0]
@@ -346,9 +351,7 @@ def main() -> None:
         cleanrl = algo == "dqn" and args.dqn_config == "cleanrl"
         tag = {"dqn_config": "cleanrl"} if cleanrl else {}  # the rl-zoo records as they were
         ratios = []
-        for pair in range(args.pairs):
-            seed = args.seed + pair
-            order = ("sb3", "dispatchrl") if pair % 2 == 0 else ("dispatchrl", "sb3")
+        for seed, order in pairs(args):
             runs = {}
             for side in order:
                 load = os.getloadavg()[0]

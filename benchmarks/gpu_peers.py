@@ -69,6 +69,22 @@ def timed(call, synchronize, repeats, min_seconds=0.05):
     return statistics.median(times), k
 
 
+def demo_record(impl, device, mode, seconds, steps, repeats, first, final):
+    """A demo_step row's common keys: ``seconds`` per timed call of ``steps`` steps, the first and
+    final losses."""
+    return dict(
+        bench="demo_step",
+        impl=impl,
+        device=device,
+        mode=mode,
+        us_per_step=round(seconds / steps * 1e6, 2),
+        steps_per_call=steps,
+        repeats=repeats,
+        first_loss=sig(first),
+        final_loss=sig(final),
+    )
+
+
 def dense_arrays(width, batch):
     """x, W, b, d_out drawn N(0, 1) as in ``cpu_vs_gpu.make_step`` (values matter only for the relu mask)."""
     g = np.random.default_rng(0)
@@ -145,15 +161,7 @@ def run_jax(args, data, shapes):
 
     seconds, _ = timed(call, lambda: jax.block_until_ready(last), args.repeats)
     emit(
-        bench="demo_step",
-        impl=impl,
-        device=name,
-        mode="jit(lax.scan)",
-        us_per_step=round(seconds / args.steps * 1e6, 2),
-        steps_per_call=args.steps,
-        repeats=args.repeats,
-        first_loss=sig(first),
-        final_loss=sig(loss),
+        **demo_record(impl, name, "jit(lax.scan)", seconds, args.steps, args.repeats, first, loss),
         build_seconds=round(build, 3),
         **versions,
     )
@@ -240,17 +248,9 @@ def run_torch(args, data, shapes):
             eager_step()
 
     seconds, _ = timed(eager_run, synchronize, args.repeats)
-    fused = bool(optimizer.defaults.get("fused"))
+    mode = "eager" + (" (fused Adam)" if optimizer.defaults.get("fused") else "")
     emit(
-        bench="demo_step",
-        impl=impl,
-        device=name,
-        mode="eager" + (" (fused Adam)" if fused else ""),
-        us_per_step=round(seconds / timed_steps * 1e6, 2),
-        steps_per_call=timed_steps,
-        repeats=args.repeats,
-        first_loss=sig(first),
-        final_loss=sig(final),
+        **demo_record(impl, name, mode, seconds, timed_steps, args.repeats, first, final),
         first_run_seconds=round(build, 3),
         **versions,
     )
@@ -288,18 +288,7 @@ def run_torch(args, data, shapes):
                 graph.replay()
 
         seconds, _ = timed(graph_run, synchronize, args.repeats)
-        emit(
-            bench="demo_step",
-            impl=impl,
-            device=name,
-            mode="cuda-graph",
-            us_per_step=round(seconds / args.steps * 1e6, 2),
-            steps_per_call=args.steps,
-            repeats=args.repeats,
-            first_loss=sig(first),
-            final_loss=sig(final),
-            **versions,
-        )
+        emit(**demo_record(impl, name, "cuda-graph", seconds, args.steps, args.repeats, first, final), **versions)
 
     for width, batch in shapes:
         xd, W, b, d_out = (torch.tensor(a, device=device) for a in dense_arrays(width, batch))

@@ -301,6 +301,19 @@ def test_cli_export_trainer(tmp_path, capsys):
     assert main(["export-trainer", "td3", "--out", str(tmp_path), "--set", "nope=1"]) == 2
 
 
+def assert_targets_match_host(folder, host, steps):
+    """The trainer in ``folder`` built for wasm32-wasi and the Cortex-M7 (where their tools are
+    installed) gives the host build's checksum and evaluation, ``host``, of ``steps`` steps from
+    seed 1."""
+    if shutil.which("node"):
+        wasm = run_trainer(build_trainer(folder, "wasm32-wasi"), "wasm32-wasi", steps=steps, seed=1)
+        assert wasm["checksum"] == host["checksum"] and wasm["eval_return"] == host["eval_return"]
+    if shutil.which("qemu-system-arm"):
+        elf = build_trainer(folder, "cortex-m7", steps=steps, seed=1, eval_episodes=10)
+        run = run_trainer(elf, "cortex-m7")
+        assert run["checksum"] == host["checksum"] and run["eval_return"] == host["eval_return"]
+
+
 def test_ppo_cartpole_parity_across_targets(tmp_path):
     """A Discrete space (issue 36): categorical PPO on the native CartPole exports; the host build
     gives ``train --device c``'s weights, and wasm32-wasi and the Cortex-M7 (where their tools are
@@ -313,13 +326,7 @@ def test_ppo_cartpole_parity_across_targets(tmp_path):
     result = ppo.train(drl.C(), "cartpole", replace(ppo.config_for("cartpole"), total_steps=steps, **config), seed=1)
     assert host["checksum"] == weights_checksum(state_weights(result.state))
     assert 8 <= host["eval_return"] <= 500  # CartPole: one reward per step until the pole falls
-    if shutil.which("node"):
-        wasm = run_trainer(build_trainer(tmp_path, "wasm32-wasi"), "wasm32-wasi", steps=steps, seed=1)
-        assert wasm["checksum"] == host["checksum"] and wasm["eval_return"] == host["eval_return"]
-    if shutil.which("qemu-system-arm"):
-        elf = build_trainer(tmp_path, "cortex-m7", steps=steps, seed=1, eval_episodes=10)
-        run = run_trainer(elf, "cortex-m7")
-        assert run["checksum"] == host["checksum"] and run["eval_return"] == host["eval_return"]
+    assert_targets_match_host(tmp_path, host, steps)
 
 
 def test_dqn_prioritized_exports_with_train_device_c_weights(tmp_path):
@@ -374,10 +381,4 @@ def test_dqn_cartpole_parity_across_targets(tmp_path, dueling):
     np.testing.assert_array_equal(acted, expected)
     if dueling:  # its combine is one more portable C kernel: the targets' parity is the plain run's
         return
-    if shutil.which("node"):
-        wasm = run_trainer(build_trainer(tmp_path, "wasm32-wasi"), "wasm32-wasi", steps=steps, seed=1)
-        assert wasm["checksum"] == host["checksum"] and wasm["eval_return"] == host["eval_return"]
-    if shutil.which("qemu-system-arm"):
-        elf = build_trainer(tmp_path, "cortex-m7", steps=steps, seed=1, eval_episodes=10)
-        run = run_trainer(elf, "cortex-m7")
-        assert run["checksum"] == host["checksum"] and run["eval_return"] == host["eval_return"]
+    assert_targets_match_host(tmp_path, host, steps)

@@ -7,6 +7,7 @@ with seed 0 evaluates to -440.6 on the host too (docs/guides/microcontrollers-wa
 Set DISPATCHRL_UPDATE_SCREENSHOT=1 to write the finished page to docs/web_trainer.png.
 """
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -24,6 +25,31 @@ pytestmark = [
 STEPS = 10_000
 SEED = 1
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "web_trainer.png"
+
+
+@contextlib.contextmanager
+def _served_page(folder):
+    """A page of headless Chromium beside a server of ``folder``: yields (the page, the server's
+    URL, the console errors and uncaught page errors so far)."""
+    from playwright.sync_api import sync_playwright
+
+    from dispatchrl.export.web import serve
+
+    server = serve(folder, 0)
+    errors: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                yield page, f"http://127.0.0.1:{server.server_address[1]}", errors
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -87,60 +113,29 @@ def _python_message(check) -> str:
     ],
 )
 def test_invalid_field_shows_config_error(page_folder, field, value, check):
-    from playwright.sync_api import sync_playwright
-
-    from dispatchrl.export.web import serve
-
     expected = _python_message(check)
-    server = serve(page_folder, 0)
-    errors: list[str] = []
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
-                page.wait_for_function("document.getElementById('status').textContent === 'ready'")
-                assert page.text_content("#error") == ""
-                page.fill(f"#{field}", value)
-                assert page.text_content("#error") == expected
-                assert page.get_attribute(f"#{field}", "aria-invalid") == "true"
-                page.click("#start")  # refused: nothing starts
-                page.wait_for_timeout(200)
-                assert page.text_content("#status") == "ready"
-                assert page.evaluate("window.trainerResult") is None
-            finally:
-                browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _served_page(page_folder) as (page, url, errors):
+        page.goto(f"{url}/index.html")
+        page.wait_for_function("document.getElementById('status').textContent === 'ready'")
+        assert page.text_content("#error") == ""
+        page.fill(f"#{field}", value)
+        assert page.text_content("#error") == expected
+        assert page.get_attribute(f"#{field}", "aria-invalid") == "true"
+        page.click("#start")  # refused: nothing starts
+        page.wait_for_timeout(200)
+        assert page.text_content("#status") == "ready"
+        assert page.evaluate("window.trainerResult") is None
     assert errors == []
 
 
 def test_page_for_another_algorithm_disables_start_and_says_what_to_run(page_folder):
-    from playwright.sync_api import sync_playwright
-
-    from dispatchrl.export.web import serve
-
-    server = serve(page_folder, 0)
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html?algo=sac")
-                page.wait_for_function("document.getElementById('error').textContent !== ''")
-                page.wait_for_timeout(500)  # a page that went on loading would have enabled Start by now
-                assert page.is_disabled("#start")
-                assert "loading" not in page.text_content("#status")
-                assert "dispatchrl web --algo sac --env pendulum" in page.text_content("#error")
-            finally:
-                browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _served_page(page_folder) as (page, url, _):
+        page.goto(f"{url}/index.html?algo=sac")
+        page.wait_for_function("document.getElementById('error').textContent !== ''")
+        page.wait_for_timeout(500)  # a page that went on loading would have enabled Start by now
+        assert page.is_disabled("#start")
+        assert "loading" not in page.text_content("#status")
+        assert "dispatchrl web --algo sac --env pendulum" in page.text_content("#error")
 
 
 def test_browser_trains_ppo_on_cartpole_and_animates_it(tmp_path):

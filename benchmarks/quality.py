@@ -37,6 +37,20 @@ def emit(**record):
     print(json.dumps(record), flush=True)
 
 
+def where(algo, env, device):
+    """The fields that open every record of (algorithm, env) trained on ``device``."""
+    return {"benchmark": "quality", "algo": algo, "env": env, "device": repr(device)}
+
+
+def returns_summary(evals):
+    """The summary's fields of the seeds' evaluation returns ``evals``."""
+    return {
+        "median_eval_return": round(statistics.median(evals), 2),
+        "worst_eval_return": round(min(evals), 2),
+        "eval_returns": [round(e, 1) for e in evals],
+    }
+
+
 def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None, keep_best=0):
     """TD3 and SAC (issue 5) on Pendulum 10k and continuous Acrobot 50k; ``overrides`` are
     ``--set key=value`` pairs on the config (e.g. prioritized=true, issue 17). ``keep_best`` N > 0:
@@ -67,10 +81,7 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None, 
                         "final_eval_return": round(final, 2),
                     }
                 emit(
-                    benchmark="quality",
-                    algo=name,
-                    env=env,
-                    device=repr(device),
+                    **where(name, env, device),
                     seed=seed,
                     steps=steps,
                     eval_return=round(mean, 2),
@@ -80,18 +91,8 @@ def off_policy(algos, pendulum_seeds, acrobot_seeds, overrides=(), device=None, 
                 )
             if not evals:
                 continue
-            summary = {
-                "benchmark": "quality",
-                "algo": name,
-                "env": env,
-                "device": repr(device),
-                "seeds": seeds,
-                "steps": steps,
-                "settings": settings,
-                "median_eval_return": round(statistics.median(evals), 2),
-                "worst_eval_return": round(min(evals), 2),
-                "eval_returns": [round(e, 1) for e in evals],
-            }
+            summary = {**where(name, env, device), "seeds": seeds, "steps": steps, "settings": settings}
+            summary.update(returns_summary(evals))
             if finals:  # the same runs' final policies (what keep_best 0 deploys)
                 summary.update(
                     keep_best=keep_best,
@@ -140,10 +141,7 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
             mean, _ = evaluate(result.policy, result.spec.eval_id)
             evals.append(mean)
             emit(
-                benchmark="quality",
-                algo="ppo",
-                env="pendulum",
-                device=repr(device),
+                **where("ppo", "pendulum", device),
                 seed=seed,
                 steps=result.steps,
                 eval_return=round(mean, 2),
@@ -152,15 +150,10 @@ def on_policy(algos, pendulum_seeds, ant_seeds, ant_steps=1_000_000, ant_csv="pp
             )
         if evals:
             emit(
-                benchmark="quality",
-                algo="ppo",
-                env="pendulum",
-                device=repr(device),
+                **where("ppo", "pendulum", device),
                 seeds=pendulum_seeds,
                 steps=result.steps,
-                median_eval_return=round(statistics.median(evals), 2),
-                worst_eval_return=round(min(evals), 2),
-                eval_returns=[round(e, 1) for e in evals],
+                **returns_summary(evals),
                 target="median >= -250",
                 meets_target=bool(statistics.median(evals) >= -250),
             )
@@ -226,10 +219,7 @@ def discrete(algos, seeds, envs, device=None):
                     evals.append(mean)
                     seconds.append(result.train_seconds)
                     emit(
-                        benchmark="quality",
-                        algo=name,
-                        env=env,
-                        device=repr(device),
+                        **where(name, env, device),
                         seed=seed,
                         steps=result.steps,
                         eval_return=round(mean, 2),
@@ -242,15 +232,10 @@ def discrete(algos, seeds, envs, device=None):
                 if target_median is not None:
                     meets = bool(median >= target_median and (target_worst is None or worst >= target_worst))
                 emit(
-                    benchmark="quality",
-                    algo=name,
-                    env=env,
-                    device=repr(device),
+                    **where(name, env, device),
                     seeds=seeds,
                     steps=result.steps,
-                    median_eval_return=round(median, 2),
-                    worst_eval_return=round(worst, 2),
-                    eval_returns=[round(e, 1) for e in evals],
+                    **returns_summary(evals),
                     median_train_seconds=round(statistics.median(seconds), 2),
                     target=None
                     if target_median is None

@@ -274,13 +274,20 @@ def test_activation_functions(name, data):
     assert_within(activation, host(out), expected, bound)
 
 
-@devices
-@fuzz
-def test_dense_forward(name, data):
+def dense_case(name, data):
+    """A dense layer's case on device ``name``: (device, dtype, activation, batch, n_in, n_out, x,
+    W), drawn in that order."""
     device, dtype = DEVICES[name], dtype_of(data)
     activation = data.draw(st.sampled_from(ACTIVATIONS), label="activation")
     batch, n_in, n_out = (dim(data, device, s) for s in ("batch", "n_in", "n_out"))
     x, W = values(data, (batch, n_in), dtype, "x"), values(data, (n_in, n_out), dtype, "W")
+    return device, dtype, activation, batch, n_in, n_out, x, W
+
+
+@devices
+@fuzz
+def test_dense_forward(name, data):
+    device, dtype, activation, batch, n_in, n_out, x, W = dense_case(name, data)
     b = values(data, (n_out,), dtype, "b")
     pre, out = drl.zeros(device, (batch, n_out), dtype), drl.zeros(device, (batch, n_out), dtype)
     drl.dense_forward(device, put(device, x), put(device, W), put(device, b), pre, out, activation)
@@ -330,10 +337,7 @@ def assert_d_x(d_x, W, g, d_pre_bound, dtype, n_out):
 @devices
 @fuzz
 def test_dense_backward(name, data):
-    device, dtype = DEVICES[name], dtype_of(data)
-    activation = data.draw(st.sampled_from(ACTIVATIONS), label="activation")
-    batch, n_in, n_out = (dim(data, device, s) for s in ("batch", "n_in", "n_out"))
-    x, W = values(data, (batch, n_in), dtype, "x"), values(data, (n_in, n_out), dtype, "W")
+    device, dtype, activation, batch, n_in, n_out, x, W = dense_case(name, data)
     pre, out, d_out = backward_inputs(data, device, dtype, activation, batch, n_out)
     with_d_x = data.draw(st.booleans(), label="d_x")
     d_pre, dW, db = (drl.zeros(device, s, dtype) for s in ((batch, n_out), (n_in, n_out), (n_out,)))

@@ -1125,13 +1125,19 @@ def stats_arrays(data, device, dim_):
     return stats, mean, var, count
 
 
+def stats_case(name, data):
+    """An observation-statistics case on device ``name``: (device, dtype, rows, cols, stats_arrays'
+    four, x of rows × cols), drawn in that order."""
+    device, dtype = DEVICES[name], dtype_of(data)
+    rows, cols = dim(data, device, "rows"), dim(data, device, "cols")
+    stats = stats_arrays(data, device, cols)
+    return device, dtype, rows, cols, stats, values(data, (rows, cols), dtype, "x", large=1e6)
+
+
 @devices
 @fuzz
 def test_normalize_observations(name, data):
-    device, dtype = DEVICES[name], dtype_of(data)
-    rows, cols = dim(data, device, "rows"), dim(data, device, "cols")
-    stats, mean, var, _ = stats_arrays(data, device, cols)
-    x = values(data, (rows, cols), dtype, "x", large=1e6)
+    device, dtype, rows, cols, (stats, mean, var, _), x = stats_case(name, data)
     out = drl.zeros(device, (rows, cols), dtype)
     normalize_observations(device, stats, put(device, x), out)
     scale = np.sqrt(var + 1e-8)
@@ -1144,10 +1150,7 @@ def test_normalize_observations(name, data):
 @devices
 @fuzz
 def test_running_stats_update(name, data):
-    device, dtype = DEVICES[name], dtype_of(data)
-    rows, cols = dim(data, device, "rows"), dim(data, device, "cols")
-    stats, mean, var, count = stats_arrays(data, device, cols)
-    x = values(data, (rows, cols), dtype, "x", large=1e6)
+    device, dtype, rows, cols, (stats, mean, var, count), x = stats_case(name, data)
     bad_columns = np.zeros(cols, bool)
     if data.draw(st.booleans(), label="non-finite"):
         bad = data.draw(

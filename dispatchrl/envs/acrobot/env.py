@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...spaces import Discrete
-from ..api import NativeEnv, check_count
+from ..shared.env import BuiltinEnv, DiscreteEnv
 
 __all__ = ["MAX_VEL_1", "MAX_VEL_2", "Acrobot", "AcrobotContinuous"]
 
@@ -17,7 +16,7 @@ MAX_VEL_2 = 9 * math.pi
 
 
 @dataclass(frozen=True)
-class AcrobotContinuous(NativeEnv):
+class AcrobotContinuous(BuiltinEnv):
     """gymnasium Acrobot-v1 ("book" dynamics, one RK4 step of 0.2 s) with a continuous torque
     ``clip(action, -1, 1)`` (RLtools paper, appendix I)."""
 
@@ -29,10 +28,6 @@ class AcrobotContinuous(NativeEnv):
     physics_dim = 4  # theta1, theta2, dtheta1, dtheta2
     max_vel_1 = MAX_VEL_1
     max_vel_2 = MAX_VEL_2
-
-    def __post_init__(self) -> None:
-        check_count("AcrobotContinuous", "num_envs", self.num_envs)
-        check_count("AcrobotContinuous", "max_episode_steps", self.max_episode_steps)
 
     action_low = property(lambda self: np.full(1, -1.0, np.float32))
     action_high = property(lambda self: np.full(1, 1.0, np.float32))
@@ -46,7 +41,7 @@ class AcrobotContinuous(NativeEnv):
 
 
 @dataclass(frozen=True)
-class Acrobot(NativeEnv):
+class Acrobot(DiscreteEnv):
     """gymnasium Acrobot-v1 itself: :class:`AcrobotContinuous`'s dynamics with gymnasium's three
     actions, indices 0, 1, 2 applying torques -1, 0, 1 (an index in float32, as every native env's
     actions are; the kernels clamp it into [0, 2])."""
@@ -61,25 +56,9 @@ class Acrobot(NativeEnv):
     max_vel_1 = MAX_VEL_1
     max_vel_2 = MAX_VEL_2
 
-    def __post_init__(self) -> None:
-        check_count("Acrobot", "num_envs", self.num_envs)
-        check_count("Acrobot", "max_episode_steps", self.max_episode_steps)
-
-    action_low = property(lambda self: np.zeros(1, np.float32))
-    action_high = property(lambda self: np.full(1, self.num_actions - 1, np.float32))
-
     @property
     def observation_high(self) -> np.ndarray:
         return np.array([1, 1, 1, 1, self.max_vel_1, self.max_vel_2], np.float32)
-
-    @property
-    def action_space(self) -> Discrete:  # type: ignore[override]
-        """The actions :func:`~dispatchrl.envs.env_step` takes: an index in ``range(3)``."""
-        return Discrete(self.num_actions)
-
-    def policy_action_space(self) -> Discrete:  # type: ignore[override]
-        """A policy picks one of the 3 indices."""
-        return Discrete(self.num_actions)
 
     name = "acrobot-v1"
     eval_id = "Acrobot-v1"

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...spaces import Discrete
-from ..api import NativeEnv, check_count
+from ..shared.env import DiscreteEnv
 
 __all__ = [
     "FORCE_MAG",
@@ -36,7 +35,7 @@ X_THRESHOLD = 2.4
 
 
 @dataclass(frozen=True)
-class CartPole(NativeEnv):
+class CartPole(DiscreteEnv):
     """gymnasium CartPole-v1 (Euler integration, 0.02 s steps), batched over ``num_envs``.
     Actions are indices: 0 pushes the cart left, 1 right (an index in float32, as every native
     env's actions are; the kernels clamp it into [0, 1])."""
@@ -49,26 +48,10 @@ class CartPole(NativeEnv):
     physics_dim = 4  # x, x_dot, theta, theta_dot
     num_actions = 2
 
-    def __post_init__(self) -> None:
-        check_count("CartPole", "num_envs", self.num_envs)
-        check_count("CartPole", "max_episode_steps", self.max_episode_steps)
-
-    action_low = property(lambda self: np.zeros(1, np.float32))
-    action_high = property(lambda self: np.full(1, self.num_actions - 1, np.float32))
-
     @property
     def observation_high(self) -> np.ndarray:
         """gymnasium's bounds: twice the termination thresholds, unbounded velocities."""
         return np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], np.float32)
-
-    @property
-    def action_space(self) -> Discrete:  # type: ignore[override]
-        """The actions :func:`~dispatchrl.envs.env_step` takes: an index in ``range(2)``."""
-        return Discrete(self.num_actions)
-
-    def policy_action_space(self) -> Discrete:  # type: ignore[override]
-        """A policy picks one of the 2 indices."""
-        return Discrete(self.num_actions)
 
     name = "cartpole"
     eval_id = "CartPole-v1"

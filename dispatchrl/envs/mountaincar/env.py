@@ -5,8 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...spaces import Discrete
-from ..api import NativeEnv, check_count
+from ..shared.env import DiscreteEnv
 
 __all__ = [
     "FORCE",
@@ -30,7 +29,7 @@ GRAVITY = 0.0025
 
 
 @dataclass(frozen=True)
-class MountainCar(NativeEnv):
+class MountainCar(DiscreteEnv):
     """gymnasium MountainCar-v0, batched over ``num_envs``. Actions are indices: 0 accelerates
     left, 1 not at all, 2 right (an index in float32, as every native env's actions are; the
     kernels clamp it into [0, 2])."""
@@ -43,26 +42,10 @@ class MountainCar(NativeEnv):
     physics_dim = 2  # position, velocity
     num_actions = 3
 
-    def __post_init__(self) -> None:
-        check_count("MountainCar", "num_envs", self.num_envs)
-        check_count("MountainCar", "max_episode_steps", self.max_episode_steps)
-
-    action_low = property(lambda self: np.zeros(1, np.float32))
-    action_high = property(lambda self: np.full(1, self.num_actions - 1, np.float32))
-
     @property
     def observation_high(self) -> np.ndarray:
         """Symmetric bounds holding gymnasium's ([-1.2, 0.6] x [-0.07, 0.07])."""
         return np.array([-MIN_POSITION, MAX_SPEED], np.float32)
-
-    @property
-    def action_space(self) -> Discrete:  # type: ignore[override]
-        """The actions :func:`~dispatchrl.envs.env_step` takes: an index in ``range(3)``."""
-        return Discrete(self.num_actions)
-
-    def policy_action_space(self) -> Discrete:  # type: ignore[override]
-        """A policy picks one of the 3 indices."""
-        return Discrete(self.num_actions)
 
     name = "mountaincar"
     eval_id = "MountainCar-v0"

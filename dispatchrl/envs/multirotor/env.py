@@ -27,7 +27,8 @@ import tomllib
 
 from ...arrays import Array, asarray
 from ...errors import ConfigError
-from ..api import NativeEnv, check_count
+from ..api import check_count
+from ..shared.env import BuiltinEnv
 from .deploy import controller_c
 from .evaluation import SELECTION_FLIGHT_SEED, flight_metrics, tracking_metrics
 from .layout import CRITIC_COLUMNS, HISTORY, PARAMETERS
@@ -142,7 +143,7 @@ CRAZYFLIE = MultirotorParameters()
 
 
 @dataclass(frozen=True)
-class Multirotor(NativeEnv):
+class Multirotor(BuiltinEnv):
     """A quadrotor learning to hover at the origin, batched over ``num_envs`` (see the module
     docstring). Actions: the four rotors' RPM setpoints in [-1, 1] (``rpm_min`` .. ``rpm_max``)."""
 
@@ -192,8 +193,7 @@ class Multirotor(NativeEnv):
     action_dim = 4
 
     def __post_init__(self) -> None:
-        check_count("Multirotor", "num_envs", self.num_envs)
-        check_count("Multirotor", "max_episode_steps", self.max_episode_steps)
+        super().__post_init__()
         check_count("Multirotor", "action_history", self.action_history, minimum=0)
         check_count("Multirotor", "curriculum_steps", self.curriculum_steps, minimum=0)
         if not isinstance(self.parameters, MultirotorParameters):

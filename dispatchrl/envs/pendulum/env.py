@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ConfigError
-from ..api import NativeEnv, check_count
+from ..shared.env import BuiltinEnv
 
 __all__ = ["U_COST", "Pendulum"]
 
@@ -15,7 +15,7 @@ U_COST = float(np.float32(0.001))  # gymnasium's 0.001, as float32 arithmetic se
 
 
 @dataclass(frozen=True)
-class Pendulum(NativeEnv):
+class Pendulum(BuiltinEnv):
     """gymnasium Pendulum-v1, batched over ``num_envs``. Actions are torques in [-2, 2]
     (gymnasium's scale) or, with ``normalized_actions``, in [-1, 1] scaled by 2 (RLtools)."""
 
@@ -33,8 +33,7 @@ class Pendulum(NativeEnv):
     dt = 0.05
 
     def __post_init__(self) -> None:
-        check_count("Pendulum", "num_envs", self.num_envs)
-        check_count("Pendulum", "max_episode_steps", self.max_episode_steps)
+        super().__post_init__()
         if not isinstance(self.normalized_actions, (bool, np.bool_)):
             raise ConfigError(f"Pendulum: 'normalized_actions' must be a bool, got {self.normalized_actions!r}")
         if not (isinstance(self.g, (int, float)) and math.isfinite(self.g)):

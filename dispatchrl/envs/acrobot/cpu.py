@@ -15,7 +15,7 @@ from ...backends.cpu import JIT_EXACT_INNER
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
 from ..shared import PI, TWO_PI
-from ..shared.cpu import clear_reset_at, per_env, per_env_reset
+from ..shared.cpu import clear_reset_at, index_minus_one, per_env, per_env_reset
 from ..shared.host import kernel_methods
 from .env import MAX_VEL_1, MAX_VEL_2, Acrobot, AcrobotContinuous
 
@@ -100,15 +100,8 @@ def acrobot_rk4(s0, s1, s2, s3, torque):
     return n0, n1, n2, n3
 
 
-@njit(**JIT_EXACT_INNER)
-def acrobot_index_torque(a):
-    """gymnasium Acrobot-v1's torque of action index ``a`` (a float) clamped into [0, 2]:
-    index - 1, anything below 1 (a negative index, NaN) reading as 0, so no index is out of range."""
-    if a >= 2.0:
-        return 1.0
-    if a >= 1.0:
-        return 0.0
-    return -1.0
+#: gymnasium Acrobot-v1's torque of action index ``a``: index - 1, the index clamped into [0, 2]
+acrobot_index_torque = index_minus_one
 
 
 @njit(**JIT_EXACT_INNER)

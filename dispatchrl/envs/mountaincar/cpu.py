@@ -14,7 +14,7 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT_INNER
 from ...devices import CPU
 from ...kernels.random.cpu import uniform01
-from ..shared.cpu import clear_reset_at, per_env, per_env_reset
+from ..shared.cpu import clear_reset_at, index_minus_one, per_env, per_env_reset
 from ..shared.host import kernel_methods
 from .env import FORCE, GOAL_POSITION, GOAL_VELOCITY, GRAVITY, MAX_POSITION, MAX_SPEED, MIN_POSITION, MountainCar
 
@@ -26,15 +26,8 @@ __all__ = ["mountaincar_physics", "mountaincar_push", "mountaincar_reset_at", "m
 # same Python source (``device_twin``), so the backends cannot drift -----------------------------
 
 
-@njit(**JIT_EXACT_INNER)
-def mountaincar_push(a):
-    """gymnasium's ``action - 1`` for action index ``a`` (a float) clamped into [0, 2]: anything
-    below 1 (a negative index, NaN) reads as 0, so no index is out of range."""
-    if a >= 2.0:
-        return 1.0
-    if a >= 1.0:
-        return 0.0
-    return -1.0
+#: the push of action index ``a``: gymnasium's ``action - 1``, the index clamped into [0, 2]
+mountaincar_push = index_minus_one
 
 
 @njit(**JIT_EXACT_INNER)

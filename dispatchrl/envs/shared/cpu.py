@@ -5,7 +5,7 @@ from numba import njit
 
 from ...backends.cpu import JIT_EXACT_INNER, per_index
 
-__all__ = ["clear_reset_at", "per_env", "per_env_reset"]
+__all__ = ["clear_reset_at", "index_minus_one", "per_env", "per_env_reset"]
 
 
 @njit(**JIT_EXACT_INNER)
@@ -16,6 +16,18 @@ def clear_reset_at(i, steps, reward, terminated, truncated, only_done):
         reward[i] = 0.0
         terminated[i] = False
         truncated[i] = False
+
+
+@njit(**JIT_EXACT_INNER)
+def index_minus_one(a):
+    """gymnasium's ``action - 1`` for a three-action index ``a`` (a float) clamped into [0, 2]:
+    -1.0, 0.0 or 1.0, anything below 1 (a negative index, NaN) reading as 0, so no index is out of
+    range (MountainCar's push, Acrobot-v1's torque)."""
+    if a >= 2.0:
+        return 1.0
+    if a >= 1.0:
+        return 0.0
+    return -1.0
 
 
 def per_env(body, name: str):

@@ -434,8 +434,8 @@ def test_device_twin_refuses_cpu_jitted_callees():
     from dispatchrl.envs.acrobot import cuda as env_cuda
 
     with pytest.raises(TypeError, match="acrobot_dsdt"):
-        device_twin(env_cpu.acrobot_rk4, wrap_angle=env_cuda.wrap_angle)
-    assert env_cuda.acrobot_rk4.py_func.__globals__["acrobot_dsdt"] is env_cuda.acrobot_dsdt
+        device_twin(env_cpu.acrobot_rk4, wrap_angle=env_cuda.twins["wrap_angle"])
+    assert env_cuda.twins["acrobot_rk4"].py_func.__globals__["acrobot_dsdt"] is env_cuda.twins["acrobot_dsdt"]
     # a Numba intrinsic (here a CPU-only branch-free select) must be rebound as well
     from dispatchrl.kernels.replay import cpu as replay_cpu
     from dispatchrl.kernels.replay import cuda as replay_cuda

@@ -1,24 +1,16 @@
-"""CUDA methods of Pendulum: one thread per env, the kernels generated from :mod:`.cpu`'s
-per-env bodies (see :mod:`dispatchrl.envs.shared.cuda`). Imported when a CUDA device is first
-created (see :func:`dispatchrl.envs.registry.register_cuda_methods`)."""
+"""CUDA methods of Pendulum: the kernels and device functions generated from :mod:`.cpu`'s
+per-env bodies and helpers, as :mod:`dispatchrl.envs.shared.cuda` says."""
 
-from ...backends.cuda import device_twin, per_index
-from ..shared.cuda import kernel_methods, per_env_reset
+from ...backends.cuda import per_index
+from ..shared.cuda import device_twins, kernel_methods, per_env_reset
 from . import cpu
 from .env import Pendulum
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
-pendulum_dynamics = device_twin(cpu.pendulum_dynamics)
-pendulum_observe_at = device_twin(cpu.pendulum_observe_at)
-
-pendulum_step_kernel = per_index(
-    cpu.pendulum_step_at,
-    "physics.shape[0]",
-    pendulum_dynamics=pendulum_dynamics,
-    pendulum_observe_at=pendulum_observe_at,
-)
-pendulum_reset_kernel = per_env_reset(cpu.pendulum_reset_at, "pendulum_reset", pendulum_observe_at=pendulum_observe_at)
+twins = device_twins(cpu.pendulum_dynamics, cpu.pendulum_observe_at)
+pendulum_step_kernel = per_index(cpu.pendulum_step_at, "physics.shape[0]", **twins)
+pendulum_reset_kernel = per_env_reset(cpu.pendulum_reset_at, "pendulum_reset", **twins)
 
 
 kernel_methods(

@@ -17,7 +17,7 @@ from ...staging import launch
 from .. import api
 from . import cpu, state_args, step_args
 
-__all__ = ["kernel_methods", "launch_per_env", "launch_reset", "launch_step", "per_env_reset"]
+__all__ = ["device_twins", "kernel_methods", "launch_per_env", "launch_reset", "launch_step", "per_env_reset"]
 
 clear_reset_at = device_twin(cpu.clear_reset_at)
 
@@ -32,6 +32,20 @@ def _reset_from_stream_at(i, rng, physics, steps, obs, reward, terminated, trunc
     # the CPU kernel reads the stream's key and position once, before its loop over the envs; here
     # each thread reads them (launch_reset advances rng[1] in a launch of its own, after all read)
     env_reset_at(i, rng[0], rng[1], physics, steps, obs, reward, terminated, truncated, only_done)
+
+
+def device_twins(*helpers, **aliases) -> dict[str, Any]:
+    """An env's CPU helpers (its ``cpu.py``'s ``@njit`` functions) compiled as device functions
+    (:func:`~dispatchrl.backends.cuda.device_twin`), by the name the CPU source calls them: its
+    own for ``helpers``, the keyword for ``aliases`` (a shared helper an env names its own way).
+    Each is compiled after the ones before it (``helpers`` first, callees before their callers)
+    and sees their twins as its callees. Bind them all into the env's kernels (``**twins``): a
+    body reads only the names it calls."""
+    named = [(getattr(helper, "py_func", helper).__name__, helper) for helper in helpers]
+    twins: dict[str, Any] = {}
+    for name, helper in [*named, *aliases.items()]:
+        twins[name] = device_twin(helper, **twins)
+    return twins
 
 
 def per_env_reset(reset_at, name: str, **callees) -> Any:

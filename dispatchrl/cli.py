@@ -901,6 +901,15 @@ def _check_study(args: argparse.Namespace) -> None:
         raise ConfigError(f"sweep {flag}: {str(db)!r} is not a study (not an SQLite database)")
 
 
+def _failed(args: argparse.Namespace, record: dict[str, Any], message: str, code: int) -> int:
+    """A failed command's report: ``record`` as the one strict JSON line of ``--json`` (failures
+    too), ``message`` on stderr; returns the exit status ``code``."""
+    if getattr(args, "json", False):
+        print(strict_json(record))
+    print(message, file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     from dispatchrl import DispatchRLError, TrainingDiverged
     from dispatchrl.errors import CheckpointWriteError
@@ -919,53 +928,34 @@ def main(argv: list[str] | None = None) -> int:
         _check_study(args)
         outcome = args.run(args)
     except CheckpointWriteError as error:  # e.g. the save of an interrupted run on a full disk
-        if getattr(args, "json", False):
-            print(
-                strict_json(
-                    {
-                        "status": "save_failed",
-                        "error": f"{type(error).__name__}: {error}",
-                        "last_good_checkpoint": error.last_good,
-                    }
-                )
-            )
-        print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
-        return 2
+        record: dict[str, Any] = {
+            "status": "save_failed",
+            "error": f"{type(error).__name__}: {error}",
+            "last_good_checkpoint": error.last_good,
+        }
+        return _failed(args, record, f"dispatchrl: error: {type(error).__name__}: {error}", 2)
     except TrainingDiverged as error:
-        if getattr(args, "json", False):
-            print(
-                strict_json(
-                    {
-                        "status": "diverged",
-                        "quantity": error.quantity,
-                        "first_step": error.first_step,
-                        "last_step": error.last_step,
-                        "error": str(error),
-                    }
-                )
-            )
-        print(f"dispatchrl: error: TrainingDiverged: {error}", file=sys.stderr)  # ends with the hint
-        return 3
+        record = {
+            "status": "diverged",
+            "quantity": error.quantity,
+            "first_step": error.first_step,
+            "last_step": error.last_step,
+            "error": str(error),
+        }
+        return _failed(args, record, f"dispatchrl: error: TrainingDiverged: {error}", 3)  # ends with the hint
     except StopRequested as stopped:
-        if getattr(args, "json", False):
-            print(
-                strict_json(
-                    {
-                        "status": "interrupted",
-                        "steps": stopped.steps,
-                        "saved": None if stopped.saved is None else str(stopped.saved),
-                        "resume_command": None if stopped.saved is None else resume_command(args),
-                    }
-                )
-            )
-        resume = f"; continue with: {resume_command(args)}" if stopped.saved is not None else ""
-        print(f"dispatchrl: interrupted: {stopped}{resume}", file=sys.stderr)
-        return 130
+        resume = None if stopped.saved is None else resume_command(args)
+        record = {
+            "status": "interrupted",
+            "steps": stopped.steps,
+            "saved": None if stopped.saved is None else str(stopped.saved),
+            "resume_command": resume,
+        }
+        hint = "" if resume is None else f"; continue with: {resume}"
+        return _failed(args, record, f"dispatchrl: interrupted: {stopped}{hint}", 130)
     except DispatchRLError as error:
-        if getattr(args, "json", False):  # --json output stays one strict JSON line, failures too
-            print(strict_json({"status": "error", "error": f"{type(error).__name__}: {error}"}))
-        print(f"dispatchrl: error: {type(error).__name__}: {error}", file=sys.stderr)
-        return 2
+        record = {"status": "error", "error": f"{type(error).__name__}: {error}"}
+        return _failed(args, record, f"dispatchrl: error: {type(error).__name__}: {error}", 2)
     if isinstance(outcome, dict) and outcome.get("status") == "save_failed":  # reported, not saved
         return 2
     return 0

@@ -25,9 +25,9 @@ from ..arrays import Array
 from ..backends.c.render import (
     CTYPES,
     HEADER,
-    condition_expression,
     render_function,
     render_invocation,
+    render_statements,
     renders_in_c,
 )
 from ..data import episode_log
@@ -384,33 +384,25 @@ def _render(algo_name, spec, config, schedule, programs, weights, named, storage
     functions: dict[str, str] = {}
     transpose = [0]  # elements of the shared transposition scratch
 
-    def body(nodes, indent):
-        lines = []
-        for node in nodes:
-            if isinstance(node, Branch):
-                counter = storage.name(staging.raw(node.condition.counter))
-                lines.append(f"{indent}if ({condition_expression(node.condition, counter)}) {{")
-                lines += body(node.then, indent + "    ")
-                if node.otherwise:
-                    lines.append(f"{indent}}} else {{")
-                    lines += body(node.otherwise, indent + "    ")
-                lines.append(f"{indent}}}")
-                continue
-            kernel, args = node
-            args = [staging.raw(a) for a in args]
-            helpers.update(dict.fromkeys(kernel.helpers))
-            text = render_function(kernel, args, "@NAME")
-            if _TRANSPOSE in text and kernel.dtype == np.float32:
-                # one transposition buffer for every input-gradient block: each call rewrites it
-                transpose[0] = max(transpose[0], kernel.consts["N"] * kernel.consts["K"])
-                text = text.replace(_TRANSPOSE, "float *const WT = drl_transpose; /* shared: rewritten first */")
-            fname = functions.setdefault(text, f"k{len(functions)}")
-            lines.append(indent + render_invocation(fname, args, storage.name))
-        return lines
+    def call(kernel, args):
+        helpers.update(dict.fromkeys(kernel.helpers))
+        text = render_function(kernel, args, "@NAME")
+        if _TRANSPOSE in text and kernel.dtype == np.float32:
+            # one transposition buffer for every input-gradient block: each call rewrites it
+            transpose[0] = max(transpose[0], kernel.consts["N"] * kernel.consts["K"])
+            text = text.replace(_TRANSPOSE, "float *const WT = drl_transpose; /* shared: rewritten first */")
+        fname = functions.setdefault(text, f"k{len(functions)}")
+        return render_invocation(fname, args, storage.name)
 
     program_text = []
     for name, calls in programs.items():
-        program_text += [f"static void program_{name}(void)", "{", *body(calls, "    "), "}", ""]
+        program_text += [
+            f"static void program_{name}(void)",
+            "{",
+            *render_statements(calls, "    ", storage.name, call),
+            "}",
+            "",
+        ]
 
     globals_text, init_text = [], []
     if transpose[0]:

@@ -187,31 +187,16 @@ def render_step(calls):
             arrays.append(a)
         return names[id(a)]
 
-    def render(nodes, indent):
-        lines = []
-        for node in nodes:
-            if isinstance(node, Branch):
-                lines.append(
-                    f"{indent}if ({condition_expression(node.condition, name_of(raw(node.condition.counter)))}) {{"
-                )
-                lines += render(node.then, indent + "    ")
-                if node.otherwise:
-                    lines.append(f"{indent}}} else {{")
-                    lines += render(node.otherwise, indent + "    ")
-                lines.append(f"{indent}}}")
-                continue
-            kernel, args = node
-            args = [raw(a) for a in args]
-            helpers.update(dict.fromkeys(kernel.helpers))
-            for a in args:
-                if isinstance(a, np.ndarray):
-                    name_of(a)
-            text = render_function(kernel, args, "@NAME")
-            name = functions.setdefault(text, f"k{len(functions)}")
-            lines.append(indent + render_invocation(name, args, lambda a: names[id(a)]))
-        return lines
+    def call(kernel, args):
+        helpers.update(dict.fromkeys(kernel.helpers))
+        for a in args:
+            if isinstance(a, np.ndarray):
+                name_of(a)
+        text = render_function(kernel, args, "@NAME")
+        name = functions.setdefault(text, f"k{len(functions)}")
+        return render_invocation(name, args, lambda a: names[id(a)])
 
-    body = render(calls, "        ")
+    body = render_statements(calls, "        ", name_of, call)
     pointers = [f"    {CTYPES[a.dtype]} *const a{i} = ({CTYPES[a.dtype]} *)arrays[{i}];" for i, a in enumerate(arrays)]
     source = "\n".join(
         [
@@ -233,6 +218,27 @@ def render_step(calls):
         ]
     )
     return source, arrays
+
+
+def render_statements(nodes, indent, counter_name, render_call):
+    """C statements for recorded ``nodes`` at ``indent``: a staged branch becomes an ``if`` (and
+    ``else``) on its counter array, named by ``counter_name(array)``; a call (kernel, args) the line
+    ``render_call(kernel, args)`` returns, given the raw arrays of ``args``. Names are asked for in
+    the order the statements are written (render_step and the exported trainer number by it)."""
+    lines = []
+    for node in nodes:
+        if isinstance(node, Branch):
+            counter = counter_name(raw(node.condition.counter))
+            lines.append(f"{indent}if ({condition_expression(node.condition, counter)}) {{")
+            lines += render_statements(node.then, indent + "    ", counter_name, render_call)
+            if node.otherwise:
+                lines.append(f"{indent}}} else {{")
+                lines += render_statements(node.otherwise, indent + "    ", counter_name, render_call)
+            lines.append(f"{indent}}}")
+            continue
+        kernel, args = node
+        lines.append(indent + render_call(kernel, [raw(a) for a in args]))
+    return lines
 
 
 def condition_expression(condition, counter):

@@ -59,7 +59,7 @@ def select_float(typingctx, condition, if_true, if_false):
     return if_true(condition, if_true, if_false), codegen
 
 
-@njit(**JIT_EXACT_INNER)
+@njit(**JIT_EXACT)  # wrapped: data.buffers' PrioritizedSampler calls it from Python
 def set_leaf(sum_tree, min_tree, row, value):
     node = sum_tree.shape[0] // 2 + row
     sum_tree[node] = value
@@ -458,7 +458,7 @@ def _leaves_at(at, index):
                     output[k, j] = source[row, j]
 
 
-@njit(**JIT_EXACT_INNER)
+@njit(**JIT_EXACT)  # wrapped: data.buffers' PreparedSample calls its entry point from Python
 def uniform_rows_at(at):
     """:func:`uniform_rows_kernel` with every array given by address in the one int64 array
     ``at`` (header: rng, counters, index, batch size; then the leaves, see AT_HEADER): Python
@@ -477,7 +477,7 @@ def uniform_rows_at(at):
     return True
 
 
-@njit(**JIT_EXACT_INNER)
+@njit(**JIT_EXACT)  # wrapped: data.buffers' PreparedSample calls its entry point from Python
 def prioritized_rows_at(at):
     """:func:`priority_sample` (as :func:`priority_sample_lockstep`) then the rows gathered, by
     address (header: rng, counters, index, batch size, sum tree, min tree, tree length, beta,
@@ -553,7 +553,7 @@ def priority_update_lockstep(sum_tree, min_tree, max_priority, index, priority, 
         width //= 2
 
 
-@njit(**JIT_EXACT_INNER)
+@njit(**JIT_EXACT)  # wrapped: data.buffers' PreparedSample calls its entry point from Python
 def checked_priority_update_at(at, priority, alpha, eps):
     """:func:`priority_update_kernel` for the rows ``at`` last drew (its header, see
     :func:`prioritized_rows_at`), as :func:`priority_update_lockstep` (the draws' scratch is free

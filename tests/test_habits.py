@@ -157,3 +157,80 @@ def test_return_annotations_only_increase():
         f"{len(found)} package functions lack a return annotation (at most {MAX_UNANNOTATED}); annotate the new "
         "ones: " + ", ".join(found[-20:])
     )
+
+
+def _wrapperless(tree: ast.Module) -> set[str]:
+    """The functions a module compiles without a CPython wrapper (``@njit(**JIT_*_INNER)``)."""
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and any("_INNER" in ast.unparse(d) and ast.unparse(d).startswith("njit") for d in node.decorator_list)
+    }
+
+
+def _module_of(path: Path, node: ast.ImportFrom) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    base = parts[: len(parts) - node.level] if node.level else []
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def wrapperless_calls_from_python(package: Path) -> list[str]:
+    """``file:line name`` for each call from the Python layers (all but the kernel modules of
+    kernels/, envs/ and backends/, whose helpers are jitted in other ways too: cfunc drivers,
+    overload implementations) of a function compiled without a CPython wrapper, and each
+    ``.compile``/``_entry_point`` on one anywhere: Python cannot call those (a TypeError, or a
+    segfault through the compiled entry point)."""
+    trees = {path: ast.parse(path.read_text()) for path in package.rglob("*.py")}
+    inner = {".".join(path.relative_to(ROOT).with_suffix("").parts): _wrapperless(t) for path, t in trees.items()}
+    found = []
+    for path, tree in trees.items():
+        names = set(inner[".".join(path.relative_to(ROOT).with_suffix("").parts)])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = inner.get(_module_of(path, node), set())
+                names |= {a.asname or a.name for a in node.names if a.name in source}
+        jitted = {
+            id(n)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in n.decorator_list)
+        }
+        parts = path.relative_to(package).parts
+        python_layer = parts[0] not in ("kernels", "envs", "backends") or path.name in ("generic.py", "host.py")
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef) or id(function) in jitted:
+                continue
+            for call in ast.walk(function):
+                if not isinstance(call, ast.Call):
+                    continue
+                callee = call.func.id if isinstance(call.func, ast.Name) else None
+                passed = [n.id for a in call.args for n in ast.walk(a) if isinstance(n, ast.Name)]
+                entry = callee == "_entry_point" or (
+                    isinstance(call.func, ast.Attribute) and call.func.attr == "compile"
+                )
+                called = [callee] if python_layer and callee in names else []
+                for name in called + ([a for a in passed if a in names] if entry else []):
+                    found.append(f"{path.relative_to(ROOT)}:{call.lineno} {name}")
+    return sorted(set(found))
+
+
+def test_wrapperless_helpers_are_only_called_from_jitted_code():
+    assert wrapperless_calls_from_python(PACKAGE) == []
+
+
+def test_the_wrapperless_check_sees_calls_and_entry_points(tmp_path):
+    package = tmp_path / "dispatchrl"
+    (package / "kernels").mkdir(parents=True)
+    (package / "kernels" / "cpu.py").write_text(
+        "@njit(**JIT_EXACT_INNER)\ndef body(i, x):\n    x[i] = 0\n\n\n"
+        "@njit(**JIT_EXACT)\ndef kernel(x):\n    for i in range(3):\n        body(i, x)\n"
+    )
+    (package / "user.py").write_text(
+        "from .kernels.cpu import body\n\n\ndef host(x):\n    body(0, x)\n    return _entry_point(body, x)\n"
+    )
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert wrapperless_calls_from_python(package) == ["dispatchrl/user.py:5 body", "dispatchrl/user.py:6 body"]
+    finally:
+        ROOT = saved

@@ -7,7 +7,6 @@ with seed 0 evaluates to -440.6 on the host too (docs/guides/microcontrollers-wa
 Set DISPATCHRL_UPDATE_SCREENSHOT=1 to write the finished page to docs/web_trainer.png.
 """
 
-import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -27,29 +26,10 @@ SEED = 1
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "web_trainer.png"
 
 
-@contextlib.contextmanager
 def _served_page(folder):
-    """A page of headless Chromium beside a server of ``folder``: yields (the page, the server's
-    URL, the console errors and uncaught page errors so far)."""
-    from playwright.sync_api import sync_playwright
+    from dispatchrl.export.web import served_page
 
-    from dispatchrl.export.web import serve
-
-    server = serve(folder, 0)
-    errors: list[str] = []
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                yield page, f"http://127.0.0.1:{server.server_address[1]}", errors
-            finally:
-                browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()
+    return served_page(folder, CHROMIUM)
 
 
 @pytest.fixture(scope="module")

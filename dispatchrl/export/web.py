@@ -11,14 +11,17 @@ chunks, and lets V8 tier the hot code up (a wasm function called once, as ``main
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import http.server
 import json
 import shutil
 import threading
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..backends.c.compiler import run_compiler, zig_command
 from ..errors import ConfigError, DeviceError
@@ -36,6 +39,7 @@ __all__ = [
     "page_env",
     "page_steps",
     "serve",
+    "served_page",
     "web_folder",
 ]
 
@@ -219,6 +223,33 @@ def serve(directory: str | Path, port: int = 8000, host: str = "127.0.0.1") -> h
     return server
 
 
+@contextlib.contextmanager
+def served_page(folder: str | Path, executable: str | None = None, viewport: Any = None) -> Iterator[tuple]:
+    """A page of headless Chromium (playwright driving ``executable``, default the system's
+    ``chromium``) beside a local server of ``folder``: yields (the page, the server's URL, the
+    list of console errors and uncaught page errors so far); both are closed after."""
+    from playwright.sync_api import sync_playwright
+
+    executable = executable or shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        raise DeviceError("the browser run needs Chromium: apt-get install chromium")
+    server = serve(folder, 0)
+    errors: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport=viewport)  # None: playwright's default size
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                yield page, f"http://127.0.0.1:{server.server_address[1]}", errors
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def browser_run(
     folder: str | Path,
     steps: int,
@@ -231,42 +262,23 @@ def browser_run(
     the system's ``chromium``) with ``?steps=&seed=&autostart=1``; returns ``window.trainerResult``
     plus ``console_errors`` (console errors and uncaught page errors), ``curve_pixels`` and
     ``env_pixels`` (the learning-curve and animation canvases' pixels that are not white)."""
-    from playwright.sync_api import sync_playwright
-
-    executable = executable or shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        raise DeviceError("the browser run needs Chromium: apt-get install chromium")
-    server = serve(folder, 0)
-    errors: list[str] = []
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(viewport={"width": 1000, "height": 720})
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                port = server.server_address[1]
-                page.goto(f"http://127.0.0.1:{port}/index.html?steps={int(steps)}&seed={int(seed)}&autostart=1")
-                page.wait_for_function("window.trainerResult !== undefined", timeout=timeout * 1000)
-                result = dict(page.evaluate("window.trainerResult"))
-                page.wait_for_timeout(3000 if screenshot is not None else 300)  # the final policy swinging up
-                for canvas in ("curve", "env"):
-                    result[f"{canvas}_pixels"] = page.evaluate(
-                        """(id) => {
-                            const c = document.getElementById(id);
-                            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-                            let n = 0;
-                            for (let i = 0; i < d.length; i += 4) if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) n++;
-                            return n;
-                        }""",
-                        canvas,
-                    )
-                if screenshot is not None:
-                    page.screenshot(path=str(screenshot), full_page=True)
-            finally:
-                browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served_page(folder, executable, viewport={"width": 1000, "height": 720}) as (page, url, errors):
+        page.goto(f"{url}/index.html?steps={int(steps)}&seed={int(seed)}&autostart=1")
+        page.wait_for_function("window.trainerResult !== undefined", timeout=timeout * 1000)
+        result = dict(page.evaluate("window.trainerResult"))
+        page.wait_for_timeout(3000 if screenshot is not None else 300)  # the final policy swinging up
+        for canvas in ("curve", "env"):
+            result[f"{canvas}_pixels"] = page.evaluate(
+                """(id) => {
+                    const c = document.getElementById(id);
+                    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                    let n = 0;
+                    for (let i = 0; i < d.length; i += 4) if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) n++;
+                    return n;
+                }""",
+                canvas,
+            )
+        if screenshot is not None:
+            page.screenshot(path=str(screenshot), full_page=True)
     result["console_errors"] = errors
     return result

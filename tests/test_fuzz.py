@@ -1272,6 +1272,15 @@ def env_actions(data, n, label="action"):
     return a
 
 
+def stepped_from(device, env, physics, steps, action):
+    """A fresh state of ``env`` set to ``physics`` and ``steps``, then one ``env_step`` with ``action``."""
+    state = env_state(device, env)
+    drl.assign(state.physics, physics)
+    drl.assign(state.steps, steps)
+    env_step(device, env, state, put(device, action))
+    return state
+
+
 @devices
 @fuzz
 def test_pendulum_step(name, data):
@@ -1285,10 +1294,7 @@ def test_pendulum_step(name, data):
     physics = np.stack([rs.uniform(-1, 1, n) * 10.0 ** rs.uniform(-3, 2, n), rs.uniform(-8, 8, n)], 1)
     steps = rs.integers(0, max_steps, n)
     action = env_actions(data, n)
-    state = env_state(device, env)
-    drl.assign(state.physics, physics)
-    drl.assign(state.steps, steps)
-    env_step(device, env, state, put(device, action))
+    state = stepped_from(device, env, physics, steps, action)
     ref, reward = pendulum_reference(physics, action, env.action_scale, g)
     # gymnasium's float32 torque terms: 3·u rounded (1.5 u32·6) → dthdot ≤ 0.05·4e-7, th 0.05·that;
     # cost: 0.001·u² rounded (≤ 2.4e-10); sin/cos/mod of th: a few u64·|th|
@@ -1323,10 +1329,7 @@ def test_acrobot_step(name, data):
     physics = rs.uniform(-1, 1, (n, 4)) * bounds * data.draw(st.sampled_from((0.01, 0.5, 1.0)), label="spread")
     steps = rs.integers(0, max_steps, n)
     action = env_actions(data, n)
-    state = env_state(device, env)
-    drl.assign(state.physics, physics)
-    drl.assign(state.steps, steps)
-    env_step(device, env, state, put(device, action))
+    state = stepped_from(device, env, physics, steps, action)
     ref, height = acrobot_reference(physics, action)
     got = host(state.physics)
     # one float64 RK4 step in the same operation order as gymnasium: libm sin/cos differ by an

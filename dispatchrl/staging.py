@@ -238,13 +238,7 @@ def fuse(device, fn, *args, **kwargs) -> Step:
     generic functions, which flatten them into kernel arguments). Each must be on ``device``'s
     memory with dispatchrl Array leaves; :func:`check_tensordicts` refuses any other before tracing.
     """
-    check_tensordicts(device, _named_arguments(fn, device, args, kwargs))
-    calls: list = []
-    with trace(calls):
-        fn(device, *args, **kwargs)
-    start = time.perf_counter()
-    run = compile_step(device, calls)
-    return Step(device, run, calls, time.perf_counter() - start)
+    return _compiled(device, _traced(device, fn, args, kwargs))
 
 
 def fuse_steps(device, *steps: tuple) -> list[Step]:
@@ -252,20 +246,24 @@ def fuse_steps(device, *steps: tuple) -> list[Step]:
     ``(fn, *args)`` tuples, each traced first, then compiled in order inside
     :func:`compiling_steps`, so a backend can start on all their kernels at once (the CPU's
     precompile helper compiles the later steps' kernels while this process compiles the first)."""
-    traced = []
-    for fn, *args in steps:
-        check_tensordicts(device, _named_arguments(fn, device, tuple(args), {}))
-        calls: list = []
-        with trace(calls):
-            fn(device, *args)
-        traced.append(calls)
-    fused = []
+    traced = [_traced(device, fn, tuple(args), {}) for fn, *args in steps]
     with compiling_steps(device, traced):
-        for calls in traced:
-            start = time.perf_counter()
-            run = compile_step(device, calls)
-            fused.append(Step(device, run, calls, time.perf_counter() - start))
-    return fused
+        return [_compiled(device, calls) for calls in traced]
+
+
+def _traced(device, fn, args: tuple, kwargs: dict) -> list:
+    """The calls of ``fn(device, *args, **kwargs)``, its TensorDicts checked first."""
+    check_tensordicts(device, _named_arguments(fn, device, args, kwargs))
+    calls: list = []
+    with trace(calls):
+        fn(device, *args, **kwargs)
+    return calls
+
+
+def _compiled(device, calls: list) -> Step:
+    start = time.perf_counter()
+    run = compile_step(device, calls)
+    return Step(device, run, calls, time.perf_counter() - start)
 
 
 def _named_arguments(fn, device, args: tuple, kwargs: dict) -> dict:

@@ -20,6 +20,9 @@ CTRL_COST_WEIGHT = 0.1
 
 
 class HalfCheetahBatch(MujocoBatch):
+    """N HalfCheetah-v5 envs with the batch API of :mod:`dispatchrl.envs.batch`; env i resets
+    from its own generator seeded ``seed + i``, like gymnasium's vector envs."""
+
     NAME = "HalfCheetah"
     XML_FILE = "half_cheetah.xml"
     FRAME_SKIP = 5

@@ -10,6 +10,9 @@ __all__ = ["GYMNASIUM_SPEC", "HalfCheetahEnv", "make_halfcheetah_vector"]
 
 
 class HalfCheetahEnv(MujocoEnv):
+    """``dispatchrl/HalfCheetah-v5``: gymnasium HalfCheetah-v5 (default arguments) on a :class:`HalfCheetahBatch` of one
+    env; resets draw from ``self.np_random`` exactly like gymnasium's, observations are float64."""
+
     BATCH = HalfCheetahBatch
     TRACK_BODY = 1  # the torso
     CAMERA_DISTANCE = 4.0

@@ -10,6 +10,9 @@ __all__ = ["GYMNASIUM_SPEC", "HopperEnv", "make_hopper_vector"]
 
 
 class HopperEnv(MujocoEnv):
+    """``dispatchrl/Hopper-v5``: gymnasium Hopper-v5 (default arguments) on a :class:`HopperBatch` of one
+    env; resets draw from ``self.np_random`` exactly like gymnasium's, observations are float64."""
+
     BATCH = HopperBatch
     TRACK_BODY = 2  # the thigh, as gymnasium's camera
     CAMERA_DISTANCE = 3.0

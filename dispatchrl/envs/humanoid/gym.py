@@ -10,6 +10,9 @@ __all__ = ["GYMNASIUM_SPEC", "HumanoidEnv", "make_humanoid_vector"]
 
 
 class HumanoidEnv(MujocoEnv):
+    """``dispatchrl/Humanoid-v5``: gymnasium Humanoid-v5 (default arguments) on a :class:`HumanoidBatch` of one
+    env; resets draw from ``self.np_random`` exactly like gymnasium's, observations are float64."""
+
     BATCH = HumanoidBatch
     TRACK_BODY = 1  # the torso, as gymnasium's camera
     CAMERA_DISTANCE = 4.0

@@ -69,8 +69,7 @@ class MujocoBatch:
     ``seed + i`` like gymnasium's vector envs, so each env replays gymnasium's reset with that seed.
 
     A subclass sets the class constants and :meth:`_sources`, :meth:`_observations`,
-    :meth:`_forward_position` and :meth:`_outcome`; one that writes no docstring gets one naming
-    its task."""
+    :meth:`_forward_position` and :meth:`_outcome`."""
 
     NAME: ClassVar[str]  # in messages: "HalfCheetah"
     XML_FILE: ClassVar[str]  # in gymnasium's assets folder
@@ -81,15 +80,6 @@ class MujocoBatch:
     CONTACT_FORCES: ClassVar[bool] = False
     qpos: np.ndarray  # (N, nq), copied after each step and reset, like the arrays of _sources
     qvel: np.ndarray  # (N, nv)
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        # a task that writes no docstring of its own gets one naming it
-        super().__init_subclass__(**kwargs)
-        if cls.__doc__ is None and "NAME" in vars(cls):
-            cls.__doc__ = (
-                f"N {cls.NAME}-v5 envs with the batch API of :mod:`dispatchrl.envs.batch`; env i resets from "
-                "its own generator seeded ``seed + i``, like gymnasium's vector envs."
-            )
 
     def __init__(self, num_envs=1, num_threads=None, max_episode_steps=1000, obs_dtype=np.float32, autoreset=True):
         owner = type(self).__name__
@@ -272,24 +262,13 @@ class PlanarWalkerBatch(MujocoBatch):
 class MujocoEnv(gymnasium.Env):
     """One env of a :class:`MujocoBatch` as gymnasium's env of the task with default arguments;
     resets draw from ``self.np_random`` exactly like gymnasium's, observations are float64.
-    ``render_mode="rgb_array"``: MuJoCo's offscreen renderer, a camera tracking ``TRACK_BODY``.
-    A subclass that writes no docstring gets one naming its id and batch."""
+    ``render_mode="rgb_array"``: MuJoCo's offscreen renderer, a camera tracking ``TRACK_BODY``."""
 
     BATCH: ClassVar[type[MujocoBatch]]
     #: frame size (a multiple of 16: video encoders keep it) and the camera following the robot
     FRAME_SIZE = (480, 480)
     TRACK_BODY: ClassVar[int] = 1
     CAMERA_DISTANCE: ClassVar[float] = 4.0
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        # a task that writes no docstring of its own gets one naming it
-        super().__init_subclass__(**kwargs)
-        if cls.__doc__ is None and "BATCH" in vars(cls):
-            name = cls.BATCH.NAME
-            cls.__doc__ = (
-                f"``dispatchrl/{name}-v5``: gymnasium {name}-v5 (default arguments) on a :class:`{cls.BATCH.__name__}` "
-                "of one env; resets draw from ``self.np_random`` exactly like gymnasium's, observations are float64."
-            )
 
     def __init__(self, render_mode=None):
         if render_mode not in (None, "rgb_array"):

@@ -13,6 +13,9 @@ __all__ = ["Walker2dBatch"]
 
 
 class Walker2dBatch(PlanarWalkerBatch):
+    """N Walker2d-v5 envs with the batch API of :mod:`dispatchrl.envs.batch`; env i resets from
+    its own generator seeded ``seed + i``, like gymnasium's vector envs."""
+
     NAME = "Walker2d"
     XML_FILE = "walker2d_v5.xml"
     FRAME_SKIP = 4

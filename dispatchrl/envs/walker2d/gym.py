@@ -10,6 +10,9 @@ __all__ = ["GYMNASIUM_SPEC", "Walker2dEnv", "make_walker2d_vector"]
 
 
 class Walker2dEnv(MujocoEnv):
+    """``dispatchrl/Walker2d-v5``: gymnasium Walker2d-v5 (default arguments) on a :class:`Walker2dBatch` of one
+    env; resets draw from ``self.np_random`` exactly like gymnasium's, observations are float64."""
+
     BATCH = Walker2dBatch
     TRACK_BODY = 2  # the thigh, as gymnasium's camera
     CAMERA_DISTANCE = 4.0

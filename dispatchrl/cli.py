@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-__all__ = ["build_parser", "main", "resume_command", "strict_json"]
+__all__ = ["build_parser", "console", "main", "resume_command", "strict_json"]
 
 if TYPE_CHECKING:
     from dispatchrl.devices import Device
@@ -982,5 +982,36 @@ def resume_command(args: argparse.Namespace) -> str:
     return shlex.join(words)
 
 
+def console() -> NoReturn:
+    """The ``dispatchrl`` command and ``python -m dispatchrl``: :func:`main`, then an exit that
+    skips the interpreter's teardown. Freeing the compiled kernels' objects one by one took 0.47 s
+    after every command had done its work (a cold ``train td3``: 9.24 s wall, 5 % of it). The exit
+    handlers still run, non-daemon threads are joined and stdio is flushed first: every file the
+    commands write is closed by them, so nothing written is lost. Errors other than the exit
+    itself take Python's usual path (traceback, teardown)."""
+    import atexit
+    import threading
+
+    try:
+        code = main()
+    except SystemExit as exit_:
+        code = exit_.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"), as the interpreter reports it
+        print(code, file=sys.stderr)
+        code = 1
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # e.g. a closed pipe: the interpreter's own status for a failed flush
+        code = code or 120
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -20,10 +20,11 @@ from typing import Any
 
 import numba
 import numba.core.caching
+import numba.core.codegen
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
+from numba.core import cgutils, sigutils
 from numba.core.cpu import CPUTargetOptions
 from numba.core.dispatcher import Dispatcher
 from numba.extending import intrinsic
@@ -150,6 +151,8 @@ def guard_numba_cache() -> None:
     def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
         try:
             return load(self, sig, target_context)
+        except StaleKernel:
+            return None  # a miss: the fused step compiles again, and its save replaces this entry
         except Exception as error:
             if not ours(self):
                 raise
@@ -183,6 +186,77 @@ def guard_numba_cache() -> None:
 
 
 guard_numba_cache()
+
+
+class StaleKernel(Exception):
+    """A cached fused step calls a kernel whose cached code is no longer the one it was compiled
+    against (recompiled since, e.g. by another process: Numba names compiled code with a
+    per-process counter). Its entry is then a cache miss: the step compiles again."""
+
+
+def load_called_kernel(module: str, name: str, signature: tuple, symbol: str) -> None:
+    """Run before a cached fused step's code is loaded: compile or load the kernel it calls by
+    ``symbol`` (see :func:`call_kernels_unlinked`), or refuse when that kernel's code is another."""
+    import importlib
+
+    kernel = getattr(importlib.import_module(module), name)
+    kernel.compile(signature)
+    if kernel.overloads[signature].fndesc.mangled_name != symbol:
+        raise StaleKernel(f"{module}.{name}{signature}: the cached step calls {symbol}")
+
+
+#: the kernels of the fused step compiling now, called without linking their code in
+_UNLINKED: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("dispatchrl_unlinked", default=None)
+#: (kernel, signature) → compiled code, of the kernels fused steps call unlinked since the last
+#: :func:`keep_called_kernels`
+_CALLED: dict[tuple, Any] = {}
+
+
+def call_kernels_unlinked() -> None:
+    """Let a fused step call its kernels' compiled code instead of linking a copy of their LLVM IR
+    into its module, which Numba then optimises and compiles to machine code again (TD3: 35
+    kernels, 1.3 s of a cold step's serial compile). Numba links callees so that LLVM may inline
+    them; a fused step's kernels are loops its inliner left alone. The step's library holds on to
+    the kernels' libraries (their code), and its disk-cache entry loads them first
+    (:func:`load_called_kernel`, through Numba's ``reload_init``)."""
+    library_class: Any = numba.core.codegen.CPUCodeLibrary
+    link = library_class.add_linking_library
+    if getattr(link, "dispatchrl_unlinked", False):
+        return
+
+    def add_linking_library(self: Any, library: Any) -> None:
+        kernels = _UNLINKED.get()
+        if kernels is None or self.name != "fused_step":
+            return link(self, library)
+        for kernel in kernels:
+            for signature, compiled in kernel.overloads.items():
+                if compiled.library is library:
+                    library._ensure_finalized()
+                    self.__dict__.setdefault("dispatchrl_called", []).append(library)  # its code lives on
+                    symbol = compiled.fndesc.mangled_name
+                    loader = (_import_name(kernel), kernel.py_func.__name__, signature, symbol)
+                    self._reload_init.add(functools.partial(load_called_kernel, *loader))
+                    _CALLED[(kernel, signature)] = compiled
+                    return None
+        return link(self, library)
+
+    add_linking_library.dispatchrl_unlinked = True  # type: ignore[attr-defined]
+    library_class.add_linking_library = add_linking_library
+
+
+call_kernels_unlinked()
+
+
+def keep_called_kernels(helper_ran: bool) -> None:
+    """Once the fused steps compiled: if a precompile helper ran, save again the kernels they call
+    that this process compiled (rather than loaded), so the disk cache holds the code the cached
+    steps were compiled against: a helper that compiled the same kernel at the same time may have
+    saved its own after ours."""
+    if helper_ran:
+        for (kernel, signature), compiled in _CALLED.items():
+            if any(tuple(sigutils.normalize_signature(s)[0]) == signature for s in kernel._cache_misses):
+                kernel._cache.save_overload(signature, compiled)
+    _CALLED.clear()
 
 
 def limit_blas_threads() -> None:
@@ -475,11 +549,15 @@ def njit_program(calls: list) -> Program:
     progress = kernel_progress(cold_kernels(calls))
     # cold kernels: a second core helps (unless one helper serves all the steps compiled together)
     helper = start_precompile(calls, prepares, step_opt_level) if cacheable and not _STEPS_HELPER.get() else None
+    token = _UNLINKED.set(tuple(kernels))
     try:
         with compile_activity.kernels(progress), step_opt_level():
             fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
     finally:
+        _UNLINKED.reset(token)
         stop_precompile(helper)
+        if not _STEPS_HELPER.get():
+            keep_called_kernels(helper is not None)
     for prepare in prepares:
         prepare()
 
@@ -513,6 +591,7 @@ def _one_helper(calls: list) -> Iterator[None]:
     finally:
         _STEPS_HELPER.reset(token)
         stop_precompile(helper)
+        keep_called_kernels(helper is not None)
 
 
 def is_runtime_scalar(value: object) -> bool:

@@ -59,10 +59,14 @@ _HELPER = """
 import importlib, pickle, sys
 jobs = pickle.load(sys.stdin.buffer)
 import dispatchrl.backends.cpu  # points Numba's cache where the parent's is
+from dispatchrl.backends.precompile import _disk_cached
 for module, name, signature in jobs:
     try:
         target = getattr(importlib.import_module(module), name)
-        target() if signature is None else target.compile(signature)
+        if signature is None:
+            target()
+        elif not _disk_cached(target, signature):  # else the parent compiled it meanwhile
+            target.compile(signature)
     except Exception:
         pass
 """
@@ -196,6 +200,8 @@ def _fork_helper(
             prepare()
         with compiling():  # as the parent compiles them, so the cached code is the same
             for kernel, signature in jobs:
+                if _disk_cached(kernel, signature):
+                    continue  # the parent compiled it meanwhile: a second copy would replace its save
                 try:
                     kernel.compile(signature)
                 except Exception:

@@ -416,8 +416,7 @@ def _literal(value: object) -> str:
     if isinstance(value, (int, np.integer)):
         # A bare int literal types as Literal[int](value), and Numba compiles a kernel once per
         # literal value it is called with (15 nonfinite_flag and 3 of each dense kernel in TD3);
-        # int64(...) makes one specialization per signature. The fused step's LLVM still sees the
-        # constant wherever it inlines the kernel.
+        # int64(...) makes one specialization per signature.
         value = int(value)
         return f"int64({value})" if -(2**63) <= value < 2**63 else repr(value)
     if isinstance(value, (float, np.floating)):

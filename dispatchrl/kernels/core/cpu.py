@@ -3,8 +3,8 @@ register-tiled kernels of :mod:`.cpu_gemm` (AVX2 cores, see :func:`tiled_gemm`) 
 products.
 
 Kernels are module-level ``@njit`` functions with the option sets of
-:mod:`dispatchrl.backends.cpu`, so fused steps can import and inline them. Helpers live in this
-same file so Numba's per-file cache check covers them.
+:mod:`dispatchrl.backends.cpu`, so fused steps can import them and call their compiled code.
+Helpers live in this same file so Numba's per-file cache check covers them.
 """
 
 import math

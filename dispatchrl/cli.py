@@ -992,14 +992,17 @@ def console() -> NoReturn:
     import atexit
     import threading
 
+    status: int | str | None
     try:
-        code = main()
+        status = main()
     except SystemExit as exit_:
-        code = exit_.code
-    if code is None:
+        status = exit_.code
+    if status is None:
         code = 0
-    elif not isinstance(code, int):  # sys.exit("message"), as the interpreter reports it
-        print(code, file=sys.stderr)
+    elif isinstance(status, int):
+        code = status
+    else:  # sys.exit("message"), as the interpreter reports it
+        print(status, file=sys.stderr)
         code = 1
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:

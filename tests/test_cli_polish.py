@@ -117,3 +117,21 @@ def test_keep_best_deploys_saves_and_reports_the_best_policy(capsys, tmp_path):
     assert main(["train", "td3", *small, "--keep-best", "0"]) == 0
     final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert final["policy_steps"] == 400 and final["saved_best"] is None
+
+
+def test_the_command_exits_with_mains_status_and_all_its_output():
+    """``cli.console`` (the ``dispatchrl`` command, ``python -m dispatchrl``) skips the interpreter's
+    teardown: the exit status, every line written and the exit handlers' work still arrive."""
+    command = [
+        sys.executable,
+        "-c",
+        "import atexit, dispatchrl.cli as c; atexit.register(print, 'HANDLER'); c.console()",
+    ]
+    done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.startswith("dispatchrl ") and done.stdout.endswith("HANDLER\n")
+    done = subprocess.run([*command, "train", "td3", "--bogus"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "unrecognized arguments: --bogus" in done.stderr and "HANDLER" in done.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatchrl", "--version"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and done.stdout.startswith("dispatchrl ")

@@ -194,11 +194,13 @@ class StaleKernel(Exception):
     per-process counter). Its entry is then a cache miss: the step compiles again."""
 
 
-def load_called_kernel(module: str, name: str, signature: tuple, symbol: str) -> None:
+def load_called_kernel(module: str | None, name: str, signature: tuple, symbol: str) -> None:
     """Run before a cached fused step's code is loaded: compile or load the kernel it calls by
     ``symbol`` (see :func:`call_kernels_unlinked`), or refuse when that kernel's code is another."""
     import importlib
 
+    if module is None:  # only a step with importable kernels is cached
+        raise StaleKernel(f"{name}{signature}: not importable")
     kernel = getattr(importlib.import_module(module), name)
     kernel.compile(signature)
     if kernel.overloads[signature].fndesc.mangled_name != symbol:

@@ -127,6 +127,39 @@ def test_helper_runs_the_prepares_then_fills_the_disk_cache(tmp_path, monkeypatc
         sys.modules.pop(module_name, None)
 
 
+MANY_KERNELS = "from numba import njit\n" + "".join(
+    f"\n@njit(cache=True)\ndef add_{k}(a):\n    for i in range(a.size):\n        a[i] += {k}.0\n" for k in range(8)
+)
+
+
+@pytest.mark.skipif(not precompile.FORK, reason="the claims table is the forked helper's")
+def test_the_forked_helper_and_this_process_share_the_jobs_without_overlap(tmp_path, monkeypatch):
+    """This process claims kernels from the front, the helper from the back: each kernel is
+    compiled once, and when compile_share returns the helper's are all in the disk cache."""
+    module_name = f"precompile_share_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{module_name}.py").write_text(MANY_KERNELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "1")
+    module = importlib.import_module(module_name)
+    try:
+        kernels = [getattr(module, f"add_{k}") for k in range(8)]
+        a = drl.zeros(drl.CPU(), 3)
+        helper = precompile.start_precompile([(kernel, (a,)) for kernel in kernels])
+        assert isinstance(helper, precompile.ForkedHelper)
+        precompile.compile_share(helper)
+        claims = list(helper.claims)
+        assert helper.wait(timeout=300) == 0
+        assert set(claims) <= {precompile.PARENT, precompile.FINISHED} and precompile.PARENT in claims
+        for kernel, claim in zip(kernels, claims, strict=True):
+            kernel(a.data)
+            # compiled here (a cache miss) or by the helper (a hit here), never both
+            assert bool(kernel.stats.cache_misses) == (claim == precompile.PARENT)
+            assert bool(kernel.stats.cache_hits) == (claim == precompile.FINISHED)
+        np.testing.assert_array_equal(a.data, np.full(3, sum(range(8)), a.data.dtype))
+    finally:
+        sys.modules.pop(module_name, None)
+
+
 def test_compile_workers_setting(monkeypatch):
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
     assert precompile.compile_workers() == 0

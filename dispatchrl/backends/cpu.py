@@ -43,7 +43,14 @@ from ..staging import (
     python_program,
     segmented_program,
 )
-from .precompile import cold_kernels, kernel_progress, start_precompile, stop_precompile
+from .precompile import (
+    ForkedHelper,
+    cold_kernels,
+    compile_share,
+    kernel_progress,
+    start_precompile,
+    stop_precompile,
+)
 
 __all__ = [
     "FLUSH_DENORMALS",
@@ -249,12 +256,12 @@ def call_kernels_unlinked() -> None:
 call_kernels_unlinked()
 
 
-def keep_called_kernels(helper_ran: bool) -> None:
-    """Once the fused steps compiled: if a precompile helper ran, save again the kernels they call
-    that this process compiled (rather than loaded), so the disk cache holds the code the cached
-    steps were compiled against: a helper that compiled the same kernel at the same time may have
-    saved its own after ours."""
-    if helper_ran:
+def keep_called_kernels(helper: Any) -> None:
+    """Once the fused steps compiled: if a spawned precompile helper ran, save again the kernels
+    they call that this process compiled (rather than loaded), so the disk cache holds the code
+    the cached steps were compiled against: that helper may have compiled the same kernel at the
+    same time and saved its own after ours. (A forked helper claims its jobs: no kernel twice.)"""
+    if helper is not None and not isinstance(helper, ForkedHelper):
         for (kernel, signature), compiled in _CALLED.items():
             if any(tuple(sigutils.normalize_signature(s)[0]) == signature for s in kernel._cache_misses):
                 kernel._cache.save_overload(signature, compiled)
@@ -549,16 +556,18 @@ def njit_program(calls: list) -> Program:
     # counted before the helper starts filling the disk cache
     progress = kernel_progress(cold_kernels(calls))
     # cold kernels: a second core helps (unless one helper serves all the steps compiled together)
-    helper = start_precompile(calls, prepares, step_opt_level) if cacheable and not _STEPS_HELPER.get() else None
+    shared = _STEPS_HELPER.get()
+    helper = start_precompile(calls, prepares, step_opt_level) if cacheable and shared is None else None
     token = _UNLINKED.set(tuple(kernels))
     try:
         with compile_activity.kernels(progress), step_opt_level():
+            compile_share(helper or shared)  # this process's part of the helper's kernels
             fused(0, *raw)  # compile (or load from the disk cache) now, not on the first real call
     finally:
         _UNLINKED.reset(token)
         stop_precompile(helper)
-        if not _STEPS_HELPER.get():
-            keep_called_kernels(helper is not None)
+        if shared is None:
+            keep_called_kernels(helper)
     for prepare in prepares:
         prepare()
 
@@ -570,8 +579,8 @@ def njit_program(calls: list) -> Program:
     return run
 
 
-#: whether a helper started by ``compiling_steps`` serves the steps compiled now
-_STEPS_HELPER: contextvars.ContextVar[bool] = contextvars.ContextVar("dispatchrl_steps_helper", default=False)
+#: the helper started by ``compiling_steps`` that serves the steps compiled now (None: none does)
+_STEPS_HELPER: contextvars.ContextVar[Any] = contextvars.ContextVar("dispatchrl_steps_helper", default=None)
 
 
 @compiling_steps.dispatch
@@ -586,13 +595,13 @@ def compiling_steps(device: CPU, steps: list) -> contextlib.AbstractContextManag
 @contextlib.contextmanager
 def _one_helper(calls: list) -> Iterator[None]:
     helper = start_precompile(calls, list(_BEFORE_FIRST_RUN.values()), step_opt_level)
-    token = _STEPS_HELPER.set(helper is not None)
+    token = _STEPS_HELPER.set(helper)
     try:
         yield
     finally:
         _STEPS_HELPER.reset(token)
         stop_precompile(helper)
-        keep_called_kernels(helper is not None)
+        keep_called_kernels(helper)
 
 
 def is_runtime_scalar(value: object) -> bool:

@@ -9,7 +9,9 @@ soon as the step is compiled.
 
 On Linux the helper is a fork of this process: it starts at once, with everything imported and
 traced (a new Python process spends about 1.5 s importing dispatchrl before its first job). It
-touches nothing but Numba's compiler and cache and leaves by ``os._exit``. Elsewhere it is a new
+touches nothing but Numba's compiler and cache and leaves by ``os._exit``. The two processes claim
+jobs from a shared table (this one from the front, :func:`compile_share`; the helper from the
+back), so no kernel is compiled twice and both finish together. Elsewhere the helper is a new
 Python process fed the job list.
 
 DISPATCHRL_COMPILE_WORKERS=0 turns it off (default 1 where this process may use at least 2 CPUs).
@@ -39,6 +41,7 @@ __all__ = [
     "MIN_SIGNATURES",
     "ForkedHelper",
     "cold_kernels",
+    "compile_share",
     "compile_workers",
     "kernel_progress",
     "kernel_signatures",
@@ -148,12 +151,26 @@ def kernel_progress(jobs: list[tuple[Any, tuple]]) -> Callable[[], tuple[int, in
     return probe
 
 
-class ForkedHelper:
-    """A forked helper, with the part of ``subprocess.Popen``'s interface the callers use."""
+#: a job's entry in the claims table: free, being compiled here or by the helper, finished
+FREE, PARENT, HELPER, FINISHED = 0, 1, 2, 3
 
-    def __init__(self, pid: int) -> None:
+
+class ForkedHelper:
+    """A forked helper, with the part of ``subprocess.Popen``'s interface the callers use, and the
+    job table both processes claim from."""
+
+    def __init__(self, pid: int, jobs: list[tuple[Any, tuple]], claims: Any, lock: Any) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self.jobs, self.claims, self.lock = jobs, claims, lock
+
+    def claim(self, index: int, by: int) -> bool:
+        """Take job ``index`` for ``by`` (PARENT or HELPER) if it is free."""
+        with self.lock:
+            if self.claims[index] != FREE:
+                return False
+            self.claims[index] = by
+            return True
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -184,14 +201,21 @@ def _fork_helper(
     # Python 3.12+ warns that forking a threaded process may deadlock the child (a lock held by
     # another thread stays held); this child uses no lock those threads take (not the progress
     # display's streams: its own are /dev/null), and is killed with the step compiled anyway.
+    import multiprocessing
+
+    try:  # the job table, shared with the child (a semaphore and an anonymous shared mapping)
+        lock, claims = multiprocessing.Lock(), multiprocessing.RawArray("b", len(jobs))
+    except OSError:
+        return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
             pid = os.fork()
         except OSError:
             return None
+    helper = ForkedHelper(pid, jobs, claims, lock)
     if pid:
-        return ForkedHelper(pid)
+        return helper
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C stops the parent, which kills this
@@ -199,16 +223,34 @@ def _fork_helper(
         for prepare in prepares:
             prepare()
         with compiling():  # as the parent compiles them, so the cached code is the same
-            for kernel, signature in jobs:
-                if _disk_cached(kernel, signature):
-                    continue  # the parent compiled it meanwhile: a second copy would replace its save
+            for index in reversed(range(len(jobs))):
+                if not helper.claim(index, HELPER):
+                    continue
+                kernel, signature = jobs[index]
                 try:
                     kernel.compile(signature)
                 except Exception:
                     pass  # left to the parent, which compiles what is missing itself
+                claims[index] = FINISHED
         code = 0
     finally:
         os._exit(code)
+
+
+def compile_share(helper: subprocess.Popen | ForkedHelper | None) -> None:
+    """This process's part of a forked helper's jobs: claim and compile them from the front, then
+    wait for the ones the helper took (they are then in the disk cache; a helper that died leaves
+    its unfinished ones to this process's own compile). Nothing for other helpers."""
+    if not isinstance(helper, ForkedHelper):
+        return
+    for index, (kernel, signature) in enumerate(helper.jobs):
+        if helper.claim(index, PARENT):
+            try:
+                kernel.compile(signature)
+            except Exception:
+                pass  # compiled (and its error raised) where the step uses it
+    while HELPER in helper.claims[:] and helper.poll() is None:
+        time.sleep(0.002)
 
 
 def start_precompile(
@@ -224,7 +266,7 @@ def start_precompile(
         return None
     if FORK:
         cold = cold_kernels(calls)
-        return _fork_helper(cold[::-1], prepares, compiling) if len(cold) >= MIN_SIGNATURES else None
+        return _fork_helper(cold, prepares, compiling) if len(cold) >= MIN_SIGNATURES else None
     jobs = kernel_signatures(calls)
     if len(jobs) < MIN_SIGNATURES:
         return None

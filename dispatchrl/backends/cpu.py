@@ -240,12 +240,14 @@ def call_kernels_unlinked() -> None:
         for kernel in kernels:
             for signature, compiled in kernel.overloads.items():
                 if compiled.library is library:
-                    library._ensure_finalized()
-                    self.__dict__.setdefault("dispatchrl_called", []).append(library)  # its code lives on
-                    symbol = compiled.fndesc.mangled_name
-                    loader = (_import_name(kernel), kernel.py_func.__name__, signature, symbol)
-                    self._reload_init.add(functools.partial(load_called_kernel, *loader))
-                    _CALLED[(kernel, signature)] = compiled
+                    called = self.__dict__.setdefault("dispatchrl_called", [])  # their code lives on
+                    if library not in called:  # once per kernel, however many calls
+                        library._ensure_finalized()
+                        called.append(library)
+                        symbol = compiled.fndesc.mangled_name
+                        loader = (_import_name(kernel), kernel.py_func.__name__, signature, symbol)
+                        self._reload_init.add(functools.partial(load_called_kernel, *loader))
+                        _CALLED[(kernel, signature)] = compiled
                     return None
         return link(self, library)
 

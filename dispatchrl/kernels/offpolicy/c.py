@@ -34,25 +34,14 @@ for (int i = 0; i < N; i++) {
 
 
 @api.replay_add.dispatch
-def replay_add(device: C, buffer, obs, action, reward, next_obs, terminated, truncated):
-    (n, o), a = obs.shape, action.shape[1]
+def replay_add(device: C, buffer, *transition):
+    # transition: the step's arrays in TRANSITION_FIELDS order (rows shaped as the buffer's, checked)
+    n, (capacity, o), a = transition[0].shape[0], buffer.obs.shape, buffer.action.shape[1]
     params = (*TRANSITION_FIELDS, *("b_" + p for p in TRANSITION_FIELDS), "position", "size")
     kernel = CKernel(
-        "replay_add", REPLAY_ADD, params, params[6:], dict(N=n, O=o, A=a, CAPACITY=buffer.obs.shape[0]), obs.dtype
+        "replay_add", REPLAY_ADD, params, params[6:], dict(N=n, O=o, A=a, CAPACITY=capacity), buffer.obs.dtype
     )
-    launch(
-        device,
-        kernel,
-        obs,
-        action,
-        reward,
-        next_obs,
-        terminated,
-        truncated,
-        *transition_arrays(buffer),
-        buffer.position,
-        buffer.size,
-    )
+    launch(device, kernel, *transition, *transition_arrays(buffer), buffer.position, buffer.size)
 
 
 REPLAY_SAMPLE = """

@@ -5,15 +5,10 @@ import math
 import numpy as np
 from numba import njit
 
-from ...arrays import zeros
 from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, per_index
-from ...devices import CPU
-from ...staging import launch
 from ..core.cpu import row_argmax
 from ..random.cpu import standard_normal, uniform01
-from ..replay.cpu import replay_gather_kernel, uniform_index_kernel
 from . import api
-from .api import transition_arrays
 
 __all__ = [
     "add_clipped_noise_at",
@@ -75,16 +70,6 @@ replay_add_kernel = per_index(
     after=["advance_ring(position, size, obs.shape[0], b_obs.shape[0])"],
     uses=(advance_ring,),
 )
-
-
-@api.replay_sample.dispatch
-def replay_sample(device: CPU, rng, buffer, batch):
-    # the rows uniform_index draws from the same stream, then gathered with every row prefetched
-    # first (replay_gather_kernel): the same rows and bits as drawing and copying in one loop,
-    # with a large ring's cache misses overlapped; the index scratch is made when the call is staged
-    index = zeros(device, batch.obs.shape[0], np.int64)
-    launch(device, uniform_index_kernel, rng, buffer.size, index)
-    launch(device, replay_gather_kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
 
 
 @njit(**JIT_FAST)

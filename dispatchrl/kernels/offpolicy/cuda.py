@@ -25,21 +25,11 @@ advance_ring_kernel = once(cpu.advance_ring)
 
 
 @api.replay_add.dispatch
-def replay_add(device: CUDA, buffer, obs, action, reward, next_obs, terminated, truncated):
-    launch_1d(
-        device,
-        replay_add_kernel,
-        obs.shape[0],
-        obs,
-        action,
-        reward,
-        next_obs,
-        terminated,
-        truncated,
-        *transition_arrays(buffer),
-        buffer.position,
-    )
-    launch_once(device, advance_ring_kernel, buffer.position, buffer.size, obs.shape[0], buffer.obs.shape[0])
+def replay_add(device: CUDA, buffer, *transition):
+    # transition: the step's arrays in TRANSITION_FIELDS order (obs first: a row per env)
+    rows = transition[0].shape[0]
+    launch_1d(device, replay_add_kernel, rows, *transition, *transition_arrays(buffer), buffer.position)
+    launch_once(device, advance_ring_kernel, buffer.position, buffer.size, rows, buffer.obs.shape[0])
 
 
 def _replay_sample_at(

@@ -4,77 +4,21 @@ import math
 
 import numpy as np
 
-from ...devices import Generic
-from ...staging import launch
 from ..random.generic import standard_normal, uniform01
 from . import api
-from .api import transition_arrays
 
 __all__: list[str] = []
 
 
-def replay_add_kernel(
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    position,
-    size,
-) -> None:
-    capacity = b_obs.shape[0]
-    rows = (position[0] + np.arange(obs.shape[0])) % capacity
-    for dst, src in (
-        (b_obs, obs),
-        (b_action, action),
-        (b_reward, reward),
-        (b_next_obs, next_obs),
-        (b_terminated, terminated),
-        (b_truncated, truncated),
-    ):
+def replay_add_kernel(*arrays) -> None:
+    # the step's six arrays, then the ring's (both in TRANSITION_FIELDS order), its position and size
+    step, ring, (position, size) = arrays[:6], arrays[6:12], arrays[12:]
+    capacity, count = ring[0].shape[0], step[0].shape[0]
+    rows = (position[0] + np.arange(count)) % capacity
+    for src, dst in zip(step, ring):
         dst[rows] = src
-    position[0] = (position[0] + obs.shape[0]) % capacity
-    size[0] = min(size[0] + obs.shape[0], capacity)
-
-
-def replay_sample_kernel(
-    rng,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    size,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-) -> None:
-    rows = (uniform01(rng, obs.shape[0]) * size[0]).astype(np.int64)
-    for dst, src in (
-        (obs, b_obs),
-        (action, b_action),
-        (reward, b_reward),
-        (next_obs, b_next_obs),
-        (terminated, b_terminated),
-        (truncated, b_truncated),
-    ):
-        dst[...] = src[rows]
-
-
-@api.replay_sample.dispatch
-def replay_sample(device: Generic, rng, buffer, batch):
-    launch(device, replay_sample_kernel, rng, *transition_arrays(buffer), buffer.size, *transition_arrays(batch))
+    position[0] = (position[0] + count) % capacity
+    size[0] = min(size[0] + count, capacity)
 
 
 def concat_columns_kernel(a, b, out) -> None:

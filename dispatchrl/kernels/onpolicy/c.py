@@ -359,44 +359,28 @@ info[3] = (double)clipped_count / B;
 
 
 @api.ppo_categorical_gradient.dispatch
-def ppo_categorical_gradient(
-    device: C, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
-):
-    params = (
-        "logits",
-        "action",
-        "old_log_prob",
-        "advantage",
-        "old_logits",
-        "clip",
-        "entropy_coef",
-        "normalize",
-        "d_logits",
-        "info",
-    )
+def ppo_categorical_gradient(device: C, logits, *args):
     kernel = CKernel(
         "ppo_categorical_gradient",
         PPO_CATEGORICAL_GRADIENT,
-        params,
+        (
+            "logits",
+            "action",
+            "old_log_prob",
+            "advantage",
+            "old_logits",
+            "clip",
+            "entropy_coef",
+            "normalize",
+            "d_logits",
+            "info",
+        ),
         ("d_logits", "info"),
         dict(B=logits.shape[0], K=logits.shape[1]),
         logits.dtype,
         overwrites=("d_logits", "info"),
     )
-    launch(
-        device,
-        kernel,
-        logits,
-        action,
-        old_log_prob,
-        advantage,
-        old_logits,
-        clip,
-        entropy_coef,
-        normalize,
-        d_logits,
-        info,
-    )
+    launch(device, kernel, logits, *args)
 
 
 PPO_POLICY_GRADIENT = (

@@ -183,23 +183,8 @@ ppo_categorical_gradient_kernel = once(
 
 
 @api.ppo_categorical_gradient.dispatch
-def ppo_categorical_gradient(
-    device: CUDA, logits, action, old_log_prob, advantage, old_logits, clip, entropy_coef, normalize, d_logits, info
-):
-    launch_once(
-        device,
-        ppo_categorical_gradient_kernel,
-        logits,
-        action,
-        old_log_prob,
-        advantage,
-        old_logits,
-        clip,
-        entropy_coef,
-        normalize,
-        d_logits,
-        info,
-    )
+def ppo_categorical_gradient(device: CUDA, *args):
+    launch_once(device, ppo_categorical_gradient_kernel, *args)
 
 
 def _gaussian_log_prob_at(i, mean, log_std, action, log_prob) -> None:

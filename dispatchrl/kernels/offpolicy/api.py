@@ -21,6 +21,7 @@ __all__ = [
     "accumulate_q_stats",
     "accumulate_sac_actor_stats",
     "add_clipped_noise",
+    "check_batch_rows",
     "check_transitions",
     "concat_columns",
     "dqn_targets",
@@ -73,6 +74,15 @@ def check_transitions(fn, device, name, t, rows=None):
     return rows, obs_dim, t.action.shape[1]
 
 
+def check_batch_rows(fn, buffer, batch):
+    """A batch for ``buffer`` has its row shapes and dtype (both Transitions already checked)."""
+    rows, batch_rows = ((t.obs.shape[1], t.action.shape[1]) for t in (buffer, batch))
+    if batch_rows != rows or batch.obs.dtype != buffer.obs.dtype:
+        raise ShapeError(
+            f"{fn}: batch rows are {batch_rows} {batch.obs.dtype}, buffer rows are {rows} {buffer.obs.dtype}"
+        )
+
+
 @generic(inplace=("buffer",))
 def replay_add(device, buffer, obs, action, reward, next_obs, terminated, truncated):
     """Append one transition per environment row to the circular ``buffer`` (overwriting the
@@ -102,14 +112,10 @@ def replay_sample(device, rng, buffer, batch):
     fn = "replay_sample"
     check_device(fn, device)
     check_array(fn, "rng", rng, device, shape=(2,), dtype=np.uint64)
-    _, obs_dim, action_dim = check_transitions(fn, device, "buffer", buffer)
+    check_transitions(fn, device, "buffer", buffer)
     check_array(fn, "buffer.size", buffer.size, device, shape=(1,), dtype=np.int64)
-    _rows, batch_obs, batch_action = check_transitions(fn, device, "batch", batch)
-    if (batch_obs, batch_action) != (obs_dim, action_dim) or batch.obs.dtype != buffer.obs.dtype:
-        raise ShapeError(
-            f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
-            f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}"
-        )
+    check_transitions(fn, device, "batch", batch)
+    check_batch_rows(fn, buffer, batch)
     return device, rng, buffer, batch
 
 

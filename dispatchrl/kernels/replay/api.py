@@ -13,7 +13,7 @@ import numpy as np
 from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ShapeError
-from ..offpolicy.api import check_transitions
+from ..offpolicy.api import check_batch_rows, check_transitions
 
 __all__ = [
     "EMPTY",
@@ -118,14 +118,10 @@ def replay_gather(device, buffer, index, batch) -> tuple:
     """``batch`` = rows ``index`` of ``buffer`` (Transitions of equal row shapes)."""
     fn = "replay_gather"
     check_device(fn, device)
-    _, obs_dim, action_dim = check_transitions(fn, device, "buffer", buffer)
-    rows, batch_obs, batch_action = check_transitions(fn, device, "batch", batch)
+    check_transitions(fn, device, "buffer", buffer)
+    rows, _, _ = check_transitions(fn, device, "batch", batch)
     check_array(fn, "index", index, device, shape=(rows,), dtype=np.int64, dtypes=None)
-    if (batch_obs, batch_action) != (obs_dim, action_dim) or batch.obs.dtype != buffer.obs.dtype:
-        raise ShapeError(
-            f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
-            f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}"
-        )
+    check_batch_rows(fn, buffer, batch)
     return device, buffer, index, batch
 
 
@@ -193,16 +189,12 @@ def n_step_gather(device, buffer, index, num_envs, n, gamma, batch, discount) ->
     return and bootstraps from its last observation; a termination cuts it without bootstrap."""
     fn = "n_step_gather"
     check_device(fn, device)
-    capacity, obs_dim, action_dim = check_transitions(fn, device, "buffer", buffer)
+    capacity, _, _ = check_transitions(fn, device, "buffer", buffer)
     check_array(fn, "buffer.position", buffer.position, device, shape=(1,), dtype=np.int64, dtypes=None)
-    rows, batch_obs, batch_action = check_transitions(fn, device, "batch", batch)
+    rows, _, _ = check_transitions(fn, device, "batch", batch)
     check_array(fn, "index", index, device, shape=(rows,), dtype=np.int64, dtypes=None)
     check_array(fn, "discount", discount, device, shape=(rows,), dtype=np.float64)
-    if (batch_obs, batch_action) != (obs_dim, action_dim) or batch.obs.dtype != buffer.obs.dtype:
-        raise ShapeError(
-            f"{fn}: batch rows are ({batch_obs}, {batch_action}) {batch.obs.dtype}, "
-            f"buffer rows are ({obs_dim}, {action_dim}) {buffer.obs.dtype}"
-        )
+    check_batch_rows(fn, buffer, batch)
     for name, value in (("num_envs", num_envs), ("n", n)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ShapeError(f"{fn}: '{name}' must be a positive int, got {value!r}")

@@ -66,29 +66,9 @@ def priority_sample(device: Generic, rng, sum_tree, min_tree, size, beta, index,
     launch(device, priority_sample_kernel, rng, sum_tree, min_tree, size, beta, index, weight)
 
 
-def replay_gather_kernel(
-    index,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-) -> None:
-    for dst, src in (
-        (obs, b_obs),
-        (action, b_action),
-        (reward, b_reward),
-        (next_obs, b_next_obs),
-        (terminated, b_terminated),
-        (truncated, b_truncated),
-    ):
+def replay_gather_kernel(index, *buffer_batch) -> None:
+    # the buffer's six arrays, then the batch's, both in TRANSITION_FIELDS order (as the CPU kernel)
+    for src, dst in zip(buffer_batch[:6], buffer_batch[6:]):
         dst[...] = src[index]
 
 

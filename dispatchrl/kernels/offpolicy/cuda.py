@@ -19,7 +19,7 @@ __all__ = ["gaussian_tanh_grad"]
 gaussian_tanh_grad = device_twin(cpu.gaussian_tanh_grad)
 
 
-replay_add_kernel = per_index(cpu.replay_add_row, "obs.shape[0]")
+replay_add_kernel = per_index(cpu.replay_add_row, "obs.shape[0]", copy_transition=copy_transition)
 # after every row was written at the old position
 advance_ring_kernel = once(cpu.advance_ring)
 
@@ -285,19 +285,8 @@ dqn_targets_kernel = per_index(cpu.dqn_target_at, "reward.shape[0]", row_argmax=
 
 
 @api.dqn_targets.dispatch
-def dqn_targets(device: CUDA, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
-    launch_1d(
-        device,
-        dqn_targets_kernel,
-        reward.shape[0],
-        q_next_online,
-        q_next_target,
-        reward,
-        terminated,
-        gamma,
-        target,
-        double,
-    )
+def dqn_targets(device: CUDA, q_next_online, *args):
+    launch_1d(device, dqn_targets_kernel, q_next_online.shape[0], q_next_online, *args)
 
 
 q_huber_gradient_kernel = per_index(cpu.q_huber_gradient_at, "q.shape[0]", taken_column=taken_column)

@@ -55,21 +55,6 @@ def track_episodes(device: Generic, log, reward, terminated, truncated, step):
     )
 
 
-@api.dqn_targets.dispatch
-def dqn_targets(device: Generic, q_next_online, q_next_target, reward, terminated, gamma, target, double=True):
-    launch(
-        device,
-        _kernels(device).dqn_targets_kernel,
-        q_next_online,
-        q_next_target,
-        reward,
-        terminated,
-        gamma,
-        target,
-        double,
-    )
-
-
 _kernels.launch_as_declared(
     api.concat_columns,
     api.slice_columns,
@@ -89,4 +74,5 @@ _kernels.launch_as_declared(
     api.taken_q,
     api.dueling_q,
     api.dueling_q_backward,
+    api.dqn_targets,
 )

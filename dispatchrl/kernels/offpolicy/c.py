@@ -12,24 +12,20 @@ from ...backends.c import CKernel, c_method
 from ...devices import C
 from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
+from ..replay.c import copy_transition
 from . import api
 from .api import TRANSITION_FIELDS, episode_log_arrays, transition_arrays
 
 __all__: list[str] = []
 
 
-REPLAY_ADD = """
-for (int i = 0; i < N; i++) {
+REPLAY_ADD = f"""
+for (int i = 0; i < N; i++) {{
     const int64_t row = position[0];
-    for (int j = 0; j < O; j++) b_obs[row * O + j] = obs[i * O + j];
-    for (int j = 0; j < A; j++) b_action[row * A + j] = action[i * A + j];
-    b_reward[row] = reward[i];
-    for (int j = 0; j < O; j++) b_next_obs[row * O + j] = next_obs[i * O + j];
-    b_terminated[row] = terminated[i];
-    b_truncated[row] = truncated[i];
+{copy_transition("row", "i", source="", to="b_")}
     position[0] = (row + 1) % CAPACITY;
     size[0] = size[0] + 1 < CAPACITY ? size[0] + 1 : CAPACITY;
-}
+}}
 """
 
 
@@ -44,18 +40,13 @@ def replay_add(device: C, buffer, *transition):
     launch(device, kernel, *transition, *transition_arrays(buffer), buffer.position, buffer.size)
 
 
-REPLAY_SAMPLE = """
+REPLAY_SAMPLE = f"""
 const uint64_t key = rng[0], base = rng[1];
 const double filled = (double)size[0];
-for (int k = 0; k < B; k++) {
+for (int k = 0; k < B; k++) {{
     const int64_t row = (int64_t)(dispatchrl_uniform01(key, base + (uint64_t)k) * filled);
-    for (int j = 0; j < O; j++) obs[k * O + j] = b_obs[row * O + j];
-    for (int j = 0; j < A; j++) action[k * A + j] = b_action[row * A + j];
-    reward[k] = b_reward[row];
-    for (int j = 0; j < O; j++) next_obs[k * O + j] = b_next_obs[row * O + j];
-    terminated[k] = b_terminated[row];
-    truncated[k] = b_truncated[row];
-}
+{copy_transition("k", "row")}
+}}
 rng[1] = base + B;
 """
 

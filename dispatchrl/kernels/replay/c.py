@@ -10,7 +10,7 @@ from ..offpolicy.api import TRANSITION_FIELDS, transition_arrays
 from ..random.c import UNIFORM_HELPERS
 from . import api
 
-__all__: list[str] = []
+__all__ = ["copy_transition"]
 
 #: file-level helpers: set a leaf and refresh its ancestors; descend to the row holding a mass
 TREE_HELPERS = """\
@@ -120,16 +120,26 @@ def priority_sample(device: C, rng, sum_tree, min_tree, size, beta, index, weigh
     launch(device, kernel, rng, sum_tree, min_tree, size, beta, index, weight)
 
 
-REPLAY_GATHER = """
-for (int k = 0; k < B; k++) {
+def copy_transition(k: str, row: str, source: str = "b_", to: str = "") -> str:
+    """C statements (a loop body's) copying row ``row`` of the ``source``-prefixed transition
+    arrays into row ``k`` of the ``to``-prefixed ones, as cpu.copy_transition: a batch's row from
+    the buffer by default, a step's row into the ring in replay_add."""
+    lines = (
+        f"for (int j = 0; j < O; j++) {to}obs[{k} * O + j] = {source}obs[{row} * O + j];",
+        f"for (int j = 0; j < A; j++) {to}action[{k} * A + j] = {source}action[{row} * A + j];",
+        f"{to}reward[{k}] = {source}reward[{row}];",
+        f"for (int j = 0; j < O; j++) {to}next_obs[{k} * O + j] = {source}next_obs[{row} * O + j];",
+        f"{to}terminated[{k}] = {source}terminated[{row}];",
+        f"{to}truncated[{k}] = {source}truncated[{row}];",
+    )
+    return "\n".join("    " + line for line in lines)
+
+
+REPLAY_GATHER = f"""
+for (int k = 0; k < B; k++) {{
     const int64_t row = index[k];
-    for (int j = 0; j < O; j++) obs[k * O + j] = b_obs[row * O + j];
-    for (int j = 0; j < A; j++) action[k * A + j] = b_action[row * A + j];
-    reward[k] = b_reward[row];
-    for (int j = 0; j < O; j++) next_obs[k * O + j] = b_next_obs[row * O + j];
-    terminated[k] = b_terminated[row];
-    truncated[k] = b_truncated[row];
-}
+{copy_transition("k", "row")}
+}}
 """
 
 

@@ -185,6 +185,15 @@ def gaussian_log_prob(device, mean, log_std, action, log_prob):
     return device, mean, log_std, action, log_prob
 
 
+def _loss_settings(fn, clip, entropy_coef, normalize_advantage) -> tuple:
+    """Both policy gradients' loss settings, checked, as their kernels take them."""
+    return (
+        check_number(fn, "clip", clip, 0, low_open=True),
+        check_number(fn, "entropy_coef", entropy_coef),
+        bool(normalize_advantage),
+    )
+
+
 @generic(outputs=("d_mean", "d_log_std", "info"))
 def ppo_policy_gradient(
     device,
@@ -229,9 +238,7 @@ def ppo_policy_gradient(
         advantage,
         old_mean,
         old_log_std,
-        check_number(fn, "clip", clip, 0, low_open=True),
-        check_number(fn, "entropy_coef", entropy_coef),
-        bool(normalize_advantage),
+        *_loss_settings(fn, clip, entropy_coef, normalize_advantage),
         d_mean,
         d_log_std,
         info,
@@ -278,9 +285,7 @@ def ppo_categorical_gradient(
         old_log_prob,
         advantage,
         old_logits,
-        check_number(fn, "clip", clip, 0, low_open=True),
-        check_number(fn, "entropy_coef", entropy_coef),
-        bool(normalize_advantage),
+        *_loss_settings(fn, clip, entropy_coef, normalize_advantage),
         d_logits,
         info,
     )

@@ -8,6 +8,8 @@ positions for sampling and shuffling, so noise and permutations are the same num
 device. Arrays are flat: (T, N) scalars are ``[t * N + n]``, (T·N, D) rows ``[row * D + d]``.
 """
 
+from typing import Any
+
 from ...backends.c import CKernel, c_method
 from ...devices import C
 from ...staging import launch
@@ -265,6 +267,22 @@ if (normalize) {
 }
 """
 
+#: a row's clipped surrogate min(ρ Â, clip(ρ, 1 ± clip) Â), its clipped count and g = ∂loss/∂log π(a)
+#: (the unclipped term carries the gradient): both policy gradients, after ratio and adv
+CLIPPED_SURROGATE = """\
+    const double unclipped = ratio * adv;
+    const double low = 1.0 - clip, high = 1.0 + clip;
+    const double clipped = (ratio < low ? low : ratio > high ? high : ratio) * adv;
+    if (fabs(ratio - 1.0) > clip) clipped_count += 1;
+    double g;
+    if (unclipped <= clipped) {
+        surrogate_total += unclipped;
+        g = -adv * ratio / B;
+    } else {
+        surrogate_total += clipped;
+        g = 0.0;
+    }"""
+
 CATEGORICAL_SAMPLE = """
 const uint64_t key = rng[0], base = rng[1];
 for (int i = 0; i < B; i++) {
@@ -303,84 +321,48 @@ c_method(
 
 PPO_CATEGORICAL_GRADIENT = (
     ADVANTAGE_STANDARDISATION
-    + """
+    + f"""
 double kl_total = 0.0, surrogate_total = 0.0, entropy_total = 0.0;
 int64_t clipped_count = 0;
-for (int i = 0; i < B; i++) {
+for (int i = 0; i < B; i++) {{
     double m = (double)logits[i * K], old_m = (double)old_logits[i * K];
-    for (int k = 1; k < K; k++) {
+    for (int k = 1; k < K; k++) {{
         m = fmax(m, (double)logits[i * K + k]);
         old_m = fmax(old_m, (double)old_logits[i * K + k]);
-    }
+    }}
     double total = 0.0, old_total = 0.0;
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++) {{
         total += exp((double)logits[i * K + k] - m);
         old_total += exp((double)old_logits[i * K + k] - old_m);
-    }
+    }}
     const double lse = m + log(total), old_lse = old_m + log(old_total);
     int64_t a = (int64_t)action[i];
     a = a < 0 ? 0 : a > K - 1 ? K - 1 : a;
     double entropy = 0.0, kl = 0.0;
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++) {{
         const double lp_k = (double)logits[i * K + k] - lse;
         const double old_lp_k = (double)old_logits[i * K + k] - old_lse;
         entropy -= exp(lp_k) * lp_k;
         kl += exp(old_lp_k) * (old_lp_k - lp_k);
-    }
+    }}
     kl_total += kl;
     entropy_total += entropy;
     const double adv = ((double)advantage[i] - shift) * scale;
     const double ratio = exp((double)logits[i * K + a] - lse - (double)old_log_prob[i]);
-    const double unclipped = ratio * adv;
-    const double low = 1.0 - clip, high = 1.0 + clip;
-    const double clipped = (ratio < low ? low : ratio > high ? high : ratio) * adv;
-    if (fabs(ratio - 1.0) > clip) clipped_count += 1;
-    double g;
-    if (unclipped <= clipped) {
-        surrogate_total += unclipped;
-        g = -adv * ratio / B;
-    } else {
-        surrogate_total += clipped;
-        g = 0.0;
-    }
-    for (int k = 0; k < K; k++) {
+{CLIPPED_SURROGATE}
+    for (int k = 0; k < K; k++) {{
         const double lp_k = (double)logits[i * K + k] - lse;
         const double p = exp(lp_k);
         const double hit = k == a ? 1.0 : 0.0;
         d_logits[i * K + k] = (T)(g * (hit - p) + entropy_coef * p * (lp_k + entropy) / B);
-    }
-}
+    }}
+}}
 info[0] = kl_total / B;
 info[1] = surrogate_total / B;
 info[2] = entropy_total / B;
 info[3] = (double)clipped_count / B;
 """
 )
-
-
-@api.ppo_categorical_gradient.dispatch
-def ppo_categorical_gradient(device: C, logits, *args):
-    kernel = CKernel(
-        "ppo_categorical_gradient",
-        PPO_CATEGORICAL_GRADIENT,
-        (
-            "logits",
-            "action",
-            "old_log_prob",
-            "advantage",
-            "old_logits",
-            "clip",
-            "entropy_coef",
-            "normalize",
-            "d_logits",
-            "info",
-        ),
-        ("d_logits", "info"),
-        dict(B=logits.shape[0], K=logits.shape[1]),
-        logits.dtype,
-        overwrites=("d_logits", "info"),
-    )
-    launch(device, kernel, logits, *args)
 
 
 PPO_POLICY_GRADIENT = (
@@ -410,18 +392,7 @@ for (int i = 0; i < B; i++) {{
     kl_total += kl;
     const double adv = ((double)advantage[i] - shift) * scale;
     const double ratio = exp(lp - (double)old_log_prob[i]);
-    const double unclipped = ratio * adv;
-    const double low = 1.0 - clip, high = 1.0 + clip;
-    const double clipped = (ratio < low ? low : ratio > high ? high : ratio) * adv;
-    if (fabs(ratio - 1.0) > clip) clipped_count += 1;
-    double g;
-    if (unclipped <= clipped) {{
-        surrogate_total += unclipped;
-        g = -adv * ratio / B;
-    }} else {{
-        surrogate_total += clipped;
-        g = 0.0;
-    }}
+{CLIPPED_SURROGATE}
     for (int j = 0; j < A; j++) {{
         const double z = ((double)action[i * A + j] - (double)mean[i * A + j]) * inv_std[j];
         d_mean[i * A + j] = (T)(g * z * inv_std[j]);
@@ -441,32 +412,24 @@ info[3] = (double)clipped_count / B;
 )
 
 
-@api.ppo_policy_gradient.dispatch
-def ppo_policy_gradient(device: C, mean, *args):
-    kernel = CKernel(
-        "ppo_policy_gradient",
-        PPO_POLICY_GRADIENT,
-        (
-            "mean",
-            "log_std",
-            "action",
-            "old_log_prob",
-            "advantage",
-            "old_mean",
-            "old_log_std",
-            "clip",
-            "entropy_coef",
-            "normalize",
-            "d_mean",
-            "d_log_std",
-            "info",
-        ),
-        ("d_mean", "d_log_std", "info"),
-        dict(B=mean.shape[0], A=mean.shape[1]),
-        mean.dtype,
-        overwrites=("d_mean", "d_log_std", "info"),
-    )
-    launch(device, kernel, mean, *args)
+def _policy_gradient_method(function, body, columns: str) -> None:
+    """Register the C method of a PPO policy gradient: one CKernel of ``body`` over the declaration's
+    parameters (``normalize_advantage`` is ``normalize`` in the bodies) writing its outputs; B rows
+    and ``columns`` columns of the first argument (the means or the logits)."""
+    params = tuple("normalize" if name == "normalize_advantage" else name for name in function.parameters[1:])
+
+    def method(device: C, first, *args) -> Any:  # Any: plum keeps caching the call (see dispatch)
+        shape = {"B": first.shape[0], columns: first.shape[1]}
+        kernel = CKernel(
+            function.__name__, body, params, function.outputs, shape, first.dtype, overwrites=function.outputs
+        )
+        launch(device, kernel, first, *args)
+
+    function.dispatch(method)
+
+
+_policy_gradient_method(api.ppo_categorical_gradient, PPO_CATEGORICAL_GRADIENT, "K")
+_policy_gradient_method(api.ppo_policy_gradient, PPO_POLICY_GRADIENT, "A")
 
 
 ADAPTIVE_LEARNING_RATE = """

@@ -76,19 +76,14 @@ for (int i = 0; i < B; i++) {
 """
 
 
-@api.priority_update.dispatch
-def priority_update(device: C, sum_tree, min_tree, max_priority, index, priority, alpha, eps):
-    params = ("sum_tree", "min_tree", "max_priority", "index", "priority", "alpha", "eps")
-    kernel = CKernel(
-        "priority_update",
-        PRIORITY_UPDATE,
-        params,
-        ("sum_tree", "min_tree", "max_priority"),
-        dict(B=index.shape[0], LEAVES=sum_tree.shape[0] // 2),
-        priority.dtype,
-        (TREE_HELPERS,),
-    )
-    launch(device, kernel, sum_tree, min_tree, max_priority, index, priority, alpha, eps)
+c_method(
+    api.priority_update,
+    PRIORITY_UPDATE,
+    ("sum_tree", "min_tree", "max_priority"),
+    lambda arg: dict(B=arg.index.shape[0], LEAVES=arg.sum_tree.shape[0] // 2),
+    "priority",
+    helpers=(TREE_HELPERS,),
+)
 
 
 PRIORITY_SAMPLE = """
@@ -105,19 +100,14 @@ rng[1] = base + B;
 """
 
 
-@api.priority_sample.dispatch
-def priority_sample(device: C, rng, sum_tree, min_tree, size, beta, index, weight):
-    params = ("rng", "sum_tree", "min_tree", "size", "beta", "index", "weight")
-    kernel = CKernel(
-        "priority_sample",
-        PRIORITY_SAMPLE,
-        params,
-        ("rng", "index", "weight"),
-        dict(B=index.shape[0], LEAVES=sum_tree.shape[0] // 2),
-        weight.dtype,
-        (*UNIFORM_HELPERS, TREE_HELPERS),
-    )
-    launch(device, kernel, rng, sum_tree, min_tree, size, beta, index, weight)
+c_method(
+    api.priority_sample,
+    PRIORITY_SAMPLE,
+    ("rng", "index", "weight"),
+    lambda arg: dict(B=arg.index.shape[0], LEAVES=arg.sum_tree.shape[0] // 2),
+    "weight",
+    helpers=(*UNIFORM_HELPERS, TREE_HELPERS),
+)
 
 
 def copy_transition(k: str, row: str, source: str = "b_", to: str = "") -> str:

@@ -15,7 +15,7 @@ from ...devices import C
 from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
 from . import api
-from .generic import gather_arguments, store_arguments
+from .generic import GATHER_FIELDS, STORE_FIELDS, gather_arguments, store_arguments
 
 __all__: list[str] = []
 
@@ -462,21 +462,18 @@ for (int n = 0; n < N; n++) {
 }
 """
 
-_STORE_OUTPUTS = tuple(
-    "r_" + name
-    for name in ("obs", "action", "mean", "log_prob", "value", "next_value", "reward", "terminated", "truncated")
-)
+_STORE_OUTPUTS = tuple("r_" + name for name in STORE_FIELDS)
 
 
 @api.rollout_store.dispatch
 def rollout_store(device: C, rollout, step, *step_arrays):
-    # step_arrays: obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+    # step_arrays: the step's arrays in STORE_FIELDS order
     obs, action, mean = step_arrays[:3]
     steps, envs = rollout.reward.shape
     kernel = CKernel(
         "rollout_store",
         ROLLOUT_STORE,
-        ("step", *(name[2:] for name in _STORE_OUTPUTS), *_STORE_OUTPUTS),
+        ("step", *STORE_FIELDS, *_STORE_OUTPUTS),
         _STORE_OUTPUTS,
         dict(STEPS=steps, N=envs, O=obs.shape[1], A=action.shape[1], M=mean.shape[1]),
         rollout.reward.dtype,
@@ -522,12 +519,10 @@ for (int i = 0; i < B; i++) {
 }
 """
 
-_GATHER_FIELDS = ("obs", "action", "mean", "log_prob", "advantage", "returns")
-
 
 @api.gather_minibatch.dispatch
 def gather_minibatch(device: C, rollout, perm, counter, batch):
-    params = ("perm", "counter", *_GATHER_FIELDS, *("b_" + name for name in _GATHER_FIELDS))
+    params = ("perm", "counter", *GATHER_FIELDS, *("b_" + name for name in GATHER_FIELDS))
     kernel = CKernel(
         "gather_minibatch",
         GATHER_MINIBATCH,

@@ -349,7 +349,7 @@ rollout_store_kernel = per_index(cpu.store_env_step, "r_reward.shape[1]", name="
 
 @api.rollout_store.dispatch
 def rollout_store(device: CUDA, rollout, step, *step_arrays):
-    # step_arrays: obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+    # step_arrays: the step's arrays in STORE_FIELDS order
     launch_1d(device, rollout_store_kernel, step_arrays[0].shape[0], step, *step_arrays, *store_arguments(rollout))
 
 

@@ -5,7 +5,13 @@ import numpy as np
 from ..random.generic import standard_normal, uniform01
 from . import api
 
-__all__ = ["gather_arguments", "store_arguments"]
+__all__ = ["GATHER_FIELDS", "STORE_FIELDS", "gather_arguments", "store_arguments"]
+
+#: the rollout's arrays a step writes (rollout_store: the step's arrays of the same names first), in
+#: the order every backend's kernel takes them
+STORE_FIELDS = ("obs", "action", "mean", "log_prob", "value", "next_value", "reward", "terminated", "truncated")
+#: the arrays a minibatch gathers from the rollout (gather_minibatch), in the order kernels take them
+GATHER_FIELDS = ("obs", "action", "mean", "log_prob", "advantage", "returns")
 
 
 def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns) -> None:
@@ -191,18 +197,9 @@ def rollout_store_kernel(
     r_reward[t], r_terminated[t], r_truncated[t] = reward, terminated, truncated
 
 
-def store_arguments(rollout):
-    return (
-        rollout.obs,
-        rollout.action,
-        rollout.mean,
-        rollout.log_prob,
-        rollout.value,
-        rollout.next_value,
-        rollout.reward,
-        rollout.terminated,
-        rollout.truncated,
-    )
+def store_arguments(rollout) -> tuple:
+    """The arrays of ``rollout`` one step writes, in :data:`STORE_FIELDS` order."""
+    return tuple(getattr(rollout, name) for name in STORE_FIELDS)
 
 
 def random_permutation_kernel(rng, perm) -> None:
@@ -240,21 +237,9 @@ def gather_minibatch_kernel(
     b_returns[:, 0] = returns.reshape(-1)[idx]
 
 
-def gather_arguments(rollout, batch):
-    return (
-        rollout.obs,
-        rollout.action,
-        rollout.mean,
-        rollout.log_prob,
-        rollout.advantage,
-        rollout.returns,
-        batch.obs,
-        batch.action,
-        batch.mean,
-        batch.log_prob,
-        batch.advantage,
-        batch.returns,
-    )
+def gather_arguments(rollout, batch) -> tuple:
+    """The :data:`GATHER_FIELDS` arrays of ``rollout``, then those of the minibatch ``batch``."""
+    return tuple(getattr(source, name) for source in (rollout, batch) for name in GATHER_FIELDS)
 
 
 def explained_variance_kernel(value, returns, out):

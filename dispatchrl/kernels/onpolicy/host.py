@@ -24,7 +24,7 @@ def normalize_observations(device: Generic, stats, x, out):
 
 @api.rollout_store.dispatch
 def rollout_store(device: Generic, rollout, step, *step_arrays):
-    # step_arrays: obs, action, mean, log_prob, value, next_value, reward, terminated, truncated
+    # step_arrays: the step's arrays in STORE_FIELDS order
     launch(device, _kernels(device).rollout_store_kernel, step, *step_arrays, *store_arguments(rollout))
 
 

@@ -34,40 +34,8 @@ from ...kernels.random.c import NORMAL_HELPERS
 from ...staging import launch
 from .. import api
 from ..shared import STATE_FIELDS, TWO_PI, state_args, step_args
+from . import layout
 from .env import Multirotor, parameter_array
-from .layout import (
-    AGE,
-    CRITIC_COLUMNS,
-    FORCE,
-    HISTORY,
-    KEY,
-    NOISE_DRAWS,
-    OMEGA,
-    ORIENTATION_TRIES,
-    P_CURRICULUM,
-    P_DISTURBANCE,
-    P_DT,
-    P_GRAVITY,
-    P_INIT,
-    P_J,
-    P_MASS,
-    P_NOISE,
-    P_REWARD,
-    P_ROTOR,
-    P_RPM_MAX,
-    P_RPM_MIN,
-    P_TAU,
-    P_TERMINATION,
-    P_THRUST,
-    P_TORQUE_CONSTANT,
-    P_YAW,
-    POS,
-    QUAT,
-    RESET_DRAWS,
-    RPM,
-    TORQUE,
-    VEL,
-)
 
 __all__ = ["CRITIC", "CURRICULUM_STAGES", "PHYSICS", "RESET", "STEP", "cos_limit", "curriculum_table"]
 
@@ -82,8 +50,8 @@ def curriculum_table(env: Multirotor) -> np.ndarray:
     table = np.empty((CURRICULUM_STAGES, 4), np.float64)
     for stage in range(CURRICULUM_STAGES):
         for k in range(4):
-            weight, factor = float(p[P_REWARD + 4 + k]), float(p[P_CURRICULUM + 1 + 2 * k])
-            limit = float(p[P_CURRICULUM + 2 + 2 * k])
+            weight, factor = float(p[layout.P_REWARD + 4 + k]), float(p[layout.P_CURRICULUM + 1 + 2 * k])
+            limit = float(p[layout.P_CURRICULUM + 2 + 2 * k])
             table[stage, k] = min(weight * factor ** float(stage), limit) if factor > 1.0 else weight
     return table
 
@@ -142,22 +110,22 @@ static inline void dispatchrl_multirotor_derivative(const double *s, const doubl
     double thrust = 0.0, tx = 0.0, ty = 0.0, tz = 0.0;
     for (int j = 0; j < 4; j++) {{
         const double rpm = s[13 + j];
-        const double t = p[{P_THRUST}] + p[{P_THRUST + 1}] * rpm + p[{P_THRUST + 2}] * rpm * rpm;
+        const double t = p[{layout.P_THRUST}] + p[{layout.P_THRUST + 1}] * rpm + p[{layout.P_THRUST + 2}] * rpm * rpm;
         thrust += t;
-        tx += p[{P_ROTOR} + 3 * j + 1] * t;
-        ty -= p[{P_ROTOR} + 3 * j] * t;
-        tz += p[{P_YAW} + j] * p[{P_TORQUE_CONSTANT}] * t;
+        tx += p[{layout.P_ROTOR} + 3 * j + 1] * t;
+        ty -= p[{layout.P_ROTOR} + 3 * j] * t;
+        tz += p[{layout.P_YAW} + j] * p[{layout.P_TORQUE_CONSTANT}] * t;
     }}
     const double cx = 2.0 * (qy * thrust), cy = 2.0 * (-qx * thrust);
     const double fx = -qz * cy + qw * cx;
     const double fy = qz * cx + qw * cy;
     const double fz = qx * cy - qy * cx + thrust;
-    const double inv_mass = 1.0 / p[{P_MASS}];
-    const double jx = p[{P_J}], jy = p[{P_J + 1}], jz = p[{P_J + 2}];
+    const double inv_mass = 1.0 / p[{layout.P_MASS}];
+    const double jx = p[{layout.P_J}], jy = p[{layout.P_J + 1}], jz = p[{layout.P_J + 2}];
     tx += d[3] - (wy * (jz * wz) - wz * (jy * wy));
     ty += d[4] - (wz * (jx * wx) - wx * (jz * wz));
     tz += d[5] - (wx * (jy * wy) - wy * (jx * wx));
-    const double tau = p[{P_TAU}];
+    const double tau = p[{layout.P_TAU}];
     out[0] = s[7];
     out[1] = s[8];
     out[2] = s[9];
@@ -167,7 +135,7 @@ static inline void dispatchrl_multirotor_derivative(const double *s, const doubl
     out[6] = 0.5 * (qw * wz + qx * wy - qy * wx);
     out[7] = (fx + d[0]) * inv_mass;
     out[8] = (fy + d[1]) * inv_mass;
-    out[9] = (fz + d[2]) * inv_mass - p[{P_GRAVITY}];
+    out[9] = (fz + d[2]) * inv_mass - p[{layout.P_GRAVITY}];
     out[10] = tx / jx;
     out[11] = ty / jy;
     out[12] = tz / jz;
@@ -185,9 +153,9 @@ static inline void dispatchrl_multirotor_plus(const double *s, const double *k, 
 static inline void dispatchrl_multirotor_observe(const double *row, int64_t steps, int history, const double *p,
                                                  float *out)
 {{
-    const uint64_t key = (uint64_t)row[{KEY}];
-    const uint64_t base = (uint64_t)steps * {NOISE_DRAWS};
-    const double qw = row[{QUAT}], qx = row[{QUAT + 1}], qy = row[{QUAT + 2}], qz = row[{QUAT + 3}];
+    const uint64_t key = (uint64_t)row[{layout.KEY}];
+    const uint64_t base = (uint64_t)steps * {layout.NOISE_DRAWS};
+    const double qw = row[{layout.QUAT}], qx = row[{layout.QUAT + 1}], qy = row[{layout.QUAT + 2}], qz = row[{layout.QUAT + 3}];
     const double rotation[9] = {{
         1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
         2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
@@ -196,30 +164,30 @@ static inline void dispatchrl_multirotor_observe(const double *row, int64_t step
     for (int c = 0; c < 18; c++) {{
         double value, sigma;
         if (c < 3) {{
-            value = row[{POS} + c];
-            sigma = p[{P_NOISE}];
+            value = row[{layout.POS} + c];
+            sigma = p[{layout.P_NOISE}];
         }} else if (c < 12) {{
             value = rotation[c - 3];
-            sigma = p[{P_NOISE + 1}];
+            sigma = p[{layout.P_NOISE + 1}];
         }} else if (c < 15) {{
-            value = row[{VEL} + c - 12];
-            sigma = p[{P_NOISE + 2}];
+            value = row[{layout.VEL} + c - 12];
+            sigma = p[{layout.P_NOISE + 2}];
         }} else {{
-            value = row[{OMEGA} + c - 15];
-            sigma = p[{P_NOISE + 3}];
+            value = row[{layout.OMEGA} + c - 15];
+            sigma = p[{layout.P_NOISE + 3}];
         }}
         if (sigma > 0.0) value += sigma * dispatchrl_standard_normal(key, base + (uint64_t)(2 * c));
         out[c] = (float)value;
     }}
-    for (int k = 0; k < 4 * history; k++) out[18 + k] = (float)row[{HISTORY} + k];
+    for (int k = 0; k < 4 * history; k++) out[18 + k] = (float)row[{layout.HISTORY} + k];
 }}
 """
 
 #: multirotor_step_at over the N envs; HISTORY_LEN actions of history, rows of PHYS and OBS_DIM
 STEP = f"""
-const double low = p[{P_RPM_MIN}], high = p[{P_RPM_MAX}];
+const double low = p[{layout.P_RPM_MIN}], high = p[{layout.P_RPM_MAX}];
 const double half = 0.5 * (high - low);
-const double dt = p[{P_DT}];
+const double dt = p[{layout.P_DT}];
 for (int i = 0; i < N; i++) {{
     double *const row = physics + (int64_t)i * PHYS;
     double a[4], cmd[4];
@@ -230,14 +198,14 @@ for (int i = 0; i < N; i++) {{
         cmd[j] = a[j] * half + low + half;
     }}
     /* the curriculum's weights for this env's age: stage floor(age / steps per stage) >= 0 */
-    const double stage = p[{P_CURRICULUM}] > 0.0 ? (double)(int64_t)(row[{AGE}] / p[{P_CURRICULUM}]) : 0.0;
+    const double stage = p[{layout.P_CURRICULUM}] > 0.0 ? (double)(int64_t)(row[{layout.AGE}] / p[{layout.P_CURRICULUM}]) : 0.0;
     double weights[4];
     for (int k = 0; k < 4; k++) {{
         if (stage < (double)STAGES) {{
             weights[k] = curriculum[4 * (int64_t)stage + k];
         }} else {{ /* beyond the table: pow is the C device's (at the limit in every config we know) */
-            const double weight = p[{P_REWARD + 4} + k], factor = p[{P_CURRICULUM + 1} + 2 * k];
-            const double limit = p[{P_CURRICULUM + 2} + 2 * k];
+            const double weight = p[{layout.P_REWARD + 4} + k], factor = p[{layout.P_CURRICULUM + 1} + 2 * k];
+            const double limit = p[{layout.P_CURRICULUM + 2} + 2 * k];
             const double raised = weight * pow(factor, stage);
             weights[k] = factor > 1.0 ? (limit < raised ? limit : raised) : weight;
         }}
@@ -247,13 +215,13 @@ for (int i = 0; i < N; i++) {{
     const double position_cost = s[0] * s[0] + s[1] * s[1] + s[2] * s[2];
     const double orientation_cost = 1.0 - s[3] * s[3];
     const double velocity_cost = s[7] * s[7] + s[8] * s[8] + s[9] * s[9];
-    const double baseline = p[{P_REWARD + 3}];
+    const double baseline = p[{layout.P_REWARD + 3}];
     const double d0 = a[0] - baseline, d1 = a[1] - baseline, d2 = a[2] - baseline, d3 = a[3] - baseline;
     const double action_cost = d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3;
     const double cost = weights[0] * position_cost + weights[1] * orientation_cost
                         + weights[2] * velocity_cost + weights[3] * action_cost;
     const double disturbance[6] = {{
-        row[{FORCE}], row[{FORCE + 1}], row[{FORCE + 2}], row[{TORQUE}], row[{TORQUE + 1}], row[{TORQUE + 2}],
+        row[{layout.FORCE}], row[{layout.FORCE + 1}], row[{layout.FORCE + 2}], row[{layout.TORQUE}], row[{layout.TORQUE + 1}], row[{layout.TORQUE + 2}],
     }};
     double k1[17], k2[17], k3[17], k4[17], t[17];
     dispatchrl_multirotor_derivative(s, cmd, disturbance, p, k1);
@@ -279,48 +247,48 @@ for (int i = 0; i < N; i++) {{
         }}
         row[j] = value;
         if (j < 3) {{
-            done = done || fabs(value) > p[{P_TERMINATION}];
+            done = done || fabs(value) > p[{layout.P_TERMINATION}];
         }} else if (7 <= j && j < 10) {{
-            done = done || fabs(value) > p[{P_TERMINATION + 1}];
+            done = done || fabs(value) > p[{layout.P_TERMINATION + 1}];
         }} else if (10 <= j && j < 13) {{
-            done = done || fabs(value) > p[{P_TERMINATION + 2}];
+            done = done || fabs(value) > p[{layout.P_TERMINATION + 2}];
         }}
     }}
-    for (int k = 0; k < 4 * (HISTORY_LEN - 1); k++) row[{HISTORY} + k] = row[{HISTORY} + 4 + k];
+    for (int k = 0; k < 4 * (HISTORY_LEN - 1); k++) row[{layout.HISTORY} + k] = row[{layout.HISTORY} + 4 + k];
     if (HISTORY_LEN > 0) {{
-        for (int j = 0; j < 4; j++) row[{HISTORY} + 4 * (HISTORY_LEN - 1) + j] = a[j];
+        for (int j = 0; j < 4; j++) row[{layout.HISTORY} + 4 * (HISTORY_LEN - 1) + j] = a[j];
     }}
-    row[{AGE}] += 1.0;
+    row[{layout.AGE}] += 1.0;
     steps[i] += 1;
-    reward[i] = (float)(done ? p[{P_REWARD + 2}] : p[{P_REWARD + 1}] - p[{P_REWARD}] * cost);
+    reward[i] = (float)(done ? p[{layout.P_REWARD + 2}] : p[{layout.P_REWARD + 1}] - p[{layout.P_REWARD}] * cost);
     terminated[i] = done;
     truncated[i] = steps[i] >= MAX_STEPS;
     dispatchrl_multirotor_observe(row, steps[i], HISTORY_LEN, p, obs + (int64_t)i * OBS_DIM);
 }}
 """
 
-#: multirotor_reset_at over the N envs: RESET_DRAWS stream positions each
+#: multirotor_reset_at over the N envs: layout.RESET_DRAWS stream positions each
 RESET = f"""
 const uint64_t key = rng[0], base = rng[1];
 for (int i = 0; i < N; i++) {{
     if (ONLY_DONE && !(terminated[i] || truncated[i])) continue;
     double *const row = physics + (int64_t)i * PHYS;
-    const uint64_t b = base + (uint64_t)i * {RESET_DRAWS};
-    const bool guidance = dispatchrl_uniform01(key, b) < p[{P_INIT}];
+    const uint64_t b = base + (uint64_t)i * {layout.RESET_DRAWS};
+    const bool guidance = dispatchrl_uniform01(key, b) < p[{layout.P_INIT}];
     for (int k = 0; k < 3; k++) {{
-        row[{POS} + k] = guidance ? 0.0 : p[{P_INIT + 1}] * (2.0 * dispatchrl_uniform01(key, b + 1 + k) - 1.0);
-        row[{VEL} + k] = p[{P_INIT + 3}] * (2.0 * dispatchrl_uniform01(key, b + 4 + k) - 1.0);
-        row[{OMEGA} + k] = p[{P_INIT + 4}] * (2.0 * dispatchrl_uniform01(key, b + 7 + k) - 1.0);
-        row[{FORCE} + k] = p[{P_DISTURBANCE}] * dispatchrl_standard_normal(key, b + (uint64_t)(10 + 2 * k));
-        row[{TORQUE} + k] = p[{P_DISTURBANCE + 1}] * dispatchrl_standard_normal(key, b + (uint64_t)(16 + 2 * k));
+        row[{layout.POS} + k] = guidance ? 0.0 : p[{layout.P_INIT + 1}] * (2.0 * dispatchrl_uniform01(key, b + 1 + k) - 1.0);
+        row[{layout.VEL} + k] = p[{layout.P_INIT + 3}] * (2.0 * dispatchrl_uniform01(key, b + 4 + k) - 1.0);
+        row[{layout.OMEGA} + k] = p[{layout.P_INIT + 4}] * (2.0 * dispatchrl_uniform01(key, b + 7 + k) - 1.0);
+        row[{layout.FORCE} + k] = p[{layout.P_DISTURBANCE}] * dispatchrl_standard_normal(key, b + (uint64_t)(10 + 2 * k));
+        row[{layout.TORQUE} + k] = p[{layout.P_DISTURBANCE + 1}] * dispatchrl_standard_normal(key, b + (uint64_t)(16 + 2 * k));
     }}
     /* floor(u 2^52), u >= 0: exact in float64 */
-    row[{KEY}] = (double)(int64_t)(dispatchrl_uniform01(key, b + 22) * 4503599627370496.0);
+    row[{layout.KEY}] = (double)(int64_t)(dispatchrl_uniform01(key, b + 22) * 4503599627370496.0);
     /* a uniformly random attitude (Shoemake's method), redrawn until its angle is within the limit:
        |2 acos(cw)| <= max angle is cw >= cos_limit (see cos_limit in envs/multirotor/c.py) */
     double qw = 1.0, qx = 0.0, qy = 0.0, qz = 0.0;
-    if (p[{P_INIT + 2}] > 0.0 && !guidance) {{
-        for (int t = 0; t < {ORIENTATION_TRIES}; t++) {{
+    if (p[{layout.P_INIT + 2}] > 0.0 && !guidance) {{
+        for (int t = 0; t < {layout.ORIENTATION_TRIES}; t++) {{
             const double u0 = dispatchrl_uniform01(key, b + (uint64_t)(23 + 3 * t));
             const double u1 = dispatchrl_uniform01(key, b + (uint64_t)(24 + 3 * t));
             const double u2 = dispatchrl_uniform01(key, b + (uint64_t)(25 + 3 * t));
@@ -334,13 +302,13 @@ for (int i = 0; i < N; i++) {{
             }}
         }}
     }}
-    row[{QUAT}] = qw;
-    row[{QUAT + 1}] = qx;
-    row[{QUAT + 2}] = qy;
-    row[{QUAT + 3}] = qz;
-    const double middle = 0.5 * (p[{P_RPM_MIN}] + p[{P_RPM_MAX}]);
-    for (int j = 0; j < 4; j++) row[{RPM} + j] = middle;
-    for (int k = 0; k < 4 * HISTORY_LEN; k++) row[{HISTORY} + k] = 0.0;
+    row[{layout.QUAT}] = qw;
+    row[{layout.QUAT + 1}] = qx;
+    row[{layout.QUAT + 2}] = qy;
+    row[{layout.QUAT + 3}] = qz;
+    const double middle = 0.5 * (p[{layout.P_RPM_MIN}] + p[{layout.P_RPM_MAX}]);
+    for (int j = 0; j < 4; j++) row[{layout.RPM} + j] = middle;
+    for (int k = 0; k < 4 * HISTORY_LEN; k++) row[{layout.HISTORY} + k] = 0.0;
     steps[i] = 0;
     if (!ONLY_DONE) {{
         reward[i] = 0.0f;
@@ -349,29 +317,29 @@ for (int i = 0; i < N; i++) {{
     }}
     dispatchrl_multirotor_observe(row, steps[i], HISTORY_LEN, p, obs + (int64_t)i * OBS_DIM);
 }}
-rng[1] = base + (uint64_t){RESET_DRAWS} * N;
+rng[1] = base + (uint64_t){layout.RESET_DRAWS} * N;
 """
 
 
-#: multirotor_critic_observe_at over the N envs: CRITIC_COLUMNS floats per env
+#: multirotor_critic_observe_at over the N envs: layout.CRITIC_COLUMNS floats per env
 CRITIC = f"""
-const double low = p[{P_RPM_MIN}], high = p[{P_RPM_MAX}];
+const double low = p[{layout.P_RPM_MIN}], high = p[{layout.P_RPM_MAX}];
 for (int i = 0; i < N; i++) {{
     const double *const row = physics + (int64_t)i * PHYS;
-    float *const o = out + (int64_t)i * {CRITIC_COLUMNS};
-    const double qw = row[{QUAT}], qx = row[{QUAT + 1}], qy = row[{QUAT + 2}], qz = row[{QUAT + 3}];
+    float *const o = out + (int64_t)i * {layout.CRITIC_COLUMNS};
+    const double qw = row[{layout.QUAT}], qx = row[{layout.QUAT + 1}], qy = row[{layout.QUAT + 2}], qz = row[{layout.QUAT + 3}];
     const double rotation[9] = {{
         1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
         2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
         2.0 * qx * qz - 2.0 * qw * qy, 2.0 * qy * qz + 2.0 * qw * qx, 1.0 - 2.0 * qx * qx - 2.0 * qy * qy,
     }};
-    for (int c = 0; c < 3; c++) o[c] = (float)row[{POS} + c];
+    for (int c = 0; c < 3; c++) o[c] = (float)row[{layout.POS} + c];
     for (int c = 0; c < 9; c++) o[3 + c] = (float)rotation[c];
-    for (int c = 0; c < 3; c++) o[12 + c] = (float)row[{VEL} + c];
-    for (int c = 0; c < 3; c++) o[15 + c] = (float)row[{OMEGA} + c];
-    for (int c = 0; c < 4; c++) o[18 + c] = (float)(2.0 * (row[{RPM} + c] - low) / (high - low) - 1.0);
-    for (int c = 0; c < 3; c++) o[22 + c] = (float)(row[{FORCE} + c] / p[{P_MASS}]);
-    for (int c = 0; c < 3; c++) o[25 + c] = (float)(row[{TORQUE} + c] / p[{P_J} + c]);
+    for (int c = 0; c < 3; c++) o[12 + c] = (float)row[{layout.VEL} + c];
+    for (int c = 0; c < 3; c++) o[15 + c] = (float)row[{layout.OMEGA} + c];
+    for (int c = 0; c < 4; c++) o[18 + c] = (float)(2.0 * (row[{layout.RPM} + c] - low) / (high - low) - 1.0);
+    for (int c = 0; c < 3; c++) o[22 + c] = (float)(row[{layout.FORCE} + c] / p[{layout.P_MASS}]);
+    for (int c = 0; c < 3; c++) o[25 + c] = (float)(row[{layout.TORQUE} + c] / p[{layout.P_J} + c]);
 }}
 """
 

@@ -17,40 +17,8 @@ from ...staging import launch
 from .. import api
 from ..shared import TWO_PI, state_args, step_args
 from ..shared.cpu import per_env, per_env_reset
+from . import layout
 from .env import Multirotor, parameter_array
-from .layout import (
-    AGE,
-    CRITIC_COLUMNS,
-    FORCE,
-    HISTORY,
-    KEY,
-    NOISE_DRAWS,
-    OMEGA,
-    ORIENTATION_TRIES,
-    P_CURRICULUM,
-    P_DISTURBANCE,
-    P_DT,
-    P_GRAVITY,
-    P_INIT,
-    P_J,
-    P_MASS,
-    P_NOISE,
-    P_REWARD,
-    P_ROTOR,
-    P_RPM_MAX,
-    P_RPM_MIN,
-    P_TAU,
-    P_TERMINATION,
-    P_THRUST,
-    P_TORQUE_CONSTANT,
-    P_YAW,
-    POS,
-    QUAT,
-    RESET_DRAWS,
-    RPM,
-    TORQUE,
-    VEL,
-)
 
 #: what .cuda compiles as device functions (the methods register themselves)
 __all__ = [
@@ -81,23 +49,23 @@ def multirotor_derivative(s, cmd, disturbance, p) -> tuple:
     tx, ty, tz = 0.0, 0.0, 0.0
     for j in range(4):
         rpm = s[13 + j]
-        t = p[P_THRUST] + p[P_THRUST + 1] * rpm + p[P_THRUST + 2] * rpm * rpm
+        t = p[layout.P_THRUST] + p[layout.P_THRUST + 1] * rpm + p[layout.P_THRUST + 2] * rpm * rpm
         thrust += t
-        tx += p[P_ROTOR + 3 * j + 1] * t
-        ty -= p[P_ROTOR + 3 * j] * t
-        tz += p[P_YAW + j] * p[P_TORQUE_CONSTANT] * t
+        tx += p[layout.P_ROTOR + 3 * j + 1] * t
+        ty -= p[layout.P_ROTOR + 3 * j] * t
+        tz += p[layout.P_YAW + j] * p[layout.P_TORQUE_CONSTANT] * t
     # body thrust rotated into the world frame: v + 2 q_w (q_v × v) + 2 q_v × (q_v × v), v = (0, 0, thrust)
     cx, cy = 2.0 * (qy * thrust), 2.0 * (-qx * thrust)  # 2 (q_v × v); its z is 0
     fx = -qz * cy + qw * cx
     fy = qz * cx + qw * cy
     fz = qx * cy - qy * cx + thrust
-    inv_mass = 1.0 / p[P_MASS]
+    inv_mass = 1.0 / p[layout.P_MASS]
     # Euler's equations with a diagonal inertia: J ω̇ = τ − ω × J ω
-    jx, jy, jz = p[P_J], p[P_J + 1], p[P_J + 2]
+    jx, jy, jz = p[layout.P_J], p[layout.P_J + 1], p[layout.P_J + 2]
     tx += disturbance[3] - (wy * (jz * wz) - wz * (jy * wy))
     ty += disturbance[4] - (wz * (jx * wx) - wx * (jz * wz))
     tz += disturbance[5] - (wx * (jy * wy) - wy * (jx * wx))
-    tau = p[P_TAU]
+    tau = p[layout.P_TAU]
     return (
         s[7],
         s[8],
@@ -108,7 +76,7 @@ def multirotor_derivative(s, cmd, disturbance, p) -> tuple:
         0.5 * (qw * wz + qx * wy - qy * wx),
         (fx + disturbance[0]) * inv_mass,
         (fy + disturbance[1]) * inv_mass,
-        (fz + disturbance[2]) * inv_mass - p[P_GRAVITY],
+        (fz + disturbance[2]) * inv_mass - p[layout.P_GRAVITY],
         tx / jx,
         ty / jy,
         tz / jz,
@@ -158,7 +126,11 @@ def rk4_combine(s, k1, k2, k3, k4, h) -> tuple:
 @njit(**JIT_EXACT_INNER)
 def curriculum_weight(p, k, stage) -> float:
     """Reward weight k after ``stage`` curriculum raises: times its factor each, up to its limit."""
-    weight, factor, limit = p[P_REWARD + 4 + k], p[P_CURRICULUM + 1 + 2 * k], p[P_CURRICULUM + 2 + 2 * k]
+    weight, factor, limit = (
+        p[layout.P_REWARD + 4 + k],
+        p[layout.P_CURRICULUM + 1 + 2 * k],
+        p[layout.P_CURRICULUM + 2 + 2 * k],
+    )
     return min(weight * factor**stage, limit) if factor > 1.0 else weight
 
 
@@ -168,7 +140,12 @@ def curriculum_weight(p, k, stage) -> float:
 @njit(**JIT_EXACT_INNER)
 def rotation_matrix(physics, i) -> tuple:
     """Env i's attitude as a rotation matrix (body to world), row-major: a 9-tuple."""
-    qw, qx, qy, qz = physics[i, QUAT], physics[i, QUAT + 1], physics[i, QUAT + 2], physics[i, QUAT + 3]
+    qw, qx, qy, qz = (
+        physics[i, layout.QUAT],
+        physics[i, layout.QUAT + 1],
+        physics[i, layout.QUAT + 2],
+        physics[i, layout.QUAT + 3],
+    )
     return (
         1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
         2.0 * qx * qy + 2.0 * qw * qz, 1.0 - 2.0 * qx * qx - 2.0 * qz * qz, 2.0 * qy * qz - 2.0 * qw * qx,
@@ -181,23 +158,23 @@ def multirotor_observe_at(i, physics, steps, obs, p) -> None:
     """Env i's observation: position, rotation matrix (row-major), linear and angular velocity,
     each with Gaussian noise from the episode's key at stream positions of this step; then the
     action history."""
-    key = np.uint64(physics[i, KEY])
-    base = np.uint64(steps[i] * NOISE_DRAWS)
+    key = np.uint64(physics[i, layout.KEY])
+    base = np.uint64(steps[i] * layout.NOISE_DRAWS)
     rotation = rotation_matrix(physics, i)
     for c in range(18):
         if c < 3:
-            value, sigma = physics[i, POS + c], p[P_NOISE]
+            value, sigma = physics[i, layout.POS + c], p[layout.P_NOISE]
         elif c < 12:
-            value, sigma = rotation[c - 3], p[P_NOISE + 1]
+            value, sigma = rotation[c - 3], p[layout.P_NOISE + 1]
         elif c < 15:
-            value, sigma = physics[i, VEL + c - 12], p[P_NOISE + 2]
+            value, sigma = physics[i, layout.VEL + c - 12], p[layout.P_NOISE + 2]
         else:
-            value, sigma = physics[i, OMEGA + c - 15], p[P_NOISE + 3]
+            value, sigma = physics[i, layout.OMEGA + c - 15], p[layout.P_NOISE + 3]
         if sigma > 0.0:
             value += sigma * standard_normal(key, base + np.uint64(2 * c))
         obs[i, c] = value
     for k in range(obs.shape[1] - 18):
-        obs[i, 18 + k] = physics[i, HISTORY + k]
+        obs[i, 18 + k] = physics[i, layout.HISTORY + k]
 
 
 @njit(**JIT_EXACT_INNER)
@@ -205,22 +182,22 @@ def multirotor_critic_observe_at(i, physics, out, p) -> None:
     """Env i's privileged observation for an asymmetric critic (layout.CRITIC_COLUMNS): the state
     without noise, RPMs in [-1, 1], the disturbance as accelerations."""
     rotation = rotation_matrix(physics, i)
-    low, high = p[P_RPM_MIN], p[P_RPM_MAX]
-    for c in range(CRITIC_COLUMNS):
+    low, high = p[layout.P_RPM_MIN], p[layout.P_RPM_MAX]
+    for c in range(layout.CRITIC_COLUMNS):
         if c < 3:
-            value = physics[i, POS + c]
+            value = physics[i, layout.POS + c]
         elif c < 12:
             value = rotation[c - 3]
         elif c < 15:
-            value = physics[i, VEL + c - 12]
+            value = physics[i, layout.VEL + c - 12]
         elif c < 18:
-            value = physics[i, OMEGA + c - 15]
+            value = physics[i, layout.OMEGA + c - 15]
         elif c < 22:
-            value = 2.0 * (physics[i, RPM + c - 18] - low) / (high - low) - 1.0
+            value = 2.0 * (physics[i, layout.RPM + c - 18] - low) / (high - low) - 1.0
         elif c < 25:
-            value = physics[i, FORCE + c - 22] / p[P_MASS]
+            value = physics[i, layout.FORCE + c - 22] / p[layout.P_MASS]
         else:
-            value = physics[i, TORQUE + c - 25] / p[P_J + c - 25]
+            value = physics[i, layout.TORQUE + c - 25] / p[layout.P_J + c - 25]
         out[i, c] = value
 
 
@@ -228,7 +205,7 @@ def multirotor_critic_observe_at(i, physics, out, p) -> None:
 def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, truncated, p, max_steps) -> None:
     """One control step of env i: reward on the pre-step state, RK4 over dt with the commanded
     RPMs held, then the post-integration fixes (unit quaternion, RPM in range, history)."""
-    low, high = p[P_RPM_MIN], p[P_RPM_MAX]
+    low, high = p[layout.P_RPM_MIN], p[layout.P_RPM_MAX]
     a0 = min(max(np.float64(action[i, 0]), -1.0), 1.0)
     a1 = min(max(np.float64(action[i, 1]), -1.0), 1.0)
     a2 = min(max(np.float64(action[i, 2]), -1.0), 1.0)
@@ -236,7 +213,7 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
     half = 0.5 * (high - low)
     cmd = (a0 * half + low + half, a1 * half + low + half, a2 * half + low + half, a3 * half + low + half)
     # the curriculum's weights for this env's age
-    stage = math.floor(physics[i, AGE] / p[P_CURRICULUM]) if p[P_CURRICULUM] > 0.0 else 0.0
+    stage = math.floor(physics[i, layout.AGE] / p[layout.P_CURRICULUM]) if p[layout.P_CURRICULUM] > 0.0 else 0.0
     weights = (
         curriculum_weight(p, 0, stage),
         curriculum_weight(p, 1, stage),
@@ -251,7 +228,7 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
     position_cost = s[0] * s[0] + s[1] * s[1] + s[2] * s[2]
     orientation_cost = 1.0 - s[3] * s[3]
     velocity_cost = s[7] * s[7] + s[8] * s[8] + s[9] * s[9]
-    baseline = p[P_REWARD + 3]
+    baseline = p[layout.P_REWARD + 3]
     action_cost = (a0 - baseline) ** 2 + (a1 - baseline) ** 2 + (a2 - baseline) ** 2 + (a3 - baseline) ** 2
     cost = (
         weights[0] * position_cost
@@ -260,10 +237,10 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
         + weights[3] * action_cost
     )
     disturbance = (
-        physics[i, FORCE], physics[i, FORCE + 1], physics[i, FORCE + 2],
-        physics[i, TORQUE], physics[i, TORQUE + 1], physics[i, TORQUE + 2],
+        physics[i, layout.FORCE], physics[i, layout.FORCE + 1], physics[i, layout.FORCE + 2],
+        physics[i, layout.TORQUE], physics[i, layout.TORQUE + 1], physics[i, layout.TORQUE + 2],
     )  # fmt: skip
-    dt = p[P_DT]
+    dt = p[layout.P_DT]
     k1 = multirotor_derivative(s, cmd, disturbance, p)
     k2 = multirotor_derivative(state_plus(s, k1, 0.5 * dt), cmd, disturbance, p)
     k3 = multirotor_derivative(state_plus(s, k2, 0.5 * dt), cmd, disturbance, p)
@@ -279,23 +256,23 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
             value = min(max(value, low), high)
         physics[i, j] = value
         if j < 3:
-            done = done or abs(value) > p[P_TERMINATION]
+            done = done or abs(value) > p[layout.P_TERMINATION]
         elif 7 <= j < 10:
-            done = done or abs(value) > p[P_TERMINATION + 1]
+            done = done or abs(value) > p[layout.P_TERMINATION + 1]
         elif 10 <= j < 13:
-            done = done or abs(value) > p[P_TERMINATION + 2]
-    history = (physics.shape[1] - HISTORY) // 4
+            done = done or abs(value) > p[layout.P_TERMINATION + 2]
+    history = (physics.shape[1] - layout.HISTORY) // 4
     for k in range(4 * (history - 1)):
-        physics[i, HISTORY + k] = physics[i, HISTORY + 4 + k]
+        physics[i, layout.HISTORY + k] = physics[i, layout.HISTORY + 4 + k]
     if history > 0:
-        last = HISTORY + 4 * (history - 1)
+        last = layout.HISTORY + 4 * (history - 1)
         physics[i, last] = a0
         physics[i, last + 1] = a1
         physics[i, last + 2] = a2
         physics[i, last + 3] = a3
-    physics[i, AGE] += 1.0
+    physics[i, layout.AGE] += 1.0
     steps[i] += 1
-    reward[i] = p[P_REWARD + 2] if done else p[P_REWARD + 1] - p[P_REWARD] * cost
+    reward[i] = p[layout.P_REWARD + 2] if done else p[layout.P_REWARD + 1] - p[layout.P_REWARD] * cost
     terminated[i] = done
     truncated[i] = steps[i] >= max_steps
     multirotor_observe_at(i, physics, steps, obs, p)
@@ -309,37 +286,37 @@ def reset_draw(key, base, j) -> float:
 
 @njit(**JIT_EXACT_INNER)
 def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, truncated, p, only_done) -> None:
-    """Env i's initial state from its block of RESET_DRAWS stream positions after ``base``."""
+    """Env i's initial state from its block of layout.RESET_DRAWS stream positions after ``base``."""
     if only_done and not (terminated[i] or truncated[i]):
         return
-    b = base + np.uint64(i * RESET_DRAWS)
-    guidance = reset_draw(key, b, 0) < p[P_INIT]
+    b = base + np.uint64(i * layout.RESET_DRAWS)
+    guidance = reset_draw(key, b, 0) < p[layout.P_INIT]
     for k in range(3):
-        physics[i, POS + k] = 0.0 if guidance else p[P_INIT + 1] * (2.0 * reset_draw(key, b, 1 + k) - 1.0)
-        physics[i, VEL + k] = p[P_INIT + 3] * (2.0 * reset_draw(key, b, 4 + k) - 1.0)
-        physics[i, OMEGA + k] = p[P_INIT + 4] * (2.0 * reset_draw(key, b, 7 + k) - 1.0)
-        physics[i, FORCE + k] = p[P_DISTURBANCE] * standard_normal(key, b + np.uint64(10 + 2 * k))
-        physics[i, TORQUE + k] = p[P_DISTURBANCE + 1] * standard_normal(key, b + np.uint64(16 + 2 * k))
-    physics[i, KEY] = math.floor(reset_draw(key, b, 22) * 4503599627370496.0)  # 2**52: exact in float64
+        physics[i, layout.POS + k] = 0.0 if guidance else p[layout.P_INIT + 1] * (2.0 * reset_draw(key, b, 1 + k) - 1.0)
+        physics[i, layout.VEL + k] = p[layout.P_INIT + 3] * (2.0 * reset_draw(key, b, 4 + k) - 1.0)
+        physics[i, layout.OMEGA + k] = p[layout.P_INIT + 4] * (2.0 * reset_draw(key, b, 7 + k) - 1.0)
+        physics[i, layout.FORCE + k] = p[layout.P_DISTURBANCE] * standard_normal(key, b + np.uint64(10 + 2 * k))
+        physics[i, layout.TORQUE + k] = p[layout.P_DISTURBANCE + 1] * standard_normal(key, b + np.uint64(16 + 2 * k))
+    physics[i, layout.KEY] = math.floor(reset_draw(key, b, 22) * 4503599627370496.0)  # 2**52: exact in float64
     # a uniformly random attitude (Shoemake's method), redrawn until its angle is within the limit
     qw, qx, qy, qz = 1.0, 0.0, 0.0, 0.0
-    if p[P_INIT + 2] > 0.0 and not guidance:
-        for t in range(ORIENTATION_TRIES):
+    if p[layout.P_INIT + 2] > 0.0 and not guidance:
+        for t in range(layout.ORIENTATION_TRIES):
             u0, u1, u2 = reset_draw(key, b, 23 + 3 * t), reset_draw(key, b, 24 + 3 * t), reset_draw(key, b, 25 + 3 * t)
             cw = math.sqrt(1.0 - u0) * math.sin(TWO_PI * u1)
-            if abs(2.0 * math.acos(cw)) <= p[P_INIT + 2]:
+            if abs(2.0 * math.acos(cw)) <= p[layout.P_INIT + 2]:
                 qw, qx = cw, math.sqrt(1.0 - u0) * math.cos(TWO_PI * u1)
                 qy, qz = math.sqrt(u0) * math.sin(TWO_PI * u2), math.sqrt(u0) * math.cos(TWO_PI * u2)
                 break
-    physics[i, QUAT] = qw
-    physics[i, QUAT + 1] = qx
-    physics[i, QUAT + 2] = qy
-    physics[i, QUAT + 3] = qz
-    middle = 0.5 * (p[P_RPM_MIN] + p[P_RPM_MAX])  # the paper's initial RPM, action 0
+    physics[i, layout.QUAT] = qw
+    physics[i, layout.QUAT + 1] = qx
+    physics[i, layout.QUAT + 2] = qy
+    physics[i, layout.QUAT + 3] = qz
+    middle = 0.5 * (p[layout.P_RPM_MIN] + p[layout.P_RPM_MAX])  # the paper's initial RPM, action 0
     for j in range(4):
-        physics[i, RPM + j] = middle
-    for k in range(physics.shape[1] - HISTORY):
-        physics[i, HISTORY + k] = 0.0
+        physics[i, layout.RPM + j] = middle
+    for k in range(physics.shape[1] - layout.HISTORY):
+        physics[i, layout.HISTORY + k] = 0.0
     steps[i] = 0
     if not only_done:
         reward[i] = 0.0
@@ -354,7 +331,7 @@ def multirotor_reset_at(i, key, base, physics, steps, obs, reward, terminated, t
 multirotor_step_kernel = per_env(multirotor_step_at, "multirotor_step_kernel")
 
 
-multirotor_reset_kernel = per_env_reset(multirotor_reset_at, "multirotor_reset_kernel", RESET_DRAWS)
+multirotor_reset_kernel = per_env_reset(multirotor_reset_at, "multirotor_reset_kernel", layout.RESET_DRAWS)
 
 
 multirotor_critic_observation_kernel = per_env(multirotor_critic_observe_at, "multirotor_critic_observation_kernel")

@@ -11,40 +11,8 @@ from ...staging import launch
 from .. import api
 from ..shared import state_args, step_args
 from ..shared.generic import clear_reset, reset_mask
+from . import layout
 from .env import Multirotor, parameter_array
-from .layout import (
-    AGE,
-    FORCE,
-    HISTORY,
-    INTEGRATED,
-    KEY,
-    NOISE_DRAWS,
-    OMEGA,
-    ORIENTATION_TRIES,
-    P_CURRICULUM,
-    P_DISTURBANCE,
-    P_DT,
-    P_GRAVITY,
-    P_INIT,
-    P_J,
-    P_MASS,
-    P_NOISE,
-    P_REWARD,
-    P_ROTOR,
-    P_RPM_MAX,
-    P_RPM_MIN,
-    P_TAU,
-    P_TERMINATION,
-    P_THRUST,
-    P_TORQUE_CONSTANT,
-    P_YAW,
-    POS,
-    QUAT,
-    RESET_DRAWS,
-    RPM,
-    TORQUE,
-    VEL,
-)
 
 __all__ = ["rotation_matrices"]
 
@@ -79,10 +47,14 @@ def rotation_matrices(q) -> np.ndarray:
 def _derivative(s, cmd, force, torque, p) -> np.ndarray:
     """d/dt of the (N, 17) integrated states: Newton in the world frame, Euler in the body frame."""
     q, omega, rpm = s[:, 3:7], s[:, 10:13], s[:, 13:17]
-    thrust = p[P_THRUST] + p[P_THRUST + 1] * rpm + p[P_THRUST + 2] * rpm**2  # (N, 4)
-    rotors = p[P_ROTOR : P_ROTOR + 12].reshape(4, 3)
+    thrust = p[layout.P_THRUST] + p[layout.P_THRUST + 1] * rpm + p[layout.P_THRUST + 2] * rpm**2  # (N, 4)
+    rotors = p[layout.P_ROTOR : layout.P_ROTOR + 12].reshape(4, 3)
     torque_body = np.stack(
-        [thrust @ rotors[:, 1], -(thrust @ rotors[:, 0]), thrust @ (p[P_YAW : P_YAW + 4] * p[P_TORQUE_CONSTANT])],
+        [
+            thrust @ rotors[:, 1],
+            -(thrust @ rotors[:, 0]),
+            thrust @ (p[layout.P_YAW : layout.P_YAW + 4] * p[layout.P_TORQUE_CONSTANT]),
+        ],
         axis=1,
     )
     world_thrust = rotation_matrices(q)[:, [2, 5, 8]] * thrust.sum(axis=1, keepdims=True)  # R e_z T
@@ -92,54 +64,69 @@ def _derivative(s, cmd, force, torque, p) -> np.ndarray:
         [-x * wx - y * wy - z * wz, w * wx + y * wz - z * wy, w * wy + z * wx - x * wz, w * wz + x * wy - y * wx],
         axis=1,
     )
-    inertia = p[P_J : P_J + 3]
+    inertia = p[layout.P_J : layout.P_J + 3]
     gyro = np.cross(omega, omega * inertia)
-    accel = (world_thrust + force) / p[P_MASS]
-    accel[:, 2] -= p[P_GRAVITY]
+    accel = (world_thrust + force) / p[layout.P_MASS]
+    accel[:, 2] -= p[layout.P_GRAVITY]
     return np.concatenate(
-        [s[:, 7:10], q_dot, accel, (torque_body + torque - gyro) / inertia, (cmd - rpm) / p[P_TAU]], axis=1
+        [s[:, 7:10], q_dot, accel, (torque_body + torque - gyro) / inertia, (cmd - rpm) / p[layout.P_TAU]], axis=1
     )
 
 
 def _weights(p, stage) -> np.ndarray:
     w = np.empty((stage.shape[0], 4))
     for k in range(4):
-        weight, factor, limit = p[P_REWARD + 4 + k], p[P_CURRICULUM + 1 + 2 * k], p[P_CURRICULUM + 2 + 2 * k]
+        weight, factor, limit = (
+            p[layout.P_REWARD + 4 + k],
+            p[layout.P_CURRICULUM + 1 + 2 * k],
+            p[layout.P_CURRICULUM + 2 + 2 * k],
+        )
         w[:, k] = np.minimum(weight * factor**stage, limit) if factor > 1.0 else weight
     return w
 
 
 def _observe(physics, steps, obs, p, mask) -> None:
-    key = physics[:, KEY].astype(np.uint64)[:, None]
-    counter = (steps.astype(np.uint64) * np.uint64(NOISE_DRAWS))[:, None] + 2 * np.arange(18, dtype=np.uint64)
+    key = physics[:, layout.KEY].astype(np.uint64)[:, None]
+    counter = (steps.astype(np.uint64) * np.uint64(layout.NOISE_DRAWS))[:, None] + 2 * np.arange(18, dtype=np.uint64)
     clean = np.concatenate(
         [
-            physics[:, POS : POS + 3],
-            rotation_matrices(physics[:, QUAT : QUAT + 4]),
-            physics[:, VEL : VEL + 3],
-            physics[:, OMEGA : OMEGA + 3],
+            physics[:, layout.POS : layout.POS + 3],
+            rotation_matrices(physics[:, layout.QUAT : layout.QUAT + 4]),
+            physics[:, layout.VEL : layout.VEL + 3],
+            physics[:, layout.OMEGA : layout.OMEGA + 3],
         ],
         axis=1,
     )
-    sigma = np.repeat(p[P_NOISE : P_NOISE + 4], [3, 9, 3, 3])
+    sigma = np.repeat(p[layout.P_NOISE : layout.P_NOISE + 4], [3, 9, 3, 3])
     noisy = clean + np.where(sigma > 0, sigma * _normal(key, counter), 0.0)
-    full = np.concatenate([noisy, physics[:, HISTORY:]], axis=1)
+    full = np.concatenate([noisy, physics[:, layout.HISTORY :]], axis=1)
     obs[mask] = full[mask]
 
 
 def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, truncated, p, max_steps) -> None:
-    low, high = p[P_RPM_MIN], p[P_RPM_MAX]
+    low, high = p[layout.P_RPM_MIN], p[layout.P_RPM_MAX]
     a = np.clip(action.astype(np.float64), -1.0, 1.0)
     half = 0.5 * (high - low)
     cmd = a * half + low + half
-    s = physics[:, :INTEGRATED].copy()
-    stage = np.floor(physics[:, AGE] / p[P_CURRICULUM]) if p[P_CURRICULUM] > 0 else np.zeros(len(s))
+    s = physics[:, : layout.INTEGRATED].copy()
+    stage = (
+        np.floor(physics[:, layout.AGE] / p[layout.P_CURRICULUM]) if p[layout.P_CURRICULUM] > 0 else np.zeros(len(s))
+    )
     costs = np.stack(
-        [(s[:, 0:3] ** 2).sum(1), 1 - s[:, 3] ** 2, (s[:, 7:10] ** 2).sum(1), ((a - p[P_REWARD + 3]) ** 2).sum(1)],
+        [
+            (s[:, 0:3] ** 2).sum(1),
+            1 - s[:, 3] ** 2,
+            (s[:, 7:10] ** 2).sum(1),
+            ((a - p[layout.P_REWARD + 3]) ** 2).sum(1),
+        ],
         axis=1,
     )
     cost = (_weights(p, stage) * costs).sum(axis=1)
-    force, torque, dt = physics[:, FORCE : FORCE + 3], physics[:, TORQUE : TORQUE + 3], p[P_DT]
+    force, torque, dt = (
+        physics[:, layout.FORCE : layout.FORCE + 3],
+        physics[:, layout.TORQUE : layout.TORQUE + 3],
+        p[layout.P_DT],
+    )
     k1 = _derivative(s, cmd, force, torque, p)
     k2 = _derivative(s + 0.5 * dt * k1, cmd, force, torque, p)
     k3 = _derivative(s + 0.5 * dt * k2, cmd, force, torque, p)
@@ -147,17 +134,17 @@ def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, trun
     n = s + dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
     n[:, 3:7] /= np.linalg.norm(n[:, 3:7], axis=1, keepdims=True)
     n[:, 13:17] = np.clip(n[:, 13:17], low, high)
-    physics[:, :INTEGRATED] = n
+    physics[:, : layout.INTEGRATED] = n
     done = (
-        (np.abs(n[:, 0:3]) > p[P_TERMINATION]).any(1)
-        | (np.abs(n[:, 7:10]) > p[P_TERMINATION + 1]).any(1)
-        | (np.abs(n[:, 10:13]) > p[P_TERMINATION + 2]).any(1)
+        (np.abs(n[:, 0:3]) > p[layout.P_TERMINATION]).any(1)
+        | (np.abs(n[:, 7:10]) > p[layout.P_TERMINATION + 1]).any(1)
+        | (np.abs(n[:, 10:13]) > p[layout.P_TERMINATION + 2]).any(1)
     )
-    if physics.shape[1] > HISTORY:
-        physics[:, HISTORY:] = np.concatenate([physics[:, HISTORY + 4 :], a], axis=1)
-    physics[:, AGE] += 1.0
+    if physics.shape[1] > layout.HISTORY:
+        physics[:, layout.HISTORY :] = np.concatenate([physics[:, layout.HISTORY + 4 :], a], axis=1)
+    physics[:, layout.AGE] += 1.0
     steps += 1
-    reward[:] = np.where(done, p[P_REWARD + 2], p[P_REWARD + 1] - p[P_REWARD] * cost)
+    reward[:] = np.where(done, p[layout.P_REWARD + 2], p[layout.P_REWARD + 1] - p[layout.P_REWARD] * cost)
     terminated[:] = done
     truncated[:] = steps >= max_steps
     _observe(physics, steps, obs, p, np.ones(len(s), bool))
@@ -166,38 +153,42 @@ def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, trun
 def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, truncated, p, only_done) -> None:
     n = physics.shape[0]
     key = rng[0]
-    counter = rng[1] + np.uint64(RESET_DRAWS) * np.arange(n, dtype=np.uint64)[:, None]  # (N, 1) block starts
-    u = _uniform(key, counter + np.arange(RESET_DRAWS, dtype=np.uint64))  # (N, RESET_DRAWS)
+    counter = rng[1] + np.uint64(layout.RESET_DRAWS) * np.arange(n, dtype=np.uint64)[:, None]  # (N, 1) block starts
+    u = _uniform(key, counter + np.arange(layout.RESET_DRAWS, dtype=np.uint64))  # (N, RESET_DRAWS)
     normal = lambda j: _normal(key, counter[:, 0] + np.uint64(j))  # noqa: E731
-    guidance = u[:, 0] < p[P_INIT]
+    guidance = u[:, 0] < p[layout.P_INIT]
     fresh = physics.copy()
-    fresh[:, POS : POS + 3] = np.where(guidance[:, None], 0.0, p[P_INIT + 1] * (2 * u[:, 1:4] - 1))
-    fresh[:, VEL : VEL + 3] = p[P_INIT + 3] * (2 * u[:, 4:7] - 1)
-    fresh[:, OMEGA : OMEGA + 3] = p[P_INIT + 4] * (2 * u[:, 7:10] - 1)
-    fresh[:, FORCE : FORCE + 3] = p[P_DISTURBANCE] * np.stack([normal(10 + 2 * k) for k in range(3)], 1)
-    fresh[:, TORQUE : TORQUE + 3] = p[P_DISTURBANCE + 1] * np.stack([normal(16 + 2 * k) for k in range(3)], 1)
-    fresh[:, KEY] = np.floor(u[:, 22] * 2.0**52)
-    tries = u[:, 23 : 23 + 3 * ORIENTATION_TRIES].reshape(n, ORIENTATION_TRIES, 3)
+    fresh[:, layout.POS : layout.POS + 3] = np.where(guidance[:, None], 0.0, p[layout.P_INIT + 1] * (2 * u[:, 1:4] - 1))
+    fresh[:, layout.VEL : layout.VEL + 3] = p[layout.P_INIT + 3] * (2 * u[:, 4:7] - 1)
+    fresh[:, layout.OMEGA : layout.OMEGA + 3] = p[layout.P_INIT + 4] * (2 * u[:, 7:10] - 1)
+    fresh[:, layout.FORCE : layout.FORCE + 3] = p[layout.P_DISTURBANCE] * np.stack(
+        [normal(10 + 2 * k) for k in range(3)], 1
+    )
+    fresh[:, layout.TORQUE : layout.TORQUE + 3] = p[layout.P_DISTURBANCE + 1] * np.stack(
+        [normal(16 + 2 * k) for k in range(3)], 1
+    )
+    fresh[:, layout.KEY] = np.floor(u[:, 22] * 2.0**52)
+    tries = u[:, 23 : 23 + 3 * layout.ORIENTATION_TRIES].reshape(n, layout.ORIENTATION_TRIES, 3)
     u0, u1, u2 = tries[..., 0], tries[..., 1], tries[..., 2]
     candidates = np.stack(
         [np.sqrt(1 - u0) * np.sin(2 * math.pi * u1), np.sqrt(1 - u0) * np.cos(2 * math.pi * u1),
          np.sqrt(u0) * np.sin(2 * math.pi * u2), np.sqrt(u0) * np.cos(2 * math.pi * u2)],
         axis=-1,
     )  # fmt: skip
-    accepted = np.abs(2 * np.arccos(candidates[..., 0])) <= p[P_INIT + 2]
+    accepted = np.abs(2 * np.arccos(candidates[..., 0])) <= p[layout.P_INIT + 2]
     first = accepted.argmax(axis=1)
-    found = accepted.any(axis=1) & (p[P_INIT + 2] > 0) & ~guidance
+    found = accepted.any(axis=1) & (p[layout.P_INIT + 2] > 0) & ~guidance
     quat = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
     quat[found] = candidates[np.arange(n), first][found]
-    fresh[:, QUAT : QUAT + 4] = quat
-    fresh[:, RPM : RPM + 4] = 0.5 * (p[P_RPM_MIN] + p[P_RPM_MAX])
-    fresh[:, HISTORY:] = 0.0
-    fresh[:, AGE] = physics[:, AGE]  # resets keep the env's age
+    fresh[:, layout.QUAT : layout.QUAT + 4] = quat
+    fresh[:, layout.RPM : layout.RPM + 4] = 0.5 * (p[layout.P_RPM_MIN] + p[layout.P_RPM_MAX])
+    fresh[:, layout.HISTORY :] = 0.0
+    fresh[:, layout.AGE] = physics[:, layout.AGE]  # resets keep the env's age
     mask = reset_mask(terminated, truncated, only_done)
     physics[mask] = fresh[mask]
     clear_reset(mask, steps, reward, terminated, truncated, only_done)
     _observe(physics, steps, obs, p, mask)
-    rng[1] += np.uint64(RESET_DRAWS * n)
+    rng[1] += np.uint64(layout.RESET_DRAWS * n)
 
 
 @api.env_step.dispatch
@@ -222,15 +213,15 @@ def env_reset_done(device: Generic, env: Multirotor, state, rng) -> None:
 
 
 def multirotor_critic_observation_kernel(physics, out, p) -> None:
-    low, high = p[P_RPM_MIN], p[P_RPM_MAX]
+    low, high = p[layout.P_RPM_MIN], p[layout.P_RPM_MAX]
     columns = [
-        physics[:, POS : POS + 3],
-        rotation_matrices(physics[:, QUAT : QUAT + 4]),
-        physics[:, VEL : VEL + 3],
-        physics[:, OMEGA : OMEGA + 3],
-        2.0 * (physics[:, RPM : RPM + 4] - low) / (high - low) - 1.0,
-        physics[:, FORCE : FORCE + 3] / p[P_MASS],
-        physics[:, TORQUE : TORQUE + 3] / p[P_J : P_J + 3],
+        physics[:, layout.POS : layout.POS + 3],
+        rotation_matrices(physics[:, layout.QUAT : layout.QUAT + 4]),
+        physics[:, layout.VEL : layout.VEL + 3],
+        physics[:, layout.OMEGA : layout.OMEGA + 3],
+        2.0 * (physics[:, layout.RPM : layout.RPM + 4] - low) / (high - low) - 1.0,
+        physics[:, layout.FORCE : layout.FORCE + 3] / p[layout.P_MASS],
+        physics[:, layout.TORQUE : layout.TORQUE + 3] / p[layout.P_J : layout.P_J + 3],
     ]
     out[:] = np.concatenate(columns, axis=1)
 

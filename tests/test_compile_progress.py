@@ -2,16 +2,15 @@
 what is compiling (kernel i of n, then the fused step), the seconds elapsed and, after a first run,
 the last compile time; off a terminal a plain line every ``interval`` seconds."""
 
-import importlib
 import io
 import json
 import re
-import sys
 import time
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from testkit import kernel_module
 
 import dispatchrl as drl
 from dispatchrl.algorithms import td3
@@ -124,12 +123,8 @@ def double(a):
 
 
 def test_the_cpu_backend_reports_its_cold_kernels(tmp_path, monkeypatch):
-    module_name = f"progress_probe_{abs(hash(str(tmp_path)))}"
-    (tmp_path / f"{module_name}.py").write_text(KERNELS)
-    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "0")
-    module = importlib.import_module(module_name)
-    try:
+    with kernel_module(tmp_path, monkeypatch, "progress_probe", KERNELS) as module:
         a = drl.zeros(drl.CPU(), 3)
         calls = [(module.add_one, (a,)), (module.double, (a,)), (module.add_one, (a,))]
         probe = precompile.kernel_progress(precompile.cold_kernels(calls))
@@ -140,5 +135,3 @@ def test_the_cpu_backend_reports_its_cold_kernels(tmp_path, monkeypatch):
         assert compile_activity.cold_kernels == cold + 2
         assert compile_activity.probe is None  # reported only while compiling
         np.testing.assert_array_equal(a.data, np.full(3, 3.0, a.data.dtype))
-    finally:
-        sys.modules.pop(module_name, None)

@@ -1,13 +1,12 @@
 """What keeps a cold CPU compile short: one kernel specialization per signature (not per int
 value), and the helper process that compiles a step's kernels into the shared Numba cache."""
 
-import importlib
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 from numba import njit, types
+from testkit import kernel_module
 
 import dispatchrl as drl
 from dispatchrl.backends import precompile
@@ -104,27 +103,21 @@ def prepare():  # a before_first_run hook: the helper runs it first
 @pytest.mark.parametrize("fork", [True, False] if precompile.FORK else [False])
 def test_helper_runs_the_prepares_then_fills_the_disk_cache(tmp_path, monkeypatch, fork):
     # forked (Linux) or a new Python process fed the job list (elsewhere)
-    module_name = f"precompile_probe_{abs(hash(str(tmp_path)))}"
-    (tmp_path / f"{module_name}.py").write_text(KERNEL_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "1")
     monkeypatch.setattr(precompile, "MIN_SIGNATURES", 1)
     monkeypatch.setattr(precompile, "FORK", fork)
-    module = importlib.import_module(module_name)
-    kernel = module.add_one
-    try:
+    with kernel_module(tmp_path, monkeypatch, "precompile_probe", KERNEL_MODULE) as module:
+        kernel = module.add_one
         a = drl.zeros(drl.CPU(), 3)
         helper = precompile.start_precompile([(kernel, (a,))], [module.prepare])
         assert isinstance(helper, precompile.ForkedHelper if fork else subprocess.Popen)
         assert helper.wait(timeout=300) == 0
-        assert (tmp_path / f"{module_name}.py.prepared").exists()
+        assert (tmp_path / f"{module.__name__}.py.prepared").exists()
         assert precompile.kernel_signatures([(kernel, (a,))]) == []  # in the disk cache now
         kernel(a.data)
         assert kernel.stats.cache_hits  # loaded, not compiled, in this process
         np.testing.assert_array_equal(a.data, np.ones(3, a.data.dtype))
-    finally:
-        sys.modules.pop(module_name, None)
 
 
 MANY_KERNELS = "from numba import njit\n" + "".join(
@@ -136,12 +129,8 @@ MANY_KERNELS = "from numba import njit\n" + "".join(
 def test_the_forked_helper_and_this_process_share_the_jobs_without_overlap(tmp_path, monkeypatch):
     """This process claims kernels from the front, the helper from the back: each kernel is
     compiled once, and when compile_share returns the helper's are all in the disk cache."""
-    module_name = f"precompile_share_{abs(hash(str(tmp_path)))}"
-    (tmp_path / f"{module_name}.py").write_text(MANY_KERNELS)
-    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("DISPATCHRL_COMPILE_WORKERS", "1")
-    module = importlib.import_module(module_name)
-    try:
+    with kernel_module(tmp_path, monkeypatch, "precompile_share", MANY_KERNELS) as module:
         kernels = [getattr(module, f"add_{k}") for k in range(8)]
         a = drl.zeros(drl.CPU(), 3)
         helper = precompile.start_precompile([(kernel, (a,)) for kernel in kernels])
@@ -156,8 +145,6 @@ def test_the_forked_helper_and_this_process_share_the_jobs_without_overlap(tmp_p
             assert bool(kernel.stats.cache_misses) == (claim == precompile.PARENT)
             assert bool(kernel.stats.cache_hits) == (claim == precompile.FINISHED)
         np.testing.assert_array_equal(a.data, np.full(3, sum(range(8)), a.data.dtype))
-    finally:
-        sys.modules.pop(module_name, None)
 
 
 def test_compile_workers_setting(monkeypatch):

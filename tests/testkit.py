@@ -1,7 +1,10 @@
 """Small helpers that several test files share."""
 
+import contextlib
 import dataclasses
+import importlib
 import json
+import sys
 
 import numpy as np
 
@@ -119,3 +122,17 @@ def branching_step(device, counter, x, evens, below):
         device, drl.Below(counter, 3), lambda d: drl.increment(d, below), lambda d: drl.polyak_update(d, x, x, 0.5)
     )
     drl.increment(device, counter)
+
+
+@contextlib.contextmanager
+def kernel_module(tmp_path, monkeypatch, stem, source):
+    """``source`` imported as a new module from ``tmp_path`` (a name of its own per test, so Numba's
+    disk cache holds only this test's kernels), dropped from ``sys.modules`` afterwards."""
+    name = f"{stem}_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    try:
+        yield module
+    finally:
+        sys.modules.pop(name, None)

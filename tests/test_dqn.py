@@ -26,6 +26,10 @@ def host(x):
     return drl.to_numpy(x)
 
 
+#: a batch of Q rows: its rows, its k actions, the numpy seed that fills it
+Q_BATCH = dict(rows=st.integers(1, 6), k=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
+
+
 def q_values(g, rows, k, ties):
     """Random Q rows; with ``ties`` small integers, so rows often hold equal maxima."""
     q = g.integers(-2, 3, size=(rows, k)) if ties else g.normal(size=(rows, k))
@@ -39,9 +43,7 @@ def first_argmax(q):
 
 @fixture_ok
 @given(
-    rows=st.integers(1, 6),
-    k=st.integers(1, 5),
-    seed=st.integers(0, 2**32 - 1),
+    **Q_BATCH,
     step=st.integers(0, 300),
     eps=st.tuples(st.floats(0, 1), st.floats(0, 1)),
     ties=st.booleans(),
@@ -77,9 +79,7 @@ def test_epsilon_greedy_schedule_ends_at_final_eps(device):
 
 @fixture_ok
 @given(
-    rows=st.integers(1, 6),
-    k=st.integers(1, 5),
-    seed=st.integers(0, 2**32 - 1),
+    **Q_BATCH,
     gamma=st.floats(0, 1),
     double=st.booleans(),
     ties=st.booleans(),
@@ -107,7 +107,7 @@ def test_dqn_targets_against_reference(device, rows, k, seed, gamma, double, tie
 
 
 @fixture_ok
-@given(rows=st.integers(1, 6), k=st.integers(1, 5), seed=st.integers(0, 2**32 - 1), scale=st.floats(0.1, 4))
+@given(**Q_BATCH, scale=st.floats(0.1, 4))
 def test_q_huber_gradient_and_stats_against_reference(device, rows, k, seed, scale):
     g = np.random.default_rng(seed)
     q = (scale * g.normal(size=(rows, k))).astype(np.float32)
@@ -133,7 +133,7 @@ def test_q_huber_gradient_and_stats_against_reference(device, rows, k, seed, sca
 
 
 @fixture_ok
-@given(rows=st.integers(1, 6), k=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
+@given(**Q_BATCH)
 def test_taken_q_against_reference(device, rows, k, seed):
     """taken_q: each row's Q of its taken action, as a (B, 1) column (prioritized replay's TD error)."""
     g = np.random.default_rng(seed)

@@ -15,8 +15,9 @@ from ...devices import CPU
 from ...kernels.random.cpu import standard_normal, uniform01
 from ...staging import launch
 from .. import api
-from ..shared import TWO_PI, state_args, step_args
+from ..shared import TWO_PI
 from ..shared.cpu import per_env, per_env_reset
+from ..shared.host import kernel_methods
 from . import layout
 from .env import Multirotor, parameter_array
 
@@ -337,25 +338,7 @@ multirotor_reset_kernel = per_env_reset(multirotor_reset_at, "multirotor_reset_k
 multirotor_critic_observation_kernel = per_env(multirotor_critic_observe_at, "multirotor_critic_observation_kernel")
 
 
-@api.env_step.dispatch
-def env_step(device: CPU, env: Multirotor, state, action) -> None:
-    launch(
-        device,
-        multirotor_step_kernel,
-        *step_args(state, action),
-        parameter_array(device, env),
-        env.max_episode_steps,
-    )
-
-
-@api.env_reset.dispatch
-def env_reset(device: CPU, env: Multirotor, state, rng) -> None:
-    launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CPU, env: Multirotor, state, rng) -> None:
-    launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), True)
+kernel_methods(CPU, Multirotor, multirotor_step_kernel, multirotor_reset_kernel, parameters=parameter_array)
 
 
 @api.env_critic_observation.dispatch

@@ -9,8 +9,7 @@ from ...backends.cuda import device_twin, per_index
 from ...devices import CUDA
 from ...kernels.random.cuda import standard_normal, uniform01
 from .. import api
-from ..shared import step_args
-from ..shared.cuda import launch_per_env, launch_reset
+from ..shared.cuda import kernel_methods, launch_per_env
 from . import cpu
 from .env import Multirotor, parameter_array
 from .layout import RESET_DRAWS
@@ -53,26 +52,7 @@ def _reset_from_stream_at(i, rng, physics, steps, obs, reward, terminated, trunc
 multirotor_reset_kernel = per_index(_reset_from_stream_at, "physics.shape[0]", name="multirotor_reset")
 
 
-@api.env_step.dispatch
-def env_step(device: CUDA, env: Multirotor, state, action) -> None:
-    launch_per_env(
-        device,
-        multirotor_step_kernel,
-        env.num_envs,
-        *step_args(state, action),
-        parameter_array(device, env),
-        env.max_episode_steps,
-    )
-
-
-@api.env_reset.dispatch
-def env_reset(device: CUDA, env: Multirotor, state, rng) -> None:
-    launch_reset(device, multirotor_reset_kernel, env, state, rng, False, RESET_DRAWS, parameter_array(device, env))
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: CUDA, env: Multirotor, state, rng) -> None:
-    launch_reset(device, multirotor_reset_kernel, env, state, rng, True, RESET_DRAWS, parameter_array(device, env))
+kernel_methods(Multirotor, multirotor_step_kernel, multirotor_reset_kernel, RESET_DRAWS, parameters=parameter_array)
 
 
 @api.env_critic_observation.dispatch

@@ -9,8 +9,8 @@ from ...devices import Generic
 from ...kernels.random.generic import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 from ...staging import launch
 from .. import api
-from ..shared import state_args, step_args
 from ..shared.generic import clear_reset, reset_mask
+from ..shared.host import kernel_methods
 from . import layout
 from .env import Multirotor, parameter_array
 
@@ -191,25 +191,7 @@ def multirotor_reset_kernel(rng, physics, steps, obs, reward, terminated, trunca
     rng[1] += np.uint64(layout.RESET_DRAWS * n)
 
 
-@api.env_step.dispatch
-def env_step(device: Generic, env: Multirotor, state, action) -> None:
-    launch(
-        device,
-        multirotor_step_kernel,
-        *step_args(state, action),
-        parameter_array(device, env),
-        env.max_episode_steps,
-    )
-
-
-@api.env_reset.dispatch
-def env_reset(device: Generic, env: Multirotor, state, rng) -> None:
-    launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), False)
-
-
-@api.env_reset_done.dispatch
-def env_reset_done(device: Generic, env: Multirotor, state, rng) -> None:
-    launch(device, multirotor_reset_kernel, rng, *state_args(state), parameter_array(device, env), True)
+kernel_methods(Generic, Multirotor, multirotor_step_kernel, multirotor_reset_kernel, parameters=parameter_array)
 
 
 def multirotor_critic_observation_kernel(physics, out, p) -> None:

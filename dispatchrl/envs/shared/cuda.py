@@ -5,6 +5,7 @@ Python source (:func:`~dispatchrl.backends.cuda.device_twin`), so CPU and CUDA e
 expressions; a reset advances the counter stream in a launch of its own. Imported with the envs'
 CUDA modules, when a CUDA device is first made."""
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -77,20 +78,30 @@ def launch_reset(device, kernel, env, state, rng, only_done, draws_per_env, *par
 
 
 def kernel_methods(
-    env_type: type, step_kernel: Any, reset_kernel: Any, draws_per_env: int, numbers=("max_episode_steps",)
+    env_type: type,
+    step_kernel: Any,
+    reset_kernel: Any,
+    draws_per_env: int,
+    numbers=("max_episode_steps",),
+    parameters: Callable[[Any, Any], Any] | None = None,
 ):
     """Register ``env_step``, ``env_reset`` and ``env_reset_done`` of ``env_type`` on CUDA, as the
     host devices' (``shared/host.py``): :func:`launch_step` with the env's attributes named in
-    ``numbers``, :func:`launch_reset` advancing the stream by ``draws_per_env`` per env."""
+    ``numbers``, :func:`launch_reset` advancing the stream by ``draws_per_env`` per env. An env
+    whose kernels read a parameter array gives ``parameters(device, env)``: the step kernel takes
+    it before the numbers, the reset kernel after ``only_done`` (:func:`launch_reset`)."""
+
+    def own(device, env) -> tuple:
+        return () if parameters is None else (parameters(device, env),)
 
     @api.env_step.dispatch
     def env_step(device: CUDA, env: env_type, state, action):  # type: ignore[valid-type]
-        launch_step(device, step_kernel, env, state, action, *[getattr(env, name) for name in numbers])
+        launch_step(device, step_kernel, env, state, action, *own(device, env), *[getattr(env, n) for n in numbers])
 
     @api.env_reset.dispatch
     def env_reset(device: CUDA, env: env_type, state, rng):  # type: ignore[valid-type]
-        launch_reset(device, reset_kernel, env, state, rng, False, draws_per_env)
+        launch_reset(device, reset_kernel, env, state, rng, False, draws_per_env, *own(device, env))
 
     @api.env_reset_done.dispatch
     def env_reset_done(device: CUDA, env: env_type, state, rng):  # type: ignore[valid-type]
-        launch_reset(device, reset_kernel, env, state, rng, True, draws_per_env)
+        launch_reset(device, reset_kernel, env, state, rng, True, draws_per_env, *own(device, env))

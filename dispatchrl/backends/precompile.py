@@ -204,7 +204,8 @@ def _fork_helper(
     import multiprocessing
 
     try:  # the job table, shared with the child (a semaphore and an anonymous shared mapping)
-        lock, claims = multiprocessing.Lock(), multiprocessing.RawArray("b", len(jobs))
+        fork = multiprocessing.get_context("fork")  # an unnamed semaphore: no resource tracker
+        lock, claims = fork.Lock(), fork.RawArray("b", len(jobs))
     except OSError:
         return None
     with warnings.catch_warnings():

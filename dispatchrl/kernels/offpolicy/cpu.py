@@ -8,7 +8,6 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, per_index
 from ..core.cpu import row_argmax
 from ..random.cpu import standard_normal, uniform01
-from ..replay.cpu import copy_transition
 from . import api
 
 __all__ = [
@@ -45,23 +44,16 @@ def replay_add_row(
     """Transition ``i`` written into the ring ``i`` rows after its position (the CUDA kernel's
     element body too: rows are independent, the position advances after all of them)."""
     row = (position[0] + i) % b_obs.shape[0]
-    # the step's row i is copied as a sample's rows are, here from the step into the ring
-    copy_transition(
-        row,
-        i,
-        obs,
-        action,
-        reward,
-        next_obs,
-        terminated,
-        truncated,
-        b_obs,
-        b_action,
-        b_reward,
-        b_next_obs,
-        b_terminated,
-        b_truncated,
-    )
+    # element loops: a row assignment compiles Numba's shape-mismatch error formatting
+    # (string code, ~2 s of a cold compile) for a check that cannot fail here
+    for j in range(obs.shape[1]):
+        b_obs[row, j] = obs[i, j]
+        b_next_obs[row, j] = next_obs[i, j]
+    for j in range(action.shape[1]):
+        b_action[row, j] = action[i, j]
+    b_reward[row] = reward[i]
+    b_terminated[row] = terminated[i]
+    b_truncated[row] = truncated[i]
 
 
 @njit(**JIT_EXACT_INNER)

@@ -19,7 +19,7 @@ __all__ = ["gaussian_tanh_grad"]
 gaussian_tanh_grad = device_twin(cpu.gaussian_tanh_grad)
 
 
-replay_add_kernel = per_index(cpu.replay_add_row, "obs.shape[0]", copy_transition=copy_transition)
+replay_add_kernel = per_index(cpu.replay_add_row, "obs.shape[0]")
 # after every row was written at the old position
 advance_ring_kernel = once(cpu.advance_ring)
 

@@ -152,10 +152,7 @@ def copy_transition(
     terminated,
     truncated,
 ):
-    """The buffer's row ``row`` copied into the batch's row ``k`` (gathers and uniform draws; and
-    replay_add: a step's row into the ring's)."""
-    # element loops: a row assignment compiles Numba's shape-mismatch error formatting
-    # (string code, ~2 s of a cold compile) for a check that cannot fail here
+    """The buffer's row ``row`` copied into the batch's row ``k`` (gathers and uniform draws)."""
     for j in range(obs.shape[1]):
         obs[k, j] = b_obs[row, j]
         next_obs[k, j] = b_next_obs[row, j]

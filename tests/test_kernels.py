@@ -621,6 +621,23 @@ def test_random_statistics():
     assert np.abs(drl.to_numpy(other) - z).max() > 1
 
 
+def test_normal_quantile_is_acklams_on_cpu_and_generic_and_draws_normals():
+    from statistics import NormalDist
+
+    from dispatchrl.kernels.random import cpu as random_cpu
+    from dispatchrl.kernels.random import generic as random_generic
+
+    # the whole range the stream helper feeds it (2**-53 .. 1 - 2**-53), the region edges, both tails
+    low = 0.02425
+    p = np.concatenate([np.linspace(2**-53, 1 - 2**-53, 4001), [2**-53, 1e-10, low, np.nextafter(low, 0), 1 - low, 0.5]])
+    want = np.array([NormalDist().inv_cdf(x) for x in p])  # Wichura's AS241, ~1e-16
+    got = np.array([random_cpu.normal_quantile(x) for x in p])
+    np.testing.assert_allclose(got, want, rtol=1.2e-9, atol=1e-15)  # Acklam's bound: 1.15e-9
+    np.testing.assert_array_equal(random_generic.normal_quantile(p), got)  # the same operations
+    z = np.array([random_cpu.standard_normal_icdf(np.uint64(99), np.uint64(c)) for c in range(20000)])
+    assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.02 and z.min() < -3.3 and z.max() > 3.3
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     st.integers(1, 130),

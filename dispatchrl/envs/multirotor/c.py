@@ -10,7 +10,7 @@ Two of the CPU's libm calls have no twin in the C device's own math (:mod:`dispa
 so their results come from Python's libm, which is the one Numba calls:
 
 - the curriculum's ``factor ** stage`` (``pow``; the C device's is ``exp(y log x)``, a few ulp
-  off): the weights of the first :data:`CURRICULUM_STAGES` stages are a table made here;
+  off): the parameters hold the weights of the first layout.CURRICULUM_STAGES stages;
 - the orientation test ``|2 acos(cw)| <= init_max_angle`` (no ``acos``): ``acos`` is monotone, so
   it is ``cw >= c`` for the smallest double ``c`` that passes it, found here by bisection.
 
@@ -23,37 +23,19 @@ from the same state gives the CPU's bits.
 import functools
 import math
 import struct
-from typing import Any
 
 import numpy as np
 
-from ...arrays import Array, asarray
 from ...backends.c import CKernel
 from ...devices import C
-from ...kernels.random.c import NORMAL_HELPERS
+from ...kernels.random.c import NORMAL_HELPERS, STANDARD_NORMAL_ICDF
 from ...staging import launch
 from .. import api
 from ..shared import STATE_FIELDS, TWO_PI, state_args, step_args
 from . import layout
 from .env import Multirotor, parameter_array
 
-__all__ = ["CRITIC", "CURRICULUM_STAGES", "PHYSICS", "RESET", "STEP", "cos_limit", "curriculum_table"]
-
-#: curriculum stages whose weights come from the table (the paper's reach their limits by stage 14)
-CURRICULUM_STAGES = 256
-
-
-def curriculum_table(env: Multirotor) -> np.ndarray:
-    """The reward weights of stages 0 .. CURRICULUM_STAGES - 1, (stages, 4) float64, computed as
-    cpu.curriculum_weight does (Python's float ``**`` is libm's pow, as Numba's)."""
-    p = env.kernel_parameters()
-    table = np.empty((CURRICULUM_STAGES, 4), np.float64)
-    for stage in range(CURRICULUM_STAGES):
-        for k in range(4):
-            weight, factor = float(p[layout.P_REWARD + 4 + k]), float(p[layout.P_CURRICULUM + 1 + 2 * k])
-            limit = float(p[layout.P_CURRICULUM + 2 + 2 * k])
-            table[stage, k] = min(weight * factor ** float(stage), limit) if factor > 1.0 else weight
-    return table
+__all__ = ["CRITIC", "PHYSICS", "RESET", "STEP", "cos_limit"]
 
 
 def _ordered(x: float) -> int:
@@ -85,17 +67,6 @@ def cos_limit(max_angle: float) -> float:
         else:
             low = middle
     return _double(high)
-
-
-_TABLES: dict[tuple[Any, Multirotor], Array] = {}
-
-
-def _curriculum_array(device: Any, env: Multirotor) -> Array:
-    key = (device, env)
-    array = _TABLES.get(key)
-    if array is None:
-        array = _TABLES[key] = asarray(device, curriculum_table(env))
-    return array
 
 
 #: the file-level helpers: multirotor_derivative, state_plus, rk4_combine, the observation
@@ -176,7 +147,7 @@ static inline void dispatchrl_multirotor_observe(const double *row, int64_t step
             value = row[{layout.OMEGA} + c - 15];
             sigma = p[{layout.P_NOISE + 3}];
         }}
-        if (sigma > 0.0) value += sigma * dispatchrl_standard_normal(key, base + (uint64_t)(2 * c));
+        if (sigma > 0.0) value += sigma * dispatchrl_standard_normal_icdf(key, base + (uint64_t)c);
         out[c] = (float)value;
     }}
     for (int k = 0; k < 4 * history; k++) out[18 + k] = (float)row[{layout.HISTORY} + k];
@@ -201,8 +172,8 @@ for (int i = 0; i < N; i++) {{
     const double stage = p[{layout.P_CURRICULUM}] > 0.0 ? (double)(int64_t)(row[{layout.AGE}] / p[{layout.P_CURRICULUM}]) : 0.0;
     double weights[4];
     for (int k = 0; k < 4; k++) {{
-        if (stage < (double)STAGES) {{
-            weights[k] = curriculum[4 * (int64_t)stage + k];
+        if (stage < (double){layout.CURRICULUM_STAGES}) {{
+            weights[k] = p[{layout.P_CURRICULUM_TABLE} + 4 * (int64_t)stage + k];
         }} else {{ /* beyond the table: pow is the C device's (at the limit in every config we know) */
             const double weight = p[{layout.P_REWARD + 4} + k], factor = p[{layout.P_CURRICULUM + 1} + 2 * k];
             const double limit = p[{layout.P_CURRICULUM + 2} + 2 * k];
@@ -349,9 +320,9 @@ def _shapes(env: Multirotor) -> dict[str, int]:
 
 
 def step_kernel(env: Multirotor) -> CKernel:
-    consts = dict(_shapes(env), MAX_STEPS=env.max_episode_steps, STAGES=CURRICULUM_STAGES)
-    params = ("physics", "steps", "action", "obs", "reward", "terminated", "truncated", "p", "curriculum")
-    helpers = (*NORMAL_HELPERS, PHYSICS)
+    consts = dict(_shapes(env), MAX_STEPS=env.max_episode_steps)
+    params = ("physics", "steps", "action", "obs", "reward", "terminated", "truncated", "p")
+    helpers = (*NORMAL_HELPERS, STANDARD_NORMAL_ICDF, PHYSICS)
     return CKernel("multirotor_step", STEP, params, frozenset(STATE_FIELDS), consts, np.float32, helpers)
 
 
@@ -359,7 +330,7 @@ def reset_kernel(env: Multirotor, only_done: bool) -> CKernel:
     consts = dict(_shapes(env), ONLY_DONE=int(only_done))
     params = ("rng", *STATE_FIELDS, "p", "cos_limit")
     outputs = {"rng", *STATE_FIELDS}
-    helpers = (*NORMAL_HELPERS, PHYSICS)
+    helpers = (*NORMAL_HELPERS, STANDARD_NORMAL_ICDF, PHYSICS)
     name = "multirotor_reset_done" if only_done else "multirotor_reset"
     return CKernel(name, RESET, params, outputs, consts, np.float32, helpers)
 
@@ -373,13 +344,7 @@ def critic_kernel(env: Multirotor) -> CKernel:
 
 @api.env_step.dispatch
 def env_step(device: C, env: Multirotor, state, action):
-    launch(
-        device,
-        step_kernel(env),
-        *step_args(state, action),
-        parameter_array(device, env),
-        _curriculum_array(device, env),
-    )
+    launch(device, step_kernel(env), *step_args(state, action), parameter_array(device, env))
 
 
 def _reset(device: C, env: Multirotor, state, rng, only_done: bool) -> None:

@@ -12,7 +12,7 @@ from numba import njit
 
 from ...backends.cpu import JIT_EXACT_INNER
 from ...devices import CPU
-from ...kernels.random.cpu import standard_normal, uniform01
+from ...kernels.random.cpu import standard_normal, standard_normal_icdf, uniform01
 from ...staging import launch
 from .. import api
 from ..shared import TWO_PI
@@ -126,7 +126,10 @@ def rk4_combine(s, k1, k2, k3, k4, h) -> tuple:
 
 @njit(**JIT_EXACT_INNER)
 def curriculum_weight(p, k, stage) -> float:
-    """Reward weight k after ``stage`` curriculum raises: times its factor each, up to its limit."""
+    """Reward weight k after ``stage`` curriculum raises: times its factor each, up to its limit
+    (the parameters' table of the first layout.CURRICULUM_STAGES stages holds exactly this)."""
+    if stage < layout.CURRICULUM_STAGES:
+        return p[layout.P_CURRICULUM_TABLE + 4 * int(stage) + k]
     weight, factor, limit = (
         p[layout.P_REWARD + 4 + k],
         p[layout.P_CURRICULUM + 1 + 2 * k],
@@ -172,7 +175,7 @@ def multirotor_observe_at(i, physics, steps, obs, p) -> None:
         else:
             value, sigma = physics[i, layout.OMEGA + c - 15], p[layout.P_NOISE + 3]
         if sigma > 0.0:
-            value += sigma * standard_normal(key, base + np.uint64(2 * c))
+            value += sigma * standard_normal_icdf(key, base + np.uint64(c))
         obs[i, c] = value
     for k in range(obs.shape[1] - 18):
         obs[i, 18 + k] = physics[i, layout.HISTORY + k]

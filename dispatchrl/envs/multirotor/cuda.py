@@ -7,7 +7,7 @@ and CUDA evaluate identical expressions. Imported when a CUDA device is first cr
 
 from ...backends.cuda import device_twin, per_index
 from ...devices import CUDA
-from ...kernels.random.cuda import standard_normal, uniform01
+from ...kernels.random.cuda import standard_normal, standard_normal_icdf, uniform01
 from .. import api
 from ..shared.cuda import kernel_methods, launch_per_env
 from . import cpu
@@ -18,7 +18,7 @@ __all__: list[str] = []  # methods only: importing the module registers them
 
 rotation_matrix = device_twin(cpu.rotation_matrix)
 multirotor_observe_at = device_twin(
-    cpu.multirotor_observe_at, standard_normal=standard_normal, rotation_matrix=rotation_matrix
+    cpu.multirotor_observe_at, standard_normal_icdf=standard_normal_icdf, rotation_matrix=rotation_matrix
 )
 multirotor_reset_at = device_twin(
     cpu.multirotor_reset_at,

@@ -31,7 +31,7 @@ from ..api import check_count
 from ..shared.env import BuiltinEnv
 from .deploy import controller_c
 from .evaluation import SELECTION_FLIGHT_SEED, flight_metrics, tracking_metrics
-from .layout import CRITIC_COLUMNS, HISTORY, PARAMETERS
+from .layout import CRITIC_COLUMNS, CURRICULUM_STAGES, HISTORY, PARAMETERS
 
 __all__ = [
     "CRAZYFLIE",
@@ -288,6 +288,11 @@ class Multirotor(BuiltinEnv):
             per_env_stage,
             *(x for pair in zip(self.curriculum_factors, self.curriculum_limits) for x in pair),
         ]
+        weights, factors, limits = self.reward_weights, self.curriculum_factors, self.curriculum_limits
+        for stage in range(CURRICULUM_STAGES):  # as cpu.curriculum_weight beyond the table
+            for k in range(4):
+                raised = min(weights[k] * factors[k] ** float(stage), limits[k])
+                values.append(raised if factors[k] > 1.0 else weights[k])
         array = np.array(values, np.float64)
         assert array.shape == (PARAMETERS,)
         return array

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ...devices import Generic
-from ...kernels.random.generic import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
+from ...kernels.random.generic import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE, normal_quantile
 from ...staging import launch
 from .. import api
 from ..shared.generic import clear_reset, reset_mask
@@ -29,6 +29,12 @@ def _uniform(key, counter) -> np.ndarray:
 def _normal(key, counter) -> np.ndarray:
     u1, u2 = _uniform(key, counter), _uniform(key, counter + np.uint64(1))
     return np.sqrt(-2.0 * np.log(1.0 - u1)) * np.cos(2.0 * math.pi * u2)
+
+
+def _normal_icdf(key, counter) -> np.ndarray:
+    """N(0, 1) from one stream position each (the CPU helper standard_normal_icdf)."""
+    u = _uniform(key, counter)
+    return normal_quantile(np.floor(u * 4503599627370496.0) * (2.0 * UNIFORM01_SCALE) + UNIFORM01_SCALE)
 
 
 def rotation_matrices(q) -> np.ndarray:
@@ -87,7 +93,7 @@ def _weights(p, stage) -> np.ndarray:
 
 def _observe(physics, steps, obs, p, mask) -> None:
     key = physics[:, layout.KEY].astype(np.uint64)[:, None]
-    counter = (steps.astype(np.uint64) * np.uint64(layout.NOISE_DRAWS))[:, None] + 2 * np.arange(18, dtype=np.uint64)
+    counter = (steps.astype(np.uint64) * np.uint64(layout.NOISE_DRAWS))[:, None] + np.arange(18, dtype=np.uint64)
     clean = np.concatenate(
         [
             physics[:, layout.POS : layout.POS + 3],
@@ -98,7 +104,7 @@ def _observe(physics, steps, obs, p, mask) -> None:
         axis=1,
     )
     sigma = np.repeat(p[layout.P_NOISE : layout.P_NOISE + 4], [3, 9, 3, 3])
-    noisy = clean + np.where(sigma > 0, sigma * _normal(key, counter), 0.0)
+    noisy = clean + np.where(sigma > 0, sigma * _normal_icdf(key, counter), 0.0)
     full = np.concatenate([noisy, physics[:, layout.HISTORY :]], axis=1)
     obs[mask] = full[mask]
 

@@ -7,6 +7,7 @@ import numpy as np
 __all__ = [
     "AGE",
     "CRITIC_COLUMNS",
+    "CURRICULUM_STAGES",
     "FORCE",
     "HISTORY",
     "INTEGRATED",
@@ -17,6 +18,7 @@ __all__ = [
     "PARAMETERS",
     "POS",
     "P_CURRICULUM",
+    "P_CURRICULUM_TABLE",
     "P_DISTURBANCE",
     "P_DT",
     "P_GRAVITY",
@@ -50,7 +52,7 @@ INTEGRATED = 17  # the RK4 state: position .. RPM
 #: disturbance (Box–Muller pairs), noise key, then 3 per orientation try
 RESET_DRAWS = 256
 ORIENTATION_TRIES = (RESET_DRAWS - 23) // 3
-NOISE_DRAWS = 36  # observation-noise stream positions per step (18 normals)
+NOISE_DRAWS = 18  # observation-noise stream positions per step (one per normal: standard_normal_icdf)
 #: the critic's privileged observation: position, rotation matrix (row-major), linear and angular
 #: velocity without noise, rotor RPMs mapped to [-1, 1], the disturbance as the linear (world) and
 #: angular (body) accelerations it causes
@@ -76,4 +78,9 @@ CRITIC_COLUMNS = 28
     P_REWARD,  # scale, constant, termination penalty, action baseline, then the 4 weights
     P_CURRICULUM,  # steps per stage (per env; 0: off), then per weight: factor, limit (4 × 2)
 ) = np.cumsum([0, 1, 3, 3, 1, 1, 1, 1, 1, 1, 12, 4, 5, 4, 2, 3, 8]).tolist()
-PARAMETERS = P_CURRICULUM + 9
+#: then the reward weights of curriculum stages 0 .. CURRICULUM_STAGES - 1 (4 per stage), computed
+#: once with Python's pow (libm's, as Numba's): a step reads its weights instead of calling pow 3
+#: times; later stages call pow (the paper's weights reach their limits by stage 14)
+CURRICULUM_STAGES = 256
+P_CURRICULUM_TABLE = P_CURRICULUM + 9
+PARAMETERS = P_CURRICULUM_TABLE + 4 * CURRICULUM_STAGES

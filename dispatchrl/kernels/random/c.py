@@ -6,9 +6,17 @@ from ...backends.c import CKernel
 from ...devices import C
 from ...staging import launch
 from . import api
-from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
+from .api import (
+    NORMAL_QUANTILE_CENTRAL,
+    NORMAL_QUANTILE_LOW,
+    NORMAL_QUANTILE_TAIL,
+    SPLITMIX_GOLDEN,
+    SPLITMIX_MIX1,
+    SPLITMIX_MIX2,
+    UNIFORM01_SCALE,
+)
 
-__all__ = ["NORMAL_HELPERS", "STANDARD_NORMAL", "UNIFORM01", "UNIFORM_HELPERS"]
+__all__ = ["NORMAL_HELPERS", "STANDARD_NORMAL", "STANDARD_NORMAL_ICDF", "UNIFORM01", "UNIFORM_HELPERS"]
 
 
 def _hex(constant) -> str:
@@ -36,6 +44,42 @@ static inline double dispatchrl_standard_normal(uint64_t key, uint64_t counter)
     const double u2 = dispatchrl_uniform01(key, counter + 1);
     return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
 }
+"""
+
+
+def _doubles(name: str, values) -> str:
+    return f"{name}[{len(values)}] = {{{', '.join(repr(float(v)) for v in values)}}}"
+
+
+#: N(0, 1) from one stream position: the normal quantile of cpu.standard_normal_icdf
+STANDARD_NORMAL_ICDF = f"""\
+static inline double dispatchrl_horner(const double *c, int n, double x)
+{{
+    double value = c[0];
+    for (int k = 1; k < n; k++) value = value * x + c[k];
+    return value;
+}}
+
+static inline double dispatchrl_normal_quantile(double p)
+{{
+    static const double {_doubles("a", NORMAL_QUANTILE_CENTRAL[0])};
+    static const double {_doubles("b", NORMAL_QUANTILE_CENTRAL[1])};
+    static const double {_doubles("c", NORMAL_QUANTILE_TAIL[0])};
+    static const double {_doubles("d", NORMAL_QUANTILE_TAIL[1])};
+    if (p >= {NORMAL_QUANTILE_LOW!r} && p <= 1.0 - {NORMAL_QUANTILE_LOW!r}) {{
+        const double q = p - 0.5, r = q * q;
+        return dispatchrl_horner(a, 6, r) * q / dispatchrl_horner(b, 6, r);
+    }}
+    const double t = sqrt(-2.0 * log(p < 1.0 - p ? p : 1.0 - p));
+    const double x = dispatchrl_horner(c, 6, t) / dispatchrl_horner(d, 5, t);
+    return p < 0.5 ? x : -x;
+}}
+
+static inline double dispatchrl_standard_normal_icdf(uint64_t key, uint64_t counter)
+{{
+    const double u = dispatchrl_uniform01(key, counter);
+    return dispatchrl_normal_quantile((double)(int64_t)(u * 4503599627370496.0) * {2.0 * UNIFORM01_SCALE!r} + {UNIFORM01_SCALE!r});
+}}
 """
 #: the helpers a kernel drawing uniforms, or normals, needs (CKernel.helpers)
 UNIFORM_HELPERS = (UNIFORM01,)

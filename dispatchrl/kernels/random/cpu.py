@@ -11,14 +11,25 @@ from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER
 from ...devices import CPU
 from ...staging import launch
 from . import api
-from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
+from .api import (
+    NORMAL_QUANTILE_CENTRAL,
+    NORMAL_QUANTILE_LOW,
+    NORMAL_QUANTILE_TAIL,
+    SPLITMIX_GOLDEN,
+    SPLITMIX_MIX1,
+    SPLITMIX_MIX2,
+    UNIFORM01_SCALE,
+)
 
 __all__ = [
+    "horner",
+    "normal_quantile",
     "random_normal_at",
     "random_normal_kernel",
     "random_uniform_at",
     "random_uniform_kernel",
     "standard_normal",
+    "standard_normal_icdf",
     "uniform01",
 ]
 
@@ -39,6 +50,35 @@ def standard_normal(key, counter):
     u1 = uniform01(key, counter)
     u2 = uniform01(key, counter + np.uint64(1))
     return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@njit(**JIT_EXACT)
+def horner(coefficients, x):
+    """The polynomial with ``coefficients`` (highest power first) at ``x``, in Horner's order."""
+    value = coefficients[0]
+    for k in range(1, len(coefficients)):
+        value = value * x + coefficients[k]
+    return value
+
+
+@njit(**JIT_EXACT)
+def normal_quantile(p):
+    """The standard normal's quantile at p in (0, 1), Acklam's approximation (api)."""
+    if NORMAL_QUANTILE_LOW <= p <= 1.0 - NORMAL_QUANTILE_LOW:
+        q = p - 0.5
+        r = q * q
+        return horner(NORMAL_QUANTILE_CENTRAL[0], r) * q / horner(NORMAL_QUANTILE_CENTRAL[1], r)
+    t = math.sqrt(-2.0 * math.log(min(p, 1.0 - p)))
+    x = horner(NORMAL_QUANTILE_TAIL[0], t) / horner(NORMAL_QUANTILE_TAIL[1], t)
+    return x if p < 0.5 else -x
+
+
+@njit(**JIT_EXACT)
+def standard_normal_icdf(key, counter):
+    """N(0, 1) from the one stream position ``counter``, by the normal quantile of a uniform on
+    the midpoints of 2**52 cells: p in [2**-53, 1 - 2**-53], symmetric, 1 - p exact."""
+    u = uniform01(key, counter)
+    return normal_quantile(math.floor(u * 4503599627370496.0) * (2.0 * UNIFORM01_SCALE) + UNIFORM01_SCALE)
 
 
 @njit(**JIT_EXACT_INNER)

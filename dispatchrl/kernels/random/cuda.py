@@ -1,5 +1,5 @@
 """CUDA methods of the random-number generic functions, and the device twins of the CPU stream
-helpers (``uniform01``, ``standard_normal``) that other families' CUDA kernels call; the
+helpers (``uniform01``, ``standard_normal``, ``standard_normal_icdf``) that other families' CUDA kernels call; the
 kernels are generated from the CPU element bodies."""
 
 import numpy as np
@@ -10,10 +10,12 @@ from ...staging import launch
 from ..core.cuda import increment_kernel
 from . import api, cpu
 
-__all__ = ["standard_normal", "uniform01"]
+__all__ = ["standard_normal", "standard_normal_icdf", "uniform01"]
 
 uniform01 = device_twin(cpu.uniform01)
 standard_normal = device_twin(cpu.standard_normal, uniform01=uniform01)
+normal_quantile = device_twin(cpu.normal_quantile, horner=device_twin(cpu.horner))
+standard_normal_icdf = device_twin(cpu.standard_normal_icdf, uniform01=uniform01, normal_quantile=normal_quantile)
 
 
 random_uniform_kernel = per_index(cpu.random_uniform_at, "out.size", uniform01=uniform01)

@@ -1,5 +1,5 @@
 """Generic (numpy) methods of the random-number generic functions, and the vectorised stream
-helpers (``uniform01``, ``standard_normal``) other families' Generic kernels draw from."""
+helpers (``uniform01``, ``standard_normal``, ``normal_quantile``) other families' Generic kernels draw from."""
 
 import math
 
@@ -8,9 +8,17 @@ import numpy as np
 from ...devices import Generic
 from ...staging import launch
 from . import api
-from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
+from .api import (
+    NORMAL_QUANTILE_CENTRAL,
+    NORMAL_QUANTILE_LOW,
+    NORMAL_QUANTILE_TAIL,
+    SPLITMIX_GOLDEN,
+    SPLITMIX_MIX1,
+    SPLITMIX_MIX2,
+    UNIFORM01_SCALE,
+)
 
-__all__ = ["standard_normal", "uniform01"]
+__all__ = ["normal_quantile", "standard_normal", "uniform01"]
 
 
 def uniform01(rng, count):
@@ -28,6 +36,24 @@ def standard_normal(rng, count) -> np.ndarray:
     """``count`` N(0, 1) samples (Box–Muller, two stream positions each, as random_normal)."""
     u = uniform01(rng, 2 * count)
     return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * math.pi * u[1::2])
+
+
+def _horner(coefficients, x) -> np.ndarray:
+    value = np.full_like(x, coefficients[0])
+    for c in coefficients[1:]:
+        value = value * x + c
+    return value
+
+
+def normal_quantile(p) -> np.ndarray:
+    """The standard normal's quantile at each p in (0, 1): Acklam's approximation (api), in the
+    CPU helper's order of operations, so both give the same bits."""
+    q = p - 0.5
+    central = _horner(NORMAL_QUANTILE_CENTRAL[0], q * q) * q / _horner(NORMAL_QUANTILE_CENTRAL[1], q * q)
+    t = np.sqrt(-2.0 * np.log(np.minimum(p, 1.0 - p)))
+    tail = _horner(NORMAL_QUANTILE_TAIL[0], t) / _horner(NORMAL_QUANTILE_TAIL[1], t)
+    inside = (p >= NORMAL_QUANTILE_LOW) & (p <= 1.0 - NORMAL_QUANTILE_LOW)
+    return np.where(inside, central, np.where(p < 0.5, tail, -tail))
 
 
 def random_uniform_kernel(rng, out, low, high, top) -> None:

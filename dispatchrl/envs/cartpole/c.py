@@ -6,18 +6,8 @@ gymnasium. Resets draw the same counter-stream positions.
 """
 
 from ..shared.c import kernel_methods, reset_source
-from .env import (
-    FORCE_MAG,
-    GRAVITY,
-    LENGTH,
-    MASSPOLE,
-    POLEMASS_LENGTH,
-    TAU,
-    THETA_THRESHOLD,
-    TOTAL_MASS,
-    X_THRESHOLD,
-    CartPole,
-)
+from . import env  # gymnasium's constants, as env.NAME
+from .env import CartPole
 
 __all__ = ["PHYSICS", "RESET", "STEP"]
 
@@ -29,21 +19,21 @@ static inline void dispatchrl_cartpole_physics(double s[4], double force)
     const double x = s[0], x_dot = s[1], theta = s[2], theta_dot = s[3];
     const double costheta = cos(theta);
     const double sintheta = sin(theta);
-    const double temp = (force + {POLEMASS_LENGTH!r} * (theta_dot * theta_dot) * sintheta) / {TOTAL_MASS!r};
-    const double thetaacc = ({GRAVITY!r} * sintheta - costheta * temp)
-                            / ({LENGTH!r} * (4.0 / 3.0 - {MASSPOLE!r} * (costheta * costheta) / {TOTAL_MASS!r}));
-    const double xacc = temp - {POLEMASS_LENGTH!r} * thetaacc * costheta / {TOTAL_MASS!r};
-    s[0] = x + {TAU!r} * x_dot;
-    s[1] = x_dot + {TAU!r} * xacc;
-    s[2] = theta + {TAU!r} * theta_dot;
-    s[3] = theta_dot + {TAU!r} * thetaacc;
+    const double temp = (force + {env.POLEMASS_LENGTH!r} * (theta_dot * theta_dot) * sintheta) / {env.TOTAL_MASS!r};
+    const double thetaacc = ({env.GRAVITY!r} * sintheta - costheta * temp)
+                            / ({env.LENGTH!r} * (4.0 / 3.0 - {env.MASSPOLE!r} * (costheta * costheta) / {env.TOTAL_MASS!r}));
+    const double xacc = temp - {env.POLEMASS_LENGTH!r} * thetaacc * costheta / {env.TOTAL_MASS!r};
+    s[0] = x + {env.TAU!r} * x_dot;
+    s[1] = x_dot + {env.TAU!r} * xacc;
+    s[2] = theta + {env.TAU!r} * theta_dot;
+    s[3] = theta_dot + {env.TAU!r} * thetaacc;
 }}
 """
 
 STEP = f"""
 for (int i = 0; i < N; i++) {{
     /* the index clamped into [0, 1] (NaN reads as 0): 1 pushes right */
-    const double force = action[i] >= 1.0f ? {FORCE_MAG!r} : -{FORCE_MAG!r};
+    const double force = action[i] >= 1.0f ? {env.FORCE_MAG!r} : -{env.FORCE_MAG!r};
     double s[4];
     for (int j = 0; j < 4; j++) s[j] = physics[4 * i + j];
     dispatchrl_cartpole_physics(s, force);
@@ -51,7 +41,7 @@ for (int i = 0; i < N; i++) {{
         physics[4 * i + j] = s[j];
         obs[4 * i + j] = (float)s[j];
     }}
-    terminated[i] = s[0] < -{X_THRESHOLD!r} || s[0] > {X_THRESHOLD!r} || s[2] < -{THETA_THRESHOLD!r} || s[2] > {THETA_THRESHOLD!r};
+    terminated[i] = s[0] < -{env.X_THRESHOLD!r} || s[0] > {env.X_THRESHOLD!r} || s[2] < -{env.THETA_THRESHOLD!r} || s[2] > {env.THETA_THRESHOLD!r};
     reward[i] = 1.0f; /* gymnasium rewards the terminal step too */
     steps[i] += 1;
     truncated[i] = steps[i] >= MAX_STEPS;

@@ -7,18 +7,8 @@ from ...devices import Generic
 from ...kernels.random.generic import uniform01
 from ..shared.generic import write_reset
 from ..shared.host import kernel_methods
-from .env import (
-    FORCE_MAG,
-    GRAVITY,
-    LENGTH,
-    MASSPOLE,
-    POLEMASS_LENGTH,
-    TAU,
-    THETA_THRESHOLD,
-    TOTAL_MASS,
-    X_THRESHOLD,
-    CartPole,
-)
+from . import env  # gymnasium's constants, as env.NAME
+from .env import CartPole
 
 __all__: list[str] = []  # methods only: importing the module registers them
 
@@ -26,21 +16,24 @@ __all__: list[str] = []  # methods only: importing the module registers them
 def cartpole_step_kernel(physics, steps, action, obs, reward, terminated, truncated, max_steps) -> None:
     x, x_dot, theta, theta_dot = physics.T
     # the index clamped into [0, 1] (NaN reads as 0): 1 pushes right
-    force = np.where(action[:, 0] >= 1.0, FORCE_MAG, -FORCE_MAG)
+    force = np.where(action[:, 0] >= 1.0, env.FORCE_MAG, -env.FORCE_MAG)
     costheta, sintheta = np.cos(theta), np.sin(theta)
-    temp = (force + POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / TOTAL_MASS
-    thetaacc = (GRAVITY * sintheta - costheta * temp) / (
-        LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS)
+    temp = (force + env.POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / env.TOTAL_MASS
+    thetaacc = (env.GRAVITY * sintheta - costheta * temp) / (
+        env.LENGTH * (4.0 / 3.0 - env.MASSPOLE * (costheta * costheta) / env.TOTAL_MASS)
     )
-    xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS
-    ns = np.stack([x + TAU * x_dot, x_dot + TAU * xacc, theta + TAU * theta_dot, theta_dot + TAU * thetaacc], axis=1)
+    xacc = temp - env.POLEMASS_LENGTH * thetaacc * costheta / env.TOTAL_MASS
+    ns = np.stack(
+        [x + env.TAU * x_dot, x_dot + env.TAU * xacc, theta + env.TAU * theta_dot, theta_dot + env.TAU * thetaacc],
+        axis=1,
+    )
     physics[...] = ns
     obs[...] = ns
     done = (
-        (ns[:, 0] < -X_THRESHOLD)
-        | (ns[:, 0] > X_THRESHOLD)
-        | (ns[:, 2] < -THETA_THRESHOLD)
-        | (ns[:, 2] > THETA_THRESHOLD)
+        (ns[:, 0] < -env.X_THRESHOLD)
+        | (ns[:, 0] > env.X_THRESHOLD)
+        | (ns[:, 2] < -env.THETA_THRESHOLD)
+        | (ns[:, 2] > env.THETA_THRESHOLD)
     )
     terminated[:] = done
     reward[:] = 1.0  # gymnasium rewards the terminal step too

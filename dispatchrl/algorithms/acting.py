@@ -15,9 +15,10 @@ from ..devices import Device
 from ..kernels.core.api import argmax, clip, copy, tanh
 from ..kernels.offpolicy.api import slice_columns
 from ..kernels.random.api import rng
+from ..nn import PolicyHead, forward
 from ..spaces import Box, Discrete
 
-__all__ = ["ExploringPolicy", "head_action"]
+__all__ = ["ExploringPolicy", "head_act", "head_action"]
 
 
 def head_action(device: Device, squash: str, out: Array, action: Array) -> None:
@@ -34,6 +35,13 @@ def head_action(device: Device, squash: str, out: Array, action: Array) -> None:
     else:  # "tanh_mean": the Gaussian mean's columns, squashed in place
         slice_columns(device, out, 0, action)
         tanh(device, action, action)
+
+
+def head_act(device: Device, head: PolicyHead, buffers: Any, obs: Array, action: Array) -> None:
+    """``action`` ← ``head``'s deterministic action for ``obs``: its actor's forward pass into
+    ``buffers``, then :func:`head_action` (the ``deterministic`` branch of an ``act``)."""
+    forward(device, head.actor, buffers, obs)
+    head_action(device, head.squash, buffers.output, action)
 
 
 class ExploringPolicy:

@@ -18,15 +18,13 @@ import numpy as np
 from .. import checkpoint
 from ..arrays import Array, zeros
 from ..checkpoint import SCRATCH
-from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
+from ..data import EpisodeLog, ReplayRing, TensorDict
 from ..devices import Device
 from ..envs import EnvState
 from ..errors import ConfigError
 from ..kernels.core.api import increment
 from ..kernels.offpolicy.api import accumulate_q_stats, dqn_targets, epsilon_greedy, q_huber_gradient, taken_q
-from ..kernels.random.api import rng
 from ..nn import (
-    Policy,
     PolicyHead,
     adam_update,
     backward,
@@ -40,7 +38,7 @@ from ..nn import (
 from ..spaces import Discrete
 from ..staging import Below, Every, when
 from . import memory, offpolicy
-from .acting import head_action
+from .acting import head_act
 from .config import (
     ACTIVATION,
     CHECK_EVERY,
@@ -268,18 +266,9 @@ def build(device: Device, config: Config, obs_dim: int, action_space: Discrete |
         q_batch=make_buffers(device, q_net, rows),
         target_batch=make_buffers(device, q_net, rows),
         q_target=zeros(device, (rows, 1)),
-        replay=offpolicy.replay_ring(device, config, obs_dim, 1),
-        batch=transitions(device, rows, obs_dim, 1),
-        transition=transitions(device, envs, obs_dim, 1),
-        action=zeros(device, (envs, 1)),
-        episodes=None,
-        rng=rng(device, seed),
-        step=zeros(device, 1, np.int64),
         updates=zeros(device, 1, np.int64),
-        critic_stats=zeros(device, 3, np.float64),
-        n_step=offpolicy.n_step_batch(device, config, rows),
-        priorities=offpolicy.priorities(device, config, rows),
         q_taken=zeros(device, (rows, 1)) if config.prioritized else None,
+        **offpolicy.replay_fields(device, config, obs_dim, 1, seed),  # an action is one column, its index
     )
 
 
@@ -292,8 +281,7 @@ def act(device: Device, config: Config, state: State, obs: Array, action: Array,
     linear schedule. Both draw the same stream positions, so the stream does not depend on which
     branch ran."""
     if deterministic:
-        forward(device, state.q_net, state.q_act, obs)
-        head_action(device, policy_head(state).squash, state.q_act.output, action)
+        head_act(device, policy_head(state), state.q_act, obs, action)
         return
 
     def uniform(device: Device) -> None:
@@ -387,9 +375,7 @@ def store(device: Device, config: Config, state: State) -> None:
     offpolicy.store(device, update_target, config, state)
 
 
-def check_iteration(state: State) -> None:
-    """Nothing to check between iterations (the divergence check runs inside the steps)."""
-    pass
+check_iteration = offpolicy.check_iteration
 
 
 def policy_head(state: State) -> PolicyHead:
@@ -397,11 +383,8 @@ def policy_head(state: State) -> PolicyHead:
     return PolicyHead(state.q_net, "argmax")
 
 
-def memory_estimate(
-    config: Config, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
-) -> list[memory.Allocation]:
-    """The large buffers :func:`build` and the driver will allocate (checked before they are)."""
-    return memory.dqn_allocations(config, obs_dim, action_dim, episodes)
+#: the large buffers :func:`build` and the driver will allocate (checked before they are)
+memory_estimate = memory.dqn_allocations
 
 
 def watched(state: State) -> list[tuple[str, Array]]:
@@ -410,8 +393,6 @@ def watched(state: State) -> list[tuple[str, Array]]:
     return [("TD target (Q loss)", state.q_target), *trained_quantities(state)]
 
 
-def policy(
-    state: State, action_low: Any = None, action_high: Any = None
-) -> Policy | Callable[[np.ndarray], np.ndarray]:
+def policy(state: State, action_low: Any = None, action_high: Any = None) -> Callable[[np.ndarray], np.ndarray]:
     """The greedy host policy: int64 action indices (the bounds are unused: a Discrete space)."""
     return head_policy(policy_head(state), Discrete(state.q_act.output.shape[1]))

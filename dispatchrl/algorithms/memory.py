@@ -118,14 +118,16 @@ def off_policy_allocations(
     ]
 
 
-def dqn_allocations(config: Any, obs_dim: int, actions: int, episodes: int) -> list[Allocation]:
-    """DQN: ``actions`` is the Discrete space's n (the Q network's outputs; a dueling network has
-    n + 1, and its buffers n Q-values and their gradient per row besides); a stored action is
-    one column, its index."""
+def dqn_allocations(
+    config: Any, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None = None
+) -> list[Allocation]:
+    """DQN's ``memory_estimate``: ``action_dim`` is the Discrete space's n (the Q network's outputs; a
+    dueling network has n + 1, and its buffers n Q-values and their gradient per row besides); a
+    stored action is one column, its index (``critic_obs_dim``, the protocol's, is unused)."""
     envs, rows, act = config.num_envs, config.batch_size, config.activation
     dueling = getattr(config, "dueling", False)
-    q = (obs_dim, *config.hidden, actions + dueling)
-    combined = 2 * actions if dueling else 0  # per buffer row: the Q-values and their gradient
+    q = (obs_dim, *config.hidden, action_dim + dueling)
+    combined = 2 * action_dim if dueling else 0  # per buffer row: the Q-values and their gradient
     copies = mlp_parameters(q) * (TRAINABLE_COPIES + 1)  # the Q network trained, its target plain
     batch = F32 * (2 * (mlp_buffer_floats(q, rows, act) + rows * combined) + rows) + transition_bytes(rows, obs_dim, 1)
     if config.n_step > 1:
@@ -145,9 +147,11 @@ def dqn_allocations(config: Any, obs_dim: int, actions: int, episodes: int) -> l
     ]
 
 
-def ppo_allocations(config: Any, obs_dim: int, action_dim: int, episodes: int) -> list[Allocation]:
-    """PPO's buffers: actor and critic with their Adam moments, minibatch and acting buffers, the
-    rollout, the episode ring."""
+def ppo_allocations(
+    config: Any, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None = None
+) -> list[Allocation]:
+    """PPO's ``memory_estimate``: actor and critic with their Adam moments, minibatch and acting
+    buffers, the rollout, the episode ring (``critic_obs_dim``, the protocol's, is unused)."""
     envs, rows, steps, act = config.num_envs, config.batch_size, config.steps_per_env, config.activation
     actor, critic = (obs_dim, *config.hidden, action_dim), (obs_dim, *config.hidden, 1)
     copies = TRAINABLE_COPIES * (mlp_parameters(actor) + mlp_parameters(critic))

@@ -10,12 +10,13 @@ import numpy as np
 
 from .. import checkpoint
 from ..arrays import Array, asarray, zeros
-from ..data import ReplayRing, memmap_replay_buffer, replay_buffer
+from ..data import ReplayRing, memmap_replay_buffer, replay_buffer, transitions
 from ..devices import Device
 from ..envs import env_critic_observation, env_reset_done, env_step
 from ..errors import CheckpointError, ConfigError
 from ..kernels.core.api import copy, increment
 from ..kernels.offpolicy.api import concat_columns, replay_add, replay_sample, slice_columns, track_episodes
+from ..kernels.random.api import rng
 from ..kernels.replay.api import (
     EMPTY,
     bootstrap_target,
@@ -40,6 +41,7 @@ __all__ = [
     "actor_rows",
     "after_warmup",
     "bootstrap",
+    "check_iteration",
     "critic_observation",
     "critic_rows",
     "delayed",
@@ -47,6 +49,7 @@ __all__ = [
     "native_step",
     "prepare_resume",
     "priorities",
+    "replay_fields",
     "replay_ring",
     "replay_row",
     "sample_batch",
@@ -200,6 +203,26 @@ def replay_ring(device: Device, config: Any, obs_dim: int, action_dim: int) -> R
     return memmap_replay_buffer(device, config.capacity, obs_dim, action_dim, config.memmap_path)
 
 
+def replay_fields(device: Device, config: Any, obs_dim: int, action_dim: int, seed: int) -> dict[str, Any]:
+    """The State fields TD3, SAC and DQN build alike, for rows of ``obs_dim`` observation and
+    ``action_dim`` action columns: the replay ring, its sampled batch and the current transition,
+    the actions, the random stream and step counter, the critic statistics, and the prioritized
+    and n-step parts (None unless configured); ``episodes`` is attached by the driver."""
+    envs, rows = config.num_envs, config.batch_size
+    return dict(
+        replay=replay_ring(device, config, obs_dim, action_dim),
+        batch=transitions(device, rows, obs_dim, action_dim),
+        transition=transitions(device, envs, obs_dim, action_dim),
+        action=zeros(device, (envs, action_dim)),
+        episodes=None,
+        rng=rng(device, seed),
+        step=zeros(device, 1, np.int64),
+        critic_stats=zeros(device, 3, np.float64),
+        priorities=priorities(device, config, rows),
+        n_step=n_step_batch(device, config, rows),
+    )
+
+
 def target_reward_and_gamma(config: Any, state: Any) -> tuple[Array, float]:
     """td_target's reward and γ: the batch's and config.gamma, or (n-step) zeros and 1, so the
     target holds (1 − terminated) Q' until :func:`bootstrap` adds the window's return."""
@@ -339,6 +362,11 @@ def store(device: Device, update: Update, config: Any, state: Any) -> None:
     track_episodes(device, state.episodes, transition.reward, transition.terminated, transition.truncated, state.step)
     update(device, config, state)
     increment(device, state.step)
+
+
+def check_iteration(state: Any) -> None:
+    """TD3's, SAC's and DQN's ``check_iteration``: nothing to check between iterations (the
+    divergence check runs inside the fused steps)."""
 
 
 def validate_checkpoint(state: Any, values: checkpoint.FieldValues, context: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ stepped from Python between two fused halves of each step.
 """
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,10 +59,8 @@ from ..kernels.onpolicy.api import (
 from ..kernels.random.api import rng
 from ..nn import (
     MLP,
-    HeadPolicy,
     MLPBuffers,
     Parameter,
-    Policy,
     PolicyHead,
     backward,
     clip_gradient_norm,
@@ -681,11 +680,8 @@ def _squash(state: State) -> str:
     return "clip" if state.log_std is not None else "argmax"
 
 
-def memory_estimate(
-    config: Config, obs_dim: int, action_dim: int, episodes: int, critic_obs_dim: int | None
-) -> list[memory.Allocation]:
-    """The large buffers :func:`build` and the driver will allocate (checked before they are)."""
-    return memory.ppo_allocations(config, obs_dim, action_dim, episodes)
+#: the large buffers :func:`build` and the driver will allocate (checked before they are)
+memory_estimate = memory.ppo_allocations
 
 
 def watched(state: State) -> list[tuple[str, Array]]:
@@ -694,8 +690,8 @@ def watched(state: State) -> list[tuple[str, Array]]:
     return [("PPO losses (KL, surrogate, entropy)", state.update_stats), *trained_quantities(state)]
 
 
-def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPolicy:
+def policy(state: State, action_low: Any, action_high: Any) -> Callable[[np.ndarray], np.ndarray]:
     """The deterministic policy: the Gaussian mean, rescaled from [-1, 1] to the env's bounds
     (folded into the last layer of an MLP; after the network's own deployable policy for any
     other network) and clipped, on normalised observations."""
-    return head_policy(policy_head(state), Box(action_low, action_high))  # type: ignore[return-value]
+    return head_policy(policy_head(state), Box(action_low, action_high))

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..arrays import Array, zeros
 from ..checkpoint import SCRATCH
-from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
+from ..data import EpisodeLog, ReplayRing, TensorDict
 from ..devices import Device
 from ..envs import EnvState
 from ..envs.registry import mujoco_env
@@ -32,13 +32,11 @@ from ..kernels.offpolicy.api import (
     slice_columns,
     soft_td_target,
 )
-from ..kernels.random.api import random_uniform, rng
+from ..kernels.random.api import random_uniform
 from ..nn import (
     MLP,
-    HeadPolicy,
     MLPBuffers,
     Parameter,
-    Policy,
     PolicyHead,
     backward,
     forward,
@@ -50,7 +48,7 @@ from ..nn import (
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import memory, offpolicy
-from .acting import head_action
+from .acting import head_act
 from .config import FLAG, POSITIVE, OffPolicyConfig, Rule, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
@@ -235,18 +233,9 @@ def build(
         d_critic_input=zeros(device, (rows, critic_width)),
         d_action=zeros(device, (rows, action_dim)),
         q_target=zeros(device, (rows, 1)),
-        replay=offpolicy.replay_ring(device, config, stored_obs, action_dim),
-        batch=transitions(device, rows, stored_obs, action_dim),
-        transition=transitions(device, envs, stored_obs, action_dim),
-        action=zeros(device, (envs, action_dim)),
-        episodes=None,
-        rng=rng(device, seed),
-        step=zeros(device, 1, np.int64),
-        critic_stats=zeros(device, 3, np.float64),
         actor_stats=zeros(device, 3, np.float64),
-        priorities=offpolicy.priorities(device, config, rows),
-        n_step=offpolicy.n_step_batch(device, config, rows),
         critic_observation=asymmetric,
+        **offpolicy.replay_fields(device, config, stored_obs, action_dim, seed),
     )
 
 
@@ -257,8 +246,7 @@ def act(device: Device, config: Config, state: State, obs: Array, action: Array,
     """Write the action for ``obs`` into ``action``: tanh of the Gaussian's mean (``deterministic``), or as
     training explores: uniform in [-1, 1] during warm-up, then a tanh-squashed sample of the actor's Gaussian."""
     if deterministic:
-        forward(device, state.actor, state.actor_act, obs)
-        head_action(device, policy_head(state).squash, state.actor_act.output, action)
+        head_act(device, policy_head(state), state.actor_act, obs, action)
         return
 
     def explore(device: Device) -> None:
@@ -411,9 +399,7 @@ def store(device: Device, config: Config, state: State) -> None:
     offpolicy.store(device, update, config, state)
 
 
-def check_iteration(state: State) -> None:
-    """Nothing to check between iterations (the divergence check runs inside the step)."""
-    pass
+check_iteration = offpolicy.check_iteration
 
 
 def policy_head(state: State) -> PolicyHead:
@@ -435,7 +421,7 @@ def watched(state: State) -> list[tuple[str, Array]]:
     return [("TD target (critic loss)", state.q_target), *trained_quantities(state)]
 
 
-def policy(state: State, action_low: Any, action_high: Any) -> Policy | HeadPolicy:
+def policy(state: State, action_low: Any, action_high: Any) -> Callable[[np.ndarray], np.ndarray]:
     """The deterministic policy tanh(mean): the actor's last layer cut to its mean columns (an
     MLP), or the mean columns of the network's own deployable policy (any other network)."""
-    return head_policy(policy_head(state), Box(action_low, action_high))  # type: ignore[return-value]
+    return head_policy(policy_head(state), Box(action_low, action_high))

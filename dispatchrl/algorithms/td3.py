@@ -16,7 +16,7 @@ import numpy as np
 
 from ..arrays import Array, zeros
 from ..checkpoint import SCRATCH
-from ..data import EpisodeLog, ReplayRing, TensorDict, transitions
+from ..data import EpisodeLog, ReplayRing, TensorDict
 from ..devices import Device
 from ..envs import EnvState, Pendulum
 from ..envs.multirotor import Multirotor
@@ -30,12 +30,12 @@ from ..kernels.offpolicy.api import (
     slice_columns,
     td_target,
 )
-from ..kernels.random.api import random_uniform, rng
-from ..nn import Policy, PolicyHead, backward, forward, head_policy, make_buffers, polyak_average
+from ..kernels.random.api import random_uniform
+from ..nn import PolicyHead, backward, forward, head_policy, make_buffers, polyak_average
 from ..spaces import Box, as_action_space
 from ..staging import Below, when
 from . import memory, offpolicy
-from .acting import head_action
+from .acting import head_act
 from .config import FLAG, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, OffPolicyConfig, network_constructors
 from .divergence import trained_quantities
 from .protocol import Schedule
@@ -225,18 +225,9 @@ def build(
         critic_input=zeros(device, (rows, critic_obs + action_dim)),
         q_target=zeros(device, (rows, 1)),
         d_action=zeros(device, (rows, action_dim)),
-        replay=offpolicy.replay_ring(device, config, stored_obs, action_dim),
-        batch=transitions(device, rows, stored_obs, action_dim),
-        transition=transitions(device, envs, stored_obs, action_dim),
-        action=zeros(device, (envs, action_dim)),
-        episodes=None,
-        rng=rng(device, seed),
-        step=zeros(device, 1, np.int64),
-        critic_stats=zeros(device, 3, np.float64),
         actor_stats=zeros(device, 2, np.float64),
-        priorities=offpolicy.priorities(device, config, rows),
-        n_step=offpolicy.n_step_batch(device, config, rows),
         critic_observation=asymmetric,
+        **offpolicy.replay_fields(device, config, stored_obs, action_dim, seed),
     )
 
 
@@ -248,8 +239,7 @@ def act(device: Device, config: Config, state: State, obs: Array, action: Array,
     training explores: uniform in [-1, 1] during warm-up (with ``random_warmup``), then the actor's
     output plus clipped Gaussian exploration noise."""
     if deterministic:
-        forward(device, state.actor, state.actor_act, obs)
-        head_action(device, policy_head(state).squash, state.actor_act.output, action)
+        head_act(device, policy_head(state), state.actor_act, obs, action)
         return
 
     def explore(device: Device) -> None:
@@ -382,9 +372,7 @@ def store(device: Device, config: Config, state: State) -> None:
     offpolicy.store(device, update, config, state)
 
 
-def check_iteration(state: State) -> None:
-    """Nothing to check between iterations (the divergence check runs inside the step)."""
-    pass
+check_iteration = offpolicy.check_iteration
 
 
 def policy_head(state: State) -> PolicyHead:
@@ -405,6 +393,6 @@ def watched(state: State) -> list[tuple[str, Array]]:
     return [("TD target (critic loss)", state.q_target), *trained_quantities(state)]
 
 
-def policy(state: State, action_low: Any, action_high: Any) -> Policy | Callable[[np.ndarray], np.ndarray]:
+def policy(state: State, action_low: Any, action_high: Any) -> Callable[[np.ndarray], np.ndarray]:
     """The deterministic host policy: the actor's tanh output rescaled to ``[action_low, action_high]``."""
     return head_policy(policy_head(state), Box(action_low, action_high))

@@ -50,7 +50,6 @@ class Acrobot(DiscreteEnv):
     max_episode_steps: int = 500
 
     observation_dim = 6
-    action_dim = 1
     physics_dim = 4  # theta1, theta2, dtheta1, dtheta2
     num_actions = 3
     max_vel_1 = MAX_VEL_1

@@ -44,7 +44,6 @@ class CartPole(DiscreteEnv):
     max_episode_steps: int = 500
 
     observation_dim = 4
-    action_dim = 1
     physics_dim = 4  # x, x_dot, theta, theta_dot
     num_actions = 2
 

@@ -38,7 +38,6 @@ class MountainCar(DiscreteEnv):
     max_episode_steps: int = 200
 
     observation_dim = 2
-    action_dim = 1
     physics_dim = 2  # position, velocity
     num_actions = 3
 

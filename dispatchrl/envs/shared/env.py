@@ -28,6 +28,7 @@ class DiscreteEnv(BuiltinEnv):
     clamp it into that range."""
 
     num_actions: ClassVar[int]
+    action_dim = 1  # the index, one column
 
     action_low = property(lambda self: np.zeros(1, np.float32))
     action_high = property(lambda self: np.full(1, self.num_actions - 1, np.float32))

@@ -46,6 +46,7 @@ __all__ = [
     "kernel_calls",
     "launch",
     "python_program",
+    "python_source",
     "raw",
     "segmented_program",
     "segments",
@@ -153,6 +154,27 @@ def kernel_calls(nodes: list) -> Iterator[tuple]:
             yield from kernel_calls(node.otherwise)
         else:
             yield node
+
+
+def python_source(
+    nodes: list, indent: str, call: Callable[[tuple, str], list[str]], test: Callable[[Branch, str], tuple]
+) -> list[str]:
+    """Python source lines running recorded ``nodes`` at ``indent`` (the generated Numba and
+    numba.cuda steps): ``call(node, indent)`` gives a kernel call's lines; ``test(branch, indent)``
+    the lines before a branch's ``if`` and its condition."""
+    lines: list[str] = []
+    for node in nodes:
+        if isinstance(node, Branch):
+            before, condition = test(node, indent)
+            lines += before
+            lines.append(f"{indent}if {condition}:")
+            lines += python_source(node.then, indent + "    ", call, test) or [indent + "    pass"]
+            if node.otherwise:
+                lines.append(f"{indent}else:")
+                lines += python_source(node.otherwise, indent + "    ", call, test)
+        else:
+            lines += call(node, indent)
+    return lines
 
 
 class CompileActivity:

@@ -34,13 +34,13 @@ from ..cache import cache_dir, import_generated, module_fingerprint, package_fin
 from ..devices import CPU
 from ..errors import ConfigError
 from ..staging import (
-    Branch,
     Program,
     compile_activity,
     compile_step,
     compiling_steps,
     kernel_calls,
     python_program,
+    python_source,
     segmented_program,
 )
 from .precompile import (
@@ -485,23 +485,16 @@ def njit_program(calls: list) -> Program:
             return f"h{len(hyperparameters) - 1}"
         return _literal(a)
 
-    def render(nodes, indent):
-        lines = []
-        for node in nodes:
-            if isinstance(node, Branch):
-                lines.append(f"{indent}if {node.condition.expression(array_name(node.condition.counter))}:")
-                lines += render(node.then, indent + "    ") or [indent + "    pass"]
-                if node.otherwise:
-                    lines.append(f"{indent}else:")
-                    lines += render(node.otherwise, indent + "    ")
-            else:
-                kernel, args = node
-                name = kernels.setdefault(kernel, f"k{len(kernels)}")
-                rendered = [argument(a) for a in args]
-                lines.append(f"{indent}{name}({', '.join(rendered)})")
-        return lines
+    def call(node, indent):
+        kernel, args = node
+        name = kernels.setdefault(kernel, f"k{len(kernels)}")
+        rendered = [argument(a) for a in args]
+        return [f"{indent}{name}({', '.join(rendered)})"]
 
-    body = render(calls, "        ")
+    def test(branch, indent):
+        return [], branch.condition.expression(array_name(branch.condition.counter))
+
+    body = python_source(calls, "        ", call, test)
     # Float arguments (learning rates, γ, noise scales, bounds...) enter at run time, read once
     # before the loop: a new value reuses the compiled step. Ints and bools (sizes, counts,
     # switches) stay literals, as they may shape loops.

@@ -21,7 +21,7 @@ from numba.core.registry import CPUDispatcher
 from ..arrays import Array
 from ..devices import CUDA
 from ..errors import ConfigError, DeviceError
-from ..staging import Branch, Program, compile_step, kernel_calls, launch, python_program, raw
+from ..staging import Program, compile_step, kernel_calls, launch, python_program, python_source, raw
 
 __all__ = [
     "BLOCK_1D",
@@ -412,40 +412,32 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
         data = raw(a)
         return arrays.setdefault(_memory_key(data), (f"a{len(arrays)}", data))[0]
 
-    def render(nodes, indent):
-        lines = []
-        for node in nodes:
-            if isinstance(node, Branch):
-                # every thread reads the counter before any thread of the branch may change it
-                flag = f"c{next(conditions)}"
-                lines.append(f"{indent}{flag} = {node.condition.expression(array_name(node.condition.counter))}")
-                lines.append(f"{indent}cuda.syncthreads()")
-                lines.append(f"{indent}if {flag}:")
-                lines += render(node.then, indent + "    ") or [indent + "    pass"]
-                if node.otherwise:
-                    lines.append(f"{indent}else:")
-                    lines += render(node.otherwise, indent + "    ")
-            else:
-                operation, args = node
-                device_function, sizes = BLOCK_FORMS[_kernel_of(operation)]
-                name = functions.setdefault(device_function, f"f{len(functions)}")
-                rendered = [array_name(a) if _is_device_array(a) else _literal(a) for a in args]
-                literals = [str(int(s)) for s in sizes(*[raw(a) for a in args])]
-                lines.append(f"{indent}{name}({', '.join(rendered + literals)})")
-                lines.append(f"{indent}cuda.syncthreads()")
-                if profile:
-                    k = len(labels)
-                    labels.append(f"{_kernel_name(operation)}[{'x'.join(literals)}]")
-                    lines += [
-                        f"{indent}if cuda.threadIdx.x == 0:",
-                        f"{indent}    now = clock64()",
-                        f"{indent}    profile_cycles[{k}] += now - then",
-                        f"{indent}    profile_counts[{k}] += 1",
-                        f"{indent}    then = now",
-                    ]
+    def call(node, indent):
+        operation, args = node
+        device_function, sizes = BLOCK_FORMS[_kernel_of(operation)]
+        name = functions.setdefault(device_function, f"f{len(functions)}")
+        rendered = [array_name(a) if _is_device_array(a) else _literal(a) for a in args]
+        literals = [str(int(s)) for s in sizes(*[raw(a) for a in args])]
+        lines = [f"{indent}{name}({', '.join(rendered + literals)})", f"{indent}cuda.syncthreads()"]
+        if profile:
+            k = len(labels)
+            labels.append(f"{_kernel_name(operation)}[{'x'.join(literals)}]")
+            lines += [
+                f"{indent}if cuda.threadIdx.x == 0:",
+                f"{indent}    now = clock64()",
+                f"{indent}    profile_cycles[{k}] += now - then",
+                f"{indent}    profile_counts[{k}] += 1",
+                f"{indent}    then = now",
+            ]
         return lines
 
-    body = render(calls, "        ")
+    def test(branch, indent):
+        # every thread reads the counter before any thread of the branch may change it
+        flag = f"c{next(conditions)}"
+        condition = branch.condition.expression(array_name(branch.condition.counter))
+        return [f"{indent}{flag} = {condition}", f"{indent}cuda.syncthreads()"], flag
+
+    body = python_source(calls, "        ", call, test)
     if profile:
         cycles = cuda.to_device(np.zeros(max(1, len(labels)), np.int64))
         counts = cuda.to_device(np.zeros(max(1, len(labels)), np.int64))

@@ -6,15 +6,7 @@ from ...backends.c import CKernel
 from ...devices import C
 from ...staging import launch
 from . import api
-from .api import (
-    NORMAL_QUANTILE_CENTRAL,
-    NORMAL_QUANTILE_LOW,
-    NORMAL_QUANTILE_TAIL,
-    SPLITMIX_GOLDEN,
-    SPLITMIX_MIX1,
-    SPLITMIX_MIX2,
-    UNIFORM01_SCALE,
-)
+from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
 __all__ = ["NORMAL_HELPERS", "STANDARD_NORMAL", "STANDARD_NORMAL_ICDF", "UNIFORM01", "UNIFORM_HELPERS"]
 
@@ -62,11 +54,11 @@ static inline double dispatchrl_horner(const double *c, int n, double x)
 
 static inline double dispatchrl_normal_quantile(double p)
 {{
-    static const double {_doubles("a", NORMAL_QUANTILE_CENTRAL[0])};
-    static const double {_doubles("b", NORMAL_QUANTILE_CENTRAL[1])};
-    static const double {_doubles("c", NORMAL_QUANTILE_TAIL[0])};
-    static const double {_doubles("d", NORMAL_QUANTILE_TAIL[1])};
-    if (p >= {NORMAL_QUANTILE_LOW!r} && p <= 1.0 - {NORMAL_QUANTILE_LOW!r}) {{
+    static const double {_doubles("a", api.NORMAL_QUANTILE_CENTRAL[0])};
+    static const double {_doubles("b", api.NORMAL_QUANTILE_CENTRAL[1])};
+    static const double {_doubles("c", api.NORMAL_QUANTILE_TAIL[0])};
+    static const double {_doubles("d", api.NORMAL_QUANTILE_TAIL[1])};
+    if (p >= {api.NORMAL_QUANTILE_LOW!r} && p <= 1.0 - {api.NORMAL_QUANTILE_LOW!r}) {{
         const double q = p - 0.5, r = q * q;
         return dispatchrl_horner(a, 6, r) * q / dispatchrl_horner(b, 6, r);
     }}

@@ -11,15 +11,7 @@ from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER
 from ...devices import CPU
 from ...staging import launch
 from . import api
-from .api import (
-    NORMAL_QUANTILE_CENTRAL,
-    NORMAL_QUANTILE_LOW,
-    NORMAL_QUANTILE_TAIL,
-    SPLITMIX_GOLDEN,
-    SPLITMIX_MIX1,
-    SPLITMIX_MIX2,
-    UNIFORM01_SCALE,
-)
+from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
 __all__ = [
     "horner",
@@ -64,12 +56,12 @@ def horner(coefficients, x):
 @njit(**JIT_EXACT)
 def normal_quantile(p):
     """The standard normal's quantile at p in (0, 1), Acklam's approximation (api)."""
-    if NORMAL_QUANTILE_LOW <= p <= 1.0 - NORMAL_QUANTILE_LOW:
+    if api.NORMAL_QUANTILE_LOW <= p <= 1.0 - api.NORMAL_QUANTILE_LOW:
         q = p - 0.5
         r = q * q
-        return horner(NORMAL_QUANTILE_CENTRAL[0], r) * q / horner(NORMAL_QUANTILE_CENTRAL[1], r)
+        return horner(api.NORMAL_QUANTILE_CENTRAL[0], r) * q / horner(api.NORMAL_QUANTILE_CENTRAL[1], r)
     t = math.sqrt(-2.0 * math.log(min(p, 1.0 - p)))
-    x = horner(NORMAL_QUANTILE_TAIL[0], t) / horner(NORMAL_QUANTILE_TAIL[1], t)
+    x = horner(api.NORMAL_QUANTILE_TAIL[0], t) / horner(api.NORMAL_QUANTILE_TAIL[1], t)
     return x if p < 0.5 else -x
 
 

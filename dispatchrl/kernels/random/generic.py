@@ -8,15 +8,7 @@ import numpy as np
 from ...devices import Generic
 from ...staging import launch
 from . import api
-from .api import (
-    NORMAL_QUANTILE_CENTRAL,
-    NORMAL_QUANTILE_LOW,
-    NORMAL_QUANTILE_TAIL,
-    SPLITMIX_GOLDEN,
-    SPLITMIX_MIX1,
-    SPLITMIX_MIX2,
-    UNIFORM01_SCALE,
-)
+from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
 __all__ = ["normal_quantile", "standard_normal", "uniform01"]
 
@@ -49,10 +41,10 @@ def normal_quantile(p) -> np.ndarray:
     """The standard normal's quantile at each p in (0, 1): Acklam's approximation (api), in the
     CPU helper's order of operations, so both give the same bits."""
     q = p - 0.5
-    central = _horner(NORMAL_QUANTILE_CENTRAL[0], q * q) * q / _horner(NORMAL_QUANTILE_CENTRAL[1], q * q)
+    central = _horner(api.NORMAL_QUANTILE_CENTRAL[0], q * q) * q / _horner(api.NORMAL_QUANTILE_CENTRAL[1], q * q)
     t = np.sqrt(-2.0 * np.log(np.minimum(p, 1.0 - p)))
-    tail = _horner(NORMAL_QUANTILE_TAIL[0], t) / _horner(NORMAL_QUANTILE_TAIL[1], t)
-    inside = (p >= NORMAL_QUANTILE_LOW) & (p <= 1.0 - NORMAL_QUANTILE_LOW)
+    tail = _horner(api.NORMAL_QUANTILE_TAIL[0], t) / _horner(api.NORMAL_QUANTILE_TAIL[1], t)
+    inside = (p >= api.NORMAL_QUANTILE_LOW) & (p <= 1.0 - api.NORMAL_QUANTILE_LOW)
     return np.where(inside, central, np.where(p < 0.5, tail, -tail))
 
 

@@ -33,7 +33,8 @@ SPLITMIX_MIX2 = np.uint64(0x94D049BB133111EB)
 UNIFORM01_SCALE = 1.0 / 9007199254740992.0
 #: Acklam's rational approximation of the normal quantile (relative error below 1.15e-9): for p in
 #: [LOW, 1 - LOW] x = q A(q²) / B(q²), q = p - 1/2; in the tails x = ±C(t) / D(t), t = √(-2 log p).
-#: The central 95% needs no log or trig: a quarter of Box–Muller's time per normal.
+#: The central 95% needs no log or trig: a quarter of Box–Muller's time per normal. Each is a
+#: degree-5 polynomial, highest power first (the tail's denominator padded with a 0).
 NORMAL_QUANTILE_LOW = 0.02425
 NORMAL_QUANTILE_CENTRAL = (
     (
@@ -55,7 +56,7 @@ NORMAL_QUANTILE_TAIL = (
         4.374664141464968,
         2.938163982698783,
     ),
-    (0.007784695709041462, 0.3224671290700398, 2.445134137142996, 3.754408661907416, 1.0),
+    (0.0, 0.007784695709041462, 0.3224671290700398, 2.445134137142996, 3.754408661907416, 1.0),  # 0 t + d0 = d0
 )
 
 

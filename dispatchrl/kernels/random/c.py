@@ -45,11 +45,9 @@ def _doubles(name: str, values) -> str:
 
 #: N(0, 1) from one stream position: the normal quantile of cpu.standard_normal_icdf
 STANDARD_NORMAL_ICDF = f"""\
-static inline double dispatchrl_horner(const double *c, int n, double x)
+static inline double dispatchrl_quintic(const double c[6], double x)
 {{
-    double value = c[0];
-    for (int k = 1; k < n; k++) value = value * x + c[k];
-    return value;
+    return ((((c[0] * x + c[1]) * x + c[2]) * x + c[3]) * x + c[4]) * x + c[5];
 }}
 
 static inline double dispatchrl_normal_quantile(double p)
@@ -60,10 +58,10 @@ static inline double dispatchrl_normal_quantile(double p)
     static const double {_doubles("d", api.NORMAL_QUANTILE_TAIL[1])};
     if (p >= {api.NORMAL_QUANTILE_LOW!r} && p <= 1.0 - {api.NORMAL_QUANTILE_LOW!r}) {{
         const double q = p - 0.5, r = q * q;
-        return dispatchrl_horner(a, 6, r) * q / dispatchrl_horner(b, 6, r);
+        return dispatchrl_quintic(a, r) * q / dispatchrl_quintic(b, r);
     }}
     const double t = sqrt(-2.0 * log(p < 1.0 - p ? p : 1.0 - p));
-    const double x = dispatchrl_horner(c, 6, t) / dispatchrl_horner(d, 5, t);
+    const double x = dispatchrl_quintic(c, t) / dispatchrl_quintic(d, t);
     return p < 0.5 ? x : -x;
 }}
 

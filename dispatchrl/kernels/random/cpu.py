@@ -14,8 +14,8 @@ from . import api
 from .api import SPLITMIX_GOLDEN, SPLITMIX_MIX1, SPLITMIX_MIX2, UNIFORM01_SCALE
 
 __all__ = [
-    "horner",
     "normal_quantile",
+    "quintic",
     "random_normal_at",
     "random_normal_kernel",
     "random_uniform_at",
@@ -45,12 +45,9 @@ def standard_normal(key, counter):
 
 
 @njit(**JIT_EXACT)
-def horner(coefficients, x):
-    """The polynomial with ``coefficients`` (highest power first) at ``x``, in Horner's order."""
-    value = coefficients[0]
-    for k in range(1, len(coefficients)):
-        value = value * x + coefficients[k]
-    return value
+def quintic(c, x):
+    """The degree-5 polynomial with coefficients ``c`` (highest power first) at ``x``, Horner's order."""
+    return ((((c[0] * x + c[1]) * x + c[2]) * x + c[3]) * x + c[4]) * x + c[5]
 
 
 @njit(**JIT_EXACT)
@@ -59,9 +56,9 @@ def normal_quantile(p):
     if api.NORMAL_QUANTILE_LOW <= p <= 1.0 - api.NORMAL_QUANTILE_LOW:
         q = p - 0.5
         r = q * q
-        return horner(api.NORMAL_QUANTILE_CENTRAL[0], r) * q / horner(api.NORMAL_QUANTILE_CENTRAL[1], r)
+        return quintic(api.NORMAL_QUANTILE_CENTRAL[0], r) * q / quintic(api.NORMAL_QUANTILE_CENTRAL[1], r)
     t = math.sqrt(-2.0 * math.log(min(p, 1.0 - p)))
-    x = horner(api.NORMAL_QUANTILE_TAIL[0], t) / horner(api.NORMAL_QUANTILE_TAIL[1], t)
+    x = quintic(api.NORMAL_QUANTILE_TAIL[0], t) / quintic(api.NORMAL_QUANTILE_TAIL[1], t)
     return x if p < 0.5 else -x
 
 

@@ -14,7 +14,7 @@ __all__ = ["standard_normal", "standard_normal_icdf", "uniform01"]
 
 uniform01 = device_twin(cpu.uniform01)
 standard_normal = device_twin(cpu.standard_normal, uniform01=uniform01)
-normal_quantile = device_twin(cpu.normal_quantile, horner=device_twin(cpu.horner))
+normal_quantile = device_twin(cpu.normal_quantile, quintic=device_twin(cpu.quintic))
 standard_normal_icdf = device_twin(cpu.standard_normal_icdf, uniform01=uniform01, normal_quantile=normal_quantile)
 
 

@@ -30,20 +30,17 @@ def standard_normal(rng, count) -> np.ndarray:
     return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * math.pi * u[1::2])
 
 
-def _horner(coefficients, x) -> np.ndarray:
-    value = np.full_like(x, coefficients[0])
-    for c in coefficients[1:]:
-        value = value * x + c
-    return value
+def _quintic(c, x) -> np.ndarray:
+    return ((((c[0] * x + c[1]) * x + c[2]) * x + c[3]) * x + c[4]) * x + c[5]
 
 
 def normal_quantile(p) -> np.ndarray:
     """The standard normal's quantile at each p in (0, 1): Acklam's approximation (api), in the
     CPU helper's order of operations, so both give the same bits."""
     q = p - 0.5
-    central = _horner(api.NORMAL_QUANTILE_CENTRAL[0], q * q) * q / _horner(api.NORMAL_QUANTILE_CENTRAL[1], q * q)
+    central = _quintic(api.NORMAL_QUANTILE_CENTRAL[0], q * q) * q / _quintic(api.NORMAL_QUANTILE_CENTRAL[1], q * q)
     t = np.sqrt(-2.0 * np.log(np.minimum(p, 1.0 - p)))
-    tail = _horner(api.NORMAL_QUANTILE_TAIL[0], t) / _horner(api.NORMAL_QUANTILE_TAIL[1], t)
+    tail = _quintic(api.NORMAL_QUANTILE_TAIL[0], t) / _quintic(api.NORMAL_QUANTILE_TAIL[1], t)
     inside = (p >= api.NORMAL_QUANTILE_LOW) & (p <= 1.0 - api.NORMAL_QUANTILE_LOW)
     return np.where(inside, central, np.where(p < 0.5, tail, -tail))
 

@@ -178,6 +178,34 @@ def advantage_standardisation(advantage, normalize):
     return shift, scale
 
 
+@njit(**JIT_FAST_INNER)
+def gaussian_log_prob_and_kl(i, mean, log_std, action, old_mean, old_log_std):
+    """Row i's log π(a) under the diagonal Gaussian (mean, exp(log_std)) and KL(π_old ‖ π) from the
+    rollout's Gaussian (old_mean, exp(old_log_std)), summed over the action's components."""
+    lp, kl = 0.0, 0.0
+    for j in range(mean.shape[1]):
+        ls = np.float64(log_std[j])
+        z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
+        lp += -0.5 * z * z - ls - 0.5 * _LOG_2PI
+        old_ls = np.float64(old_log_std[j])
+        diff = np.float64(mean[i, j]) - old_mean[i, j]
+        kl += ls - old_ls + (math.exp(2 * old_ls) + diff * diff) * 0.5 * math.exp(-2 * ls) - 0.5
+    return lp, kl
+
+
+@njit(**JIT_FAST_INNER)
+def clipped_surrogate(ratio, adv, clip, batch):
+    """One sample of PPO's clipped surrogate: its term ``min(ρ Â, clip(ρ, 1 ± clip) Â)``, ``g`` =
+    ∂(−term / batch)/∂log π(a) (0 where the clipped side is the minimum: no gradient), and
+    whether ρ left [1 − clip, 1 + clip]."""
+    unclipped = ratio * adv
+    clipped = min(max(ratio, 1.0 - clip), 1.0 + clip) * adv
+    outside = abs(ratio - 1.0) > clip
+    if unclipped <= clipped:
+        return unclipped, -adv * ratio / batch, outside
+    return clipped, 0.0, outside
+
+
 @njit(**JIT_FAST)
 def ppo_policy_gradient_kernel(
     mean,
@@ -199,28 +227,13 @@ def ppo_policy_gradient_kernel(
     grad_log_std = np.zeros(a_dim)
     kl_total, surrogate_total, clipped_count = 0.0, 0.0, 0
     for i in range(batch):
-        lp = 0.0
-        kl = 0.0
-        for j in range(a_dim):
-            ls = np.float64(log_std[j])
-            z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
-            lp += -0.5 * z * z - ls - 0.5 * _LOG_2PI
-            old_ls = np.float64(old_log_std[j])
-            diff = np.float64(mean[i, j]) - old_mean[i, j]
-            kl += ls - old_ls + (math.exp(2 * old_ls) + diff * diff) * 0.5 * math.exp(-2 * ls) - 0.5
+        lp, kl = gaussian_log_prob_and_kl(i, mean, log_std, action, old_mean, old_log_std)
         kl_total += kl
-        adv = (advantage[i] - shift) * scale
-        ratio = math.exp(lp - old_log_prob[i])
-        unclipped = ratio * adv
-        clipped = min(max(ratio, 1.0 - clip), 1.0 + clip) * adv
-        if abs(ratio - 1.0) > clip:
-            clipped_count += 1
-        if unclipped <= clipped:
-            surrogate_total += unclipped
-            g = -adv * ratio / batch
-        else:
-            surrogate_total += clipped
-            g = 0.0
+        term, g, outside = clipped_surrogate(
+            math.exp(lp - old_log_prob[i]), (advantage[i] - shift) * scale, clip, batch
+        )
+        surrogate_total += term
+        clipped_count += outside
         for j in range(a_dim):
             ls = np.float64(log_std[j])
             inv_std = math.exp(-ls)
@@ -296,18 +309,10 @@ def ppo_categorical_gradient_kernel(
             kl += math.exp(old_lp_k) * (old_lp_k - lp_k)
         kl_total += kl
         entropy_total += entropy
-        adv = (advantage[i] - shift) * scale
         ratio = math.exp(np.float64(logits[i, a]) - lse - old_log_prob[i])
-        unclipped = ratio * adv
-        clipped = min(max(ratio, 1.0 - clip), 1.0 + clip) * adv
-        if abs(ratio - 1.0) > clip:
-            clipped_count += 1
-        if unclipped <= clipped:
-            surrogate_total += unclipped
-            g = -adv * ratio / batch  # ∂loss/∂log π(a_i)
-        else:
-            surrogate_total += clipped
-            g = 0.0
+        term, g, outside = clipped_surrogate(ratio, (advantage[i] - shift) * scale, clip, batch)
+        surrogate_total += term
+        clipped_count += outside
         for k in range(k_n):
             lp_k = np.float64(logits[i, k]) - lse
             p = math.exp(lp_k)

@@ -177,8 +177,12 @@ def categorical_sample(device: CUDA, rng, logits, action, log_prob):
 
 
 #: one thread: a minibatch's B × K logits are bookkeeping-sized (CartPole: 256 × 2)
+clipped_surrogate = device_twin(cpu.clipped_surrogate)
+gaussian_log_prob_and_kl = device_twin(cpu.gaussian_log_prob_and_kl)
 ppo_categorical_gradient_kernel = once(
-    cpu.ppo_categorical_gradient_kernel, advantage_standardisation=device_twin(cpu.advantage_standardisation)
+    cpu.ppo_categorical_gradient_kernel,
+    advantage_standardisation=device_twin(cpu.advantage_standardisation),
+    clipped_surrogate=clipped_surrogate,
 )
 
 
@@ -271,28 +275,14 @@ def ppo_policy_gradient_block(
     surrogate_total = 0.0
     clipped_count = 0.0
     for i in range(first, batch, lanes):
-        lp = 0.0
-        kl = 0.0
-        for j in range(a_dim):
-            ls = np.float64(log_std[j])
-            z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
-            lp += -0.5 * z * z - ls - 0.5 * _LOG_2PI
-            old_ls = np.float64(old_log_std[j])
-            diff = np.float64(mean[i, j]) - old_mean[i, j]
-            kl += ls - old_ls + (math.exp(2 * old_ls) + diff * diff) * 0.5 * math.exp(-2 * ls) - 0.5
+        lp, kl = gaussian_log_prob_and_kl(i, mean, log_std, action, old_mean, old_log_std)
         kl_total += kl
-        adv = (advantage[i] - shift) * scale
-        ratio = math.exp(lp - old_log_prob[i])
-        unclipped = ratio * adv
-        clipped = min(max(ratio, 1.0 - clip), 1.0 + clip) * adv
-        if abs(ratio - 1.0) > clip:
+        term, g, outside = clipped_surrogate(
+            math.exp(lp - old_log_prob[i]), (advantage[i] - shift) * scale, clip, batch
+        )
+        surrogate_total += term
+        if outside:
             clipped_count += 1.0
-        g = 0.0
-        if unclipped <= clipped:
-            surrogate_total += unclipped
-            g = -adv * ratio / batch
-        else:
-            surrogate_total += clipped
         for j in range(a_dim):
             inv_std = math.exp(-np.float64(log_std[j]))
             z = (np.float64(action[i, j]) - mean[i, j]) * inv_std

@@ -629,7 +629,9 @@ def test_normal_quantile_is_acklams_on_cpu_and_generic_and_draws_normals():
 
     # the whole range the stream helper feeds it (2**-53 .. 1 - 2**-53), the region edges, both tails
     low = 0.02425
-    p = np.concatenate([np.linspace(2**-53, 1 - 2**-53, 4001), [2**-53, 1e-10, low, np.nextafter(low, 0), 1 - low, 0.5]])
+    p = np.concatenate(
+        [np.linspace(2**-53, 1 - 2**-53, 4001), [2**-53, 1e-10, low, np.nextafter(low, 0), 1 - low, 0.5]]
+    )
     want = np.array([NormalDist().inv_cdf(x) for x in p])  # Wichura's AS241, ~1e-16
     got = np.array([random_cpu.normal_quantile(x) for x in p])
     np.testing.assert_allclose(got, want, rtol=1.2e-9, atol=1e-15)  # Acklam's bound: 1.15e-9

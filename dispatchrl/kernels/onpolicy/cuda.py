@@ -176,9 +176,9 @@ def categorical_sample(device: CUDA, rng, logits, action, log_prob):
     launch(device, Launch(increment_kernel, (1,), (1,)), rng, 1, np.uint64(logits.shape[0]))
 
 
-#: one thread: a minibatch's B × K logits are bookkeeping-sized (CartPole: 256 × 2)
 clipped_surrogate = device_twin(cpu.clipped_surrogate)
 gaussian_log_prob_and_kl = device_twin(cpu.gaussian_log_prob_and_kl)
+#: one thread: a minibatch's B × K logits are bookkeeping-sized (CartPole: 256 × 2)
 ppo_categorical_gradient_kernel = once(
     cpu.ppo_categorical_gradient_kernel,
     advantage_standardisation=device_twin(cpu.advantage_standardisation),

@@ -338,23 +338,7 @@ loss[0] = (T)(acc / SIZE);
 """
 
 
-@api.mse_loss.dispatch
-def mse_loss(device: C, pred, target, loss):
-    launch(
-        device,
-        CKernel(
-            "mse_loss",
-            MSE_LOSS,
-            ("pred", "target", "loss"),
-            ("loss",),
-            {"SIZE": pred.size},
-            pred.dtype,
-            overwrites=("loss",),
-        ),
-        pred,
-        target,
-        loss,
-    )
+c_method(api.mse_loss, MSE_LOSS, ("loss",), lambda arg: {"SIZE": arg.pred.size}, "pred", overwrites=("loss",))
 
 
 MSE_GRADIENT = """
@@ -362,23 +346,9 @@ for (int i = 0; i < SIZE; i++) d_pred[i] = (T)((double)(pred[i] - target[i]) * (
 """
 
 
-@api.mse_gradient.dispatch
-def mse_gradient(device: C, pred, target, d_pred):
-    launch(
-        device,
-        CKernel(
-            "mse_gradient",
-            MSE_GRADIENT,
-            ("pred", "target", "d_pred"),
-            ("d_pred",),
-            {"SIZE": pred.size},
-            pred.dtype,
-            overwrites=("d_pred",),
-        ),
-        pred,
-        target,
-        d_pred,
-    )
+c_method(
+    api.mse_gradient, MSE_GRADIENT, ("d_pred",), lambda arg: {"SIZE": arg.pred.size}, "pred", overwrites=("d_pred",)
+)
 
 
 ADAM_STEP = """
@@ -418,37 +388,13 @@ for (int i = 0; i < SIZE; i++) target[i] = (T)(polyak * target[i] + (1.0 - polya
 """
 
 
-@api.polyak_update.dispatch
-def polyak_update(device: C, target, source, polyak):
-    launch(
-        device,
-        CKernel(
-            "polyak_update",
-            POLYAK_UPDATE,
-            ("target", "source", "polyak"),
-            ("target",),
-            {"SIZE": target.size},
-            target.dtype,
-        ),
-        target,
-        source,
-        polyak,
-    )
+c_method(api.polyak_update, POLYAK_UPDATE, ("target",), lambda arg: {"SIZE": arg.target.size}, "target")
 
 
 WEIGHT_DECAY_STEP = "for (int i = 0; i < SIZE; i++) param[i] -= (T)decay * param[i];"
 
 
-@api.weight_decay_step.dispatch
-def weight_decay_step(device: C, param, decay):
-    launch(
-        device,
-        CKernel(
-            "weight_decay_step", WEIGHT_DECAY_STEP, ("param", "decay"), ("param",), {"SIZE": param.size}, param.dtype
-        ),
-        param,
-        decay,
-    )
+c_method(api.weight_decay_step, WEIGHT_DECAY_STEP, ("param",), lambda arg: {"SIZE": arg.param.size}, "param")
 
 
 ACCUMULATE_SQUARED_NORM = """

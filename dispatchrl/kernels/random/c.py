@@ -2,7 +2,7 @@
 ``STANDARD_NORMAL``) other families' C kernels list in their ``helpers``: the same counter-based
 SplitMix64 stream as every other backend."""
 
-from ...backends.c import CKernel
+from ...backends.c import CKernel, c_method
 from ...devices import C
 from ...staging import launch
 from . import api
@@ -118,22 +118,12 @@ rng[1] = base + 2 * (uint64_t)SIZE;
 """
 
 
-@api.random_normal.dispatch
-def random_normal(device: C, rng, out, mean, std):
-    launch(
-        device,
-        CKernel(
-            "random_normal",
-            RANDOM_NORMAL,
-            ("rng", "out", "mean", "std"),
-            ("rng", "out"),
-            {"SIZE": out.size},
-            out.dtype,
-            UNIFORM_HELPERS,
-            overwrites=("out",),
-        ),
-        rng,
-        out,
-        mean,
-        std,
-    )
+c_method(
+    api.random_normal,
+    RANDOM_NORMAL,
+    ("rng", "out"),
+    lambda arg: {"SIZE": arg.out.size},
+    "out",
+    helpers=UNIFORM_HELPERS,
+    overwrites=("out",),
+)

@@ -465,11 +465,7 @@ c_method(api.argmax, ARGMAX, ("out",), lambda arg: {"M": arg.x.shape[0], "N": ar
 INCREMENT = "counter[0] += (int64_t)amount;"
 
 
-@api.increment.dispatch
-def increment(device: C, counter, amount):
-    launch(
-        device, CKernel("increment", INCREMENT, ("counter", "amount"), ("counter",), {}, counter.dtype), counter, amount
-    )
+c_method(api.increment, INCREMENT, ("counter",), lambda arg: {}, "counter")
 
 
 # x - x is 0 for finite x and NaN for NaN or inf; NaN compares unequal to itself (no libm, and
@@ -486,12 +482,4 @@ if (flag[0] == 0) {
 """
 
 
-@api.nonfinite_flag.dispatch
-def nonfinite_flag(device: C, x, flag, code):
-    launch(
-        device,
-        CKernel("nonfinite_flag", NONFINITE_FLAG, ("x", "flag", "code"), ("flag",), {"SIZE": x.size}, x.dtype),
-        x,
-        flag,
-        code,
-    )
+c_method(api.nonfinite_flag, NONFINITE_FLAG, ("flag",), lambda arg: {"SIZE": arg.x.size}, "x")

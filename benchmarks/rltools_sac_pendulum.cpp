@@ -4,12 +4,13 @@
 // `rltools` PyPI package, using RLtools' SAC loop core (rl/algorithms/sac/loop/core) with its
 // `while(!step(...))` loop. No RLtools source is copied here.
 //
-// Hyperparameters: those of dispatchrl's sac.Config defaults, spelled out (several differ from
-// RLtools' own SAC defaults: batch 32 -> 100, initial temperature 0.5 -> 0.2): actor and critic MLPs
-// with 2 hidden layers of 64 ReLU units, batch 100, gamma 0.99, every update every step, Polyak
-// 0.995, automatic temperature from 0.2 towards target entropy -action_dim, Adam lr 1e-3 (actor,
-// critics, temperature), 100 random warm-up steps, replay capacity = total steps, one
-// Pendulum-v1 environment, normalized actions in [-1, 1].
+// Hyperparameters: those of dispatchrl's sac.Config defaults, spelled out below and, those TD3
+// shares, in rltools_pendulum_types.h (several differ from RLtools' own SAC defaults: batch
+// 32 -> 100, initial temperature 0.5 -> 0.2): actor and critic MLPs with 2 hidden layers of 64
+// ReLU units, batch 100, gamma 0.99, every update every step, Polyak 0.995, automatic temperature
+// from 0.2 towards target entropy -action_dim, Adam lr 1e-3 (actor, critics, temperature), 100
+// random warm-up steps, replay capacity = total steps, one Pendulum-v1 environment, normalized
+// actions in [-1, 1].
 //
 // Build and run as the TD3 anchor (the harness does it), prints the same JSON line.
 
@@ -28,7 +29,7 @@
 
 #include "rltools_pendulum_types.h"
 
-struct LOOP_CORE_PARAMETERS: rlt::rl::algorithms::sac::loop::core::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT>{
+struct LOOP_CORE_PARAMETERS: PENDULUM_LOOP_CORE_PARAMETERS<rlt::rl::algorithms::sac::loop::core::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT>>{
     struct SAC_PARAMETERS: rlt::rl::algorithms::sac::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT::ACTION_DIM>{
         static constexpr T GAMMA = 0.99;
         static constexpr TI ACTOR_BATCH_SIZE = 100;
@@ -41,21 +42,6 @@ struct LOOP_CORE_PARAMETERS: rlt::rl::algorithms::sac::loop::core::DefaultParame
         static constexpr T TARGET_ENTROPY = -(T)ENVIRONMENT::ACTION_DIM;
         static constexpr T ALPHA = 0.2;
         static constexpr bool ADAPTIVE_ALPHA = true;
-    };
-    static constexpr TI N_ENVIRONMENTS = 1;
-    static constexpr TI N_WARMUP_STEPS = 100;
-    static constexpr TI N_WARMUP_STEPS_CRITIC = 100;
-    static constexpr TI N_WARMUP_STEPS_ACTOR = 100;
-    static constexpr TI STEP_LIMIT = DRL_STEPS;
-    static constexpr TI REPLAY_BUFFER_CAP = STEP_LIMIT;
-    static constexpr TI ACTOR_NUM_LAYERS = 3;   // 3 dense layers = 2 hidden layers
-    static constexpr TI ACTOR_HIDDEN_DIM = 64;
-    static constexpr TI CRITIC_NUM_LAYERS = 3;
-    static constexpr TI CRITIC_HIDDEN_DIM = 64;
-    static constexpr auto ACTOR_ACTIVATION_FUNCTION = rlt::nn::activation_functions::ActivationFunction::RELU;
-    static constexpr auto CRITIC_ACTIVATION_FUNCTION = rlt::nn::activation_functions::ActivationFunction::RELU;
-    struct OPTIMIZER_PARAMETERS: rlt::nn::optimizers::adam::DEFAULT_PARAMETERS_TENSORFLOW<TYPE_POLICY>{
-        static constexpr T ALPHA = 1e-3;
     };
     using ACTOR_OPTIMIZER_PARAMETERS = OPTIMIZER_PARAMETERS;
     using CRITIC_OPTIMIZER_PARAMETERS = OPTIMIZER_PARAMETERS;

@@ -6,12 +6,12 @@
 // src/rl/environments/pendulum/td3/cpu/benchmark.cpp: loop-core config + `while(!step(...))`),
 // adapted to the rltools 2.x API (numeric_types::Policy). No RLtools source is copied here.
 //
-// Hyperparameters (TD3 paper / RLtools paper, all spelled out below even where they equal the
-// RLtools defaults): actor and critic MLPs with 2 hidden layers of 64 ReLU units, batch 100,
-// gamma 0.99, critic trained every step, actor and target networks updated every 2nd step,
-// Polyak 0.995, target policy noise 0.2 clipped at 0.5, exploration noise 0.1, Adam lr 1e-3,
-// 100 random warm-up steps, replay capacity = total steps, one Pendulum-v1 environment,
-// normalized actions in [-1, 1] (torque = 2 * action).
+// Hyperparameters (TD3 paper / RLtools paper, all spelled out even where they equal the RLtools
+// defaults: below, and those SAC shares in rltools_pendulum_types.h): actor and critic MLPs with
+// 2 hidden layers of 64 ReLU units, batch 100, gamma 0.99, critic trained every step, actor and
+// target networks updated every 2nd step, Polyak 0.995, target policy noise 0.2 clipped at 0.5,
+// exploration noise 0.1, Adam lr 1e-3, 100 random warm-up steps, replay capacity = total steps,
+// one Pendulum-v1 environment, normalized actions in [-1, 1] (torque = 2 * action).
 //
 // Build (what the harness does):
 //   g++ -O3 -march=native -ffast-math -std=c++17 -DRL_TOOLS_BACKEND_ENABLE_OPENBLAS \
@@ -36,7 +36,7 @@
 
 #include "rltools_pendulum_types.h"
 
-struct LOOP_CORE_PARAMETERS: rlt::rl::algorithms::td3::loop::core::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT>{
+struct LOOP_CORE_PARAMETERS: PENDULUM_LOOP_CORE_PARAMETERS<rlt::rl::algorithms::td3::loop::core::DefaultParameters<TYPE_POLICY, TI, ENVIRONMENT>>{
     struct TD3_PARAMETERS: rlt::rl::algorithms::td3::DefaultParameters<TYPE_POLICY, TI>{
         static constexpr T GAMMA = 0.99;
         static constexpr TI ACTOR_BATCH_SIZE = 100;
@@ -50,22 +50,7 @@ struct LOOP_CORE_PARAMETERS: rlt::rl::algorithms::td3::loop::core::DefaultParame
         static constexpr T TARGET_NEXT_ACTION_NOISE_STD = 0.2;
         static constexpr T TARGET_NEXT_ACTION_NOISE_CLIP = 0.5;
     };
-    static constexpr TI N_ENVIRONMENTS = 1;
-    static constexpr TI N_WARMUP_STEPS = 100;
-    static constexpr TI N_WARMUP_STEPS_CRITIC = 100;
-    static constexpr TI N_WARMUP_STEPS_ACTOR = 100;
-    static constexpr TI STEP_LIMIT = DRL_STEPS;
-    static constexpr TI REPLAY_BUFFER_CAP = STEP_LIMIT;
-    static constexpr TI ACTOR_NUM_LAYERS = 3;   // 3 dense layers = 2 hidden layers
-    static constexpr TI ACTOR_HIDDEN_DIM = 64;
-    static constexpr TI CRITIC_NUM_LAYERS = 3;
-    static constexpr TI CRITIC_HIDDEN_DIM = 64;
-    static constexpr auto ACTOR_ACTIVATION_FUNCTION = rlt::nn::activation_functions::ActivationFunction::RELU;
-    static constexpr auto CRITIC_ACTIVATION_FUNCTION = rlt::nn::activation_functions::ActivationFunction::RELU;
     static constexpr T EXPLORATION_NOISE = 0.1;
-    struct OPTIMIZER_PARAMETERS: rlt::nn::optimizers::adam::DEFAULT_PARAMETERS_TENSORFLOW<TYPE_POLICY>{
-        static constexpr T ALPHA = 1e-3;
-    };
 };
 using LOOP_CONFIG = rlt::rl::algorithms::td3::loop::core::Config<TYPE_POLICY, TI, RNG, ENVIRONMENT, LOOP_CORE_PARAMETERS>;
 #define DRL_ALGO "td3"

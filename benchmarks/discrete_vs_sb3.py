@@ -271,6 +271,29 @@ def pairs(args):
         yield args.seed + pair, ("sb3", "dispatchrl") if pair % 2 == 0 else ("dispatchrl", "sb3")
 
 
+def run_pairs(args, record: str, algo: str, tag: dict, run_side, **fields):
+    """Runs the pairs of :func:`pairs`, each side as ``run_side(side, seed)``, and emits a
+    ``record`` line per run (``fields`` before the load before it, then the run's own keys);
+    yields each pair's runs by side."""
+    for seed, order in pairs(args):
+        runs = {}
+        for side in order:
+            load = os.getloadavg()[0]
+            runs[side] = run_side(side, seed)
+            emit(
+                record=record,
+                side=side,
+                algo=algo,
+                env=ENV,
+                seed=seed,
+                **tag,
+                **fields,
+                load_before=round(load, 2),
+                **runs[side],
+            )
+        yield runs
+
+
 def time_to(args, algo: str) -> None:
     """The ``--time-to`` mode for ``algo``: "time_to" records per side and pair, then a summary."""
     dqn_config = args.dqn_config if algo == "dqn" else "rlzoo"
@@ -280,30 +303,20 @@ def time_to(args, algo: str) -> None:
     seconds: dict[str, list] = {"sb3": [], "dispatchrl": []}
     steps: dict[str, list] = {"sb3": [], "dispatchrl": []}
     ratios = []
-    for seed, order in pairs(args):
-        runs = {}
-        for side in order:
-            load = os.getloadavg()[0]
-            if side == "sb3":
-                runs[side] = time_to_peer(args.peer_python, algo, seed, args.time_to, every, dqn_config)
-            else:
-                runs[side] = time_to_ours(algo, seed, args.time_to, every, dqn_config)
-            emit(
-                record="time_to",
-                side=side,
-                algo=algo,
-                env=ENV,
-                seed=seed,
-                **tag,
-                threshold=args.time_to,
-                eval_every=every,
-                eval_episodes=len(EVAL_SEEDS),
-                load_before=round(load, 2),
-                **runs[side],
-                seconds_exclude="the seconds inside the evaluations (and, for dispatchrl, compilation)",
-            )
-            seconds[side].append(runs[side]["train_seconds"])
-            steps[side].append(runs[side]["steps_to_threshold"])
+
+    def run_side(side: str, seed: int) -> dict:
+        if side == "sb3":
+            run = time_to_peer(args.peer_python, algo, seed, args.time_to, every, dqn_config)
+        else:
+            run = time_to_ours(algo, seed, args.time_to, every, dqn_config)
+        run["seconds_exclude"] = "the seconds inside the evaluations (and, for dispatchrl, compilation)"
+        return run
+
+    fields = {"threshold": args.time_to, "eval_every": every, "eval_episodes": len(EVAL_SEEDS)}
+    for runs in run_pairs(args, "time_to", algo, tag, run_side, **fields):
+        for side, run in runs.items():
+            seconds[side].append(run["train_seconds"])
+            steps[side].append(run["steps_to_threshold"])
         if runs["sb3"]["reached"] and runs["dispatchrl"]["reached"]:
             ratios.append(runs["dispatchrl"]["train_seconds"] / runs["sb3"]["train_seconds"])
     emit(
@@ -350,28 +363,18 @@ def main() -> None:
             continue
         cleanrl = algo == "dqn" and args.dqn_config == "cleanrl"
         tag = {"dqn_config": "cleanrl"} if cleanrl else {}  # the rl-zoo records as they were
-        ratios = []
-        for seed, order in pairs(args):
-            runs = {}
-            for side in order:
-                load = os.getloadavg()[0]
-                if side == "sb3":
-                    runs[side] = run_peer(args.peer_python, algo, seed, tag)
-                else:
-                    runs[side] = run_ours(algo, seed, args.dqn_config)
-                if side == "sb3":
-                    runs[side]["eval_return"] = statistics.fmean(runs[side]["eval_returns"])
-                emit(
-                    record="run",
-                    side=side,
-                    algo=algo,
-                    env=ENV,
-                    seed=seed,
-                    **tag,
-                    load_before=round(load, 2),
-                    **runs[side],
-                )
-            ratios.append(runs["dispatchrl"]["train_seconds"] / runs["sb3"]["learn_seconds"])
+
+        def run_side(side: str, seed: int, algo: str = algo, tag: dict = tag) -> dict:
+            if side == "dispatchrl":
+                return run_ours(algo, seed, args.dqn_config)
+            run = run_peer(args.peer_python, algo, seed, tag)
+            run["eval_return"] = statistics.fmean(run["eval_returns"])
+            return run
+
+        ratios = [
+            runs["dispatchrl"]["train_seconds"] / runs["sb3"]["learn_seconds"]
+            for runs in run_pairs(args, "run", algo, tag, run_side)
+        ]
         emit(
             record="summary",
             algo=algo,

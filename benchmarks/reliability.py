@@ -34,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -351,154 +353,153 @@ def _same_checkpoint(a: tuple, b: tuple) -> bool:
     return a[0] == b[0] and a[1].keys() == b[1].keys() and all(np.array_equal(a[1][k], b[1][k]) for k in a[1])
 
 
-def _full_disk_cases(tmp: Path, steps: int) -> None:
+def _on_tmpfs(folder: Path, size: str, case: str, body: Callable[[Path], dict]) -> None:
+    """The fault ``case`` on a tmpfs of ``size`` mounted on ``folder``: emits its record (what
+    ``body(folder)`` returns), then unmounts; or emits the case skipped where none can be mounted."""
+    why = _mount_tmpfs(folder, size)
+    if why is not None:
+        emit({"bench": "faults", "case": case, "skipped": why})
+        return
+    emit({"bench": "faults", "case": case, **body(folder)})
+    subprocess.run(["umount", "-l", str(folder)])
+
+
+#: the `dispatchrl train` arguments the full-disk cases start from
+TRAIN = ["td3", "--no-eval", "--json"]
+
+
+def _full_disk_at_final_save(disk: Path, steps: int) -> dict:
+    """A good checkpoint, then a resumed run whose disk fills as it trains."""
     from dispatchrl import checkpoint
 
-    train = ["td3", "--no-eval", "--json"]
-    # at the final save: a good checkpoint, then a resumed run whose disk fills as it trains
-    disk = tmp / "final"
-    why = _mount_tmpfs(disk, "32m")
-    if why is None:
-        first = _run(FAULT_WORKER, [*train, "--steps", str(steps), "--save", str(disk / "run")])
-        before = checkpoint.load(disk / "run")
-        second = _run(
-            FAULT_WORKER,
-            [*train, "--resume", str(disk / "run"), "--steps", str(2 * steps), "--save", str(disk / "run")],
-            {"FILL_DISK": str(disk), "FILL_AT": "start"},
+    first = _run(FAULT_WORKER, [*TRAIN, "--steps", str(steps), "--save", str(disk / "run")])
+    before = checkpoint.load(disk / "run")
+    second = _run(
+        FAULT_WORKER,
+        [*TRAIN, "--resume", str(disk / "run"), "--steps", str(2 * steps), "--save", str(disk / "run")],
+        {"FILL_DISK": str(disk), "FILL_AT": "start"},
+    )
+    summary = _last_json(second["out"])
+    lost = [
+        what
+        for what, kept in (
+            ("the run's result (no JSON summary)", summary.get("recent_return") is not None),
+            ("the previous checkpoint", _same_checkpoint(before, checkpoint.load(disk / "run"))),
         )
-        summary = _last_json(second["out"])
-        lost = [
-            what
-            for what, kept in (
-                ("the run's result (no JSON summary)", summary.get("recent_return") is not None),
-                ("the previous checkpoint", _same_checkpoint(before, checkpoint.load(disk / "run"))),
-            )
-            if not kept
-        ]
-        emit(
-            {
-                "bench": "faults",
-                "case": "full disk at the final save",
-                "disk": "tmpfs 32m, filled as training starts",
-                "exit": second["rc"],
-                "status": summary.get("status"),
-                "steps": summary.get("steps"),
-                "recent_return": summary.get("recent_return"),
-                "last_good_checkpoint": summary.get("last_good_checkpoint"),
-                "error": summary.get("error"),
-                "traceback": "Traceback" in second["err"],
-                "lost": lost,
-                "left_behind": _temporaries(disk),
-                "peak_rss_mib": [first["peak_rss_mib"], second["peak_rss_mib"]],
-            }
-        )
-        subprocess.run(["umount", "-l", str(disk)])
-    else:
-        emit({"bench": "faults", "case": "full disk at the final save", "skipped": why})
-    # at a periodic save: the disk fills after the first checkpoint of a rotating run
-    disk = tmp / "periodic"
-    why = _mount_tmpfs(disk, "32m")
-    if why is None:
-        run = _run(
-            FAULT_WORKER,
-            [
-                *train,
-                "--steps",
-                str(steps),
-                "--save-every",
-                str(steps // 4),
-                "--keep",
-                "2",
-                "--save",
-                str(disk / "run"),
-            ],
-            {"FILL_DISK": str(disk), "FILL_AT": "first_save"},
-        )
-        summary = _last_json(run["out"])
-        good = summary.get("last_good_checkpoint")
-        loads = good is not None and checkpoint.load(disk / "run")[0]["steps"] == steps // 4
-        lost = [] if summary.get("recent_return") is not None and loads else ["the run's result or its last checkpoint"]
-        emit(
-            {
-                "bench": "faults",
-                "case": "full disk at a periodic save",
-                "disk": "tmpfs 32m, filled after the first save",
-                "exit": run["rc"],
-                "status": summary.get("status"),
-                "stopped_at_step": summary.get("steps"),
-                "last_good_checkpoint": good,
-                "last_good_loads": loads,
-                "traceback": "Traceback" in run["err"],
-                "lost": lost,
-                "left_behind": _temporaries(disk),
-                "peak_rss_mib": run["peak_rss_mib"],
-            }
-        )
-        subprocess.run(["umount", "-l", str(disk)])
-    else:
-        emit({"bench": "faults", "case": "full disk at a periodic save", "skipped": why})
-    # before training: a disk without room for --keep 3 + 1 checkpoints
-    disk = tmp / "small"
-    why = _mount_tmpfs(disk, "1m")
-    if why is None:
-        start = time.perf_counter()
-        run = _run(
-            FAULT_WORKER, [*train, "--steps", str(steps), "--save-every", str(steps // 4), "--save", str(disk / "run")]
-        )
-        summary = _last_json(run["out"])
-        emit(
-            {
-                "bench": "faults",
-                "case": "no room for the checkpoints",
-                "disk": "tmpfs 1m",
-                "exit": run["rc"],
-                "status": summary.get("status"),
-                "error": summary.get("error"),
-                "trained": "train_seconds" in summary,
-                "wall_seconds": round(time.perf_counter() - start, 2),
-                # refused before training, or the run's training (it trained, then could not save)
-                "lost": [] if summary.get("status") == "error" else ["the run's training"],
-                "left_behind": _temporaries(disk),
-                "peak_rss_mib": run["peak_rss_mib"],
-            }
-        )
-        subprocess.run(["umount", "-l", str(disk)])
-    else:
-        emit({"bench": "faults", "case": "no room for the checkpoints", "skipped": why})
+        if not kept
+    ]
+    return {
+        "disk": "tmpfs 32m, filled as training starts",
+        "exit": second["rc"],
+        "status": summary.get("status"),
+        "steps": summary.get("steps"),
+        "recent_return": summary.get("recent_return"),
+        "last_good_checkpoint": summary.get("last_good_checkpoint"),
+        "error": summary.get("error"),
+        "traceback": "Traceback" in second["err"],
+        "lost": lost,
+        "left_behind": _temporaries(disk),
+        "peak_rss_mib": [first["peak_rss_mib"], second["peak_rss_mib"]],
+    }
+
+
+def _full_disk_at_periodic_save(disk: Path, steps: int) -> dict:
+    """The disk fills after the first checkpoint of a rotating run."""
+    from dispatchrl import checkpoint
+
+    run = _run(
+        FAULT_WORKER,
+        [
+            *TRAIN,
+            "--steps",
+            str(steps),
+            "--save-every",
+            str(steps // 4),
+            "--keep",
+            "2",
+            "--save",
+            str(disk / "run"),
+        ],
+        {"FILL_DISK": str(disk), "FILL_AT": "first_save"},
+    )
+    summary = _last_json(run["out"])
+    good = summary.get("last_good_checkpoint")
+    loads = good is not None and checkpoint.load(disk / "run")[0]["steps"] == steps // 4
+    lost = [] if summary.get("recent_return") is not None and loads else ["the run's result or its last checkpoint"]
+    return {
+        "disk": "tmpfs 32m, filled after the first save",
+        "exit": run["rc"],
+        "status": summary.get("status"),
+        "stopped_at_step": summary.get("steps"),
+        "last_good_checkpoint": good,
+        "last_good_loads": loads,
+        "traceback": "Traceback" in run["err"],
+        "lost": lost,
+        "left_behind": _temporaries(disk),
+        "peak_rss_mib": run["peak_rss_mib"],
+    }
+
+
+def _no_room_for_checkpoints(disk: Path, steps: int) -> dict:
+    """Before training: a disk without room for --keep 3 + 1 checkpoints."""
+    start = time.perf_counter()
+    run = _run(
+        FAULT_WORKER, [*TRAIN, "--steps", str(steps), "--save-every", str(steps // 4), "--save", str(disk / "run")]
+    )
+    summary = _last_json(run["out"])
+    return {
+        "disk": "tmpfs 1m",
+        "exit": run["rc"],
+        "status": summary.get("status"),
+        "error": summary.get("error"),
+        "trained": "train_seconds" in summary,
+        "wall_seconds": round(time.perf_counter() - start, 2),
+        # refused before training, or the run's training (it trained, then could not save)
+        "lost": [] if summary.get("status") == "error" else ["the run's training"],
+        "left_behind": _temporaries(disk),
+        "peak_rss_mib": run["peak_rss_mib"],
+    }
+
+
+def _full_compile_cache(disk: Path, device: str, leave: int) -> dict:
+    """A fused step whose compile cache is on a disk filled but for ``leave`` bytes."""
+    with open(disk / "filler", "ab", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(1 << 16))
+        except OSError:
+            pass
+    os.truncate(disk / "filler", max(0, (disk / "filler").stat().st_size - leave))
+    run = _run(FUSED_STEP, [device], {"DISPATCHRL_CACHE_DIR": str(disk / "cache")})
+    warnings = [
+        line.split("RuntimeWarning: ", 1)[1][:160] for line in run["err"].splitlines() if "RuntimeWarning" in line
+    ]
+    return {
+        "disk": "tmpfs 1m",
+        "exit": run["rc"],
+        "result_correct": FUSED_RESULT in run["out"],
+        "traceback": "Traceback" in run["err"],
+        "warnings": warnings,
+        "lost": [] if FUSED_RESULT in run["out"] else ["the run"],
+        "left_behind": _temporaries(disk),
+        "peak_rss_mib": run["peak_rss_mib"],
+    }
+
+
+def _full_disk_cases(tmp: Path, steps: int) -> None:
+    _on_tmpfs(tmp / "final", "32m", "full disk at the final save", partial(_full_disk_at_final_save, steps=steps))
+    _on_tmpfs(
+        tmp / "periodic", "32m", "full disk at a periodic save", partial(_full_disk_at_periodic_save, steps=steps)
+    )
+    _on_tmpfs(tmp / "small", "1m", "no room for the checkpoints", partial(_no_room_for_checkpoints, steps=steps))
     # under the compile cache: a full disk, and one with a few kB left (saves fail mid-compile)
     for device, leave in (("cpu", 0), ("cpu", 8192), ("c", 0), ("c", 8192)):
-        disk = tmp / f"cache-{device}-{leave}"
-        why = _mount_tmpfs(disk, "1m")
-        case = f"full disk under the compile cache ({device}, {leave} bytes free)"
-        if why is not None:
-            emit({"bench": "faults", "case": case, "skipped": why})
-            continue
-        with open(disk / "filler", "ab", buffering=0) as f:
-            try:
-                while True:
-                    f.write(bytes(1 << 16))
-            except OSError:
-                pass
-        os.truncate(disk / "filler", max(0, (disk / "filler").stat().st_size - leave))
-        run = _run(FUSED_STEP, [device], {"DISPATCHRL_CACHE_DIR": str(disk / "cache")})
-        warnings = [
-            line.split("RuntimeWarning: ", 1)[1][:160] for line in run["err"].splitlines() if "RuntimeWarning" in line
-        ]
-        emit(
-            {
-                "bench": "faults",
-                "case": case,
-                "disk": "tmpfs 1m",
-                "exit": run["rc"],
-                "result_correct": FUSED_RESULT in run["out"],
-                "traceback": "Traceback" in run["err"],
-                "warnings": warnings,
-                "lost": [] if FUSED_RESULT in run["out"] else ["the run"],
-                "left_behind": _temporaries(disk),
-                "peak_rss_mib": run["peak_rss_mib"],
-            }
+        _on_tmpfs(
+            tmp / f"cache-{device}-{leave}",
+            "1m",
+            f"full disk under the compile cache ({device}, {leave} bytes free)",
+            partial(_full_compile_cache, device=device, leave=leave),
         )
-        subprocess.run(["umount", "-l", str(disk)])
 
 
 def _damaged_cache_cases(tmp: Path) -> None:

@@ -5,9 +5,9 @@ run on C with every other device (the ``device`` fixture, tests/test_kernels.py)
 
 import numpy as np
 import pytest
+from testkit import borrowed_host_function
 
 import dispatchrl as drl
-from dispatchrl.backends.c import borrow_methods
 from dispatchrl.backends.c import compiler as c_compiler
 from dispatchrl.kernels.core import api as core_api
 from dispatchrl.kernels.random import api as random_api
@@ -112,16 +112,7 @@ def test_mlp_train_step_fused_on_c_equals_cpu():
 
 
 def test_host_method_borrowed_between_c_segments():
-    @drl.generic
-    def halve(device, x):
-        return device, x
-
-    @halve.dispatch
-    def halve_generic(device: drl.Generic, x):
-        drl.launch(device, _halve_kernel, x)
-
-    drl.GENERIC_FUNCTIONS.remove(halve)  # a test-local function: keep the registry clean
-    borrow_methods(halve)
+    halve = borrowed_host_function(_halve_kernel)
     x, out = drl.asarray(C, np.arange(6, dtype=np.float32)), drl.zeros(C, 6)
 
     def step_fn(device):

@@ -6,12 +6,12 @@ After the first run every generated library comes from the disk cache."""
 
 import numpy as np
 import pytest
+from testkit import borrowed_host_function
 
 import dispatchrl as drl
 import dispatchrl.envs as E
 from dispatchrl import checkpoint
 from dispatchrl.algorithms import sac, td3
-from dispatchrl.backends import c as ckernels
 from dispatchrl.data import episode_log, replay_buffer, transitions
 from dispatchrl.kernels.offpolicy import api as rl
 from dispatchrl.training import runs
@@ -296,22 +296,11 @@ def test_branches_render_as_c_ifs_in_one_function():
     _assert_same_trace(got, _branchy_run(REF, _branchy)[1])
 
 
-@drl.generic
-def _negate(device, x):
-    return device, x
-
-
-@_negate.dispatch
-def _negate_generic(device: drl.Generic, x):
-    drl.launch(device, _negate_kernel, x)
-
-
 def _negate_kernel(x):
     x *= -1.0
 
 
-drl.GENERIC_FUNCTIONS.remove(_negate)  # a test-local function: keep the registry clean
-ckernels.borrow_methods(_negate)
+_negate = borrowed_host_function(_negate_kernel)
 
 
 def _mixed(device, counter, x, y):

@@ -11,6 +11,7 @@ import numpy as np
 import dispatchrl as drl
 import dispatchrl.envs as E
 from dispatchrl import checkpoint
+from dispatchrl.backends.c import borrow_methods
 
 
 def state_bytes(tree, seen):
@@ -122,6 +123,24 @@ def branching_step(device, counter, x, evens, below):
         device, drl.Below(counter, 3), lambda d: drl.increment(d, below), lambda d: drl.polyak_update(d, x, x, 0.5)
     )
     drl.increment(device, counter)
+
+
+def borrowed_host_function(kernel):
+    """A test-local generic function ``fn(device, x)`` whose one method launches the host ``kernel``
+    on Generic, borrowed by the C device (a host kernel inside a fused C step); left out of
+    ``GENERIC_FUNCTIONS`` to keep the registry to the package's own functions."""
+
+    @drl.generic
+    def fn(device, x):
+        return device, x
+
+    @fn.dispatch
+    def fn_generic(device: drl.Generic, x):
+        drl.launch(device, kernel, x)
+
+    drl.GENERIC_FUNCTIONS.remove(fn)
+    borrow_methods(fn)
+    return fn
 
 
 @contextlib.contextmanager

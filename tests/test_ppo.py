@@ -124,22 +124,8 @@ def test_policy_gradient_matches_finite_differences(device, normalize):
     clip, entropy_coef = 0.2, 0.05
     f32 = lambda x: drl.asarray(device, np.asarray(x, np.float32))  # noqa: E731
     d_mean, d_log_std, info = drl.zeros(device, (b, a)), drl.zeros(device, a), drl.zeros(device, 4, np.float64)
-    ppo_policy_gradient(
-        device,
-        f32(mean),
-        f32(log_std),
-        f32(action),
-        f32(old_log_prob),
-        f32(advantage),
-        f32(old_mean),
-        f32(old_log_std),
-        clip,
-        entropy_coef,
-        normalize,
-        d_mean,
-        d_log_std,
-        info,
-    )
+    inputs = map(f32, (mean, log_std, action, old_log_prob, advantage, old_mean, old_log_std))
+    ppo_policy_gradient(device, *inputs, clip, entropy_coef, normalize, d_mean, d_log_std, info)
     args = (action, old_log_prob, advantage, clip, entropy_coef, normalize)
     num_mean = numeric_gradient(lambda m: reference_actor_loss(m, log_std, *args), mean)
     num_log_std = numeric_gradient(lambda s: reference_actor_loss(mean, s, *args), log_std)

@@ -4,7 +4,7 @@ Stable-Baselines3 and Tianshou in the same run.
     python benchmarks/mujoco.py --speed --peer-python /path/to/venv/bin/python
         [--algos sac,td3] [--peers sb3,tianshou] [--pairs 2] [--warmup 5000] [--learn 20000] [--seed 0]
     python benchmarks/mujoco.py --table [--algos sac,td3,ppo] [--envs halfcheetah,hopper,walker2d]
-        [--seeds 0,1] [--steps N] [--eval-every N] [--results benchmarks/results/mujoco.jsonl]
+        [--seeds 0,1] [--steps N] [--eval-every N] [--xml walker2d.xml] [--results benchmarks/results/mujoco.jsonl]
     python benchmarks/mujoco.py --report [--results benchmarks/results/mujoco.jsonl]
 
 ``--speed`` (item 4): the throughput of the whole training loop on HalfCheetah-v5, SAC and TD3
@@ -35,7 +35,10 @@ seconds, the configuration. ``--report`` prints the markdown table from that fil
 and env, the seeds, the mean ± std over seeds of the max and of the final evaluation, Tianshou's
 figure beside them (Tianshou's paper, Table 2: the max average return over 10 seeds, SAC/TD3 at
 1M steps, PPO at 3M, gym v3 envs; their evaluation averages 10 test episodes per epoch). Where
-this differs from Tianshou: v5 envs, our deterministic evaluation, fewer seeds.
+this differs from Tianshou: v5 envs, our deterministic evaluation, fewer seeds. ``--xml`` trains
+and evaluates on another model file of gymnasium's assets (``walker2d.xml``: v3's and v4's
+Walker2d, whose right foot has friction 0.9 where v5's has 1.9); its runs record ``xml_file`` and
+report as rows of their own.
 """
 
 import argparse
@@ -58,6 +61,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 import numpy as np  # noqa: E402
 
 import dispatchrl as drl  # noqa: E402
+from dispatchrl.envs.registry import MUJOCO_ENVS  # noqa: E402
 from dispatchrl.training import EVAL_SEEDS, EvalCallback  # noqa: E402
 
 
@@ -89,6 +93,8 @@ TIANSHOU = {
 TIANSHOU_STEPS = {"sac": 1_000_000, "td3": 1_000_000, "ppo": 3_000_000}
 #: Tianshou's evaluation interval (one epoch): off-policy 5000 steps, PPO 30000
 EVAL_EVERY = {"sac": 5000, "td3": 5000, "ppo": 30000}
+#: each env's own model file, read before ``--xml`` changes it
+MUJOCO_XML = {env: batch.XML_FILE for env, (batch, _) in MUJOCO_ENVS.items()}
 
 PEER = textwrap.dedent(
     """
@@ -292,6 +298,9 @@ def table(args) -> None:
         for env in [e for e in args.envs.split(",") if e]:
             if (algo, env) not in TIANSHOU:
                 raise SystemExit(f"--table: no Tianshou figure for {algo} on {env}; expected {sorted(TIANSHOU)}")
+            batch = MUJOCO_ENVS[env][0]
+            if args.xml:  # the class attribute: training's batch and the evaluation env both read it
+                batch.XML_FILE = args.xml
             for seed in [int(s) for s in args.seeds.split(",") if s]:
                 cfg = table_config(algo, env, args.steps, args.set)
                 every = min(args.eval_every or EVAL_EVERY[algo], cfg.total_steps)
@@ -317,6 +326,7 @@ def table(args) -> None:
                     wall_seconds=round(wall, 2),
                     load_before=round(load, 2),
                     config=dataclasses.asdict(cfg),
+                    xml_file=batch.XML_FILE,
                     machine=machine(),
                     when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 )
@@ -342,6 +352,9 @@ def _settings(run: dict) -> str:
         for key, value in default.items()
         if key not in ("total_steps", "warmup_steps") and recorded[key] != value
     ]
+    xml_file = run.get("xml_file", MUJOCO_XML[run["env"]])  # runs before --xml had the env's own
+    if xml_file != MUJOCO_XML[run["env"]]:
+        differs.append(f"xml_file={xml_file}")
     return ", ".join(differs) or "default"
 
 
@@ -403,6 +416,9 @@ def main() -> None:
         help="--table: a config field over the env's default (repeatable; the record keeps the whole config)",
     )
     parser.add_argument("--eval-every", type=int, default=None, help="--table: env steps between evaluations")
+    parser.add_argument(
+        "--xml", default=None, help="--table: a model file of gymnasium's assets (walker2d.xml: v3/v4's)"
+    )
     parser.add_argument("--results", default=str(RESULTS), help="--table/--report: the JSON-lines file")
     args = parser.parse_args()
     if args.report:

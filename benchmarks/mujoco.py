@@ -292,6 +292,8 @@ def table_config(algo_name: str, env: str, steps: int | None, overrides: list[st
 
 
 def table(args) -> None:
+    if args.xml and len([e for e in args.envs.split(",") if e]) != 1:
+        raise SystemExit(f"--xml {args.xml} is one env's model: give one env in --envs, got {args.envs!r}")
     results = Path(args.results)
     results.parent.mkdir(parents=True, exist_ok=True)
     for algo in [a for a in args.algos.split(",") if a]:

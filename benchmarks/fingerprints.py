@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 
 PPO_SMALL = ["--set", "num_envs=8", "--set", "batch_size=256"]
+# n-step windows and prioritized replay on CartPole (a later --env replaces the cases' pendulum)
+DQN_REPLAY = ["--env", "cartpole", "--set", "n_step=3", "--set", "prioritized=true"]
 # (name, algorithm, device, extra CLI flags, extra environment); "resume" cases train half the
 # budget, then resume to the full budget from the checkpoint.
 CASES: list[tuple[str, str, str, list[str], dict[str, str]]] = [
@@ -38,8 +40,10 @@ CASES: list[tuple[str, str, str, list[str], dict[str, str]]] = [
     ("td3-generic", "td3", "generic", ["--steps", "300"], {}),
     ("sac-generic", "sac", "generic", ["--steps", "300"], {}),
     ("ppo-generic", "ppo", "generic", ["--steps", "1024", *PPO_SMALL], {}),
+    ("dqn-cpu-nstep", "dqn", "cpu", ["--steps", "3000", *DQN_REPLAY], {}),
+    ("dqn-generic-nstep", "dqn", "generic", ["--steps", "400", *DQN_REPLAY], {}),
 ]
-QUICK = {"td3-cpu", "sac-cpu", "ppo-cpu"}
+QUICK = {"td3-cpu", "sac-cpu", "ppo-cpu", "dqn-cpu-nstep"}
 
 
 def cli(tree: Path, args: list[str], env_extra: dict[str, str], workdir: str) -> dict:

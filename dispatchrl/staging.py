@@ -43,6 +43,7 @@ __all__ = [
     "compiling_steps",
     "fuse",
     "fuse_steps",
+    "grouped_arguments",
     "kernel_calls",
     "launch",
     "python_program",
@@ -154,6 +155,17 @@ def kernel_calls(nodes: list) -> Iterator[tuple]:
             yield from kernel_calls(node.otherwise)
         else:
             yield node
+
+
+def grouped_arguments(params, fields: dict) -> tuple[list[str], str]:
+    """An element body's parameters ``params`` as a generated kernel takes them and passes them on:
+    a parameter named in ``fields`` (a record, e.g. ``ring``) stands for that record's arrays
+    (``fields["ring"]``: ``b_obs``, ...), which the kernel takes one by one (launches and fused
+    steps pass arrays) and the body receives as one tuple. Returns (kernel parameters, call
+    arguments)."""
+    flat = [name for param in params for name in fields.get(param, (param,))]
+    call = [f"({', '.join(fields[param])},)" if param in fields else param for param in params]
+    return flat, ", ".join(call)
 
 
 def python_source(

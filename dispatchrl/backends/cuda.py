@@ -21,7 +21,7 @@ from numba.core.registry import CPUDispatcher
 from ..arrays import Array
 from ..devices import CUDA
 from ..errors import ConfigError, DeviceError
-from ..staging import Program, compile_step, kernel_calls, launch, python_program, python_source, raw
+from ..staging import Program, compile_step, grouped_arguments, kernel_calls, launch, python_program, python_source, raw
 
 __all__ = [
     "BLOCK_1D",
@@ -122,10 +122,11 @@ def _generate(py, source: str, names: tuple, namespace: dict) -> tuple:
     return tuple(scope[name] for name in names)
 
 
-def per_index(body, *extents: str, name: str | None = None, **callees) -> Any:
+def per_index(body, *extents: str, name: str | None = None, fields: dict | None = None, **callees) -> Any:
     """The grid kernel and its block-level form, both generated from one element body: ``body(i,
     *args)`` for one extent, ``body(i, j, *args)`` for two, written once in the Numba subset (a CPU
-    ``@njit`` row body or a plain function; ``callees`` as for :func:`device_twin`).
+    ``@njit`` row body or a plain function; ``callees`` as for :func:`device_twin`; a parameter
+    named in ``fields`` is a record's arrays, see :func:`dispatchrl.staging.grouped_arguments`).
 
     ``extents`` are expressions over the argument names (``"out.size"``, ``"x.shape[0]"``): the
     grid kernel (``<name>_kernel``, one thread per index, launched by ``launch_1d``/``launch_2d``)
@@ -134,21 +135,21 @@ def per_index(body, *extents: str, name: str | None = None, **callees) -> Any:
     the grid kernel."""
     py = getattr(body, "py_func", body)
     code = py.__code__
-    params = code.co_varnames[len(extents) : code.co_argcount]
+    params, call = grouped_arguments(code.co_varnames[len(extents) : code.co_argcount], fields or {})
     stem = name or _kernel_stem(py)
     args, bounds = ", ".join(params), [f"_n{d}" for d in range(len(extents))]
     if len(extents) == 1:
-        grid = ["    _i = cuda.grid(1)", f"    if _i < {extents[0]}:", f"        _body(_i, {args})"]
-        block = ["    for _i in range(cuda.threadIdx.x, _n0, cuda.blockDim.x):", f"        _body(_i, {args})"]
+        grid = ["    _i = cuda.grid(1)", f"    if _i < {extents[0]}:", f"        _body(_i, {call})"]
+        block = ["    for _i in range(cuda.threadIdx.x, _n0, cuda.blockDim.x):", f"        _body(_i, {call})"]
     elif len(extents) == 2:
         grid = [
             "    _i, _j = cuda.grid(2)",
             f"    if _i < {extents[0]} and _j < {extents[1]}:",
-            f"        _body(_i, _j, {args})",
+            f"        _body(_i, _j, {call})",
         ]
         block = [
             "    for _k in range(cuda.threadIdx.x, _n0 * _n1, cuda.blockDim.x):",
-            f"        _body(_k // _n1, _k % _n1, {args})",
+            f"        _body(_k // _n1, _k % _n1, {call})",
         ]
     else:
         raise ConfigError(f"per_index({py.__name__}): one or two extents, got {len(extents)}")

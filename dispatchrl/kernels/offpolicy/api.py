@@ -15,7 +15,9 @@ __all__ = [
     "EPISODE_LOG_FIELDS",
     "LOG_STD_MAX",
     "LOG_STD_MIN",
+    "RING_FIELDS",
     "TRANSITION_FIELDS",
+    "TRANSITION_RECORDS",
     "accumulate_actor_stats",
     "accumulate_critic_stats",
     "accumulate_q_stats",
@@ -48,6 +50,11 @@ __all__ = [
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 #: the arrays of a Transitions (dispatchrl.data.replay), in the order kernels take them
 TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+#: a replay ring's arrays as kernels name them beside a batch's (b_obs, ...)
+RING_FIELDS = tuple("b_" + field for field in TRANSITION_FIELDS)
+#: element bodies take a step's or batch's arrays as one tuple ``transition`` and a ring's as
+#: ``ring``; their generated kernels take the arrays one by one (``per_index(..., fields=)``)
+TRANSITION_RECORDS = {"transition": TRANSITION_FIELDS, "ring": RING_FIELDS}
 #: the arrays of an EpisodeLog (dispatchrl.data.replay), in the order kernels take them
 EPISODE_LOG_FIELDS = ("running_return", "running_length", "returns", "lengths", "end_steps", "count")
 

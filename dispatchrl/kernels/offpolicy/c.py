@@ -14,7 +14,7 @@ from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
 from ..replay.c import copy_transition
 from . import api
-from .api import TRANSITION_FIELDS, episode_log_arrays, transition_arrays
+from .api import RING_FIELDS, TRANSITION_FIELDS, episode_log_arrays, transition_arrays
 
 __all__: list[str] = []
 
@@ -33,7 +33,7 @@ for (int i = 0; i < N; i++) {{
 def replay_add(device: C, buffer, *transition):
     # transition: the step's arrays in TRANSITION_FIELDS order (rows shaped as the buffer's, checked)
     n, (capacity, o), a = transition[0].shape[0], buffer.obs.shape, buffer.action.shape[1]
-    params = (*TRANSITION_FIELDS, *("b_" + p for p in TRANSITION_FIELDS), "position", "size")
+    params = (*TRANSITION_FIELDS, *RING_FIELDS, "position", "size")
     kernel = CKernel(
         "replay_add", REPLAY_ADD, params, params[6:], dict(N=n, O=o, A=a, CAPACITY=capacity), buffer.obs.dtype
     )
@@ -54,7 +54,7 @@ rng[1] = base + B;
 @api.replay_sample.dispatch
 def replay_sample(device: C, rng, buffer, batch):
     (b, o), a = batch.obs.shape, batch.action.shape[1]
-    params = ("rng", *("b_" + p for p in TRANSITION_FIELDS), "size", *TRANSITION_FIELDS)
+    params = ("rng", *RING_FIELDS, "size", *TRANSITION_FIELDS)
     kernel = CKernel(
         "replay_sample",
         REPLAY_SAMPLE,

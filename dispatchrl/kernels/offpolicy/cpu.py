@@ -8,7 +8,9 @@ from numba import njit
 from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, per_index
 from ..core.cpu import row_argmax
 from ..random.cpu import standard_normal, uniform01
+from ..replay.cpu import copy_transition
 from . import api
+from .api import TRANSITION_RECORDS
 
 __all__ = [
     "add_clipped_noise_at",
@@ -25,35 +27,10 @@ __all__ = [
 
 
 @njit(**JIT_EXACT_INNER)
-def replay_add_row(
-    i,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    position,
-):
+def replay_add_row(i, transition, ring, position):
     """Transition ``i`` written into the ring ``i`` rows after its position (the CUDA kernel's
     element body too: rows are independent, the position advances after all of them)."""
-    row = (position[0] + i) % b_obs.shape[0]
-    # element loops: a row assignment compiles Numba's shape-mismatch error formatting
-    # (string code, ~2 s of a cold compile) for a check that cannot fail here
-    for j in range(obs.shape[1]):
-        b_obs[row, j] = obs[i, j]
-        b_next_obs[row, j] = next_obs[i, j]
-    for j in range(action.shape[1]):
-        b_action[row, j] = action[i, j]
-    b_reward[row] = reward[i]
-    b_terminated[row] = terminated[i]
-    b_truncated[row] = truncated[i]
+    copy_transition((position[0] + i) % ring[0].shape[0], i, transition, ring)
 
 
 @njit(**JIT_EXACT_INNER)
@@ -69,6 +46,7 @@ replay_add_kernel = per_index(
     more=("size",),
     after=["advance_ring(position, size, obs.shape[0], b_obs.shape[0])"],
     uses=(advance_ring,),
+    fields=TRANSITION_RECORDS,
 )
 
 

@@ -12,14 +12,16 @@ from ..core.cuda import increment_kernel, row_argmax
 from ..random.cuda import standard_normal, uniform01
 from ..replay.cuda import copy_transition
 from . import api, cpu
-from .api import episode_log_arrays, transition_arrays
+from .api import TRANSITION_RECORDS, episode_log_arrays, transition_arrays
 
 __all__ = ["gaussian_tanh_grad"]
 
 gaussian_tanh_grad = device_twin(cpu.gaussian_tanh_grad)
 
 
-replay_add_kernel = per_index(cpu.replay_add_row, "obs.shape[0]")
+replay_add_kernel = per_index(
+    cpu.replay_add_row, "obs.shape[0]", fields=TRANSITION_RECORDS, copy_transition=copy_transition
+)
 # after every row was written at the old position
 advance_ring_kernel = once(cpu.advance_ring)
 
@@ -32,43 +34,12 @@ def replay_add(device: CUDA, buffer, *transition):
     launch_once(device, advance_ring_kernel, buffer.position, buffer.size, rows, buffer.obs.shape[0])
 
 
-def _replay_sample_at(
-    k,
-    rng,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    size,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-) -> None:
+def _replay_sample_at(k, rng, ring, size, transition) -> None:
     row = np.int64(uniform01(rng[0], rng[1] + np.uint64(k)) * size[0])
-    copy_transition(
-        k,
-        row,
-        b_obs,
-        b_action,
-        b_reward,
-        b_next_obs,
-        b_terminated,
-        b_truncated,
-        obs,
-        action,
-        reward,
-        next_obs,
-        terminated,
-        truncated,
-    )
+    copy_transition(k, row, ring, transition)
 
 
-replay_sample_kernel = per_index(_replay_sample_at, "obs.shape[0]")
+replay_sample_kernel = per_index(_replay_sample_at, "obs.shape[0]", fields=TRANSITION_RECORDS)
 
 
 @api.replay_sample.dispatch

@@ -15,7 +15,7 @@ from ...devices import C
 from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
 from . import api
-from .generic import GATHER_FIELDS, STORE_FIELDS, gather_arguments, store_arguments
+from .generic import GATHER_FIELDS, STORE_FIELDS, STORE_RECORDS, gather_arguments, store_arguments
 
 __all__: list[str] = []
 
@@ -462,7 +462,7 @@ for (int n = 0; n < N; n++) {
 }
 """
 
-_STORE_OUTPUTS = tuple("r_" + name for name in STORE_FIELDS)
+_STORE_OUTPUTS = STORE_RECORDS["rollout"]
 
 
 @api.rollout_store.dispatch

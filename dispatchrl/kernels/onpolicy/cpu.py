@@ -8,9 +8,10 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER
+from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, per_index
 from ..random.cpu import standard_normal, uniform01
 from . import api
+from .generic import STORE_RECORDS
 
 __all__ = ["categorical_sample_at", "n_step_return", "ppo_categorical_gradient_kernel", "store_env_step"]
 
@@ -334,30 +335,11 @@ def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
 
 
 @njit(**JIT_EXACT)
-def store_env_step(
-    n,
-    step,
-    obs,
-    action,
-    mean,
-    log_prob,
-    value,
-    next_value,
-    reward,
-    terminated,
-    truncated,
-    r_obs,
-    r_action,
-    r_mean,
-    r_log_prob,
-    r_value,
-    r_next_value,
-    r_reward,
-    r_terminated,
-    r_truncated,
-):
+def store_env_step(n, step, env_step, rollout):
     """Write env n's step into the rollout's row block step[0] mod T; also compiled as the CUDA
-    device function, so both backends share it."""
+    device function, so both backends share it (records: STORE_RECORDS)."""
+    obs, action, mean, log_prob, value, next_value, reward, terminated, truncated = env_step
+    r_obs, r_action, r_mean, r_log_prob, r_value, r_next_value, r_reward, r_terminated, r_truncated = rollout
     steps, envs = r_reward.shape
     t = step[0] % steps
     row = t * envs + n
@@ -375,11 +357,7 @@ def store_env_step(
     r_truncated[t, n] = truncated[n]
 
 
-@njit(**JIT_EXACT)
-def rollout_store_kernel(step, *arrays):
-    """store_env_step for every env (``arrays``: the step's, then the rollout's, in its order)."""
-    for n in range(arrays[0].shape[0]):  # obs: a row per env
-        store_env_step(n, step, *arrays)
+rollout_store_kernel = per_index(store_env_step, "obs.shape[0]", "rollout_store_kernel", fields=STORE_RECORDS)
 
 
 @njit(**JIT_EXACT)

@@ -25,7 +25,7 @@ from ...staging import launch
 from ..core.cuda import increment_kernel
 from ..random.cuda import standard_normal, uniform01
 from . import api, cpu
-from .generic import gather_arguments, store_arguments
+from .generic import STORE_RECORDS, gather_arguments, store_arguments
 
 __all__ = ["n_step_return", "store_env_step"]
 
@@ -334,7 +334,7 @@ def adaptive_learning_rate(device: CUDA, kl, lr, target, factor, low, high):
     launch_once(device, adaptive_learning_rate_kernel, kl, lr, target, factor, low, high)
 
 
-rollout_store_kernel = per_index(cpu.store_env_step, "r_reward.shape[1]", name="rollout_store")
+rollout_store_kernel = per_index(cpu.store_env_step, "r_reward.shape[1]", name="rollout_store", fields=STORE_RECORDS)
 
 
 @api.rollout_store.dispatch

@@ -5,11 +5,14 @@ import numpy as np
 from ..random.generic import standard_normal, uniform01
 from . import api
 
-__all__ = ["GATHER_FIELDS", "STORE_FIELDS", "gather_arguments", "store_arguments"]
+__all__ = ["GATHER_FIELDS", "STORE_FIELDS", "STORE_RECORDS", "gather_arguments", "store_arguments"]
 
 #: the rollout's arrays a step writes (rollout_store: the step's arrays of the same names first), in
 #: the order every backend's kernel takes them
 STORE_FIELDS = ("obs", "action", "mean", "log_prob", "value", "next_value", "reward", "terminated", "truncated")
+#: element bodies take the step's arrays as one tuple ``env_step`` and the rollout's (``r_obs``, ...)
+#: as ``rollout``; their generated kernels take the arrays one by one (``per_index(..., fields=)``)
+STORE_RECORDS = {"env_step": STORE_FIELDS, "rollout": tuple("r_" + name for name in STORE_FIELDS)}
 #: the arrays a minibatch gathers from the rollout (gather_minibatch), in the order kernels take them
 GATHER_FIELDS = ("obs", "action", "mean", "log_prob", "advantage", "returns")
 
@@ -168,33 +171,15 @@ def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high) -> None:
         lr[0] = min(max(lr[0] / factor, low), high)
 
 
-def rollout_store_kernel(
-    step,
-    obs,
-    action,
-    mean,
-    log_prob,
-    value,
-    next_value,
-    reward,
-    terminated,
-    truncated,
-    r_obs,
-    r_action,
-    r_mean,
-    r_log_prob,
-    r_value,
-    r_next_value,
-    r_reward,
-    r_terminated,
-    r_truncated,
-) -> None:
-    steps, envs = r_reward.shape
+def rollout_store_kernel(step, *arrays) -> None:
+    # arrays: the step's, then the rollout's, both in STORE_FIELDS order
+    new, rollout = dict(zip(STORE_FIELDS, arrays)), dict(zip(STORE_FIELDS, arrays[len(STORE_FIELDS) :]))
+    steps, envs = rollout["reward"].shape
     t = int(step[0]) % steps
-    rows = slice(t * envs, (t + 1) * envs)
-    r_obs[rows], r_action[rows], r_mean[rows] = obs, action, mean
-    r_log_prob[t], r_value[t], r_next_value[t] = log_prob, value[:, 0], next_value[:, 0]
-    r_reward[t], r_terminated[t], r_truncated[t] = reward, terminated, truncated
+    for name in ("obs", "action", "mean"):  # rows t*E .. (t+1)*E of (T*E, D)
+        rollout[name][t * envs : (t + 1) * envs] = new[name]
+    for name in ("log_prob", "value", "next_value", "reward", "terminated", "truncated"):  # row t of (T, E)
+        rollout[name][t] = new[name].reshape(envs)
 
 
 def store_arguments(rollout) -> tuple:

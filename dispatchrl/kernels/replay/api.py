@@ -13,13 +13,14 @@ import numpy as np
 from ...checks import check_array, check_device, check_number
 from ...dispatch import generic
 from ...errors import ShapeError
-from ..offpolicy.api import check_batch_rows, check_transitions
+from ..offpolicy.api import check_batch_rows, check_transitions, transition_arrays
 
 __all__ = [
     "EMPTY",
     "bootstrap_target",
     "linear_anneal",
     "n_step_gather",
+    "n_step_gather_arguments",
     "priority_mark_new",
     "priority_sample",
     "priority_update",
@@ -201,6 +202,12 @@ def n_step_gather(device, buffer, index, num_envs, n, gamma, batch, discount) ->
     if num_envs > capacity:
         raise ShapeError(f"{fn}: 'num_envs' ({num_envs}) exceeds the buffer's {capacity} rows")
     return device, buffer, index, int(num_envs), int(n), check_number(fn, "gamma", gamma, 0, 1), batch, discount
+
+
+def n_step_gather_arguments(buffer, index, num_envs, n, gamma, batch, discount) -> tuple:
+    """The arguments of n_step_gather's kernels, on every device: ``index``, the ring's arrays, its
+    position, ``num_envs``, ``n``, ``gamma``, the batch's arrays, ``discount``."""
+    return index, *transition_arrays(buffer), buffer.position, num_envs, n, gamma, *transition_arrays(batch), discount
 
 
 @generic(inplace=("target",))

@@ -6,7 +6,7 @@ import numpy as np
 from ...backends.c import CKernel, c_method
 from ...devices import C
 from ...staging import launch
-from ..offpolicy.api import TRANSITION_FIELDS, transition_arrays
+from ..offpolicy.api import RING_FIELDS, TRANSITION_FIELDS, transition_arrays
 from ..random.c import UNIFORM_HELPERS
 from . import api
 
@@ -136,7 +136,7 @@ for (int k = 0; k < B; k++) {{
 @api.replay_gather.dispatch
 def replay_gather(device: C, buffer, index, batch):
     (b, o), a = batch.obs.shape, batch.action.shape[1]
-    params = ("index", *("b_" + p for p in TRANSITION_FIELDS), *TRANSITION_FIELDS)
+    params = ("index", *RING_FIELDS, *TRANSITION_FIELDS)
     kernel = CKernel("replay_gather", REPLAY_GATHER, params, TRANSITION_FIELDS, dict(B=b, O=o, A=a), batch.obs.dtype)
     launch(device, kernel, index, *transition_arrays(buffer), *transition_arrays(batch))
 
@@ -217,7 +217,7 @@ for (int k = 0; k < B; k++) {
 @api.n_step_gather.dispatch
 def n_step_gather(device: C, buffer, index, num_envs, n, gamma, batch, discount):
     (b, o), a = batch.obs.shape, batch.action.shape[1]
-    params = ("index", *("b_" + p for p in TRANSITION_FIELDS), "position", "gamma", *TRANSITION_FIELDS, "discount")
+    params = ("index", *RING_FIELDS, "position", "gamma", *TRANSITION_FIELDS, "discount")
     kernel = CKernel(
         "n_step_gather",
         N_STEP_GATHER,

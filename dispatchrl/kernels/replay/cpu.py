@@ -7,9 +7,10 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...arrays import zeros
-from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER
+from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, per_index
 from ...devices import CPU
 from ...staging import launch
+from ..offpolicy.api import TRANSITION_RECORDS
 from ..random.cpu import uniform01
 from . import api
 
@@ -136,72 +137,35 @@ def priority_sample(device: CPU, rng, sum_tree, min_tree, size, beta, index, wei
 
 
 @njit(**JIT_EXACT_INNER)
-def copy_transition(
-    k,
-    row,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-):
-    """The buffer's row ``row`` copied into the batch's row ``k`` (gathers and uniform draws)."""
+def copy_transition(k, row, source, target):
+    """Row ``row`` of the transition arrays ``source`` copied into row ``k`` of ``target`` (tuples in
+    TRANSITION_FIELDS order): a ring's row into a batch (gathers and uniform draws) or a step's
+    into a ring (adds)."""
+    s_obs, s_action, s_reward, s_next_obs, s_terminated, s_truncated = source
+    obs, action, reward, next_obs, terminated, truncated = target
+    # element loops: a row assignment compiles Numba's shape-mismatch error formatting
+    # (string code, ~2 s of a cold compile) for a check that cannot fail here
     for j in range(obs.shape[1]):
-        obs[k, j] = b_obs[row, j]
-        next_obs[k, j] = b_next_obs[row, j]
+        obs[k, j] = s_obs[row, j]
+        next_obs[k, j] = s_next_obs[row, j]
     for j in range(action.shape[1]):
-        action[k, j] = b_action[row, j]
-    reward[k] = b_reward[row]
-    terminated[k] = b_terminated[row]
-    truncated[k] = b_truncated[row]
+        action[k, j] = s_action[row, j]
+    reward[k] = s_reward[row]
+    terminated[k] = s_terminated[row]
+    truncated[k] = s_truncated[row]
 
 
 @njit(**JIT_EXACT_INNER)
-def replay_gather_at(
-    k,
-    index,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-):
-    """Row ``k`` of replay_gather: the buffer's row ``index[k]`` copied into the batch."""
-    copy_transition(
-        k,
-        index[k],
-        b_obs,
-        b_action,
-        b_reward,
-        b_next_obs,
-        b_terminated,
-        b_truncated,
-        obs,
-        action,
-        reward,
-        next_obs,
-        terminated,
-        truncated,
-    )
+def replay_gather_at(k, index, ring, transition):
+    """Row ``k`` of replay_gather: the ring's row ``index[k]`` copied into the batch."""
+    copy_transition(k, index[k], ring, transition)
 
 
 @njit(**JIT_EXACT)
-def replay_gather_kernel(index, *buffer_batch):
-    b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated = buffer_batch[:6]
+def replay_gather_kernel(index, *arrays):
+    # arrays: the ring's, then the batch's (RING_FIELDS, TRANSITION_FIELDS)
+    ring, transition = arrays[:6], arrays[6:]
+    b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated = ring
     for k in range(index.shape[0]):  # every row's lines first: the misses overlap (see prefetch_row)
         row = index[k]
         prefetch_row(b_obs, row)
@@ -211,7 +175,7 @@ def replay_gather_kernel(index, *buffer_batch):
         prefetch_item(b_terminated, row)
         prefetch_item(b_truncated, row)
     for k in range(index.shape[0]):
-        replay_gather_at(k, index, *buffer_batch)
+        replay_gather_at(k, index, ring, transition)
 
 
 @njit(**JIT_EXACT_INNER)
@@ -276,29 +240,11 @@ def n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs
 
 
 @njit(**JIT_EXACT_INNER)
-def n_step_gather_at(
-    k,
-    index,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    position,
-    num_envs,
-    n,
-    gamma,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-    discount,
-):
+def n_step_gather_at(k, index, ring, position, num_envs, n, gamma, transition, discount):
     """Row ``k`` of n_step_gather: the first transition of its window, the window's discounted
     reward and discount, and its last transition's next observation and flags."""
+    b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated = ring
+    obs, action, reward, next_obs, terminated, truncated = transition
     first = index[k]
     for j in range(obs.shape[1]):
         obs[k, j] = b_obs[first, j]
@@ -311,10 +257,7 @@ def n_step_gather_at(
     truncated[k] = b_truncated[row]
 
 
-@njit(**JIT_EXACT)
-def n_step_gather_kernel(index, *arguments):
-    for k in range(index.shape[0]):
-        n_step_gather_at(k, index, *arguments)
+n_step_gather_kernel = per_index(n_step_gather_at, "index.shape[0]", "n_step_gather_kernel", fields=TRANSITION_RECORDS)
 
 
 @njit(**JIT_EXACT_INNER)

@@ -9,7 +9,7 @@ from ...backends.cuda import Launch, device_twin, launch_1d, launch_2d, launch_o
 from ...devices import CUDA
 from ...staging import launch
 from ..core.cuda import increment_kernel
-from ..offpolicy.api import transition_arrays
+from ..offpolicy.api import TRANSITION_RECORDS, transition_arrays
 from ..random.cuda import uniform01
 from . import api, cpu
 
@@ -31,12 +31,14 @@ twins = {"set_leaf": set_leaf, "tree_descend": tree_descend, "uniform01": unifor
 priority_mark_new_kernel = once(cpu.priority_mark_new_kernel, **twins)
 priority_update_kernel = once(cpu.priority_update_kernel, **twins)
 priority_sample_kernel = per_index(cpu.priority_sample_at, "index.shape[0]", **twins)
-replay_gather_kernel = per_index(cpu.replay_gather_at, "index.shape[0]", copy_transition=copy_transition)
+replay_gather_kernel = per_index(
+    cpu.replay_gather_at, "index.shape[0]", fields=TRANSITION_RECORDS, copy_transition=copy_transition
+)
 scale_rows_kernel = per_index(cpu.scale_rows_at, "x.shape[0]", "x.shape[1]")
 td_priority_kernel = per_index(cpu.td_priority_at, "priority.shape[0]")
 linear_anneal_kernel = once(cpu.linear_anneal_kernel)
 uniform_index_kernel = per_index(cpu.uniform_index_at, "index.shape[0]", **twins)
-n_step_gather_kernel = per_index(cpu.n_step_gather_at, "index.shape[0]", **twins)
+n_step_gather_kernel = per_index(cpu.n_step_gather_at, "index.shape[0]", fields=TRANSITION_RECORDS, **twins)
 bootstrap_target_kernel = per_index(cpu.bootstrap_target_at, "reward.shape[0]")
 
 
@@ -90,19 +92,8 @@ def uniform_index(device: CUDA, rng, size, index):
 
 @api.n_step_gather.dispatch
 def n_step_gather(device: CUDA, buffer, index, num_envs, n, gamma, batch, discount):
-    launch_1d(
-        device,
-        n_step_gather_kernel,
-        index.shape[0],
-        index,
-        *transition_arrays(buffer),
-        buffer.position,
-        num_envs,
-        n,
-        gamma,
-        *transition_arrays(batch),
-        discount,
-    )
+    arguments = api.n_step_gather_arguments(buffer, index, num_envs, n, gamma, batch, discount)
+    launch_1d(device, n_step_gather_kernel, index.shape[0], *arguments)
 
 
 @api.bootstrap_target.dispatch

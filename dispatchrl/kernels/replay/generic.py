@@ -88,26 +88,11 @@ def uniform_index_kernel(rng, size, index) -> None:
     index[:] = (uniform01(rng, index.shape[0]) * size[0]).astype(np.int64)
 
 
-def n_step_gather_kernel(
-    index,
-    b_obs,
-    b_action,
-    b_reward,
-    b_next_obs,
-    b_terminated,
-    b_truncated,
-    position,
-    num_envs,
-    n,
-    gamma,
-    obs,
-    action,
-    reward,
-    next_obs,
-    terminated,
-    truncated,
-    discount,
-) -> None:
+def n_step_gather_kernel(index, *arrays) -> None:
+    # the ring's arrays, its position, num_envs, n, gamma, the batch's arrays, discount (as the CPU kernel)
+    b_obs, b_action, b_reward, b_next_obs, b_terminated, b_truncated = arrays[:6]
+    position, num_envs, n, gamma = arrays[6:10]
+    obs, action, reward, next_obs, terminated, truncated, discount = arrays[10:]
     capacity = b_obs.shape[0]
     newest = (int(position[0]) - 1) % capacity
     for k in range(index.shape[0]):

@@ -19,18 +19,8 @@ def replay_gather(device: Generic, buffer, index, batch):
 
 @api.n_step_gather.dispatch
 def n_step_gather(device: Generic, buffer, index, num_envs, n, gamma, batch, discount):
-    launch(
-        device,
-        _kernels(device).n_step_gather_kernel,
-        index,
-        *transition_arrays(buffer),
-        buffer.position,
-        num_envs,
-        n,
-        gamma,
-        *transition_arrays(batch),
-        discount,
-    )
+    arguments = api.n_step_gather_arguments(buffer, index, num_envs, n, gamma, batch, discount)
+    launch(device, _kernels(device).n_step_gather_kernel, *arguments)
 
 
 _kernels.launch_as_declared(

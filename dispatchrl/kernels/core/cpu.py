@@ -101,8 +101,15 @@ def _activate(pre, out, code):
             v = flat_pre[i]
             flat_out[i] = v if v > 0 else 0
     elif code == Activation.TANH:
-        for i in range(flat_pre.size):
-            flat_out[i] = tanh(flat_pre[i])
+        if flat_pre.ctypes.data == flat_out.ctypes.data:
+            # in place: a loop over one array vectorises as the out-of-place one does; through two
+            # names for it, the overlap check sends every element to the scalar loop, whose exact
+            # division differs by an ulp from the vector loop's reciprocal (AVX-512 Intel targets)
+            for i in range(flat_out.size):
+                flat_out[i] = tanh(flat_out[i])
+        else:
+            for i in range(flat_pre.size):
+                flat_out[i] = tanh(flat_pre[i])
     elif code == Activation.GELU:
         for i in range(flat_pre.size):
             v = flat_pre[i]

@@ -615,11 +615,6 @@ def mse_loss_kernel(pred, target, loss):
     loss[0] = acc / p.size
 
 
-@api.mse_loss.dispatch
-def mse_loss(device: CPU, pred, target, loss):
-    launch(device, mse_loss_kernel, pred, target, loss)
-
-
 @njit(**JIT_FAST)
 def mse_gradient_kernel(pred, target, d_pred):
     p = pred.reshape(pred.size)
@@ -628,11 +623,6 @@ def mse_gradient_kernel(pred, target, d_pred):
     scale = 2.0 / p.size
     for i in range(p.size):
         d[i] = (p[i] - t[i]) * scale
-
-
-@api.mse_gradient.dispatch
-def mse_gradient(device: CPU, pred, target, d_pred):
-    launch(device, mse_gradient_kernel, pred, target, d_pred)
 
 
 @njit(**JIT_FAST_INNER)
@@ -670,16 +660,6 @@ def adam_step_lr_array_kernel(param, grad, m, v, t, lr, beta1, beta2, eps):
     adam_step_kernel(param, grad, m, v, t, lr[0], beta1, beta2, eps)
 
 
-@api.adam_step.dispatch
-def adam_step(device: CPU, param, grad, m, v, t, lr, beta1, beta2, eps):
-    launch(device, adam_step_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
-
-
-@api.adam_step.dispatch
-def adam_step(device: CPU, param, grad, m, v, t, lr: Array, beta1, beta2, eps):
-    launch(device, adam_step_lr_array_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
-
-
 @njit(**JIT_FAST)
 def polyak_update_kernel(target, source, polyak):
     real = target.dtype.type
@@ -688,11 +668,6 @@ def polyak_update_kernel(target, source, polyak):
     s = source.reshape(source.size)
     for i in range(t.size):
         t[i] = keep * t[i] + take * s[i]
-
-
-@api.polyak_update.dispatch
-def polyak_update(device: CPU, target, source, polyak):
-    launch(device, polyak_update_kernel, target, source, polyak)
 
 
 @njit(**JIT_FAST_INNER)
@@ -707,11 +682,6 @@ def weight_decay_step_kernel(param, decay):
     p = param.reshape(param.size)
     for i in range(p.size):
         weight_decay_at(i, p, decay)
-
-
-@api.weight_decay_step.dispatch
-def weight_decay_step(device: CPU, param, decay):
-    launch(device, weight_decay_step_kernel, param, decay)
 
 
 @njit(**JIT_EXACT_INNER)
@@ -759,22 +729,12 @@ def fill_kernel(out, value):
         o[i] = value
 
 
-@api.fill.dispatch
-def fill(device: CPU, out, value):
-    launch(device, fill_kernel, out, value)
-
-
 @njit(**JIT_FAST)
 def copy_kernel(src, dst):
     s = src.reshape(src.size)
     d = dst.reshape(dst.size)
     for i in range(s.size):
         d[i] = s[i]
-
-
-@api.copy.dispatch
-def copy(device: CPU, src, dst):
-    launch(device, copy_kernel, src, dst)
 
 
 @njit(**JIT_EXACT_INNER)
@@ -817,11 +777,6 @@ def increment_kernel(counter, amount):
     counter[0] += amount
 
 
-@api.increment.dispatch
-def increment(device: CPU, counter, amount):
-    launch(device, increment_kernel, counter, amount)
-
-
 @njit(**JIT_EXACT)  # not fastmath: it would assume no NaN/inf and fold the test away
 def nonfinite_flag_kernel(x, flag, code):
     if flag[0] != 0:
@@ -832,8 +787,3 @@ def nonfinite_flag_kernel(x, flag, code):
         bad |= not math.isfinite(v[i])  # no early exit: the loop vectorises
     if bad:
         flag[0] = code
-
-
-@api.nonfinite_flag.dispatch
-def nonfinite_flag(device: CPU, x, flag, code):
-    launch(device, nonfinite_flag_kernel, x, flag, code)

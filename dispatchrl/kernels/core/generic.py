@@ -7,7 +7,6 @@ import numpy as np
 from scipy.special import erf as _erf
 
 from ...activation import Activation
-from ...arrays import Array
 from ...devices import Generic
 from ...staging import launch
 from . import api
@@ -103,18 +102,8 @@ def mse_loss_kernel(pred, target, loss) -> None:
     loss[0] = np.mean(diff * diff)
 
 
-@api.mse_loss.dispatch
-def mse_loss(device: Generic, pred, target, loss):
-    launch(device, mse_loss_kernel, pred, target, loss)
-
-
 def mse_gradient_kernel(pred, target, d_pred) -> None:
     np.multiply(pred - target, 2.0 / pred.size, out=d_pred, casting="unsafe")
-
-
-@api.mse_gradient.dispatch
-def mse_gradient(device: Generic, pred, target, d_pred):
-    launch(device, mse_gradient_kernel, pred, target, d_pred)
 
 
 def adam_step_kernel(param, grad, m, v, t, lr, beta1, beta2, eps) -> None:
@@ -132,32 +121,12 @@ def adam_step_lr_array_kernel(param, grad, m, v, t, lr, beta1, beta2, eps) -> No
     adam_step_kernel(param, grad, m, v, t, lr[0], beta1, beta2, eps)
 
 
-@api.adam_step.dispatch
-def adam_step(device: Generic, param, grad, m, v, t, lr, beta1, beta2, eps):
-    launch(device, adam_step_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
-
-
-@api.adam_step.dispatch
-def adam_step(device: Generic, param, grad, m, v, t, lr: Array, beta1, beta2, eps):
-    launch(device, adam_step_lr_array_kernel, param, grad, m, v, t, lr, beta1, beta2, eps)
-
-
 def polyak_update_kernel(target, source, polyak) -> None:
     target[...] = polyak * target + (1 - polyak) * source
 
 
-@api.polyak_update.dispatch
-def polyak_update(device: Generic, target, source, polyak):
-    launch(device, polyak_update_kernel, target, source, polyak)
-
-
 def weight_decay_step_kernel(param, decay) -> None:
     param -= (decay * param).astype(param.dtype)
-
-
-@api.weight_decay_step.dispatch
-def weight_decay_step(device: Generic, param, decay):
-    launch(device, weight_decay_step_kernel, param, decay)
 
 
 def accumulate_squared_norm_kernel(x, total) -> None:
@@ -178,18 +147,8 @@ def fill_kernel(out, value) -> None:
     out[...] = value
 
 
-@api.fill.dispatch
-def fill(device: Generic, out, value):
-    launch(device, fill_kernel, out, value)
-
-
 def copy_kernel(src, dst) -> None:
     dst[...] = src
-
-
-@api.copy.dispatch
-def copy(device: Generic, src, dst):
-    launch(device, copy_kernel, src, dst)
 
 
 def clip_kernel(x, low, high, out) -> None:
@@ -204,16 +163,6 @@ def increment_kernel(counter, amount) -> None:
     counter[0] += amount
 
 
-@api.increment.dispatch
-def increment(device: Generic, counter, amount):
-    launch(device, increment_kernel, counter, amount)
-
-
 def nonfinite_flag_kernel(x, flag, code) -> None:
     if flag[0] == 0 and not np.all(np.isfinite(x)):
         flag[0] = code
-
-
-@api.nonfinite_flag.dispatch
-def nonfinite_flag(device: Generic, x, flag, code):
-    launch(device, nonfinite_flag_kernel, x, flag, code)

@@ -373,9 +373,18 @@ def priority_sample_lockstep(rng, sum_tree, min_tree, size, beta, index, weight,
 
 
 @njit(**JIT_EXACT_INNER)
+def _copy_rows(source, index, output):
+    """output[k] = source[index[k]], element by element."""
+    for k in range(index.shape[0]):
+        row = index[k]
+        for j in range(output.shape[1]):
+            output[k, j] = source[row, j]
+
+
+@njit(**JIT_EXACT_INNER)
 def _leaves_at(at, index):
-    """Rows ``index`` of every leaf described in ``at`` (from AT_HEADER on) into its output: the
-    by-address form of :func:`gather_rows_kernel` (all rows prefetched first)."""
+    """Rows ``index`` of every leaf described in ``at`` (from AT_HEADER on) into its output, all
+    rows prefetched first."""
     leaves = (at.shape[0] - AT_HEADER) // LEAF_FIELDS
     for s in range(leaves):
         base = AT_HEADER + LEAF_FIELDS * s
@@ -387,18 +396,10 @@ def _leaves_at(at, index):
         rows, width, words_per_row = at[base + 2], at[base + 3], at[base + 4]
         if words_per_row > 0:  # whole 8-byte words (the float32 (3, 4) leaves): 8x fewer moves
             words = carray(address_pointer(at[base]), (rows, words_per_row), np.uint64)
-            out_words = carray(address_pointer(at[base + 1]), (index.shape[0], words_per_row), np.uint64)
-            for k in range(index.shape[0]):
-                row = index[k]
-                for j in range(words_per_row):
-                    out_words[k, j] = words[row, j]
+            _copy_rows(words, index, carray(address_pointer(at[base + 1]), (index.shape[0], words_per_row), np.uint64))
         else:
             source = carray(address_pointer(at[base]), (rows, width), np.uint8)
-            output = carray(address_pointer(at[base + 1]), (index.shape[0], width), np.uint8)
-            for k in range(index.shape[0]):
-                row = index[k]
-                for j in range(width):
-                    output[k, j] = source[row, j]
+            _copy_rows(source, index, carray(address_pointer(at[base + 1]), (index.shape[0], width), np.uint8))
 
 
 @njit(**JIT_EXACT)  # wrapped: data.buffers' PreparedSample calls its entry point from Python

@@ -43,6 +43,7 @@ __all__ = [
     "check_launch_arguments",
     "device_twin",
     "flat",
+    "generated",
     "grid_1d",
     "grid_2d",
     "launch_1d",
@@ -115,10 +116,12 @@ def _kernel_stem(py) -> str:
     return re.sub(r"_(at|row|body|kernel)$", "", py.__name__.lstrip("_"))
 
 
-def _generate(py, source: str, names: tuple, namespace: dict) -> tuple:
-    # module of the body (so the generated functions are found by module and name, as hand-written ones were)
-    scope = {"__name__": py.__module__, "cuda": cuda, "np": np, **namespace}
-    exec(compile(source, f"<dispatchrl CUDA forms of {py.__qualname__}>", "exec"), scope)
+def generated(module: str, label: str, source: str, names: tuple, namespace: dict) -> tuple:
+    """The Python functions ``names`` defined by ``source`` (CUDA forms written as text, e.g. a grid
+    kernel and its block form from one description), with ``cuda``, ``np`` and ``namespace`` in
+    scope, in ``module`` (so they are found by module and name, as hand-written ones are)."""
+    scope = {"__name__": module, "cuda": cuda, "np": np, **namespace}
+    exec(compile(source, f"<dispatchrl CUDA forms of {label}>", "exec"), scope)
     return tuple(scope[name] for name in names)
 
 
@@ -163,8 +166,12 @@ def per_index(body, *extents: str, name: str | None = None, fields: dict | None 
             f"    return ({', '.join(extents)},)",
         ]
     )
-    grid_py, block_py, sizes = _generate(
-        py, source, (f"{stem}_kernel", f"{stem}_block", f"{stem}_sizes"), {"_body": device_twin(body, **callees)}
+    grid_py, block_py, sizes = generated(
+        py.__module__,
+        py.__qualname__,
+        source,
+        (f"{stem}_kernel", f"{stem}_block", f"{stem}_sizes"),
+        {"_body": device_twin(body, **callees)},
     )
     kernel = cuda.jit(grid_py)
     BLOCK_FORMS[kernel] = (cuda.jit(device=True)(block_py), sizes)
@@ -189,8 +196,12 @@ def once(body, name: str | None = None, **callees) -> Any:
             f"        _body({args})",
         ]
     )
-    grid_py, block_py = _generate(
-        py, source, (f"{stem}_kernel", f"{stem}_block"), {"_body": device_twin(body, **callees)}
+    grid_py, block_py = generated(
+        py.__module__,
+        py.__qualname__,
+        source,
+        (f"{stem}_kernel", f"{stem}_block"),
+        {"_body": device_twin(body, **callees)},
     )
     kernel = cuda.jit(grid_py)
     BLOCK_FORMS[kernel] = (cuda.jit(device=True)(block_py), lambda *args: ())
@@ -205,7 +216,7 @@ def whole_block(block, name: str) -> Any:
     code = py.__code__
     args = ", ".join(code.co_varnames[: code.co_argcount])
     source = f"def {name}_kernel({args}):\n    _block({args})"
-    (grid_py,) = _generate(py, source, (f"{name}_kernel",), {"_block": block})
+    (grid_py,) = generated(py.__module__, py.__qualname__, source, (f"{name}_kernel",), {"_block": block})
     kernel = cuda.jit(grid_py)
     BLOCK_FORMS[kernel] = (block, lambda *args: ())
     return kernel

@@ -6,7 +6,6 @@ Methods pick the launch configuration from the static shapes and hand a
 which a fused step calls inside its one single-block kernel."""
 
 import math
-from typing import Any
 
 import numpy as np
 from numba import cuda, float64
@@ -22,6 +21,7 @@ from ...backends.cuda import (
     block_form,
     device_twin,
     flat,
+    generated,
     launch_1d,
     launch_once,
     once,
@@ -189,18 +189,41 @@ def gemm_shared_bytes(out, stage: int) -> int:
     return stage * (GEMM_A_PITCH + GEMM_B_PITCH) * np.dtype(out.dtype).itemsize
 
 
-def product_form(kernel, shape) -> Any:
-    """``block_form`` for a product kernel whose raw arguments give ``shape(*args) = (rows, cols,
-    inner, out)``: its block form takes those sizes and its staging depth as literals, and the
-    kernel's dynamic shared memory and work (rows x cols x inner) are registered from the same shape."""
+def product_forms(name: str, params: str, operands: str, epilogue: str | None = None) -> tuple:
+    """The grid kernel ``<name>_kernel(params)`` and block form ``<name>_block`` of one product
+    ``operands`` = "a, a_transposed, b, b_transposed, c", both ``gemm_tiles(operands, rows, cols,
+    inner, first, step, epilogue, stage)`` with rows x cols = c's shape: the grid's blocks take
+    the output tiles in turn, staging GRID_STAGE inner indices; the block form's one block takes
+    them all, with the sizes and its staging depth as literals. ``epilogue`` (bias, pre, code,
+    dense) is a dense layer's; none by default. The kernel's dynamic shared memory and work (rows
+    x cols x inner) are registered from the same sizes."""
+    a, a_transposed, _, _, c = (operand.strip() for operand in operands.split(","))
+    rows, cols, inner = f"{c}.shape[0]", f"{c}.shape[1]", f"{a}.shape[{0 if a_transposed == 'True' else 1}]"
+    epilogue = epilogue or f"{c}[0], {c}, 0, False"
+    source = "\n".join(
+        [
+            f"def {name}_kernel({params}):",
+            f"    gemm_tiles({operands}, {rows}, {cols}, {inner}, cuda.blockIdx.x, cuda.gridDim.x, {epilogue}, GRID_STAGE)",
+            f"def {name}_block({params}, rows, cols, inner, stage):",
+            f"    gemm_tiles({operands}, rows, cols, inner, 0, 1, {epilogue}, stage)",
+            f"def {name}_shape({params}):",
+            f"    return {rows}, {cols}, {inner}, {c}",
+        ]
+    )
+    names = (f"{name}_kernel", f"{name}_block", f"{name}_shape")
+    grid_py, block_py, shape = generated(
+        __name__, name, source, names, {"gemm_tiles": gemm_tiles, "GRID_STAGE": GRID_STAGE}
+    )
+    kernel, block = cuda.jit(grid_py), cuda.jit(device=True)(block_py)
 
-    def sizes(*args) -> tuple:
+    def block_sizes(*args) -> tuple:
         rows, cols, inner, out = shape(*args)
         return rows, cols, inner, gemm_stage(out.dtype)
 
-    DYNAMIC_SHARED[kernel] = lambda *args: gemm_shared_bytes(shape(*args)[3], sizes(*args)[3])
+    DYNAMIC_SHARED[kernel] = lambda *args: gemm_shared_bytes(shape(*args)[3], block_sizes(*args)[3])
     BLOCK_WORK[kernel] = lambda *args: math.prod(shape(*args)[:3])
-    return block_form(kernel, sizes)
+    block_form(kernel, block_sizes)(block)
+    return kernel, block
 
 
 @cuda.jit(device=True)
@@ -296,31 +319,7 @@ def _gemm_launch(kernel, out) -> Launch:
     return Launch(kernel, (tiles,), (GEMM_BLOCK,), gemm_shared_bytes(out, GRID_STAGE))
 
 
-@cuda.jit
-def matmul_kernel(a, b, out):
-    gemm_tiles(
-        a,
-        False,
-        b,
-        False,
-        out,
-        out.shape[0],
-        out.shape[1],
-        a.shape[1],
-        cuda.blockIdx.x,
-        cuda.gridDim.x,
-        out[0],
-        out,
-        0,
-        False,
-        GRID_STAGE,
-    )
-
-
-@product_form(matmul_kernel, lambda a, b, out: (out.shape[0], out.shape[1], a.shape[1], out))
-@cuda.jit(device=True)
-def matmul_block(a, b, out, rows, cols, inner, stage):
-    gemm_tiles(a, False, b, False, out, rows, cols, inner, 0, 1, out[0], out, 0, False, stage)
+matmul_kernel, matmul_block = product_forms("matmul", "a, b, out", "a, False, b, False, out")
 
 
 @api.matmul.dispatch
@@ -328,31 +327,9 @@ def matmul(device: CUDA, a, b, out):
     launch(device, _gemm_launch(matmul_kernel, out), a, b, out)
 
 
-@cuda.jit
-def dense_forward_kernel(x, W, b, pre, out, code):
-    gemm_tiles(
-        x,
-        False,
-        W,
-        False,
-        out,
-        pre.shape[0],
-        pre.shape[1],
-        x.shape[1],
-        cuda.blockIdx.x,
-        cuda.gridDim.x,
-        b,
-        pre,
-        code,
-        True,
-        GRID_STAGE,
-    )
-
-
-@product_form(dense_forward_kernel, lambda x, W, b, pre, out, code: (pre.shape[0], pre.shape[1], x.shape[1], out))
-@cuda.jit(device=True)
-def dense_forward_block(x, W, b, pre, out, code, rows, cols, inner, stage):
-    gemm_tiles(x, False, W, False, out, rows, cols, inner, 0, 1, b, pre, code, True, stage)
+dense_forward_kernel, dense_forward_block = product_forms(
+    "dense_forward", "x, W, b, pre, out, code", "x, False, W, False, out", "b, pre, code, True"
+)
 
 
 @api.dense_forward.dispatch
@@ -360,46 +337,17 @@ def dense_forward(device: CUDA, x, W, b, pre, out, activation):
     launch(device, _gemm_launch(dense_forward_kernel, pre), x, W, b, pre, out, int(activation))
 
 
-@cuda.jit
-def activation_backward_kernel(pre, out, d_out, d_pre, code):
-    i = cuda.grid(1)
-    if i < pre.size:
-        d_pre[i] = d_out[i] * _activation_derivative(pre[i], out[i], code)
+def _activation_backward_at(i, pre, out, d_out, d_pre, code):
+    d_pre[i] = d_out[i] * _activation_derivative(pre[i], out[i], code)
 
 
-@block_form(activation_backward_kernel, lambda pre, out, d_out, d_pre, code: (pre.size,))
-@cuda.jit(device=True)
-def activation_backward_block(pre, out, d_out, d_pre, code, size):
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
-        d_pre[i] = d_out[i] * _activation_derivative(pre[i], out[i], code)
+activation_backward_kernel = per_index(_activation_backward_at, "pre.size")
 
 
-@cuda.jit
-def weight_gradient_kernel(x, d_pre, dW):
-    # dW = xᵀ d_pre
-    gemm_tiles(
-        x,
-        True,
-        d_pre,
-        False,
-        dW,
-        dW.shape[0],
-        dW.shape[1],
-        x.shape[0],
-        cuda.blockIdx.x,
-        cuda.gridDim.x,
-        dW[0],
-        dW,
-        0,
-        False,
-        GRID_STAGE,
-    )
-
-
-@product_form(weight_gradient_kernel, lambda x, d_pre, dW: (dW.shape[0], dW.shape[1], x.shape[0], dW))
-@cuda.jit(device=True)
-def weight_gradient_block(x, d_pre, dW, rows, cols, batch, stage):
-    gemm_tiles(x, True, d_pre, False, dW, rows, cols, batch, 0, 1, dW[0], dW, 0, False, stage)
+# dW = xᵀ d_pre
+weight_gradient_kernel, weight_gradient_block = product_forms(
+    "weight_gradient", "x, d_pre, dW", "x, True, d_pre, False, dW"
+)
 
 
 @cuda.jit(device=True)
@@ -424,32 +372,10 @@ def bias_gradient_block(d_pre, db, size, batch):
         _bias_gradient_at(j, d_pre, db, batch)
 
 
-@cuda.jit
-def input_gradient_kernel(d_pre, W, d_x):
-    # d_x = d_pre Wᵀ
-    gemm_tiles(
-        d_pre,
-        False,
-        W,
-        True,
-        d_x,
-        d_x.shape[0],
-        d_x.shape[1],
-        d_pre.shape[1],
-        cuda.blockIdx.x,
-        cuda.gridDim.x,
-        d_x[0],
-        d_x,
-        0,
-        False,
-        GRID_STAGE,
-    )
-
-
-@product_form(input_gradient_kernel, lambda d_pre, W, d_x: (d_x.shape[0], d_x.shape[1], d_pre.shape[1], d_x))
-@cuda.jit(device=True)
-def input_gradient_block(d_pre, W, d_x, rows, cols, width, stage):
-    gemm_tiles(d_pre, False, W, True, d_x, rows, cols, width, 0, 1, d_x[0], d_x, 0, False, stage)
+# d_x = d_pre Wᵀ
+input_gradient_kernel, input_gradient_block = product_forms(
+    "input_gradient", "d_pre, W, d_x", "d_pre, False, W, True, d_x"
+)
 
 
 @api.dense_backward.dispatch

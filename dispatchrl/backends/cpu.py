@@ -630,12 +630,13 @@ def per_index(
     """The CPU loop kernel ``name``, generated from the element body ``body(i, *args)`` as CUDA's
     :func:`dispatchrl.backends.cuda.per_index` generates its forms: ``for i in range(extent):
     body(i, *args)``, ``args`` the body's parameters after ``i`` (those named in ``fields`` a
-    record's arrays, see :func:`dispatchrl.staging.grouped_arguments`). The kernel's parameters are
-    ``params`` (default ``args``, records' arrays one by one) then ``more``; ``before``/``after`` are statements around the
-    loop (e.g. reading and advancing a counter stream), which may call the jitted functions
-    ``uses``; ``options`` names the jit options in this module. The source is written to the
-    cache folder and imported, so Numba caches it as a hand-written kernel (the folder's name
-    changes with dispatchrl's sources) and fused steps import it by name."""
+    record's arrays, see :func:`dispatchrl.staging.grouped_arguments`). The kernel's parameters
+    are ``params`` (default ``args``, records' arrays one by one) then ``more``; ``before`` and
+    ``after`` are statements around the loop (e.g. reading and advancing a counter stream),
+    which may call the jitted functions ``uses``; ``options`` names the jit options in this
+    module. The source is written to the cache folder and imported, so Numba caches it as a
+    hand-written kernel (the folder's name changes with dispatchrl's sources) and fused steps
+    import it by name."""
     py = getattr(body, "py_func", body)
     flat, args = grouped_arguments(py.__code__.co_varnames[1 : py.__code__.co_argcount], fields or {})
     params = (*(flat if params is None else params), *more)

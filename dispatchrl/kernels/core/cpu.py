@@ -23,6 +23,7 @@ from ...backends.cpu import (
     JIT_FAST_INNER,
     before_first_run,
     blas_core_types,
+    per_index,
     vector_fma_widths,
 )
 from ...devices import CPU
@@ -709,11 +710,7 @@ def clip_by_norm_at(i, x, total, max_norm) -> None:
         x[i] *= x.dtype.type(factor)
 
 
-@njit(**JIT_EXACT)
-def clip_by_norm_kernel(x, total, max_norm):
-    v = x.reshape(x.size)
-    for i in range(v.size):
-        clip_by_norm_at(i, v, total, max_norm)
+clip_by_norm_kernel = per_index(clip_by_norm_at, "x.size", "clip_by_norm_kernel", before=["x = x.reshape(x.size)"])
 
 
 @njit(**JIT_EXACT)

@@ -117,11 +117,9 @@ def scale_by_running_std_at(i, var, x, divide) -> None:
     x[i] = x.dtype.type(v / std if divide else v * std)
 
 
-@njit(**JIT_EXACT)
-def scale_by_running_std_kernel(var, x, divide):
-    v = x.reshape(x.size)
-    for i in range(v.size):
-        scale_by_running_std_at(i, var, v, divide)
+scale_by_running_std_kernel = per_index(
+    scale_by_running_std_at, "x.size", "scale_by_running_std_kernel", before=["x = x.reshape(x.size)"]
+)
 
 
 @njit(**JIT_FAST)

@@ -27,10 +27,9 @@ from ..random.cuda import standard_normal, uniform01
 from . import api, cpu
 from .generic import STORE_RECORDS, gather_arguments, store_arguments
 
-__all__ = ["n_step_return", "store_env_step"]
+__all__ = ["n_step_return"]
 
 n_step_return = device_twin(cpu.n_step_return)
-store_env_step = device_twin(cpu.store_env_step)
 
 _LOG_2PI = api.LOG_2PI
 _NORMALIZE_EPS = api.NORMALIZE_EPS

@@ -15,7 +15,13 @@ import dispatchrl as drl
 from dispatchrl.arrays import asarray, to_numpy
 from dispatchrl.envs import env_reset, env_reset_done, env_state, env_step
 from dispatchrl.envs.multirotor import CRAZYFLIE, Multirotor, MultirotorParameters
-from dispatchrl.envs.multirotor.evaluation import FLIGHT_SEED, Lissajous, flight_metrics, tracking_metrics
+from dispatchrl.envs.multirotor.evaluation import (
+    FLIGHT_SEED,
+    Lissajous,
+    flight_metrics,
+    hovering_start,
+    tracking_metrics,
+)
 from dispatchrl.envs.multirotor.layout import AGE, FORCE, HISTORY, OMEGA, POS, QUAT, RPM, TORQUE, VEL
 from dispatchrl.kernels.random.api import rng
 
@@ -248,22 +254,8 @@ def _tracker(obs):
 def _tracking_reference(policy, env, trajectory, flights, seed=FLIGHT_SEED):
     """tracking_metrics written plainly: the dispatched env step, the target from the closed form
     ``A sin(2π f t / T)``, the errors collected and reduced at the end."""
-    task = dataclasses.replace(
-        env.without_curriculum(),
-        num_envs=flights,
-        max_episode_steps=10**9,
-        init_guidance=1.0,
-        init_max_linear_velocity=0.0,
-        init_max_angular_velocity=0.0,
-        termination_position=1e6,
-    )
     device = drl.CPU()
-    state = env_state(device, task)
-    env_reset(device, task, state, rng(device, seed))
-    physics = state.physics.data
-    physics[:, RPM : RPM + 4] = CRAZYFLIE.hover_rpm
-    physics[:, HISTORY:] = CRAZYFLIE.hover_action
-    state.obs.data[:, 18:] = CRAZYFLIE.hover_action
+    task, state = hovering_start(device, env, flights, seed)
     A, f, T = map(np.array, (trajectory.amplitudes, trajectory.frequencies, trajectory.period))
     errors = []
     for k in range(round(T / task.dt)):

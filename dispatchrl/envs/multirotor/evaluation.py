@@ -15,7 +15,7 @@ from ...staging import fuse
 from ..api import env_reset, env_state, env_step
 from .layout import HISTORY, POS, RPM, VEL
 
-__all__ = ["FLIGHT_SEED", "SELECTION_FLIGHT_SEED", "Lissajous", "flight_metrics", "tracking_metrics"]
+__all__ = ["FLIGHT_SEED", "SELECTION_FLIGHT_SEED", "Lissajous", "flight_metrics", "hovering_start", "tracking_metrics"]
 
 #: the reset stream of the flight evaluation (disjoint from training's seeds, which are small)
 FLIGHT_SEED = 10_000
@@ -117,6 +117,29 @@ class Lissajous:
         return amplitudes * np.sin(phase), amplitudes * np.asarray(self.frequencies) * rate * np.cos(phase)
 
 
+def hovering_start(device: Any, env: Any, flights: int, seed: int) -> tuple[Any, Any]:
+    """``flights`` copies of ``env`` (a Multirotor) for a tracking evaluation, reset at rest on their
+    targets with the motors at hover speed and a hover action history: the task (no curriculum,
+    no time limit, the kernels' box out of the way: the caller checks the target's) and its state
+    on ``device``."""
+    task = dataclasses.replace(
+        env.without_curriculum(),
+        num_envs=flights,
+        max_episode_steps=2**62,
+        init_guidance=1.0,
+        init_max_linear_velocity=0.0,
+        init_max_angular_velocity=0.0,
+        termination_position=1e6,
+    )
+    state = env_state(device, task)
+    env_reset(device, task, state, rng(device, seed))
+    hover = task.parameters.hover_action
+    state.physics.data[:, RPM : RPM + 4] = task.parameters.hover_rpm
+    state.physics.data[:, HISTORY:] = hover
+    state.obs.data[:, 18:] = hover
+    return task, state
+
+
 def tracking_metrics(
     policy: Callable[[np.ndarray], np.ndarray],
     env: Any,
@@ -149,23 +172,8 @@ def tracking_metrics(
         raise ConfigError(f"tracking_metrics: 'seconds' must be > 0, got {seconds!r}")
     if not tolerance > 0:
         raise ConfigError(f"tracking_metrics: 'tolerance' must be > 0 (m), got {tolerance!r}")
-    # the kernels' box is the origin's: keep it out of the way, the target's is checked here
-    task = dataclasses.replace(
-        env.without_curriculum(),
-        num_envs=flights,
-        max_episode_steps=2**62,
-        init_guidance=1.0,
-        init_max_linear_velocity=0.0,
-        init_max_angular_velocity=0.0,
-        termination_position=1e6,
-    )
     device = CPU()
-    state, stream = env_state(device, task), rng(device, seed)
-    env_reset(device, task, state, stream)
-    hover = task.parameters.hover_action
-    state.physics.data[:, RPM : RPM + 4] = task.parameters.hover_rpm
-    state.physics.data[:, HISTORY:] = hover
-    state.obs.data[:, 18:] = hover
+    task, state = hovering_start(device, env, flights, seed)
     action = asarray(device, np.zeros((flights, 4), np.float32))
     step = fuse(device, lambda device: env_step(device, task, state, action))
     obs, position = state.obs.data, state.physics.data[:, POS : POS + 3]

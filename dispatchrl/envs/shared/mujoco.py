@@ -27,6 +27,7 @@ __all__ = [
     "MujocoEnv",
     "PlanarWalkerBatch",
     "default_threads",
+    "gymnasium_declarations",
     "gymnasium_spec",
     "load_mujoco",
     "mujoco_model",
@@ -351,3 +352,33 @@ def gymnasium_spec(env: type[MujocoEnv], reward_threshold: float | None = None) 
     if reward_threshold is not None:
         spec["reward_threshold"] = reward_threshold
     return spec
+
+
+def gymnasium_declarations(
+    batch: type[MujocoBatch], track_body: int, camera_distance: float = 4.0, reward_threshold: float | None = None
+) -> tuple[type[MujocoEnv], Callable[..., BatchVectorEnv], dict[str, Any]]:
+    """What an env folder declares for gymnasium, from its ``batch``: the one-env class
+    ``<Name>Env`` (gymnasium's <Name>-v5 with default arguments on a ``batch`` of one env; its
+    frames tracked on body ``track_body`` from ``camera_distance``), its vector entry point and
+    its spec. The class is named as bound in the folder's package, so it pickles."""
+    package = batch.__module__.rpartition(".")[0]
+    name = f"{batch.NAME}Env"
+    doc = (
+        f"``dispatchrl/{batch.NAME}-v5``: gymnasium {batch.NAME}-v5 (default arguments) on a "
+        f":class:`{batch.__name__}` of one env; resets draw from ``self.np_random`` exactly like "
+        "gymnasium's, observations are float64."
+    )
+    env = type(
+        name,
+        (MujocoEnv,),
+        dict(
+            BATCH=batch,
+            TRACK_BODY=track_body,
+            CAMERA_DISTANCE=camera_distance,
+            __doc__=doc,
+            __module__=package,
+            __qualname__=name,
+        ),
+    )
+    spec = gymnasium_spec(env, reward_threshold)
+    return env, spec["vector_entry_point"], spec

@@ -46,6 +46,9 @@ __all__ = [
     "generated",
     "grid_1d",
     "grid_2d",
+    "lanes_block",
+    "lanes_reduce",
+    "lanes_total",
     "launch_1d",
     "launch_2d",
     "launch_once",
@@ -220,6 +223,60 @@ def whole_block(block, name: str) -> Any:
     kernel = cuda.jit(grid_py)
     BLOCK_FORMS[kernel] = (block, lambda *args: ())
     return kernel
+
+
+def lanes_block(body, name: str, threads: int, **callees) -> Any:
+    """The grid kernel (launched on one block) and block form of ``body(lane, lanes, partial,
+    *args)``, a reduction written once in the Numba subset for any number of cooperating lanes
+    (CPU's :func:`dispatchrl.backends.cpu.one_lane` runs it as one): every thread of the block
+    calls it with ``lane`` its index, ``lanes = min(blockDim, threads)`` (a power of two; threads
+    past it take no rows but join the barriers) and ``partial`` the block's dynamic shared memory,
+    reduced by :func:`lanes_total` and :func:`lanes_reduce` (bind them in ``callees``, as for
+    :func:`device_twin`). The same sums in the same order for any block of at least ``threads``."""
+    py = getattr(body, "py_func", body)
+    args = ", ".join(py.__code__.co_varnames[3 : py.__code__.co_argcount])
+    source = "\n".join(
+        [
+            f"def {name}_block({args}):",
+            f"    _body(cuda.threadIdx.x, min(cuda.blockDim.x, {threads}), cuda.shared.array(0, dtype=float64), {args})",
+        ]
+    )
+    namespace = {"_body": device_twin(body, **callees), "float64": numba.float64}
+    (block_py,) = generated(py.__module__, py.__qualname__, source, (f"{name}_block",), namespace)
+    return whole_block(cuda.jit(device=True)(block_py), name)
+
+
+@cuda.jit(device=True)
+def _lane_sums(partial, columns, lane, lanes) -> None:
+    """Tree-reduce ``columns`` groups of ``lanes`` partial sums (slots ``c * lanes + lane``) in
+    shared memory into each group's first slot; every thread of the block calls it."""
+    stride = lanes // 2
+    while stride > 0:
+        if lane < stride:
+            for c in range(columns):
+                partial[c * lanes + lane] += partial[c * lanes + lane + stride]
+        cuda.syncthreads()  # type: ignore[call-arg]
+        stride //= 2
+
+
+@cuda.jit(device=True)
+def lanes_total(partial, value, lane, lanes):
+    """``value`` summed over a block's ``lanes`` (in ``partial[:lanes]``), for every thread."""
+    if lane < lanes:
+        partial[lane] = value
+    cuda.syncthreads()  # type: ignore[call-arg]
+    _lane_sums(partial, 1, lane, lanes)
+    total = partial[0]
+    cuda.syncthreads()  # type: ignore[call-arg]  # read by all before the slots are reused
+    return total
+
+
+@cuda.jit(device=True)
+def lanes_reduce(partial, columns, lane, lanes) -> None:
+    """Sum each of ``columns`` groups of the lanes' partial sums, ``partial[c * lanes + lane]``, into
+    its first slot, once every lane has written its own."""
+    cuda.syncthreads()  # type: ignore[call-arg]
+    _lane_sums(partial, columns, lane, lanes)
 
 
 def grid_1d(n: int) -> tuple:

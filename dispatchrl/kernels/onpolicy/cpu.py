@@ -8,7 +8,16 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, per_index
+from ...backends.cpu import (
+    JIT_EXACT,
+    JIT_EXACT_INNER,
+    JIT_FAST,
+    JIT_FAST_INNER,
+    lanes_reduce,
+    lanes_total,
+    one_lane,
+    per_index,
+)
 from ..random.cpu import standard_normal, uniform01
 from . import api
 from .generic import STORE_RECORDS
@@ -81,31 +90,43 @@ def discounted_returns_kernel(reward, next_value, terminated, truncated, gamma, 
             returns[t, j] = n_step_return(reward, next_value, terminated, truncated, gamma, t, j, n)
 
 
-@njit(**JIT_EXACT)
-def running_stats_update_kernel(x, mean, var, count, nonfinite):
-    rows, dim = x.shape
+@njit(**JIT_EXACT_INNER)
+def count_nonfinite(nonfinite) -> None:
+    """One more column met a non-finite value (CUDA's twin adds atomically: columns run at once)."""
+    nonfinite[0] += 1
+
+
+@njit(**JIT_EXACT_INNER)
+def running_stats_update_at(d, x, mean, var, count, nonfinite) -> None:
+    """Column ``d`` of the running statistics merged with the batch ``x`` (Chan et al.), from the
+    count before it (the kernel adds the batch's rows after every column); a column with a
+    non-finite value is left as it was and counted."""
+    rows = x.shape[0]
     old = count[0]
     total = old + rows
-    for d in range(dim):
-        s = 0.0
-        finite = True
-        for i in range(rows):
-            xi = np.float64(x[i, d])
-            if not math.isfinite(xi):
-                finite = False
-            s += xi
-        if not finite:
-            nonfinite[0] += 1
-            continue
-        batch_mean = s / rows
-        m2 = 0.0
-        for i in range(rows):
-            dx = np.float64(x[i, d]) - batch_mean
-            m2 += dx * dx
-        delta = batch_mean - mean[d]
-        mean[d] += delta * rows / total
-        var[d] = (var[d] * old + m2 + delta * delta * old * rows / total) / total
-    count[0] = total
+    s = 0.0
+    finite = True
+    for i in range(rows):
+        xi = np.float64(x[i, d])
+        if math.isnan(xi) or math.isinf(xi):
+            finite = False
+        s += xi
+    if not finite:
+        count_nonfinite(nonfinite)
+        return
+    batch_mean = s / rows
+    m2 = 0.0
+    for i in range(rows):
+        dx = np.float64(x[i, d]) - batch_mean
+        m2 += dx * dx
+    delta = batch_mean - mean[d]
+    mean[d] += delta * rows / total
+    var[d] = (var[d] * old + m2 + delta * delta * old * rows / total) / total
+
+
+running_stats_update_kernel = per_index(
+    running_stats_update_at, "x.shape[1]", "running_stats_update_kernel", after=["count[0] += x.shape[0]"]
+)
 
 
 @njit(**JIT_EXACT_INNER)
@@ -159,21 +180,23 @@ def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
 
 
 @njit(**JIT_FAST)
-def advantage_standardisation(advantage, normalize):
+def advantage_standardisation(advantage, normalize, lane, lanes, partial):
     """``(shift, scale)`` with ``(advantage - shift) * scale`` standardised over the minibatch
-    (mean 0, std 1), or (0, 1) without ``normalize``: both policy gradients' Â."""
+    (mean 0, std 1), or (0, 1) without ``normalize``: both policy gradients' Â. Summed by
+    ``lanes`` lanes (see :func:`dispatchrl.backends.cpu.one_lane`; one: ``partial`` unused)."""
     batch = advantage.shape[0]
+    first = lane if lane < lanes else batch
     shift, scale = 0.0, 1.0
     if normalize:
         s = 0.0
-        for i in range(batch):
+        for i in range(first, batch, lanes):
             s += advantage[i]
-        shift = s / batch
+        shift = lanes_total(partial, s, lane, lanes) / batch
         s2 = 0.0
-        for i in range(batch):
+        for i in range(first, batch, lanes):
             d = advantage[i] - shift
             s2 += d * d
-        scale = 1.0 / (math.sqrt(s2 / batch) + 1e-8)
+        scale = 1.0 / (math.sqrt(lanes_total(partial, s2, lane, lanes) / batch) + 1e-8)
     return shift, scale
 
 
@@ -205,8 +228,11 @@ def clipped_surrogate(ratio, adv, clip, batch):
     return clipped, 0.0, outside
 
 
-@njit(**JIT_FAST)
-def ppo_policy_gradient_kernel(
+@njit(**JIT_FAST_INNER)
+def ppo_policy_gradient_lanes(
+    lane,
+    lanes,
+    partial,
     mean,
     log_std,
     action,
@@ -221,32 +247,48 @@ def ppo_policy_gradient_kernel(
     d_log_std,
     info,
 ):
+    """The Gaussian policy gradient by ``lanes`` cooperating lanes (CPU: one, CUDA: a block's
+    threads; see :func:`dispatchrl.backends.cpu.one_lane`): lane ``lane`` takes rows lane, lane +
+    lanes, ...; its partial sums (A log-std gradients, KL, surrogate, clipped count) go to
+    ``partial[c * lanes + lane]``, which lanes_reduce sums per column for lane 0 to finish."""
     batch, a_dim = mean.shape
-    shift, scale = advantage_standardisation(advantage, normalize)
-    grad_log_std = np.zeros(a_dim)
-    kl_total, surrogate_total, clipped_count = 0.0, 0.0, 0
-    for i in range(batch):
+    first = lane if lane < lanes else batch  # lanes past the reduction's take no rows
+    shift, scale = advantage_standardisation(advantage, normalize, lane, lanes, partial)
+    if lane < lanes:
+        for j in range(a_dim):
+            partial[j * lanes + lane] = 0.0
+    kl_total, surrogate_total, clipped_count = 0.0, 0.0, 0.0
+    for i in range(first, batch, lanes):
         lp, kl = gaussian_log_prob_and_kl(i, mean, log_std, action, old_mean, old_log_std)
         kl_total += kl
         term, g, outside = clipped_surrogate(
             math.exp(lp - old_log_prob[i]), (advantage[i] - shift) * scale, clip, batch
         )
         surrogate_total += term
-        clipped_count += outside
+        if outside:
+            clipped_count += 1.0
         for j in range(a_dim):
-            ls = np.float64(log_std[j])
-            inv_std = math.exp(-ls)
+            inv_std = math.exp(-np.float64(log_std[j]))
             z = (np.float64(action[i, j]) - mean[i, j]) * inv_std
             d_mean[i, j] = g * z * inv_std
-            grad_log_std[j] += g * (z * z - 1.0)
-    entropy = 0.0
-    for j in range(a_dim):
-        d_log_std[j] = grad_log_std[j] - entropy_coef
-        entropy += np.float64(log_std[j]) + 0.5 * (_LOG_2PI + 1.0)
-    info[0] = kl_total / batch
-    info[1] = surrogate_total / batch
-    info[2] = entropy
-    info[3] = clipped_count / batch
+            partial[j * lanes + lane] += g * (z * z - 1.0)
+    if lane < lanes:
+        partial[a_dim * lanes + lane] = kl_total
+        partial[(a_dim + 1) * lanes + lane] = surrogate_total
+        partial[(a_dim + 2) * lanes + lane] = clipped_count
+    lanes_reduce(partial, a_dim + 3, lane, lanes)
+    if lane == 0:
+        entropy = 0.0
+        for j in range(a_dim):
+            d_log_std[j] = partial[j * lanes] - entropy_coef
+            entropy += np.float64(log_std[j]) + 0.5 * (_LOG_2PI + 1.0)
+        info[0] = partial[a_dim * lanes] / batch
+        info[1] = partial[(a_dim + 1) * lanes] / batch
+        info[2] = entropy
+        info[3] = partial[(a_dim + 2) * lanes] / batch
+
+
+ppo_policy_gradient_kernel = one_lane(ppo_policy_gradient_lanes, "ppo_policy_gradient_kernel", "mean.shape[1] + 3")
 
 
 @njit(**JIT_EXACT_INNER)
@@ -287,7 +329,7 @@ def ppo_categorical_gradient_kernel(
 ):
     """One thread's whole minibatch (CUDA runs it once, as bookkeeping-sized work: B × K is small)."""
     batch, k_n = logits.shape
-    shift, scale = advantage_standardisation(advantage, normalize)
+    shift, scale = advantage_standardisation(advantage, normalize, 0, 1, info)  # one lane: info unused
     kl_total, surrogate_total, entropy_total, clipped_count = 0.0, 0.0, 0.0, 0
     for i in range(batch):
         m, old_m = np.float64(logits[i, 0]), np.float64(old_logits[i, 0])
@@ -373,25 +415,11 @@ def random_permutation_kernel(rng, perm):
 
 
 @njit(**JIT_EXACT_INNER)
-def gather_minibatch_at(
-    i,
-    perm,
-    counter,
-    obs,
-    action,
-    mean,
-    log_prob,
-    advantage,
-    returns,
-    b_obs,
-    b_action,
-    b_mean,
-    b_log_prob,
-    b_advantage,
-    b_returns,
-):
-    """Row ``i`` of the minibatch ``counter[0]`` of the permutation (log_prob, advantage and
-    returns flat)."""
+def gather_minibatch_at(i, perm, counter, rollout, minibatch):
+    """Row ``i`` of the minibatch ``counter[0]`` of the permutation (records: GATHER_RECORDS; the
+    rollout's log_prob, advantage and returns flat)."""
+    obs, action, mean, log_prob, advantage, returns = rollout
+    b_obs, b_action, b_mean, b_log_prob, b_advantage, b_returns = minibatch
     rows = b_obs.shape[0]
     k = counter[0] % (perm.shape[0] // rows)
     src = perm[k * rows + i]
@@ -407,12 +435,17 @@ def gather_minibatch_at(
 
 
 @njit(**JIT_EXACT)
-def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns, *batch):
-    flat_log_prob = log_prob.reshape(log_prob.size)
-    flat_advantage = advantage.reshape(advantage.size)
-    flat_returns = returns.reshape(returns.size)
-    for i in range(batch[0].shape[0]):
-        gather_minibatch_at(i, perm, counter, obs, action, mean, flat_log_prob, flat_advantage, flat_returns, *batch)
+def gather_minibatch_kernel(perm, counter, obs, action, mean, log_prob, advantage, returns, *minibatch):
+    rollout = (
+        obs,
+        action,
+        mean,
+        log_prob.reshape(log_prob.size),
+        advantage.reshape(advantage.size),
+        returns.reshape(returns.size),
+    )
+    for i in range(minibatch[0].shape[0]):
+        gather_minibatch_at(i, perm, counter, rollout, minibatch)
 
 
 @njit(**JIT_EXACT)

@@ -5,19 +5,21 @@ for the minibatch reductions of the policy gradient."""
 import math
 
 import numpy as np
-from numba import cuda, float64
+from numba import cuda
 
 from ...backends.cuda import (
     DYNAMIC_SHARED,
     Launch,
     device_twin,
     flat,
+    lanes_block,
+    lanes_reduce,
+    lanes_total,
     launch_1d,
     launch_2d,
     launch_once,
     once,
     per_index,
-    whole_block,
 )
 from ...devices import CUDA
 from ...errors import ShapeError
@@ -25,7 +27,7 @@ from ...staging import launch
 from ..core.cuda import increment_kernel
 from ..random.cuda import standard_normal, uniform01
 from . import api, cpu
-from .generic import STORE_RECORDS, gather_arguments, store_arguments
+from .generic import GATHER_RECORDS, STORE_RECORDS, gather_arguments, store_arguments
 
 __all__ = ["n_step_return"]
 
@@ -94,31 +96,12 @@ def discounted_returns(device: CUDA, reward, next_value, terminated, truncated, 
     )
 
 
-def _running_stats_update_at(d, x, mean, var, count, nonfinite) -> None:
-    rows = x.shape[0]
-    old = count[0]
-    total = old + rows
-    s = 0.0
-    finite = True
-    for i in range(rows):
-        xi = np.float64(x[i, d])
-        if math.isnan(xi) or math.isinf(xi):
-            finite = False
-        s += xi
-    if not finite:
-        cuda.atomic.add(nonfinite, 0, 1)  # type: ignore[call-arg]
-    else:
-        batch_mean = s / rows
-        m2 = 0.0
-        for i in range(rows):
-            dx = np.float64(x[i, d]) - batch_mean
-            m2 += dx * dx
-        delta = batch_mean - mean[d]
-        mean[d] += delta * rows / total
-        var[d] = (var[d] * old + m2 + delta * delta * old * rows / total) / total
+@cuda.jit(device=True)
+def _count_nonfinite(nonfinite) -> None:
+    cuda.atomic.add(nonfinite, 0, 1)  # type: ignore[call-arg]
 
 
-running_stats_update_kernel = per_index(_running_stats_update_at, "x.shape[1]")
+running_stats_update_kernel = per_index(cpu.running_stats_update_at, "x.shape[1]", count_nonfinite=_count_nonfinite)
 
 
 def _add_count(count, rows) -> None:
@@ -180,7 +163,7 @@ gaussian_log_prob_and_kl = device_twin(cpu.gaussian_log_prob_and_kl)
 #: one thread: a minibatch's B × K logits are bookkeeping-sized (CartPole: 256 × 2)
 ppo_categorical_gradient_kernel = once(
     cpu.ppo_categorical_gradient_kernel,
-    advantage_standardisation=device_twin(cpu.advantage_standardisation),
+    advantage_standardisation=device_twin(cpu.advantage_standardisation, lanes_total=device_twin(cpu.lanes_total)),
     clipped_surrogate=clipped_surrogate,
 )
 
@@ -208,105 +191,15 @@ def gaussian_log_prob(device: CUDA, mean, log_std, action, log_prob):
     launch_1d(device, gaussian_log_prob_kernel, mean.shape[0], mean, log_std, action, log_prob)
 
 
-@cuda.jit(device=True)
-def _block_sum(partial, columns, tid, lanes) -> None:
-    """Tree-reduce ``columns`` groups of ``lanes`` partial sums (slots c * _THREADS + lane) in
-    shared memory into each group's slot 0; every thread of the block calls it."""
-    stride = lanes // 2
-    while stride > 0:
-        if tid < stride:
-            for c in range(columns):
-                partial[c * _THREADS + tid] += partial[c * _THREADS + tid + stride]
-        cuda.syncthreads()  # type: ignore[call-arg]
-        stride //= 2
-
-
-@cuda.jit(device=True)
-def ppo_policy_gradient_block(
-    mean,
-    log_std,
-    action,
-    old_log_prob,
-    advantage,
-    old_mean,
-    old_log_std,
-    clip,
-    entropy_coef,
-    normalize,
-    d_mean,
-    d_log_std,
-    info,
-):
-    """The whole minibatch by one block: its first min(blockDim, _THREADS) threads (a power of two)
-    take rows in turn, every thread joins the barriers. The same sums in the same order for any
-    block of at least _THREADS threads (the launch uses exactly _THREADS)."""
-    partial = cuda.shared.array(0, dtype=float64)  # the dynamic region: _SLOTS of them
-    grad = cuda.local.array(_MAX_A, dtype=np.float64)
-    tid = cuda.threadIdx.x
-    lanes = min(cuda.blockDim.x, _THREADS)
-    first = tid if tid < lanes else mean.shape[0]  # threads past the lanes take no rows
-    batch, a_dim = mean.shape
-    shift = 0.0
-    scale = 1.0
-    if normalize:
-        s = 0.0
-        for i in range(first, batch, lanes):
-            s += advantage[i]
-        if tid < lanes:
-            partial[tid] = s
-        cuda.syncthreads()
-        _block_sum(partial, 1, tid, lanes)
-        shift = partial[0] / batch
-        cuda.syncthreads()
-        s = 0.0
-        for i in range(first, batch, lanes):
-            d = advantage[i] - shift
-            s += d * d
-        if tid < lanes:
-            partial[tid] = s
-        cuda.syncthreads()
-        _block_sum(partial, 1, tid, lanes)
-        scale = 1.0 / (math.sqrt(partial[0] / batch) + 1e-8)
-        cuda.syncthreads()
-    for j in range(a_dim):
-        grad[j] = 0.0
-    kl_total = 0.0
-    surrogate_total = 0.0
-    clipped_count = 0.0
-    for i in range(first, batch, lanes):
-        lp, kl = gaussian_log_prob_and_kl(i, mean, log_std, action, old_mean, old_log_std)
-        kl_total += kl
-        term, g, outside = clipped_surrogate(
-            math.exp(lp - old_log_prob[i]), (advantage[i] - shift) * scale, clip, batch
-        )
-        surrogate_total += term
-        if outside:
-            clipped_count += 1.0
-        for j in range(a_dim):
-            inv_std = math.exp(-np.float64(log_std[j]))
-            z = (np.float64(action[i, j]) - mean[i, j]) * inv_std
-            d_mean[i, j] = g * z * inv_std
-            grad[j] += g * (z * z - 1.0)
-    if tid < lanes:
-        for j in range(a_dim):
-            partial[j * _THREADS + tid] = grad[j]
-        partial[a_dim * _THREADS + tid] = kl_total
-        partial[(a_dim + 1) * _THREADS + tid] = surrogate_total
-        partial[(a_dim + 2) * _THREADS + tid] = clipped_count
-    cuda.syncthreads()
-    _block_sum(partial, a_dim + 3, tid, lanes)
-    if tid == 0:
-        entropy = 0.0
-        for j in range(a_dim):
-            d_log_std[j] = partial[j * _THREADS] - entropy_coef
-            entropy += np.float64(log_std[j]) + 0.5 * (_LOG_2PI + 1.0)
-        info[0] = partial[a_dim * _THREADS] / batch
-        info[1] = partial[(a_dim + 1) * _THREADS] / batch
-        info[2] = entropy
-        info[3] = partial[(a_dim + 2) * _THREADS] / batch
-
-
-ppo_policy_gradient_kernel = whole_block(ppo_policy_gradient_block, name="ppo_policy_gradient")
+ppo_policy_gradient_kernel = lanes_block(
+    cpu.ppo_policy_gradient_lanes,
+    "ppo_policy_gradient",
+    _THREADS,
+    advantage_standardisation=device_twin(cpu.advantage_standardisation, lanes_total=lanes_total),
+    gaussian_log_prob_and_kl=gaussian_log_prob_and_kl,
+    clipped_surrogate=clipped_surrogate,
+    lanes_reduce=lanes_reduce,
+)
 DYNAMIC_SHARED[ppo_policy_gradient_kernel] = lambda *args: 8 * _SLOTS
 
 
@@ -351,7 +244,7 @@ def random_permutation(device: CUDA, rng, perm):
     launch_once(device, random_permutation_kernel, rng, perm)
 
 
-gather_minibatch_kernel = per_index(cpu.gather_minibatch_at, "b_obs.shape[0]")
+gather_minibatch_kernel = per_index(cpu.gather_minibatch_at, "b_obs.shape[0]", fields=GATHER_RECORDS)
 
 
 @api.gather_minibatch.dispatch

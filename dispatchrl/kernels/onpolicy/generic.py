@@ -5,7 +5,7 @@ import numpy as np
 from ..random.generic import standard_normal, uniform01
 from . import api
 
-__all__ = ["GATHER_FIELDS", "STORE_FIELDS", "STORE_RECORDS", "gather_arguments", "store_arguments"]
+__all__ = ["GATHER_FIELDS", "GATHER_RECORDS", "STORE_FIELDS", "STORE_RECORDS", "gather_arguments", "store_arguments"]
 
 #: the rollout's arrays a step writes (rollout_store: the step's arrays of the same names first), in
 #: the order every backend's kernel takes them
@@ -15,6 +15,8 @@ STORE_FIELDS = ("obs", "action", "mean", "log_prob", "value", "next_value", "rew
 STORE_RECORDS = {"env_step": STORE_FIELDS, "rollout": tuple("r_" + name for name in STORE_FIELDS)}
 #: the arrays a minibatch gathers from the rollout (gather_minibatch), in the order kernels take them
 GATHER_FIELDS = ("obs", "action", "mean", "log_prob", "advantage", "returns")
+#: element bodies take them as ``rollout`` and the minibatch's (``b_obs``, ...) as ``minibatch``
+GATHER_RECORDS = {"rollout": GATHER_FIELDS, "minibatch": tuple("b_" + name for name in GATHER_FIELDS)}
 
 
 def gae_kernel(reward, value, next_value, terminated, truncated, gamma, lam, advantage, returns) -> None:
@@ -197,29 +199,17 @@ def random_permutation_kernel(rng, perm) -> None:
     perm[...] = p
 
 
-def gather_minibatch_kernel(
-    perm,
-    counter,
-    obs,
-    action,
-    mean,
-    log_prob,
-    advantage,
-    returns,
-    b_obs,
-    b_action,
-    b_mean,
-    b_log_prob,
-    b_advantage,
-    b_returns,
-) -> None:
-    rows = b_obs.shape[0]
+def gather_minibatch_kernel(perm, counter, *arrays) -> None:
+    # arrays: the rollout's, then the minibatch's, both in GATHER_FIELDS order
+    rollout, batch = dict(zip(GATHER_FIELDS, arrays)), dict(zip(GATHER_FIELDS, arrays[len(GATHER_FIELDS) :]))
+    rows = batch["obs"].shape[0]
     k = int(counter[0]) % (perm.shape[0] // rows)
     idx = perm[k * rows : (k + 1) * rows]
-    b_obs[...], b_action[...], b_mean[...] = obs[idx], action[idx], mean[idx]
-    b_log_prob[...] = log_prob.reshape(-1)[idx]
-    b_advantage[...] = advantage.reshape(-1)[idx]
-    b_returns[:, 0] = returns.reshape(-1)[idx]
+    for name in ("obs", "action", "mean"):
+        batch[name][...] = rollout[name][idx]
+    batch["log_prob"][...] = rollout["log_prob"].reshape(-1)[idx]
+    batch["advantage"][...] = rollout["advantage"].reshape(-1)[idx]
+    batch["returns"][:, 0] = rollout["returns"].reshape(-1)[idx]
 
 
 def gather_arguments(rollout, batch) -> tuple:

@@ -368,17 +368,13 @@ def gymnasium_declarations(
         f":class:`{batch.__name__}` of one env; resets draw from ``self.np_random`` exactly like "
         "gymnasium's, observations are float64."
     )
-    env = type(
-        name,
-        (MujocoEnv,),
-        dict(
-            BATCH=batch,
-            TRACK_BODY=track_body,
-            CAMERA_DISTANCE=camera_distance,
-            __doc__=doc,
-            __module__=package,
-            __qualname__=name,
-        ),
-    )
-    spec = gymnasium_spec(env, reward_threshold)
-    return env, spec["vector_entry_point"], spec
+
+    class Env(MujocoEnv):
+        BATCH = batch
+        TRACK_BODY = track_body
+        CAMERA_DISTANCE = camera_distance
+
+    Env.__name__ = Env.__qualname__ = name
+    Env.__module__, Env.__doc__ = package, doc
+    spec = gymnasium_spec(Env, reward_threshold)
+    return Env, spec["vector_entry_point"], spec

@@ -167,16 +167,20 @@ def gaussian_sample_kernel(rng, mean, log_std, action, log_prob):
     rng[1] = base + np.uint64(2 * batch * a_dim)
 
 
-@njit(**JIT_FAST)
-def gaussian_log_prob_kernel(mean, log_std, action, log_prob):
-    batch, a_dim = mean.shape
-    for i in range(batch):
-        total = 0.0
-        for j in range(a_dim):
-            ls = np.float64(log_std[j])
-            z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
-            total += -0.5 * z * z - ls - 0.5 * _LOG_2PI
-        log_prob[i] = total
+@njit(**JIT_FAST_INNER)
+def gaussian_log_prob_at(i, mean, log_std, action, log_prob) -> None:
+    """Row ``i``'s log π(a) under the diagonal Gaussian (mean, exp(log_std))."""
+    total = 0.0
+    for j in range(mean.shape[1]):
+        ls = np.float64(log_std[j])
+        z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
+        total += -0.5 * z * z - ls - 0.5 * _LOG_2PI
+    log_prob[i] = total
+
+
+gaussian_log_prob_kernel = per_index(
+    gaussian_log_prob_at, "mean.shape[0]", "gaussian_log_prob_kernel", options="JIT_FAST"
+)
 
 
 @njit(**JIT_FAST)

@@ -173,17 +173,7 @@ def ppo_categorical_gradient(device: CUDA, *args):
     launch_once(device, ppo_categorical_gradient_kernel, *args)
 
 
-def _gaussian_log_prob_at(i, mean, log_std, action, log_prob) -> None:
-    a_dim = mean.shape[1]
-    total = 0.0
-    for j in range(a_dim):
-        ls = np.float64(log_std[j])
-        z = (np.float64(action[i, j]) - mean[i, j]) * math.exp(-ls)
-        total += -0.5 * z * z - ls - 0.5 * _LOG_2PI
-    log_prob[i] = total
-
-
-gaussian_log_prob_kernel = per_index(_gaussian_log_prob_at, "mean.shape[0]")
+gaussian_log_prob_kernel = per_index(cpu.gaussian_log_prob_at, "mean.shape[0]")
 
 
 @api.gaussian_log_prob.dispatch

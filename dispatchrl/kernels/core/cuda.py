@@ -22,6 +22,7 @@ from ...backends.cuda import (
     device_twin,
     flat,
     generated,
+    lanes_total,
     launch_1d,
     launch_once,
     once,
@@ -407,16 +408,9 @@ def mse_loss_block(pred, target, loss, size):
     for i in range(tid, size, threads):
         d = np.float64(pred[i]) - np.float64(target[i])
         acc += d * d
-    partial[tid] = acc
-    cuda.syncthreads()
-    stride = threads // 2
-    while stride > 0:
-        if tid < stride:
-            partial[tid] += partial[tid + stride]
-        cuda.syncthreads()
-        stride //= 2
+    total = lanes_total(partial, acc, tid, threads)
     if tid == 0:
-        loss[0] = partial[0] / size
+        loss[0] = total / size
 
 
 @cuda.jit

@@ -3,11 +3,12 @@ its on-disk library cache (:mod:`.compiler`), and ``compile_step(C)`` (:mod:`.pr
 
 from .compiler import compile_shared, host_compiler, load_library, run_compiler, zig_command
 from .program import borrow_methods, c_program
-from .render import CTYPES, CKernel, c_method, render_function, render_invocation, render_step, renders_in_c
+from .render import CTYPES, CKernel, axes, c_method, render_function, render_invocation, render_step, renders_in_c
 
 __all__ = [
     "CTYPES",
     "CKernel",
+    "axes",
     "borrow_methods",
     "c_method",
     "c_program",

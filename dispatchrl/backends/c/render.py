@@ -25,6 +25,7 @@ __all__ = [
     "FLUSH_DENORMALS",
     "HEADER",
     "CKernel",
+    "axes",
     "c_method",
     "condition_expression",
     "render_function",
@@ -79,21 +80,30 @@ class CKernel:
         return f"<CKernel {self.name} {self.consts}>"
 
 
-def c_method(function, body, outputs, shapes, dtype, helpers=(), overwrites=()) -> None:
+def c_method(function, body, shapes, dtype, helpers=()) -> None:
     """Register the C method of generic ``function`` (one with no other C method): one
     :class:`CKernel` named after it, of ``body`` over the declaration's parameters, launched with
-    the call's arguments in their order. ``shapes(arg)`` gives its integer constants from the
-    arguments (``arg.q`` is argument ``q``); ``T`` is the element type of the argument named
-    ``dtype``, or ``dtype`` itself when it is not a name."""
-    params = function.parameters[1:]
+    the call's arguments in their order. What it writes is what the declaration says: its in-place
+    arguments are read and written, its outputs written whole (``overwrites``). ``shapes(arg)``
+    gives the integer constants from the arguments (``arg.q`` is argument ``q``); ``T`` is the
+    element type of the argument named ``dtype``, or ``dtype`` itself when it is not a name."""
+    if function.outputs is None:
+        raise ConfigError(f"c_method {function.__name__}: the declaration names no outputs or in-place arguments")
+    params, outputs = function.parameters[1:], (*function.inplace, *function.outputs)
 
     def method(device: C, *args) -> Any:  # Any: plum keeps caching the call (see dispatch)
         arg = SimpleNamespace(**dict(zip(params, args)))
         element = getattr(arg, dtype).dtype if isinstance(dtype, str) else dtype
-        kernel = CKernel(function.__name__, body, params, outputs, shapes(arg), element, helpers, overwrites)
+        kernel = CKernel(function.__name__, body, params, outputs, shapes(arg), element, helpers, function.outputs)
         launch(device, kernel, *args)
 
     function.dispatch(method)
+
+
+def axes(name, *constants):
+    """``shapes`` for :func:`c_method`: ``constants`` are the extents of argument ``name``'s axes,
+    in order (``axes("q", "B", "K")``: B rows, K columns)."""
+    return lambda arg: dict(zip(constants, getattr(arg, name).shape))
 
 
 def _literal(value):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...activation import Activation
 from ...arrays import Array
-from ...backends.c import CKernel, c_method
+from ...backends.c import CKernel, axes, c_method
 from ...devices import C
 from ...staging import launch
 from . import api
@@ -338,7 +338,7 @@ loss[0] = (T)(acc / SIZE);
 """
 
 
-c_method(api.mse_loss, MSE_LOSS, ("loss",), lambda arg: {"SIZE": arg.pred.size}, "pred", overwrites=("loss",))
+c_method(api.mse_loss, MSE_LOSS, lambda arg: {"SIZE": arg.pred.size}, "pred")
 
 
 MSE_GRADIENT = """
@@ -346,9 +346,7 @@ for (int i = 0; i < SIZE; i++) d_pred[i] = (T)((double)(pred[i] - target[i]) * (
 """
 
 
-c_method(
-    api.mse_gradient, MSE_GRADIENT, ("d_pred",), lambda arg: {"SIZE": arg.pred.size}, "pred", overwrites=("d_pred",)
-)
+c_method(api.mse_gradient, MSE_GRADIENT, lambda arg: {"SIZE": arg.pred.size}, "pred")
 
 
 ADAM_STEP = """
@@ -366,7 +364,7 @@ for (int i = 0; i < SIZE; i++) {
 """
 
 
-c_method(api.adam_step, ADAM_STEP, ("param", "m", "v", "t"), lambda arg: {"SIZE": arg.param.size}, "param")
+c_method(api.adam_step, ADAM_STEP, lambda arg: {"SIZE": arg.param.size}, "param")
 
 
 @api.adam_step.dispatch
@@ -388,13 +386,13 @@ for (int i = 0; i < SIZE; i++) target[i] = (T)(polyak * target[i] + (1.0 - polya
 """
 
 
-c_method(api.polyak_update, POLYAK_UPDATE, ("target",), lambda arg: {"SIZE": arg.target.size}, "target")
+c_method(api.polyak_update, POLYAK_UPDATE, lambda arg: {"SIZE": arg.target.size}, "target")
 
 
 WEIGHT_DECAY_STEP = "for (int i = 0; i < SIZE; i++) param[i] -= (T)decay * param[i];"
 
 
-c_method(api.weight_decay_step, WEIGHT_DECAY_STEP, ("param",), lambda arg: {"SIZE": arg.param.size}, "param")
+c_method(api.weight_decay_step, WEIGHT_DECAY_STEP, lambda arg: {"SIZE": arg.param.size}, "param")
 
 
 ACCUMULATE_SQUARED_NORM = """
@@ -407,7 +405,7 @@ total[0] += s;
 """
 
 
-c_method(api.accumulate_squared_norm, ACCUMULATE_SQUARED_NORM, ("total",), lambda arg: {"SIZE": arg.x.size}, "x")
+c_method(api.accumulate_squared_norm, ACCUMULATE_SQUARED_NORM, lambda arg: {"SIZE": arg.x.size}, "x")
 
 
 CLIP_BY_NORM = f"""
@@ -419,7 +417,7 @@ if (factor < 1.0) {{
 """
 
 
-c_method(api.clip_by_norm, CLIP_BY_NORM, ("x",), lambda arg: {"SIZE": arg.x.size}, "x")
+c_method(api.clip_by_norm, CLIP_BY_NORM, lambda arg: {"SIZE": arg.x.size}, "x")
 
 
 LINEAR_SCHEDULE = """
@@ -428,25 +426,25 @@ out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
 """
 
 
-c_method(api.linear_schedule, LINEAR_SCHEDULE, ("out",), lambda arg: {}, "out", overwrites=("out",))
+c_method(api.linear_schedule, LINEAR_SCHEDULE, lambda arg: {}, "out")
 
 
 FILL = "for (int i = 0; i < SIZE; i++) out[i] = (T)value;"
 
 
-c_method(api.fill, FILL, ("out",), lambda arg: {"SIZE": arg.out.size}, "out", overwrites=("out",))
+c_method(api.fill, FILL, lambda arg: {"SIZE": arg.out.size}, "out")
 
 
 COPY = "for (int i = 0; i < SIZE; i++) dst[i] = src[i];"
 
 
-c_method(api.copy, COPY, ("dst",), lambda arg: {"SIZE": arg.src.size}, "src", overwrites=("dst",))
+c_method(api.copy, COPY, lambda arg: {"SIZE": arg.src.size}, "src")
 
 
 CLIP = "for (int i = 0; i < SIZE; i++) out[i] = x[i] < (T)low ? (T)low : x[i] > (T)high ? (T)high : x[i];"
 
 
-c_method(api.clip, CLIP, ("out",), lambda arg: {"SIZE": arg.x.size}, "x", overwrites=("out",))
+c_method(api.clip, CLIP, lambda arg: {"SIZE": arg.x.size}, "x")
 
 
 ARGMAX = """
@@ -459,13 +457,13 @@ for (int i = 0; i < M; i++) {  /* the first maximum */
 """
 
 
-c_method(api.argmax, ARGMAX, ("out",), lambda arg: {"M": arg.x.shape[0], "N": arg.x.shape[1]}, "x", overwrites=("out",))
+c_method(api.argmax, ARGMAX, axes("x", "M", "N"), "x")
 
 
 INCREMENT = "counter[0] += (int64_t)amount;"
 
 
-c_method(api.increment, INCREMENT, ("counter",), lambda arg: {}, "counter")
+c_method(api.increment, INCREMENT, lambda arg: {}, "counter")
 
 
 # x - x is 0 for finite x and NaN for NaN or inf; NaN compares unequal to itself (no libm, and
@@ -482,4 +480,4 @@ if (flag[0] == 0) {
 """
 
 
-c_method(api.nonfinite_flag, NONFINITE_FLAG, ("flag",), lambda arg: {"SIZE": arg.x.size}, "x")
+c_method(api.nonfinite_flag, NONFINITE_FLAG, lambda arg: {"SIZE": arg.x.size}, "x")

@@ -8,7 +8,7 @@ noise are the same numbers on every device.
 
 import math
 
-from ...backends.c import CKernel, c_method
+from ...backends.c import CKernel, axes, c_method
 from ...devices import C
 from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
@@ -77,12 +77,7 @@ for (int i = 0; i < M; i++) {
 
 
 c_method(
-    api.concat_columns,
-    CONCAT_COLUMNS,
-    ("out",),
-    lambda arg: dict(M=arg.a.shape[0], NA=arg.a.shape[1], NB=arg.b.shape[1]),
-    "a",
-    overwrites=("out",),
+    api.concat_columns, CONCAT_COLUMNS, lambda arg: dict(M=arg.a.shape[0], NA=arg.a.shape[1], NB=arg.b.shape[1]), "a"
 )
 
 
@@ -117,14 +112,7 @@ rng[1] = base + 2 * (uint64_t)SIZE;
 """
 
 
-c_method(
-    api.add_clipped_noise,
-    ADD_CLIPPED_NOISE,
-    ("rng", "x"),
-    lambda arg: {"SIZE": arg.x.size},
-    "x",
-    helpers=NORMAL_HELPERS,
-)
+c_method(api.add_clipped_noise, ADD_CLIPPED_NOISE, lambda arg: {"SIZE": arg.x.size}, "x", helpers=NORMAL_HELPERS)
 
 
 TD_TARGET = """
@@ -135,9 +123,7 @@ for (int i = 0; i < N; i++) {
 """
 
 
-c_method(
-    api.td_target, TD_TARGET, ("target",), lambda arg: {"N": arg.reward.shape[0]}, "reward", overwrites=("target",)
-)
+c_method(api.td_target, TD_TARGET, axes("reward", "N"), "reward")
 
 
 TRACK_EPISODES = """
@@ -203,15 +189,7 @@ rng[1] = base + 2 * (uint64_t)(B * A);
 """
 
 
-c_method(
-    api.gaussian_tanh_sample,
-    GAUSSIAN_TANH_SAMPLE,
-    ("rng", "noise", "action", "log_prob"),
-    lambda arg: dict(B=arg.action.shape[0], A=arg.action.shape[1]),
-    "action",
-    helpers=NORMAL_HELPERS,
-    overwrites=("noise", "action", "log_prob"),
-)
+c_method(api.gaussian_tanh_sample, GAUSSIAN_TANH_SAMPLE, axes("action", "B", "A"), "action", helpers=NORMAL_HELPERS)
 
 
 GAUSSIAN_TANH_BACKWARD = f"""
@@ -230,14 +208,7 @@ for (int i = 0; i < B; i++) {{
 """
 
 
-c_method(
-    api.gaussian_tanh_backward,
-    GAUSSIAN_TANH_BACKWARD,
-    ("d_actor_out",),
-    lambda arg: dict(B=arg.action.shape[0], A=arg.action.shape[1]),
-    "action",
-    overwrites=("d_actor_out",),
-)
+c_method(api.gaussian_tanh_backward, GAUSSIAN_TANH_BACKWARD, axes("action", "B", "A"), "action")
 
 
 SOFT_TD_TARGET = """
@@ -250,14 +221,7 @@ for (int i = 0; i < N; i++) {
 """
 
 
-c_method(
-    api.soft_td_target,
-    SOFT_TD_TARGET,
-    ("target",),
-    lambda arg: {"N": arg.reward.shape[0]},
-    "reward",
-    overwrites=("target",),
-)
+c_method(api.soft_td_target, SOFT_TD_TARGET, axes("reward", "N"), "reward")
 
 
 ENTROPY_TEMPERATURE_GRADIENT = """
@@ -267,14 +231,7 @@ grad[0] = (T)(-total / N);
 """
 
 
-c_method(
-    api.entropy_temperature_gradient,
-    ENTROPY_TEMPERATURE_GRADIENT,
-    ("grad",),
-    lambda arg: {"N": arg.log_prob.shape[0]},
-    "log_prob",
-    overwrites=("grad",),
-)
+c_method(api.entropy_temperature_gradient, ENTROPY_TEMPERATURE_GRADIENT, axes("log_prob", "N"), "log_prob")
 
 
 SELECT_MIN_ROWS = """
@@ -285,14 +242,7 @@ for (int i = 0; i < M; i++) {
 """
 
 
-c_method(
-    api.select_min_rows,
-    SELECT_MIN_ROWS,
-    ("out",),
-    lambda arg: dict(M=arg.x.shape[0], N=arg.x.shape[1]),
-    "x",
-    overwrites=("out",),
-)
+c_method(api.select_min_rows, SELECT_MIN_ROWS, axes("x", "M", "N"), "x")
 
 
 ACCUMULATE_CRITIC_STATS = """
@@ -308,7 +258,7 @@ stats[2] += q / (2 * N);
 """
 
 
-c_method(api.accumulate_critic_stats, ACCUMULATE_CRITIC_STATS, ("stats",), lambda arg: {"N": arg.q1.shape[0]}, "q1")
+c_method(api.accumulate_critic_stats, ACCUMULATE_CRITIC_STATS, axes("q1", "N"), "q1")
 
 
 ACCUMULATE_ACTOR_STATS = """
@@ -319,7 +269,7 @@ stats[1] -= total / N;
 """
 
 
-c_method(api.accumulate_actor_stats, ACCUMULATE_ACTOR_STATS, ("stats",), lambda arg: {"N": arg.q.shape[0]}, "q")
+c_method(api.accumulate_actor_stats, ACCUMULATE_ACTOR_STATS, axes("q", "N"), "q")
 
 
 ACCUMULATE_SAC_ACTOR_STATS = """
@@ -336,9 +286,7 @@ stats[2] -= log_prob_sum / N;
 """
 
 
-c_method(
-    api.accumulate_sac_actor_stats, ACCUMULATE_SAC_ACTOR_STATS, ("stats",), lambda arg: {"N": arg.q1.shape[0]}, "q1"
-)
+c_method(api.accumulate_sac_actor_stats, ACCUMULATE_SAC_ACTOR_STATS, axes("q1", "N"), "q1")
 
 
 # ---------------------------------------------------------------- DQN (the CPU row bodies)
@@ -371,15 +319,7 @@ rng[1] = base + 2 * (uint64_t)N;
 """
 
 
-c_method(
-    api.epsilon_greedy,
-    EPSILON_GREEDY,
-    ("rng", "action"),
-    lambda arg: dict(N=arg.q.shape[0], K=arg.q.shape[1]),
-    "q",
-    helpers=UNIFORM_HELPERS,
-    overwrites=("action",),
-)
+c_method(api.epsilon_greedy, EPSILON_GREEDY, axes("q", "N", "K"), "q", helpers=UNIFORM_HELPERS)
 
 
 DQN_TARGETS = """
@@ -418,15 +358,7 @@ for (int i = 0; i < B; i++) {
 """
 
 
-c_method(
-    api.q_huber_gradient,
-    Q_HUBER_GRADIENT,
-    ("d_q",),
-    lambda arg: dict(B=arg.q.shape[0], K=arg.q.shape[1]),
-    "q",
-    helpers=(_TAKEN_COLUMN,),
-    overwrites=("d_q",),
-)
+c_method(api.q_huber_gradient, Q_HUBER_GRADIENT, axes("q", "B", "K"), "q", helpers=(_TAKEN_COLUMN,))
 
 
 ACCUMULATE_Q_STATS = """
@@ -443,14 +375,7 @@ stats[2] += total / B;
 """
 
 
-c_method(
-    api.accumulate_q_stats,
-    ACCUMULATE_Q_STATS,
-    ("stats",),
-    lambda arg: dict(B=arg.q.shape[0], K=arg.q.shape[1]),
-    "q",
-    helpers=(_TAKEN_COLUMN,),
-)
+c_method(api.accumulate_q_stats, ACCUMULATE_Q_STATS, axes("q", "B", "K"), "q", helpers=(_TAKEN_COLUMN,))
 
 
 TAKEN_Q = """
@@ -458,15 +383,7 @@ for (int i = 0; i < B; i++) out[i] = q[i * K + dispatchrl_taken_column((double)a
 """
 
 
-c_method(
-    api.taken_q,
-    TAKEN_Q,
-    ("out",),
-    lambda arg: dict(B=arg.q.shape[0], K=arg.q.shape[1]),
-    "q",
-    helpers=(_TAKEN_COLUMN,),
-    overwrites=("out",),
-)
+c_method(api.taken_q, TAKEN_Q, axes("q", "B", "K"), "q", helpers=(_TAKEN_COLUMN,))
 
 
 DUELING_Q = """
@@ -480,7 +397,7 @@ for (int i = 0; i < R; i++) {
 """
 
 
-c_method(api.dueling_q, DUELING_Q, ("q",), lambda arg: dict(R=arg.q.shape[0], N=arg.q.shape[1]), "q", overwrites=("q",))
+c_method(api.dueling_q, DUELING_Q, axes("q", "R", "N"), "q")
 
 
 DUELING_Q_BACKWARD = """
@@ -494,11 +411,4 @@ for (int i = 0; i < R; i++) {
 """
 
 
-c_method(
-    api.dueling_q_backward,
-    DUELING_Q_BACKWARD,
-    ("d_raw",),
-    lambda arg: dict(R=arg.d_q.shape[0], N=arg.d_q.shape[1]),
-    "d_q",
-    overwrites=("d_raw",),
-)
+c_method(api.dueling_q_backward, DUELING_Q_BACKWARD, axes("d_q", "R", "N"), "d_q")

@@ -10,7 +10,7 @@ device. Arrays are flat: (T, N) scalars are ``[t * N + n]``, (T·N, D) rows ``[r
 
 from typing import Any
 
-from ...backends.c import CKernel, c_method
+from ...backends.c import CKernel, axes, c_method
 from ...devices import C
 from ...staging import launch
 from ..random.c import NORMAL_HELPERS, UNIFORM_HELPERS
@@ -217,15 +217,7 @@ rng[1] = base + 2 * (uint64_t)(B * A);
 """
 
 
-c_method(
-    api.gaussian_sample,
-    GAUSSIAN_SAMPLE,
-    ("rng", "action", "log_prob"),
-    lambda arg: dict(B=arg.mean.shape[0], A=arg.mean.shape[1]),
-    "mean",
-    helpers=NORMAL_HELPERS,
-    overwrites=("action", "log_prob"),
-)
+c_method(api.gaussian_sample, GAUSSIAN_SAMPLE, axes("mean", "B", "A"), "mean", helpers=NORMAL_HELPERS)
 
 
 GAUSSIAN_LOG_PROB = f"""
@@ -241,14 +233,7 @@ for (int i = 0; i < B; i++) {{
 """
 
 
-c_method(
-    api.gaussian_log_prob,
-    GAUSSIAN_LOG_PROB,
-    ("log_prob",),
-    lambda arg: dict(B=arg.mean.shape[0], A=arg.mean.shape[1]),
-    "mean",
-    overwrites=("log_prob",),
-)
+c_method(api.gaussian_log_prob, GAUSSIAN_LOG_PROB, axes("mean", "B", "A"), "mean")
 
 
 #: Â = (advantage - shift) * scale, standardised over the minibatch with normalize (both policy gradients)
@@ -308,15 +293,7 @@ rng[1] = base + (uint64_t)B;
 """
 
 
-c_method(
-    api.categorical_sample,
-    CATEGORICAL_SAMPLE,
-    ("rng", "action", "log_prob"),
-    lambda arg: dict(B=arg.logits.shape[0], K=arg.logits.shape[1]),
-    "logits",
-    helpers=UNIFORM_HELPERS,
-    overwrites=("action", "log_prob"),
-)
+c_method(api.categorical_sample, CATEGORICAL_SAMPLE, axes("logits", "B", "K"), "logits", helpers=UNIFORM_HELPERS)
 
 
 PPO_CATEGORICAL_GRADIENT = (
@@ -443,7 +420,7 @@ if (kl[0] < 0.5 * target) {
 """
 
 
-c_method(api.adaptive_learning_rate, ADAPTIVE_LEARNING_RATE, ("lr",), lambda arg: {}, "lr")
+c_method(api.adaptive_learning_rate, ADAPTIVE_LEARNING_RATE, lambda arg: {}, "lr")
 
 
 ROLLOUT_STORE = """
@@ -495,15 +472,7 @@ rng[1] = base + (uint64_t)SIZE;
 """
 
 
-c_method(
-    api.random_permutation,
-    RANDOM_PERMUTATION,
-    ("rng", "perm"),
-    lambda arg: {"SIZE": arg.perm.shape[0]},
-    "perm",
-    helpers=UNIFORM_HELPERS,
-    overwrites=("perm",),
-)
+c_method(api.random_permutation, RANDOM_PERMUTATION, axes("perm", "SIZE"), "perm", helpers=UNIFORM_HELPERS)
 
 
 GATHER_MINIBATCH = """
@@ -558,11 +527,4 @@ out[0] = var_y > 0.0 ? 1.0 - var_r / var_y : 0.0;
 """
 
 
-c_method(
-    api.explained_variance,
-    EXPLAINED_VARIANCE,
-    ("out",),
-    lambda arg: {"SIZE": arg.value.size},
-    "value",
-    overwrites=("out",),
-)
+c_method(api.explained_variance, EXPLAINED_VARIANCE, lambda arg: {"SIZE": arg.value.size}, "value")

@@ -118,12 +118,4 @@ rng[1] = base + 2 * (uint64_t)SIZE;
 """
 
 
-c_method(
-    api.random_normal,
-    RANDOM_NORMAL,
-    ("rng", "out"),
-    lambda arg: {"SIZE": arg.out.size},
-    "out",
-    helpers=UNIFORM_HELPERS,
-    overwrites=("out",),
-)
+c_method(api.random_normal, RANDOM_NORMAL, lambda arg: {"SIZE": arg.out.size}, "out", helpers=UNIFORM_HELPERS)

@@ -3,7 +3,7 @@ statement (float64 trees, the same stream positions, rows in order)."""
 
 import numpy as np
 
-from ...backends.c import CKernel, c_method
+from ...backends.c import CKernel, axes, c_method
 from ...devices import C
 from ...staging import launch
 from ..offpolicy.api import RING_FIELDS, TRANSITION_FIELDS, transition_arrays
@@ -79,7 +79,6 @@ for (int i = 0; i < B; i++) {
 c_method(
     api.priority_update,
     PRIORITY_UPDATE,
-    ("sum_tree", "min_tree", "max_priority"),
     lambda arg: dict(B=arg.index.shape[0], LEAVES=arg.sum_tree.shape[0] // 2),
     "priority",
     helpers=(TREE_HELPERS,),
@@ -103,7 +102,6 @@ rng[1] = base + B;
 c_method(
     api.priority_sample,
     PRIORITY_SAMPLE,
-    ("rng", "index", "weight"),
     lambda arg: dict(B=arg.index.shape[0], LEAVES=arg.sum_tree.shape[0] // 2),
     "weight",
     helpers=(*UNIFORM_HELPERS, TREE_HELPERS),
@@ -147,7 +145,7 @@ for (int i = 0; i < M; i++)
 """
 
 
-c_method(api.scale_rows, SCALE_ROWS, ("x",), lambda arg: dict(M=arg.x.shape[0], K=arg.x.shape[1]), "x")
+c_method(api.scale_rows, SCALE_ROWS, axes("x", "M", "K"), "x")
 
 
 TD_PRIORITY = """
@@ -159,7 +157,7 @@ for (int i = 0; i < B; i++) {
 """
 
 
-c_method(api.td_priority, TD_PRIORITY, ("priority",), lambda arg: dict(B=arg.priority.shape[0]), "priority")
+c_method(api.td_priority, TD_PRIORITY, axes("priority", "B"), "priority")
 
 
 LINEAR_ANNEAL = """
@@ -168,7 +166,7 @@ out[0] = start + (end - start) * (fraction < 1.0 ? fraction : 1.0);
 """
 
 
-c_method(api.linear_anneal, LINEAR_ANNEAL, ("out",), lambda arg: {}, "out")
+c_method(api.linear_anneal, LINEAR_ANNEAL, lambda arg: {}, "out")
 
 
 UNIFORM_INDEX = """
@@ -179,15 +177,7 @@ rng[1] = base + B;
 """
 
 
-c_method(
-    api.uniform_index,
-    UNIFORM_INDEX,
-    ("rng", "index"),
-    lambda arg: dict(B=arg.index.shape[0]),
-    np.float64,
-    helpers=UNIFORM_HELPERS,
-    overwrites=("index",),
-)
+c_method(api.uniform_index, UNIFORM_INDEX, axes("index", "B"), np.float64, helpers=UNIFORM_HELPERS)
 
 
 N_STEP_GATHER = """
@@ -236,4 +226,4 @@ for (int i = 0; i < B; i++) target[i] = (T)((double)reward[i] + discount[i] * (d
 """
 
 
-c_method(api.bootstrap_target, BOOTSTRAP_TARGET, ("target",), lambda arg: dict(B=arg.reward.shape[0]), "target")
+c_method(api.bootstrap_target, BOOTSTRAP_TARGET, axes("reward", "B"), "target")

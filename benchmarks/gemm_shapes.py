@@ -41,7 +41,7 @@ from numba import njit
 from dispatchrl.arrays import ALIGNMENT
 from dispatchrl.backends.cpu import JIT_FAST
 from dispatchrl.kernels.core import cpu as cpu_kernels
-from dispatchrl.kernels.core.cpu_gemm import matmul_tiled, transpose_tiled
+from dispatchrl.kernels.core.cpu_gemm import matmul_tiled
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from step_breakdown import machine
@@ -74,62 +74,27 @@ def aligned(x: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(**JIT_FAST)
-def _repeat_nn_blas(a, b, c, n):
-    for _ in range(n):
-        np.dot(a, b, c)
+def _repeated(kernel: Callable[..., None]) -> Callable[..., None]:
+    """``kernel(*args)`` called ``n`` times from one @njit loop, as the dense kernels call it."""
+
+    @njit(**JIT_FAST)
+    def repeat(n, *args):
+        for _ in range(n):
+            kernel(*args)
+
+    return repeat
 
 
-@njit(**JIT_FAST)
-def _repeat_nn_custom(a, b, c, n):
-    for _ in range(n):
-        matmul_tiled(a, b, c)
-
-
-@njit(**JIT_FAST)
-def _repeat_nn_loop(a, b, c, n):
-    for _ in range(n):
-        cpu_kernels.matmul_loop(a, b, c)
-
-
-@njit(**JIT_FAST)
-def _repeat_tn_blas(x, d, dw, n):
-    for _ in range(n):
-        np.dot(x.T, d, dw)
-
-
-@njit(**JIT_FAST)
-def _repeat_tn_custom(x, d, dw, n):
-    for _ in range(n):
-        matmul_tiled(x.T, d, dw)
-
-
-@njit(**JIT_FAST)
-def _repeat_tn_loop(x, d, dw, n):
-    for _ in range(n):
-        cpu_kernels._weight_gradient_loop(x, d, dw)
-
-
-@njit(**JIT_FAST)
-def _repeat_nt_blas(d, w, wt, dx, n):
-    for _ in range(n):
-        cpu_kernels._input_gradient_blas(d, w, wt, dx)
-
-
-@njit(**JIT_FAST)
-def _repeat_nt_custom(d, w, wt, dx, n):
-    for _ in range(n):
-        if wt.shape[0] == w.shape[1] and wt.shape[1] == w.shape[0]:
-            transpose_tiled(w, wt)
-            matmul_tiled(d, wt, dx)
-        else:
-            matmul_tiled(d, w.T, dx)
-
-
-@njit(**JIT_FAST)
-def _repeat_nt_loop(d, w, wt, dx, n):
-    for _ in range(n):
-        cpu_kernels._input_gradient_loop(d, w, dx)
+#: per kind, the products as each implementation runs them (TN takes xᵀ as the dense kernels pass it)
+KERNELS = {
+    "NN": {"openblas": cpu_kernels.matmul_blas, "custom": matmul_tiled, "loop": cpu_kernels.matmul_loop},
+    "TN": {"openblas": cpu_kernels.matmul_blas, "custom": matmul_tiled, "loop": cpu_kernels._weight_gradient_loop},
+    "NT": {
+        "openblas": cpu_kernels._input_gradient_blas,
+        "custom": cpu_kernels._input_gradient_tiled,
+        "loop": cpu_kernels._input_gradient_loop,
+    },
+}
 
 
 def _wt_scratch(w: np.ndarray, tiled: bool) -> np.ndarray:
@@ -148,33 +113,28 @@ def problem(kind: str, m: int, k: int, n: int, rng: np.random.Generator) -> dict
         a, b = aligned(rng.standard_normal((m, k)).astype(f32)), aligned(rng.standard_normal((k, n)).astype(f32))
         out = aligned(np.zeros((m, n), f32))
         ref = a.astype(np.float64) @ b.astype(np.float64)
-        calls = {
-            name: (fn, (a, b, out))
-            for name, fn in (("openblas", _repeat_nn_blas), ("custom", _repeat_nn_custom), ("loop", _repeat_nn_loop))
-        }
+        args = dict.fromkeys(KERNELS[kind], (a, b, out))
     elif kind == "TN":  # dW (m, n) = xᵀ · d with x (k, m), d (k, n)
         x, d = aligned(rng.standard_normal((k, m)).astype(f32)), aligned(rng.standard_normal((k, n)).astype(f32))
         out = aligned(np.zeros((m, n), f32))
         ref = x.astype(np.float64).T @ d.astype(np.float64)
-        calls = {
-            name: (fn, (x, d, out))
-            for name, fn in (("openblas", _repeat_tn_blas), ("custom", _repeat_tn_custom), ("loop", _repeat_tn_loop))
-        }
+        args = {"openblas": (x.T, d, out), "custom": (x.T, d, out), "loop": (x, d, out)}
     else:  # NT: dX (m, n) = d (m, k) · Wᵀ with W (n, k)
         d, w = aligned(rng.standard_normal((m, k)).astype(f32)), aligned(rng.standard_normal((n, k)).astype(f32))
         out = aligned(np.zeros((m, n), f32))
         ref = d.astype(np.float64) @ w.astype(np.float64).T
-        calls = {
-            "openblas": (_repeat_nt_blas, (d, w, _wt_scratch(w, False), out)),
-            "custom": (_repeat_nt_custom, (d, w, _wt_scratch(w, True), out)),
-            "loop": (_repeat_nt_loop, (d, w, _wt_scratch(w, False), out)),
+        args = {
+            "openblas": (d, w, _wt_scratch(w, False), out),
+            "custom": (d, w, _wt_scratch(w, True), out),
+            "loop": (d, w, out),
         }
+    calls = {name: (_repeated(KERNELS[kind][name]), args[name]) for name in args}
     return {"out": out, "ref": ref, "calls": calls}
 
 
 def _sample(fn: Callable[..., None], args: tuple, calls: int) -> float:
     start = time.perf_counter()
-    fn(*args, calls)
+    fn(calls, *args)
     return (time.perf_counter() - start) / calls * 1e6
 
 
@@ -196,7 +156,7 @@ def main() -> None:
         for name in names:
             fn, fargs = prob["calls"][name]
             prob["out"][...] = np.nan
-            fn(*fargs, 1)  # compile and check
+            fn(1, *fargs)  # compile and check
             errors[name] = float(np.abs(prob["out"] - prob["ref"]).max())
         samples: dict[str, list[float]] = {name: [] for name in names}
         for pair in range(args.pairs):

@@ -46,7 +46,7 @@ from dispatchrl.algorithms import sac, td3
 from dispatchrl.algorithms.protocol import Schedule
 from dispatchrl.arrays import Array
 from dispatchrl.backends.cpu import JIT_FAST, njit_program
-from dispatchrl.kernels.core.cpu import _input_gradient_tiled, increment_kernel, matmul_loop
+from dispatchrl.kernels.core.cpu import _input_gradient_tiled, increment_kernel, matmul_blas, matmul_loop
 from dispatchrl.kernels.core.cpu_gemm import matmul_tiled
 from dispatchrl.staging import Branch, kernel_calls, trace
 from dispatchrl.training import driver
@@ -155,90 +155,57 @@ def _transposed_product(d_pre, W, WT, d_x):
         np.dot(d_pre, WT, d_x)
 
 
-@njit(**_JIT)
-def gemm_forward_blas(x, W, b, pre, out, code):
-    np.dot(x, W, pre)
+def _products_only(product: Callable[..., None], input_gradient: Callable[..., None]) -> dict[str, Any]:
+    """Per dense kernel kind, a kernel taking its arguments that runs only its products, with
+    ``product(a, b, out)`` (a·b) and ``input_gradient(d_pre, W, WT, d_x)`` (d_pre·Wᵀ)."""
+
+    @njit(**_JIT)
+    def forward(x, W, b, pre, out, code):
+        product(x, W, pre)
+
+    @njit(**_JIT)
+    def forward_inplace(x, W, b, out, code):
+        product(x, W, out)
+
+    @njit(**_JIT)
+    def backward(x, W, pre, out, d_out, d_pre, dW, db, code):
+        product(x.T, d_pre, dW)
+
+    @njit(**_JIT)
+    def backward_input(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, code):
+        product(x.T, d_pre, dW)
+        input_gradient(d_pre, W, WT, d_x)
+
+    @njit(**_JIT)
+    def input_gradient_only(W, WT, pre, out, d_out, d_pre, d_x, code):
+        input_gradient(d_pre, W, WT, d_x)
+
+    @njit(**_JIT)
+    def input_gradient_masked(W, WT, pre, out, d_out, d_pre, d_x, mask, code):
+        input_gradient(d_pre, W, WT, d_x)
+
+    return {
+        "forward": forward,
+        "forward_inplace": forward_inplace,
+        "backward": backward,
+        "backward_input": backward_input,
+        "input_gradient": input_gradient_only,
+        "backward_masked": backward_input,  # the same products, the mask in the stores
+        "input_gradient_masked": input_gradient_masked,
+    }
 
 
-@njit(**_JIT)
-def gemm_forward_inplace_blas(x, W, b, out, code):
-    np.dot(x, W, out)
-
-
-@njit(**_JIT)
-def gemm_forward_loop(x, W, b, pre, out, code):
-    matmul_loop(x, W, pre)
-
-
-@njit(**_JIT)
-def gemm_forward_inplace_loop(x, W, b, out, code):
-    matmul_loop(x, W, out)
-
-
-@njit(**_JIT)
-def gemm_backward_blas(x, W, pre, out, d_out, d_pre, dW, db, code):
-    np.dot(x.T, d_pre, dW)
-
-
-@njit(**_JIT)
-def gemm_backward_input_blas(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, code):
-    np.dot(x.T, d_pre, dW)
-    _transposed_product(d_pre, W, WT, d_x)
-
-
-@njit(**_JIT)
-def gemm_input_gradient_blas(W, WT, pre, out, d_out, d_pre, d_x, code):
-    _transposed_product(d_pre, W, WT, d_x)
-
-
-@njit(**_JIT)
-def gemm_forward_tiled(x, W, b, pre, out, code):
-    matmul_tiled(x, W, pre)
-
-
-@njit(**_JIT)
-def gemm_forward_inplace_tiled(x, W, b, out, code):
-    matmul_tiled(x, W, out)
-
-
-@njit(**_JIT)
-def gemm_backward_tiled(x, W, pre, out, d_out, d_pre, dW, db, code):
-    matmul_tiled(x.T, d_pre, dW)
-
-
-@njit(**_JIT)
-def gemm_backward_input_tiled(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, code):
-    matmul_tiled(x.T, d_pre, dW)
-    _input_gradient_tiled(d_pre, W, WT, d_x)
-
-
-@njit(**_JIT)
-def gemm_input_gradient_tiled(W, WT, pre, out, d_out, d_pre, d_x, code):
-    _input_gradient_tiled(d_pre, W, WT, d_x)
-
-
-@njit(**_JIT)
-def gemm_input_gradient_masked_tiled(W, WT, pre, out, d_out, d_pre, d_x, mask, code):
-    _input_gradient_tiled(d_pre, W, WT, d_x)
-
+_TILED = _products_only(matmul_tiled, _input_gradient_tiled)
+_BLAS = _products_only(matmul_blas, _transposed_product)
+_LOOP = _products_only(matmul_loop, _transposed_product)  # forward twins only: its backward kernels take no WT
 
 #: dense kernel name -> a kernel taking the same arguments that runs only its matrix products
 #: (the tiled kernels' input gradients include their Wᵀ copy, as the BLAS ones where they copy)
 GEMM_ONLY = {
-    "dense_forward_tiled": gemm_forward_tiled,
-    "dense_forward_inplace_tiled": gemm_forward_inplace_tiled,
-    "dense_backward_tiled": gemm_backward_tiled,
-    "dense_backward_input_tiled": gemm_backward_input_tiled,
-    "dense_input_gradient_tiled": gemm_input_gradient_tiled,
-    "dense_backward_masked_tiled": gemm_backward_input_tiled,  # the same products, the mask in the stores
-    "dense_input_gradient_masked_tiled": gemm_input_gradient_masked_tiled,
-    "dense_forward_blas": gemm_forward_blas,
-    "dense_forward_inplace_blas": gemm_forward_inplace_blas,
-    "dense_forward_loop": gemm_forward_loop,
-    "dense_forward_inplace_loop": gemm_forward_inplace_loop,
-    "dense_backward_blas": gemm_backward_blas,
-    "dense_backward_input_blas": gemm_backward_input_blas,
-    "dense_input_gradient_blas": gemm_input_gradient_blas,
+    **{f"dense_{kind}_tiled": twin for kind, twin in _TILED.items()},
+    **{f"dense_{kind}_blas": _BLAS[kind] for kind in ("forward", "forward_inplace", "backward", "backward_input")},
+    "dense_input_gradient_blas": _BLAS["input_gradient"],
+    **{f"dense_{kind}_loop": _LOOP[kind] for kind in ("forward", "forward_inplace")},
 }
 
 

@@ -13,7 +13,7 @@ an ``@njit`` function on 64-byte aligned arrays:
   ``<16 x float>`` NN tiles where Numba's target has AVX-512), for
   d·Wᵀ with the Wᵀ copy (``transpose_tiled``) included in its time where it takes that path;
 - loop: the plain Numba loops of ``kernels/core/cpu.py`` (``matmul_loop``,
-  ``_weight_gradient_loop``, ``_input_gradient_loop``): what LLVM's vectoriser makes of loops.
+  ``_input_gradient_loop``): what LLVM's vectoriser makes of loops.
 
 Kinds: NN c = a·b (forward x·W), TN c = aᵀ·b (weight gradient xᵀ·d), NT c = a·bᵀ (input gradient
 d·Wᵀ). Timings are medians over ``--pairs`` alternating samples (openblas, custom, loop, order
@@ -88,7 +88,7 @@ def _repeated(kernel: Callable[..., None]) -> Callable[..., None]:
 #: per kind, the products as each implementation runs them (TN takes xᵀ as the dense kernels pass it)
 KERNELS = {
     "NN": {"openblas": cpu_kernels.matmul_blas, "custom": matmul_tiled, "loop": cpu_kernels.matmul_loop},
-    "TN": {"openblas": cpu_kernels.matmul_blas, "custom": matmul_tiled, "loop": cpu_kernels._weight_gradient_loop},
+    "TN": {"openblas": cpu_kernels.matmul_blas, "custom": matmul_tiled, "loop": cpu_kernels.matmul_loop},
     "NT": {
         "openblas": cpu_kernels._input_gradient_blas,
         "custom": cpu_kernels._input_gradient_tiled,
@@ -118,7 +118,7 @@ def problem(kind: str, m: int, k: int, n: int, rng: np.random.Generator) -> dict
         x, d = aligned(rng.standard_normal((k, m)).astype(f32)), aligned(rng.standard_normal((k, n)).astype(f32))
         out = aligned(np.zeros((m, n), f32))
         ref = x.astype(np.float64).T @ d.astype(np.float64)
-        args = {"openblas": (x.T, d, out), "custom": (x.T, d, out), "loop": (x, d, out)}
+        args = dict.fromkeys(KERNELS[kind], (x.T, d, out))
     else:  # NT: dX (m, n) = d (m, k) · Wᵀ with W (n, k)
         d, w = aligned(rng.standard_normal((m, k)).astype(f32)), aligned(rng.standard_normal((n, k)).astype(f32))
         out = aligned(np.zeros((m, n), f32))

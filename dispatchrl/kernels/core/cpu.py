@@ -324,20 +324,6 @@ def _activation_backward(pre, out, d_out, d_pre, db, code):
 
 
 @njit(**JIT_FAST)
-def _weight_gradient_loop(x, d_pre, dW):
-    m, k = x.shape
-    n = d_pre.shape[1]
-    for p in range(k):
-        for j in range(n):
-            dW[p, j] = 0
-    for i in range(m):
-        for p in range(k):
-            xip = x[i, p]
-            for j in range(n):
-                dW[p, j] += xip * d_pre[i, j]
-
-
-@njit(**JIT_FAST)
 def _input_gradient_loop(d_pre, W, d_x):
     m, n = d_pre.shape
     k = W.shape[0]
@@ -442,13 +428,13 @@ def dense_backward_input_tiled(x, W, WT, pre, out, d_out, d_pre, dW, db, d_x, co
 @njit(**JIT_FAST)
 def dense_backward_loop(x, W, pre, out, d_out, d_pre, dW, db, code):
     _activation_backward(pre, out, d_out, d_pre, db, code)
-    _weight_gradient_loop(x, d_pre, dW)
+    matmul_loop(x.T, d_pre, dW)  # each dW[p, j] sums over i in order, as the loop over x did
 
 
 @njit(**JIT_FAST)
 def dense_backward_input_loop(x, W, pre, out, d_out, d_pre, dW, db, d_x, code):
     _activation_backward(pre, out, d_out, d_pre, db, code)
-    _weight_gradient_loop(x, d_pre, dW)
+    matmul_loop(x.T, d_pre, dW)  # each dW[p, j] sums over i in order, as the loop over x did
     _input_gradient_loop(d_pre, W, d_x)
 
 

@@ -9,6 +9,9 @@ reward and termination for the whole batch with numpy, as gymnasium's env does f
 mujoco is imported only when a batch is made, so it stays an optional dependency.
 """
 
+import ctypes
+import functools
+import glob
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +67,46 @@ def _positive_int(owner: str, name: str, value: object) -> int:
     return int(value)
 
 
+@functools.cache
+def _chunk_stepper(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> Callable[..., None] | None:
+    """A Numba function stepping a chunk of envs with the GIL released throughout: per env, ctrl ←
+    its action, libmujoco's ``mj_step`` ``frame_skip`` times and ``mj_rnePostConstraint`` where the
+    task reads contact forces (the C calls the bindings make, on the same MjData: the same bits),
+    then its state arrays copied into the batch's rows. Under the bindings' ``mj_step`` the
+    per-env copies held the GIL, so two threads stepped cheap bodies no faster than one (NOTES.md).
+    None where the shared library is not found (the bindings' path is used then). A MuJoCo fatal
+    error (mju_error: none in these models at their defaults) would abort the process here, where
+    the bindings raise it."""
+    from numba import njit
+
+    names = ("libmujoco.so*", "libmujoco*.dylib", "mujoco.dll")
+    found = [path for name in names for path in sorted(glob.glob(os.path.join(mujoco_dir, name)))]
+    if not found:
+        return None
+    lib = ctypes.CDLL(found[0])  # the library the bindings loaded: the same handle
+    mj_step, mj_rne_post_constraint = lib.mj_step, lib.mj_rnePostConstraint
+    for function in (mj_step, mj_rne_post_constraint):
+        function.argtypes, function.restype = (ctypes.c_size_t, ctypes.c_size_t), None
+
+    @njit(nogil=True)
+    def step_chunk(model, datas, envs, actions, ctrls, sources, targets):  # pragma: no cover (Numba)
+        fields = len(targets)
+        for i in envs:
+            ctrl = ctrls[i]
+            for j in range(ctrl.size):
+                ctrl[j] = actions[i, j]
+            for _ in range(frame_skip):
+                mj_step(model, datas[i])
+            if contact_forces:
+                mj_rne_post_constraint(model, datas[i])
+            for f in range(fields):
+                source, target = sources[i * fields + f], targets[f]
+                for k in range(source.size):
+                    target[i, k] = source[k]
+
+    return step_chunk
+
+
 class MujocoBatch:
     """N envs of one gymnasium MuJoCo v5 task with the batch API of :mod:`dispatchrl.envs.batch`
     (same-step autoreset, ``final_obs``). Env i draws its resets from its own generator, seeded
@@ -110,6 +153,7 @@ class MujocoBatch:
         self.steps = np.zeros(num_envs, np.int64)
         self._rngs = [None] * num_envs
         self._chunks = [c for c in np.array_split(np.arange(num_envs), self.num_threads) if len(c)]
+        self._native = self._native_stepper(mujoco, sources)
         self._pool = ThreadPoolExecutor(self.num_threads) if self.num_threads > 1 else None
         self.autoreset = bool(autoreset)
         self.final_obs = None
@@ -139,11 +183,28 @@ class MujocoBatch:
 
     # --- per-env work, run by the pool threads ---
 
+    def _native_stepper(self, mujoco: Any, sources: list[dict[str, Any]]) -> Callable[..., None] | None:
+        """:func:`_chunk_stepper` bound to this batch's MjModel, MjData and arrays (None: the
+        bindings' path, where the library is not found or a source is not float64)."""
+        step = _chunk_stepper(os.path.dirname(mujoco.__file__), self.FRAME_SKIP, self.CONTACT_FORCES)
+        if step is None or any(v.dtype != np.float64 for s in sources for v in s.values()):
+            return None
+        from numba.typed import List
+
+        model, datas = self.model._address, np.array([d._address for d in self.datas], np.uint64)
+        ctrls = List(d.ctrl for d in self.datas)
+        flat = List(view.reshape(-1) for s in sources for view in s.values())  # views on MjData's memory
+        targets = List(getattr(self, name).reshape(self.num_envs, -1) for name in sources[0])
+        return lambda envs, actions: step(model, datas, envs, actions, ctrls, flat, targets)
+
     def _gather(self, i: int) -> None:
         for array, view in self._copies[i]:
             array[i] = view
 
     def _step_chunk(self, chunk: Any, actions: np.ndarray) -> None:
+        if self._native is not None:
+            self._native(chunk, actions)
+            return
         mj, m, datas = self._mj, self.model, self.datas
         for i in chunk:
             self._ctrls[i][:] = actions[i]
@@ -193,7 +254,7 @@ class MujocoBatch:
         actions = check_actions(actions, self.num_envs, self.action_dim)
         before = self._forward_position().copy()
         if self._pool is None:
-            self._step_chunk(range(self.num_envs), actions)
+            self._step_chunk(self._chunks[0], actions)
         else:
             for f in [self._pool.submit(self._step_chunk, c, actions) for c in self._chunks]:
                 f.result()

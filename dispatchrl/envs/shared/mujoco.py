@@ -1,7 +1,7 @@
 """What the threaded MuJoCo batches share (``envs/ant/``, ``envs/halfcheetah/``, ``envs/hopper/``,
 ``envs/walker2d/``, ``envs/humanoid/``): :class:`MujocoBatch` loads gymnasium's model, steps N
-MjData on a pool of threads (``mj_step`` releases the GIL), copies each env's state arrays into
-shared (N, ·) arrays, resets env i from its own generator seeded ``seed + i`` with same-step
+MjData on a pool of threads, each thread's chunk in one Numba call of libmujoco's ``mj_step``
+without the GIL, copies each env's state arrays into shared (N, ·) arrays, resets env i from its own generator seeded ``seed + i`` with same-step
 autoreset and ``final_obs``; a subclass says which arrays it reads and computes observation,
 reward and termination for the whole batch with numpy, as gymnasium's env does for one.
 :class:`MujocoEnv` is one env of a batch as a gymnasium Env.

@@ -197,7 +197,7 @@ def _products_only(product: Callable[..., None], input_gradient: Callable[..., N
 
 _TILED = _products_only(matmul_tiled, _input_gradient_tiled)
 _BLAS = _products_only(matmul_blas, _transposed_product)
-_LOOP = _products_only(matmul_loop, _transposed_product)  # forward twins only: its backward kernels take no WT
+_LOOP = _products_only(matmul_loop, _transposed_product)  # no input-gradient twins: those loop kernels take no WT
 
 #: dense kernel name -> a kernel taking the same arguments that runs only its matrix products
 #: (the tiled kernels' input gradients include their Wᵀ copy, as the BLAS ones where they copy)
@@ -205,7 +205,7 @@ GEMM_ONLY = {
     **{f"dense_{kind}_tiled": twin for kind, twin in _TILED.items()},
     **{f"dense_{kind}_blas": _BLAS[kind] for kind in ("forward", "forward_inplace", "backward", "backward_input")},
     "dense_input_gradient_blas": _BLAS["input_gradient"],
-    **{f"dense_{kind}_loop": _LOOP[kind] for kind in ("forward", "forward_inplace")},
+    **{f"dense_{kind}_loop": _LOOP[kind] for kind in ("forward", "forward_inplace", "backward")},
 }
 
 

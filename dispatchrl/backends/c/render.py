@@ -80,22 +80,24 @@ class CKernel:
         return f"<CKernel {self.name} {self.consts}>"
 
 
-def c_method(function, body, shapes, dtype, helpers=()) -> None:
+def c_method(function, body, shapes, dtype, helpers=(), constants=()) -> None:
     """Register the C method of generic ``function`` (one with no other C method): one
     :class:`CKernel` named after it, of ``body`` over the declaration's parameters, launched with
     the call's arguments in their order. What it writes is what the declaration says: its in-place
     arguments are read and written, its outputs written whole (``overwrites``). ``shapes(arg)``
-    gives the integer constants from the arguments (``arg.q`` is argument ``q``); ``T`` is the
-    element type of the argument named ``dtype``, or ``dtype`` itself when it is not a name."""
+    gives the integer constants from the arguments (``arg.q`` is argument ``q``); the parameters
+    named in ``constants`` enter the text only that way, not as parameters. ``T`` is the element
+    type of the argument named ``dtype``, or ``dtype`` itself when it is not a name."""
     if function.outputs is None:
         raise ConfigError(f"c_method {function.__name__}: the declaration names no outputs or in-place arguments")
-    params, outputs = function.parameters[1:], (*function.inplace, *function.outputs)
+    names, outputs = function.parameters[1:], (*function.inplace, *function.outputs)
+    params = tuple(name for name in names if name not in constants)
 
     def method(device: C, *args) -> Any:  # Any: plum keeps caching the call (see dispatch)
-        arg = SimpleNamespace(**dict(zip(params, args)))
+        arg = SimpleNamespace(**dict(zip(names, args)))
         element = getattr(arg, dtype).dtype if isinstance(dtype, str) else dtype
         kernel = CKernel(function.__name__, body, params, outputs, shapes(arg), element, helpers, function.outputs)
-        launch(device, kernel, *args)
+        launch(device, kernel, *(getattr(arg, name) for name in params))
 
     function.dispatch(method)
 

@@ -39,9 +39,7 @@ def ant_model() -> Any:
 
 
 class AntBatch(MujocoBatch):
-    """N Ant-v5 envs with the batch API of :mod:`dispatchrl.envs.batch` (same-step autoreset,
-    ``final_obs``). Env i draws its resets from its own generator, seeded ``seed + i`` like
-    gymnasium's vector envs, so each env replays gymnasium Ant-v5 reset with that seed."""
+    """N Ant-v5 envs (the module says what they compute)."""
 
     NAME = "Ant"
     XML_FILE = "ant.xml"

@@ -20,8 +20,7 @@ CTRL_COST_WEIGHT = 0.1
 
 
 class HalfCheetahBatch(MujocoBatch):
-    """N HalfCheetah-v5 envs with the batch API of :mod:`dispatchrl.envs.batch`; env i resets
-    from its own generator seeded ``seed + i``, like gymnasium's vector envs."""
+    """N HalfCheetah-v5 envs (the module says what they compute)."""
 
     NAME = "HalfCheetah"
     XML_FILE = "half_cheetah.xml"

@@ -18,8 +18,7 @@ HEALTHY_STATE = (-100.0, 100.0)
 
 
 class HopperBatch(PlanarWalkerBatch):
-    """N Hopper-v5 envs with the batch API of :mod:`dispatchrl.envs.batch`; env i resets from
-    its own generator seeded ``seed + i``, like gymnasium's vector envs."""
+    """N Hopper-v5 envs (the module says what they compute)."""
 
     NAME = "Hopper"
     XML_FILE = "hopper.xml"

@@ -27,8 +27,7 @@ HEALTHY_Z = (1.0, 2.0)
 
 
 class HumanoidBatch(MujocoBatch):
-    """N Humanoid-v5 envs with the batch API of :mod:`dispatchrl.envs.batch`; env i resets from
-    its own generator seeded ``seed + i``, like gymnasium's vector envs."""
+    """N Humanoid-v5 envs (the module says what they compute)."""
 
     NAME = "Humanoid"
     XML_FILE = "humanoid.xml"

@@ -13,8 +13,7 @@ __all__ = ["Walker2dBatch"]
 
 
 class Walker2dBatch(PlanarWalkerBatch):
-    """N Walker2d-v5 envs with the batch API of :mod:`dispatchrl.envs.batch`; env i resets from
-    its own generator seeded ``seed + i``, like gymnasium's vector envs."""
+    """N Walker2d-v5 envs (the module says what they compute)."""
 
     NAME = "Walker2d"
     XML_FILE = "walker2d_v5.xml"

@@ -87,18 +87,13 @@ for (int i = 0; i < M; i++)
 """
 
 
-@api.slice_columns.dispatch
-def slice_columns(device: C, x, start, out):
-    kernel = CKernel(
-        "slice_columns",
-        SLICE_COLUMNS,
-        ("x", "out"),
-        ("out",),
-        dict(M=x.shape[0], NX=x.shape[1], NOUT=out.shape[1], START=start),
-        x.dtype,
-        overwrites=("out",),
-    )
-    launch(device, kernel, x, out)
+c_method(
+    api.slice_columns,
+    SLICE_COLUMNS,
+    lambda arg: dict(M=arg.x.shape[0], NX=arg.x.shape[1], NOUT=arg.out.shape[1], START=arg.start),
+    "x",
+    constants=("start",),
+)
 
 
 ADD_CLIPPED_NOISE = """

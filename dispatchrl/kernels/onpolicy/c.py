@@ -186,17 +186,13 @@ for (int i = 0; i < SIZE; i++) x[i] = (T)(DIVIDE ? (double)x[i] / std : (double)
 """
 
 
-@api.scale_by_running_std.dispatch
-def scale_by_running_std(device: C, var, x, divide):
-    kernel = CKernel(
-        "scale_by_running_std",
-        SCALE_BY_RUNNING_STD,
-        ("var", "x"),
-        ("x",),
-        dict(SIZE=x.size, DIVIDE=int(divide)),
-        x.dtype,
-    )
-    launch(device, kernel, var, x)
+c_method(
+    api.scale_by_running_std,
+    SCALE_BY_RUNNING_STD,
+    lambda arg: dict(SIZE=arg.x.size, DIVIDE=int(arg.divide)),
+    "x",
+    constants=("divide",),
+)
 
 
 GAUSSIAN_SAMPLE = f"""

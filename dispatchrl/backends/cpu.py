@@ -59,6 +59,7 @@ __all__ = [
     "JIT_EXACT_INNER",
     "JIT_FAST",
     "JIT_FAST_INNER",
+    "JIT_RECORD_BODY",
     "NO_CFUNC",
     "PIN_RUNTIME",
     "RUNTIME_SCALARS",
@@ -97,6 +98,10 @@ JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **
 #: a 14-argument body's compile. Calling one from Python raises a TypeError.
 JIT_FAST_INNER: dict[str, Any] = dict(JIT_FAST, no_cpython_wrapper=True)
 JIT_EXACT_INNER: dict[str, Any] = dict(JIT_EXACT, no_cpython_wrapper=True)
+#: Element bodies that take records (tuples of arrays: a transition, a rollout step), inlined into
+#: their loops at Numba IR level. Called, a body's unpacking increfs and decrefs every array through
+#: the runtime: TD3's batch gather (100 rows, 12 arrays) took 13.9 µs a call against 0.68 inlined.
+JIT_RECORD_BODY: dict[str, Any] = dict(JIT_EXACT_INNER, inline="always")
 
 
 #: Float arguments of staged kernels (learning rates, γ, noise scales...) are run-time values of

@@ -91,13 +91,14 @@ def c_method(function, body, shapes, dtype, helpers=(), constants=()) -> None:
     if function.outputs is None:
         raise ConfigError(f"c_method {function.__name__}: the declaration names no outputs or in-place arguments")
     names, outputs = function.parameters[1:], (*function.inplace, *function.outputs)
-    params = tuple(name for name in names if name not in constants)
+    passed = [i for i, name in enumerate(names) if name not in constants]
+    params = tuple(names[i] for i in passed)
 
     def method(device: C, *args) -> Any:  # Any: plum keeps caching the call (see dispatch)
         arg = SimpleNamespace(**dict(zip(names, args)))
         element = getattr(arg, dtype).dtype if isinstance(dtype, str) else dtype
         kernel = CKernel(function.__name__, body, params, outputs, shapes(arg), element, helpers, function.outputs)
-        launch(device, kernel, *(getattr(arg, name) for name in params))
+        launch(device, kernel, *[args[i] for i in passed])
 
     function.dispatch(method)
 

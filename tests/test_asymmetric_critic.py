@@ -14,14 +14,16 @@ import dispatchrl as drl
 import dispatchrl.envs as E
 from dispatchrl.algorithms import sac, td3
 from dispatchrl.envs.multirotor import Multirotor
-from dispatchrl.envs.multirotor.layout import CRITIC_COLUMNS, FORCE, OMEGA, POS, QUAT, RPM, TORQUE, VEL
+from dispatchrl.envs.multirotor.layout import FORCE, OMEGA, POS, QUAT, RPM, TORQUE, VEL
 from dispatchrl.errors import ConfigError
 
 ENV = Multirotor(4, max_episode_steps=9, action_history=2, termination_position=0.3)
+CRITIC_DIM = ENV.critic_observation_dim  # layout.CRITIC_COLUMNS and the position-error integral
 
 
 def reference(physics: np.ndarray, env: Multirotor) -> np.ndarray:
-    """The critic observation in float64, written from its definition (layout.CRITIC_COLUMNS)."""
+    """The critic observation in float64, written from its definition (layout.CRITIC_COLUMNS, then
+    the position-error integral: the physics row's last columns)."""
     p = env.parameters
     rows = []
     for row in physics:
@@ -36,7 +38,10 @@ def reference(physics: np.ndarray, env: Multirotor) -> np.ndarray:
         torque = row[TORQUE : TORQUE + 3] / np.asarray(p.inertia)
         rows.append(
             np.concatenate(
-                [row[POS : POS + 3], np.ravel(rotation), row[VEL : VEL + 3], row[OMEGA : OMEGA + 3], rpm, force, torque]
+                [
+                    *(row[POS : POS + 3], np.ravel(rotation), row[VEL : VEL + 3], row[OMEGA : OMEGA + 3]),
+                    *(rpm, force, torque, row[len(row) - env.integral_columns :]),
+                ]
             )
         )
     return np.array(rows)
@@ -45,7 +50,7 @@ def reference(physics: np.ndarray, env: Multirotor) -> np.ndarray:
 def critic_observations(device, physics: np.ndarray) -> np.ndarray:
     state = E.env_state(device, ENV)
     drl.assign(state.physics, physics)
-    out = drl.zeros(device, (ENV.num_envs, CRITIC_COLUMNS))
+    out = drl.zeros(device, (ENV.num_envs, CRITIC_DIM))
     E.env_critic_observation(device, ENV, state, out)
     return drl.to_numpy(out)
 
@@ -63,6 +68,7 @@ def test_every_device_matches_the_reference(values, seed):
     p = ENV.parameters
     physics[:, RPM : RPM + 4] = np.random.default_rng(seed).uniform(p.rpm_min, p.rpm_max, (4, 4))
     physics[:, FORCE : FORCE + 6] = np.random.default_rng(seed + 1).normal(0, 1e-2, (4, 6))
+    physics[:, ENV.physics_dim - ENV.integral_columns :] = np.random.default_rng(seed + 2).uniform(-1, 1, (4, 3))
     expected = reference(physics, ENV)
     cpu = critic_observations(drl.CPU(), physics)
     np.testing.assert_allclose(cpu, expected, rtol=1e-6, atol=1e-6)
@@ -106,11 +112,11 @@ def test_training_stores_both_observations_and_critics_see_the_privileged_one(al
     config = small_config(algo, 60)
     result = algo.train(drl.Generic(), ENV, config, seed=1, progress=False)
     s, obs_dim = result.state, ENV.observation_dim
-    assert drl.to_numpy(s.critic1.weights[0].value).shape == (CRITIC_COLUMNS + 4, 16)
+    assert drl.to_numpy(s.critic1.weights[0].value).shape == (CRITIC_DIM + 4, 16)
     assert drl.to_numpy(s.actor.weights[0].value).shape == (obs_dim, 16)
     replay = {k: drl.to_numpy(v) for k, v in (("obs", s.replay.obs), ("next_obs", s.replay.next_obs))}
     done = drl.to_numpy(s.replay.terminated) | drl.to_numpy(s.replay.truncated)
-    assert replay["obs"].shape[1] == obs_dim + CRITIC_COLUMNS
+    assert replay["obs"].shape[1] == obs_dim + CRITIC_DIM
     n = ENV.num_envs
     rows = int(drl.to_numpy(s.replay.size)[0])
     follows = [t for t in range(rows - n) if not done[t]]
@@ -130,7 +136,7 @@ def test_fused_cpu_and_c_steps_agree_with_generic(algo):
     """The asymmetric step fused on CPU and C (six updates after warm-up) against Generic's."""
     config = small_config(algo, 26)
     reference = run_arrays(algo.train(drl.Generic(), ENV, config, seed=1, progress=False))
-    assert reference["replay.obs."].shape[1] == ENV.observation_dim + CRITIC_COLUMNS
+    assert reference["replay.obs."].shape[1] == ENV.observation_dim + CRITIC_DIM
     for device in (drl.CPU(), drl.C()):
         got = run_arrays(algo.train(device, ENV, config, seed=1, progress=False))
         assert got.keys() == reference.keys()

@@ -48,8 +48,10 @@ def _run(device, env, physics, actions):
 
 @st.composite
 def flight_states(draw, n=4, history=2):
-    """Physics rows anywhere in the flight envelope: any attitude, fast spins, RPM in range."""
-    env = Multirotor(n, action_history=history)
+    """Physics rows anywhere in the flight envelope: any attitude, fast spins, RPM in range; the
+    task with norm costs and the position-error integral (the defaults) or the paper's."""
+    costs, gain = draw(st.sampled_from([("norm", 5.0), ("squared", 0.0), ("norm", 0.0), ("squared", 2.0)]))
+    env = Multirotor(n, action_history=history, reward_costs=costs, position_integral=gain)
     rows = np.zeros((n, env.physics_dim))
     floats = lambda lo, hi, k: np.array(draw(st.lists(st.floats(lo, hi), min_size=k, max_size=k)))  # noqa: E731
     rows[:, POS : POS + 3] = floats(-0.5, 0.5, 3 * n).reshape(n, 3)
@@ -60,7 +62,7 @@ def flight_states(draw, n=4, history=2):
     rows[:, RPM : RPM + 4] = floats(0, CRAZYFLIE.rpm_max, 4 * n).reshape(n, 4)
     rows[:, FORCE : FORCE + 6] = floats(-0.05, 0.05, 6 * n).reshape(n, 6)
     rows[:, AGE] = draw(st.sampled_from([0.0, 99_999.0, 100_000.0, 250_000.0]))
-    rows[:, HISTORY:] = floats(-1, 1, 4 * history * n).reshape(n, 4 * history)
+    rows[:, HISTORY:] = floats(-1, 1, (4 * history + env.integral_columns) * n).reshape(n, -1)
     actions = floats(-1.5, 1.5, 3 * 4 * n).reshape(3, n, 4)  # beyond [-1, 1]: clipped
     return env, rows, actions
 
@@ -99,8 +101,8 @@ def test_cpu_matches_the_reference_through_resets():
             np.testing.assert_array_equal(got[k], want[k])
 
 
-def _level(rpm):
-    row = np.zeros((1, Multirotor(1, action_history=0).physics_dim))
+def _level(rpm, env=None):
+    row = np.zeros((1, (env or Multirotor(1, action_history=0)).physics_dim))
     row[0, QUAT] = 1.0
     row[0, RPM : RPM + 4] = rpm
     return row
@@ -152,11 +154,12 @@ CURRICULUM = [(0, (5, 0.01, 0.01)), (99_999, (5, 0.01, 0.01)), (100_000, (6, 0.0
 CURRICULUM += [(200_000, (7.2, 0.0196, 0.0196)), (10**9, (40, 1, 1))]
 
 
+@pytest.mark.parametrize("costs", ["squared", "norm"])
 @pytest.mark.parametrize(("age", "weights"), CURRICULUM)
-def test_reward_is_the_papers_with_its_curriculum(age, weights):
-    env = Multirotor(1, action_history=1, **QUIET)
-    row = _level(CRAZYFLIE.hover_rpm)
-    row = np.concatenate([row, np.zeros((1, 4))], axis=1)
+def test_reward_is_the_papers_with_its_curriculum(age, weights, costs):
+    """The paper's squared position and velocity costs, or their norms (the default)."""
+    env = Multirotor(1, action_history=1, reward_costs=costs, **QUIET)
+    row = _level(CRAZYFLIE.hover_rpm, env)
     row[0, POS : POS + 3] = (0.1, -0.2, 0.05)
     row[0, QUAT : QUAT + 4] = (math.cos(0.2), math.sin(0.2), 0, 0)
     row[0, VEL : VEL + 3] = (0.3, 0, -0.1)
@@ -164,7 +167,9 @@ def test_reward_is_the_papers_with_its_curriculum(age, weights):
     action = np.array([[[0.5, 0.1, -0.2, 0.3]]])
     (_, _, reward, terminated), *_ = _run(drl.CPU(), env, row, action)
     w_p, w_v, w_a = weights
-    cost = w_p * 0.0525 + 5 * (1 - math.cos(0.2) ** 2) + w_v * 0.1 + w_a * ((action - 0.33405300460415477) ** 2).sum()
+    shape = math.sqrt if costs == "norm" else float
+    cost = w_p * shape(0.0525) + 5 * (1 - math.cos(0.2) ** 2) + w_v * shape(0.1)
+    cost += w_a * ((action - 0.33405300460415477) ** 2).sum()
     assert not terminated[0] and reward[0] == pytest.approx(2.0 - 0.5 * cost, rel=1e-5)
 
 
@@ -193,6 +198,8 @@ def test_nonsense_parameters_are_refused_naming_the_parameter(tmp_path):
         (dict(init_guidance=2.0), "init_guidance"),
         (dict(dt=0.0), "'dt'"),
         (dict(num_envs=0), "num_envs"),
+        (dict(reward_costs="cubed"), "'reward_costs' must be 'norm' or 'squared'"),
+        (dict(position_integral=-1.0), "'position_integral'"),
     ):
         with pytest.raises(drl.ConfigError, match=name):
             Multirotor(**change)
@@ -236,7 +243,9 @@ def test_flight_metrics_tell_flying_from_falling():
     assert falling["eval_success"] == 0.0 and falling["eval_position_rmse"] > 0.3
     # the hover score: 1 − distance / box for flights that stayed in the box, 0 for the others
     assert flying["eval_hover_score"] > 0.95 and falling["eval_hover_score"] == 0.0
-    offset = flight_metrics(lambda obs: _hover_controller(obs - np.r_[0.3, 0, 0, np.zeros(143)]), gentle, flights=20)
+    offset = flight_metrics(
+        lambda obs: _hover_controller(obs - np.r_[0.3, 0, 0, np.zeros(obs.shape[1] - 3)]), gentle, flights=20
+    )
     assert offset["eval_success"] == 0.0 and 0.4 < offset["eval_hover_score"] < 0.6  # hovering 0.3 m off
     # spinning up leaves the box and would integrate to inf and NaN: such flights stop counting
     spin = flight_metrics(lambda obs: np.tile(np.float32([1, -1, 1, -1]), (len(obs), 1)), Multirotor(), flights=20)
@@ -318,11 +327,11 @@ def test_gymnasium_env_is_the_task_with_the_final_weights():
 
     env = gymnasium.make("dispatchrl/Multirotor-v0")
     obs, _ = env.reset(seed=3)
-    assert obs.shape == (146,) and env.spec.max_episode_steps == 500
+    assert obs.shape == (149,) and env.spec.max_episode_steps == 500
     native = env.unwrapped._env
     assert native.reward_weights == (40.0, 5.0, 1.0, 1.0) and native.curriculum_steps == 0
     obs, reward, *_ = env.step(np.full(4, 0.334, np.float32))
-    assert np.isfinite(reward) and obs.shape == (146,)
+    assert np.isfinite(reward) and obs.shape == (149,)
     assert dataclasses.replace(native, num_envs=2).num_envs == 2
 
 
@@ -351,11 +360,11 @@ def test_another_vehicle_is_evaluated_on_its_own_description(tmp_path):
     assert resolve_env("multirotor", 4).eval_id == "dispatchrl/Multirotor-v0"
     heavy = MultirotorParameters(mass=0.05, rpm_max=30000.0)
     spec = resolve_env(Multirotor(8, parameters=heavy, action_history=2))
-    assert spec.eval_id is None and spec.obs_dim == 26
+    assert spec.eval_id is None and spec.obs_dim == 29
     env = spec.make_eval_env()
     obs, _ = env.reset(seed=0)
     native = env.unwrapped._env
-    assert obs.shape == (26,) and native.parameters == heavy and native.reward_weights == (40.0, 5.0, 1.0, 1.0)
+    assert obs.shape == (29,) and native.parameters == heavy and native.reward_weights == (40.0, 5.0, 1.0, 1.0)
     steps = 0
     done = False
     while not done:

@@ -42,10 +42,12 @@ def test_c_steps_and_resets_as_cpu(history):
                 np.testing.assert_array_equal(g, e, err_msg=f"step {t}")
 
 
-def test_c_step_is_bit_exact_from_the_same_state():
+@pytest.mark.parametrize("task", [{}, {"reward_costs": "squared", "position_integral": 0.0}], ids=["default", "paper"])
+def test_c_step_is_bit_exact_from_the_same_state(task):
     """From the CPU's state (reset draws aside, which use the C device's own sin/cos/log), steps
-    give the CPU's bits: physics, observations with their noise, rewards through the curriculum."""
-    n, env = 16, Multirotor(16, max_episode_steps=60, action_history=4, curriculum_steps=8 * 16)
+    give the CPU's bits: physics, observations with their noise, rewards through the curriculum
+    (the default task, and the paper's: squared costs, no position-error integral)."""
+    n, env = 16, Multirotor(16, max_episode_steps=60, action_history=4, curriculum_steps=8 * 16, **task)
     cpu, c = drl.CPU(), drl.C()
     expected, rng = E.env_state(cpu, env), drl.rng(cpu, 7)
     E.env_reset(cpu, env, expected, rng)

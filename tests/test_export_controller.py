@@ -39,8 +39,9 @@ def controller_rpm(lib, obs):
 def test_multirotor_export_has_a_controller_giving_the_policys_rpm(multirotor_checkpoint, tmp_path):
     main(["export", "--checkpoint", str(multirotor_checkpoint), "--out", str(tmp_path / "out")])
     header = (tmp_path / "out" / "policy.h").read_text()
-    assert "void controller(const float observation[146], float rpm[4]);" in header
-    for part in ("position error", "rotation matrix body -> world, row-major", "oldest first", "rad/s", "21702"):
+    assert "void controller(const float observation[149], float rpm[4]);" in header
+    parts = ("position error", "rotation matrix body -> world, row-major", "oldest first", "rad/s", "21702")
+    for part in (*parts, "[146, 149)  the position-error integral", "I = clip(I + 1 * 0.01 * position error, -1, 1)"):
         assert part in header
     lib = export.host_library(tmp_path / "out" / "policy.c")
     assert lib.policy_selftest() == 0
@@ -49,7 +50,7 @@ def test_multirotor_export_has_a_controller_giving_the_policys_rpm(multirotor_ch
     policy = spec.deployed_policy(td3, state)
     rng = np.random.default_rng(7)
     # around hover, and far off (saturating actions at -1 and 1)
-    obs = np.concatenate([0.1 * rng.normal(size=(3, 146)), 20 * rng.normal(size=(3, 146))]).astype(np.float32)
+    obs = np.concatenate([0.1 * rng.normal(size=(3, 149)), 20 * rng.normal(size=(3, 149))]).astype(np.float32)
     p = MultirotorParameters()
     expected = (np.clip(policy(obs), -1, 1) + 1) / 2 * (p.rpm_max - p.rpm_min) + p.rpm_min
     rpm = controller_rpm(lib, obs)
@@ -61,7 +62,8 @@ def test_controller_takes_the_envs_rotor_range_and_other_exports_have_none():
     policy = drl.nn.Policy(
         [np.zeros((18 + 4 * 2, 4), np.float32)], [np.full(4, 0.5, np.float32)], "tanh", "tanh", -1.0, 1.0, "tanh"
     )
-    env = Multirotor(action_history=2, parameters=MultirotorParameters(rpm_min=1000.0, rpm_max=20000.0))
+    rotors = MultirotorParameters(rpm_min=1000.0, rpm_max=20000.0)
+    env = Multirotor(action_history=2, parameters=rotors, position_integral=0.0)  # the paper's observation
     header, source = export.c_source(policy, "quad", env.exported_policy_c("quad"))
     assert "void quad_controller(const float observation[26], float rpm[4]);" in header
     assert "quad_forward(observation, action);" in source

@@ -36,7 +36,7 @@ def test_page_defaults_for_the_multirotor():
     assert page_steps("td3", "multirotor") == 300_000
     assert page_steps("td3", "pendulum") == 10_000 and page_steps("ppo", "cartpole") == 10_000
     described = page_env("multirotor")
-    assert described["obs_dim"] == 146 and described["frame_steps"] == 5
+    assert described["obs_dim"] == 149 and described["frame_steps"] == 5
     assert described["vehicle"] == {
         "rotor_positions": [list(r) for r in CRAZYFLIE.rotor_positions],
         "box": 0.6,
@@ -136,7 +136,7 @@ def test_page_worker_trains_the_multirotor_with_the_host_bits_and_animates_it(pa
     assert done["type"] == "done" and done["steps"] == STEPS and not done["stopped"]
     assert done["checksum"] == host["checksum"] and round(done["eval_return"], 3) == host["eval_return"]
     # the animation: whole observations, each frame 5 eval steps on from the last (by hand beside)
-    assert len(got["ready_obs"]) == 146 and got["ready_obs"] == got["first"]
+    assert len(got["ready_obs"]) == 149 and got["ready_obs"] == got["first"]
     assert len(got["idle"]) >= 3 and got["idle"] == got["byHand"]
     frames = np.array(got["idle"])
     rotation = frames[:, 3:12].reshape(-1, 3, 3)

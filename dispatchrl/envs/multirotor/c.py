@@ -120,8 +120,9 @@ static inline void dispatchrl_multirotor_plus(const double *s, const double *k, 
 }}
 
 /* multirotor_observe_at: position, rotation matrix, velocities with the episode key's noise at
-   this step's stream positions, then the action history */
-static inline void dispatchrl_multirotor_observe(const double *row, int64_t steps, int history, const double *p,
+   this step's stream positions, then the row's last `tail` columns: the action history and the
+   position-error integral */
+static inline void dispatchrl_multirotor_observe(const double *row, int64_t steps, int tail, const double *p,
                                                  float *out)
 {{
     const uint64_t key = (uint64_t)row[{layout.KEY}];
@@ -150,11 +151,12 @@ static inline void dispatchrl_multirotor_observe(const double *row, int64_t step
         if (sigma > 0.0) value += sigma * dispatchrl_standard_normal_icdf(key, base + (uint64_t)c);
         out[c] = (float)value;
     }}
-    for (int k = 0; k < 4 * history; k++) out[18 + k] = (float)row[{layout.HISTORY} + k];
+    for (int k = 0; k < tail; k++) out[18 + k] = (float)row[{layout.HISTORY} + k];
 }}
 """
 
-#: multirotor_step_at over the N envs; HISTORY_LEN actions of history, rows of PHYS and OBS_DIM
+#: multirotor_step_at over the N envs; HISTORY_LEN actions of history, INTEGRAL columns of the
+#: position-error integral, rows of PHYS and OBS_DIM
 STEP = f"""
 const double low = p[{layout.P_RPM_MIN}], high = p[{layout.P_RPM_MAX}];
 const double half = 0.5 * (high - low);
@@ -183,9 +185,13 @@ for (int i = 0; i < N; i++) {{
     }}
     double s[17];
     for (int j = 0; j < 17; j++) s[j] = row[j];
-    const double position_cost = s[0] * s[0] + s[1] * s[1] + s[2] * s[2];
+    double position_cost = s[0] * s[0] + s[1] * s[1] + s[2] * s[2];
     const double orientation_cost = 1.0 - s[3] * s[3];
-    const double velocity_cost = s[7] * s[7] + s[8] * s[8] + s[9] * s[9];
+    double velocity_cost = s[7] * s[7] + s[8] * s[8] + s[9] * s[9];
+    if (p[{layout.P_EXTENSIONS}] > 0.0) {{ /* norms instead of the paper's squares */
+        position_cost = sqrt(position_cost);
+        velocity_cost = sqrt(velocity_cost);
+    }}
     const double baseline = p[{layout.P_REWARD + 3}];
     const double d0 = a[0] - baseline, d1 = a[1] - baseline, d2 = a[2] - baseline, d3 = a[3] - baseline;
     const double action_cost = d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3;
@@ -229,12 +235,16 @@ for (int i = 0; i < N; i++) {{
     if (HISTORY_LEN > 0) {{
         for (int j = 0; j < 4; j++) row[{layout.HISTORY} + 4 * (HISTORY_LEN - 1) + j] = a[j];
     }}
+    for (int k = 0; k < INTEGRAL; k++) {{ /* of the position after the step */
+        const double value = row[PHYS - INTEGRAL + k] + p[{layout.P_EXTENSIONS + 1}] * dt * row[{layout.POS} + k];
+        row[PHYS - INTEGRAL + k] = value < -1.0 ? -1.0 : (value > 1.0 ? 1.0 : value);
+    }}
     row[{layout.AGE}] += 1.0;
     steps[i] += 1;
     reward[i] = (float)(done ? p[{layout.P_REWARD + 2}] : p[{layout.P_REWARD + 1}] - p[{layout.P_REWARD}] * cost);
     terminated[i] = done;
     truncated[i] = steps[i] >= MAX_STEPS;
-    dispatchrl_multirotor_observe(row, steps[i], HISTORY_LEN, p, obs + (int64_t)i * OBS_DIM);
+    dispatchrl_multirotor_observe(row, steps[i], 4 * HISTORY_LEN + INTEGRAL, p, obs + (int64_t)i * OBS_DIM);
 }}
 """
 
@@ -279,25 +289,26 @@ for (int i = 0; i < N; i++) {{
     row[{layout.QUAT + 3}] = qz;
     const double middle = 0.5 * (p[{layout.P_RPM_MIN}] + p[{layout.P_RPM_MAX}]);
     for (int j = 0; j < 4; j++) row[{layout.RPM} + j] = middle;
-    for (int k = 0; k < 4 * HISTORY_LEN; k++) row[{layout.HISTORY} + k] = 0.0;
+    for (int k = 0; k < 4 * HISTORY_LEN + INTEGRAL; k++) row[{layout.HISTORY} + k] = 0.0;
     steps[i] = 0;
     if (!ONLY_DONE) {{
         reward[i] = 0.0f;
         terminated[i] = false;
         truncated[i] = false;
     }}
-    dispatchrl_multirotor_observe(row, steps[i], HISTORY_LEN, p, obs + (int64_t)i * OBS_DIM);
+    dispatchrl_multirotor_observe(row, steps[i], 4 * HISTORY_LEN + INTEGRAL, p, obs + (int64_t)i * OBS_DIM);
 }}
 rng[1] = base + (uint64_t){layout.RESET_DRAWS} * N;
 """
 
 
-#: multirotor_critic_observe_at over the N envs: layout.CRITIC_COLUMNS floats per env
+#: multirotor_critic_observe_at over the N envs: CRITIC_DIM floats per env (layout.CRITIC_COLUMNS,
+#: then the INTEGRAL columns of the position-error integral)
 CRITIC = f"""
 const double low = p[{layout.P_RPM_MIN}], high = p[{layout.P_RPM_MAX}];
 for (int i = 0; i < N; i++) {{
     const double *const row = physics + (int64_t)i * PHYS;
-    float *const o = out + (int64_t)i * {layout.CRITIC_COLUMNS};
+    float *const o = out + (int64_t)i * CRITIC_DIM;
     const double qw = row[{layout.QUAT}], qx = row[{layout.QUAT + 1}], qy = row[{layout.QUAT + 2}], qz = row[{layout.QUAT + 3}];
     const double rotation[9] = {{
         1.0 - 2.0 * qy * qy - 2.0 * qz * qz, 2.0 * qx * qy - 2.0 * qw * qz, 2.0 * qx * qz + 2.0 * qw * qy,
@@ -311,12 +322,19 @@ for (int i = 0; i < N; i++) {{
     for (int c = 0; c < 4; c++) o[18 + c] = (float)(2.0 * (row[{layout.RPM} + c] - low) / (high - low) - 1.0);
     for (int c = 0; c < 3; c++) o[22 + c] = (float)(row[{layout.FORCE} + c] / p[{layout.P_MASS}]);
     for (int c = 0; c < 3; c++) o[25 + c] = (float)(row[{layout.TORQUE} + c] / p[{layout.P_J} + c]);
+    for (int c = 0; c < INTEGRAL; c++) o[{layout.CRITIC_COLUMNS} + c] = (float)row[PHYS - INTEGRAL + c];
 }}
 """
 
 
 def _shapes(env: Multirotor) -> dict[str, int]:
-    return dict(N=env.num_envs, PHYS=env.physics_dim, OBS_DIM=env.observation_dim, HISTORY_LEN=env.action_history)
+    return dict(
+        N=env.num_envs,
+        PHYS=env.physics_dim,
+        OBS_DIM=env.observation_dim,
+        HISTORY_LEN=env.action_history,
+        INTEGRAL=env.integral_columns,
+    )
 
 
 def step_kernel(env: Multirotor) -> CKernel:
@@ -336,7 +354,9 @@ def reset_kernel(env: Multirotor, only_done: bool) -> CKernel:
 
 
 def critic_kernel(env: Multirotor) -> CKernel:
-    consts = dict(N=env.num_envs, PHYS=env.physics_dim)
+    consts = dict(
+        N=env.num_envs, PHYS=env.physics_dim, INTEGRAL=env.integral_columns, CRITIC_DIM=env.critic_observation_dim
+    )
     return CKernel(
         "multirotor_critic_observation", CRITIC, ("physics", "out", "p"), {"out"}, consts, np.float32, (), {"out"}
     )

@@ -161,7 +161,7 @@ def rotation_matrix(physics, i) -> tuple:
 def multirotor_observe_at(i, physics, steps, obs, p) -> None:
     """Env i's observation: position, rotation matrix (row-major), linear and angular velocity,
     each with Gaussian noise from the episode's key at stream positions of this step; then the
-    action history."""
+    action history and the position-error integral (the physics row's last columns)."""
     key = np.uint64(physics[i, layout.KEY])
     base = np.uint64(steps[i] * layout.NOISE_DRAWS)
     rotation = rotation_matrix(physics, i)
@@ -184,10 +184,11 @@ def multirotor_observe_at(i, physics, steps, obs, p) -> None:
 @njit(**JIT_EXACT_INNER)
 def multirotor_critic_observe_at(i, physics, out, p) -> None:
     """Env i's privileged observation for an asymmetric critic (layout.CRITIC_COLUMNS): the state
-    without noise, RPMs in [-1, 1], the disturbance as accelerations."""
+    without noise, RPMs in [-1, 1], the disturbance as accelerations; then the position-error
+    integral where the task has one."""
     rotation = rotation_matrix(physics, i)
     low, high = p[layout.P_RPM_MIN], p[layout.P_RPM_MAX]
-    for c in range(layout.CRITIC_COLUMNS):
+    for c in range(out.shape[1]):
         if c < 3:
             value = physics[i, layout.POS + c]
         elif c < 12:
@@ -200,8 +201,10 @@ def multirotor_critic_observe_at(i, physics, out, p) -> None:
             value = 2.0 * (physics[i, layout.RPM + c - 18] - low) / (high - low) - 1.0
         elif c < 25:
             value = physics[i, layout.FORCE + c - 22] / p[layout.P_MASS]
-        else:
+        elif c < layout.CRITIC_COLUMNS:
             value = physics[i, layout.TORQUE + c - 25] / p[layout.P_J + c - 25]
+        else:
+            value = physics[i, physics.shape[1] - out.shape[1] + c]
         out[i, c] = value
 
 
@@ -232,6 +235,9 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
     position_cost = s[0] * s[0] + s[1] * s[1] + s[2] * s[2]
     orientation_cost = 1.0 - s[3] * s[3]
     velocity_cost = s[7] * s[7] + s[8] * s[8] + s[9] * s[9]
+    if p[layout.P_EXTENSIONS] > 0.0:  # norms instead of the paper's squares
+        position_cost = math.sqrt(position_cost)
+        velocity_cost = math.sqrt(velocity_cost)
     baseline = p[layout.P_REWARD + 3]
     action_cost = (a0 - baseline) ** 2 + (a1 - baseline) ** 2 + (a2 - baseline) ** 2 + (a3 - baseline) ** 2
     cost = (
@@ -265,7 +271,9 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
             done = done or abs(value) > p[layout.P_TERMINATION + 1]
         elif 10 <= j < 13:
             done = done or abs(value) > p[layout.P_TERMINATION + 2]
-    history = (physics.shape[1] - layout.HISTORY) // 4
+    gain = p[layout.P_EXTENSIONS + 1]
+    integral = layout.INTEGRAL_COLUMNS if gain > 0.0 else 0
+    history = (physics.shape[1] - layout.HISTORY - integral) // 4
     for k in range(4 * (history - 1)):
         physics[i, layout.HISTORY + k] = physics[i, layout.HISTORY + 4 + k]
     if history > 0:
@@ -274,6 +282,10 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
         physics[i, last + 1] = a1
         physics[i, last + 2] = a2
         physics[i, last + 3] = a3
+    for k in range(integral):  # of the position after the step
+        column = physics.shape[1] - integral + k
+        value = physics[i, column] + gain * dt * physics[i, layout.POS + k]
+        physics[i, column] = min(max(value, -1.0), 1.0)
     physics[i, layout.AGE] += 1.0
     steps[i] += 1
     reward[i] = p[layout.P_REWARD + 2] if done else p[layout.P_REWARD + 1] - p[layout.P_REWARD] * cost

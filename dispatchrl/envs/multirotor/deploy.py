@@ -17,6 +17,14 @@ def controller_c(env, name: str) -> tuple[str, str]:
     p, history = env.parameters, env.action_history
     n_obs, function = env.observation_dim, "controller" if name == "policy" else f"{name}_controller"
     rotors = ", ".join(f"({x:g}, {y:g})" for x, y, _ in p.rotor_positions)
+    end = 18 + 4 * history
+    integral = (
+        f"""
+     [{end}, {n_obs})  the position-error integral, per axis: after each step
+                I = clip(I + {env.position_integral:g} * {env.dt:g} * position error, -1, 1); zeros after a reset"""
+        if env.integral_columns
+        else ""
+    )
     header = f"""
 /* The multirotor's firmware entry point: one control step (every {env.dt:g} s), RPM setpoints for the
    four rotors from {name}_forward's action a in [-1, 1], clipped to [-1, 1] as the env clips it:
@@ -26,8 +34,8 @@ def controller_c(env, name: str) -> tuple[str, str]:
      [3, 12)    rotation matrix body -> world, row-major (R00 R01 R02 R10 ... R22)
      [12, 15)   linear velocity, world frame, m/s
      [15, 18)   angular velocity, body frame, rad/s
-     [18, {n_obs})  the last {history} actions a (4 each, in [-1, 1], before the RPM mapping),
-                oldest first; zeros after a reset
+     [18, {end})  the last {history} actions a (4 each, in [-1, 1], before the RPM mapping),
+                oldest first; zeros after a reset{integral}
    rpm[4]: in the order of the rotors at body (x, y) = {rotors} m. */
 void {function}(const float observation[{n_obs}], float rpm[4]);
 """

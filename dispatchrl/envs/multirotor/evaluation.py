@@ -133,10 +133,10 @@ def hovering_start(device: Any, env: Any, flights: int, seed: int) -> tuple[Any,
     )
     state = env_state(device, task)
     env_reset(device, task, state, rng(device, seed))
-    hover = task.parameters.hover_action
+    hover, history = task.parameters.hover_action, 4 * task.action_history
     state.physics.data[:, RPM : RPM + 4] = task.parameters.hover_rpm
-    state.physics.data[:, HISTORY:] = hover
-    state.obs.data[:, 18:] = hover
+    state.physics.data[:, HISTORY : HISTORY + history] = hover
+    state.obs.data[:, 18 : 18 + history] = hover
     return task, state
 
 
@@ -154,7 +154,8 @@ def tracking_metrics(
     each with its episode's random disturbance and the observation noise) after the moving
     ``trajectory`` for ``seconds`` (default: one period), as the paper's tracking does: the policy
     observes its position and linear velocity relative to the target's (RLtools' trajectory-
-    tracking observations), the rest of its observation as in hover.
+    tracking observations) and the integral of that position error (where the task has one), the
+    rest of its observation as in hover.
 
     ``eval_tracking_rmse``: the root-mean-square distance to the target over every step of every
     flight (m); ``eval_tracking_within``: the fraction of those steps within ``tolerance`` m;
@@ -182,13 +183,17 @@ def tracking_metrics(
     lost, parked, box = np.zeros(flights, bool), state.physics.data.copy(), env.termination_position
     squared, within = 0.0, 0
     relative = np.empty_like(obs)
+    integral, gain = np.zeros((flights, task.integral_columns)), task.position_integral
     for k in range(steps):
         relative[...] = obs
         relative[:, 0:3] -= target[k]
         relative[:, 12:15] -= target_velocity[k]
+        relative[:, obs.shape[1] - integral.shape[1] :] = integral
         action.data[...] = _act(policy, relative, lost, "tracking_metrics")
         step()
         error = position - target[k + 1]
+        if integral.shape[1]:  # as the kernels integrate the position, of the error to the target
+            integral[...] = np.clip(integral + gain * task.dt * error, -1.0, 1.0)
         lost |= np.abs(error).max(axis=1) > box
         _park(state.physics.data, parked, lost)
         distance_squared = np.where(lost, box * box, (error**2).sum(axis=1))

@@ -118,11 +118,12 @@ def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, trun
     stage = (
         np.floor(physics[:, layout.AGE] / p[layout.P_CURRICULUM]) if p[layout.P_CURRICULUM] > 0 else np.zeros(len(s))
     )
+    shape = np.sqrt if p[layout.P_EXTENSIONS] > 0 else (lambda x: x)  # norms or the paper's squares
     costs = np.stack(
         [
-            (s[:, 0:3] ** 2).sum(1),
+            shape((s[:, 0:3] ** 2).sum(1)),
             1 - s[:, 3] ** 2,
-            (s[:, 7:10] ** 2).sum(1),
+            shape((s[:, 7:10] ** 2).sum(1)),
             ((a - p[layout.P_REWARD + 3]) ** 2).sum(1),
         ],
         axis=1,
@@ -146,8 +147,12 @@ def multirotor_step_kernel(physics, steps, action, obs, reward, terminated, trun
         | (np.abs(n[:, 7:10]) > p[layout.P_TERMINATION + 1]).any(1)
         | (np.abs(n[:, 10:13]) > p[layout.P_TERMINATION + 2]).any(1)
     )
-    if physics.shape[1] > layout.HISTORY:
-        physics[:, layout.HISTORY :] = np.concatenate([physics[:, layout.HISTORY + 4 :], a], axis=1)
+    gain = p[layout.P_EXTENSIONS + 1]
+    end = physics.shape[1] - (layout.INTEGRAL_COLUMNS if gain > 0 else 0)  # of the action history
+    if end > layout.HISTORY:
+        physics[:, layout.HISTORY : end] = np.concatenate([physics[:, layout.HISTORY + 4 : end], a], axis=1)
+    if gain > 0:  # the position-error integral, of the position after the step
+        physics[:, end:] = np.clip(physics[:, end:] + gain * dt * n[:, 0:3], -1.0, 1.0)
     physics[:, layout.AGE] += 1.0
     steps += 1
     reward[:] = np.where(done, p[layout.P_REWARD + 2], p[layout.P_REWARD + 1] - p[layout.P_REWARD] * cost)
@@ -210,6 +215,7 @@ def multirotor_critic_observation_kernel(physics, out, p) -> None:
         2.0 * (physics[:, layout.RPM : layout.RPM + 4] - low) / (high - low) - 1.0,
         physics[:, layout.FORCE : layout.FORCE + 3] / p[layout.P_MASS],
         physics[:, layout.TORQUE : layout.TORQUE + 3] / p[layout.P_J : layout.P_J + 3],
+        physics[:, physics.shape[1] - (out.shape[1] - layout.CRITIC_COLUMNS) :],  # the integral, if any
     ]
     out[:] = np.concatenate(columns, axis=1)
 

@@ -10,6 +10,7 @@ __all__ = [
     "CURRICULUM_STAGES",
     "FORCE",
     "HISTORY",
+    "INTEGRAL_COLUMNS",
     "INTEGRATED",
     "KEY",
     "NOISE_DRAWS",
@@ -21,6 +22,7 @@ __all__ = [
     "P_CURRICULUM_TABLE",
     "P_DISTURBANCE",
     "P_DT",
+    "P_EXTENSIONS",
     "P_GRAVITY",
     "P_INIT",
     "P_J",
@@ -45,9 +47,11 @@ __all__ = [
 #: columns of a physics row: position (3), quaternion w x y z (4), linear velocity (3), angular
 #: velocity in the body frame (3), rotor RPM (4), the episode's disturbance force (world frame) and
 #: torque (body frame), its observation-noise key, the env's steps since it was made (for the
-#: curriculum; resets keep it), then the action history, oldest first
+#: curriculum; resets keep it), then the action history, oldest first, then, where the task has
+#: one (``position_integral`` > 0), the position-error integral (INTEGRAL_COLUMNS)
 POS, QUAT, VEL, OMEGA, RPM, FORCE, TORQUE, KEY, AGE, HISTORY = 0, 3, 7, 10, 13, 17, 20, 23, 24, 25
 INTEGRATED = 17  # the RK4 state: position .. RPM
+INTEGRAL_COLUMNS = 3  # the position-error integral, per axis, last in the physics row and the observations
 #: the counter-stream positions one env's reset draws: guidance, position, velocities,
 #: disturbance (Box–Muller pairs), noise key, then 3 per orientation try
 RESET_DRAWS = 256
@@ -55,7 +59,7 @@ ORIENTATION_TRIES = (RESET_DRAWS - 23) // 3
 NOISE_DRAWS = 18  # observation-noise stream positions per step (one per normal: standard_normal_icdf)
 #: the critic's privileged observation: position, rotation matrix (row-major), linear and angular
 #: velocity without noise, rotor RPMs mapped to [-1, 1], the disturbance as the linear (world) and
-#: angular (body) accelerations it causes
+#: angular (body) accelerations it causes (then the position-error integral, where the task has one)
 CRITIC_COLUMNS = 28
 
 #: entries of the kernels' float64 parameter array (:func:`parameter_array`)
@@ -83,4 +87,7 @@ CRITIC_COLUMNS = 28
 #: times; later stages call pow (the paper's weights reach their limits by stage 14)
 CURRICULUM_STAGES = 256
 P_CURRICULUM_TABLE = P_CURRICULUM + 9
-PARAMETERS = P_CURRICULUM_TABLE + 4 * CURRICULUM_STAGES
+#: then the task's extensions of the paper's: the cost form of position and velocity (0: squared,
+#: 1: norm), the gain of the observed position-error integral (0: none)
+P_EXTENSIONS = P_CURRICULUM_TABLE + 4 * CURRICULUM_STAGES
+PARAMETERS = P_EXTENSIONS + 2

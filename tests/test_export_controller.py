@@ -41,7 +41,7 @@ def test_multirotor_export_has_a_controller_giving_the_policys_rpm(multirotor_ch
     header = (tmp_path / "out" / "policy.h").read_text()
     assert "void controller(const float observation[149], float rpm[4]);" in header
     parts = ("position error", "rotation matrix body -> world, row-major", "oldest first", "rad/s", "21702")
-    for part in (*parts, "[146, 149)  the position-error integral", "I = clip(I + 1 * 0.01 * position error, -1, 1)"):
+    for part in (*parts, "[146, 149)  the position-error integral", "I = clip(I + 0.5 * 0.01 * position error, -1, 1)"):
         assert part in header
     lib = export.host_library(tmp_path / "out" / "policy.c")
     assert lib.policy_selftest() == 0

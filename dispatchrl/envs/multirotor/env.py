@@ -201,7 +201,7 @@ class Multirotor(BuiltinEnv):
     curriculum_limits: tuple[float, float, float, float] = (40.0, 5.0, 1.0, 1.0)
     #: gain k (1/s) of the position-error integral appended to the observation (and the critic's):
     #: per axis I ← clip(I + k dt p, ±1) after each step, 0 at a reset; 0: none (the paper's)
-    position_integral: float = 1.0
+    position_integral: float = 0.5
 
     action_dim = 4
 

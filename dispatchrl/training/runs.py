@@ -502,7 +502,8 @@ def _plan_run(
     if (meta.get("obs_dim"), meta.get("action_dim")) != (spec.obs_dim, spec.action_dim):
         raise CheckpointError(
             f"checkpoint {path}: dimensions {meta.get('obs_dim')}, {meta.get('action_dim')} do "
-            f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim})"
+            f"not match env {spec.name} ({spec.obs_dim}, {spec.action_dim}): the env's description changed "
+            "since the checkpoint was written (see docs/changelog.md); train it again"
         )
     state = build_state(algo, device, spec, config, seed)
     return {"algo": algo, "name": name, "spec": spec, "config": config, "state": state}

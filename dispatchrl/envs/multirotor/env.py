@@ -18,8 +18,8 @@ Two defaults differ from the paper's task, because with them TD3's hover lands o
 (NOTES.md, "The multirotor's position-error integral"): the position and velocity costs are
 norms, as in RLtools' l2f reward today (the paper squares them, whose slope vanishes at the
 target: trained policies rested 0.1–0.4 m off it), and the policy also observes the integral of
-its position error (the paper's observation has none, so no policy can cancel a constant
-disturbance force). ``Multirotor(reward_costs="squared", position_integral=0.0)`` is the paper's.
+its position error (the paper's observation has none, so its policies have no integral action
+against the episode's constant disturbance force). ``Multirotor(reward_costs="squared", position_integral=0.0)`` is the paper's.
 """
 
 import json

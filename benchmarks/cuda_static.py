@@ -747,8 +747,13 @@ def compile_kernels(
         for index, kernel in enumerate(kernels):
             ptx = out / f"{kernel.program}.sm{cc}.ptx"
             cubin = ptx.with_suffix(".cubin")
+            # the cap block_program gives cuda.jit (max_registers), so a larger block shows the
+            # spills it would get at run time rather than registers that cannot launch
+            cap = str(min(255, REGISTERS_PER_SM // kernel.block))
             ran = subprocess.run(
-                [ptxas, "-v", "--gpu-name", f"sm_{cc}", "-o", str(cubin), str(ptx)], capture_output=True, text=True
+                [ptxas, "-v", "--gpu-name", f"sm_{cc}", "-maxrregcount", cap, "-o", str(cubin), str(ptx)],
+                capture_output=True,
+                text=True,
             )
             if ran.returncode != 0:
                 raise RuntimeError(f"ptxas sm_{cc} {kernel.program}: {ran.stderr[-2000:]}")

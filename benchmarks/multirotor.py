@@ -12,7 +12,7 @@
   simulator at "5 months of flight per second" on a laptop GPU (about 1.3e9 steps/s at 100 Hz).
 
 Prints JSON lines; the first names the machine and its load.
-Usage: python benchmarks/multirotor.py [--seeds 5] [--steps 300000] [--keep-best N] [--skip-training] [--quick]
+Usage: python benchmarks/multirotor.py [--seeds 5] [--first-seed 0] [--steps 300000] [--keep-best N] [--skip-training] [--quick]
 """
 
 import argparse
@@ -91,6 +91,9 @@ def training(seed: int, steps: int, keep_best: int | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds first..first+N-1 (fresh seeds check a recipe tuned on 0..N-1)"
+    )
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument(
         "--keep-best", type=int, default=None, help="passed to the CLI (default: its own; 0: final weights)"
@@ -105,7 +108,7 @@ def main() -> None:
     if args.skip_training:
         return
     runs = []
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         runs.append(training(seed, args.steps, args.keep_best))
         emit(kind="training_run", **runs[-1], load=os.getloadavg()[0])
     emit(

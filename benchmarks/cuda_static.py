@@ -717,6 +717,8 @@ def compile_kernels(
 ) -> dict[tuple[int, int], dict]:
     """(kernel index, cc) -> resources (and, with ``disassemble`` and nvdisasm found, SASS
     statistics) of each kernel for each cc."""
+    from dispatchrl.backends.cuda import register_cap
+
     ptxas = find_tool("ptxas", python)
     if ptxas is None:
         raise RuntimeError("ptxas not found: set DISPATCHRL_PTXAS or install nvidia-cuda-nvcc (the [cuda] extra)")
@@ -747,9 +749,8 @@ def compile_kernels(
         for index, kernel in enumerate(kernels):
             ptx = out / f"{kernel.program}.sm{cc}.ptx"
             cubin = ptx.with_suffix(".cubin")
-            # the cap block_program gives cuda.jit (max_registers), so a larger block shows the
-            # spills it would get at run time rather than registers that cannot launch
-            cap = str(min(255, REGISTERS_PER_SM // kernel.block))
+            # block_program's cap: a larger block shows the spills it gets at run time
+            cap = str(register_cap(kernel.block))
             ran = subprocess.run(
                 [ptxas, "-v", "--gpu-name", f"sm_{cc}", "-maxrregcount", cap, "-o", str(cubin), str(ptx)],
                 capture_output=True,

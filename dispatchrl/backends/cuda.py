@@ -55,6 +55,7 @@ __all__ = [
     "once",
     "per_index",
     "refused_argument",
+    "register_cap",
     "unfused_kernels",
     "whole_block",
 ]
@@ -95,6 +96,12 @@ MAX_DYNAMIC_SHARED = 48 * 1024
 #: kernel parameter space from CUDA 12.1 on sm_70+ (4096 bytes before); numba passes an array as
 #: 5 + 2 * ndim 8-byte fields. A TD3 step takes ~11 KiB: it needs CUDA >= 12.1 (unchecked on hardware)
 MAX_PARAMETER_BYTES = 32764
+
+
+def register_cap(block: int) -> int:
+    """Registers per thread a fused kernel of ``block`` threads is compiled with: the most at which
+    the block still launches (ptxas spills past it rather than refusing the launch)."""
+    return min(255, REGISTER_FILE // block)
 
 
 def device_twin(cpu_function, **callees):
@@ -541,9 +548,8 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     if profile:
         namespace["clock64"] = _clock64()
     exec(compile(source, "<dispatchrl fused CUDA step>", "exec"), namespace)
-    # capped so that the block always launches: ptxas spills rather than refusing the launch (the
-    # static check, benchmarks/cuda_static.py, fails on spills)
-    options = {} if _SIMULATOR else {"max_registers": min(255, REGISTER_FILE // block)}
+    # the static check (benchmarks/cuda_static.py) compiles under the same cap and fails on spills
+    options = {} if _SIMULATOR else {"max_registers": register_cap(block)}
     kernel = cuda.jit(**options)(namespace["fused_step"])
     buffers = [data for _, data in arrays.values()]
     launch_config = Launch(kernel, (1,), (block,), shared)

@@ -111,12 +111,44 @@ def test_thread_count_does_not_change_results(name):
         np.testing.assert_array_equal(a, b)
 
 
+def test_stepping_threads_park_when_idle_block_when_contended_and_stop_with_the_batch():
+    import gc
+    import time
+
+    batch, reference = E.HalfCheetahBatch(4, num_threads=2), E.HalfCheetahBatch(4, num_threads=1)
+    threads = batch._threads
+    assert len(threads._threads) == 1 and threads._threads[0].is_alive()
+    outs = [[b.reset(seed=3)] for b in (batch, reference)]
+    rs = np.random.default_rng(0)
+    for k in range(6):
+        if k in (1, 3):  # idle past SERVE_SPIN_NS: the thread parks, and the next step must wake it
+            deadline = time.monotonic() + 10
+            while threads._cmd[2] == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert threads._cmd[2] == 1
+        if k == 4:  # as under contention: hand off by blocking
+            threads._blocking = 2
+        actions = rs.uniform(-1, 1, (4, 6)).astype(np.float32)
+        for b, out in zip((batch, reference), outs):
+            out += [*b.step(actions)[:4], b.qpos.copy()]
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a, b)
+    assert threads._blocking == 0
+    workers = threads._threads
+    del batch, threads
+    gc.collect()  # never closed: collecting the batch stops its thread
+    assert not any(t.is_alive() for t in workers)
+    reference.close()
+
+
 @pytest.mark.parametrize("name", [*NAMES, "Ant"])
-def test_nogil_chunk_stepper_matches_the_bindings(name):
+def test_nogil_chunk_stepper_matches_the_bindings(name, monkeypatch):
     # the chunk stepper calls libmujoco's mj_step itself; the bindings' path is the reference
-    batches = [batch_class(name)(4, num_threads=2) for _ in range(2)]
-    assert batches[0]._native is not None
-    batches[1]._native = None
+    cls = batch_class(name)
+    native = cls(4, num_threads=2)
+    monkeypatch.setattr(cls, "_native_stepper", lambda self, mujoco, sources: None)
+    batches = [native, cls(4, num_threads=2)]
+    assert batches[0]._threads is not None and batches[1]._threads is None and batches[1]._pool is not None
     outs = [[b.reset(seed=5)] for b in batches]
     rs = np.random.default_rng(1)
     for _ in range(60):

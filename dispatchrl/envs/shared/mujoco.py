@@ -1,7 +1,7 @@
 """What the threaded MuJoCo batches share (``envs/ant/``, ``envs/halfcheetah/``, ``envs/hopper/``,
 ``envs/walker2d/``, ``envs/humanoid/``): :class:`MujocoBatch` loads gymnasium's model, steps N
-MjData on a pool of threads (each thread's chunk is one Numba call of libmujoco's ``mj_step``
-without the GIL), copies each env's state arrays into shared (N, ·) arrays, resets env i from its
+MjData on threads (each thread's chunk is one Numba call of libmujoco's ``mj_step`` without the
+GIL, see :mod:`.mujoco_threads`), copies each env's state arrays into shared (N, ·) arrays, resets env i from its
 own generator seeded ``seed + i`` with same-step autoreset and ``final_obs``; a subclass says
 which arrays it reads and computes observation, reward and termination for the whole batch with
 numpy, as gymnasium's env does for one.
@@ -10,9 +10,6 @@ numpy, as gymnasium's env does for one.
 mujoco is imported only when a batch is made, so it stays an optional dependency.
 """
 
-import ctypes
-import functools
-import glob
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +22,7 @@ from gymnasium import spaces
 from ...errors import ConfigError, ShapeError
 from ...spaces import Box
 from ..batch import BatchVectorEnv, check_actions
+from .mujoco_threads import SpinningThreads, chunk_functions
 
 __all__ = [
     "MujocoBatch",
@@ -66,46 +64,6 @@ def _positive_int(owner: str, name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ConfigError(f"{owner}: '{name}' must be an int >= 1, got {value!r}")
     return int(value)
-
-
-@functools.cache
-def _chunk_stepper(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> Callable[..., None] | None:
-    """A Numba function stepping a chunk of envs with the GIL released throughout: per env, ctrl ←
-    its action, libmujoco's ``mj_step`` ``frame_skip`` times and ``mj_rnePostConstraint`` where the
-    task reads contact forces (the C calls the bindings make, on the same MjData: the same bits),
-    then its state arrays copied into the batch's rows. Under the bindings' ``mj_step`` the
-    per-env copies held the GIL, so two threads stepped cheap bodies no faster than one (NOTES.md).
-    None where the shared library is not found (the bindings' path is used then). A MuJoCo fatal
-    error (mju_error: none in these models at their defaults) would abort the process here, where
-    the bindings raise it."""
-    from numba import njit
-
-    names = ("libmujoco.so*", "libmujoco*.dylib", "mujoco.dll")
-    found = [path for name in names for path in sorted(glob.glob(os.path.join(mujoco_dir, name)))]
-    if not found:
-        return None
-    lib = ctypes.CDLL(found[0])  # the library the bindings loaded: the same handle
-    mj_step, mj_rne_post_constraint = lib.mj_step, lib.mj_rnePostConstraint
-    for function in (mj_step, mj_rne_post_constraint):
-        function.argtypes, function.restype = (ctypes.c_size_t, ctypes.c_size_t), None
-
-    @njit(nogil=True)
-    def step_chunk(model, datas, envs, actions, ctrls, sources, targets):  # pragma: no cover (Numba)
-        fields = len(targets)
-        for i in envs:
-            ctrl = ctrls[i]
-            for j in range(ctrl.size):
-                ctrl[j] = actions[i, j]
-            for _ in range(frame_skip):
-                mj_step(model, datas[i])
-            if contact_forces:
-                mj_rne_post_constraint(model, datas[i])
-            for f in range(fields):
-                source, target = sources[i * fields + f], targets[f]
-                for k in range(source.size):
-                    target[i, k] = source[k]
-
-    return step_chunk
 
 
 class MujocoBatch:
@@ -154,8 +112,12 @@ class MujocoBatch:
         self.steps = np.zeros(num_envs, np.int64)
         self._rngs = [None] * num_envs
         self._chunks = [c for c in np.array_split(np.arange(num_envs), self.num_threads) if len(c)]
-        self._native = self._native_stepper(mujoco, sources)
-        self._pool = ThreadPoolExecutor(self.num_threads - 1) if self.num_threads > 1 else None  # + the caller
+        native = self._native_stepper(mujoco, sources)
+        # threads step all chunks but the first, which the caller steps
+        self._threads = SpinningThreads(self, *native) if native is not None else None
+        self._pool = (
+            ThreadPoolExecutor(self.num_threads - 1) if self._threads is None and self.num_threads > 1 else None
+        )
         self.autoreset = bool(autoreset)
         self.final_obs = None
 
@@ -184,11 +146,13 @@ class MujocoBatch:
 
     # --- per-env work, run by the pool threads ---
 
-    def _native_stepper(self, mujoco: Any, sources: list[dict[str, Any]]) -> Callable[..., None] | None:
-        """:func:`_chunk_stepper` bound to this batch's MjModel, MjData and arrays (None: the
-        bindings' path, where the library is not found or a source is not float64)."""
-        step = _chunk_stepper(os.path.dirname(mujoco.__file__), self.FRAME_SKIP, self.CONTACT_FORCES)
-        if step is None or any(v.dtype != np.float64 for s in sources for v in s.values()):
+    def _native_stepper(self, mujoco: Any, sources: list[dict[str, Any]]) -> tuple[Any, list, Callable] | None:
+        """:func:`chunk_functions` with this batch's chunks and ``step_args(envs, flags)``, the first
+        arguments of their ``step``: MjModel, MjData, the action array :meth:`step` fills, views on
+        MjData's memory and the batch's arrays (None: the bindings' path, where the library is not
+        found or a source is not float64)."""
+        functions = chunk_functions(os.path.dirname(mujoco.__file__), self.FRAME_SKIP, self.CONTACT_FORCES)
+        if functions is None or any(v.dtype != np.float64 for s in sources for v in s.values()):
             return None
         from numba.typed import List
 
@@ -196,16 +160,15 @@ class MujocoBatch:
         ctrls = List(d.ctrl for d in self.datas)
         flat = List(view.reshape(-1) for s in sources for view in s.values())  # views on MjData's memory
         targets = List(getattr(self, name).reshape(self.num_envs, -1) for name in sources[0])
-        return lambda envs, actions: step(model, datas, envs, actions, ctrls, flat, targets)
+        actions = self._actions = np.zeros((self.num_envs, self.action_dim), np.float32)
+        return functions, self._chunks, lambda envs, flags: (model, datas, envs, actions, ctrls, flat, targets, flags)
 
     def _gather(self, i: int) -> None:
         for array, view in self._copies[i]:
             array[i] = view
 
     def _step_chunk(self, chunk: Any, actions: np.ndarray) -> None:
-        if self._native is not None:
-            self._native(chunk, actions)
-            return
+        """The bindings' path for the envs of ``chunk``."""
         mj, m, datas = self._mj, self.model, self.datas
         for i in chunk:
             self._ctrls[i][:] = actions[i]
@@ -254,15 +217,16 @@ class MujocoBatch:
             raise ConfigError("step: call reset() before the first step")
         actions = check_actions(actions, self.num_envs, self.action_dim)
         before = self._forward_position().copy()
-        if self._pool is None:
-            self._step_chunk(self._chunks[0], actions)
-        else:
-            # the calling thread steps the first chunk while the pool steps the others: one
-            # hand-off fewer per step (each costs a thread's wake-up, 110–150 µs on a 2-core VM)
+        if self._threads is not None:
+            self._actions[:] = actions
+            self._threads.step()
+        elif self._pool is not None:
             futures = [self._pool.submit(self._step_chunk, c, actions) for c in self._chunks[1:]]
             self._step_chunk(self._chunks[0], actions)
             for f in futures:
                 f.result()
+        else:
+            self._step_chunk(self._chunks[0], actions)
         velocity = (self._forward_position() - before) / self.dt
         reward, terminated, info = self._outcome(actions, velocity)
         self.steps += 1
@@ -277,6 +241,9 @@ class MujocoBatch:
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
+        if self._threads is not None:
+            self._threads.close()
+            self._threads = None
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None

@@ -1,0 +1,305 @@
+"""How a :class:`~dispatchrl.envs.shared.mujoco.MujocoBatch` steps its chunks of envs on several
+threads without the GIL: :func:`chunk_functions` are Numba functions calling libmujoco's
+``mj_step`` themselves, and :class:`SpinningThreads` runs one chunk per thread.
+
+Why threads that spin: handing a chunk to a sleeping thread and waiting for it to finish costs two
+OS wake-ups, about 50 µs each on a 2-core VM, against a HalfCheetah chunk of 8 envs taking 230 µs:
+a ``ThreadPoolExecutor`` scaled 16 envs 1.26× from 1 to 2 threads. Here a thread waits for the next
+step's generation number in a loop, and the caller for the threads' done flags, both without the
+GIL: about 1.7×. Spinning only pays while every spinning thread has a core: with other processes
+running, a spinner that is descheduled holds everyone up for a time slice (a 2-thread step became
+2–5× slower than a pool's). So a thread spins at most SERVE_SPIN_NS between steps and then parks,
+and the caller watches for contention (its wait outlasting WAIT_SPIN_NS, or a parked thread at a
+new step) and hands off by blocking, as a pool does, while it persists.
+"""
+
+import ctypes
+import functools
+import glob
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SpinningThreads", "chunk_functions"]
+
+#: how long a thread spins for the next step before it parks: longer than the work between two
+#: steps of a stepping loop (HalfCheetah 40 µs; Hopper's resets made 300 µs too short for 10%)
+SERVE_SPIN_NS = 1_000_000
+#: how long the caller spins for the threads' chunks before it naps WAIT_NAP_US at a time (a
+#: chunk normally ends within a few µs of the caller's: the chunks are equal; a nap costs ~100 µs
+#: on a 2-core VM); it returns to Python every WAIT_CHECK_NS to check the threads are alive
+WAIT_SPIN_NS = 100_000
+WAIT_NAP_US = 20
+WAIT_CHECK_NS = 100_000_000
+#: contention: at least CONTENDED of the last WINDOW steps waited past WAIT_SPIN_NS or found a
+#: thread parked (quiet, 2–15% of the steps do, in bursts; with one or two busy processes beside
+#: it, 55–90%); then the steps hand off by blocking before spinning is tried again, for
+#: BLOCKING_STEPS, doubled each time contention is found again within WINDOW steps (up to
+#: MAX_BLOCKING_STEPS), so a lasting load costs few tries and a passing one few blocked steps
+WINDOW, CONTENDED = 32, 12
+BLOCKING_STEPS, MAX_BLOCKING_STEPS = 256, 16_384
+
+
+def _atomics() -> tuple[Any, Any]:
+    """``load(flags, k)`` and ``store(flags, k, value)`` on an int64 array, sequentially consistent:
+    plain accesses would let the compiler hoist a waiting loop's load, and the parking handshake
+    (each side stores, then loads what the other stored) needs the order of all four."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    def pointer(context, builder, signature, args):
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        return cgutils.get_item_pointer(context, builder, array_type, array, [args[1]])
+
+    @intrinsic
+    def load(typingctx, flags, k):
+        def codegen(context, builder, signature, args) -> ir.Value:
+            return builder.load_atomic(pointer(context, builder, signature, args), "seq_cst", 8)
+
+        return types.int64(flags, types.intp), codegen
+
+    @intrinsic
+    def store(typingctx, flags, k, value):
+        def codegen(context, builder, signature, args) -> ir.Value:
+            builder.store_atomic(args[2], pointer(context, builder, signature, args), "seq_cst", 8)
+            return context.get_dummy_value()
+
+        return types.void(flags, types.intp, types.int64), codegen
+
+    return load, store
+
+
+@functools.cache
+def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> SimpleNamespace | None:
+    """Numba functions, all without the GIL (None where libmujoco's shared library is not found;
+    the batch then steps through the bindings):
+
+    - ``step(model, datas, envs, actions, ctrls, sources, targets, flags, slot, generation)``: per
+      env of ``envs``, ctrl ← its action, ``mj_step`` ``frame_skip`` times and
+      ``mj_rnePostConstraint`` where the task reads contact forces (the C calls the bindings make,
+      on the same MjData: the same bits), then its state arrays copied into the batch's rows; last
+      ``flags[slot] = generation`` (slot -1: none). Under the bindings' ``mj_step`` the per-env
+      copies held the GIL, so two threads stepped cheap bodies no faster than one (NOTES.md);
+    - ``serve(cmd, slot, last, *step_args)``: a thread's loop: ``step`` its chunk each time
+      ``cmd[0]`` holds a new generation; returns -1 when it holds -1 (stop), or ``last`` once
+      ``cmd[1]`` ns pass without one;
+    - ``park(cmd, slot, last)``: a thread about to block sets ``cmd[2 + slot]``; False (and
+      unset) if a generation came meanwhile;
+    - ``publish(cmd, generation, spin_ns)``: the caller's new generation and the threads' spin;
+      True when a thread is parked;
+    - ``wait(flags, generation, spin_ns, nap_us, check_ns)``: the caller until every flag holds
+      ``generation``, spinning ``spin_ns``, then napping ``nap_us`` at a time: 0 when done
+      spinning, 1 when done after a nap, -1 after ``check_ns``.
+
+    A MuJoCo fatal error (mju_error: none in these models at their defaults) would abort the
+    process in ``step``, where the bindings raise it."""
+    from numba import njit
+
+    names = ("libmujoco.so*", "libmujoco*.dylib", "mujoco.dll")
+    found = [path for name in names for path in sorted(glob.glob(os.path.join(mujoco_dir, name)))]
+    try:
+        libc = ctypes.CDLL(None)
+        sched_yield, usleep, clock_gettime = libc.sched_yield, libc.usleep, libc.clock_gettime
+        clock = time.CLOCK_MONOTONIC
+    except (OSError, AttributeError, TypeError):  # no libc symbols (Windows)
+        return None
+    if not found:
+        return None
+    lib = ctypes.CDLL(found[0])  # the library the bindings loaded: the same handle
+    mj_step, mj_rne_post_constraint = lib.mj_step, lib.mj_rnePostConstraint
+    for function in (mj_step, mj_rne_post_constraint):
+        function.argtypes, function.restype = (ctypes.c_size_t, ctypes.c_size_t), None
+    sched_yield.argtypes, sched_yield.restype = (), ctypes.c_int
+    usleep.argtypes, usleep.restype = (ctypes.c_uint,), ctypes.c_int
+    clock_gettime.argtypes, clock_gettime.restype = (ctypes.c_int, ctypes.c_size_t), ctypes.c_int
+    load, store = _atomics()
+
+    @njit(nogil=True)
+    def now(timespec):  # pragma: no cover  (ns; timespec: an int64[2] of the calling thread)
+        clock_gettime(clock, timespec.ctypes.data)
+        return timespec[0] * 1_000_000_000 + timespec[1]
+
+    @njit(nogil=True)
+    def step(model, datas, envs, actions, ctrls, sources, targets, flags, slot, generation):  # pragma: no cover
+        fields = len(targets)
+        for i in envs:
+            ctrl = ctrls[i]
+            for j in range(ctrl.size):
+                ctrl[j] = actions[i, j]
+            for _ in range(frame_skip):
+                mj_step(model, datas[i])
+            if contact_forces:
+                mj_rne_post_constraint(model, datas[i])
+            for f in range(fields):
+                source, target = sources[i * fields + f], targets[f]
+                for k in range(source.size):
+                    target[i, k] = source[k]
+        if slot >= 0:
+            store(flags, slot, generation)
+
+    @njit(nogil=True)
+    def serve(cmd, slot, last, model, datas, envs, actions, ctrls, sources, targets, flags):  # pragma: no cover
+        timespec = np.empty(2, np.int64)
+        since = now(timespec)
+        while True:
+            generation = load(cmd, 0)
+            if generation == last:
+                if now(timespec) - since >= load(cmd, 1):
+                    return last
+            elif generation < 0:
+                return generation
+            else:
+                step(model, datas, envs, actions, ctrls, sources, targets, flags, slot, generation)
+                last, since = generation, now(timespec)
+
+    @njit(nogil=True)
+    def park(cmd, slot, last):  # pragma: no cover
+        store(cmd, 2 + slot, 1)
+        if load(cmd, 0) != last:
+            store(cmd, 2 + slot, 0)
+            return False
+        return True
+
+    @njit(nogil=True)
+    def publish(cmd, generation, spin_ns):  # pragma: no cover
+        store(cmd, 1, spin_ns)
+        store(cmd, 0, generation)
+        for k in range(2, cmd.size):
+            if load(cmd, k) != 0:
+                return True
+        return False
+
+    @njit(nogil=True)
+    def wait(flags, generation, spin_ns, nap_us, check_ns):  # pragma: no cover
+        timespec = np.empty(2, np.int64)
+        start, napped = now(timespec), 0
+        for k in range(flags.size):
+            while load(flags, k) != generation:
+                waited = now(timespec) - start
+                if waited > check_ns:
+                    return -1
+                if waited >= spin_ns:
+                    usleep(nap_us)
+                    napped = 1
+        return napped
+
+    return SimpleNamespace(step=step, serve=serve, park=park, publish=publish, wait=wait)
+
+
+def _serve(
+    functions: SimpleNamespace,
+    cmd: np.ndarray,
+    ready: threading.Condition,
+    done: threading.Condition,
+    slot: int,
+    args: tuple,
+) -> None:
+    """A thread of :class:`SpinningThreads`: spin while steps come, then say so to a caller that
+    blocks, and park."""
+    last = 0
+    while True:
+        last = functions.serve(cmd, slot, last, *args)
+        if last < 0:
+            return
+        with done:
+            done.notify()
+        with ready:
+            if functions.park(cmd, slot, last):
+                ready.wait()  # the caller unsets the flag and notifies (a spurious wake-up only re-parks)
+
+
+def _stop(functions: SimpleNamespace, cmd: np.ndarray, ready: threading.Condition, threads: list) -> None:
+    functions.publish(cmd, -1, 0)
+    with ready:
+        cmd[2:] = 0
+        ready.notify_all()
+    for thread in threads:
+        if thread is not threading.current_thread():  # a collection can run the finalizer on one of them
+            thread.join()
+
+
+class SpinningThreads:
+    """Threads that each step one chunk of a batch while the caller steps the first chunk itself.
+    ``step_args(envs, flags)`` gives ``functions.step``'s first arguments; their actions are one
+    array that the caller fills before each :meth:`step`. They must not reference ``owner``: the
+    threads stop when it is collected."""
+
+    def __init__(self, owner: object, functions: SimpleNamespace, chunks: list, step_args: Callable[..., tuple]):
+        self._functions = functions
+        workers = len(chunks) - 1
+        # cmd[0]: the step's generation (-1: stop); cmd[1]: ns a thread spins; cmd[2 + k]: thread k is parked
+        self._cmd = np.zeros(2 + workers, np.int64)
+        self._flags = np.zeros(workers, np.int64)  # thread k's last generation stepped
+        self._generation = 0
+        self._ready, self._done = threading.Condition(), threading.Condition()
+        self._contended = np.zeros(WINDOW, bool)  # per recent step (spinning)
+        self._blocking = 0  # steps left that hand off by blocking
+        self._backoff, self._spun = BLOCKING_STEPS, 0  # the next blocking period; steps spun since
+        self._own = step_args(chunks[0], self._flags)
+        self._threads = [
+            threading.Thread(
+                target=_serve,
+                args=(functions, self._cmd, self._ready, self._done, k, step_args(c, self._flags)),
+                name=f"dispatchrl-mujoco-{k + 1}",
+                daemon=True,
+            )
+            for k, c in enumerate(chunks[1:])
+        ]
+        for thread in self._threads:
+            thread.start()
+        # the threads hold no reference to the batch: stop them when it is collected or at exit
+        self._finalizer = weakref.finalize(owner, _stop, functions, self._cmd, self._ready, self._threads)
+
+    def _wake(self) -> None:
+        with self._ready:
+            self._cmd[2:] = 0
+            self._ready.notify_all()
+
+    def _all_done(self, generation: int) -> bool:
+        return bool((self._flags == generation).all())
+
+    def _check_alive(self) -> None:
+        if not all(thread.is_alive() for thread in self._threads):
+            raise RuntimeError("a MuJoCo stepping thread has died")
+
+    def step(self) -> None:
+        """Step every chunk (the actions already in place) and return when all are done."""
+        f = self._functions
+        if not self._threads:
+            f.step(*self._own, -1, 0)
+            return
+        self._generation += 1
+        g = self._generation
+        blocking = self._blocking > 0
+        parked = f.publish(self._cmd, g, 0 if blocking else SERVE_SPIN_NS)
+        if parked:
+            self._wake()
+        f.step(*self._own, -1, g)
+        if blocking:
+            self._blocking -= 1
+            with self._done:  # the threads notify it after their chunk, before they park
+                while not self._done.wait_for(lambda: self._all_done(g), WAIT_CHECK_NS / 1e9):
+                    self._check_alive()
+            return
+        napped = f.wait(self._flags, g, WAIT_SPIN_NS, WAIT_NAP_US, WAIT_CHECK_NS)
+        while napped < 0:
+            self._check_alive()
+            napped = f.wait(self._flags, g, 0, WAIT_NAP_US, WAIT_CHECK_NS)
+        self._contended[g % WINDOW] = parked or napped
+        self._spun += 1
+        if self._contended.sum() >= CONTENDED:
+            if self._spun > WINDOW:
+                self._backoff = BLOCKING_STEPS
+            self._blocking, self._contended[:], self._spun = self._backoff, False, 0
+            self._backoff = min(2 * self._backoff, MAX_BLOCKING_STEPS)
+
+    def close(self) -> None:
+        self._finalizer()

@@ -144,7 +144,7 @@ class MujocoBatch:
         """gymnasium's ``reset`` info for env i."""
         return {}
 
-    # --- per-env work, run by the pool threads ---
+    # --- per-env work, run by the stepping threads ---
 
     def _native_stepper(self, mujoco: Any, sources: list[dict[str, Any]]) -> tuple[Any, list, Callable] | None:
         """:func:`chunk_functions` with this batch's chunks and ``step_args(envs, flags)``, the first

@@ -107,7 +107,7 @@ def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> S
     found = [path for name in names for path in sorted(glob.glob(os.path.join(mujoco_dir, name)))]
     try:
         libc = ctypes.CDLL(None)
-        sched_yield, usleep, clock_gettime = libc.sched_yield, libc.usleep, libc.clock_gettime
+        usleep, clock_gettime = libc.usleep, libc.clock_gettime
         clock = time.CLOCK_MONOTONIC
     except (OSError, AttributeError, TypeError):  # no libc symbols (Windows)
         return None
@@ -117,7 +117,6 @@ def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> S
     mj_step, mj_rne_post_constraint = lib.mj_step, lib.mj_rnePostConstraint
     for function in (mj_step, mj_rne_post_constraint):
         function.argtypes, function.restype = (ctypes.c_size_t, ctypes.c_size_t), None
-    sched_yield.argtypes, sched_yield.restype = (), ctypes.c_int
     usleep.argtypes, usleep.restype = (ctypes.c_uint,), ctypes.c_int
     clock_gettime.argtypes, clock_gettime.restype = (ctypes.c_int, ctypes.c_size_t), ctypes.c_int
     load, store = _atomics()

@@ -7,11 +7,13 @@ gymnasium's HalfCheetah-v5 with default arguments computes it for one env:
 - reset: mj_resetData, qpos0 + U(±0.1), qvel0 + 0.1 N(0, 1), mj_forward.
 """
 
+import functools
 from typing import Any
 
 import numpy as np
+from numba import njit
 
-from ..shared.mujoco import MujocoBatch
+from ..shared.mujoco import MujocoBatch, TaskKernels, pairwise_sum, square
 
 __all__ = ["HalfCheetahBatch"]
 
@@ -27,23 +29,39 @@ class HalfCheetahBatch(MujocoBatch):
     FRAME_SKIP = 5
     RESET_NOISE = 0.1
     QVEL_NOISE = "normal"
+    INFO = (("x_position", 1), ("x_velocity", 1), ("reward_forward", 1), ("reward_ctrl", 1))
 
-    def _observations(self, rows: Any = slice(None)) -> np.ndarray:
-        return np.concatenate([self.qpos[rows, 1:], self.qvel[rows]], axis=1).astype(self.obs_dtype)
+    def _observation_size(self) -> int:
+        return self.model.nq - 1 + self.model.nv
 
-    def _forward_position(self) -> np.ndarray:
-        return self.qpos[:, 0]
-
-    def _outcome(self, actions: np.ndarray, x_velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        forward = FORWARD_REWARD_WEIGHT * x_velocity
-        ctrl_cost = CTRL_COST_WEIGHT * np.sum(np.square(actions), axis=1)
-        info = {
-            "x_position": self.qpos[:, 0].copy(),
-            "x_velocity": x_velocity,
-            "reward_forward": forward,
-            "reward_ctrl": -ctrl_cost,
-        }
-        return forward - ctrl_cost, np.zeros(self.num_envs, bool), info
+    def _kernels(self) -> TaskKernels:
+        return kernels()
 
     def reset_info(self, i: int) -> dict[str, Any]:
         return {"x_position": self.qpos[i, 0]}
+
+
+@functools.cache
+def kernels() -> TaskKernels:
+    ctrl_weight = np.float32(CTRL_COST_WEIGHT)  # gymnasium's ctrl cost is float32, like the action
+
+    @njit(nogil=True)
+    def position(state, i, out):  # pragma: no cover
+        out[0] = state[0][i, 0]
+
+    @njit(nogil=True)
+    def outcome(state, i, action, velocity, info):  # pragma: no cover
+        forward = FORWARD_REWARD_WEIGHT * velocity[0]
+        ctrl = ctrl_weight * pairwise_sum(action, 0, action.size, square)
+        info[0], info[1], info[2], info[3] = state[0][i, 0], velocity[0], forward, -ctrl
+        return forward - ctrl, False
+
+    @njit(nogil=True)
+    def observe(state, i, obs):  # pragma: no cover
+        qpos, qvel = state[0][i], state[1][i]
+        for k in range(1, qpos.size):
+            obs[k - 1] = qpos[k]
+        for k in range(qvel.size):
+            obs[qpos.size - 1 + k] = qvel[k]
+
+    return TaskKernels(position, outcome, observe)

@@ -10,11 +10,13 @@ gymnasium's Humanoid-v5 with default arguments computes it for one env:
 - reset: mj_resetData, qpos0 + U(±1e-2), qvel0 + U(±1e-2), mj_forward.
 """
 
+import functools
 from typing import Any
 
 import numpy as np
+from numba import njit
 
-from ..shared.mujoco import MujocoBatch
+from ..shared.mujoco import MujocoBatch, TaskKernels, pairwise_sum, square, square_float64
 
 __all__ = ["HumanoidBatch"]
 
@@ -53,54 +55,73 @@ class HumanoidBatch(MujocoBatch):
             "ten_velocity": data.ten_velocity,
         }
 
-    def _observations(self, rows: Any = slice(None)) -> np.ndarray:
-        n = len(self.qpos[rows])
-        parts = [
-            self.qpos[rows, 2:],
-            self.qvel[rows],
-            self.cinert[rows, 1:].reshape(n, -1),
-            self.cvel[rows, 1:].reshape(n, -1),
-            self.qfrc_actuator[rows, 6:],
-            self.cfrc_ext[rows, 1:].reshape(n, -1),
-        ]
-        return np.concatenate(parts, axis=1).astype(self.obs_dtype)
+    INFO = (
+        *(("x_position", 1), ("y_position", 1), ("tendon_length", 2), ("tendon_velocity", 2)),
+        *(("distance_from_origin", 1), ("x_velocity", 1), ("y_velocity", 1), ("reward_survive", 1)),
+        *(("reward_forward", 1), ("reward_ctrl", 1), ("reward_contact", 1)),
+    )
+    POSITION_SIZE = 2
 
-    def _forward_position(self) -> np.ndarray:
+    def _observation_size(self) -> int:
+        m = self.model
+        return m.nq - 2 + m.nv + (10 + 6 + 6) * (m.nbody - 1) + m.nv - 6
+
+    def _kernels(self) -> TaskKernels:
         mass = self.model.body_mass
-        return np.einsum("b,nbj->nj", mass, self.xipos)[:, :2] / mass.sum()
-
-    def healthy(self) -> np.ndarray:
-        z = self.qpos[:, 2]
-        return (HEALTHY_Z[0] < z) & (z < HEALTHY_Z[1])
-
-    def _position_info(self, rows: Any = slice(None)) -> dict[str, Any]:
-        return {
-            "x_position": self.qpos[rows, 0].copy(),
-            "y_position": self.qpos[rows, 1].copy(),
-            "tendon_length": self.ten_length[rows].copy(),
-            "tendon_velocity": self.ten_velocity[rows].copy(),
-            "distance_from_origin": np.linalg.norm(self.qpos[rows, 0:2], ord=2, axis=-1),
-        }
-
-    def _outcome(self, actions: np.ndarray, xy_velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        forward = FORWARD_REWARD_WEIGHT * xy_velocity[:, 0]
-        healthy = self.healthy()
-        healthy_reward = healthy * HEALTHY_REWARD
-        # gymnasium squares MjData.ctrl (the float32 action as float64), not the action
-        ctrl_cost = CTRL_COST_WEIGHT * np.sum(np.square(actions.astype(np.float64)), axis=1)
-        contact_cost = np.minimum(
-            CONTACT_COST_WEIGHT * np.sum(np.square(self.cfrc_ext).reshape(self.num_envs, -1), axis=1), CONTACT_COST_MAX
-        )
-        info = {
-            **self._position_info(),
-            "x_velocity": xy_velocity[:, 0],
-            "y_velocity": xy_velocity[:, 1],
-            "reward_survive": healthy_reward,
-            "reward_forward": forward,
-            "reward_ctrl": -ctrl_cost,
-            "reward_contact": -contact_cost,
-        }
-        return (forward + healthy_reward) - (ctrl_cost + contact_cost), ~healthy, info
+        names = ("cinert", "cvel", "qfrc_actuator", "cfrc_ext", "xipos", "ten_length")
+        return kernels(tuple(mass), float(mass.sum()), tuple(self._state_index(name) for name in names))
 
     def reset_info(self, i: int) -> dict[str, Any]:
-        return self._position_info(i)
+        return {
+            "x_position": self.qpos[i, 0],
+            "y_position": self.qpos[i, 1],
+            "tendon_length": self.ten_length[i].copy(),
+            "tendon_velocity": self.ten_velocity[i].copy(),
+            "distance_from_origin": np.linalg.norm(self.qpos[i, 0:2], ord=2, axis=-1),
+        }
+
+
+@functools.cache
+def kernels(masses: tuple[float, ...], total_mass: float, index: tuple[int, ...]) -> TaskKernels:
+    """Per env; ``index``: where cinert, cvel, qfrc_actuator, cfrc_ext, xipos and ten_length are
+    in the state (ten_velocity follows ten_length)."""
+    mass = np.array(masses)
+    cinert, cvel, actuator, forces, xipos, tendon = index
+
+    @njit(nogil=True)
+    def position(state, i, out):  # pragma: no cover  (the centre of mass: bodies summed in order, as einsum)
+        x = state[xipos][i]
+        for j in range(2):
+            s = mass[0] * x[j]
+            for b in range(1, mass.size):
+                s += mass[b] * x[3 * b + j]
+            out[j] = s / total_mass
+
+    @njit(nogil=True)
+    def outcome(state, i, action, velocity, info):  # pragma: no cover
+        qpos, cfrc_ext = state[0][i], state[forces][i]
+        lengths, speeds = state[tendon][i], state[tendon + 1][i]
+        healthy = HEALTHY_Z[0] < qpos[2] and qpos[2] < HEALTHY_Z[1]
+        forward = FORWARD_REWARD_WEIGHT * velocity[0]
+        survive = healthy * HEALTHY_REWARD
+        # gymnasium squares MjData.ctrl (the float32 action as float64), not the action
+        ctrl = CTRL_COST_WEIGHT * pairwise_sum(action, 0, action.size, square_float64)
+        contact = CONTACT_COST_WEIGHT * pairwise_sum(cfrc_ext, 0, cfrc_ext.size, square)  # all bodies, unclipped
+        contact = CONTACT_COST_MAX if contact > CONTACT_COST_MAX else contact
+        info[0], info[1], info[2], info[3] = qpos[0], qpos[1], lengths[0], lengths[1]
+        info[4], info[5] = speeds[0], speeds[1]
+        info[6] = np.sqrt(qpos[0] * qpos[0] + qpos[1] * qpos[1])
+        info[7], info[8], info[9] = velocity[0], velocity[1], survive
+        info[10], info[11], info[12] = forward, -ctrl, -contact
+        return (forward + survive) - (ctrl + contact), not healthy
+
+    @njit(nogil=True)
+    def observe(state, i, obs):  # pragma: no cover
+        n = 0
+        for f, first in ((0, 2), (1, 0), (cinert, 10), (cvel, 6), (actuator, 6), (forces, 6)):
+            values = state[f][i]  # the world body's and the free joint's terms left out
+            for k in range(first, values.size):
+                obs[n] = values[k]
+                n += 1
+
+    return TaskKernels(position, outcome, observe)

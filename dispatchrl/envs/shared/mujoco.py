@@ -1,23 +1,27 @@
 """What the threaded MuJoCo batches share (``envs/ant/``, ``envs/halfcheetah/``, ``envs/hopper/``,
 ``envs/walker2d/``, ``envs/humanoid/``): :class:`MujocoBatch` loads gymnasium's model, steps N
 MjData on threads (each thread's chunk is one Numba call of libmujoco's ``mj_step`` without the
-GIL, see :mod:`.mujoco_threads`), copies each env's state arrays into shared (N, ·) arrays, resets env i from its
-own generator seeded ``seed + i`` with same-step autoreset and ``final_obs``; a subclass says
-which arrays it reads and computes observation, reward and termination for the whole batch with
-numpy, as gymnasium's env does for one.
+GIL, see :mod:`.mujoco_threads`), copies each env's state arrays into shared (N, ·) arrays, and
+finishes each env's step on the same thread: observation, reward, termination and same-step
+autoreset, from the task's per-env Numba functions (:class:`TaskKernels`, computed as gymnasium's
+env computes them for one, numpy's summation order included). Env i resets from its own generator
+seeded ``seed + i``; its next reset state is drawn ahead, in the generator's order, so the threads
+reset without Python.
 :class:`MujocoEnv` is one env of a batch as a gymnasium Env.
 
 mujoco is imported only when a batch is made, so it stays an optional dependency.
 """
 
+import functools
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
+from numba import njit
 
 from ...errors import ConfigError, ShapeError
 from ...spaces import Box
@@ -28,11 +32,14 @@ __all__ = [
     "MujocoBatch",
     "MujocoEnv",
     "PlanarWalkerBatch",
+    "StepOutputs",
+    "TaskKernels",
     "default_threads",
     "gymnasium_declarations",
     "gymnasium_spec",
     "load_mujoco",
     "mujoco_model",
+    "pairwise_sum",
     "vector_entry_point",
 ]
 
@@ -66,13 +73,135 @@ def _positive_int(owner: str, name: str, value: object) -> int:
     return int(value)
 
 
+# --- numpy's arithmetic, per env, for the task kernels ---
+
+
+@njit(nogil=True, inline="always")
+def square(x):  # pragma: no cover  (in x's dtype, as np.square)
+    return x * x
+
+
+@njit(nogil=True, inline="always")
+def square_float64(x):  # pragma: no cover  (np.square of x.astype(np.float64))
+    y = np.float64(x)
+    return y * y
+
+
+@njit(nogil=True, inline="always")
+def clip(x, low, high):  # pragma: no cover  (np.clip: NaN stays NaN)
+    return low if x < low else (high if x > high else x)
+
+
+@njit(nogil=True)
+def pairwise_sum(x, start, stop, term):  # pragma: no cover
+    """``np.sum`` of ``term(x[k])`` for k in [start, stop), in numpy's order: up to 7 terms one
+    after another; 8 to 128 in eight running sums, combined pairwise, then the rest (numpy's
+    pairwise summation below its block size, which is all these tasks use: at most 84 terms)."""
+    n = stop - start
+    res = term(x[start])
+    if n < 8:
+        for k in range(start + 1, stop):
+            res += term(x[k])
+        return res
+    r0, r1, r2, r3 = res, term(x[start + 1]), term(x[start + 2]), term(x[start + 3])
+    r4, r5, r6, r7 = term(x[start + 4]), term(x[start + 5]), term(x[start + 6]), term(x[start + 7])
+    k, end = start + 8, stop - n % 8
+    while k < end:
+        r0 += term(x[k])
+        r1 += term(x[k + 1])
+        r2 += term(x[k + 2])
+        r3 += term(x[k + 3])
+        r4 += term(x[k + 4])
+        r5 += term(x[k + 5])
+        r6 += term(x[k + 6])
+        r7 += term(x[k + 7])
+        k += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while k < stop:
+        res += term(x[k])
+        k += 1
+    return res
+
+
+class TaskKernels(NamedTuple):
+    """A task's per-env Numba functions (nogil), on ``state``: the batch's (N, ·) float64 arrays,
+    qpos, qvel, then :meth:`MujocoBatch._sources` in order, row ``i`` the env's:
+
+    - ``position(state, i, out)``: what the forward reward differentiates (x, or the xy pair);
+    - ``outcome(state, i, action, velocity, info) -> (reward, terminated)``: ``velocity`` is
+      the change of ``position`` over dt, ``info`` the env's row of :attr:`MujocoBatch.INFO`;
+    - ``observe(state, i, obs)``: the observation."""
+
+    position: Any
+    outcome: Any
+    observe: Any
+
+
+class StepOutputs(NamedTuple):
+    """What a step writes, each env's row by the thread that steps it; :meth:`MujocoBatch.step`
+    copies them out."""
+
+    obs: np.ndarray  # (N, D) float64 (the batch returns obs_dtype): after autoreset
+    final: np.ndarray  # (N, D) float64: before autoreset
+    reward: np.ndarray  # (N,) float64
+    terminated: np.ndarray  # (N,) bool
+    truncated: np.ndarray  # (N,) bool
+    info: np.ndarray  # (N, width of INFO) float64
+    position: np.ndarray  # (N, POSITION_SIZE) at the last step or reset
+    velocity: np.ndarray  # (N, POSITION_SIZE)
+    steps: np.ndarray  # (N,) int64 in the episode
+    ended: np.ndarray  # (N,) bool: reset by autoreset this step
+    next_qpos: np.ndarray  # (N, nq) env i's next reset state, drawn ahead from its generator
+    next_qvel: np.ndarray  # (N, nv)
+    settings: np.ndarray  # int64 [max_episode_steps, autoreset]
+
+
+@functools.cache
+def env_functions(kernels: TaskKernels, dt: float) -> tuple[Any, Any]:
+    """``finish(i, state, actions, out) -> reset`` after env i's physics step: velocity, reward,
+    termination, observations and step count into ``out`` (a :class:`StepOutputs`); True when
+    env i must reset now (autoreset). ``restart(i, state, out)`` after its reset: step count,
+    position and observation."""
+    position, outcome, observe = kernels
+
+    @njit(nogil=True)
+    def finish(i, state, actions, out):  # pragma: no cover
+        p, v = out.position[i], out.velocity[i]
+        position(state, i, v)
+        for k in range(v.size):
+            now = v[k]
+            v[k] = (now - p[k]) / dt
+            p[k] = now
+        reward, terminated = outcome(state, i, actions[i], v, out.info[i])
+        out.reward[i] = reward
+        out.terminated[i] = terminated
+        observe(state, i, out.final[i])
+        out.steps[i] += 1
+        truncated = out.steps[i] >= out.settings[0]
+        out.truncated[i] = truncated
+        if out.settings[1] != 0 and (terminated or truncated):
+            return True
+        for k in range(out.obs.shape[1]):  # a loop: a row assignment compiles its shape check's message (2 s)
+            out.obs[i, k] = out.final[i, k]
+        return False
+
+    @njit(nogil=True)
+    def restart(i, state, out):  # pragma: no cover
+        out.steps[i] = 0
+        position(state, i, out.position[i])
+        observe(state, i, out.obs[i])
+
+    return finish, restart
+
+
 class MujocoBatch:
     """N envs of one gymnasium MuJoCo v5 task with the batch API of :mod:`dispatchrl.envs.batch`
     (same-step autoreset, ``final_obs``). Env i draws its resets from its own generator, seeded
-    ``seed + i`` like gymnasium's vector envs, so each env replays gymnasium's reset with that seed.
+    ``seed + i`` like gymnasium's vector envs, so each env replays gymnasium's reset with that seed
+    (with autoreset, each reset's state is drawn when the previous reset is done: the same draws).
 
-    A subclass sets the class constants and :meth:`_sources`, :meth:`_observations`,
-    :meth:`_forward_position` and :meth:`_outcome`."""
+    A subclass sets the class constants, :meth:`_sources`, :meth:`_observation_size` and
+    :meth:`_kernels`."""
 
     NAME: ClassVar[str]  # in messages: "HalfCheetah"
     XML_FILE: ClassVar[str]  # in gymnasium's assets folder
@@ -81,6 +210,9 @@ class MujocoBatch:
     QVEL_NOISE: ClassVar[str] = "uniform"  # "uniform": U(±RESET_NOISE); "normal": RESET_NOISE · N(0, 1)
     #: mj_rnePostConstraint after each step: only it computes cfrc_ext (contact forces)
     CONTACT_FORCES: ClassVar[bool] = False
+    #: gymnasium's step info: (name, width) per term, each an (N,) array (width 1) or (N, width)
+    INFO: ClassVar[tuple[tuple[str, int], ...]]
+    POSITION_SIZE: ClassVar[int] = 1  # the forward position: x, or the xy pair
     qpos: np.ndarray  # (N, nq), copied after each step and reset, like the arrays of _sources
     qvel: np.ndarray  # (N, nv)
 
@@ -101,6 +233,7 @@ class MujocoBatch:
         self.action_dim = m.nu
         self.action_low, self.action_high = m.actuator_ctrlrange.astype(np.float32).T.copy()
         self.action_space = Box(self.action_low, self.action_high)
+        self.observation_dim = self._observation_size()
         # MjData's arrays are views on its memory: take them once, not per step; each is copied
         # into the (N, ·) array of the same name after every step and reset
         sources = [{"qpos": d.qpos, "qvel": d.qvel, **self._sources(d)} for d in self.datas]
@@ -108,12 +241,27 @@ class MujocoBatch:
             setattr(self, name, np.zeros((num_envs, *np.shape(view))))
         self._copies = [[(getattr(self, name), view) for name, view in s.items()] for s in sources]
         self._ctrls = [d.ctrl for d in self.datas]
-        self.observation_dim = self._observations(slice(0, 1)).shape[1]
-        self.steps = np.zeros(num_envs, np.int64)
+        from numba.typed import List
+
+        self._state = List(getattr(self, name).reshape(num_envs, -1) for name in sources[0])
+        self._info_columns, column = [], 0
+        for name, width in self.INFO:
+            self._info_columns.append((name, column if width == 1 else slice(column, column + width)))
+            column += width
+        n, d = num_envs, self.observation_dim
+        self._out = StepOutputs(
+            np.zeros((n, d)), np.zeros((n, d)), np.zeros(n), np.zeros(n, bool),
+            np.zeros(n, bool), np.zeros((n, column)), np.zeros((n, self.POSITION_SIZE)),
+            np.zeros((n, self.POSITION_SIZE)), np.zeros(n, np.int64), np.zeros(n, bool), np.zeros((n, m.nq)),
+            np.zeros((n, m.nv)), np.array([max_episode_steps, int(bool(autoreset))], np.int64),
+        )  # fmt: skip
+        self.steps = self._out.steps
+        self._finish, self._restart = env_functions(self._kernels(), self.dt)
+        self._actions = np.zeros((num_envs, self.action_dim), np.float32)
         self._rngs = [None] * num_envs
-        self._chunks = [c for c in np.array_split(np.arange(num_envs), self.num_threads) if len(c)]
         native = self._native_stepper(mujoco, sources)
-        # threads step all chunks but the first, which the caller steps
+        # the bindings' path: a pool steps all chunks but the first, which the caller steps
+        self._chunks = [c for c in np.array_split(np.arange(num_envs), self.num_threads) if len(c)]
         self._threads = SpinningThreads(self, *native) if native is not None else None
         self._pool = (
             ThreadPoolExecutor(self.num_threads - 1) if self._threads is None and self.num_threads > 1 else None
@@ -128,17 +276,16 @@ class MujocoBatch:
         batch attribute they are copied into."""
         return {}
 
-    def _observations(self, rows=slice(None)) -> np.ndarray:
+    def _observation_size(self) -> int:
         raise NotImplementedError
 
-    def _forward_position(self) -> np.ndarray:
-        """(N,) x or (N, 2) xy whose change over dt is the velocity the forward reward pays."""
+    def _kernels(self) -> TaskKernels:
+        """The task's per-env functions (built once per class: they may read the model's constants)."""
         raise NotImplementedError
 
-    def _outcome(self, actions, velocity) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """reward (N,), terminated (N,), info after a step, from the float32 actions and the
-        velocity of :meth:`_forward_position`."""
-        raise NotImplementedError
+    def _state_index(self, name: str) -> int:
+        """Where the batch array ``name`` is in the kernels' ``state``."""
+        return ["qpos", "qvel", *self._sources(self.datas[0])].index(name)
 
     def reset_info(self, i: int) -> dict[str, Any]:
         """gymnasium's ``reset`` info for env i."""
@@ -146,12 +293,14 @@ class MujocoBatch:
 
     # --- per-env work, run by the stepping threads ---
 
-    def _native_stepper(self, mujoco: Any, sources: list[dict[str, Any]]) -> tuple[Any, list, Callable] | None:
-        """:func:`chunk_functions` with this batch's chunks and ``step_args(envs, flags)``, the first
-        arguments of their ``step``: MjModel, MjData, the action array :meth:`step` fills, views on
-        MjData's memory and the batch's arrays (None: the bindings' path, where the library is not
-        found or a source is not float64)."""
-        functions = chunk_functions(os.path.dirname(mujoco.__file__), self.FRAME_SKIP, self.CONTACT_FORCES)
+    def _native_stepper(self, mujoco: Any, sources: list[dict[str, Any]]) -> tuple[Any, int, Callable] | None:
+        """:func:`chunk_functions`, the number of threads besides the caller and ``step_args(claim,
+        flags)``, the first arguments of their ``step``: MjModel, MjData, the action array
+        :meth:`step` fills, views on MjData's memory, the batch's arrays and outputs (None: the
+        bindings' path, where the library is not found or a source is not float64)."""
+        functions = chunk_functions(
+            os.path.dirname(mujoco.__file__), self.FRAME_SKIP, self.CONTACT_FORCES, self._finish, self._restart
+        )
         if functions is None or any(v.dtype != np.float64 for s in sources for v in s.values()):
             return None
         from numba.typed import List
@@ -159,38 +308,49 @@ class MujocoBatch:
         model, datas = self.model._address, np.array([d._address for d in self.datas], np.uint64)
         ctrls = List(d.ctrl for d in self.datas)
         flat = List(view.reshape(-1) for s in sources for view in s.values())  # views on MjData's memory
-        targets = List(getattr(self, name).reshape(self.num_envs, -1) for name in sources[0])
-        actions = self._actions = np.zeros((self.num_envs, self.action_dim), np.float32)
-        return functions, self._chunks, lambda envs, flags: (model, datas, envs, actions, ctrls, flat, targets, flags)
+        state, actions, out = self._state, self._actions, self._out
+        return (
+            functions,
+            self.num_threads - 1,
+            lambda claim, flags: (model, datas, actions, ctrls, flat, state, out, claim, flags),
+        )
 
     def _gather(self, i: int) -> None:
         for array, view in self._copies[i]:
             array[i] = view
 
-    def _step_chunk(self, chunk: Any, actions: np.ndarray) -> None:
+    def _step_chunk(self, chunk: Any) -> None:
         """The bindings' path for the envs of ``chunk``."""
-        mj, m, datas = self._mj, self.model, self.datas
+        mj, m, datas, out = self._mj, self.model, self.datas, self._out
         for i in chunk:
-            self._ctrls[i][:] = actions[i]
+            self._ctrls[i][:] = self._actions[i]
             mj.mj_step(m, datas[i], nstep=self.FRAME_SKIP)  # releases the GIL
             if self.CONTACT_FORCES:
                 mj.mj_rnePostConstraint(m, datas[i])
             self._gather(i)
+            if self._finish(i, self._state, self._actions, out):
+                self._reset_env(i)
+                out.ended[i] = True
 
-    def _reset_env(self, i: int, np_random: np.random.Generator) -> None:
-        """gymnasium's ``reset`` for env i with generator ``np_random``: mj_resetData, qpos0 +
-        U(±noise), qvel0 + noise, mj_forward."""
-        mj, m, d, s = self._mj, self.model, self.datas[i], self.RESET_NOISE
-        mj.mj_resetData(m, d)
-        qpos = self.init_qpos + np_random.uniform(low=-s, high=s, size=m.nq)
+    def _draw_reset(self, i: int) -> None:
+        """Env i's next reset state from its generator, as gymnasium's ``reset`` draws it: qpos0 +
+        U(±noise), then qvel0 + noise."""
+        m, s, rng, out = self.model, self.RESET_NOISE, self._rngs[i], self._out
+        out.next_qpos[i] = self.init_qpos + rng.uniform(low=-s, high=s, size=m.nq)
         if self.QVEL_NOISE == "normal":
-            qvel = self.init_qvel + s * np_random.standard_normal(m.nv)
+            out.next_qvel[i] = self.init_qvel + s * rng.standard_normal(m.nv)
         else:
-            qvel = self.init_qvel + np_random.uniform(low=-s, high=s, size=m.nv)
-        d.qpos[:], d.qvel[:] = qpos, qvel
+            out.next_qvel[i] = self.init_qvel + rng.uniform(low=-s, high=s, size=m.nv)
+
+    def _reset_env(self, i: int) -> None:
+        """gymnasium's ``reset`` for env i to its drawn state: mj_resetData, the state, mj_forward
+        (the C calls the native stepper makes)."""
+        mj, m, d = self._mj, self.model, self.datas[i]
+        mj.mj_resetData(m, d)
+        d.qpos[:], d.qvel[:] = self._out.next_qpos[i], self._out.next_qvel[i]
         mj.mj_forward(m, d)
         self._gather(i)
-        self.steps[i] = 0
+        self._restart(i, self._state, self._out)
 
     # --- batch API ---
 
@@ -205,8 +365,11 @@ class MujocoBatch:
             np_randoms = [seeding.np_random(None if seed is None else int(seed) + i)[0] for i in range(self.num_envs)]
         self._rngs = list(np_randoms)
         for i in range(self.num_envs):
-            self._reset_env(i, self._rngs[i])
-        obs = self._observations()
+            self._draw_reset(i)
+            self._reset_env(i)
+            if self.autoreset:
+                self._draw_reset(i)
+        obs = self._out.obs.astype(self.obs_dtype)
         self.final_obs = obs.copy()
         return obs
 
@@ -215,30 +378,25 @@ class MujocoBatch:
         ``autoreset=False``); ``info`` holds gymnasium's step info terms, batched."""
         if self.final_obs is None:
             raise ConfigError("step: call reset() before the first step")
-        actions = check_actions(actions, self.num_envs, self.action_dim)
-        before = self._forward_position().copy()
+        self._actions[:] = check_actions(actions, self.num_envs, self.action_dim)
         if self._threads is not None:
-            self._actions[:] = actions
             self._threads.step()
         elif self._pool is not None:
-            futures = [self._pool.submit(self._step_chunk, c, actions) for c in self._chunks[1:]]
-            self._step_chunk(self._chunks[0], actions)
+            futures = [self._pool.submit(self._step_chunk, c) for c in self._chunks[1:]]
+            self._step_chunk(self._chunks[0])
             for f in futures:
                 f.result()
         else:
-            self._step_chunk(self._chunks[0], actions)
-        velocity = (self._forward_position() - before) / self.dt
-        reward, terminated, info = self._outcome(actions, velocity)
-        self.steps += 1
-        truncated = self.steps >= self.max_episode_steps
-        obs = self._observations()
-        final = obs.copy()
-        ended = np.flatnonzero(terminated | truncated) if self.autoreset else ()
-        for i in ended:  # only envs that ended: rare
-            self._reset_env(int(i), self._rngs[i])
-            obs[i] = self._observations(slice(i, i + 1))[0]
-        self.final_obs = final
-        return obs, reward, terminated, truncated, info
+            self._step_chunk(self._chunks[0])
+        out = self._out
+        info_rows = out.info.copy()
+        info = {name: info_rows[:, column] for name, column in self._info_columns}
+        if out.ended.any():  # envs that reset: rare
+            for i in np.flatnonzero(out.ended):
+                self._draw_reset(int(i))
+            out.ended[:] = False
+        self.final_obs = out.final.astype(self.obs_dtype)
+        return out.obs.astype(self.obs_dtype), out.reward.copy(), out.terminated.copy(), out.truncated.copy(), info
 
     def close(self) -> None:
         if self._threads is not None:
@@ -253,7 +411,8 @@ class PlanarWalkerBatch(MujocoBatch):
     """Hopper-v5 and Walker2d-v5: a body walking in the x–z plane (qpos = [x, z, angle, joints]);
     obs = [qpos[1:], clip(qvel, ±VELOCITY_CLIP)], reward = forward velocity + HEALTHY_REWARD
     while healthy − CTRL_COST_WEIGHT Σ a², terminated when not healthy: z in HEALTHY_Z and the
-    angle in HEALTHY_ANGLE (strict), and whatever a subclass's ``healthy`` adds."""
+    angle in HEALTHY_ANGLE (strict), and, where HEALTHY_STATE is set, every value of [qpos[2:],
+    qvel] in it (strict)."""
 
     FORWARD_REWARD_WEIGHT = 1.0
     CTRL_COST_WEIGHT = 1e-3
@@ -261,36 +420,68 @@ class PlanarWalkerBatch(MujocoBatch):
     VELOCITY_CLIP = 10.0
     HEALTHY_Z: tuple[float, float] = (0.0, float("inf"))
     HEALTHY_ANGLE: tuple[float, float] = (-float("inf"), float("inf"))
+    HEALTHY_STATE: tuple[float, float] | None = None
+    INFO = (
+        ("x_position", 1),
+        ("z_distance_from_origin", 1),
+        ("x_velocity", 1),
+        ("reward_forward", 1),
+        ("reward_ctrl", 1),
+        ("reward_survive", 1),
+    )
 
-    def _observations(self, rows: Any = slice(None)) -> np.ndarray:
-        velocity = np.clip(self.qvel[rows], -self.VELOCITY_CLIP, self.VELOCITY_CLIP)
-        return np.concatenate([self.qpos[rows, 1:], velocity], axis=1).astype(self.obs_dtype)
+    def _observation_size(self) -> int:
+        return self.model.nq - 1 + self.model.nv
 
-    def _forward_position(self) -> np.ndarray:
-        return self.qpos[:, 0]
-
-    def healthy(self) -> np.ndarray:
-        (z_low, z_high), (low, high) = self.HEALTHY_Z, self.HEALTHY_ANGLE
-        z, angle = self.qpos[:, 1], self.qpos[:, 2]
-        return (z_low < z) & (z < z_high) & (low < angle) & (angle < high)
-
-    def _outcome(self, actions: np.ndarray, x_velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        forward = self.FORWARD_REWARD_WEIGHT * x_velocity
-        healthy = self.healthy()
-        healthy_reward = healthy * self.HEALTHY_REWARD
-        ctrl_cost = self.CTRL_COST_WEIGHT * np.sum(np.square(actions), axis=1)
-        info = {
-            "x_position": self.qpos[:, 0].copy(),
-            "z_distance_from_origin": self.qpos[:, 1] - self.init_qpos[1],
-            "x_velocity": x_velocity,
-            "reward_forward": forward,
-            "reward_ctrl": -ctrl_cost,
-            "reward_survive": healthy_reward,
-        }
-        return (forward + healthy_reward) - ctrl_cost, ~healthy, info
+    def _kernels(self) -> TaskKernels:
+        return planar_walker_kernels(
+            self.FORWARD_REWARD_WEIGHT, self.CTRL_COST_WEIGHT, self.HEALTHY_REWARD, self.VELOCITY_CLIP,
+            self.HEALTHY_Z, self.HEALTHY_ANGLE, self.HEALTHY_STATE, float(self.init_qpos[1]),
+        )  # fmt: skip
 
     def reset_info(self, i: int) -> dict[str, Any]:
         return {"x_position": self.qpos[i, 0], "z_distance_from_origin": self.qpos[i, 1] - self.init_qpos[1]}
+
+
+@functools.cache
+def planar_walker_kernels(
+    forward_weight, ctrl_weight, healthy_reward, velocity_clip, healthy_z, healthy_angle, healthy_state, z0
+) -> TaskKernels:
+    (z_low, z_high), (angle_low, angle_high) = healthy_z, healthy_angle
+    check_state = healthy_state is not None
+    state_low, state_high = healthy_state if check_state else (0.0, 0.0)
+    ctrl_weight32 = np.float32(ctrl_weight)  # gymnasium's ctrl cost is float32, like the action
+
+    @njit(nogil=True)
+    def position(state, i, out):  # pragma: no cover
+        out[0] = state[0][i, 0]
+
+    @njit(nogil=True)
+    def outcome(state, i, action, velocity, info):  # pragma: no cover
+        qpos, qvel = state[0][i], state[1][i]
+        z, angle = qpos[1], qpos[2]
+        healthy = z_low < z and z < z_high and angle_low < angle and angle < angle_high
+        if check_state:
+            for k in range(2, qpos.size):
+                healthy = healthy and state_low < qpos[k] and qpos[k] < state_high
+            for k in range(qvel.size):
+                healthy = healthy and state_low < qvel[k] and qvel[k] < state_high
+        forward = forward_weight * velocity[0]
+        survive = healthy * healthy_reward
+        ctrl = ctrl_weight32 * pairwise_sum(action, 0, action.size, square)
+        info[0], info[1], info[2] = qpos[0], qpos[1] - z0, velocity[0]
+        info[3], info[4], info[5] = forward, -ctrl, survive
+        return (forward + survive) - ctrl, not healthy
+
+    @njit(nogil=True)
+    def observe(state, i, obs):  # pragma: no cover
+        qpos, qvel = state[0][i], state[1][i]
+        for k in range(1, qpos.size):
+            obs[k - 1] = qpos[k]
+        for k in range(qvel.size):
+            obs[qpos.size - 1 + k] = clip(qvel[k], -velocity_clip, velocity_clip)
+
+    return TaskKernels(position, outcome, observe)
 
 
 class MujocoEnv(gymnasium.Env):

@@ -46,10 +46,11 @@ WINDOW, CONTENDED = 32, 12
 BLOCKING_STEPS, MAX_BLOCKING_STEPS = 256, 16_384
 
 
-def _atomics() -> tuple[Any, Any]:
-    """``load(flags, k)`` and ``store(flags, k, value)`` on an int64 array, sequentially consistent:
-    plain accesses would let the compiler hoist a waiting loop's load, and the parking handshake
-    (each side stores, then loads what the other stored) needs the order of all four."""
+def _atomics() -> tuple[Any, Any, Any]:
+    """``load(flags, k)``, ``store(flags, k, value)`` and ``fetch_add(flags, k, value)`` (the old
+    value) on an int64 array, sequentially consistent: plain accesses would let the compiler hoist a
+    waiting loop's load, and the parking handshake (each side stores, then loads what the other
+    stored) needs the order of all four."""
     from llvmlite import ir
     from numba.core import cgutils, types
     from numba.extending import intrinsic
@@ -74,20 +75,36 @@ def _atomics() -> tuple[Any, Any]:
 
         return types.void(flags, types.intp, types.int64), codegen
 
-    return load, store
+    @intrinsic
+    def fetch_add(typingctx, flags, k, value):
+        def codegen(context, builder, signature, args) -> ir.Value:
+            return builder.atomic_rmw("add", pointer(context, builder, signature, args), args[2], "seq_cst")
+
+        return types.int64(flags, types.intp, types.int64), codegen
+
+    return load, store, fetch_add
 
 
 @functools.cache
-def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> SimpleNamespace | None:
+def chunk_functions(
+    mujoco_dir: str, frame_skip: int, contact_forces: bool, finish: Any, restart: Any
+) -> SimpleNamespace | None:
     """Numba functions, all without the GIL (None where libmujoco's shared library is not found;
     the batch then steps through the bindings):
 
-    - ``step(model, datas, envs, actions, ctrls, sources, targets, flags, slot, generation)``: per
-      env of ``envs``, ctrl ← its action, ``mj_step`` ``frame_skip`` times and
+    - ``step(model, datas, actions, ctrls, sources, state, out, claim, flags, slot, generation)``:
+      per env i claimed, ctrl ← its action, ``mj_step`` ``frame_skip`` times and
       ``mj_rnePostConstraint`` where the task reads contact forces (the C calls the bindings make,
-      on the same MjData: the same bits), then its state arrays copied into the batch's rows; last
+      on the same MjData: the same bits), its state arrays copied into the batch's rows, then
+      ``finish(i, state, actions, out)`` (see ``envs.shared.mujoco.env_functions``); where that
+      says the env ends, the reset the bindings' path makes (``mj_resetData``, qpos and qvel from
+      ``out.next_qpos``/``next_qvel``, ``mj_forward``), the copies again and ``restart``; last
       ``flags[slot] = generation`` (slot -1: none). Under the bindings' ``mj_step`` the per-env
-      copies held the GIL, so two threads stepped cheap bodies no faster than one (NOTES.md);
+      copies held the GIL, so two threads stepped cheap bodies no faster than one (NOTES.md).
+      Claiming: every thread stepping counts ``claim[0]`` up atomically from 0 and steps that env
+      until none is left, so the threads finish within an env of each other whatever each env's
+      contacts cost (static halves of 16 HalfCheetahs differed by 10% a step). Which thread steps
+      an env changes no bits;
     - ``serve(cmd, slot, last, *step_args)``: a thread's loop: ``step`` its chunk each time
       ``cmd[0]`` holds a new generation; returns -1 when it holds -1 (stop), or ``last`` once
       ``cmd[1]`` ns pass without one;
@@ -115,11 +132,12 @@ def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> S
         return None
     lib = ctypes.CDLL(found[0])  # the library the bindings loaded: the same handle
     mj_step, mj_rne_post_constraint = lib.mj_step, lib.mj_rnePostConstraint
-    for function in (mj_step, mj_rne_post_constraint):
+    mj_reset_data, mj_forward = lib.mj_resetData, lib.mj_forward
+    for function in (mj_step, mj_rne_post_constraint, mj_reset_data, mj_forward):
         function.argtypes, function.restype = (ctypes.c_size_t, ctypes.c_size_t), None
     usleep.argtypes, usleep.restype = (ctypes.c_uint,), ctypes.c_int
     clock_gettime.argtypes, clock_gettime.restype = (ctypes.c_int, ctypes.c_size_t), ctypes.c_int
-    load, store = _atomics()
+    load, store, fetch_add = _atomics()
 
     @njit(nogil=True)
     def now(timespec):  # pragma: no cover  (ns; timespec: an int64[2] of the calling thread)
@@ -127,9 +145,20 @@ def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> S
         return timespec[0] * 1_000_000_000 + timespec[1]
 
     @njit(nogil=True)
-    def step(model, datas, envs, actions, ctrls, sources, targets, flags, slot, generation):  # pragma: no cover
-        fields = len(targets)
-        for i in envs:
+    def gather(i, sources, state):  # pragma: no cover
+        fields = len(state)
+        for f in range(fields):
+            source, target = sources[i * fields + f], state[f]
+            for k in range(source.size):
+                target[i, k] = source[k]
+
+    @njit(nogil=True)
+    def step(model, datas, actions, ctrls, sources, state, out, claim, flags, slot, generation):  # pragma: no cover
+        fields = len(state)
+        while True:
+            i = fetch_add(claim, 0, 1)
+            if i >= datas.size:
+                break
             ctrl = ctrls[i]
             for j in range(ctrl.size):
                 ctrl[j] = actions[i, j]
@@ -137,15 +166,23 @@ def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> S
                 mj_step(model, datas[i])
             if contact_forces:
                 mj_rne_post_constraint(model, datas[i])
-            for f in range(fields):
-                source, target = sources[i * fields + f], targets[f]
-                for k in range(source.size):
-                    target[i, k] = source[k]
+            gather(i, sources, state)
+            if finish(i, state, actions, out):
+                mj_reset_data(model, datas[i])
+                qpos, qvel = sources[i * fields], sources[i * fields + 1]  # MjData's: sources begin with them
+                for j in range(qpos.size):
+                    qpos[j] = out.next_qpos[i, j]
+                for j in range(qvel.size):
+                    qvel[j] = out.next_qvel[i, j]
+                mj_forward(model, datas[i])
+                gather(i, sources, state)
+                restart(i, state, out)
+                out.ended[i] = True
         if slot >= 0:
             store(flags, slot, generation)
 
     @njit(nogil=True)
-    def serve(cmd, slot, last, model, datas, envs, actions, ctrls, sources, targets, flags):  # pragma: no cover
+    def serve(cmd, slot, last, model, datas, actions, ctrls, sources, state, out, claim, flags):  # pragma: no cover
         timespec = np.empty(2, np.int64)
         since = now(timespec)
         while True:
@@ -156,7 +193,7 @@ def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> S
             elif generation < 0:
                 return generation
             else:
-                step(model, datas, envs, actions, ctrls, sources, targets, flags, slot, generation)
+                step(model, datas, actions, ctrls, sources, state, out, claim, flags, slot, generation)
                 last, since = generation, now(timespec)
 
     @njit(nogil=True)
@@ -193,6 +230,15 @@ def chunk_functions(mujoco_dir: str, frame_skip: int, contact_forces: bool) -> S
     return SimpleNamespace(step=step, serve=serve, park=park, publish=publish, wait=wait)
 
 
+def compiled(dispatcher: Any, *args: Any) -> Callable:
+    """``dispatcher``'s compiled entry point for these arguments' types: it skips typing the
+    arguments on every call (a step's 11 arguments, lists and a named tuple of arrays among them,
+    took 12 µs of the 2.6 a call costs without it). Every later call must pass the same types."""
+    from numba import typeof
+
+    return dispatcher.compile(tuple(typeof(a) for a in args))
+
+
 def _serve(
     functions: SimpleNamespace,
     cmd: np.ndarray,
@@ -226,31 +272,38 @@ def _stop(functions: SimpleNamespace, cmd: np.ndarray, ready: threading.Conditio
 
 
 class SpinningThreads:
-    """Threads that each step one chunk of a batch while the caller steps the first chunk itself.
-    ``step_args(envs, flags)`` gives ``functions.step``'s first arguments; their actions are one
-    array that the caller fills before each :meth:`step`. They must not reference ``owner``: the
-    threads stop when it is collected."""
+    """``workers`` threads that step a batch's envs with the caller, each claiming the next env
+    until none is left. ``step_args(claim, flags)`` gives ``functions.step``'s first arguments;
+    their actions are one array that the caller fills before each :meth:`step`. They must not
+    reference ``owner``: the threads stop when it is collected."""
 
-    def __init__(self, owner: object, functions: SimpleNamespace, chunks: list, step_args: Callable[..., tuple]):
+    def __init__(self, owner: object, functions: SimpleNamespace, workers: int, step_args: Callable[..., tuple]):
         self._functions = functions
-        workers = len(chunks) - 1
         # cmd[0]: the step's generation (-1: stop); cmd[1]: ns a thread spins; cmd[2 + k]: thread k is parked
         self._cmd = np.zeros(2 + workers, np.int64)
         self._flags = np.zeros(workers, np.int64)  # thread k's last generation stepped
         self._generation = 0
         self._ready, self._done = threading.Condition(), threading.Condition()
-        self._contended = np.zeros(WINDOW, bool)  # per recent step (spinning)
+        self._contended, self._recent = [False] * WINDOW, 0  # per recent step (spinning); how many
         self._blocking = 0  # steps left that hand off by blocking
         self._backoff, self._spun = BLOCKING_STEPS, 0  # the next blocking period; steps spun since
-        self._own = step_args(chunks[0], self._flags)
+        self._claim = np.zeros(1, np.int64)  # the next env to step
+        self._own = step_args(self._claim, self._flags)
+        # the caller's calls each step, typed once
+        self._step = compiled(functions.step, *self._own, -1, 0)
+        self._publish = compiled(functions.publish, self._cmd, 0, 0)
+        self._wait = compiled(functions.wait, self._flags, 0, 0, 0, 0)
+        # and the threads' (compiling them on a thread would hold up the first steps and parking)
+        compiled(functions.serve, self._cmd, 0, 0, *self._own)
+        compiled(functions.park, self._cmd, 0, 0)
         self._threads = [
             threading.Thread(
                 target=_serve,
-                args=(functions, self._cmd, self._ready, self._done, k, step_args(c, self._flags)),
+                args=(functions, self._cmd, self._ready, self._done, k, self._own),
                 name=f"dispatchrl-mujoco-{k + 1}",
                 daemon=True,
             )
-            for k, c in enumerate(chunks[1:])
+            for k in range(workers)
         ]
         for thread in self._threads:
             thread.start()
@@ -270,34 +323,36 @@ class SpinningThreads:
             raise RuntimeError("a MuJoCo stepping thread has died")
 
     def step(self) -> None:
-        """Step every chunk (the actions already in place) and return when all are done."""
-        f = self._functions
+        """Step every env (the actions already in place) and return when all are done."""
+        self._claim[0] = 0  # before the generation is published (a sequentially consistent store)
         if not self._threads:
-            f.step(*self._own, -1, 0)
+            self._step(*self._own, -1, 0)
             return
         self._generation += 1
         g = self._generation
         blocking = self._blocking > 0
-        parked = f.publish(self._cmd, g, 0 if blocking else SERVE_SPIN_NS)
+        parked = self._publish(self._cmd, g, 0 if blocking else SERVE_SPIN_NS)
         if parked:
             self._wake()
-        f.step(*self._own, -1, g)
+        self._step(*self._own, -1, g)
         if blocking:
             self._blocking -= 1
             with self._done:  # the threads notify it after their chunk, before they park
                 while not self._done.wait_for(lambda: self._all_done(g), WAIT_CHECK_NS / 1e9):
                     self._check_alive()
             return
-        napped = f.wait(self._flags, g, WAIT_SPIN_NS, WAIT_NAP_US, WAIT_CHECK_NS)
+        napped = self._wait(self._flags, g, WAIT_SPIN_NS, WAIT_NAP_US, WAIT_CHECK_NS)
         while napped < 0:
             self._check_alive()
-            napped = f.wait(self._flags, g, 0, WAIT_NAP_US, WAIT_CHECK_NS)
-        self._contended[g % WINDOW] = parked or napped
+            napped = self._wait(self._flags, g, 0, WAIT_NAP_US, WAIT_CHECK_NS)
+        contended = bool(parked or napped)
+        self._recent += contended - self._contended[g % WINDOW]
+        self._contended[g % WINDOW] = contended
         self._spun += 1
-        if self._contended.sum() >= CONTENDED:
+        if self._recent >= CONTENDED:
             if self._spun > WINDOW:
                 self._backoff = BLOCKING_STEPS
-            self._blocking, self._contended[:], self._spun = self._backoff, False, 0
+            self._blocking, self._contended, self._recent, self._spun = self._backoff, [False] * WINDOW, 0, 0
             self._backoff = min(2 * self._backoff, MAX_BLOCKING_STEPS)
 
     def close(self) -> None:

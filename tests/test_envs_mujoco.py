@@ -6,6 +6,8 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dispatchrl.envs as E
 from dispatchrl.algorithms import ppo, sac, td3
@@ -109,6 +111,19 @@ def test_thread_count_does_not_change_results(name):
         batch.close()
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=20, deadline=None)
+@given(dtype=st.sampled_from([np.float32, np.float64]), size=st.integers(1, 128), seed=st.integers(0, 2**32 - 1))
+def test_pairwise_sum_is_numpy_sum_in_its_order(dtype, size, seed):
+    # the task kernels' costs must be numpy's bits: its pairwise order, in the array's dtype
+    from dispatchrl.envs.shared.mujoco import pairwise_sum, square
+
+    rs = np.random.default_rng(seed)
+    x = (rs.standard_normal(size + 3) * 10 ** rs.uniform(-3, 3, size + 3)).astype(dtype)  # magnitudes vary: order shows
+    for start in (0, 3):
+        expected = np.sum(np.square(x[start:]))
+        assert dtype(pairwise_sum(x, start, x.size, square)) == expected  # a float32 result comes back exact
 
 
 def test_stepping_threads_park_when_idle_block_when_contended_and_stop_with_the_batch():

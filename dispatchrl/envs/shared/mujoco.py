@@ -259,9 +259,9 @@ class MujocoBatch:
         self._finish, self._restart = env_functions(self._kernels(), self.dt)
         self._actions = np.zeros((num_envs, self.action_dim), np.float32)
         self._rngs = [None] * num_envs
-        native = self._native_stepper(mujoco, sources)
-        # the bindings' path: a pool steps all chunks but the first, which the caller steps
+        # one chunk per thread; the caller steps the first (the bindings' path: only it)
         self._chunks = [c for c in np.array_split(np.arange(num_envs), self.num_threads) if len(c)]
+        native = self._native_stepper(mujoco, sources)
         self._threads = SpinningThreads(self, *native) if native is not None else None
         self._pool = (
             ThreadPoolExecutor(self.num_threads - 1) if self._threads is None and self.num_threads > 1 else None
@@ -296,8 +296,9 @@ class MujocoBatch:
     def _native_stepper(self, mujoco: Any, sources: list[dict[str, Any]]) -> tuple[Any, int, Callable] | None:
         """:func:`chunk_functions`, the number of threads besides the caller and ``step_args(claim,
         flags)``, the first arguments of their ``step``: MjModel, MjData, the action array
-        :meth:`step` fills, views on MjData's memory, the batch's arrays and outputs (None: the
-        bindings' path, where the library is not found or a source is not float64)."""
+        :meth:`step` fills, views on MjData's memory, the batch's arrays and outputs, the chunks'
+        bounds (None: the bindings' path, where the library is not found or a source is not
+        float64)."""
         functions = chunk_functions(
             os.path.dirname(mujoco.__file__), self.FRAME_SKIP, self.CONTACT_FORCES, self._finish, self._restart
         )
@@ -309,10 +310,11 @@ class MujocoBatch:
         ctrls = List(d.ctrl for d in self.datas)
         flat = List(view.reshape(-1) for s in sources for view in s.values())  # views on MjData's memory
         state, actions, out = self._state, self._actions, self._out
+        bounds = np.cumsum([0] + [len(c) for c in self._chunks])
         return (
             functions,
-            self.num_threads - 1,
-            lambda claim, flags: (model, datas, actions, ctrls, flat, state, out, claim, flags),
+            len(self._chunks) - 1,
+            lambda claim, flags: (model, datas, actions, ctrls, flat, state, out, bounds, claim, flags),
         )
 
     def _gather(self, i: int) -> None:

@@ -92,8 +92,8 @@ def chunk_functions(
     """Numba functions, all without the GIL (None where libmujoco's shared library is not found;
     the batch then steps through the bindings):
 
-    - ``step(model, datas, actions, ctrls, sources, state, out, claim, flags, slot, generation)``:
-      per env i claimed, ctrl ← its action, ``mj_step`` ``frame_skip`` times and
+    - ``step(model, datas, actions, ctrls, sources, state, out, bounds, claim, flags, slot,
+      generation)``: per env i claimed, ctrl ← its action, ``mj_step`` ``frame_skip`` times and
       ``mj_rnePostConstraint`` where the task reads contact forces (the C calls the bindings make,
       on the same MjData: the same bits), its state arrays copied into the batch's rows, then
       ``finish(i, state, actions, out)`` (see ``envs.shared.mujoco.env_functions``); where that
@@ -101,10 +101,12 @@ def chunk_functions(
       ``out.next_qpos``/``next_qvel``, ``mj_forward``), the copies again and ``restart``; last
       ``flags[slot] = generation`` (slot -1: none). Under the bindings' ``mj_step`` the per-env
       copies held the GIL, so two threads stepped cheap bodies no faster than one (NOTES.md).
-      Claiming: every thread stepping counts ``claim[0]`` up atomically from 0 and steps that env
-      until none is left, so the threads finish within an env of each other whatever each env's
-      contacts cost (static halves of 16 HalfCheetahs differed by 10% a step). Which thread steps
-      an env changes no bits;
+      Claiming: thread ``slot + 1`` (the caller: 0) owns chunk ``slot + 1``, the envs from
+      ``bounds[c]`` to ``bounds[c + 1]``, and counts ``claim[c]`` up atomically to take each next
+      env of it; when its chunk is done it takes the rest of the others' the same way. So a thread
+      mostly steps the same envs (their MjData stay in its core's cache), and the threads finish
+      within an env of each other whatever each env's contacts cost (fixed halves of 16
+      HalfCheetahs differed by 10% a step). Which thread steps an env changes no bits;
     - ``serve(cmd, slot, last, *step_args)``: a thread's loop: ``step`` its chunk each time
       ``cmd[0]`` holds a new generation; returns -1 when it holds -1 (stop), or ``last`` once
       ``cmd[1]`` ns pass without one;
@@ -153,36 +155,46 @@ def chunk_functions(
                 target[i, k] = source[k]
 
     @njit(nogil=True)
-    def step(model, datas, actions, ctrls, sources, state, out, claim, flags, slot, generation):  # pragma: no cover
-        fields = len(state)
-        while True:
-            i = fetch_add(claim, 0, 1)
-            if i >= datas.size:
-                break
-            ctrl = ctrls[i]
-            for j in range(ctrl.size):
-                ctrl[j] = actions[i, j]
-            for _ in range(frame_skip):
-                mj_step(model, datas[i])
-            if contact_forces:
-                mj_rne_post_constraint(model, datas[i])
+    def step_env(i, model, datas, actions, ctrls, sources, state, out, fields):  # pragma: no cover
+        ctrl = ctrls[i]
+        for j in range(ctrl.size):
+            ctrl[j] = actions[i, j]
+        for _ in range(frame_skip):
+            mj_step(model, datas[i])
+        if contact_forces:
+            mj_rne_post_constraint(model, datas[i])
+        gather(i, sources, state)
+        if finish(i, state, actions, out):
+            mj_reset_data(model, datas[i])
+            qpos, qvel = sources[i * fields], sources[i * fields + 1]  # MjData's: sources begin with them
+            for j in range(qpos.size):
+                qpos[j] = out.next_qpos[i, j]
+            for j in range(qvel.size):
+                qvel[j] = out.next_qvel[i, j]
+            mj_forward(model, datas[i])
             gather(i, sources, state)
-            if finish(i, state, actions, out):
-                mj_reset_data(model, datas[i])
-                qpos, qvel = sources[i * fields], sources[i * fields + 1]  # MjData's: sources begin with them
-                for j in range(qpos.size):
-                    qpos[j] = out.next_qpos[i, j]
-                for j in range(qvel.size):
-                    qvel[j] = out.next_qvel[i, j]
-                mj_forward(model, datas[i])
-                gather(i, sources, state)
-                restart(i, state, out)
-                out.ended[i] = True
+            restart(i, state, out)
+            out.ended[i] = True
+
+    @njit(nogil=True)
+    def step(
+        model, datas, actions, ctrls, sources, state, out, bounds, claim, flags, slot, generation
+    ):  # pragma: no cover
+        fields, chunks = len(state), claim.size
+        for c in range(chunks):
+            chunk = (slot + 1 + c) % chunks  # its own first
+            while True:
+                i = bounds[chunk] + fetch_add(claim, chunk, 1)
+                if i >= bounds[chunk + 1]:
+                    break
+                step_env(i, model, datas, actions, ctrls, sources, state, out, fields)
         if slot >= 0:
             store(flags, slot, generation)
 
     @njit(nogil=True)
-    def serve(cmd, slot, last, model, datas, actions, ctrls, sources, state, out, claim, flags):  # pragma: no cover
+    def serve(
+        cmd, slot, last, model, datas, actions, ctrls, sources, state, out, bounds, claim, flags
+    ):  # pragma: no cover
         timespec = np.empty(2, np.int64)
         since = now(timespec)
         while True:
@@ -193,7 +205,7 @@ def chunk_functions(
             elif generation < 0:
                 return generation
             else:
-                step(model, datas, actions, ctrls, sources, state, out, claim, flags, slot, generation)
+                step(model, datas, actions, ctrls, sources, state, out, bounds, claim, flags, slot, generation)
                 last, since = generation, now(timespec)
 
     @njit(nogil=True)
@@ -272,8 +284,8 @@ def _stop(functions: SimpleNamespace, cmd: np.ndarray, ready: threading.Conditio
 
 
 class SpinningThreads:
-    """``workers`` threads that step a batch's envs with the caller, each claiming the next env
-    until none is left. ``step_args(claim, flags)`` gives ``functions.step``'s first arguments;
+    """``workers`` threads that step a batch's envs with the caller, each claiming the next env of
+    its chunk, then of the others', until none is left. ``step_args(claim, flags)`` gives ``functions.step``'s first arguments;
     their actions are one array that the caller fills before each :meth:`step`. They must not
     reference ``owner``: the threads stop when it is collected."""
 
@@ -287,7 +299,7 @@ class SpinningThreads:
         self._contended, self._recent = [False] * WINDOW, 0  # per recent step (spinning); how many
         self._blocking = 0  # steps left that hand off by blocking
         self._backoff, self._spun = BLOCKING_STEPS, 0  # the next blocking period; steps spun since
-        self._claim = np.zeros(1, np.int64)  # the next env to step
+        self._claim = np.zeros(1 + workers, np.int64)  # per chunk, the next env to step
         self._own = step_args(self._claim, self._flags)
         # the caller's calls each step, typed once
         self._step = compiled(functions.step, *self._own, -1, 0)
@@ -324,7 +336,7 @@ class SpinningThreads:
 
     def step(self) -> None:
         """Step every env (the actions already in place) and return when all are done."""
-        self._claim[0] = 0  # before the generation is published (a sequentially consistent store)
+        self._claim[:] = 0  # before the generation is published (a sequentially consistent store)
         if not self._threads:
             self._step(*self._own, -1, 0)
             return

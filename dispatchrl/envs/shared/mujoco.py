@@ -164,7 +164,7 @@ def env_functions(kernels: TaskKernels, dt: float) -> tuple[Any, Any]:
     position and observation."""
     position, outcome, observe = kernels
 
-    @njit(nogil=True)
+    @njit(nogil=True, inline="always")
     def finish(i, state, actions, out):  # pragma: no cover
         p, v = out.position[i], out.velocity[i]
         position(state, i, v)
@@ -185,7 +185,7 @@ def env_functions(kernels: TaskKernels, dt: float) -> tuple[Any, Any]:
             out.obs[i, k] = out.final[i, k]
         return False
 
-    @njit(nogil=True)
+    @njit(nogil=True, inline="always")
     def restart(i, state, out):  # pragma: no cover
         out.steps[i] = 0
         position(state, i, out.position[i])

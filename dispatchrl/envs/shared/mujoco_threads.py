@@ -146,7 +146,7 @@ def chunk_functions(
         clock_gettime(clock, timespec.ctypes.data)
         return timespec[0] * 1_000_000_000 + timespec[1]
 
-    @njit(nogil=True)
+    @njit(nogil=True, inline="always")
     def gather(i, sources, state):  # pragma: no cover
         fields = len(state)
         for f in range(fields):
@@ -154,7 +154,7 @@ def chunk_functions(
             for k in range(source.size):
                 target[i, k] = source[k]
 
-    @njit(nogil=True)
+    @njit(nogil=True, inline="always")
     def step_env(i, model, datas, actions, ctrls, sources, state, out, fields):  # pragma: no cover
         ctrl = ctrls[i]
         for j in range(ctrl.size):

@@ -1,4 +1,4 @@
-"""MuJoCo Ant-v5, threaded: :class:`AntBatch` (N MjData stepped by a pool of threads) and the
+"""MuJoCo Ant-v5, threaded: :class:`AntBatch` (N MjData stepped on threads) and the
 ``dispatchrl/Ant-v5`` gymnasium env. mujoco is imported only when an Ant is made."""
 
 from .batch import AntBatch, ant_model, default_threads

@@ -1,4 +1,4 @@
-"""Parallel MuJoCo Ant-v5: N MjData stepped by a pool of threads, gymnasium's Ant-v5 semantics.
+"""Parallel MuJoCo Ant-v5: N MjData stepped on threads, gymnasium's Ant-v5 semantics.
 
 A :class:`~dispatchrl.envs.shared.mujoco.MujocoBatch` (threads, resets, autoreset): each thread
 copies its envs' qpos, qvel, cfrc_ext and torso position into shared (N, ·) arrays and computes

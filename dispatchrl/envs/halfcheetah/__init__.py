@@ -1,4 +1,4 @@
-"""MuJoCo HalfCheetah-v5, threaded: :class:`HalfCheetahBatch` (N MjData stepped by a pool of threads) and the
+"""MuJoCo HalfCheetah-v5, threaded: :class:`HalfCheetahBatch` (N MjData stepped on threads) and the
 ``dispatchrl/HalfCheetah-v5`` gymnasium env. mujoco is imported only when one is made."""
 
 from ..shared.mujoco import gymnasium_declarations

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..shared.mujoco import MujocoBatch, TaskKernels, pairwise_sum, square
+from ..shared.mujoco import MujocoBatch, TaskKernels, pairwise_sum, planar_observation, square, x_position
 
 __all__ = ["HalfCheetahBatch"]
 
@@ -46,22 +46,10 @@ def kernels() -> TaskKernels:
     ctrl_weight = np.float32(CTRL_COST_WEIGHT)  # gymnasium's ctrl cost is float32, like the action
 
     @njit(nogil=True)
-    def position(state, i, out):  # pragma: no cover
-        out[0] = state[0][i, 0]
-
-    @njit(nogil=True)
     def outcome(state, i, action, velocity, info):  # pragma: no cover
         forward = FORWARD_REWARD_WEIGHT * velocity[0]
         ctrl = ctrl_weight * pairwise_sum(action, 0, action.size, square)
         info[0], info[1], info[2], info[3] = state[0][i, 0], velocity[0], forward, -ctrl
         return forward - ctrl, False
 
-    @njit(nogil=True)
-    def observe(state, i, obs):  # pragma: no cover
-        qpos, qvel = state[0][i], state[1][i]
-        for k in range(1, qpos.size):
-            obs[k - 1] = qpos[k]
-        for k in range(qvel.size):
-            obs[qpos.size - 1 + k] = qvel[k]
-
-    return TaskKernels(position, outcome, observe)
+    return TaskKernels(x_position, outcome, planar_observation(np.inf))  # its velocities unclipped

@@ -1,4 +1,4 @@
-"""MuJoCo Hopper-v5, threaded: :class:`HopperBatch` (N MjData stepped by a pool of threads) and the
+"""MuJoCo Hopper-v5, threaded: :class:`HopperBatch` (N MjData stepped on threads) and the
 ``dispatchrl/Hopper-v5`` gymnasium env. mujoco is imported only when one is made."""
 
 from ..shared.mujoco import gymnasium_declarations

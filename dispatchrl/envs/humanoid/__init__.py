@@ -1,4 +1,4 @@
-"""MuJoCo Humanoid-v5, threaded: :class:`HumanoidBatch` (N MjData stepped by a pool of threads) and the
+"""MuJoCo Humanoid-v5, threaded: :class:`HumanoidBatch` (N MjData stepped on threads) and the
 ``dispatchrl/Humanoid-v5`` gymnasium env. mujoco is imported only when one is made."""
 
 from ..shared.mujoco import gymnasium_declarations

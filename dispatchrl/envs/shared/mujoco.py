@@ -34,13 +34,18 @@ __all__ = [
     "PlanarWalkerBatch",
     "StepOutputs",
     "TaskKernels",
+    "clip",
     "default_threads",
     "gymnasium_declarations",
     "gymnasium_spec",
     "load_mujoco",
     "mujoco_model",
     "pairwise_sum",
+    "planar_observation",
+    "square",
+    "square_float64",
     "vector_entry_point",
+    "x_position",
 ]
 
 
@@ -455,10 +460,6 @@ def planar_walker_kernels(
     ctrl_weight32 = np.float32(ctrl_weight)  # gymnasium's ctrl cost is float32, like the action
 
     @njit(nogil=True)
-    def position(state, i, out):  # pragma: no cover
-        out[0] = state[0][i, 0]
-
-    @njit(nogil=True)
     def outcome(state, i, action, velocity, info):  # pragma: no cover
         qpos, qvel = state[0][i], state[1][i]
         z, angle = qpos[1], qpos[2]
@@ -475,6 +476,19 @@ def planar_walker_kernels(
         info[3], info[4], info[5] = forward, -ctrl, survive
         return (forward + survive) - ctrl, not healthy
 
+    return TaskKernels(x_position, outcome, planar_observation(velocity_clip))
+
+
+@njit(nogil=True)
+def x_position(state, i, out):  # pragma: no cover
+    """A planar body's forward position: qpos's x."""
+    out[0] = state[0][i, 0]
+
+
+@functools.cache
+def planar_observation(velocity_clip: float) -> Any:
+    """A planar body's observation, [qpos[1:], clip(qvel, ±velocity_clip)] (no clip: inf)."""
+
     @njit(nogil=True)
     def observe(state, i, obs):  # pragma: no cover
         qpos, qvel = state[0][i], state[1][i]
@@ -483,7 +497,7 @@ def planar_walker_kernels(
         for k in range(qvel.size):
             obs[qpos.size - 1 + k] = clip(qvel[k], -velocity_clip, velocity_clip)
 
-    return TaskKernels(position, outcome, observe)
+    return observe
 
 
 class MujocoEnv(gymnasium.Env):

@@ -1,4 +1,4 @@
-"""MuJoCo Walker2d-v5, threaded: :class:`Walker2dBatch` (N MjData stepped by a pool of threads) and the
+"""MuJoCo Walker2d-v5, threaded: :class:`Walker2dBatch` (N MjData stepped on threads) and the
 ``dispatchrl/Walker2d-v5`` gymnasium env. mujoco is imported only when one is made."""
 
 from ..shared.mujoco import gymnasium_declarations

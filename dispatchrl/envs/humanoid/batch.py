@@ -72,13 +72,9 @@ class HumanoidBatch(MujocoBatch):
         return kernels(tuple(mass), float(mass.sum()), tuple(self._state_index(name) for name in names))
 
     def reset_info(self, i: int) -> dict[str, Any]:
-        return {
-            "x_position": self.qpos[i, 0],
-            "y_position": self.qpos[i, 1],
-            "tendon_length": self.ten_length[i].copy(),
-            "tendon_velocity": self.ten_velocity[i].copy(),
-            "distance_from_origin": np.linalg.norm(self.qpos[i, 0:2], ord=2, axis=-1),
-        }
+        row = np.zeros(self._out.info.shape[1])
+        position_info(self._state_index("ten_length"))(self._state, i, row)  # the step info's first terms
+        return {name: row[column] for name, column in self._info_columns[:5]}
 
 
 @functools.cache
@@ -87,6 +83,7 @@ def kernels(masses: tuple[float, ...], total_mass: float, index: tuple[int, ...]
     in the state (ten_velocity follows ten_length)."""
     mass = np.array(masses)
     cinert, cvel, actuator, forces, xipos, tendon = index
+    write_position_info = position_info(tendon)
 
     @njit(nogil=True)
     def position(state, i, out):  # pragma: no cover  (the centre of mass: bodies summed in order, as einsum)
@@ -100,7 +97,6 @@ def kernels(masses: tuple[float, ...], total_mass: float, index: tuple[int, ...]
     @njit(nogil=True)
     def outcome(state, i, action, velocity, info):  # pragma: no cover
         qpos, cfrc_ext = state[0][i], state[forces][i]
-        lengths, speeds = state[tendon][i], state[tendon + 1][i]
         healthy = HEALTHY_Z[0] < qpos[2] and qpos[2] < HEALTHY_Z[1]
         forward = FORWARD_REWARD_WEIGHT * velocity[0]
         survive = healthy * HEALTHY_REWARD
@@ -108,9 +104,7 @@ def kernels(masses: tuple[float, ...], total_mass: float, index: tuple[int, ...]
         ctrl = CTRL_COST_WEIGHT * pairwise_sum(action, 0, action.size, square_float64)
         contact = CONTACT_COST_WEIGHT * pairwise_sum(cfrc_ext, 0, cfrc_ext.size, square)  # all bodies, unclipped
         contact = CONTACT_COST_MAX if contact > CONTACT_COST_MAX else contact
-        info[0], info[1], info[2], info[3] = qpos[0], qpos[1], lengths[0], lengths[1]
-        info[4], info[5] = speeds[0], speeds[1]
-        info[6] = np.sqrt(qpos[0] * qpos[0] + qpos[1] * qpos[1])
+        write_position_info(state, i, info)
         info[7], info[8], info[9] = velocity[0], velocity[1], survive
         info[10], info[11], info[12] = forward, -ctrl, -contact
         return (forward + survive) - (ctrl + contact), not healthy
@@ -125,3 +119,19 @@ def kernels(masses: tuple[float, ...], total_mass: float, index: tuple[int, ...]
                 n += 1
 
     return TaskKernels(position, outcome, observe)
+
+
+@functools.cache
+def position_info(tendon: int) -> Any:
+    """``(state, i, info)``: the step info's first terms, also gymnasium's reset info: x, y, the
+    tendons' lengths and velocities (``tendon``: where ten_length is in the state), the distance
+    from the origin."""
+
+    @njit(nogil=True)
+    def write(state, i, info):  # pragma: no cover
+        qpos, lengths, speeds = state[0][i], state[tendon][i], state[tendon + 1][i]
+        info[0], info[1], info[2], info[3] = qpos[0], qpos[1], lengths[0], lengths[1]
+        info[4], info[5] = speeds[0], speeds[1]
+        info[6] = np.sqrt(qpos[0] * qpos[0] + qpos[1] * qpos[1])
+
+    return write

@@ -255,11 +255,20 @@ class MujocoBatch:
             column += width
         n, d = num_envs, self.observation_dim
         self._out = StepOutputs(
-            np.zeros((n, d)), np.zeros((n, d)), np.zeros(n), np.zeros(n, bool),
-            np.zeros(n, bool), np.zeros((n, column)), np.zeros((n, self.POSITION_SIZE)),
-            np.zeros((n, self.POSITION_SIZE)), np.zeros(n, np.int64), np.zeros(n, bool), np.zeros((n, m.nq)),
-            np.zeros((n, m.nv)), np.array([max_episode_steps, int(bool(autoreset))], np.int64),
-        )  # fmt: skip
+            obs=np.zeros((n, d)),
+            final=np.zeros((n, d)),
+            reward=np.zeros(n),
+            terminated=np.zeros(n, bool),
+            truncated=np.zeros(n, bool),
+            info=np.zeros((n, column)),
+            position=np.zeros((n, self.POSITION_SIZE)),
+            velocity=np.zeros((n, self.POSITION_SIZE)),
+            steps=np.zeros(n, np.int64),
+            ended=np.zeros(n, bool),
+            next_qpos=np.zeros((n, m.nq)),
+            next_qvel=np.zeros((n, m.nv)),
+            settings=np.array([max_episode_steps, int(bool(autoreset))], np.int64),
+        )
         self.steps = self._out.steps
         self._finish, self._restart = env_functions(self._kernels(), self.dt)
         self._actions = np.zeros((num_envs, self.action_dim), np.float32)

@@ -42,6 +42,9 @@ CASES: list[tuple[str, str, str, list[str], dict[str, str]]] = [
     ("ppo-generic", "ppo", "generic", ["--steps", "1024", *PPO_SMALL], {}),
     ("dqn-cpu-nstep", "dqn", "cpu", ["--steps", "3000", *DQN_REPLAY], {}),
     ("dqn-generic-nstep", "dqn", "generic", ["--steps", "400", *DQN_REPLAY], {}),
+    # the multirotor's recipe (observation noise, resets, curriculum) past its 15k warm-up steps
+    ("td3-cpu-multirotor", "td3", "cpu", ["--env", "multirotor", "--steps", "17000"], {}),
+    ("td3-c-multirotor", "td3", "c", ["--env", "multirotor", "--steps", "16000"], {}),
 ]
 QUICK = {"td3-cpu", "sac-cpu", "ppo-cpu", "dqn-cpu-nstep"}
 

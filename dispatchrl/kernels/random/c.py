@@ -17,14 +17,19 @@ def _hex(constant) -> str:
 
 #: stream helper: the same numbers as generic.uniform01 and cpu.uniform01
 UNIFORM01 = f"""\
-/* stream position -> uniform in [0, 1): SplitMix64, the same numbers as kernels/random/generic.py */
-static inline double dispatchrl_uniform01(uint64_t key, uint64_t counter)
+/* stream position -> 64 bits: SplitMix64, the same numbers as kernels/random/generic.py */
+static inline uint64_t dispatchrl_splitmix64(uint64_t key, uint64_t counter)
 {{
     uint64_t z = key + (counter + 1) * UINT64_C({_hex(SPLITMIX_GOLDEN)});
     z = (z ^ (z >> 30)) * UINT64_C({_hex(SPLITMIX_MIX1)});
     z = (z ^ (z >> 27)) * UINT64_C({_hex(SPLITMIX_MIX2)});
-    z ^= z >> 31;
-    return (double)(z >> 11) * {UNIFORM01_SCALE!r};
+    return z ^ (z >> 31);
+}}
+
+/* -> uniform in [0, 1): the top 53 bits, converted as signed (exact; x86's unsigned conversion branches) */
+static inline double dispatchrl_uniform01(uint64_t key, uint64_t counter)
+{{
+    return (double)(int64_t)(dispatchrl_splitmix64(key, counter) >> 11) * {UNIFORM01_SCALE!r};
 }}
 """
 
@@ -67,8 +72,8 @@ static inline double dispatchrl_normal_quantile(double p)
 
 static inline double dispatchrl_standard_normal_icdf(uint64_t key, uint64_t counter)
 {{
-    const double u = dispatchrl_uniform01(key, counter);
-    return dispatchrl_normal_quantile((double)(int64_t)(u * 4503599627370496.0) * {2.0 * UNIFORM01_SCALE!r} + {UNIFORM01_SCALE!r});
+    const double cell = (double)(int64_t)(dispatchrl_splitmix64(key, counter) >> 12); /* floor(uniform01 * 2**52) */
+    return dispatchrl_normal_quantile(cell * {2.0 * UNIFORM01_SCALE!r} + {UNIFORM01_SCALE!r});
 }}
 """
 #: the helpers a kernel drawing uniforms, or normals, needs (CKernel.helpers)

@@ -20,6 +20,7 @@ __all__ = [
     "random_normal_kernel",
     "random_uniform_at",
     "random_uniform_kernel",
+    "splitmix64",
     "standard_normal",
     "standard_normal_icdf",
     "uniform01",
@@ -27,13 +28,20 @@ __all__ = [
 
 
 @njit(**JIT_EXACT)
-def uniform01(key, counter):
-    """Uniform in [0, 1) for stream position ``counter`` (SplitMix64; same as generic.py)."""
+def splitmix64(key, counter):
+    """The stream's 64 bits at position ``counter``: SplitMix64's output function."""
     z = key + (counter + np.uint64(1)) * SPLITMIX_GOLDEN
     z = (z ^ (z >> np.uint64(30))) * SPLITMIX_MIX1
     z = (z ^ (z >> np.uint64(27))) * SPLITMIX_MIX2
-    z = z ^ (z >> np.uint64(31))
-    return np.float64(z >> np.uint64(11)) * UNIFORM01_SCALE
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(**JIT_EXACT)
+def uniform01(key, counter):
+    """Uniform in [0, 1) for stream position ``counter`` (same as generic.py): the top 53 bits,
+    converted as a signed integer (exact below 2**53; on x86 without AVX-512 the unsigned
+    conversion is a branch and several instructions)."""
+    return np.float64(np.int64(splitmix64(key, counter) >> np.uint64(11))) * UNIFORM01_SCALE
 
 
 @njit(**JIT_EXACT)
@@ -66,8 +74,8 @@ def normal_quantile(p):
 def standard_normal_icdf(key, counter):
     """N(0, 1) from the one stream position ``counter``, by the normal quantile of a uniform on
     the midpoints of 2**52 cells: p in [2**-53, 1 - 2**-53], symmetric, 1 - p exact."""
-    u = uniform01(key, counter)
-    return normal_quantile(math.floor(u * 4503599627370496.0) * (2.0 * UNIFORM01_SCALE) + UNIFORM01_SCALE)
+    cell = np.float64(np.int64(splitmix64(key, counter) >> np.uint64(12)))  # floor(uniform01 * 2**52)
+    return normal_quantile(cell * (2.0 * UNIFORM01_SCALE) + UNIFORM01_SCALE)
 
 
 @njit(**JIT_EXACT_INNER)

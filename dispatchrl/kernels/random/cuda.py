@@ -12,10 +12,11 @@ from . import api, cpu
 
 __all__ = ["standard_normal", "standard_normal_icdf", "uniform01"]
 
-uniform01 = device_twin(cpu.uniform01)
+splitmix64 = device_twin(cpu.splitmix64)
+uniform01 = device_twin(cpu.uniform01, splitmix64=splitmix64)
 standard_normal = device_twin(cpu.standard_normal, uniform01=uniform01)
 normal_quantile = device_twin(cpu.normal_quantile, quintic=device_twin(cpu.quintic))
-standard_normal_icdf = device_twin(cpu.standard_normal_icdf, uniform01=uniform01, normal_quantile=normal_quantile)
+standard_normal_icdf = device_twin(cpu.standard_normal_icdf, splitmix64=splitmix64, normal_quantile=normal_quantile)
 
 
 random_uniform_kernel = per_index(cpu.random_uniform_at, "out.size", uniform01=uniform01)

@@ -8,8 +8,10 @@
   position RMSE; the median final distance; the hover score). Target: median
   success >= 0.95 with <= 18 s of training (the paper's laptop figure: 18 s, 300k steps).
 - Stepping: the native batch (env_step + env_reset_done fused into one compiled CPU step) for N
-  envs, env steps per second, median of repeats. Target: >= 10M steps/s; the paper reports its
-  simulator at "5 months of flight per second" on a laptop GPU (about 1.3e9 steps/s at 100 Hz).
+  envs, env steps per second, median of repeats; from THREADED_FROM envs the batch runs on Numba's
+  threads (``threads``: NUMBA_NUM_THREADS; set it to 1 for one core). Target: >= 10M steps/s; the
+  paper reports its simulator at "5 months of flight per second" on a laptop GPU (about 1.3e9
+  steps/s at 100 Hz).
 
 Prints JSON lines; the first names the machine and its load.
 Usage: python benchmarks/multirotor.py [--seeds 5] [--first-seed 0] [--steps 300000] [--keep-best N] [--skip-training] [--quick]
@@ -24,9 +26,11 @@ import subprocess
 import sys
 import time
 
+import numba
 import numpy as np
 
 import dispatchrl as drl
+from dispatchrl.backends import cpu as cpu_backend
 import dispatchrl.envs as E
 from dispatchrl.envs.multirotor import Multirotor
 
@@ -66,7 +70,8 @@ def stepping(n: int, repeats: int, quick: bool) -> dict:
         start = time.perf_counter()
         step(calls)
         rates.append(n * calls / (time.perf_counter() - start))
-    return {"envs": n, "steps_per_second": statistics.median(rates), "repeats": repeats}
+    threads = numba.config.NUMBA_NUM_THREADS if n >= cpu_backend.THREADED_FROM else 1
+    return {"envs": n, "threads": threads, "steps_per_second": statistics.median(rates), "repeats": repeats}
 
 
 def training(seed: int, steps: int, keep_best: int | None) -> dict:
@@ -103,7 +108,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer stepping repeats and calls")
     args = parser.parse_args()
     emit(kind="machine", **machine())
-    for n in () if args.skip_stepping else (1, 64, 4096):
+    for n in () if args.skip_stepping else (1, 64, 4096, 65536):
         emit(kind="stepping", **stepping(n, 3 if args.quick else 7, args.quick), load=os.getloadavg()[0])
     if args.skip_training:
         return

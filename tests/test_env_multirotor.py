@@ -433,3 +433,41 @@ def test_keep_best_ranks_multirotor_policies_by_the_hover_score():
     assert len(scores) == 3 and evaluation.best_score == max(scores)
     assert result.policy_steps == 100 * (1 + scores.index(max(scores)))
     assert env.selection_score(result.policy) == evaluation.best_score
+
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda n: Multirotor(n, action_history=3), lambda n: drl.Pendulum(n, max_episode_steps=50)],
+    ids=["multirotor", "pendulum"],
+)
+def test_threaded_batches_give_the_serial_bits(make, monkeypatch):
+    """A batch of THREADED_FROM envs or more runs the kernels' prange twins on Numba's threads:
+    each env is its own body, so every array matches the one-thread loop's bit for bit, resets
+    included."""
+    import numba
+
+    from dispatchrl.backends import cpu as cpu_backend
+    from dispatchrl.envs.shared import host
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one CPU: Numba has no second thread")
+    env, device, runs, picked = make(40), drl.CPU(), {}, []
+    monkeypatch.setattr(host, "batch_kernel", lambda k, n: picked.append(cpu_backend.batch_kernel(k, n)) or picked[-1])
+    for threaded_from in (10**9, 16):
+        monkeypatch.setattr(cpu_backend, "THREADED_FROM", threaded_from)
+        picked.clear()
+        state, stream = env_state(device, env), rng(device, 9)
+        env_reset(device, env, state, stream)
+        draws, rows = np.random.default_rng(2), []
+        for _ in range(120):
+            action = draws.uniform(-1, 1, (40, env.action_dim)).astype(np.float32)
+            env_step(device, env, state, asarray(device, action))
+            rows.append([to_numpy(x).copy() for x in (state.physics, state.obs, state.reward, state.terminated, state.truncated)])
+            env_reset_done(device, env, state, stream)
+        runs[threaded_from] = rows, {k.targetoptions.get("parallel", False) for k in picked}
+    assert runs[10**9][1] == {False} and runs[16][1] == {True}
+    assert sum(r[3].sum() + r[4].sum() for r in runs[16][0]) > 10  # envs ended and were reset
+    for got, want in zip(runs[16][0], runs[10**9][0]):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

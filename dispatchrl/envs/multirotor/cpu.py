@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT_INNER
+from ...backends.cpu import JIT_EXACT_INNER, batch_kernel
 from ...devices import CPU
 from ...kernels.random.cpu import standard_normal, standard_normal_icdf, uniform01
 from ...staging import launch
@@ -358,4 +358,5 @@ kernel_methods(CPU, Multirotor, multirotor_step_kernel, multirotor_reset_kernel,
 
 @api.env_critic_observation.dispatch
 def env_critic_observation(device: CPU, env: Multirotor, state, out) -> None:
-    launch(device, multirotor_critic_observation_kernel, state.physics, out, parameter_array(device, env))
+    kernel = batch_kernel(multirotor_critic_observation_kernel, env.num_envs)
+    launch(device, kernel, state.physics, out, parameter_array(device, env))

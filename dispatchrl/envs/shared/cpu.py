@@ -32,7 +32,7 @@ def index_minus_one(a):
 
 def per_env(body, name: str):
     """The CPU kernel ``name`` running the per-env body ``body(i, physics, ...)`` for each env."""
-    return per_index(body, "physics.shape[0]", name)
+    return per_index(body, "physics.shape[0]", name, threaded=True)
 
 
 def per_env_reset(reset_at, name: str, draws_per_env: int):
@@ -48,4 +48,5 @@ def per_env_reset(reset_at, name: str, draws_per_env: int):
         params=("rng", *state),
         before=["key, base = rng[0], rng[1]"],
         after=[f"rng[1] = base + np.uint64({draws}physics.shape[0])"],
+        threaded=True,
     )

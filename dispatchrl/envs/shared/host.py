@@ -4,6 +4,7 @@ device (the numpy reference on Generic, the Numba loop on CPU)."""
 from collections.abc import Callable
 from typing import Any
 
+from ...backends.cpu import batch_kernel
 from ...staging import launch
 from .. import api
 from . import state_args, step_args
@@ -20,7 +21,8 @@ def kernel_methods(
     parameters: Callable[[Any, Any], Any] | None = None,
 ):
     """Register ``env_step``, ``env_reset`` and ``env_reset_done`` of ``env_type`` on
-    ``device_type``: one launch each, of ``step_kernel`` over the state's arrays with the action
+    ``device_type``: one launch each (of the kernel's threaded twin for a large batch, see
+    :func:`~dispatchrl.backends.cpu.batch_kernel`), of ``step_kernel`` over the state's arrays with the action
     (:func:`step_args`), then the env's attributes named in ``numbers``; of ``reset_kernel`` over
     the stream, the state's arrays (:func:`state_args`) and ``only_done``. An env whose kernels
     read a parameter array (the multirotor's) gives ``parameters(device, env)``: both kernels take
@@ -31,14 +33,13 @@ def kernel_methods(
 
     @api.env_step.dispatch
     def env_step(device: device_type, env: env_type, state, action):  # type: ignore[valid-type]
-        launch(
-            device, step_kernel, *step_args(state, action), *own(device, env), *[getattr(env, name) for name in numbers]
-        )
+        kernel = batch_kernel(step_kernel, env.num_envs)
+        launch(device, kernel, *step_args(state, action), *own(device, env), *[getattr(env, name) for name in numbers])
 
     @api.env_reset.dispatch
     def env_reset(device: device_type, env: env_type, state, rng):  # type: ignore[valid-type]
-        launch(device, reset_kernel, rng, *state_args(state), *own(device, env), False)
+        launch(device, batch_kernel(reset_kernel, env.num_envs), rng, *state_args(state), *own(device, env), False)
 
     @api.env_reset_done.dispatch
     def env_reset_done(device: device_type, env: env_type, state, rng):  # type: ignore[valid-type]
-        launch(device, reset_kernel, rng, *state_args(state), *own(device, env), True)
+        launch(device, batch_kernel(reset_kernel, env.num_envs), rng, *state_args(state), *own(device, env), True)

@@ -8,8 +8,8 @@
   position RMSE; the median final distance; the hover score). Target: median
   success >= 0.95 with <= 18 s of training (the paper's laptop figure: 18 s, 300k steps).
 - Stepping: the native batch (env_step + env_reset_done fused into one compiled CPU step) for N
-  envs, env steps per second, median of repeats; from THREADED_FROM envs the batch runs on Numba's
-  threads (``threads``: NUMBA_NUM_THREADS; set it to 1 for one core). Target: >= 10M steps/s; the
+  envs, env steps per second, median of repeats; from THREADED_FROM envs also on all of Numba's
+  threads (DISPATCHRL_ENV_THREADS, in the same run). Target: >= 10M steps/s; the
   paper reports its simulator at "5 months of flight per second" on a laptop GPU (about 1.3e9
   steps/s at 100 Hz).
 
@@ -51,7 +51,8 @@ def machine() -> dict:
     return {"cpu": model, "isa": isa, "cores": os.cpu_count(), "load": os.getloadavg()[0]}
 
 
-def stepping(n: int, repeats: int, quick: bool) -> dict:
+def stepping(n: int, repeats: int, quick: bool, threads: int = 1) -> dict:
+    os.environ["DISPATCHRL_ENV_THREADS"] = str(threads)
     device, env = drl.CPU(), Multirotor(n)
     state, stream = E.env_state(device, env), drl.rng(device, 0)
     E.env_reset(device, env, state, stream)
@@ -70,7 +71,6 @@ def stepping(n: int, repeats: int, quick: bool) -> dict:
         start = time.perf_counter()
         step(calls)
         rates.append(n * calls / (time.perf_counter() - start))
-    threads = numba.config.NUMBA_NUM_THREADS if n >= cpu_backend.THREADED_FROM else 1
     return {"envs": n, "threads": threads, "steps_per_second": statistics.median(rates), "repeats": repeats}
 
 
@@ -109,7 +109,8 @@ def main() -> None:
     args = parser.parse_args()
     emit(kind="machine", **machine())
     for n in () if args.skip_stepping else (1, 64, 4096, 65536):
-        emit(kind="stepping", **stepping(n, 3 if args.quick else 7, args.quick), load=os.getloadavg()[0])
+        for t in sorted({1, numba.config.NUMBA_NUM_THREADS}) if n >= cpu_backend.THREADED_FROM else [1]:
+            emit(kind="stepping", **stepping(n, 3 if args.quick else 7, args.quick, t), load=os.getloadavg()[0])
     if args.skip_training:
         return
     runs = []

@@ -442,9 +442,9 @@ def test_keep_best_ranks_multirotor_policies_by_the_hover_score():
     ids=["multirotor", "pendulum"],
 )
 def test_threaded_batches_give_the_serial_bits(make, monkeypatch):
-    """A batch of THREADED_FROM envs or more runs the kernels' prange twins on Numba's threads:
-    each env is its own body, so every array matches the one-thread loop's bit for bit, resets
-    included."""
+    """With DISPATCHRL_ENV_THREADS, a batch of THREADED_FROM envs or more runs the kernels' prange
+    twins on Numba's threads: each env is its own body, so every array matches the one-thread
+    loop's bit for bit, resets included."""
     import numba
 
     from dispatchrl.backends import cpu as cpu_backend
@@ -454,6 +454,7 @@ def test_threaded_batches_give_the_serial_bits(make, monkeypatch):
         pytest.skip("one CPU: Numba has no second thread")
     env, device, runs, picked = make(40), drl.CPU(), {}, []
     monkeypatch.setattr(host, "batch_kernel", lambda k, n: picked.append(cpu_backend.batch_kernel(k, n)) or picked[-1])
+    monkeypatch.setenv("DISPATCHRL_ENV_THREADS", "2")
     for threaded_from in (10**9, 16):
         monkeypatch.setattr(cpu_backend, "THREADED_FROM", threaded_from)
         picked.clear()
@@ -471,3 +472,14 @@ def test_threaded_batches_give_the_serial_bits(make, monkeypatch):
     for got, want in zip(runs[16][0], runs[10**9][0]):
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+def test_env_threads_setting_is_checked(monkeypatch):
+    from dispatchrl.backends.cpu import env_threads
+    from dispatchrl.errors import ConfigError
+
+    monkeypatch.setenv("DISPATCHRL_ENV_THREADS", "two")
+    with pytest.raises(ConfigError, match="DISPATCHRL_ENV_THREADS"):
+        env_threads()
+    monkeypatch.setenv("DISPATCHRL_ENV_THREADS", "1")
+    assert env_threads() == 1

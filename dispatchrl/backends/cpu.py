@@ -69,6 +69,7 @@ __all__ = [
     "before_first_run",
     "blas_core_types",
     "configure_numba_cache",
+    "env_threads",
     "flush_denormals_enter",
     "flush_denormals_exit",
     "guard_numba_cache",
@@ -106,10 +107,10 @@ JIT_EXACT_INNER: dict[str, Any] = dict(JIT_EXACT, no_cpython_wrapper=True)
 #: the runtime: TD3's batch gather (100 rows, 12 arrays) took 13.9 µs a call against 0.68 inlined.
 JIT_RECORD_BODY: dict[str, Any] = dict(JIT_EXACT_INNER, inline="always")
 #: The threaded twins of per-index loops (:func:`per_index`'s ``threaded``): the same bodies,
-#: the indices split over Numba's threads (NUMBA_NUM_THREADS).
+#: the indices split over Numba's threads (:func:`batch_kernel`).
 JIT_EXACT_THREADED: dict[str, Any] = dict(JIT_EXACT, parallel=True)
-#: extents from which a per-index kernel with a threaded twin runs that twin (see
-#: :func:`batch_kernel`): a 1024-env multirotor step is ~1 ms of work, a thread hand-off microseconds
+#: extents from which a per-index kernel with a threaded twin runs it, where DISPATCHRL_ENV_THREADS
+#: asks for threads (see :func:`batch_kernel`): 1024 Pendulums are ~0.1 ms of work a step
 THREADED_FROM = 1024
 
 
@@ -673,12 +674,26 @@ def per_index(
 _THREADED: dict[Dispatcher, Any] = {}
 
 
+def env_threads() -> int:
+    """DISPATCHRL_ENV_THREADS (default 1), capped at Numba's threads (NUMBA_NUM_THREADS)."""
+    setting = os.environ.get("DISPATCHRL_ENV_THREADS", "1")
+    if not setting.isdigit() or int(setting) < 1:
+        raise ConfigError(f"DISPATCHRL_ENV_THREADS must be an int >= 1, got {setting!r}")
+    return min(int(setting), numba.config.NUMBA_NUM_THREADS)
+
+
 def batch_kernel(kernel: Any, extent: int) -> Any:
     """``kernel``, or its threaded twin (:func:`per_index`) where it has one, ``extent`` is at
-    least :data:`THREADED_FROM` and Numba has more than one thread."""
+    least :data:`THREADED_FROM` and DISPATCHRL_ENV_THREADS asks for more than one thread.
+
+    Opt-in: the indices are split statically, so a thread whose core another process holds
+    stalls the step; beside one busy process 2 threads stepped 4096 multirotors at 0.7M steps/s
+    against one thread's 1.2M (quiet: 2.0M against 1.1M; NOTES.md)."""
     twin = _THREADED.get(kernel)
-    if twin is None or extent < THREADED_FROM or numba.config.NUMBA_NUM_THREADS < 2:
+    threads = env_threads()
+    if twin is None or extent < THREADED_FROM or threads < 2:
         return kernel
+    numba.set_num_threads(threads)
     if not isinstance(twin, Dispatcher):
         twin = _THREADED[kernel] = twin()
     return twin

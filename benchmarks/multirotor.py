@@ -30,8 +30,8 @@ import numba
 import numpy as np
 
 import dispatchrl as drl
-from dispatchrl.backends import cpu as cpu_backend
 import dispatchrl.envs as E
+from dispatchrl.backends import cpu as cpu_backend
 from dispatchrl.envs.multirotor import Multirotor
 
 PAPER = {"train_seconds": 18.0, "steps": 300_000, "note": "Eschmann et al. RA-L 2024, a consumer laptop"}

@@ -435,7 +435,6 @@ def test_keep_best_ranks_multirotor_policies_by_the_hover_score():
     assert env.selection_score(result.policy) == evaluation.best_score
 
 
-
 @pytest.mark.parametrize(
     "make",
     [lambda n: Multirotor(n, action_history=3), lambda n: drl.Pendulum(n, max_episode_steps=50)],
@@ -464,7 +463,12 @@ def test_threaded_batches_give_the_serial_bits(make, monkeypatch):
         for _ in range(120):
             action = draws.uniform(-1, 1, (40, env.action_dim)).astype(np.float32)
             env_step(device, env, state, asarray(device, action))
-            rows.append([to_numpy(x).copy() for x in (state.physics, state.obs, state.reward, state.terminated, state.truncated)])
+            rows.append(
+                [
+                    to_numpy(x).copy()
+                    for x in (state.physics, state.obs, state.reward, state.terminated, state.truncated)
+                ]
+            )
             env_reset_done(device, env, state, stream)
         runs[threaded_from] = rows, {k.targetoptions.get("parallel", False) for k in picked}
     assert runs[10**9][1] == {False} and runs[16][1] == {True}

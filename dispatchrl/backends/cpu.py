@@ -679,7 +679,7 @@ def env_threads() -> int:
     setting = os.environ.get("DISPATCHRL_ENV_THREADS", "1")
     if not setting.isdigit() or int(setting) < 1:
         raise ConfigError(f"DISPATCHRL_ENV_THREADS must be an int >= 1, got {setting!r}")
-    return min(int(setting), numba.config.NUMBA_NUM_THREADS)
+    return min(int(setting), numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
 def batch_kernel(kernel: Any, extent: int) -> Any:

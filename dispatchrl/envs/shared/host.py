@@ -12,6 +12,10 @@ from . import state_args, step_args
 __all__ = ["kernel_methods"]
 
 
+def _batch(kernel: Any, env: Any) -> Any:
+    return batch_kernel(kernel, env.num_envs)
+
+
 def kernel_methods(
     device_type: type,
     env_type: type,
@@ -33,13 +37,13 @@ def kernel_methods(
 
     @api.env_step.dispatch
     def env_step(device: device_type, env: env_type, state, action):  # type: ignore[valid-type]
-        kernel = batch_kernel(step_kernel, env.num_envs)
+        kernel = _batch(step_kernel, env)
         launch(device, kernel, *step_args(state, action), *own(device, env), *[getattr(env, name) for name in numbers])
 
     @api.env_reset.dispatch
     def env_reset(device: device_type, env: env_type, state, rng):  # type: ignore[valid-type]
-        launch(device, batch_kernel(reset_kernel, env.num_envs), rng, *state_args(state), *own(device, env), False)
+        launch(device, _batch(reset_kernel, env), rng, *state_args(state), *own(device, env), False)
 
     @api.env_reset_done.dispatch
     def env_reset_done(device: device_type, env: env_type, state, rng):  # type: ignore[valid-type]
-        launch(device, batch_kernel(reset_kernel, env.num_envs), rng, *state_args(state), *own(device, env), True)
+        launch(device, _batch(reset_kernel, env), rng, *state_args(state), *own(device, env), True)

@@ -690,8 +690,10 @@ def batch_kernel(kernel: Any, extent: int) -> Any:
     stalls the step; beside one busy process 2 threads stepped 4096 multirotors at 0.7M steps/s
     against one thread's 1.2M (quiet: 2.0M against 1.1M; NOTES.md)."""
     twin = _THREADED.get(kernel)
+    if twin is None or extent < THREADED_FROM:  # small batches (an eager step's call) read no setting
+        return kernel
     threads = env_threads()
-    if twin is None or extent < THREADED_FROM or threads < 2:
+    if threads < 2:
         return kernel
     numba.set_num_threads(threads)
     if not isinstance(twin, Dispatcher):

@@ -114,8 +114,8 @@ def test_thread_count_does_not_change_results(name):
 
 
 @settings(max_examples=20, deadline=None)
-@given(dtype=st.sampled_from([np.float32, np.float64]), size=st.integers(1, 128), seed=st.integers(0, 2**32 - 1))
-def test_pairwise_sum_is_numpy_sum_in_its_order(dtype, size, seed):
+@given(dtype=st.sampled_from([np.float32, np.float64]), size=st.integers(1, 600), seed=st.integers(0, 2**32 - 1))
+def test_pairwise_sum_is_numpy_sum_in_its_order(dtype, size, seed):  # above 128 terms numpy halves
     # the task kernels' costs must be numpy's bits: its pairwise order, in the array's dtype
     from dispatchrl.envs.shared.mujoco import pairwise_sum, square
 

@@ -100,8 +100,18 @@ def clip(x, low, high):  # pragma: no cover  (np.clip: NaN stays NaN)
 @njit(nogil=True)
 def pairwise_sum(x, start, stop, term):  # pragma: no cover
     """``np.sum`` of ``term(x[k])`` for k in [start, stop), in numpy's order: up to 7 terms one
-    after another; 8 to 128 in eight running sums, combined pairwise, then the rest (numpy's
-    pairwise summation below its block size, which is all these tasks use: at most 84 terms)."""
+    after another; 8 to 128 in eight running sums, combined pairwise, then the rest; above 128
+    (numpy's block size) the sum of two halves, the first a multiple of 8 terms long."""
+    n = stop - start
+    if n <= 128:
+        return _pairwise_block(x, start, stop, term)
+    half = n // 2
+    half -= half % 8
+    return pairwise_sum(x, start, start + half, term) + pairwise_sum(x, start + half, stop, term)
+
+
+@njit(nogil=True, inline="always")
+def _pairwise_block(x, start, stop, term):  # pragma: no cover  (numpy's order for 1 to 128 terms)
     n = stop - start
     res = term(x[start])
     if n < 8:

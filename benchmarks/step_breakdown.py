@@ -411,12 +411,12 @@ def describe(args: tuple) -> list[Any]:
 # ------------------------------------------------------------ the run
 
 
-def build(algo_name: str, seed: int = 0, config: Any = None) -> tuple[Any, Any]:
-    """(run, divergence check) as driver.train builds them for Pendulum on CPU (default config)."""
+def build(algo_name: str, seed: int = 0, config: Any = None, env: str = "pendulum") -> tuple[Any, Any]:
+    """(run, divergence check) as driver.train builds them for ``env`` on CPU (its default config)."""
     algo = ALGOS[algo_name]
     device = drl.CPU()
-    config = algo.config_for("pendulum") if config is None else config
-    spec = resolve_env("pendulum", config.num_envs)
+    config = algo.config_for(env) if config is None else config
+    spec = resolve_env(env, config.num_envs)
     state = build_state(algo, device, spec, config, seed)
     schedule: Schedule = algo.schedule(config)
     if schedule.updates:
@@ -450,13 +450,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=int, default=8, help="env steps per short fused timing")
     parser.add_argument("--windows", type=int, default=200, help="short fused timings from the end state")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--env", default="pendulum", help="a native env: pendulum, multirotor, ...")
     parser.add_argument("--fused-only", action="store_true", help="only the fused run and windows (A/B of builds)")
     args = parser.parse_args(argv)
 
     load_before = os.getloadavg()
-    emit({"record": "machine", "algo": args.algo, "loadavg": [round(x, 2) for x in load_before], **machine()})
+    emit({"record": "machine", "algo": args.algo, "env": args.env, "loadavg": [round(x, 2) for x in load_before], **machine()})
     start = time.perf_counter()
-    run, divergence = build(args.algo, args.seed)
+    run, divergence = build(args.algo, args.seed, env=args.env)
     loop = driver._NativeLoop(run, divergence)  # the driver's own fused step
     step = loop.env_step
     nodes = step.calls

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -924,9 +925,11 @@ def main(argv: list[str] | None = None) -> int:
             print(strict_json({"status": "error", "error": f"usage: {error}"}))
         raise SystemExit(2) from None
     try:
-        _check_output_paths(args)
-        _check_study(args)
-        outcome = args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _own_warnings_shown_plainly(warnings.showwarning)
+            _check_output_paths(args)
+            _check_study(args)
+            outcome = args.run(args)
     except CheckpointWriteError as error:  # e.g. the save of an interrupted run on a full disk
         record: dict[str, Any] = {
             "status": "save_failed",
@@ -959,6 +962,19 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(outcome, dict) and outcome.get("status") == "save_failed":  # reported, not saved
         return 2
     return 0
+
+
+def _own_warnings_shown_plainly(show: Any) -> Any:
+    """``warnings.showwarning`` printing dispatchrl's own warnings as the command's other messages
+    (no source line); any other warning goes to ``show``."""
+
+    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+        if category.__module__.startswith("dispatchrl"):
+            print(f"dispatchrl: warning: {message}", file=sys.stderr if file is None else file)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return show_warning
 
 
 def resume_command(args: argparse.Namespace) -> str:

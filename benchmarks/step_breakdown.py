@@ -455,7 +455,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     load_before = os.getloadavg()
-    emit({"record": "machine", "algo": args.algo, "env": args.env, "loadavg": [round(x, 2) for x in load_before], **machine()})
+    emit(
+        {
+            "record": "machine",
+            "algo": args.algo,
+            "env": args.env,
+            "loadavg": [round(x, 2) for x in load_before],
+            **machine(),
+        }
+    )
     start = time.perf_counter()
     run, divergence = build(args.algo, args.seed, env=args.env)
     loop = driver._NativeLoop(run, divergence)  # the driver's own fused step

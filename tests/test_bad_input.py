@@ -172,9 +172,13 @@ def test_deep_networks_warn_of_a_long_compile(tmp_path, recwarn):
 def test_a_run_shorter_than_total_steps_warns_before_compiling(tmp_path, recwarn, capsys):
     # DQN trains in whole phases of num_envs × train_freq env steps: 3000 runs 11 × 256 = 2816
     config = drl.dqn.config_for("CartPole-v1")
-    with pytest.warns(driver.RoundedStepsWarning, match=r"total_steps=3000 .* 256 env steps .* the run takes 2816 steps"):
+    with pytest.warns(
+        driver.RoundedStepsWarning, match=r"total_steps=3000 .* 256 env steps .* the run takes 2816 steps"
+    ):
         with pytest.raises(drl.CheckpointError):  # after the warning, before anything compiles
-            drl.dqn.train(drl.CPU(), "CartPole-v1", dataclasses.replace(config, total_steps=3000), resume=tmp_path / "x.npz")
+            drl.dqn.train(
+                drl.CPU(), "CartPole-v1", dataclasses.replace(config, total_steps=3000), resume=tmp_path / "x.npz"
+            )
     recwarn.clear()
     with pytest.raises(drl.CheckpointError):  # the default's 50k rounds down by 0.16 %: no warning
         drl.dqn.train(drl.CPU(), "CartPole-v1", config, resume=tmp_path / "x.npz")

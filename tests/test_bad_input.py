@@ -169,7 +169,7 @@ def test_deep_networks_warn_of_a_long_compile(tmp_path, recwarn):
     assert not [w for w in recwarn if issubclass(w.category, driver.LongCompileWarning)]
 
 
-def test_a_run_shorter_than_total_steps_warns_before_compiling(tmp_path, recwarn, capsys):
+def test_a_run_shorter_than_total_steps_warns_before_compiling(tmp_path, recwarn):
     # DQN trains in whole phases of num_envs × train_freq env steps: 3000 runs 11 × 256 = 2816
     config = drl.dqn.config_for("CartPole-v1")
     with pytest.warns(
@@ -185,7 +185,7 @@ def test_a_run_shorter_than_total_steps_warns_before_compiling(tmp_path, recwarn
     assert not [w for w in recwarn if issubclass(w.category, driver.RoundedStepsWarning)]
 
 
-def test_the_command_line_shows_its_warnings_as_its_other_messages(tmp_path, capsys):
+def test_the_command_line_shows_its_warnings_as_its_other_messages(capsys):
     assert main(["train", "dqn", "--env", "CartPole-v1", "--steps", "3000", "--no-eval", "--keep-best", "0"]) == 0
     err = capsys.readouterr().err
     assert "dispatchrl: warning: total_steps=3000 is not a multiple" in err and "RoundedStepsWarning" not in err

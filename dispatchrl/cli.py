@@ -265,7 +265,7 @@ def _train(args: argparse.Namespace, algo: Any, env: str, config: Any, seed: int
     evaluation = EvalCallback(args.eval_every, args.eval_episodes) if args.eval_every is not None else None
     spec = resolve_env(env, config.num_envs)
     keep_best = None
-    every = max(config.total_steps // 10, KEEP_BEST_MIN_STEPS) if args.keep_best is None else args.keep_best
+    every = keep_best_every(spec, config.total_steps) if args.keep_best is None else args.keep_best
     if 0 < every < config.total_steps and not args.no_eval and spec.eval_id is not None:
         # with --save, the best policy's run is saved beside the final one (SB3's best_model)
         best_path = f"{Path(args.save).with_suffix('')}-best" if args.save else None
@@ -625,6 +625,17 @@ def add_web_command(commands: Any) -> None:
 KEEP_BEST_EPISODES = 5
 #: the default --keep-best period's floor: a run of at most this many steps deploys its final policy
 KEEP_BEST_MIN_STEPS = 1000
+#: --keep-best evaluations over a run by default (a native env may ask for more: selection_evaluations)
+KEEP_BEST_EVALUATIONS = 10
+
+
+def keep_best_every(spec: Any, total_steps: int) -> int:
+    """The default --keep-best period of a ``total_steps`` run on ``spec``'s env: its
+    ``selection_evaluations`` evaluations over the run (10 for any other env), at least
+    :data:`KEEP_BEST_MIN_STEPS` apart."""
+    evaluations = spec.native.selection_evaluations if spec.native is not None else KEEP_BEST_EVALUATIONS
+    return max(total_steps // evaluations, KEEP_BEST_MIN_STEPS)
+
 
 #: the help of --trust-code (train --resume, eval, export)
 TRUST_CODE_HELP = (
@@ -696,7 +707,8 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
         help=f"every N steps and at the end, evaluate the deterministic policy on {KEEP_BEST_EPISODES} episodes "
         "held out from the final evaluation's and deploy the best one (what is evaluated and printed; "
         "with --save, PATH-best holds the run at that step, PATH the final state); default: a tenth of the "
-        f"run, at least {KEEP_BEST_MIN_STEPS}; 0 (or N >= the run): deploy the final policy",
+        f"run (the multirotor: a thirtieth), at least {KEEP_BEST_MIN_STEPS}; 0 (or N >= the run): deploy the "
+        "final policy",
     )
     p.add_argument("--json", action="store_true", help="end with one JSON line (and no progress bar)")
     p.add_argument(

@@ -119,6 +119,20 @@ def test_keep_best_deploys_saves_and_reports_the_best_policy(capsys, tmp_path):
     assert final["policy_steps"] == 400 and final["saved_best"] is None
 
 
+def test_keep_best_evaluates_as_often_as_the_env_asks():
+    """A tenth of the run by default; the multirotor's precise hover comes and goes between
+    evaluations, so it asks for 30 (every 10k of the recipe's 300k steps); at least 1000 apart."""
+    from dispatchrl.cli import keep_best_every
+    from dispatchrl.envs import Pendulum
+    from dispatchrl.envs.multirotor import Multirotor
+    from dispatchrl.training.envspec import resolve_env
+
+    assert keep_best_every(resolve_env(Multirotor(), 1), 300_000) == 10_000
+    assert keep_best_every(resolve_env(Pendulum(), 1), 300_000) == 30_000
+    assert keep_best_every(resolve_env("CartPole-v1", 1), 50_000) == 5_000
+    assert keep_best_every(resolve_env(Multirotor(), 1), 20_000) == 1_000
+
+
 def test_the_command_exits_with_mains_status_and_all_its_output():
     """``cli.console`` (the ``dispatchrl`` command, ``python -m dispatchrl``) skips the interpreter's
     teardown: the exit status, every line written and the exit handlers' work still arrive."""

@@ -70,6 +70,8 @@ class NativeEnv:
       (:meth:`policy_action_space` is them as a :class:`~dispatchrl.spaces.Box`);
     - :meth:`task_metrics`: what a trained policy achieves beyond its return (none by default),
       and :meth:`selection_score`: what keep-best selection maximises (default: the return);
+    - ``selection_evaluations``: how many keep-best evaluations ``dispatchrl train`` makes over a
+      run by default (10; more for a task whose policies come and go between evaluations);
     - :meth:`exported_policy_c`: C an exported policy of this env adds (none by default);
     - ``critic_observation_dim``: the width of the privileged observation an asymmetric critic
       sees (``asymmetric_critic=True`` in TD3/SAC), written by its methods of
@@ -87,6 +89,8 @@ class NativeEnv:
     eval_id: str | None = None
     #: width of :func:`env_critic_observation`'s rows (None: no privileged observation)
     critic_observation_dim: int | None = None
+    #: keep-best evaluations over a ``dispatchrl train`` run by default (every total_steps / this)
+    selection_evaluations: int = 10
 
     @property
     def name(self) -> str:

@@ -433,6 +433,12 @@ def test_keep_best_ranks_multirotor_policies_by_the_hover_score():
     assert len(scores) == 3 and evaluation.best_score == max(scores)
     assert result.policy_steps == 100 * (1 + scores.index(max(scores)))
     assert env.selection_score(result.policy) == evaluation.best_score
+    # the score chooses, so no return episodes are run; unless a StopOnReward reads them
+    assert all("eval_return" not in row for row in evaluation.rows)
+    read = drl.EvalCallback(every=100, episodes=1, deploy_best=True)
+    drl.td3.train(drl.Generic(), Multirotor(), config, hooks=(read, drl.StopOnReward(1e9, read)))
+    assert [row["selection_score"] for row in read.rows] == scores
+    assert all(np.isfinite(row["eval_return"]) for row in read.rows)
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,8 @@ class EvalCallback:
     and the episodes' reset seeds come from :data:`~.evaluation.SELECTION_SEEDS`, so the 10
     evaluation episodes reported afterwards are held out from the choice. A native env with a
     :meth:`~dispatchrl.envs.NativeEnv.selection_score` (the multirotor's hover score) is ranked by
-    it instead of the return (rows and logger: ``selection_score``); :attr:`best_score` is the
+    it instead of the return (rows and logger: ``selection_score``; the return episodes are then
+    not run, unless a :class:`StopOnReward` reads this callback); :attr:`best_score` is the
     best value so far. A snapshot of the
     policy at 10k steps can sit in a short collapse (NOTES.md, "The first result"); SB3 users get
     the same from ``EvalCallback(best_model_save_path=...)``."""
@@ -69,6 +70,8 @@ class EvalCallback:
         self.best_steps: int | None = None
         self.best_policy: Callable[[np.ndarray], np.ndarray] | None = None
         self._envs: list[gymnasium.Env] | None = None  # deploy_best's evaluation envs, one per episode
+        #: run the return episodes even where a selection score chooses (a StopOnReward reads them)
+        self.returns_read = False
 
     def period(self, run: TrainingRun) -> int:
         """Iterations between evaluations (the driver ends a chunk at each multiple)."""
@@ -83,33 +86,29 @@ class EvalCallback:
         if env is None:
             env = run.spec.eval_id if run.spec.eval_id is not None else run.spec.make_eval_env
         policy = run.spec.deployed_policy(run.algo, run.state)
-        if self.deploy_best and not isinstance(env, gymnasium.Env):  # choosing: its episodes in lockstep
-            if self._envs is None:  # made once, reused by every evaluation
-                self._envs = [gymnasium.make(env) if isinstance(env, str) else env() for _ in self.seeds]
-            mean, returns = evaluate_lockstep(policy, self._envs, self.seeds)
-        else:
-            mean, returns = evaluate(policy, env, self.seeds)
-        # the task's own measures (the multirotor's eval_success...), for a reported evaluation;
-        # choosing ranks by the env's selection score where it has one, else by the return
+        # choosing ranks by the env's selection score where it has one (the multirotor's hover
+        # score), else by the return; the task's own measures (eval_success...) are reported
         native = run.spec.native
-        task = native.task_metrics(policy) if native is not None and not self.deploy_best else {}
         score = native.selection_score(policy) if native is not None and self.deploy_best else None
-        if score is not None:
-            task = {"selection_score": score}
-        self.rows.append(
-            {
-                "steps": run.steps,
-                "eval_return": mean,
-                "eval_return_std": float(np.std(returns)),
-                "eval_returns": returns,
-                **task,
-            }
-        )
+        task = {"selection_score": score} if score is not None else {}
+        if native is not None and not self.deploy_best:
+            task = native.task_metrics(policy)
+        row: dict[str, Any] = {"steps": run.steps}
+        if score is None or self.returns_read:  # a score chooses: the returns would rank nothing
+            if self.deploy_best and not isinstance(env, gymnasium.Env):  # choosing: episodes in lockstep
+                if self._envs is None:  # made once, reused by every evaluation
+                    self._envs = [gymnasium.make(env) if isinstance(env, str) else env() for _ in self.seeds]
+                mean, returns = evaluate_lockstep(policy, self._envs, self.seeds)
+            else:
+                mean, returns = evaluate(policy, env, self.seeds)
+            row.update(eval_return=mean, eval_return_std=float(np.std(returns)), eval_returns=returns)
+        self.rows.append({**row, **task})
         if run.logger is not None:  # beside the training rows (``dispatchrl plot --metric eval_return``)
             # a deploy_best evaluation is on other episodes than the reported one: another column
             key = "selection_return" if self.deploy_best else "eval_return"
-            run.logger.write(run.steps, {key: mean, f"{key}_std": float(np.std(returns)), **task})
-        chosen_by = mean if score is None else score
+            returned = {key: row["eval_return"], f"{key}_std": row["eval_return_std"]} if "eval_return" in row else {}
+            run.logger.write(run.steps, {**returned, **task})
+        chosen_by = row["eval_return"] if score is None else score
         if chosen_by > self.best_score:
             self.best_score, self.best_steps = chosen_by, run.steps
             if self.deploy_best:
@@ -144,6 +143,8 @@ class StopOnReward:
         if not isinstance(threshold, (int, float)) or not np.isfinite(threshold):
             raise ConfigError(f"StopOnReward: 'threshold' must be a finite number, got {threshold!r}")
         self.threshold, self.eval_callback = float(threshold), eval_callback
+        if eval_callback is not None:
+            eval_callback.returns_read = True
         self.stopped_at: int | None = None
 
     def __call__(self, run: TrainingRun) -> None:

@@ -1,8 +1,8 @@
 """The multirotor ("Learning to Fly in Seconds"): training runs over seeds and the env's stepping rate.
 
 - Training: ``dispatchrl train td3 --env multirotor`` (the paper's recipe, 300k steps) per seed, as
-  a user runs it (the CLI's keep-best: the policy of the best hover score on 100 held-out flights
-  among its periodic evaluations; ``--keep-best 0``: the final weights); per seed the training
+  a user runs it (the CLI's keep-best: every 10k steps, the policy with the best success on 100
+  held-out flights, ties broken by their hover score; ``--keep-best 0``: the final weights); per seed the training
   wall time, the flight evaluation (``eval_success``: of 100 random initial states, the fraction
   within 0.1 m of the target and slower than 0.2 m/s after 5 s, never having left the box; the
   position RMSE; the median final distance; the hover score). Target: median

@@ -39,7 +39,7 @@ class EvalCallback:
     one (:attr:`best_policy`, a host copy; ``TrainResult.policy_steps`` says when it was taken),
     and the episodes' reset seeds come from :data:`~.evaluation.SELECTION_SEEDS`, so the 10
     evaluation episodes reported afterwards are held out from the choice. A native env with a
-    :meth:`~dispatchrl.envs.NativeEnv.selection_score` (the multirotor's hover score) is ranked by
+    :meth:`~dispatchrl.envs.NativeEnv.selection_score` (the multirotor's held-out success) is ranked by
     it instead of the return (rows and logger: ``selection_score``; the return episodes are then
     not run, unless a :class:`StopOnReward` reads this callback); :attr:`best_score` is the
     best value so far. A snapshot of the

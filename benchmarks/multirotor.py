@@ -2,10 +2,10 @@
 
 - Training: ``dispatchrl train td3 --env multirotor`` (the paper's recipe, 300k steps) per seed, as
   a user runs it (the CLI's keep-best: every 10k steps, the policy with the best success on 100
-  held-out flights, ties broken by their hover score; ``--keep-best 0``: the final weights); per seed the training
-  wall time, the flight evaluation (``eval_success``: of 100 random initial states, the fraction
-  within 0.1 m of the target and slower than 0.2 m/s after 5 s, never having left the box; the
-  position RMSE; the median final distance; the hover score). Target: median
+  held-out flights, ties broken by their hover score; ``--keep-best 0``: the final weights); per
+  seed the training wall time, the flight evaluation (``eval_success``: of 100 random initial
+  states, the fraction within 0.1 m of the target and slower than 0.2 m/s after 5 s, never having
+  left the box; the position RMSE; the median final distance; the hover score). Target: median
   success >= 0.95 with <= 18 s of training (the paper's laptop figure: 18 s, 300k steps).
 - Stepping: the native batch (env_step + env_reset_done fused into one compiled CPU step) for N
   envs, env steps per second, median of repeats; from THREADED_FROM envs also on all of Numba's

@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -46,17 +47,10 @@ class Policy:
             obs_std,
         )
 
+    @cached_property
     def _box(self) -> Box:
-        """The action bounds as a Box, made once (a policy acts thousands of times in an
-        evaluation; rebuilt if the bounds were reassigned)."""
-        cached = self.__dict__.get("_box_of")
-        if cached is None or cached[0] is not self.action_low or cached[1] is not self.action_high:
-            cached = self.__dict__["_box_of"] = (
-                self.action_low,
-                self.action_high,
-                Box(self.action_low, self.action_high),
-            )
-        return cached[2]  # type: ignore[no-any-return]
+        """The action bounds as a Box, made once: a policy acts thousands of times in an evaluation."""
+        return Box(self.action_low, self.action_high)
 
     @property
     def observation_dim(self) -> int:
@@ -85,7 +79,7 @@ class Policy:
         if self.squash == "argmax":
             index = np.argmax(x, axis=1)
             return index[0] if single else index
-        x = self._box().squash(x, "tanh" if self.squash == "tanh" else "clip")
+        x = self._box.squash(x, "tanh" if self.squash == "tanh" else "clip")
         x = x.astype(np.float32)
         return x[0] if single else x
 

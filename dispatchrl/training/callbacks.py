@@ -86,13 +86,14 @@ class EvalCallback:
         if env is None:
             env = run.spec.eval_id if run.spec.eval_id is not None else run.spec.make_eval_env
         policy = run.spec.deployed_policy(run.algo, run.state)
-        # choosing ranks by the env's selection score where it has one (the multirotor's hover
-        # score), else by the return; the task's own measures (eval_success...) are reported
+        # choosing ranks by the env's selection score where it has one (the multirotor's held-out
+        # success), else by the return; a reported evaluation adds the task's own measures
         native = run.spec.native
         score = native.selection_score(policy) if native is not None and self.deploy_best else None
-        task = {"selection_score": score} if score is not None else {}
-        if native is not None and not self.deploy_best:
-            task = native.task_metrics(policy)
+        if self.deploy_best:
+            task = {} if score is None else {"selection_score": score}
+        else:
+            task = native.task_metrics(policy) if native is not None else {}
         row: dict[str, Any] = {"steps": run.steps}
         if score is None or self.returns_read:  # a score chooses: the returns would rank nothing
             if self.deploy_best and not isinstance(env, gymnasium.Env):  # choosing: episodes in lockstep

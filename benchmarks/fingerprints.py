@@ -8,7 +8,8 @@ evaluation return. Two trees are bit-identical where their JSON files are equal:
     python benchmarks/fingerprints.py --tree . --out after.json --compare before.json
 
 ``--quick`` runs only the cpu cases (seconds once compiled); the full set adds the c and generic
-devices, a resume and both ``DISPATCHRL_GEMM`` modes. Prints one JSON line per case.
+devices, a resume, both ``DISPATCHRL_GEMM`` modes and two learner threads (whose cases must equal
+their one-thread twins in the same run). Prints one JSON line per case.
 """
 
 from __future__ import annotations
@@ -45,8 +46,24 @@ CASES: list[tuple[str, str, str, list[str], dict[str, str]]] = [
     # the multirotor's recipe (observation noise, resets, curriculum) past its 15k warm-up steps
     ("td3-cpu-multirotor", "td3", "cpu", ["--env", "multirotor", "--steps", "17000"], {}),
     ("td3-c-multirotor", "td3", "c", ["--env", "multirotor", "--steps", "16000"], {}),
+    # the products split over two learner threads: each must equal its twin (THREADS_TWINS)
+    ("td3-cpu-threads", "td3", "cpu", ["--steps", "2000"], {"DISPATCHRL_LEARNER_THREADS": "2"}),
+    ("sac-cpu-threads", "sac", "cpu", ["--steps", "2000"], {"DISPATCHRL_LEARNER_THREADS": "2"}),
+    (
+        "td3-cpu-multirotor-threads",
+        "td3",
+        "cpu",
+        ["--env", "multirotor", "--steps", "40000"],
+        {"DISPATCHRL_LEARNER_THREADS": "2"},
+    ),
+    ("td3-cpu-multirotor-40k", "td3", "cpu", ["--env", "multirotor", "--steps", "40000"], {}),
 ]
 QUICK = {"td3-cpu", "sac-cpu", "ppo-cpu", "dqn-cpu-nstep"}
+THREADS_TWINS = {
+    "td3-cpu-threads": "td3-cpu",
+    "sac-cpu-threads": "sac-cpu",
+    "td3-cpu-multirotor-threads": "td3-cpu-multirotor-40k",
+}
 
 
 def cli(tree: Path, args: list[str], env_extra: dict[str, str], workdir: str) -> dict:
@@ -97,13 +114,18 @@ def main() -> int:
             flush=True,
         )
     args.out.write_text(json.dumps(results, indent=1, sort_keys=True))
+    # threads change no bit: a "-threads" case equals its one-thread twin of this run
+    bases = {n: b for n, b in THREADS_TWINS.items() if n in results and b in results}
+    threads_differing = [n for n, b in bases.items() if results[n] != results[b]]
+    if bases:
+        print(json.dumps({"threads_compared": len(bases), "threads_differing": threads_differing}))
     if args.compare is None:
-        return 0
+        return 1 if threads_differing else 0
     before = json.loads(args.compare.read_text())
     differing = [n for n in results if n in before and before[n] != results[n]]
     errors = [n for n in results if "error" in results[n]]
     print(json.dumps({"compared": len([n for n in results if n in before]), "differing": differing, "errors": errors}))
-    return 1 if differing or errors else 0
+    return 1 if differing or errors or threads_differing else 0
 
 
 if __name__ == "__main__":

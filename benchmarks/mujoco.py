@@ -210,8 +210,16 @@ def speed_config(algo_name: str, warmup: int, learn: int):
     return dataclasses.replace(cfg, total_steps=warmup + learn, warmup_steps=warmup)
 
 
-def run_ours(algo_name: str, seed: int, warmup: int, learn: int) -> dict:
+def run_ours(algo_name: str, seed: int, warmup: int, learn: int, threads: int | None = None) -> dict:
+    """dispatchrl's side, on ``threads`` learner threads (None: as DISPATCHRL_LEARNER_THREADS says)."""
     import numba
+
+    from dispatchrl.kernels.core import cpu_gemm
+    from dispatchrl.kernels.core.cpu_gemm_threads import learner_threads
+
+    if threads is not None:
+        os.environ["DISPATCHRL_LEARNER_THREADS"] = str(threads)
+        cpu_gemm.load_drivers()  # starts or stops the workers now (a cached step stages nothing)
 
     result = getattr(drl, algo_name).train(
         drl.CPU(), SPEED_ENV, speed_config(algo_name, warmup, learn), seed=seed, progress=False
@@ -222,6 +230,7 @@ def run_ours(algo_name: str, seed: int, warmup: int, learn: int) -> dict:
         "steps": result.steps,
         "steps_per_second": result.steps / result.train_seconds,
         "numba_threads": numba.get_num_threads(),
+        "learner_threads": learner_threads(),  # DISPATCHRL_LEARNER_THREADS: the products' threads
     }
 
 
@@ -233,14 +242,16 @@ def speed(args) -> None:
     for algo in [a for a in args.algos.split(",") if a]:
         if algo not in ("sac", "td3"):
             raise SystemExit(f"--speed --algos: expected sac and/or td3, got {algo!r}")
-        rates: dict[str, list[float]] = {side: [] for side in ["dispatchrl", *peers]}
+        ours = {f"dispatchrl-{t}t": int(t) for t in args.learner_threads.split(",")} if args.learner_threads else {}
+        ours = ours or {"dispatchrl": None}
+        rates: dict[str, list[float]] = {side: [] for side in [*ours, *peers]}
         for pair in range(args.pairs):
             seed = args.seed + pair
-            order = ["dispatchrl", *peers] if pair % 2 == 0 else [*peers, "dispatchrl"]
+            order = [*ours, *peers] if pair % 2 == 0 else [*peers, *ours]
             for side in order:
                 load = os.getloadavg()[0]
-                if side == "dispatchrl":
-                    run = run_ours(algo, seed, args.warmup, args.learn)
+                if side in ours:
+                    run = run_ours(algo, seed, args.warmup, args.learn, ours[side])
                 else:
                     run = run_peer(args.peer_python, side, algo, seed, args.warmup, args.learn)
                 rates[side].append(run["steps_per_second"])
@@ -256,18 +267,19 @@ def speed(args) -> None:
                     load_before=round(load, 2),
                     **{k: round(v, 4) if isinstance(v, float) else v for k, v in run.items()},
                 )
-        for peer in peers:
-            ratios = [ours / theirs for ours, theirs in zip(rates["dispatchrl"], rates[peer], strict=True)]
+        for side, peer in [(side, peer) for side in ours for peer in peers]:
+            ratios = [a / b for a, b in zip(rates[side], rates[peer], strict=True)]
             median = statistics.median(ratios)
             emit(
                 record="speed_summary",
                 algo=algo,
+                side=side,
                 peer=peer,
                 pairs=args.pairs,
                 warmup=args.warmup,
                 learn=args.learn,
                 median_steps_per_second={
-                    "dispatchrl": round(statistics.median(rates["dispatchrl"]), 1),
+                    side: round(statistics.median(rates[side]), 1),
                     peer: round(statistics.median(rates[peer]), 1),
                 },
                 median_speedup=round(median, 3),  # dispatchrl steps/s ÷ the peer's
@@ -407,6 +419,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5000, help="--speed: steps of random actions first")
     parser.add_argument("--learn", type=int, default=20000, help="--speed: learning steps after the warm-up")
     parser.add_argument("--seed", type=int, default=0, help="--speed: the first pair's seed")
+    parser.add_argument(
+        "--learner-threads", default="", help="--speed: dispatchrl once per count, e.g. 1,2 (default: as set)"
+    )
     parser.add_argument("--envs", default="halfcheetah,hopper,walker2d", help="--table: MuJoCo envs, short names")
     parser.add_argument("--seeds", default="0,1", help="--table: seeds, comma-separated")
     parser.add_argument("--steps", type=int, default=None, help="--table: env steps (default: the config's)")

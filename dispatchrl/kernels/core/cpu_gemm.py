@@ -45,6 +45,7 @@ __all__ = [
     "matmul_tiled",
     "relu_backward_column_sums",
     "transpose_tiled",
+    "use_learner_threads",
 ]
 
 _F32 = ir.FloatType()
@@ -497,8 +498,16 @@ _COMPILED: dict[str, Any] = {}  # symbol -> the compiled cfunc, once loaded
 
 
 def load_drivers() -> None:
-    """Compile the drivers (or load them from Numba's disk cache, ~0.3 s) and point their cells
-    at them. Idempotent."""
+    """Compile the drivers (or load them from Numba's disk cache, ~0.3 s), point their cells at
+    them, and start the learner's threads where DISPATCHRL_LEARNER_THREADS asks. Idempotent."""
+    from .cpu_gemm_threads import learner_threads
+
+    threads = learner_threads()  # a bad setting is refused before anything compiles
+    _compile_drivers()
+    use_learner_threads(threads)
+
+
+def _compile_drivers() -> None:
     wide = 16 in vector_fma_widths()
     for symbol, (driver, n_args) in _DRIVERS.items():
         if symbol not in _COMPILED:
@@ -509,12 +518,25 @@ def load_drivers() -> None:
             _CELLS[symbol].value = compiled.address
 
 
+def use_learner_threads(threads: int) -> None:
+    """Split the NN products over ``threads`` threads (the caller and spinning workers; see
+    cpu_gemm_threads: the same bits), or compute them on the caller alone (1). Call with the
+    drivers loaded."""
+    from .cpu_gemm_threads import start_workers, stop_workers
+
+    serial = _COMPILED["dispatchrl_gemm_nn"].address
+    threaded = start_workers(threads, serial) if threads > 1 else 0
+    if not threaded:
+        stop_workers()
+    _CELLS["dispatchrl_gemm_nn"].value = threaded or serial
+
+
 def _first_call_entry(symbol, n_args) -> Any:
     prototype = ctypes.CFUNCTYPE(None, *(ctypes.c_int64,) * n_args)
 
-    def first_call(*args) -> None:
+    def first_call(*args) -> None:  # cached code that no staging prepared: serial products
         try:
-            load_drivers()
+            _compile_drivers()
         except BaseException:  # ctypes would print and return: the product would be skipped
             traceback.print_exc()
             os.abort()

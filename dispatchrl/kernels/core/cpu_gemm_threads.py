@@ -1,0 +1,372 @@
+"""The NN product on several threads: the caller and spinning workers split a product's rows.
+
+A training step's products take 10–400 µs each (issue 38's 256 × 256 × 256, the multirotor's
+256 × 64 × 64): far too short for a thread pool that sleeps between them (two OS wake-ups cost
+~100 µs on a 2-core VM, NOTES.md). Here each worker spins on a job word. The caller publishes a
+product's arguments, then claims parts (blocks of rows, multiples of 4) with the workers by
+compare-and-swap until none is left, and waits only for the parts a worker has claimed. A worker
+that is late costs nothing but its help. One descheduled inside its part holds the caller until it
+runs again, so the caller also times its products (cycles per multiply-add, threaded against a
+sample run serially) and runs them serially while the threads are slower (SAMPLE, WINDOW).
+
+Every element of C is the same K-ordered FMA chain whichever tile and thread computes it, so the
+split changes no bit (:func:`cpu_gemm._gemm_nn_raw`). Opt-in with ``DISPATCHRL_LEARNER_THREADS``
+(default 1): a spinning worker takes a core while a run trains. Only the tiled products (x86 with
+AVX2 + FMA or AVX-512) use it.
+
+The state is one int64 array, its fields a cache line apart. Its address lives in a cell that the
+compiled driver reads at each call (like the drivers' own cells), so the driver can be cached on
+disk, and a process without workers (a forked child among them) runs every product serially.
+"""
+
+import atexit
+import ctypes
+import os
+import threading
+from typing import Any
+
+import numpy as np
+from llvmlite import binding, ir
+from numba import cfunc, njit, types
+from numba.extending import intrinsic
+
+from ...errors import ConfigError
+from .cpu_gemm import _check_integers
+
+__all__ = ["learner_threads", "start_workers", "stop_workers", "worker_parts"]
+
+# int64 fields of the state, 8 apart (a 64-byte line each): the job word, parts done, the caller's
+# flag (one caller at a time), stop, the last generation, the threads (workers + caller) and
+# MIN_MACS, the 14 arguments and the rows per part, then the parts the workers computed. The job
+# word is generation << 16 | parts << 8 | parts claimed: a claim (a compare-and-swap of the whole
+# word) succeeds only while that job has a part left, so the arguments read before it were that
+# job's (the next job's are written only once every part is done). With the parts' count in a
+# field of its own, a worker could read the next job's count with the last job's word, claim a
+# part that job did not have and compute it on half-written arguments: the multirotor's critic
+# (3 parts for its 35-row weight gradient, 4 for the rest) trained to other bits.
+JOB, DONE, BUSY, STOP, GENERATION, THREADS, MIN_WORK, ARGS, WORKER_PARTS = 0, 8, 16, 24, 32, 40, 41, 48, 64
+# the caller's choice, on its own line: products made, whether threads are preferred, and the
+# cycles and multiply-adds of the threaded and the serial products in this window
+PRODUCTS, PREFER, CYCLES_THREADED, MACS_THREADED, CYCLES_SERIAL, MACS_SERIAL = 72, 73, 74, 75, 76, 77
+STATE_SIZE = 80
+#: products below this many multiply-adds run on the caller alone (a hand-off costs ~1 µs)
+MIN_MACS = 128 * 64 * 32
+#: parts per thread: a late worker leaves the caller at most this many parts of imbalance
+PARTS_PER_THREAD = 2
+#: every SAMPLE-th product runs the way not preferred, and every WINDOW products the caller keeps
+#: the threads if their cycles per multiply-add were below MARGIN times the serial products'.
+#: Where another process takes the workers' cores, a claimed part waits out a time slice, and a
+#: spinning worker takes time from the caller too (beside a busy process 2 threads trained
+#: the multirotor 1.3× slower than one while the two rates differed by 3 %, NOTES.md): then the
+#: products run serially and the workers nap
+SAMPLE, WINDOW, MARGIN = 16, 512, 0.9
+#: a worker polls the job word SPINS times after its last part (~1–2 ms), then naps NAP_US at a
+#: time, LONG_NAP_US after NAPS naps (~0.2 s): between a run's products it spins; an idle process
+#: costs it little, and the first products after a pause run on the caller alone
+SPINS, NAP_US, NAPS, LONG_NAP_US = 1 << 18, 50, 2000, 5000
+
+_I64 = ir.IntType(64)
+_INNER: dict[str, Any] = dict(nogil=True, error_model="numpy", no_cpython_wrapper=True)  # called by the cfuncs only
+_CELL = ctypes.c_int64(0)  # the state's address while workers run, else 0
+_SERIAL = ctypes.c_int64(0)  # the serial NN driver's address (cpu_gemm's, for this CPU's width)
+binding.add_symbol("dispatchrl_gemm_threads", ctypes.addressof(_CELL))
+binding.add_symbol("dispatchrl_gemm_nn_serial", ctypes.addressof(_SERIAL))
+try:  # a worker's nap: libc's usleep, called through a cell as the drivers are (cacheable code)
+    _USLEEP = ctypes.c_int64(ctypes.cast(ctypes.CDLL(None).usleep, ctypes.c_void_p).value or 0)
+except (OSError, AttributeError, TypeError):  # no libc symbols (Windows): no workers
+    _USLEEP = ctypes.c_int64(0)
+binding.add_symbol("dispatchrl_usleep", ctypes.addressof(_USLEEP))
+
+
+def _field(builder, args) -> Any:
+    base = builder.add(args[0], builder.mul(args[1], ir.Constant(_I64, 8)))
+    return builder.inttoptr(base, _I64.as_pointer())
+
+
+def _int64_args(context, builder, sig, args) -> list:
+    return [context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args)]
+
+
+def _cell(builder, name) -> Any:
+    try:
+        return builder.module.get_global(name)
+    except KeyError:
+        cell = ir.GlobalVariable(builder.module, _I64, name)
+        cell.linkage = "external"
+        return cell
+
+
+@intrinsic
+def _load(typingctx, state, k):
+    _check_integers(state, k)
+
+    def codegen(context, builder, sig, args) -> Any:
+        return builder.load_atomic(_field(builder, _int64_args(context, builder, sig, args)), "seq_cst", 8)
+
+    return types.int64(state, k), codegen
+
+
+@intrinsic
+def _store(typingctx, state, k, value):
+    _check_integers(state, k, value)
+
+    def codegen(context, builder, sig, args) -> Any:
+        args = _int64_args(context, builder, sig, args)
+        builder.store_atomic(args[2], _field(builder, args), "seq_cst", 8)
+        return context.get_dummy_value()
+
+    return types.void(state, k, value), codegen
+
+
+@intrinsic
+def _compare_and_swap(typingctx, state, k, expected, value):
+    """Whether state[k] held ``expected`` and now holds ``value``."""
+    _check_integers(state, k, expected, value)
+
+    def codegen(context, builder, sig, args) -> Any:
+        args = _int64_args(context, builder, sig, args)
+        pair = builder.cmpxchg(_field(builder, args), args[2], args[3], "seq_cst", "seq_cst")
+        return builder.extract_value(pair, 1)
+
+    return types.boolean(state, k, expected, value), codegen
+
+
+@intrinsic
+def _fetch_add(typingctx, state, k, value):
+    _check_integers(state, k, value)
+
+    def codegen(context, builder, sig, args) -> Any:
+        args = _int64_args(context, builder, sig, args)
+        return builder.atomic_rmw("add", _field(builder, args), args[2], "seq_cst")
+
+    return types.int64(state, k, value), codegen
+
+
+@intrinsic
+def _state_address(typingctx):
+    """The state's address while workers run, else 0 (its cell)."""
+
+    def codegen(context, builder, sig, args) -> Any:
+        return builder.load_atomic(_cell(builder, "dispatchrl_gemm_threads"), "acquire", 8)
+
+    return types.int64(), codegen
+
+
+@intrinsic
+def _nap(typingctx, us):
+    """usleep(us) through its cell."""
+    _check_integers(us)
+
+    def codegen(context, builder, sig, args) -> Any:
+        i32 = ir.IntType(32)
+        usleep = builder.inttoptr(
+            builder.load(_cell(builder, "dispatchrl_usleep")), ir.FunctionType(i32, [i32]).as_pointer()
+        )
+        builder.call(usleep, [builder.trunc(context.cast(builder, args[0], sig.args[0], types.int64), i32)])
+        return context.get_dummy_value()
+
+    return types.void(us), codegen
+
+
+@intrinsic
+def _serial(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
+    """The serial NN driver on these arguments, called through its cell."""
+    _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
+
+    def codegen(context, builder, sig, args) -> Any:
+        driver = builder.load(_cell(builder, "dispatchrl_gemm_nn_serial"))
+        driver = builder.inttoptr(driver, ir.FunctionType(ir.VoidType(), [_I64] * 14).as_pointer())
+        builder.call(driver, _int64_args(context, builder, sig, args))
+        return context.get_dummy_value()
+
+    return types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row), codegen
+
+
+@intrinsic
+def _cycles(typingctx):
+    """The CPU's cycle counter: rdtsc (the tiles, and so the workers, are x86 only)."""
+
+    def codegen(context, builder, sig, args) -> Any:
+        try:
+            counter = builder.module.get_global("llvm.readcyclecounter")
+        except KeyError:
+            counter = ir.Function(builder.module, ir.FunctionType(_I64, []), "llvm.readcyclecounter")
+        return builder.call(counter, [])
+
+    return types.int64(), codegen
+
+
+@njit(**_INNER)
+def _run_claimed(state, generation, rows, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask,
+                 mask_row):  # fmt: skip
+    """Claim and compute the job's parts (rows p·rows to (p + 1)·rows, fewer in the last) until
+    none is left; how many it computed."""
+    computed = 0
+    while True:
+        job = _load(state, JOB)
+        p = job & 255
+        if job >> 16 != generation or p >= (job >> 8) & 255:
+            return computed
+        if _compare_and_swap(state, JOB, job, job + 1):
+            i0 = p * rows
+            _serial(a + i0 * a_row, a_row, a_col, b, b_row, c + i0 * c_row, c_row, min(rows, m - i0), n, k, bias,
+                    relu, mask + i0 * mask_row if mask != 0 else 0, mask_row)  # fmt: skip
+            _fetch_add(state, DONE, 1)
+            computed += 1
+
+
+def _threaded(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
+    """The NN driver the cell calls while workers run: the product on the threads or on the
+    caller alone, whichever has been faster lately (SAMPLE, WINDOW)."""
+    state = _state_address()
+    macs = m * n * k
+    if state == 0 or m < 8 or macs < _load(state, MIN_WORK) or not _compare_and_swap(state, BUSY, 0, 1):
+        _serial(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
+        return
+    count, prefer = _load(state, PRODUCTS), _load(state, PREFER)
+    threads = prefer if count % SAMPLE else 1 - prefer
+    start = _cycles()
+    if threads:
+        _split(state, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
+    else:
+        _serial(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
+    spent = _cycles() - start
+    cycles, multiply_adds = (CYCLES_THREADED, MACS_THREADED) if threads else (CYCLES_SERIAL, MACS_SERIAL)
+    _store(state, cycles, _load(state, cycles) + spent)
+    _store(state, multiply_adds, _load(state, multiply_adds) + macs)
+    _store(state, PRODUCTS, count + 1)
+    if (count + 1) % WINDOW == 0:
+        threaded_rate = _load(state, CYCLES_THREADED) / max(_load(state, MACS_THREADED), 1)
+        serial_rate = _load(state, CYCLES_SERIAL) / max(_load(state, MACS_SERIAL), 1)
+        _store(state, PREFER, 1 if threaded_rate < MARGIN * serial_rate else 0)
+        for field in (CYCLES_THREADED, MACS_THREADED, CYCLES_SERIAL, MACS_SERIAL):
+            _store(state, field, 0)
+    _store(state, BUSY, 0)
+
+
+@njit(**_INNER)
+def _split(state, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
+    """Publish the product, claim parts with the workers, wait for the parts they claimed."""
+    parts = min(_load(state, THREADS) * PARTS_PER_THREAD, m // 4)
+    rows = (m + parts - 1) // parts
+    rows += -rows % 4
+    parts = (m + rows - 1) // rows
+    generation = _load(state, GENERATION) + 1
+    _store(state, GENERATION, generation)
+    for i, value in enumerate((a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row, rows)):
+        _store(state, ARGS + i, value)
+    _store(state, DONE, 0)
+    _store(state, JOB, generation << 16 | parts << 8)  # published
+    _run_claimed(state, generation, rows, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask,
+                 mask_row)  # fmt: skip
+    while _load(state, DONE) < parts:
+        pass
+
+
+def _serve(state):
+    """A worker's loop: claim parts of each new job until stop is set."""
+    spins = naps = 0
+    while True:
+        job = _load(state, JOB)
+        if job & 255 < (job >> 8) & 255:  # a part left: the arguments are the job's if a claim succeeds
+            computed = _run_claimed(state, job >> 16, _load(state, ARGS + 14), _load(state, ARGS),
+                         _load(state, ARGS + 1), _load(state, ARGS + 2), _load(state, ARGS + 3),
+                         _load(state, ARGS + 4), _load(state, ARGS + 5), _load(state, ARGS + 6),
+                         _load(state, ARGS + 7), _load(state, ARGS + 8), _load(state, ARGS + 9),
+                         _load(state, ARGS + 10), _load(state, ARGS + 11), _load(state, ARGS + 12),
+                         _load(state, ARGS + 13))  # fmt: skip
+            _fetch_add(state, WORKER_PARTS, computed)
+            spins = naps = 0
+        elif _load(state, STOP) != 0:
+            return
+        elif spins < SPINS and _load(state, PREFER):  # while products run serially it naps
+            spins += 1
+        else:
+            _nap(NAP_US if naps < NAPS else LONG_NAP_US)
+            naps += 1
+
+
+_COMPILED: dict[str, Any] = {}
+_WORKERS: list[threading.Thread] = []
+_STATE = np.zeros(STATE_SIZE + 8, np.int64)  # + a line of slack to align the fields to 64 bytes
+_STATE_ADDRESS = (_STATE.ctypes.data + 63) // 64 * 64
+
+
+def _state_view() -> np.ndarray:
+    offset = (_STATE_ADDRESS - _STATE.ctypes.data) // 8
+    return _STATE[offset : offset + STATE_SIZE]
+
+
+def learner_threads() -> int:
+    """DISPATCHRL_LEARNER_THREADS (default 1): the threads that compute a learner's products,
+    capped at the CPUs (a spinning worker without a core of its own only waits) and at 64 (the
+    job word counts parts in 8 bits)."""
+    setting = os.environ.get("DISPATCHRL_LEARNER_THREADS", "1")
+    if not setting.isdigit() or int(setting) < 1:
+        raise ConfigError(f"DISPATCHRL_LEARNER_THREADS must be an int >= 1, got {setting!r}")
+    return min(int(setting), os.cpu_count() or 1, 64)
+
+
+def _compiled(name: str) -> Any:
+    if name not in _COMPILED:
+        if name == "threaded":
+            _COMPILED[name] = cfunc(types.void(*(types.int64,) * 14), cache=True, error_model="numpy")(_threaded)
+        else:
+            _COMPILED[name] = cfunc(types.void(types.int64), cache=True, error_model="numpy")(_serve)
+    return _COMPILED[name]
+
+
+def start_workers(threads: int, serial_driver: int) -> int:
+    """Run ``threads - 1`` workers beside the caller (none where libc's usleep is missing) on the
+    serial NN driver at address ``serial_driver``; the threaded driver's address, for the NN
+    driver's cell (0 where no workers run). Idempotent."""
+    _SERIAL.value = serial_driver
+    if threads < 2 or not _USLEEP.value or _FORKED:
+        return 0
+    threaded = _compiled("threaded").address
+    if len(_WORKERS) == threads - 1:
+        return threaded
+    stop_workers()
+    serve = ctypes.CFUNCTYPE(None, ctypes.c_int64)(_compiled("serve").address)
+    state = _state_view()
+    state[:] = 0
+    state[THREADS], state[MIN_WORK], state[PREFER] = threads, MIN_MACS, 1
+    for k in range(threads - 1):  # ctypes releases the GIL for the call
+        worker = threading.Thread(target=serve, args=(_STATE_ADDRESS,), name=f"dispatchrl-gemm-{k + 1}", daemon=True)
+        worker.start()
+        _WORKERS.append(worker)
+    _CELL.value = _STATE_ADDRESS
+    return threaded
+
+
+def stop_workers() -> None:
+    """Stop the workers; products run on the caller alone from here (idempotent)."""
+    _CELL.value = 0
+    state = _state_view()
+    state[STOP] = 1
+    for worker in _WORKERS:
+        worker.join()
+    _WORKERS.clear()
+    state[STOP] = 0
+
+
+def worker_parts() -> int:
+    """How many parts of products the workers have computed since they started."""
+    return int(_state_view()[WORKER_PARTS])
+
+
+def _forked() -> None:
+    """A forked child (a precompile helper, a sweep's trial) has no workers and starts none: its
+    products run serially."""
+    global _FORKED
+    _CELL.value = 0
+    _WORKERS.clear()
+    _FORKED = True
+
+
+_FORKED = False
+
+
+atexit.register(stop_workers)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)

@@ -36,18 +36,20 @@ from .cpu_gemm import _check_integers
 __all__ = ["learner_threads", "start_workers", "stop_workers", "worker_parts"]
 
 # int64 fields of the state, 8 apart (a 64-byte line each): the job word, parts done, the caller's
-# flag (one caller at a time), stop, the last generation, the threads (workers + caller) and
-# MIN_MACS, the 14 arguments and the rows per part, then the parts the workers computed. The job
+# flag (one caller at a time), stop, the last generation, the threads (workers + caller), MIN_MACS
+# and whether threads are preferred (the lines the workers poll change rarely), the 14 arguments
+# and the rows per part, then the parts the workers computed. The job
 # word is generation << 16 | parts << 8 | parts claimed: a claim (a compare-and-swap of the whole
 # word) succeeds only while that job has a part left, so the arguments read before it were that
 # job's (the next job's are written only once every part is done). With the parts' count in a
 # field of its own, a worker could read the next job's count with the last job's word, claim a
 # part that job did not have and compute it on half-written arguments: the multirotor's critic
 # (3 parts for its 35-row weight gradient, 4 for the rest) trained to other bits.
-JOB, DONE, BUSY, STOP, GENERATION, THREADS, MIN_WORK, ARGS, WORKER_PARTS = 0, 8, 16, 24, 32, 40, 41, 48, 64
-# the caller's choice, on its own line: products made, whether threads are preferred, and the
-# cycles and multiply-adds of the threaded and the serial products in this window
-PRODUCTS, PREFER, CYCLES_THREADED, MACS_THREADED, CYCLES_SERIAL, MACS_SERIAL = 72, 73, 74, 75, 76, 77
+JOB, DONE, BUSY, STOP, GENERATION, THREADS, MIN_WORK, PREFER, ARGS = 0, 8, 16, 24, 32, 40, 41, 42, 48
+WORKER_PARTS = 64
+# the caller's tally, on its own line: products made, and the cycles and multiply-adds of the
+# threaded and the serial products in this window
+PRODUCTS, CYCLES_THREADED, MACS_THREADED, CYCLES_SERIAL, MACS_SERIAL = 72, 73, 74, 75, 76
 STATE_SIZE = 80
 #: products below this many multiply-adds run on the caller alone (a hand-off costs ~1 µs)
 MIN_MACS = 128 * 64 * 32

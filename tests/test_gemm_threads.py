@@ -63,9 +63,10 @@ def test_threaded_products_give_the_serial_bits(products, m, k, n8, form, seed):
 
 def test_back_to_back_products_of_changing_shapes(products):
     """Products of different row counts (so 2, 3 or 4 parts), one right after the other, as a
-    training step makes them: a worker late for one product must not take a part of the next
-    with the last one's arguments (a bug the first version had: the parts' count lived outside
-    the job word)."""
+    training step makes them, give the serial bits every time. The race the first version had
+    (the parts' count outside the job word) needs a worker to look between two of the caller's
+    stores, which these few thousand products rarely do: benchmarks/fingerprints.py's threads
+    twins (40k multirotor steps) are what found it."""
     from dispatchrl.kernels.core.cpu_gemm_threads import worker_parts
 
     run, use = products
@@ -86,7 +87,8 @@ def test_back_to_back_products_of_changing_shapes(products):
             run(a, b, c, bias, mask, form)
         for c, e in zip(outs, expected, strict=True):
             np.testing.assert_array_equal(c.view(np.int32), e.view(np.int32))
-    assert worker_parts() > before  # the worker computed some of them
+    if (os.cpu_count() or 1) > 1:
+        assert worker_parts() > before  # the worker computed some of them
 
 
 @pytest.mark.parametrize("value", ["0", "two", "-1"])

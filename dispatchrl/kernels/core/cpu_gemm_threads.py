@@ -31,7 +31,6 @@ from numba import cfunc, njit, types
 from numba.extending import intrinsic
 
 from ...errors import ConfigError
-from .cpu_gemm import _check_integers
 
 __all__ = ["learner_threads", "start_workers", "stop_workers", "worker_parts"]
 
@@ -98,20 +97,18 @@ def _cell(builder, name) -> Any:
         return cell
 
 
-@intrinsic
-def _load(typingctx, state, k):
-    _check_integers(state, k)
-
+# Numba intrinsics on raw int64 addresses and cells: this module's own, called with integers only
+def _load_typing(typingctx, state, k) -> Any:
     def codegen(context, builder, sig, args) -> Any:
         return builder.load_atomic(_field(builder, _int64_args(context, builder, sig, args)), "seq_cst", 8)
 
     return types.int64(state, k), codegen
 
 
-@intrinsic
-def _store(typingctx, state, k, value):
-    _check_integers(state, k, value)
+_load: Any = intrinsic(_load_typing)
 
+
+def _store_typing(typingctx, state, k, value) -> Any:
     def codegen(context, builder, sig, args) -> Any:
         args = _int64_args(context, builder, sig, args)
         builder.store_atomic(args[2], _field(builder, args), "seq_cst", 8)
@@ -120,10 +117,11 @@ def _store(typingctx, state, k, value):
     return types.void(state, k, value), codegen
 
 
-@intrinsic
-def _compare_and_swap(typingctx, state, k, expected, value):
+_store: Any = intrinsic(_store_typing)
+
+
+def _compare_and_swap_typing(typingctx, state, k, expected, value) -> Any:
     """Whether state[k] held ``expected`` and now holds ``value``."""
-    _check_integers(state, k, expected, value)
 
     def codegen(context, builder, sig, args) -> Any:
         args = _int64_args(context, builder, sig, args)
@@ -133,10 +131,10 @@ def _compare_and_swap(typingctx, state, k, expected, value):
     return types.boolean(state, k, expected, value), codegen
 
 
-@intrinsic
-def _fetch_add(typingctx, state, k, value):
-    _check_integers(state, k, value)
+_compare_and_swap: Any = intrinsic(_compare_and_swap_typing)
 
+
+def _fetch_add_typing(typingctx, state, k, value) -> Any:
     def codegen(context, builder, sig, args) -> Any:
         args = _int64_args(context, builder, sig, args)
         return builder.atomic_rmw("add", _field(builder, args), args[2], "seq_cst")
@@ -144,8 +142,10 @@ def _fetch_add(typingctx, state, k, value):
     return types.int64(state, k, value), codegen
 
 
-@intrinsic
-def _state_address(typingctx):
+_fetch_add: Any = intrinsic(_fetch_add_typing)
+
+
+def _state_address_typing(typingctx) -> Any:
     """The state's address while workers run, else 0 (its cell)."""
 
     def codegen(context, builder, sig, args) -> Any:
@@ -154,10 +154,11 @@ def _state_address(typingctx):
     return types.int64(), codegen
 
 
-@intrinsic
-def _nap(typingctx, us):
+_state_address: Any = intrinsic(_state_address_typing)
+
+
+def _nap_typing(typingctx, us) -> Any:
     """usleep(us) through its cell."""
-    _check_integers(us)
 
     def codegen(context, builder, sig, args) -> Any:
         i32 = ir.IntType(32)
@@ -170,10 +171,11 @@ def _nap(typingctx, us):
     return types.void(us), codegen
 
 
-@intrinsic
-def _serial(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
+_nap: Any = intrinsic(_nap_typing)
+
+
+def _serial_typing(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row) -> Any:
     """The serial NN driver on these arguments, called through its cell."""
-    _check_integers(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
 
     def codegen(context, builder, sig, args) -> Any:
         driver = builder.load(_cell(builder, "dispatchrl_gemm_nn_serial"))
@@ -184,8 +186,10 @@ def _serial(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu,
     return types.void(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row), codegen
 
 
-@intrinsic
-def _cycles(typingctx):
+_serial: Any = intrinsic(_serial_typing)
+
+
+def _cycles_typing(typingctx) -> Any:
     """The CPU's cycle counter: rdtsc (the tiles, and so the workers, are x86 only)."""
 
     def codegen(context, builder, sig, args) -> Any:
@@ -196,6 +200,9 @@ def _cycles(typingctx):
         return builder.call(counter, [])
 
     return types.int64(), codegen
+
+
+_cycles: Any = intrinsic(_cycles_typing)
 
 
 @njit(**_INNER)
@@ -217,7 +224,7 @@ def _run_claimed(state, generation, rows, a, a_row, a_col, b, b_row, c, c_row, m
             computed += 1
 
 
-def _threaded(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
+def _threaded(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row) -> None:
     """The NN driver the cell calls while workers run: the product on the threads or on the
     caller alone, whichever has been faster lately (SAMPLE, WINDOW)."""
     state = _state_address()
@@ -265,7 +272,7 @@ def _split(state, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask
         pass
 
 
-def _serve(state):
+def _serve(state) -> None:
     """A worker's loop: claim parts of each new job until stop is set."""
     spins = naps = 0
     while True:

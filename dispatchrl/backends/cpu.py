@@ -56,11 +56,11 @@ from .precompile import (
 __all__ = [
     "FLUSH_DENORMALS",
     "JIT_EXACT",
+    "JIT_EXACT_INLINED",
     "JIT_EXACT_INNER",
     "JIT_EXACT_THREADED",
     "JIT_FAST",
     "JIT_FAST_INNER",
-    "JIT_RECORD_BODY",
     "NO_CFUNC",
     "PIN_RUNTIME",
     "RUNTIME_SCALARS",
@@ -102,10 +102,14 @@ JIT_EXACT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", **
 #: a 14-argument body's compile. Calling one from Python raises a TypeError.
 JIT_FAST_INNER: dict[str, Any] = dict(JIT_FAST, no_cpython_wrapper=True)
 JIT_EXACT_INNER: dict[str, Any] = dict(JIT_EXACT, no_cpython_wrapper=True)
-#: Element bodies that take records (tuples of arrays: a transition, a rollout step), inlined into
-#: their loops at Numba IR level. Called, a body's unpacking increfs and decrefs every array through
-#: the runtime: TD3's batch gather (100 rows, 12 arrays) took 13.9 µs a call against 0.68 inlined.
-JIT_RECORD_BODY: dict[str, Any] = dict(JIT_EXACT_INNER, inline="always")
+#: Helpers inlined into their callers at Numba IR level, where a call costs more than the work:
+#: element bodies that take records (tuples of arrays: a transition, a rollout step), whose
+#: unpacking, called, increfs and decrefs every array through the runtime (TD3's batch gather,
+#: 100 rows, 12 arrays: 13.9 µs a call against 0.68 inlined); per-element math LLVM leaves as
+#: calls (the multirotor's derivative returns a 17-tuple through memory; the normal quantile runs
+#: 18 times a step): the multirotor's stepping 1.45 → 2.0 M steps/s. Each call site is typed and
+#: lowered again, so a helper is inlined at one site where it can be (a loop over RK4's stages).
+JIT_EXACT_INLINED: dict[str, Any] = dict(JIT_EXACT_INNER, inline="always")
 #: The threaded twins of per-index loops (:func:`per_index`'s ``threaded``): the same bodies,
 #: the indices split over Numba's threads (:func:`batch_kernel`).
 JIT_EXACT_THREADED: dict[str, Any] = dict(JIT_EXACT, parallel=True)

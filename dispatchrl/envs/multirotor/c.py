@@ -69,7 +69,7 @@ def cos_limit(max_angle: float) -> float:
     return _double(high)
 
 
-#: the file-level helpers: multirotor_derivative, state_plus, rk4_combine, the observation
+#: the file-level helpers: multirotor_derivative, state_plus, the observation
 PHYSICS = f"""\
 /* envs/multirotor/cpu.py multirotor_derivative: d/dt of the 17-state s under commanded RPMs cmd
    and the episode's disturbance d (world-frame force, body-frame torque) */
@@ -208,7 +208,7 @@ for (int i = 0; i < N; i++) {{
     dispatchrl_multirotor_derivative(t, cmd, disturbance, p, k3);
     dispatchrl_multirotor_plus(s, k3, dt, t);
     dispatchrl_multirotor_derivative(t, cmd, disturbance, p, k4);
-    /* rk4_combine */
+    /* s + dt/6 (k1 + 2 k2 + 2 k3 + k4) */
     const double w = dt / 6.0;
     double n[17];
     for (int j = 0; j < 17; j++) n[j] = s[j] + w * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j]);

@@ -33,7 +33,6 @@ multirotor_step_kernel = per_index(
     curriculum_weight=device_twin(cpu.curriculum_weight),
     multirotor_derivative=device_twin(cpu.multirotor_derivative),
     state_plus=device_twin(cpu.state_plus),
-    rk4_combine=device_twin(cpu.rk4_combine),
     multirotor_observe_at=multirotor_observe_at,
 )
 

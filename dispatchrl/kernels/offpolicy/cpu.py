@@ -5,7 +5,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, JIT_RECORD_BODY, per_index
+from ...backends.cpu import JIT_EXACT, JIT_EXACT_INLINED, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, per_index
 from ..core.cpu import row_argmax
 from ..random.cpu import standard_normal, uniform01
 from ..replay.cpu import copy_transition
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-@njit(**JIT_RECORD_BODY)
+@njit(**JIT_EXACT_INLINED)
 def replay_add_row(i, transition, ring, position):
     """Transition ``i`` written into the ring ``i`` rows after its position (the CUDA kernel's
     element body too: rows are independent, the position advances after all of them)."""

@@ -10,10 +10,10 @@ from numba import njit
 
 from ...backends.cpu import (
     JIT_EXACT,
+    JIT_EXACT_INLINED,
     JIT_EXACT_INNER,
     JIT_FAST,
     JIT_FAST_INNER,
-    JIT_RECORD_BODY,
     lanes_reduce,
     lanes_total,
     one_lane,
@@ -379,7 +379,7 @@ def adaptive_learning_rate_kernel(kl, lr, target, factor, low, high):
         lr[0] = min(max(lr[0] / factor, low), high)
 
 
-@njit(**JIT_RECORD_BODY)
+@njit(**JIT_EXACT_INLINED)
 def store_env_step(n, step, env_step, rollout):
     """Write env n's step into the rollout's row block step[0] mod T; also compiled as the CUDA
     device function, so both backends share it (records: STORE_RECORDS)."""
@@ -419,7 +419,7 @@ def random_permutation_kernel(rng, perm):
     rng[1] = base + np.uint64(n)
 
 
-@njit(**JIT_RECORD_BODY)
+@njit(**JIT_EXACT_INLINED)
 def gather_minibatch_at(i, perm, counter, rollout, minibatch):
     """Row ``i`` of the minibatch ``counter[0]`` of the permutation (records: GATHER_RECORDS; the
     rollout's log_prob, advantage and returns flat)."""

@@ -52,13 +52,15 @@ def standard_normal(key, counter):
     return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@njit(**JIT_EXACT)
+# the normal quantile's helpers are inlined (CPython wrappers kept, for tests): the multirotor
+# draws 18 a step, and a call costs more than the work (backends.cpu.JIT_EXACT_INLINED)
+@njit(inline="always", **JIT_EXACT)
 def quintic(c, x):
     """The degree-5 polynomial with coefficients ``c`` (highest power first) at ``x``, Horner's order."""
     return ((((c[0] * x + c[1]) * x + c[2]) * x + c[3]) * x + c[4]) * x + c[5]
 
 
-@njit(**JIT_EXACT)
+@njit(inline="always", **JIT_EXACT)
 def normal_quantile(p):
     """The standard normal's quantile at p in (0, 1), Acklam's approximation (api)."""
     if api.NORMAL_QUANTILE_LOW <= p <= 1.0 - api.NORMAL_QUANTILE_LOW:
@@ -70,7 +72,7 @@ def normal_quantile(p):
     return x if p < 0.5 else -x
 
 
-@njit(**JIT_EXACT)
+@njit(inline="always", **JIT_EXACT)
 def standard_normal_icdf(key, counter):
     """N(0, 1) from the one stream position ``counter``, by the normal quantile of a uniform on
     the midpoints of 2**52 cells: p in [2**-53, 1 - 2**-53], symmetric, 1 - p exact."""

@@ -7,7 +7,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...arrays import zeros
-from ...backends.cpu import JIT_EXACT, JIT_EXACT_INNER, JIT_RECORD_BODY, per_index
+from ...backends.cpu import JIT_EXACT, JIT_EXACT_INLINED, JIT_EXACT_INNER, per_index
 from ...devices import CPU
 from ...staging import launch
 from ..offpolicy.api import TRANSITION_RECORDS
@@ -136,7 +136,7 @@ def priority_sample(device: CPU, rng, sum_tree, min_tree, size, beta, index, wei
     launch(device, priority_sample_lockstep, rng, sum_tree, min_tree, size, beta, index, weight, mass)
 
 
-@njit(**JIT_RECORD_BODY)
+@njit(**JIT_EXACT_INLINED)
 def copy_transition(k, row, source, target):
     """Row ``row`` of the transition arrays ``source`` copied into row ``k`` of ``target`` (tuples in
     TRANSITION_FIELDS order): a ring's row into a batch (gathers and uniform draws) or a step's
@@ -155,7 +155,7 @@ def copy_transition(k, row, source, target):
     truncated[k] = s_truncated[row]
 
 
-@njit(**JIT_RECORD_BODY)
+@njit(**JIT_EXACT_INLINED)
 def replay_gather_at(k, index, ring, transition):
     """Row ``k`` of replay_gather: the ring's row ``index[k]`` copied into the batch."""
     copy_transition(k, index[k], ring, transition)
@@ -239,7 +239,7 @@ def n_step_row(k, index, b_reward, b_terminated, b_truncated, position, num_envs
     return row
 
 
-@njit(**JIT_RECORD_BODY)
+@njit(**JIT_EXACT_INLINED)
 def n_step_gather_at(k, index, ring, position, num_envs, n, gamma, transition, discount):
     """Row ``k`` of n_step_gather: the first transition of its window, the window's discounted
     reward and discount, and its last transition's next observation and flags."""

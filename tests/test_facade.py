@@ -1,6 +1,7 @@
 """The SB3-shaped facade (drl.TD3/SAC/PPO), env instances and vector envs, callbacks."""
 
 import dataclasses
+import threading
 
 import gymnasium as gym
 import numpy as np
@@ -167,6 +168,29 @@ def test_deploy_best_keeps_the_best_evaluated_policy_on_held_out_seeds(tmp_path)
     model = drl.TD3("pendulum", seed=0, **SMALL).learn(300, callback=evaluation)
     assert model.policy is model.result.policy and model.result.policy_steps == evaluation.best_steps
     np.testing.assert_array_equal(model.predict(obs)[0], evaluation.best_policy(obs))
+
+
+def test_evaluations_run_beside_training_and_a_stopped_run_records_the_last():
+    threads = []
+
+    def make_env():  # the thread each evaluation runs on
+        threads.append(threading.current_thread().name)
+        return gym.make("Pendulum-v1")
+
+    def stop_at_300(run):  # a hook after the evaluation's: its evaluation at 300 is still running
+        run.stop = run.steps >= 300
+
+    evaluation = drl.EvalCallback(every=100, episodes=1, env=make_env)
+    config = drl.td3.Config(total_steps=500, **SMALL)
+    result = drl.td3.train(drl.CPU(), "pendulum", config, hooks=(evaluation, stop_at_300))
+    assert result.steps == 300 and [row["steps"] for row in evaluation.rows] == [100, 200, 300]
+    assert len(threads) == 3 and all(name.startswith("dispatchrl-evaluation") for name in threads)
+    # the row is the evaluation of the policy at its steps, as one made after training
+    assert evaluation.rows[-1]["eval_return"] == drl.training.evaluate(result.policy, "Pendulum-v1", (10_000,))[0]
+    # a run that ends by itself evaluates its last step before it returns
+    threads.clear()
+    drl.td3.train(drl.CPU(), "pendulum", drl.td3.Config(total_steps=200, **SMALL), hooks=(evaluation,))
+    assert threads[-1] == threading.current_thread().name and evaluation.rows[-1]["steps"] == 200
 
 
 def test_training_through_async_vector_env_equals_sequential_stepping():

@@ -4,8 +4,10 @@ boundaries. Pass them as ``train(..., hooks=[...])`` or ``model.learn(n, callbac
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,10 @@ from .driver import TrainingRun
 from .evaluation import EVAL_SEEDS, SELECTION_SEEDS, evaluate, evaluate_lockstep
 
 __all__ = ["EvalCallback", "StopOnReward"]
+
+
+#: an evaluation's row (without its steps) and the score choosing by it (None: the return)
+Evaluated = tuple[dict[str, Any], float | None]
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -44,7 +50,13 @@ class EvalCallback:
     not run, unless a :class:`StopOnReward` reads this callback); :attr:`best_score` is the
     best value so far. A snapshot of the
     policy at 10k steps can sit in a short collapse (NOTES.md, "The first result"); SB3 users get
-    the same from ``EvalCallback(best_model_save_path=...)``."""
+    the same from ``EvalCallback(best_model_save_path=...)``.
+
+    Each evaluation but the run's last runs on a thread of its own, on a snapshot of the policy,
+    beside the next chunk's training, and is recorded (rows, logger, best policy) at the next
+    evaluation or when the run ends: the same rows, at the same steps, as evaluating in turn.
+    With ``best_path`` (the run is saved at the best evaluation's step) or a :class:`StopOnReward`
+    reading the rows, every evaluation runs in turn."""
 
     def __init__(
         self,
@@ -72,6 +84,9 @@ class EvalCallback:
         self._envs: list[gymnasium.Env] | None = None  # deploy_best's evaluation envs, one per episode
         #: run the return episodes even where a selection score chooses (a StopOnReward reads them)
         self.returns_read = False
+        #: the evaluation running in the background: (steps, policy, its future)
+        self._pending: tuple[int, Callable[[np.ndarray], np.ndarray], Future[Evaluated]] | None = None
+        self._executor: ThreadPoolExecutor | None = None
 
     def period(self, run: TrainingRun) -> int:
         """Iterations between evaluations (the driver ends a chunk at each multiple)."""
@@ -80,21 +95,54 @@ class EvalCallback:
     def __call__(self, run: TrainingRun) -> None:
         if not (run.finished or run.done % self.period(run) == 0):
             return
-        if self.rows and self.rows[-1]["steps"] == run.steps:
+        if self._last_steps() == run.steps:
             return  # already evaluated at this step (a run continued by a facade's learn())
         env = self.env
         if env is None:
             env = run.spec.eval_id if run.spec.eval_id is not None else run.spec.make_eval_env
         policy = run.spec.deployed_policy(run.algo, run.state)
+        evaluation = functools.partial(self._evaluate, run.spec.native, env)
+        self._collect(run)  # the previous evaluation's results first, in order
+        # on a thread of its own while training goes on (the fused step holds no GIL), where no
+        # result is needed before the next evaluation: a checkpoint of the best run is saved as
+        # it stands, a StopOnReward reads the latest row, the last evaluation ends the run
+        background = self.best_path is None and not self.returns_read and not run.finished
+        if background:
+            try:
+                policy = _host_copy(policy)  # a snapshot: training goes on changing the weights
+            except ConfigError:
+                background = False
+        if background:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="dispatchrl-evaluation")
+            self._pending = (run.steps, policy, self._executor.submit(evaluation, policy))
+        else:
+            self._record(run, run.steps, policy, evaluation(policy))
+
+    def finish(self, run: TrainingRun) -> None:
+        """Record the evaluation still running in the background, if any; the driver calls this
+        after the run's last chunk (also when a hook stopped the run)."""
+        self._collect(run)
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
+
+    def _collect(self, run: TrainingRun) -> None:
+        if self._pending is not None:
+            (steps, policy, future), self._pending = self._pending, None
+            self._record(run, steps, policy, future.result())
+
+    def _last_steps(self) -> int | None:
+        return self._pending[0] if self._pending else self.rows[-1]["steps"] if self.rows else None
+
+    def _evaluate(self, native: Any, env: Any, policy: Callable[[np.ndarray], np.ndarray]) -> Evaluated:
         # choosing ranks by the env's selection score where it has one (the multirotor's held-out
         # success), else by the return; a reported evaluation adds the task's own measures
-        native = run.spec.native
         score = native.selection_score(policy) if native is not None and self.deploy_best else None
         if self.deploy_best:
-            task = {} if score is None else {"selection_score": score}
+            row: dict[str, Any] = {} if score is None else {"selection_score": score}
         else:
-            task = native.task_metrics(policy) if native is not None else {}
-        row: dict[str, Any] = {"steps": run.steps}
+            row = native.task_metrics(policy) if native is not None else {}
         if score is None or self.returns_read:  # a score chooses: the returns would rank nothing
             if self.deploy_best and not isinstance(env, gymnasium.Env):  # choosing: episodes in lockstep
                 if self._envs is None:  # made once, reused by every evaluation
@@ -102,19 +150,32 @@ class EvalCallback:
                 mean, returns = evaluate_lockstep(policy, self._envs, self.seeds)
             else:
                 mean, returns = evaluate(policy, env, self.seeds)
-            row.update(eval_return=mean, eval_return_std=float(np.std(returns)), eval_returns=returns)
-        self.rows.append({**row, **task})
+            row = {"eval_return": mean, "eval_return_std": float(np.std(returns)), "eval_returns": returns, **row}
+        return row, score
+
+    def _record(
+        self,
+        run: TrainingRun,
+        steps: int,
+        policy: Callable[[np.ndarray], np.ndarray],
+        evaluated: Evaluated,
+    ) -> None:
+        """Append the evaluation at ``steps`` to the rows and the logger, and keep its policy
+        where it is the best so far."""
+        row, score = evaluated
+        self.rows.append({"steps": steps, **row})
         if run.logger is not None:  # beside the training rows (``dispatchrl plot --metric eval_return``)
             # a deploy_best evaluation is on other episodes than the reported one: another column
             key = "selection_return" if self.deploy_best else "eval_return"
+            task = {k: v for k, v in row.items() if not k.startswith("eval_return")}
             returned = {key: row["eval_return"], f"{key}_std": row["eval_return_std"]} if "eval_return" in row else {}
-            run.logger.write(run.steps, {**returned, **task})
+            run.logger.write(steps, {**returned, **task})
         chosen_by = row["eval_return"] if score is None else score
         if chosen_by > self.best_score:
-            self.best_score, self.best_steps = chosen_by, run.steps
+            self.best_score, self.best_steps = chosen_by, steps
             if self.deploy_best:
                 self.best_policy = _host_copy(policy)
-            if self.best_path is not None:
+            if self.best_path is not None:  # evaluated in the foreground: the run is at ``steps``
                 run.save(self.best_path)
         if self.deploy_best and self.best_policy is not None and self.best_steps is not None:
             run.deployed = (self.best_policy, self.best_steps)

@@ -124,7 +124,9 @@ class TrainingRun:
 #: run, setting ``run.stop`` ends it cleanly. A hook with a method ``period(run) -> iterations``
 #: gets a chunk boundary at every multiple of its period (as :class:`PeriodicCheckpoint`; 0: none);
 #: one with ``check_before_training(run)`` has it called once, after the state is built and before
-#: anything compiles, to refuse a run early (as :class:`DiskSpaceCheck`).
+#: anything compiles, to refuse a run early (as :class:`DiskSpaceCheck`); one with ``finish(run)``
+#: has it called once after the last chunk's hooks, to finish what it runs in the background (as
+#: :class:`~.callbacks.EvalCallback`, whose evaluations overlap the next chunk's training).
 Hook = Callable[[TrainingRun], None]
 
 
@@ -508,6 +510,10 @@ def train(
             if run.stop and not run.finished:  # a hook ended the run: it holds the steps so far
                 run.iterations = iterations = run.done
                 bar.close()
+        for hook in all_hooks:  # what a hook still runs in the background (EvalCallback's evaluation)
+            finish = getattr(hook, "finish", None)
+            if callable(finish):
+                finish(run)
         train_seconds = time.perf_counter() - loop_start
     finally:
         bar.close()

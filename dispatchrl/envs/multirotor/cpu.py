@@ -227,11 +227,11 @@ def multirotor_step_at(i, physics, steps, action, obs, reward, terminated, trunc
     dt = p[layout.P_DT]
     # RK4, its stages in a loop so the inlined derivative is typed and compiled once; the sum
     # ((k1 + 2 k2) + 2 k3) + k4 in the order of writing it out, so the bits are the same
-    k = acc = s
+    slope = acc = s
     for stage in range(4):
-        x = s if stage == 0 else state_plus(s, k, dt if stage == 3 else 0.5 * dt)
-        k = multirotor_derivative(x, cmd, disturbance, p)
-        acc = k if stage == 0 else state_plus(acc, k, 1.0 if stage == 3 else 2.0)
+        x = s if stage == 0 else state_plus(s, slope, dt if stage == 3 else 0.5 * dt)
+        slope = multirotor_derivative(x, cmd, disturbance, p)
+        acc = slope if stage == 0 else state_plus(acc, slope, 1.0 if stage == 3 else 2.0)
     n = state_plus(s, acc, dt / 6.0)
     norm = math.sqrt(n[3] * n[3] + n[4] * n[4] + n[5] * n[5] + n[6] * n[6])
     done = False

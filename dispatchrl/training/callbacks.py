@@ -52,11 +52,11 @@ class EvalCallback:
     policy at 10k steps can sit in a short collapse (NOTES.md, "The first result"); SB3 users get
     the same from ``EvalCallback(best_model_save_path=...)``.
 
-    Each evaluation but the run's last runs on a thread of its own, on a snapshot of the policy,
-    beside the next chunk's training, and is recorded (rows, logger, best policy) at the next
-    evaluation or when the run ends: the same rows, at the same steps, as evaluating in turn.
-    With ``best_path`` (the run is saved at the best evaluation's step) or a :class:`StopOnReward`
-    reading the rows, every evaluation runs in turn."""
+    An MLP's policy (a host snapshot of its weights) is evaluated on a thread of its own beside
+    the next chunk's training, and recorded (rows, logger, best policy) at the next evaluation or
+    when the run ends: the same rows, at the same steps, as evaluating in turn. The run's last
+    evaluation, and every one with ``best_path`` (the run is saved at the best evaluation's step)
+    or a :class:`StopOnReward` reading the rows, runs in turn."""
 
     def __init__(
         self,
@@ -104,15 +104,11 @@ class EvalCallback:
         evaluation = functools.partial(self._evaluate, run.spec.native, env)
         self._collect(run)  # the previous evaluation's results first, in order
         # on a thread of its own while training goes on (the fused step holds no GIL), where no
-        # result is needed before the next evaluation: a checkpoint of the best run is saved as
-        # it stands, a StopOnReward reads the latest row, the last evaluation ends the run
-        background = self.best_path is None and not self.returns_read and not run.finished
-        if background:
-            try:
-                policy = _host_copy(policy)  # a snapshot: training goes on changing the weights
-            except ConfigError:
-                background = False
-        if background:
+        # result is needed before the next evaluation (a checkpoint of the best run is saved as
+        # it stands, a StopOnReward reads the latest row, the last evaluation ends the run) and
+        # the policy is a host snapshot (an MLP's Policy: another network's policy may read its
+        # live weights, or device memory from this thread only)
+        if isinstance(policy, Policy) and self.best_path is None and not (self.returns_read or run.finished):
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="dispatchrl-evaluation")
             self._pending = (run.steps, policy, self._executor.submit(evaluation, policy))

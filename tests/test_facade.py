@@ -192,6 +192,15 @@ def test_evaluations_run_beside_training_and_a_stopped_run_records_the_last():
     drl.td3.train(drl.CPU(), "pendulum", drl.td3.Config(total_steps=200, **SMALL), hooks=(evaluation,))
     assert threads[-1] == threading.current_thread().name and evaluation.rows[-1]["steps"] == 200
 
+    def fail_at_200(run):
+        if run.steps >= 200:
+            raise RuntimeError("a hook failed")
+
+    # a run that raises leaves its evaluation behind on a daemon thread: nothing waits for it at exit
+    with pytest.raises(RuntimeError, match="a hook failed"):
+        drl.td3.train(drl.CPU(), "pendulum", config, hooks=(drl.EvalCallback(every=100, episodes=1), fail_at_200))
+    assert all(t.daemon for t in threading.enumerate() if t.name == "dispatchrl-evaluation")
+
 
 def test_training_through_async_vector_env_equals_sequential_stepping():
     config = drl.td3.Config(total_steps=440, num_envs=2, **SMALL)  # past the 200-step truncation

@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 import functools
 import sys
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,6 @@ class EvalCallback:
         self.returns_read = False
         #: the evaluation running in the background: (steps, policy, its future)
         self._pending: tuple[int, Callable[[np.ndarray], np.ndarray], Future[Evaluated]] | None = None
-        self._executor: ThreadPoolExecutor | None = None
 
     def period(self, run: TrainingRun) -> int:
         """Iterations between evaluations (the driver ends a chunk at each multiple)."""
@@ -102,28 +102,20 @@ class EvalCallback:
             env = run.spec.eval_id if run.spec.eval_id is not None else run.spec.make_eval_env
         policy = run.spec.deployed_policy(run.algo, run.state)
         evaluation = functools.partial(self._evaluate, run.spec.native, env)
-        self._collect(run)  # the previous evaluation's results first, in order
+        self.finish(run)  # the previous evaluation's results first, in order
         # on a thread of its own while training goes on (the fused step holds no GIL), where no
         # result is needed before the next evaluation (a checkpoint of the best run is saved as
         # it stands, a StopOnReward reads the latest row, the last evaluation ends the run) and
         # the policy is a host snapshot (an MLP's Policy: another network's policy may read its
         # live weights, or device memory from this thread only)
         if isinstance(policy, Policy) and self.best_path is None and not (self.returns_read or run.finished):
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="dispatchrl-evaluation")
-            self._pending = (run.steps, policy, self._executor.submit(evaluation, policy))
+            self._pending = (run.steps, policy, _in_background(evaluation, policy))
         else:
             self._record(run, run.steps, policy, evaluation(policy))
 
     def finish(self, run: TrainingRun) -> None:
         """Record the evaluation still running in the background, if any; the driver calls this
         after the run's last chunk (also when a hook stopped the run)."""
-        self._collect(run)
-        if self._executor is not None:
-            self._executor.shutdown()
-            self._executor = None
-
-    def _collect(self, run: TrainingRun) -> None:
         if self._pending is not None:
             (steps, policy, future), self._pending = self._pending, None
             self._record(run, steps, policy, future.result())
@@ -175,6 +167,21 @@ class EvalCallback:
                 run.save(self.best_path)
         if self.deploy_best and self.best_policy is not None and self.best_steps is not None:
             run.deployed = (self.best_policy, self.best_steps)
+
+
+def _in_background(function: Callable[..., Evaluated], *args: Any) -> Future[Evaluated]:
+    """``function(*args)`` on a daemon thread of its own, its value or exception in the future: a
+    run that raised leaves it behind, and nothing waits for it at exit."""
+    future: Future[Evaluated] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(function(*args))
+        except BaseException as error:  # handed to whoever waits for the result
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="dispatchrl-evaluation", daemon=True).start()
+    return future
 
 
 def _host_copy(policy: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:

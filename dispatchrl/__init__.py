@@ -51,7 +51,7 @@ from .kernels.core.api import (
     weight_decay_step,
 )
 from .kernels.random.api import random_normal, random_uniform, rng
-from .staging import Below, Every, Step, compile_step, fuse, fuse_steps, launch, when
+from .staging import Below, Every, Step, compile_step, fork, fuse, fuse_steps, launch, when
 
 __version__ = "0.1.0"
 
@@ -108,6 +108,7 @@ __all__ = [
     "envs",
     "export",
     "fill",
+    "fork",
     "from_gymnasium",
     "fuse",
     "fuse_steps",

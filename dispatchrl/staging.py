@@ -41,6 +41,7 @@ __all__ = [
     "compile_activity",
     "compile_step",
     "compiling_steps",
+    "fork",
     "fuse",
     "fuse_steps",
     "grouped_arguments",
@@ -52,6 +53,7 @@ __all__ = [
     "segmented_program",
     "segments",
     "trace",
+    "tracing",
     "when",
 ]
 
@@ -145,6 +147,27 @@ def when(device, condition, then, otherwise=None) -> None:
                 fn(device)
             finally:
                 _recording.reset(token)
+
+
+def tracing() -> bool:
+    """Whether :func:`launch` records (a step is being staged) rather than runs."""
+    return _recording.get() is not None
+
+
+def _fork(device, sides) -> None:
+    """Run ``sides`` (a tuple of ``side(device)`` callables that write no array another side
+    reads or writes): in sequence by default; a device's method may stage them to run at once,
+    which then gives the same results (the CPU's, on two threads: dispatchrl.kernels.core.cpu_fork)."""
+
+
+#: backends add their methods with ``@fork.dispatch``
+fork = DispatchedFunction(_fork, name="fork")
+
+
+@fork.dispatch
+def _(device: Device, sides: tuple) -> None:
+    for side in sides:
+        side(device)
 
 
 def kernel_calls(nodes: list) -> Iterator[tuple]:

@@ -32,7 +32,7 @@ from ..kernels.replay.api import (
     uniform_index,
 )
 from ..nn import adam_update, decay_weights
-from ..staging import Below, Every, when
+from ..staging import Below, Every, fork, when
 
 __all__ = [
     "CriticObservation",
@@ -45,6 +45,7 @@ __all__ = [
     "critic_observation",
     "critic_rows",
     "delayed",
+    "each_critic",
     "n_step_batch",
     "native_step",
     "prepare_resume",
@@ -263,6 +264,13 @@ def sample_batch(device: Device, config: Any, state: Any) -> None:
     linear_anneal(device, state.step, config.priority_beta, 1.0, horizon, p.beta)
     priority_sample(device, state.rng, p.sum_tree, p.min_tree, state.replay.size, p.beta, p.index, p.weight)
     _gather(device, config, state, p.index)
+
+
+def each_critic(device: Device, pairs: tuple, work: Callable[[Device, Any, Any], None]) -> None:
+    """``work(device, critic, buffers)`` for each twin critic's (network, buffers) in ``pairs``:
+    the twins write no array the other uses, so two learner threads may run them at once
+    (:func:`dispatchrl.staging.fork`; the same results)."""
+    fork(device, tuple((lambda device, c=c, b=b: work(device, c, b)) for c, b in pairs))
 
 
 def weight_gradient(device: Device, state: Any, d_output: Any) -> None:

@@ -287,8 +287,10 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     )
     next_critic_obs = offpolicy.critic_rows(device, state, batch.next_obs)
     concat_columns(device, next_critic_obs, state.next_action, state.critic_next_input)
-    forward(device, state.critic1_target, state.critic1_next, state.critic_next_input)
-    forward(device, state.critic2_target, state.critic2_next, state.critic_next_input)
+    targets = ((state.critic1_target, state.critic1_next), (state.critic2_target, state.critic2_next))
+    offpolicy.each_critic(
+        device, targets, lambda device, net, buffers: forward(device, net, buffers, state.critic_next_input)
+    )
     reward, gamma = offpolicy.target_reward_and_gamma(config, state)
     soft_td_target(
         device,
@@ -303,12 +305,17 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     )
     offpolicy.bootstrap(device, state, state.q_target)
     concat_columns(device, offpolicy.critic_rows(device, state, batch.obs), batch.action, state.critic_input)
-    for critic, buffers in ((state.critic1, state.critic1_train), (state.critic2, state.critic2_train)):
+
+    def update_critic(device: Device, critic: Any, buffers: Any) -> None:
         forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
         offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output)
         offpolicy.optimize(device, config, critic, config.critic_lr)
+
+    offpolicy.each_critic(
+        device, ((state.critic1, state.critic1_train), (state.critic2, state.critic2_train)), update_critic
+    )
     q1, q2 = state.critic1_train.output, state.critic2_train.output  # the batch's Q before this update
     accumulate_critic_stats(device, q1, q2, state.q_target, state.critic_stats)
     offpolicy.update_priorities(device, config, state, q1, q2, state.q_target)
@@ -319,10 +326,14 @@ def update_actor(device: Device, config: Config, state: State) -> None:
     # minimise mean(α log π(a|s) − min(Q1, Q2)(s, a)) through the reparameterised sample a
     critic_obs = offpolicy.critic_rows(device, state, state.batch.obs)
     concat_columns(device, critic_obs, state.pi_action, state.actor_critic_input)
-    for critic, buffers in ((state.critic1, state.critic1_actor), (state.critic2, state.critic2_actor)):
+
+    def critic_input_gradient(device: Device, critic: Any, buffers: Any) -> None:
         forward(device, critic, buffers, state.actor_critic_input)
         fill(device, buffers.d_output, -1.0 / config.batch_size)
         backward(device, critic, buffers, state.actor_critic_input, buffers.d_output, parameters=False)
+
+    pairs = ((state.critic1, state.critic1_actor), (state.critic2, state.critic2_actor))
+    offpolicy.each_critic(device, pairs, critic_input_gradient)
     accumulate_sac_actor_stats(
         device,
         state.critic1_actor.output,

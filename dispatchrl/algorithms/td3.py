@@ -277,8 +277,10 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     )
     next_critic_obs = offpolicy.critic_rows(device, state, batch.next_obs)
     concat_columns(device, next_critic_obs, state.actor_batch.output, state.critic_input)
-    forward(device, state.critic1_target, state.critic1_batch, state.critic_input)
-    forward(device, state.critic2_target, state.critic2_batch, state.critic_input)
+    targets = ((state.critic1_target, state.critic1_batch), (state.critic2_target, state.critic2_batch))
+    offpolicy.each_critic(
+        device, targets, lambda device, net, buffers: forward(device, net, buffers, state.critic_input)
+    )
     reward, gamma = offpolicy.target_reward_and_gamma(config, state)
     td_target(
         device,
@@ -291,12 +293,17 @@ def update_critics(device: Device, config: Config, state: State) -> None:
     )
     offpolicy.bootstrap(device, state, state.q_target)
     concat_columns(device, offpolicy.critic_rows(device, state, batch.obs), batch.action, state.critic_input)
-    for critic, buffers in ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)):
+
+    def update_critic(device: Device, critic: Any, buffers: Any) -> None:
         forward(device, critic, buffers, state.critic_input)
         mse_gradient(device, buffers.output, state.q_target, buffers.d_output)
         offpolicy.weight_gradient(device, state, buffers.d_output)
         backward(device, critic, buffers, state.critic_input, buffers.d_output, input_gradient=False)
         offpolicy.optimize(device, config, critic, config.critic_lr)
+
+    offpolicy.each_critic(
+        device, ((state.critic1, state.critic1_batch), (state.critic2, state.critic2_batch)), update_critic
+    )
     q1, q2 = state.critic1_batch.output, state.critic2_batch.output  # the batch's Q before this update
     accumulate_critic_stats(device, q1, q2, state.q_target, state.critic_stats)
     offpolicy.update_priorities(device, config, state, q1, q2, state.q_target)

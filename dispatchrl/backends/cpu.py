@@ -34,6 +34,7 @@ from ..cache import cache_dir, import_generated, module_fingerprint, package_fin
 from ..devices import CPU
 from ..errors import ConfigError
 from ..staging import (
+    Branch,
     Program,
     compile_activity,
     compile_step,
@@ -490,6 +491,50 @@ def before_first_run(prepare: Callable[[], None]) -> None:
     _BEFORE_FIRST_RUN[f"{prepare.__module__}.{prepare.__qualname__}"] = prepare
 
 
+class _ForkRegion:
+    """A fork's two sides (recorded nodes), found between its marker kernels."""
+
+    def __init__(self, first: list, second: list) -> None:
+        self.first, self.second = first, second
+
+
+def _fork_marker(node: object) -> str | None:
+    """ "begin", "next" or "end" for a fork's marker kernel call (kernels.core.cpu_fork), else None."""
+    if isinstance(node, Branch):
+        return None
+    return getattr(getattr(node[0], "py_func", None), "fork_marker", None)  # type: ignore[index]
+
+
+def _fork_regions(nodes: list, nested: bool = False) -> list:
+    """``nodes`` with each fork's markers and sides as a :class:`_ForkRegion` (inside a side, or
+    unbalanced, the markers are dropped: the sides run in sequence)."""
+    out: list = []
+    i = 0
+    while i < len(nodes):
+        node, marker = nodes[i], _fork_marker(nodes[i])
+        if isinstance(node, Branch):
+            branch = Branch(node.condition)
+            branch.then = _fork_regions(node.then, nested)
+            branch.otherwise = _fork_regions(node.otherwise, nested)
+            out.append(branch)
+        elif marker == "begin" and not nested:
+            kinds = [_fork_marker(n) for n in nodes[i + 1 :]]
+            try:
+                j = i + 1 + kinds.index("next")
+                k = j + 1 + kinds[j - i :].index("end")
+            except ValueError:
+                k = -1
+            if k < 0 or "begin" in kinds[: k - i - 1]:
+                i += 1  # unbalanced or nested: in sequence
+                continue
+            out.append(_ForkRegion(_fork_regions(nodes[i + 1 : j], True), _fork_regions(nodes[j + 1 : k], True)))
+            i = k
+        elif marker is None:
+            out.append(node)
+        i += 1
+    return out
+
+
 def njit_program(calls: list) -> Program:
     """One generated ``@njit`` function running ``calls`` (Numba kernels and branches over them)
     ``n`` times; cached on disk when every kernel is importable by name."""
@@ -508,7 +553,21 @@ def njit_program(calls: list) -> Program:
             return f"h{len(hyperparameters) - 1}"
         return _literal(a)
 
+    # a fork's second side is offered to the worker, which runs it from fused_worker; the caller
+    # runs it itself where the worker has not claimed it by the end of the first side
+    seconds: list[list[str]] = []
+
     def call(node, indent):
+        if isinstance(node, _ForkRegion):
+            r = len(seconds)
+            seconds.append(python_source(node.second, "            ", call, test) or ["            pass"])
+            return [
+                f"{indent}job = fork_publish(sync, {r})",
+                *python_source(node.first, indent, call, test),
+                f"{indent}if fork_claim(sync, job):",
+                *(python_source(node.second, indent + "    ", call, test) or [f"{indent}    pass"]),
+                f"{indent}fork_join(sync, job)",
+            ]
         kernel, args = node
         name = kernels.setdefault(kernel, f"k{len(kernels)}")
         rendered = [argument(a) for a in args]
@@ -517,7 +576,10 @@ def njit_program(calls: list) -> Program:
     def test(branch, indent):
         return [], branch.condition.expression(array_name(branch.condition.counter))
 
-    body = python_source(calls, "        ", call, test)
+    # the module of the fork markers, if any (kernels.core.cpu_fork, a later layer than this one)
+    markers = [kernel for kernel, _ in kernel_calls(calls) if _fork_marker((kernel, ())) is not None]
+    fork_module: Any = sys.modules[markers[0].py_func.__module__] if markers else None
+    body = python_source(_fork_regions(calls), "        ", call, test)
     # Float arguments (learning rates, γ, noise scales, bounds...) enter at run time, read once
     # before the loop: a new value reuses the compiled step. Ints and bools (sizes, counts,
     # switches) stay literals, as they may shape loops.
@@ -542,6 +604,33 @@ def njit_program(calls: list) -> Program:
     flush = FLUSH_DENORMALS
     if flush and cacheable:
         imports.append(f"from {__name__} import flush_denormals_enter, flush_denormals_exit")
+    fork_names = ("fork_claim", "fork_join", "fork_publish", "fork_wait", "fork_worker_done")
+    if seconds and cacheable:
+        imports.append(f"from {fork_module.__name__} import {', '.join(fork_names)}")
+    decorator = (
+        f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'}"
+        f"{', no_cfunc_wrapper=True' if NO_CFUNC else ''})"
+    )
+    sync = "sync, " if seconds else ""
+    worker = [
+        "",
+        "",
+        decorator,
+        f"def fused_worker(sync, {params}):",
+        *unpack,
+        *(["    fp_mode = flush_denormals_enter()"] if flush else []),
+        "    while True:",
+        "        region = fork_wait(sync)",
+        "        if region < 0:",
+        "            break",
+        *[
+            line
+            for r, side in enumerate(seconds)
+            for line in (f"        {'if' if r == 0 else 'elif'} region == {r}:", *side)
+        ],
+        "        fork_worker_done(sync)",
+        *(["    flush_denormals_exit(fp_mode)"] if flush else []),
+    ]
     source = "\n".join(
         [
             "# generated by dispatchrl.backends.cpu: one fused step, do not edit",
@@ -550,24 +639,30 @@ def njit_program(calls: list) -> Program:
             *imports,
             "",
             "",
-            f"@njit(cache={cacheable}, nogil=True{'' if runtime else ', _nrt=False'}"
-            f"{', no_cfunc_wrapper=True' if NO_CFUNC else ''})",
-            f"def fused_step(n{', ' if params else ''}{params}):",
+            decorator,
+            f"def fused_step(n{', ' if params or seconds else ''}{sync}{params}):",
             *unpack,
             *(["    fp_mode = flush_denormals_enter()"] if flush else []),
             "    for _ in range(n):",
             *(body or ["        pass"]),
             *(["    flush_denormals_exit(fp_mode)"] if flush else []),
+            *(worker if seconds else []),
             "",
         ]
     )
+    fused_worker: Any
     if cacheable:
-        fused = _load_cached(source, set(modules.values()))
+        module = _load_cached(source, set(modules.values()))
+        fused, fused_worker = module.fused_step, getattr(module, "fused_worker", None)
     else:
         namespace = {name: k for k, name in kernels.items()}
         namespace.update(flush_denormals_enter=flush_denormals_enter, flush_denormals_exit=flush_denormals_exit)
+        if seconds:
+            namespace.update({name: getattr(fork_module, name) for name in fork_names})
         exec(compile(source, "<dispatchrl fused step>", "exec"), namespace)
-        fused = namespace["fused_step"]
+        fused, fused_worker = namespace["fused_step"], namespace.get("fused_worker")
+    if seconds:
+        raw.insert(0, np.zeros(fork_module.SYNC_SIZE, np.int64))  # before its worker starts: in sequence
     prepares = list(_BEFORE_FIRST_RUN.values())
     _BEFORE_FIRST_RUN.clear()
     # progress displays say which kernel of how many is compiling (a cold step takes minutes);
@@ -588,6 +683,9 @@ def njit_program(calls: list) -> Program:
             keep_called_kernels(helper)
     for prepare in prepares:
         prepare()
+    if seconds:
+        fused_worker(fork_module.stopped_sync(), *raw[1:])  # compiled (or loaded) now
+        return fork_module.forked_program(fused, fused_worker, raw, raw[-1] if hyperparameters else None)
 
     def run(n):
         fused(n, *raw)
@@ -628,13 +726,13 @@ def is_runtime_scalar(value: object) -> bool:
     return isinstance(value, (float, np.floating))
 
 
-def _load_cached(source: str, kernel_modules: set) -> Dispatcher:
+def _load_cached(source: str, kernel_modules: set) -> Any:
     digest = hashlib.sha256(source.encode())
     digest.update(package_fingerprint().encode())
     for module_name in sorted(kernel_modules):
         digest.update(module_fingerprint(module_name).encode())
     name = f"fused_{digest.hexdigest()[:24]}"
-    return import_generated(source, name, "fused", "dispatchrl_fused").fused_step
+    return import_generated(source, name, "fused", "dispatchrl_fused")
 
 
 def per_index(

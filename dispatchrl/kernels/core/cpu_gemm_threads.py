@@ -22,6 +22,7 @@ disk, and a process without workers (a forked child among them) runs every produ
 import atexit
 import ctypes
 import os
+import platform
 import threading
 from typing import Any
 
@@ -32,7 +33,26 @@ from numba.extending import intrinsic
 
 from ...errors import ConfigError
 
-__all__ = ["learner_threads", "start_workers", "stop_workers", "worker_parts"]
+__all__ = [
+    "BUSY",
+    "LONG_NAP_US",
+    "NAPS",
+    "NAP_US",
+    "SPINS",
+    "atomic_load",
+    "atomic_store",
+    "compare_and_swap",
+    "learner_threads",
+    "lend_workers",
+    "nap",
+    "products_state",
+    "return_workers",
+    "serve_parts",
+    "spin_pause",
+    "start_workers",
+    "stop_workers",
+    "worker_parts",
+]
 
 # int64 fields of the state, 8 apart (a 64-byte line each): the job word, parts done, the caller's
 # flag (one caller at a time), stop, the last generation, the threads (workers + caller), MIN_MACS
@@ -61,10 +81,12 @@ PARTS_PER_THREAD = 2
 #: the multirotor 1.3× slower than one while the two rates differed by 3 %, NOTES.md): then the
 #: products run serially and the workers nap
 SAMPLE, WINDOW, MARGIN = 16, 512, 0.9
-#: a worker polls the job word SPINS times after its last part (~1–2 ms), then naps NAP_US at a
-#: time, LONG_NAP_US after NAPS naps (~0.2 s): between a run's products it spins; an idle process
-#: costs it little, and the first products after a pause run on the caller alone
-SPINS, NAP_US, NAPS, LONG_NAP_US = 1 << 18, 50, 2000, 5000
+#: a worker polls the job word SPINS times after its last part, each poll with a spin-wait hint
+#: (~1.6 ms on a Zen 3: 2**18 polls without it took 0.2 ms, shorter than the multirotor's gaps
+#: between updates, so its workers napped there), then naps NAP_US at a time, LONG_NAP_US after
+#: NAPS naps (~0.1 s): between a run's products it spins; an idle process costs it little, and
+#: the first products after a pause run on the caller alone
+SPINS, NAP_US, NAPS, LONG_NAP_US = 1 << 16, 50, 2000, 5000
 
 _I64 = ir.IntType(64)
 _INNER: dict[str, Any] = dict(nogil=True, error_model="numpy", no_cpython_wrapper=True)  # called by the cfuncs only
@@ -97,7 +119,8 @@ def _cell(builder, name) -> Any:
         return cell
 
 
-# Numba intrinsics on raw int64 addresses and cells: this module's own, called with integers only
+# Numba intrinsics on raw int64 addresses (an int64 field k at address + 8 k) and cells, called
+# with integers only (here and by .cpu_fork)
 def _load_typing(typingctx, state, k) -> Any:
     def codegen(context, builder, sig, args) -> Any:
         return builder.load_atomic(_field(builder, _int64_args(context, builder, sig, args)), "seq_cst", 8)
@@ -105,7 +128,7 @@ def _load_typing(typingctx, state, k) -> Any:
     return types.int64(state, k), codegen
 
 
-_load: Any = intrinsic(_load_typing)
+atomic_load: Any = intrinsic(_load_typing)
 
 
 def _store_typing(typingctx, state, k, value) -> Any:
@@ -117,7 +140,7 @@ def _store_typing(typingctx, state, k, value) -> Any:
     return types.void(state, k, value), codegen
 
 
-_store: Any = intrinsic(_store_typing)
+atomic_store: Any = intrinsic(_store_typing)
 
 
 def _compare_and_swap_typing(typingctx, state, k, expected, value) -> Any:
@@ -131,7 +154,7 @@ def _compare_and_swap_typing(typingctx, state, k, expected, value) -> Any:
     return types.boolean(state, k, expected, value), codegen
 
 
-_compare_and_swap: Any = intrinsic(_compare_and_swap_typing)
+compare_and_swap: Any = intrinsic(_compare_and_swap_typing)
 
 
 def _fetch_add_typing(typingctx, state, k, value) -> Any:
@@ -145,7 +168,7 @@ def _fetch_add_typing(typingctx, state, k, value) -> Any:
 _fetch_add: Any = intrinsic(_fetch_add_typing)
 
 
-def _state_address_typing(typingctx) -> Any:
+def _products_state_typing(typingctx) -> Any:
     """The state's address while workers run, else 0 (its cell)."""
 
     def codegen(context, builder, sig, args) -> Any:
@@ -154,7 +177,7 @@ def _state_address_typing(typingctx) -> Any:
     return types.int64(), codegen
 
 
-_state_address: Any = intrinsic(_state_address_typing)
+products_state: Any = intrinsic(_products_state_typing)
 
 
 def _nap_typing(typingctx, us) -> Any:
@@ -171,7 +194,27 @@ def _nap_typing(typingctx, us) -> Any:
     return types.void(us), codegen
 
 
-_nap: Any = intrinsic(_nap_typing)
+nap: Any = intrinsic(_nap_typing)
+
+
+def _pause_typing(typingctx) -> Any:
+    """A spin-wait hint (x86 ``pause``): a spinning thread yields its core's issue slots to the
+    other hardware thread, where the OS put one there (elsewhere: nothing)."""
+
+    def codegen(context, builder, sig, args) -> Any:
+        if _X86:
+            try:
+                pause = builder.module.get_global("llvm.x86.sse2.pause")
+            except KeyError:
+                pause = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+            builder.call(pause, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+spin_pause: Any = intrinsic(_pause_typing)
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 def _serial_typing(typingctx, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row) -> Any:
@@ -212,11 +255,11 @@ def _run_claimed(state, generation, rows, a, a_row, a_col, b, b_row, c, c_row, m
     none is left; how many it computed."""
     computed = 0
     while True:
-        job = _load(state, JOB)
+        job = atomic_load(state, JOB)
         p = job & 255
         if job >> 16 != generation or p >= (job >> 8) & 255:
             return computed
-        if _compare_and_swap(state, JOB, job, job + 1):
+        if compare_and_swap(state, JOB, job, job + 1):
             i0 = p * rows
             _serial(a + i0 * a_row, a_row, a_col, b, b_row, c + i0 * c_row, c_row, min(rows, m - i0), n, k, bias,
                     relu, mask + i0 * mask_row if mask != 0 else 0, mask_row)  # fmt: skip
@@ -227,12 +270,12 @@ def _run_claimed(state, generation, rows, a, a_row, a_col, b, b_row, c, c_row, m
 def _threaded(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row) -> None:
     """The NN driver the cell calls while workers run: the product on the threads or on the
     caller alone, whichever has been faster lately (SAMPLE, WINDOW)."""
-    state = _state_address()
+    state = products_state()
     macs = m * n * k
-    if state == 0 or m < 8 or macs < _load(state, MIN_WORK) or not _compare_and_swap(state, BUSY, 0, 1):
+    if state == 0 or m < 8 or macs < atomic_load(state, MIN_WORK) or not compare_and_swap(state, BUSY, 0, 1):
         _serial(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
         return
-    count, prefer = _load(state, PRODUCTS), _load(state, PREFER)
+    count, prefer = atomic_load(state, PRODUCTS), atomic_load(state, PREFER)
     threads = prefer if count % SAMPLE else 1 - prefer
     start = _cycles()
     if threads:
@@ -241,62 +284,73 @@ def _threaded(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, ma
         _serial(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
     spent = _cycles() - start
     cycles, multiply_adds = (CYCLES_THREADED, MACS_THREADED) if threads else (CYCLES_SERIAL, MACS_SERIAL)
-    _store(state, cycles, _load(state, cycles) + spent)
-    _store(state, multiply_adds, _load(state, multiply_adds) + macs)
-    _store(state, PRODUCTS, count + 1)
+    atomic_store(state, cycles, atomic_load(state, cycles) + spent)
+    atomic_store(state, multiply_adds, atomic_load(state, multiply_adds) + macs)
+    atomic_store(state, PRODUCTS, count + 1)
     if (count + 1) % WINDOW == 0:
-        threaded_rate = _load(state, CYCLES_THREADED) / max(_load(state, MACS_THREADED), 1)
-        serial_rate = _load(state, CYCLES_SERIAL) / max(_load(state, MACS_SERIAL), 1)
-        _store(state, PREFER, 1 if threaded_rate < MARGIN * serial_rate else 0)
+        threaded_rate = atomic_load(state, CYCLES_THREADED) / max(atomic_load(state, MACS_THREADED), 1)
+        serial_rate = atomic_load(state, CYCLES_SERIAL) / max(atomic_load(state, MACS_SERIAL), 1)
+        atomic_store(state, PREFER, 1 if threaded_rate < MARGIN * serial_rate else 0)
         for field in (CYCLES_THREADED, MACS_THREADED, CYCLES_SERIAL, MACS_SERIAL):
-            _store(state, field, 0)
-    _store(state, BUSY, 0)
+            atomic_store(state, field, 0)
+    atomic_store(state, BUSY, 0)
 
 
 @njit(**_INNER)
 def _split(state, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row):
     """Publish the product, claim parts with the workers, wait for the parts they claimed."""
-    parts = min(_load(state, THREADS) * PARTS_PER_THREAD, m // 4)
+    parts = min(atomic_load(state, THREADS) * PARTS_PER_THREAD, m // 4)
     rows = (m + parts - 1) // parts
     rows += -rows % 4
     parts = (m + rows - 1) // rows
-    generation = _load(state, GENERATION) + 1
-    _store(state, GENERATION, generation)
+    generation = atomic_load(state, GENERATION) + 1
+    atomic_store(state, GENERATION, generation)
     for i, value in enumerate((a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row, rows)):
-        _store(state, ARGS + i, value)
-    _store(state, DONE, 0)
-    _store(state, JOB, generation << 16 | parts << 8)  # published
+        atomic_store(state, ARGS + i, value)
+    atomic_store(state, DONE, 0)
+    atomic_store(state, JOB, generation << 16 | parts << 8)  # published
     _run_claimed(state, generation, rows, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask,
                  mask_row)  # fmt: skip
-    while _load(state, DONE) < parts:
-        pass
+    while atomic_load(state, DONE) < parts:
+        spin_pause()
+
+
+@njit(**_INNER)
+def serve_parts(state) -> int:
+    """A worker's turn: claim and compute parts of the job on offer, if any; how many."""
+    job = atomic_load(state, JOB)
+    if job & 255 >= (job >> 8) & 255:
+        return 0
+    # a part left: the arguments are the job's if a claim succeeds
+    computed = _run_claimed(state, job >> 16, atomic_load(state, ARGS + 14), atomic_load(state, ARGS),
+                 atomic_load(state, ARGS + 1), atomic_load(state, ARGS + 2), atomic_load(state, ARGS + 3),
+                 atomic_load(state, ARGS + 4), atomic_load(state, ARGS + 5), atomic_load(state, ARGS + 6),
+                 atomic_load(state, ARGS + 7), atomic_load(state, ARGS + 8), atomic_load(state, ARGS + 9),
+                 atomic_load(state, ARGS + 10), atomic_load(state, ARGS + 11), atomic_load(state, ARGS + 12),
+                 atomic_load(state, ARGS + 13))  # fmt: skip
+    _fetch_add(state, WORKER_PARTS, computed)
+    return computed
 
 
 def _serve(state) -> None:
     """A worker's loop: claim parts of each new job until stop is set."""
     spins = naps = 0
     while True:
-        job = _load(state, JOB)
-        if job & 255 < (job >> 8) & 255:  # a part left: the arguments are the job's if a claim succeeds
-            computed = _run_claimed(state, job >> 16, _load(state, ARGS + 14), _load(state, ARGS),
-                         _load(state, ARGS + 1), _load(state, ARGS + 2), _load(state, ARGS + 3),
-                         _load(state, ARGS + 4), _load(state, ARGS + 5), _load(state, ARGS + 6),
-                         _load(state, ARGS + 7), _load(state, ARGS + 8), _load(state, ARGS + 9),
-                         _load(state, ARGS + 10), _load(state, ARGS + 11), _load(state, ARGS + 12),
-                         _load(state, ARGS + 13))  # fmt: skip
-            _fetch_add(state, WORKER_PARTS, computed)
+        if serve_parts(state):
             spins = naps = 0
-        elif _load(state, STOP) != 0:
+        elif atomic_load(state, STOP) != 0:
             return
-        elif spins < SPINS and _load(state, PREFER):  # while products run serially it naps
+        elif spins < SPINS and atomic_load(state, PREFER):  # while products run serially it naps
+            spin_pause()
             spins += 1
         else:
-            _nap(NAP_US if naps < NAPS else LONG_NAP_US)
+            nap(NAP_US if naps < NAPS else LONG_NAP_US)
             naps += 1
 
 
 _COMPILED: dict[str, Any] = {}
 _WORKERS: list[threading.Thread] = []
+_LENT: list[bool] = []  # one entry per fork worker serving the products
 _STATE = np.zeros(STATE_SIZE + 8, np.int64)  # + a line of slack to align the fields to 64 bytes
 _STATE_ADDRESS = (_STATE.ctypes.data + 63) // 64 * 64
 
@@ -336,27 +390,52 @@ def start_workers(threads: int, serial_driver: int) -> int:
     if len(_WORKERS) == threads - 1:
         return threaded
     stop_workers()
-    serve = ctypes.CFUNCTYPE(None, ctypes.c_int64)(_compiled("serve").address)
     state = _state_view()
     state[:] = 0
     state[THREADS], state[MIN_WORK], state[PREFER] = threads, MIN_MACS, 1
-    for k in range(threads - 1):  # ctypes releases the GIL for the call
-        worker = threading.Thread(target=serve, args=(_STATE_ADDRESS,), name=f"dispatchrl-gemm-{k + 1}", daemon=True)
-        worker.start()
-        _WORKERS.append(worker)
+    if not _LENT:
+        _spawn(threads - 1)
     _CELL.value = _STATE_ADDRESS
     return threaded
 
 
-def stop_workers() -> None:
-    """Stop the workers; products run on the caller alone from here (idempotent)."""
-    _CELL.value = 0
+def _spawn(workers: int) -> None:
+    serve = ctypes.CFUNCTYPE(None, ctypes.c_int64)(_compiled("serve").address)
+    for k in range(workers):  # ctypes releases the GIL for the call
+        worker = threading.Thread(target=serve, args=(_STATE_ADDRESS,), name=f"dispatchrl-gemm-{k + 1}", daemon=True)
+        worker.start()
+        _WORKERS.append(worker)
+
+
+def _join_workers() -> None:
     state = _state_view()
     state[STOP] = 1
     for worker in _WORKERS:
         worker.join()
     _WORKERS.clear()
     state[STOP] = 0
+
+
+def stop_workers() -> None:
+    """Stop the workers; products run on the caller alone from here (idempotent)."""
+    _CELL.value = 0
+    _join_workers()
+
+
+def lend_workers() -> None:
+    """A fused step's fork worker (.cpu_fork) serves the products' parts from now on
+    (:func:`serve_parts`) in place of the workers, which stop: a third spinning thread would take
+    time from the two. Each call is matched by a :func:`return_workers`."""
+    _LENT.append(True)
+    _join_workers()
+
+
+def return_workers() -> None:
+    """The fork worker has stopped: the workers serve the products again (once none is lent)."""
+    if _LENT:
+        _LENT.pop()
+    if not _LENT and _CELL.value and not _WORKERS:
+        _spawn(int(_state_view()[THREADS]) - 1)
 
 
 def worker_parts() -> int:
@@ -370,6 +449,7 @@ def _forked() -> None:
     global _FORKED
     _CELL.value = 0
     _WORKERS.clear()
+    _LENT.clear()
     _FORKED = True
 
 

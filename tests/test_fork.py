@@ -1,0 +1,82 @@
+"""Fork regions (staging.fork): sides run in sequence by default; on CPU with two learner threads
+a fused step's worker runs each region's second side beside the first (kernels/core/cpu_fork.py),
+with the same results. TD3's and SAC's twins against one thread are benchmarks/fingerprints.py's
+``-threads`` cases."""
+
+import os
+
+import numpy as np
+import pytest
+from numba import njit
+
+import dispatchrl as drl
+from dispatchrl.kernels.core.cpu_gemm_threads import atomic_load, atomic_store, spin_pause
+
+
+@njit(nogil=True, cache=True)
+def wait_for_flag(flag, seen):
+    """The first side: spin until the second side has set the flag (at most ~2**26 polls, seconds)."""
+    for _ in range(1 << 26):
+        if atomic_load(flag.ctypes.data, 0) != 0:
+            seen[0] = 1.0
+            return
+        spin_pause()
+
+
+@njit(nogil=True, cache=True)
+def set_flag(flag):
+    atomic_store(flag.ctypes.data, 0, 1)
+
+
+@njit(nogil=True, cache=True)
+def add_to(x, value):
+    for i in range(x.size):
+        x[i] += value
+
+
+def test_sides_run_in_order_eagerly_and_on_one_thread(monkeypatch):
+    monkeypatch.setenv("DISPATCHRL_LEARNER_THREADS", "1")
+    order = []
+    drl.fork(drl.Generic(), (lambda d: order.append(1), lambda d: order.append(2)))
+    drl.fork(drl.CPU(), (lambda d: order.append(3), lambda d: order.append(4), lambda d: order.append(5)))
+    assert order == [1, 2, 3, 4, 5]
+    cpu = drl.CPU()
+    x, y, counter = drl.zeros(cpu, 4), drl.zeros(cpu, 4), drl.zeros(cpu, 1, np.int64)
+
+    def step(device):
+        drl.fork(device, (lambda d: drl.launch(d, add_to, x, 1.0), lambda d: drl.launch(d, add_to, y, 2.0)))
+        drl.increment(device, counter)
+
+    run = drl.fuse(cpu, step)
+    run(3)
+    assert not hasattr(run._run, "worker_sides")  # no worker: the plain fused step
+    np.testing.assert_array_equal(drl.to_numpy(x), 3.0)
+    np.testing.assert_array_equal(drl.to_numpy(y), 6.0)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a second side needs a second CPU")
+def test_the_worker_runs_second_sides_beside_the_first(monkeypatch):
+    """The first side waits for a flag only the second sets: it sees it only if they run at
+    once. Inside a staged branch too; the sums of a plain fork are the sequence's."""
+    monkeypatch.setenv("DISPATCHRL_LEARNER_THREADS", "2")
+    cpu = drl.CPU()
+    flag, seen = drl.zeros(cpu, 1, np.int64), drl.zeros(cpu, 1)
+    x, y, counter = drl.zeros(cpu, 8), drl.zeros(cpu, 8), drl.zeros(cpu, 1, np.int64)
+
+    def step(device):
+        drl.fork(device, (lambda d: drl.launch(d, add_to, x, 1.0), lambda d: drl.launch(d, add_to, y, 2.0)))
+        drl.when(
+            device,
+            drl.Below(counter, 1),
+            lambda d: drl.fork(
+                d, (lambda d: drl.launch(d, wait_for_flag, flag, seen), lambda d: drl.launch(d, set_flag, flag))
+            ),
+        )
+        drl.increment(device, counter)
+
+    run = drl.fuse(cpu, step)
+    run(200)
+    assert drl.to_numpy(seen)[0] == 1.0  # the flag was set while the first side waited
+    np.testing.assert_array_equal(drl.to_numpy(x), 200.0)
+    np.testing.assert_array_equal(drl.to_numpy(y), 400.0)
+    assert run._run.worker_sides() >= 1

@@ -14,7 +14,8 @@
   steps/s at 100 Hz).
 
 Prints JSON lines; the first names the machine and its load.
-Usage: python benchmarks/multirotor.py [--seeds 5] [--first-seed 0] [--steps 300000] [--keep-best N] [--skip-training] [--quick]
+Usage: python benchmarks/multirotor.py [--seeds 5] [--first-seed 0] [--steps 300000] [--keep-best N]
+       [--learner-threads 1,2] [--skip-training] [--quick]
 """
 
 import argparse
@@ -74,12 +75,13 @@ def stepping(n: int, repeats: int, quick: bool, threads: int = 1) -> dict:
     return {"envs": n, "threads": threads, "steps_per_second": statistics.median(rates), "repeats": repeats}
 
 
-def training(seed: int, steps: int, keep_best: int | None) -> dict:
+def training(seed: int, steps: int, keep_best: int | None, threads: int) -> dict:
     command = [sys.executable, "-m", "dispatchrl", "train", "td3", "--env", "multirotor", "--seed", str(seed)]
     command += ["--steps", str(steps), "--json"]
     command += [] if keep_best is None else ["--keep-best", str(keep_best)]
+    env = dict(os.environ, DISPATCHRL_LEARNER_THREADS=str(threads))
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     keys = (
         "train_seconds",
@@ -90,7 +92,14 @@ def training(seed: int, steps: int, keep_best: int | None) -> dict:
         "eval_hover_score",
     )
     wall = time.perf_counter() - start
-    return {"seed": seed, "steps": steps, "keep_best": keep_best, **{k: result[k] for k in keys}, "wall_seconds": wall}
+    return {
+        "seed": seed,
+        "steps": steps,
+        "keep_best": keep_best,
+        "learner_threads": threads,
+        **{k: result[k] for k in keys},
+        "wall_seconds": wall,
+    }
 
 
 def main() -> None:
@@ -106,6 +115,11 @@ def main() -> None:
     parser.add_argument("--skip-stepping", action="store_true")
     parser.add_argument("--skip-training", action="store_true")
     parser.add_argument("--quick", action="store_true", help="fewer stepping repeats and calls")
+    parser.add_argument(
+        "--learner-threads",
+        default="1",
+        help="DISPATCHRL_LEARNER_THREADS settings, e.g. 1,2: each seed runs with each in turn (the same bits)",
+    )
     args = parser.parse_args()
     emit(kind="machine", **machine())
     for n in () if args.skip_stepping else (1, 64, 4096, 65536):
@@ -113,19 +127,23 @@ def main() -> None:
             emit(kind="stepping", **stepping(n, 3 if args.quick else 7, args.quick, t), load=os.getloadavg()[0])
     if args.skip_training:
         return
-    runs = []
+    settings = [int(t) for t in args.learner_threads.split(",")]
+    runs: dict[int, list[dict]] = {t: [] for t in settings}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        runs.append(training(seed, args.steps, args.keep_best))
-        emit(kind="training_run", **runs[-1], load=os.getloadavg()[0])
-    emit(
-        kind="training",
-        seeds=len(runs),
-        median_eval_success=statistics.median(r["eval_success"] for r in runs),
-        median_train_seconds=statistics.median(r["train_seconds"] for r in runs),
-        median_position_rmse=statistics.median(r["eval_position_rmse"] for r in runs),
-        paper=PAPER,
-        load=os.getloadavg()[0],
-    )
+        for t in settings:  # alternating: this VM's speed moves over minutes
+            runs[t].append(training(seed, args.steps, args.keep_best, t))
+            emit(kind="training_run", **runs[t][-1], load=os.getloadavg()[0])
+    for t, done in runs.items():
+        emit(
+            kind="training",
+            learner_threads=t,
+            seeds=len(done),
+            median_eval_success=statistics.median(r["eval_success"] for r in done),
+            median_train_seconds=statistics.median(r["train_seconds"] for r in done),
+            median_position_rmse=statistics.median(r["eval_position_rmse"] for r in done),
+            paper=PAPER,
+            load=os.getloadavg()[0],
+        )
 
 
 if __name__ == "__main__":

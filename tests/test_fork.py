@@ -10,6 +10,7 @@ import pytest
 from numba import njit
 
 import dispatchrl as drl
+from dispatchrl.kernels.core import cpu_gemm
 from dispatchrl.kernels.core.cpu_gemm_threads import atomic_load, atomic_store, spin_pause
 
 
@@ -80,3 +81,39 @@ def test_the_worker_runs_second_sides_beside_the_first(monkeypatch):
     np.testing.assert_array_equal(drl.to_numpy(x), 200.0)
     np.testing.assert_array_equal(drl.to_numpy(y), 400.0)
     assert run._run.worker_sides() >= 1
+
+
+@njit(nogil=True)
+def product(a, b, c):
+    cpu_gemm.matmul_tiled(a, b, c)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a second side needs a second CPU")
+def test_between_forks_the_worker_serves_the_products(monkeypatch):
+    """The fork worker stands in for the product workers (which stop while it runs): it computes
+    parts of the caller's products between regions, with the serial bits."""
+    from dispatchrl.kernels.core.cpu_gemm_threads import worker_parts
+
+    if not drl.backends.cpu.vector_fma_widths():
+        pytest.skip("the products split only on the tiled (x86 FMA) path")
+    monkeypatch.setenv("DISPATCHRL_LEARNER_THREADS", "2")
+    cpu_gemm.load_drivers()
+    g = np.random.default_rng(0)
+    cpu = drl.CPU()
+    a = drl.asarray(cpu, g.normal(size=(256, 128)).astype(np.float32))
+    b = drl.asarray(cpu, g.normal(size=(128, 64)).astype(np.float32))
+    c, x, y = drl.zeros(cpu, (256, 64)), drl.zeros(cpu, 8), drl.zeros(cpu, 8)
+
+    def step(device):
+        drl.launch(device, product, a, b, c)
+        drl.fork(device, (lambda d: drl.launch(d, add_to, x, 1.0), lambda d: drl.launch(d, add_to, y, 2.0)))
+
+    run = drl.fuse(cpu, step)
+    before = worker_parts()
+    run(300)
+    assert worker_parts() > before
+    expected = np.empty((256, 64), np.float32)
+    cpu_gemm.use_learner_threads(1)
+    product(a.data, b.data, expected)
+    np.testing.assert_array_equal(drl.to_numpy(c).view(np.int32), expected.view(np.int32))
+    np.testing.assert_array_equal(drl.to_numpy(y), 600.0)

@@ -17,8 +17,8 @@ regions it serves the parts of the caller's products; inside a region both threa
 their products alone.
 
 The sync state is one int64 array per program, its fields a cache line apart: the job word
-(generation << 16 | region << 1 | claimed), the generation last finished, stop, and the sides the
-worker ran.
+(generation << 16 | region << 1 | claimed), the generation last finished, stop, the sides the
+worker ran, and whether the region holds the products' split.
 """
 
 import os
@@ -65,8 +65,8 @@ __all__ = [
     "stopped_sync",
 ]
 
-JOB, DONE, STOP, SIDES = 0, 8, 16, 24
-SYNC_SIZE = 32 + 8  # + a line of slack to align the fields to 64 bytes
+JOB, DONE, STOP, SIDES, HELD = 0, 8, 16, 24, 32
+SYNC_SIZE = 40 + 8  # + a line of slack to align the fields to 64 bytes
 
 
 # the marker kernels a traced step records around a fork's sides (njit_program finds them by
@@ -119,11 +119,10 @@ def _address(sync) -> int:
 @njit(**JIT_EXACT)
 def fork_publish(sync, region) -> int:
     """The caller: offer ``region``'s second side to the worker; the open job word. The products
-    inside the region run on their own thread (held as if one were being split)."""
-    products = products_state()
-    if products != 0:
-        atomic_store(products, BUSY, 1)
+    inside the region run on their own thread (their split held, as while another thread splits one)."""
     state = _address(sync)
+    products = products_state()
+    atomic_store(state, HELD, 1 if products != 0 and compare_and_swap(products, BUSY, 0, 1) else 0)
     job = ((atomic_load(state, JOB) >> 16) + 1) << 16 | region << 1
     atomic_store(state, JOB, job)
     return job
@@ -146,7 +145,7 @@ def fork_join(sync, job) -> None:
     while atomic_load(state, DONE) != job >> 16:
         spin_pause()
     products = products_state()
-    if products != 0:
+    if atomic_load(state, HELD) != 0 and products != 0:
         atomic_store(products, BUSY, 0)
 
 

@@ -435,7 +435,10 @@ def return_workers() -> None:
     if _LENT:
         _LENT.pop()
     if not _LENT and _CELL.value and not _WORKERS:
-        _spawn(int(_state_view()[THREADS]) - 1)
+        try:
+            _spawn(int(_state_view()[THREADS]) - 1)
+        except RuntimeError:  # the interpreter is shutting down (a finalizer at exit): none is needed
+            _CELL.value = 0
 
 
 def worker_parts() -> int:

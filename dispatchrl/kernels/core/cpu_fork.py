@@ -5,11 +5,12 @@ spinning worker runs its second (TD3's and SAC's twin critics).
 the CPU's method (here) records them between marker kernels where ``DISPATCHRL_LEARNER_THREADS``
 asks for threads, and :func:`dispatchrl.backends.cpu.njit_program` generates, beside the fused
 step, a worker function holding every region's second side (it finds this module through the
-markers). The caller publishes a region, runs its first
-side, then claims the second by compare-and-swap: a worker that has not taken it by then (napping,
-descheduled) leaves it to the caller, so a late worker costs nothing but its help. Each side runs
-the same kernels on the same arrays as the sequence would, so the bits are the same (the worker
-flushes denormals as the fused step does).
+markers). The caller publishes a region, runs its first side, then claims the second by
+compare-and-swap: a worker that has not taken it by then (napping, descheduled) leaves it to the
+caller, so a late worker costs nothing but its help; one preempted inside a side it took holds the
+caller until it runs again (nothing guards against that yet: beside a busy process two threads
+lose, NOTES.md). Each side runs the same kernels on the same arrays as the sequence would, so the
+bits are the same (the worker flushes denormals as the fused step does).
 
 The worker is also the learner's product worker while it runs (:mod:`.cpu_gemm_threads`:
 the product workers stop, as a third spinning thread would take time from the two): between

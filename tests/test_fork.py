@@ -117,3 +117,35 @@ def test_between_forks_the_worker_serves_the_products(monkeypatch):
     product(a.data, b.data, expected)
     np.testing.assert_array_equal(drl.to_numpy(c).view(np.int32), expected.view(np.int32))
     np.testing.assert_array_equal(drl.to_numpy(y), 600.0)
+
+
+def test_the_step_timing_chooses_the_faster_way():
+    """The caller's guard (cpu_fork._time_period), driven through fork_publish with the window's
+    cycles written in: a window of forks slower than the sequence's last starts a trial of the
+    sequence, which is kept; a trial clearly losing ends after WINDOW / 8 periods and doubles the
+    hold of the way preferred."""
+    from dispatchrl.kernels.core import cpu_fork as f
+
+    sync = f.new_sync()
+    fields = f._fields(sync)
+
+    def update(cycles_per_period: int, periods: int) -> int:
+        """Region 0 once more, after ``periods - 1`` periods of the given cycles (the last one, to
+        this start, is real and short); its job word, < 0 in sequence."""
+        fields[f.PERIODS], fields[f.CYCLES] = periods - 1, cycles_per_period * (periods - 1)
+        job = f.fork_publish(sync, 0)
+        if f.fork_claim(sync, job):  # no worker runs here: the caller takes the side
+            pass
+        f.fork_join(sync, job)
+        return job
+
+    update(0, 1)  # the first start: no period yet
+    assert update(10**6, f.WINDOW) < 0  # a window forked: the update starting the next tries the sequence
+    assert (fields[f.FORKING], fields[f.TRIAL], fields[f.PREFERRED]) == (0, 1, 1)
+    assert update(10**4, f.WINDOW) < 0  # in sequence 100× faster: kept
+    assert (fields[f.FORKING], fields[f.TRIAL], fields[f.PREFERRED], fields[f.HOLD]) == (0, 0, 0, 1)
+    assert update(10**4, f.WINDOW) >= 0  # kept for one window (HOLD), then forks are tried
+    assert (fields[f.FORKING], fields[f.TRIAL]) == (1, 1)
+    assert update(10**5, f.WINDOW // 8) < 0  # forks 10× slower: the trial ends early
+    assert (fields[f.FORKING], fields[f.TRIAL], fields[f.PREFERRED], fields[f.HOLD]) == (0, 0, 0, 2)
+    assert fields[f.RATE_FORKED] >= 10**5 * (f.WINDOW // 8 - 1) // (f.WINDOW // 8)

@@ -662,7 +662,7 @@ def njit_program(calls: list) -> Program:
         exec(compile(source, "<dispatchrl fused step>", "exec"), namespace)
         fused, fused_worker = namespace["fused_step"], namespace.get("fused_worker")
     if seconds:
-        raw.insert(0, np.zeros(fork_module.SYNC_SIZE, np.int64))  # before its worker starts: in sequence
+        raw.insert(0, fork_module.new_sync())  # before its worker starts: the caller claims
     prepares = list(_BEFORE_FIRST_RUN.values())
     _BEFORE_FIRST_RUN.clear()
     # progress displays say which kernel of how many is compiling (a cold step takes minutes);
@@ -684,7 +684,7 @@ def njit_program(calls: list) -> Program:
     for prepare in prepares:
         prepare()
     if seconds:
-        fused_worker(fork_module.stopped_sync(), *raw[1:])  # compiled (or loaded) now
+        fused_worker(fork_module.new_sync(stopped=True), *raw[1:])  # compiled (or loaded) now
         return fork_module.forked_program(fused, fused_worker, raw, raw[-1] if hyperparameters else None)
 
     def run(n):

@@ -42,6 +42,7 @@ __all__ = [
     "atomic_load",
     "atomic_store",
     "compare_and_swap",
+    "cycles",
     "learner_threads",
     "lend_workers",
     "nap",
@@ -233,9 +234,12 @@ _serial: Any = intrinsic(_serial_typing)
 
 
 def _cycles_typing(typingctx) -> Any:
-    """The CPU's cycle counter: rdtsc (the tiles, and so the workers, are x86 only)."""
+    """The CPU's cycle counter: rdtsc on x86 (the tiles, and so the product workers, are x86 only);
+    elsewhere 0 (AArch64 lowers it to a register user code may not read)."""
 
     def codegen(context, builder, sig, args) -> Any:
+        if not _X86:
+            return ir.Constant(_I64, 0)
         try:
             counter = builder.module.get_global("llvm.readcyclecounter")
         except KeyError:
@@ -245,7 +249,7 @@ def _cycles_typing(typingctx) -> Any:
     return types.int64(), codegen
 
 
-_cycles: Any = intrinsic(_cycles_typing)
+cycles: Any = intrinsic(_cycles_typing)
 
 
 @njit(**_INNER)
@@ -277,14 +281,14 @@ def _threaded(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, ma
         return
     count, prefer = atomic_load(state, PRODUCTS), atomic_load(state, PREFER)
     threads = prefer if count % SAMPLE else 1 - prefer
-    start = _cycles()
+    start = cycles()
     if threads:
         _split(state, a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
     else:
         _serial(a, a_row, a_col, b, b_row, c, c_row, m, n, k, bias, relu, mask, mask_row)
-    spent = _cycles() - start
-    cycles, multiply_adds = (CYCLES_THREADED, MACS_THREADED) if threads else (CYCLES_SERIAL, MACS_SERIAL)
-    atomic_store(state, cycles, atomic_load(state, cycles) + spent)
+    spent = cycles() - start
+    spent_field, multiply_adds = (CYCLES_THREADED, MACS_THREADED) if threads else (CYCLES_SERIAL, MACS_SERIAL)
+    atomic_store(state, spent_field, atomic_load(state, spent_field) + spent)
     atomic_store(state, multiply_adds, atomic_load(state, multiply_adds) + macs)
     atomic_store(state, PRODUCTS, count + 1)
     if (count + 1) % WINDOW == 0:

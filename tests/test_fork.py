@@ -11,7 +11,7 @@ from numba import njit
 
 import dispatchrl as drl
 from dispatchrl.kernels.core import cpu_gemm
-from dispatchrl.kernels.core.cpu_gemm_threads import atomic_load, atomic_store, spin_pause
+from dispatchrl.kernels.core.cpu_gemm_threads import aligned_fields, atomic_load, atomic_store, spin_pause
 
 
 @njit(nogil=True, cache=True)
@@ -127,7 +127,7 @@ def test_the_step_timing_chooses_the_faster_way():
     from dispatchrl.kernels.core import cpu_fork as f
 
     sync = f.new_sync()
-    fields = f._fields(sync)
+    fields = aligned_fields(sync)
 
     def update(cycles_per_period: int, periods: int) -> int:
         """Region 0 once more, after ``periods - 1`` periods of the given cycles (the last one, to

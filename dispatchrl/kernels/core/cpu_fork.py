@@ -31,7 +31,6 @@ worker ran, whether the regions fork now (the worker polls these), then the call
 timings and choices).
 """
 
-import os
 import threading
 import weakref
 from typing import Any
@@ -48,10 +47,12 @@ from .cpu_gemm_threads import (
     NAP_US,
     NAPS,
     SPINS,
+    aligned_fields,
     atomic_load,
     atomic_store,
     compare_and_swap,
     cycles,
+    in_forked_child,
     learner_threads,
     lend_workers,
     nap,
@@ -132,7 +133,7 @@ def _(device: CPU, sides: tuple) -> None:
 def fork_threads() -> int:
     """The threads a fused step's forks run on: 2 where DISPATCHRL_LEARNER_THREADS asks for more
     than one (a side each), else 1 (the sides in sequence)."""
-    return 2 if learner_threads() > 1 and not _FORKED else 1
+    return 2 if not in_forked_child() and learner_threads() > 1 else 1
 
 
 @njit(**JIT_EXACT)
@@ -262,7 +263,7 @@ def new_sync(stopped: bool = False) -> np.ndarray:
     """A program's sync state, forking at first (``stopped``: its worker stops at once, to compile
     the worker without running it)."""
     sync = np.zeros(SYNC_SIZE, np.int64)
-    fields = _fields(sync)
+    fields = aligned_fields(sync)
     fields[FORKING], fields[PREFERRED], fields[HOLD], fields[STOP] = 1, 1, 1, int(stopped)
     return sync
 
@@ -284,29 +285,14 @@ def forked_program(fused: Any, worker: Any, raw: list, hyperparameters: Any) -> 
 
     run.program = fused  # type: ignore[attr-defined]
     run.hyperparameters = hyperparameters  # type: ignore[attr-defined]
-    run.worker_sides = lambda: int(_fields(sync)[SIDES])  # type: ignore[attr-defined]
+    run.worker_sides = lambda: int(aligned_fields(sync)[SIDES])  # type: ignore[attr-defined]
     weakref.finalize(run, _stop, sync, workers)
     return run
 
 
 def _stop(sync: np.ndarray, workers: list) -> None:
-    _fields(sync)[STOP] = 1
+    aligned_fields(sync)[STOP] = 1
     for thread in workers:
         thread.join()
         return_workers()
     workers.clear()
-
-
-def _fields(sync: np.ndarray) -> np.ndarray:
-    """The sync state's fields as the compiled functions address them (64-byte aligned)."""
-    return sync[((sync.ctypes.data + 63) // 64 * 64 - sync.ctypes.data) // 8 :]
-
-
-def _forked() -> None:
-    global _FORKED
-    _FORKED = True
-
-
-_FORKED = False
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)

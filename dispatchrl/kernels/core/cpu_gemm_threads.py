@@ -39,10 +39,12 @@ __all__ = [
     "NAPS",
     "NAP_US",
     "SPINS",
+    "aligned_fields",
     "atomic_load",
     "atomic_store",
     "compare_and_swap",
     "cycles",
+    "in_forked_child",
     "learner_threads",
     "lend_workers",
     "nap",
@@ -356,12 +358,18 @@ _COMPILED: dict[str, Any] = {}
 _WORKERS: list[threading.Thread] = []
 _LENT: list[bool] = []  # one entry per fork worker serving the products
 _STATE = np.zeros(STATE_SIZE + 8, np.int64)  # + a line of slack to align the fields to 64 bytes
-_STATE_ADDRESS = (_STATE.ctypes.data + 63) // 64 * 64
+
+
+def aligned_fields(state: np.ndarray) -> np.ndarray:
+    """An int64 state array from its first 64-byte boundary on (where its fields' lines begin)."""
+    return state[((state.ctypes.data + 63) // 64 * 64 - state.ctypes.data) // 8 :]
 
 
 def _state_view() -> np.ndarray:
-    offset = (_STATE_ADDRESS - _STATE.ctypes.data) // 8
-    return _STATE[offset : offset + STATE_SIZE]
+    return aligned_fields(_STATE)[:STATE_SIZE]
+
+
+_STATE_ADDRESS = _state_view().ctypes.data
 
 
 def learner_threads() -> int:
@@ -448,6 +456,11 @@ def return_workers() -> None:
 def worker_parts() -> int:
     """How many parts of products the workers have computed since they started."""
     return int(_state_view()[WORKER_PARTS])
+
+
+def in_forked_child() -> bool:
+    """Whether this process is a forked child (its parent's threads are not here)."""
+    return _FORKED
 
 
 def _forked() -> None:

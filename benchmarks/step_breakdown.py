@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 ALGOS = {"td3": td3, "sac": sac}
+LEARNER_THREADS = "DISPATCHRL_LEARNER_THREADS"
 
 #: category of each kernel (by function name); anything else is "other"
 CATEGORIES: dict[str, str] = {
@@ -432,11 +433,20 @@ def build(algo_name: str, seed: int = 0, config: Any = None, env: str = "pendulu
 
 
 def traced_step(run: Any, divergence: Any) -> list:
-    """The recorded nodes of the driver's fused env step, traced without compiling it."""
+    """The recorded nodes of the driver's fused env step, traced without compiling it, on one
+    learner thread: the kernels are timed one by one, so forks are recorded as their sequence."""
     env_step, _ = driver._with_checks(run, divergence)
     nodes: list = []
-    with trace(nodes):
-        env_step(run.device, run.config, run.spec.native, run.state)
+    threads = os.environ.get(LEARNER_THREADS)
+    os.environ[LEARNER_THREADS] = "1"
+    try:
+        with trace(nodes):
+            env_step(run.device, run.config, run.spec.native, run.state)
+    finally:
+        if threads is None:
+            del os.environ[LEARNER_THREADS]
+        else:
+            os.environ[LEARNER_THREADS] = threads
     return nodes
 
 
@@ -453,6 +463,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env", default="pendulum", help="a native env: pendulum, multirotor, ...")
     parser.add_argument("--fused-only", action="store_true", help="only the fused run and windows (A/B of builds)")
     args = parser.parse_args(argv)
+    # the parts are timed on one thread, so the fused step they are held against runs on one too
+    os.environ[LEARNER_THREADS] = "1"
 
     load_before = os.getloadavg()
     emit(

@@ -163,7 +163,8 @@ def _time_period(state) -> None:
     """Count the period since region 0 last began; at the end of a window choose the way of the
     next. The periods hold the whole step, so a spinning worker's cost to the caller, and to a
     busy process beside it, is in them (timing the regions alone misses it: beside a busy process
-    the forks won per region and lost overall)."""
+    the forks won per region and lost overall). Off x86 the counter reads 0: nothing is timed, the
+    regions fork."""
     now = cycles()
     period = now - atomic_load(state, START)
     atomic_store(state, START, now)

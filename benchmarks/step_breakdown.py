@@ -36,6 +36,7 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import numba
 import numpy as np
@@ -437,16 +438,8 @@ def traced_step(run: Any, divergence: Any) -> list:
     learner thread: the kernels are timed one by one, so forks are recorded as their sequence."""
     env_step, _ = driver._with_checks(run, divergence)
     nodes: list = []
-    threads = os.environ.get(LEARNER_THREADS)
-    os.environ[LEARNER_THREADS] = "1"
-    try:
-        with trace(nodes):
-            env_step(run.device, run.config, run.spec.native, run.state)
-    finally:
-        if threads is None:
-            del os.environ[LEARNER_THREADS]
-        else:
-            os.environ[LEARNER_THREADS] = threads
+    with mock.patch.dict(os.environ, {LEARNER_THREADS: "1"}), trace(nodes):
+        env_step(run.device, run.config, run.spec.native, run.state)
     return nodes
 
 

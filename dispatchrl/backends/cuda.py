@@ -56,6 +56,7 @@ __all__ = [
     "per_index",
     "refused_argument",
     "register_cap",
+    "thread_index",
     "unfused_kernels",
     "whole_block",
 ]
@@ -65,11 +66,11 @@ BLOCK_2D = (16, 8)
 REDUCE_THREADS = 128  # one block reduces a whole array (shared memory tree)
 _SIMULATOR = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
 #: threads of the one block a fused step runs in (a power of two in [MIN_FUSED_BLOCK, MAX_FUSED_BLOCK]).
-#: 256, so that the kernel may use up to 255 registers: the products' 4 x 4 register tiles, inlined
-#: at every call, need them. At sm_90, TD3's fused step takes 224 registers and spills nothing; under
-#: a 512-thread block's cap of 128 it spilled 456 bytes. The simulator runs each thread as a Python
-#: thread: 64 there.
-HARDWARE_FUSED_BLOCK = 256
+#: 512, the largest at which the default TD3, SAC and demo steps fit the cap of 128 registers without
+#: spilling (sm_90, ``benchmarks/cuda_static.py``; with :data:`thread_index`): twice the warps of 256
+#: to hide the products' latency. At 1024 (cap 64) TD3's step spills 1.4 KB. The simulator runs each
+#: thread as a Python thread: 64 there.
+HARDWARE_FUSED_BLOCK = 512
 FUSED_BLOCK = 64 if _SIMULATOR else HARDWARE_FUSED_BLOCK
 #: the smallest fused block: the products lay 16 threads across their 64 output columns
 MIN_FUSED_BLOCK = 16
@@ -130,7 +131,7 @@ def generated(module: str, label: str, source: str, names: tuple, namespace: dic
     """The Python functions ``names`` defined by ``source`` (CUDA forms written as text, e.g. a grid
     kernel and its block form from one description), with ``cuda``, ``np`` and ``namespace`` in
     scope, in ``module`` (so they are found by module and name, as hand-written ones are)."""
-    scope = {"__name__": module, "cuda": cuda, "np": np, **namespace}
+    scope = {"__name__": module, "cuda": cuda, "np": np, "thread_index": thread_index, **namespace}
     exec(compile(source, f"<dispatchrl CUDA forms of {label}>", "exec"), scope)
     return tuple(scope[name] for name in names)
 
@@ -153,7 +154,7 @@ def per_index(body, *extents: str, name: str | None = None, fields: dict | None 
     args, bounds = ", ".join(params), [f"_n{d}" for d in range(len(extents))]
     if len(extents) == 1:
         grid = ["    _i = cuda.grid(1)", f"    if _i < {extents[0]}:", f"        _body(_i, {call})"]
-        block = ["    for _i in range(cuda.threadIdx.x, _n0, cuda.blockDim.x):", f"        _body(_i, {call})"]
+        block = ["    for _i in range(thread_index(), _n0, cuda.blockDim.x):", f"        _body(_i, {call})"]
     elif len(extents) == 2:
         grid = [
             "    _i, _j = cuda.grid(2)",
@@ -161,7 +162,7 @@ def per_index(body, *extents: str, name: str | None = None, fields: dict | None 
             f"        _body(_i, _j, {call})",
         ]
         block = [
-            "    for _k in range(cuda.threadIdx.x, _n0 * _n1, cuda.blockDim.x):",
+            "    for _k in range(thread_index(), _n0 * _n1, cuda.blockDim.x):",
             f"        _body(_k // _n1, _k % _n1, {call})",
         ]
     else:
@@ -202,7 +203,7 @@ def once(body, name: str | None = None, **callees) -> Any:
             "    if cuda.grid(1) == 0:",
             f"        _body({args})",
             f"def {stem}_block({args}):",
-            "    if cuda.threadIdx.x == 0:",
+            "    if thread_index() == 0:",
             f"        _body({args})",
         ]
     )
@@ -245,7 +246,7 @@ def lanes_block(body, name: str, threads: int, **callees) -> Any:
     source = "\n".join(
         [
             f"def {name}_block({args}):",
-            f"    _body(cuda.threadIdx.x, min(cuda.blockDim.x, {threads}), cuda.shared.array(0, dtype=float64), {args})",
+            f"    _body(thread_index(), min(cuda.blockDim.x, {threads}), cuda.shared.array(0, dtype=float64), {args})",
         ]
     )
     namespace = {"_body": device_twin(body, **callees), "float64": numba.float64}
@@ -574,13 +575,11 @@ def block_program(calls: list, block_size: int | None = None) -> Program:
     return run
 
 
-def _clock64() -> Any:
-    """A device function returning the SM's 64-bit cycle counter (PTX ``%clock64``), which
-    numba-cuda does not expose; under the simulator, the host's nanoseconds."""
-    if _SIMULATOR:
-        import time
-
-        return time.perf_counter_ns
+def _special_register(name: str, bits: int) -> Any:
+    """A device function returning the PTX special register ``%name`` (``tid.x``, ``clock64``) as
+    an unsigned ``bits``-bit integer read by volatile inline PTX: NVVM may neither merge two reads
+    nor move one out of a loop or to the kernel's start, as it does with its own intrinsics, which
+    it takes for pure."""
     from llvmlite import ir
 
     try:  # numba-cuda has its own typing and extension API
@@ -591,15 +590,40 @@ def _clock64() -> Any:
         from numba.core.extending import intrinsic  # type: ignore[assignment]
 
     @intrinsic
-    def clock64(typingctx):
+    def read(typingctx):
         def codegen(context, builder, signature, args):
-            # volatile inline PTX: NVVM takes its clock intrinsic for pure and folds two reads into one
-            fnty = ir.FunctionType(ir.IntType(64), [])
-            return builder.asm(fnty, "mov.u64 $0, %clock64;", "=l", [], side_effect=True)
+            fnty = ir.FunctionType(ir.IntType(bits), [])
+            constraint = "=l" if bits == 64 else "=r"
+            return builder.asm(fnty, f"mov.u{bits} $0, %{name};", constraint, [], side_effect=True)
 
-        return cuda_types.int64(), codegen
+        return (cuda_types.int64 if bits == 64 else cuda_types.int32)(), codegen
 
-    return clock64
+    return read
+
+
+def _clock64() -> Any:
+    """A device function returning the SM's 64-bit cycle counter (PTX ``%clock64``), which
+    numba-cuda does not expose; under the simulator, the host's nanoseconds."""
+    if _SIMULATOR:
+        import time
+
+        return time.perf_counter_ns
+    return _special_register("clock64", 64)
+
+
+def _thread_index() -> Any:
+    if _SIMULATOR:  # the running launch's fake module, not the ``cuda`` global the simulator swaps per call
+        from numba.cuda.simulator.kernel import _get_kernel_context
+
+        return lambda: _get_kernel_context().threadIdx.x
+    return _special_register("tid.x", 32)
+
+
+#: ``cuda.threadIdx.x`` for block forms, read afresh at each call. NVVM hoists the sreg read and
+#: every address computed from it (``base + tid * itemsize`` of each array a call strides over) to
+#: the fused kernel's start and keeps them live through the whole step: TD3's step took 204
+#: registers at 256 threads and spilled under 512 threads' cap of 128; with this read, 138 and none.
+thread_index = _thread_index()
 
 
 def _simulated(fused: Launch) -> Callable[..., None]:

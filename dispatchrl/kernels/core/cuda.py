@@ -27,6 +27,7 @@ from ...backends.cuda import (
     launch_once,
     once,
     per_index,
+    thread_index,
 )
 from ...devices import CUDA
 from ...staging import launch
@@ -68,7 +69,7 @@ def activation_kernel(x, out, code):
 @block_form(activation_kernel, lambda x, out, code: (x.size,))
 @cuda.jit(device=True)
 def activation_block(x, out, code, size):
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+    for i in range(thread_index(), size, cuda.blockDim.x):
         out[i] = _activate(x[i], code)
 
 
@@ -143,7 +144,7 @@ def _gemm_per_output(
     the inner index): for shapes where tiles would be mostly padding."""
     threads = cuda.blockDim.x
     full = inner - inner % 4
-    for o in range(first * threads + cuda.threadIdx.x, rows * cols, step * threads):
+    for o in range(first * threads + thread_index(), rows * cols, step * threads):
         i = o // cols
         j = o % cols
         acc = c.dtype.type(0)
@@ -242,7 +243,7 @@ def gemm_tiles(a, a_transposed, b, b_transposed, c, rows, cols, inner, first, st
     acc = cuda.local.array((4, 4), c.dtype)
     tile_bias = cuda.local.array(4, c.dtype)
     zero = c.dtype.type(0)
-    tid = cuda.threadIdx.x
+    tid = thread_index()
     threads = cuda.blockDim.x  # a multiple of GEMM_THREAD_COLS
     thread_rows = threads // GEMM_THREAD_COLS
     tx = tid % GEMM_THREAD_COLS
@@ -369,7 +370,7 @@ def bias_gradient_kernel(d_pre, db):
 @block_form(bias_gradient_kernel, lambda d_pre, db: (db.size, d_pre.shape[0]))
 @cuda.jit(device=True)
 def bias_gradient_block(d_pre, db, size, batch):
-    for j in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+    for j in range(thread_index(), size, cuda.blockDim.x):
         _bias_gradient_at(j, d_pre, db, batch)
 
 
@@ -402,7 +403,7 @@ def dense_input_gradient(device: CUDA, W, pre, out, d_out, d_pre, d_x, activatio
 def mse_loss_block(pred, target, loss, size):
     """The mean squared error by one block of any power-of-two size up to MAX_FUSED_BLOCK."""
     partial = cuda.shared.array(0, dtype=float64)  # the dynamic region: see DYNAMIC_SHARED
-    tid = cuda.threadIdx.x
+    tid = thread_index()
     threads = cuda.blockDim.x
     acc = 0.0
     for i in range(tid, size, threads):
@@ -437,7 +438,7 @@ def mse_gradient_kernel(pred, target, d_pred):
 @block_form(mse_gradient_kernel, lambda pred, target, d_pred: (pred.size,))
 @cuda.jit(device=True)
 def mse_gradient_block(pred, target, d_pred, size):
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+    for i in range(thread_index(), size, cuda.blockDim.x):
         d_pred[i] = (pred[i] - target[i]) * (2.0 / size)
 
 
@@ -485,13 +486,13 @@ def _adam_sizes(param, grad, m, v, t, lr, beta1, beta2, eps) -> tuple:
 @block_form(adam_step_kernel, _adam_sizes)
 @cuda.jit(device=True)
 def adam_step_block(param, grad, m, v, t, lr, beta1, beta2, eps, size):
-    adam_elements(cuda.threadIdx.x, cuda.blockDim.x, size, param, grad, m, v, t[0] + 1, lr, beta1, beta2, eps)
+    adam_elements(thread_index(), cuda.blockDim.x, size, param, grad, m, v, t[0] + 1, lr, beta1, beta2, eps)
 
 
 @block_form(adam_step_lr_array_kernel, _adam_sizes)
 @cuda.jit(device=True)
 def adam_step_lr_array_block(param, grad, m, v, t, lr, beta1, beta2, eps, size):
-    adam_elements(cuda.threadIdx.x, cuda.blockDim.x, size, param, grad, m, v, t[0] + 1, lr[0], beta1, beta2, eps)
+    adam_elements(thread_index(), cuda.blockDim.x, size, param, grad, m, v, t[0] + 1, lr[0], beta1, beta2, eps)
 
 
 @cuda.jit
@@ -503,7 +504,7 @@ def increment_kernel(counter, index, amount):
 @block_form(increment_kernel)
 @cuda.jit(device=True)
 def increment_block(counter, index, amount):
-    if cuda.threadIdx.x == 0:
+    if thread_index() == 0:
         counter[index] += amount
 
 
@@ -542,7 +543,7 @@ def polyak_update_kernel(target, source, polyak):
 @block_form(polyak_update_kernel, lambda target, source, polyak: (target.size,))
 @cuda.jit(device=True)
 def polyak_update_block(target, source, polyak, size):
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+    for i in range(thread_index(), size, cuda.blockDim.x):
         target[i] = polyak * target[i] + (1 - polyak) * source[i]
 
 
@@ -594,7 +595,7 @@ def fill_kernel(out, value):
 @block_form(fill_kernel, lambda out, value: (out.size,))
 @cuda.jit(device=True)
 def fill_block(out, value, size):
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+    for i in range(thread_index(), size, cuda.blockDim.x):
         out[i] = value
 
 
@@ -613,7 +614,7 @@ def copy_kernel(src, dst):
 @block_form(copy_kernel, lambda src, dst: (src.size,))
 @cuda.jit(device=True)
 def copy_block(src, dst, size):
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+    for i in range(thread_index(), size, cuda.blockDim.x):
         dst[i] = src[i]
 
 
@@ -657,7 +658,7 @@ def nonfinite_flag_kernel(x, flag, code):
 @cuda.jit(device=True)
 def nonfinite_flag_block(x, flag, code, size):
     # a thread may see another's write and skip its own: the flag ends the same
-    for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+    for i in range(thread_index(), size, cuda.blockDim.x):
         if flag[0] == 0 and not math.isfinite(x[i]):
             flag[0] = code
 

@@ -237,3 +237,33 @@ def test_too_many_arrays_for_one_kernel_keep_the_launch_loop(cuda_device, monkey
     monkeypatch.setattr(cuda_backend, "MAX_PARAMETER_BYTES", step._run.parameter_bytes - 1)
     step = drl.fuse(cuda_device, nn.mlp_train_step, *args)
     assert step._run.unfused == [] and "MAX_PARAMETER_BYTES" in step._run.fallback
+
+
+@pytest.mark.parametrize("width", [5, 12, 300])  # 300: over BIAS_LANES_WIDTH, one thread per column
+def test_fused_bias_gradient_sums_by_lanes_with_the_same_bits_at_any_block(cuda_device, width):
+    from dispatchrl.kernels.core import api as core
+
+    g = np.random.default_rng(width)
+    batch, n_in = 37, 3  # rows not a multiple of the lanes
+    host = {
+        "x": g.normal(size=(batch, n_in)),
+        "W": g.normal(size=(n_in, width)),
+        "pre": g.normal(size=(batch, width)),
+        "out": g.normal(size=(batch, width)),
+        "d_out": g.normal(size=(batch, width)),
+    }
+    sums = []
+    for block_size in (16, 64):
+        a = {k: drl.asarray(cuda_device, v, np.float32) for k, v in host.items()}
+        d_pre, dW, db = (
+            drl.zeros(cuda_device, (batch, width)),
+            drl.zeros(cuda_device, (n_in, width)),
+            drl.zeros(cuda_device, width),
+        )
+        with trace([]) as calls:
+            core.dense_backward(cuda_device, a["x"], a["W"], a["pre"], a["out"], a["d_out"], d_pre, dW, db)
+        cuda_backend.block_program(calls, block_size)(1)
+        sums.append(drl.to_numpy(db))
+    np.testing.assert_array_equal(sums[0], sums[1])
+    d_pre64 = host["d_out"].astype(np.float32).astype(np.float64)  # identity activation: d_pre = d_out
+    np.testing.assert_allclose(sums[0], d_pre64.sum(axis=0), rtol=1e-5, atol=1e-5)

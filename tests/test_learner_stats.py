@@ -35,8 +35,8 @@ def host(x):
 # ---------------------------------------------------------------- kernels on every device
 
 
-def test_accumulate_kernels_against_float64(device):
-    n = 37
+@pytest.mark.parametrize("n", [37, 300])  # on CUDA, 128 lanes: fewer rows than lanes, and several rows a lane
+def test_accumulate_kernels_against_float64(device, n):
     q1, q2, target, log_prob = (G.normal(size=(n, 1)).astype(np.float32) for _ in range(4))
     log_alpha = np.float32(-1.3)
     stats3, stats2, sac3 = (
@@ -54,6 +54,18 @@ def test_accumulate_kernels_against_float64(device):
     np.testing.assert_allclose(host(stats2), [3, 0.5 - 2 * np.mean(q1)], rtol=1e-12, atol=1e-12)
     actor_loss = np.mean(math.exp(float(log_alpha)) * log_prob - np.minimum(q1, q2))
     np.testing.assert_allclose(host(sac3), [5, 1 + 2 * actor_loss, 2 - 2 * np.mean(log_prob)], rtol=1e-12, atol=1e-12)
+
+
+def test_fused_stats_on_a_block_wider_than_their_lanes(cuda_device):
+    # a fused step's block (512 threads on a GPU) has more threads than the 128 lanes: those take no rows
+    from dispatchrl.backends.cuda import block_program
+    from dispatchrl.staging import trace
+
+    q, stats = put(cuda_device, G.normal(size=(150, 1))), drl.zeros(cuda_device, 2, np.float64)
+    with trace([]) as calls:
+        rl.accumulate_actor_stats(cuda_device, q, stats)
+    block_program(calls, 256)(1)
+    np.testing.assert_allclose(host(stats), [1, -np.mean(host(q))], rtol=1e-12)
 
 
 def test_explained_variance_kernel_against_float64(device):

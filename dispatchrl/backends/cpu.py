@@ -803,17 +803,16 @@ def batch_kernel(kernel: Any, extent: int) -> Any:
     return twin
 
 
-def one_lane(body, name: str, scratch: str) -> Dispatcher:
+def one_lane(body, name: str, scratch: str, options: str = "JIT_FAST") -> Dispatcher:
     """The CPU kernel ``name`` of ``body(lane, lanes, partial, *args)``, a reduction written once
     for any number of cooperating lanes (CUDA's :func:`dispatchrl.backends.cuda.lanes_block` runs
     it on a block's threads): one lane, whose partial sums, in a fresh float64 array of
     ``scratch`` slots (an expression over the argument names), are the totals; see
-    :func:`lanes_total` and :func:`lanes_reduce`. The kernel's parameters are ``args``."""
+    :func:`lanes_total` and :func:`lanes_reduce`. The kernel's parameters are ``args``; ``options``
+    names its jit options."""
     py = getattr(body, "py_func", body)
     params = py.__code__.co_varnames[3 : py.__code__.co_argcount]
-    return _generated_kernel(
-        py, name, params, [f"_body(0, 1, np.empty({scratch}), {', '.join(params)})"], (), "JIT_FAST"
-    )
+    return _generated_kernel(py, name, params, [f"_body(0, 1, np.empty({scratch}), {', '.join(params)})"], (), options)
 
 
 @njit(**JIT_FAST_INNER)

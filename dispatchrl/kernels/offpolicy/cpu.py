@@ -5,7 +5,16 @@ import math
 import numpy as np
 from numba import njit
 
-from ...backends.cpu import JIT_EXACT, JIT_EXACT_INLINED, JIT_EXACT_INNER, JIT_FAST, JIT_FAST_INNER, per_index
+from ...backends.cpu import (
+    JIT_EXACT,
+    JIT_EXACT_INLINED,
+    JIT_EXACT_INNER,
+    JIT_FAST,
+    JIT_FAST_INNER,
+    lanes_total,
+    one_lane,
+    per_index,
+)
 from ..core.cpu import row_argmax
 from ..random.cpu import standard_normal, uniform01
 from ..replay.cpu import copy_transition
@@ -175,38 +184,64 @@ def select_min_rows_kernel(a, b, x, y, out):
             out[i, j] = source[i, j]
 
 
-@njit(**JIT_EXACT)
-def accumulate_critic_stats_kernel(q1, q2, target, stats):
+# Learner statistics: batch sums in float64 by ``lanes`` lanes (one here, in row order; a block's
+# threads on CUDA), see dispatchrl.backends.cpu.one_lane. Lanes past ``lanes`` take no rows.
+
+
+@njit(**JIT_EXACT_INNER)
+def accumulate_critic_stats_lanes(lane, lanes, partial, q1, q2, target, stats):
+    first = lane if lane < lanes else q1.shape[0]
     loss, q = 0.0, 0.0
-    for i in range(q1.shape[0]):
+    for i in range(first, q1.shape[0], lanes):
         e1, e2 = np.float64(q1[i, 0]) - target[i, 0], np.float64(q2[i, 0]) - target[i, 0]
         loss += e1 * e1 + e2 * e2
         q += np.float64(q1[i, 0]) + q2[i, 0]
-    stats[0] += 1.0
-    stats[1] += loss / q1.shape[0]
-    stats[2] += q / (2 * q1.shape[0])
+    loss = lanes_total(partial, loss, lane, lanes)
+    q = lanes_total(partial, q, lane, lanes)
+    if lane == 0:
+        stats[0] += 1.0
+        stats[1] += loss / q1.shape[0]
+        stats[2] += q / (2 * q1.shape[0])
 
 
-@njit(**JIT_EXACT)
-def accumulate_actor_stats_kernel(q, stats):
+@njit(**JIT_EXACT_INNER)
+def accumulate_actor_stats_lanes(lane, lanes, partial, q, stats):
+    first = lane if lane < lanes else q.shape[0]
     total = 0.0
-    for i in range(q.shape[0]):
+    for i in range(first, q.shape[0], lanes):
         total += np.float64(q[i, 0])
-    stats[0] += 1.0
-    stats[1] -= total / q.shape[0]
+    total = lanes_total(partial, total, lane, lanes)
+    if lane == 0:
+        stats[0] += 1.0
+        stats[1] -= total / q.shape[0]
 
 
-@njit(**JIT_EXACT)
-def accumulate_sac_actor_stats_kernel(q1, q2, log_prob, log_alpha, stats):
+@njit(**JIT_EXACT_INNER)
+def accumulate_sac_actor_stats_lanes(lane, lanes, partial, q1, q2, log_prob, log_alpha, stats):
+    first = lane if lane < lanes else q1.shape[0]
     alpha = math.exp(np.float64(log_alpha[0]))
     loss, log_prob_sum = 0.0, 0.0
-    for i in range(q1.shape[0]):
+    for i in range(first, q1.shape[0], lanes):
         log_prob_i = np.float64(log_prob[i, 0])  # float64 sums (the simulator's numpy would keep float32)
         loss += alpha * log_prob_i - min(np.float64(q1[i, 0]), np.float64(q2[i, 0]))
         log_prob_sum += log_prob_i
-    stats[0] += 1.0
-    stats[1] += loss / q1.shape[0]
-    stats[2] -= log_prob_sum / q1.shape[0]
+    loss = lanes_total(partial, loss, lane, lanes)
+    log_prob_sum = lanes_total(partial, log_prob_sum, lane, lanes)
+    if lane == 0:
+        stats[0] += 1.0
+        stats[1] += loss / q1.shape[0]
+        stats[2] -= log_prob_sum / q1.shape[0]
+
+
+accumulate_critic_stats_kernel = one_lane(
+    accumulate_critic_stats_lanes, "accumulate_critic_stats_kernel", "1", "JIT_EXACT"
+)
+accumulate_actor_stats_kernel = one_lane(
+    accumulate_actor_stats_lanes, "accumulate_actor_stats_kernel", "1", "JIT_EXACT"
+)
+accumulate_sac_actor_stats_kernel = one_lane(
+    accumulate_sac_actor_stats_lanes, "accumulate_sac_actor_stats_kernel", "1", "JIT_EXACT"
+)
 
 
 # ---------------------------------------------------------------- DQN

@@ -5,7 +5,19 @@ import math
 
 import numpy as np
 
-from ...backends.cuda import Launch, device_twin, flat, launch_1d, launch_2d, launch_once, once, per_index
+from ...backends.cuda import (
+    DYNAMIC_SHARED,
+    Launch,
+    device_twin,
+    flat,
+    lanes_block,
+    lanes_total,
+    launch_1d,
+    launch_2d,
+    launch_once,
+    once,
+    per_index,
+)
 from ...devices import CUDA
 from ...staging import launch
 from ..core.cuda import increment_kernel, row_argmax
@@ -211,31 +223,43 @@ def select_min_rows(device: CUDA, a, b, x, y, out):
     launch_2d(device, select_min_rows_kernel, out.shape, a, b, x, y, out)
 
 
-# learner statistics: batch-sized float64 sums, one thread each (the CPU kernels' order of sums)
+# learner statistics: batch sums in float64 by STATS_LANES threads (one thread each left the rest
+# of a fused step's block waiting ~100 dependent float64 adds)
+STATS_LANES = 128
 
 
-accumulate_critic_stats_kernel = once(cpu.accumulate_critic_stats_kernel)
+def _stats_method(body, name: str) -> tuple:
+    kernel = lanes_block(body, name, STATS_LANES, lanes_total=lanes_total)
+    DYNAMIC_SHARED[kernel] = lambda *args: 8 * STATS_LANES
+
+    def run(device: CUDA, *args) -> None:
+        launch(device, Launch(kernel, (1,), (STATS_LANES,), 8 * STATS_LANES), *args)
+
+    return kernel, run
+
+
+accumulate_critic_stats_kernel, _critic_stats = _stats_method(
+    cpu.accumulate_critic_stats_lanes, "accumulate_critic_stats"
+)
+accumulate_actor_stats_kernel, _actor_stats = _stats_method(cpu.accumulate_actor_stats_lanes, "accumulate_actor_stats")
+accumulate_sac_actor_stats_kernel, _sac_actor_stats = _stats_method(
+    cpu.accumulate_sac_actor_stats_lanes, "accumulate_sac_actor_stats"
+)
 
 
 @api.accumulate_critic_stats.dispatch
 def accumulate_critic_stats(device: CUDA, q1, q2, target, stats):
-    launch_once(device, accumulate_critic_stats_kernel, q1, q2, target, stats)
-
-
-accumulate_actor_stats_kernel = once(cpu.accumulate_actor_stats_kernel)
+    _critic_stats(device, q1, q2, target, stats)
 
 
 @api.accumulate_actor_stats.dispatch
 def accumulate_actor_stats(device: CUDA, q, stats):
-    launch_once(device, accumulate_actor_stats_kernel, q, stats)
-
-
-accumulate_sac_actor_stats_kernel = once(cpu.accumulate_sac_actor_stats_kernel)
+    _actor_stats(device, q, stats)
 
 
 @api.accumulate_sac_actor_stats.dispatch
 def accumulate_sac_actor_stats(device: CUDA, q1, q2, log_prob, log_alpha, stats):
-    launch_once(device, accumulate_sac_actor_stats_kernel, q1, q2, log_prob, log_alpha, stats)
+    _sac_actor_stats(device, q1, q2, log_prob, log_alpha, stats)
 
 
 # ---------------------------------------------------------------- DQN: the CPU's row bodies

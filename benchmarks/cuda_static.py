@@ -27,7 +27,10 @@ barriers_per_step, predicted_us`` and more (``max_block``, ``launchable``, ``mac
 without it, a table.
 
     python benchmarks/cuda_static.py [--json] [--programs td3,sac,ppo,demo] [--cc 90,80]
-                                     [--python PY] [--out DIR] [--replay-steps 10000]
+                                     [--python PY] [--out DIR] [--replay-steps 10000] [--calls]
+
+``--calls`` adds a JSON line per block form and (dense) sizes of each kernel: its runs per step
+and its share of ``predicted_us`` (:func:`call_rows`).
 
 Counted quantities (exactly):
 
@@ -812,6 +815,58 @@ def product_work(sizes: tuple, block: int) -> tuple[int, int]:
     return tiles * 16 * -(-inner // 8) * 8, block
 
 
+def call_cycles(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: float = 0.0) -> list:
+    """``(call, (issue, shared, barriers))`` in cycles per run, for each call of ``kernel`` that
+    runs (weight > 0): the terms :func:`predict` sums (see there)."""
+    spm = 31.0 if sass_per_mac is None else float(sass_per_mac)
+    out = []
+    for c in kernel.calls:
+        if c.weight == 0:
+            continue
+        threads = max(1, min(kernel.block, c.busy_threads or c.parallel))
+        warps = -(-threads // 32)
+        if c.macs:
+            per_warp = (c.thread_macs or math.ceil(c.macs / threads)) * spm
+        else:
+            per_warp = (c.lines or 0) * SASS_PER_LINE
+        issue = per_warp * max(-(-warps // ISSUE_PER_CLOCK), LATENCY_CPI)
+        shared = c.macs * lds_bytes_per_mac / SHARED_BYTES_PER_CLOCK
+        out.append((c, (issue, shared, PHASE_CYCLES + (c.barriers or 0) * INNER_BARRIER_CYCLES)))
+    return out
+
+
+def call_rows(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: float = 0.0) -> list[dict]:
+    """The model's time per step by block form and literal sizes (the sizes of dense forms only),
+    largest first: where a fused step's predicted time goes (``--calls``)."""
+    groups: dict[tuple, dict] = {}
+    for c, (issue, shared, barriers) in call_cycles(kernel, sass_per_mac, lds_bytes_per_mac):
+        key = (c.form, c.sizes if c.macs else None)
+        row = groups.setdefault(
+            key,
+            {
+                "form": c.form,
+                "sizes": list(c.sizes) if c.macs else None,
+                "calls": 0,
+                "runs_per_step": 0.0,
+                "us": 0.0,
+                "issue_us": 0.0,
+                "barrier_us": 0.0,
+                "threads": 0,
+            },
+        )
+        row["calls"] += 1
+        row["runs_per_step"] += c.weight
+        row["us"] += c.weight * (max(issue, shared) + barriers) / (CLOCK_GHZ * 1000)
+        row["issue_us"] += c.weight * issue / (CLOCK_GHZ * 1000)
+        row["barrier_us"] += c.weight * barriers / (CLOCK_GHZ * 1000)
+        row["threads"] = max(row["threads"], min(kernel.block, c.busy_threads or c.parallel))
+    out = sorted(groups.values(), key=lambda r: -r["us"])
+    for row in out:
+        for k in ("runs_per_step", "us", "issue_us", "barrier_us"):
+            row[k] = round(row[k], 3 if k == "runs_per_step" else 2)
+    return out
+
+
 def predict(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: float = 0.0) -> dict:
     """Predicted µs per step of ``kernel`` on one H100 SM (the fused step runs in one block).
 
@@ -837,21 +892,8 @@ def predict(kernel: FusedKernel, sass_per_mac: float | None, lds_bytes_per_mac: 
     add, the naive kernels' figure; with SASS but no dense loop (every product unrolled), the whole
     kernel's instructions per multiply-add. The constants and their sources are at the top of this file;
     ``LATENCY_CPI`` is the one fitted to a measurement (docs/DESIGN.md compares)."""
-    spm = 31.0 if sass_per_mac is None else float(sass_per_mac)
-    block = kernel.block
     cycles = issue_total = shared_total = barrier_total = other_total = 0.0
-    for c in kernel.calls:
-        if c.weight == 0:
-            continue
-        threads = max(1, min(block, c.busy_threads or c.parallel))
-        warps = -(-threads // 32)
-        if c.macs:
-            per_warp = (c.thread_macs or math.ceil(c.macs / threads)) * spm
-        else:
-            per_warp = (c.lines or 0) * SASS_PER_LINE
-        issue = per_warp * max(-(-warps // ISSUE_PER_CLOCK), LATENCY_CPI)
-        shared = c.macs * lds_bytes_per_mac / SHARED_BYTES_PER_CLOCK
-        barriers = PHASE_CYCLES + (c.barriers or 0) * INNER_BARRIER_CYCLES
+    for c, (issue, shared, barriers) in call_cycles(kernel, sass_per_mac, lds_bytes_per_mac):
         cycles += c.weight * (max(issue, shared) + barriers)
         issue_total += c.weight * issue
         other_total += 0.0 if c.macs else c.weight * issue
@@ -934,6 +976,9 @@ def main(argv: list[str] | None = None) -> None:
         "with config fields as +field=JSON: dqn:cartpole+dueling=true)",
     )
     parser.add_argument("--cc", default="90,80", help="compute capabilities, e.g. 90,80")
+    parser.add_argument(
+        "--calls", action="store_true", help="also a JSON line per block form: where the model's time goes"
+    )
     parser.add_argument("--python", default=os.environ.get("DISPATCHRL_CUDA_PYTHON", sys.executable))
     parser.add_argument("--out", default=None, help="keep PTX, cubins and SASS here (default: a temporary folder)")
     parser.add_argument("--replay-steps", type=int, default=10_000, help="steps of branch replay per program")
@@ -963,6 +1008,13 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(row), flush=True)
     else:
         print(table(report))
+    if args.calls:
+        for index, kernel in enumerate(kernels):
+            for cc in ccs:
+                r = compiled[(index, cc)]
+                spm = r.get("sass_per_mac") or r.get("kernel_sass_per_mac")
+                for row in call_rows(kernel, spm, r.get("lds_bytes_per_mac") or 0.0):
+                    print(json.dumps({"program": kernel.program, "cc": cc, **row}), flush=True)
 
 
 if __name__ == "__main__":

@@ -114,6 +114,20 @@ def test_launch_limits(tool):
     assert tool.launch_problems(kernel, {"registers": 64, "shared_bytes": 50_000})
 
 
+def test_the_model_by_call_adds_up_to_its_prediction(tool):
+    # a dense call on 256 of 512 threads, run twice a step, and an elementwise call on thread 0 only
+    dense = tool.Call("dense_forward_block", (64, 64, 100, 32), 2.0, 409_600, 4096, 0, None, 1600, 256)
+    other = tool.Call("increment_block", (), 1.0, 0, 1, 0, 3)
+    kernel = tool.FusedKernel("k", "", {}, [], 512, 0, [dense, other], 0.0, 10**9)
+    rows = tool.call_rows(kernel, 3.5)
+    assert [r["form"] for r in rows] == ["dense_forward_block", "increment_block"]
+    assert rows[0]["threads"] == 256 and rows[0]["runs_per_step"] == 2.0 and rows[1]["sizes"] is None
+    # the dense call: 1600 multiply-adds x 3.5 instructions at 5.4 cycles each (8 warps: latency-bound)
+    assert rows[0]["issue_us"] == round(2 * 1600 * 3.5 * tool.LATENCY_CPI / (tool.CLOCK_GHZ * 1000), 2)
+    predicted = tool.predict(kernel, 3.5)["predicted_us"]
+    assert abs(sum(r["us"] for r in rows) - predicted) < 0.02
+
+
 def compile_python() -> str:
     return os.environ.get("DISPATCHRL_CUDA_PYTHON", sys.executable)
 
